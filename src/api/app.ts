@@ -1,0 +1,141 @@
+import swagger from '@fastify/swagger';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Logger } from '../core/logger.js';
+import { ID_PREFIX, newId } from '../core/ids.js';
+import { CODES, BurrowError } from '../core/errors.js';
+import type { Repositories } from '../store/index.js';
+import { apiKeyRoutes } from './api-keys.js';
+import { installAuth } from './auth.js';
+import { backendRoutes } from './backends.js';
+import { botUserRoutes } from './bot-users.js';
+import { certificateAuthorityRoutes } from './certificate-authorities.js';
+import { credentialRoutes } from './credentials.js';
+import { edgeRoutes } from './edges.js';
+import { ipPolicyRoutes } from './ip-policies.js';
+import { ipPolicyRuleRoutes } from './ip-policy-rules.js';
+import { reservedAddrRoutes } from './reserved-addrs.js';
+import { reservedDomainRoutes } from './reserved-domains.js';
+import { NOTHING_ONLINE, type ApiContext, type OnlineState } from './context.js';
+import { installErrorHandlers } from './error-handler.js';
+import { Uris } from './uris.js';
+
+export interface ApiOptions {
+  repos: Repositories;
+  publicApiUrl: string;
+  rateLimit: { max: number; windowSeconds: number };
+  logger?: Logger | undefined;
+  online?: OnlineState | undefined;
+}
+
+/** Route plugins, one per resource, in the order they appear in the API description. */
+const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<void>> = [
+  apiKeyRoutes,
+  botUserRoutes,
+  credentialRoutes,
+  reservedDomainRoutes,
+  reservedAddrRoutes,
+  ipPolicyRoutes,
+  ipPolicyRuleRoutes,
+  certificateAuthorityRoutes,
+  backendRoutes,
+  edgeRoutes,
+];
+
+const BODY_LIMIT = 1024 * 1024;
+
+/**
+ * The management API as a Fastify app, not yet listening.
+ * @example const app = await buildApi({ repos, publicApiUrl: 'http://127.0.0.1:4000', rateLimit: { max: 0, windowSeconds: 60 } });
+ */
+export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
+  const app: FastifyInstance = Fastify({
+    loggerInstance: options.logger as FastifyBaseLogger | undefined,
+    bodyLimit: BODY_LIMIT,
+    genReqId: () => newId(ID_PREFIX.operation),
+    ajv: {
+      customOptions: {
+        removeAdditional: false,
+        coerceTypes: false,
+        useDefaults: false,
+        allErrors: false,
+        verbose: true,
+        keywords: [
+          {
+            keyword: 'maxBytes',
+            type: 'string',
+            schemaType: 'number',
+            validate: (max: number, data: string) => Buffer.byteLength(data, 'utf8') <= max,
+          },
+        ],
+      },
+    },
+  });
+  const ctx: ApiContext = {
+    repos: options.repos,
+    uris: new Uris(options.publicApiUrl),
+    online: options.online ?? NOTHING_ONLINE,
+  };
+
+  app.decorateRequest('operationId', '');
+  app.addHook('onRequest', async (request, reply) => {
+    request.operationId = String(request.id);
+    void reply.header('Operation-Id', request.operationId);
+    void reply.header('Ngrok-Operation-Id', request.operationId);
+  });
+  installErrorHandlers(app);
+  installAuth(app, options.repos.apiKeys, options.rateLimit);
+
+  // An empty body counts as {} so that creates whose fields are all optional need none.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser(
+    'application/json',
+    { parseAs: 'string', bodyLimit: BODY_LIMIT },
+    (_req, body, done) => {
+      const text = String(body);
+      if (text.trim() === '') return done(null, {});
+      try {
+        done(null, JSON.parse(text));
+      } catch (err) {
+        done(
+          new BurrowError(
+            CODES.malformedJson,
+            400,
+            `The request body is not valid JSON: ${(err as Error).message}`,
+          ),
+          undefined,
+        );
+      }
+    },
+  );
+  app.addHook('preValidation', async (request) => {
+    if (
+      request.body === undefined &&
+      (request.method === 'POST' || request.method === 'PATCH' || request.method === 'PUT')
+    ) {
+      request.body = {};
+    }
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'Burrow management API',
+        version: '2',
+        description:
+          'Manage edges, their modules, reserved domains and addresses, IP policies, backends, bot users, authtokens and API keys. Every request carries `Authorization: Bearer <API key>` and `Service-Version: 2`.',
+      },
+      servers: [{ url: options.publicApiUrl }],
+      components: {
+        securitySchemes: { apiKey: { type: 'http', scheme: 'bearer' } },
+      },
+      security: [{ apiKey: [] }],
+    },
+  });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+
+  for (const routes of ROUTES) await routes(app, ctx);
+  await app.ready();
+  return app;
+}

@@ -1,0 +1,5 @@
+import type { FastifyInstance } from 'fastify';
+import type { ApiContext } from './context.js';
+
+/** PLACEHOLDER: being written. */
+export async function backendRoutes(_app: FastifyInstance, _ctx: ApiContext): Promise<void> {}

@@ -1,0 +1,22 @@
+import type { Repositories } from '../store/index.js';
+import type { Uris } from './uris.js';
+
+/**
+ * Live state the API shows but does not own: online tunnels and sessions. The edge fills it in;
+ * an API-only process sees nothing online.
+ */
+export interface OnlineState {
+  /** Ids of online tunnels whose labels are a superset of `labels`. */
+  tunnelsMatching(labels: Record<string, string>): string[];
+}
+
+export const NOTHING_ONLINE: OnlineState = {
+  tunnelsMatching: () => [],
+};
+
+/** What every route plugin receives. */
+export interface ApiContext {
+  repos: Repositories;
+  uris: Uris;
+  online: OnlineState;
+}

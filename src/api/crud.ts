@@ -1,0 +1,135 @@
+import type { TSchema } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { NotFoundError } from '../core/errors.js';
+import type { Page, PageRequest } from '../store/paging.js';
+import { listEnvelope, pageRequest } from './paging.js';
+import { IdParams, ListOf, ListQuery } from './schemas.js';
+
+/** The five operations every resource repository offers. */
+export interface CrudRepository<T, C, U> {
+  create(input: C): Promise<T>;
+  get(id: string): Promise<T | undefined>;
+  list(page: PageRequest): Promise<Page<T>>;
+  update(id: string, patch: U): Promise<T | undefined>;
+  delete(id: string): Promise<boolean>;
+}
+
+/** How a resource appears in the API. */
+export interface CrudSpec<T, C, U> {
+  /** Collection path without leading slash, e.g. `bot_users` or `edges/tcp`. */
+  path: string;
+  /** Key of the list envelope, e.g. `bot_users`. */
+  listKey: string;
+  /** Human name for OpenAPI summaries, e.g. `bot user`. */
+  name: string;
+  tag: string;
+  /** Response schema of one item. */
+  item: TSchema;
+  createBody: TSchema;
+  updateBody: TSchema;
+  repo: CrudRepository<T, C, U>;
+  /** Turn a stored item into its API shape (adds `uri`, turns ids into refs). */
+  view(item: T): unknown;
+  /** Whether create may be called without a body (every field optional). */
+  createBodyOptional?: boolean;
+}
+
+/** Throw the API's 404 when `value` is undefined. */
+export function found<T>(value: T | undefined): T {
+  if (value === undefined) throw new NotFoundError();
+  return value;
+}
+
+/**
+ * Register create (201), get, list (paged), PATCH update and delete (204) for one resource.
+ * @example registerCrud(app, { path: 'bot_users', listKey: 'bot_users', ... })
+ */
+export function registerCrud<T, C, U>(
+  app: FastifyInstance,
+  spec: CrudSpec<T, C, U>,
+  collectionUri: string,
+): void {
+  const tags = [spec.tag];
+  app.post(
+    `/${spec.path}`,
+    {
+      schema: {
+        tags,
+        summary: `Create a ${spec.name}`,
+        body: spec.createBody,
+        response: { 201: spec.item },
+      },
+    },
+    async (request, reply) => {
+      const created = await spec.repo.create((request.body ?? {}) as C);
+      return reply.status(201).send(spec.view(created));
+    },
+  );
+  app.get(
+    `/${spec.path}`,
+    {
+      schema: {
+        tags,
+        summary: `List ${spec.name}s`,
+        querystring: ListQuery,
+        response: { 200: ListOf(spec.listKey, spec.item) },
+      },
+    },
+    async (request) => {
+      const req = pageRequest(request.query as { before_id?: string; limit?: string });
+      const page = await spec.repo.list(req);
+      return listEnvelope(
+        spec.listKey,
+        { items: page.items.map((i) => spec.view(i)), nextBeforeId: page.nextBeforeId },
+        collectionUri,
+        req,
+      );
+    },
+  );
+  app.get(
+    `/${spec.path}/:id`,
+    {
+      schema: {
+        tags,
+        summary: `Get a ${spec.name}`,
+        params: IdParams,
+        response: { 200: spec.item },
+      },
+    },
+    async (request) => spec.view(found(await spec.repo.get((request.params as { id: string }).id))),
+  );
+  app.patch(
+    `/${spec.path}/:id`,
+    {
+      schema: {
+        tags,
+        summary: `Update a ${spec.name}`,
+        params: IdParams,
+        body: spec.updateBody,
+        response: { 200: spec.item },
+      },
+    },
+    async (request) =>
+      spec.view(
+        found(
+          await spec.repo.update((request.params as { id: string }).id, (request.body ?? {}) as U),
+        ),
+      ),
+  );
+  app.delete(
+    `/${spec.path}/:id`,
+    {
+      schema: {
+        tags,
+        summary: `Delete a ${spec.name}`,
+        params: IdParams,
+        response: { 204: { type: 'null' } },
+      },
+    },
+    async (request, reply) => {
+      if (!(await spec.repo.delete((request.params as { id: string }).id)))
+        throw new NotFoundError();
+      return reply.status(204).send();
+    },
+  );
+}

@@ -1,0 +1,101 @@
+import { Command, Option } from 'commander';
+import { ConfigError, loadServerConfig, SERVER_OPTIONS } from '../core/config.js';
+import { createLogger } from '../core/logger.js';
+import { createRepositories, openStore } from '../store/index.js';
+import { startServer, storeSettings } from './server.js';
+
+function collectFlags(
+  opts: Record<string, string | undefined>,
+): Record<string, string | undefined> {
+  const flags: Record<string, string | undefined> = {};
+  for (const spec of SERVER_OPTIONS) {
+    const camel = spec.name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
+    const value = opts[camel];
+    if (value !== undefined) flags[spec.name] = value;
+  }
+  if (opts.config !== undefined) flags.config = opts.config;
+  return flags;
+}
+
+function addServerOptions(cmd: Command, names?: readonly string[]): Command {
+  cmd.addOption(
+    new Option('--config <file>', 'YAML or JSON config file; keys are the option names').env(
+      'BURROW_CONFIG',
+    ),
+  );
+  for (const spec of SERVER_OPTIONS) {
+    if (names && !names.includes(spec.name)) continue;
+    const env = 'BURROW_' + spec.name.toUpperCase().replace(/-/g, '_');
+    const def = spec.default ? ` (default: ${spec.default})` : '';
+    cmd.addOption(new Option(`--${spec.name} <value>`, `${spec.description}${def} [env ${env}]`));
+  }
+  return cmd;
+}
+
+/** The `burrow` command line. */
+export function buildCli(): Command {
+  const program = new Command('burrow')
+    .description('Burrow: a self-hosted edge, domain and tunnel platform')
+    .version('0.1.0')
+    .showHelpAfterError();
+
+  addServerOptions(
+    program.command('server').description('run the management API and the edge'),
+  ).action(async (opts: Record<string, string | undefined>) => {
+    const config = loadServerConfig(collectFlags(opts));
+    const logger = createLogger(config.logLevel);
+    const server = await startServer(config, logger);
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      logger.info({ signal }, 'shutting down');
+      server.close().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          logger.error({ err }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+  });
+
+  const apiKey = program.command('api-key').description('manage API keys directly in the database');
+  addServerOptions(apiKey.command('create').description('create an API key and print it once'), [
+    'data-dir',
+    'database',
+  ])
+    .option('--description <text>', 'description of the key', '')
+    .action(async (opts: Record<string, string | undefined>) => {
+      const config = loadServerConfig(collectFlags(opts));
+      const store = await openStore({ database: config.database, dataDir: config.dataDir });
+      try {
+        const repos = createRepositories(store, storeSettings(config));
+        const key = await repos.apiKeys.create({ description: opts.description ?? '' });
+        process.stdout.write(`${key.token}\n`);
+        process.stderr.write(
+          `Created API key ${key.id}. This is the only time its token is shown; store it now.\n`,
+        );
+      } finally {
+        await store.close();
+      }
+    });
+
+  return program;
+}
+
+/** Run the CLI with `argv` (as `process.argv`); exits non-zero with a message on bad input. */
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await buildCli().parseAsync(argv);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`burrow: ${err.message}\n`);
+      process.exit(2);
+    }
+    process.stderr.write(`burrow: ${(err as Error).message}\n`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,256 @@
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { splitHostPort } from './hostname.js';
+
+/**
+ * Server configuration. Every option has a flag (`--api-listen`), an environment variable
+ * (`BURROW_API_LISTEN`) and a config-file key (`api-listen`); precedence is flag, then environment,
+ * then file, then default.
+ */
+export interface ServerConfig {
+  dataDir: string;
+  /** Empty: SQLite in the data folder. Otherwise a `postgres://` URL. */
+  database: string;
+  role: 'all' | 'api' | 'edge';
+  apiListen: string;
+  publicApiUrl: string;
+  agentListen: string;
+  httpListen: string;
+  httpsListen: string;
+  metricsListen: string;
+  baseDomain: string;
+  tcpHost: string;
+  tcpPorts: { first: number; last: number };
+  /** Requests per window per API key; 0 turns rate limiting off. */
+  apiRateLimit: { max: number; windowSeconds: number };
+  logLevel: string;
+}
+
+/** One option as the CLI, the environment and config files see it. */
+export interface OptionSpec {
+  key: keyof ServerConfig;
+  /** Kebab-case name: the flag without dashes and the config-file key. */
+  name: string;
+  description: string;
+  default: string;
+}
+
+export const SERVER_OPTIONS: readonly OptionSpec[] = [
+  {
+    key: 'dataDir',
+    name: 'data-dir',
+    description: 'data folder (SQLite file, CA, keys)',
+    default: './burrow-data',
+  },
+  {
+    key: 'database',
+    name: 'database',
+    description: 'database: empty for SQLite in the data folder, or a postgres:// URL',
+    default: '',
+  },
+  {
+    key: 'role',
+    name: 'role',
+    description: 'what this process runs: api, edge or all',
+    default: 'all',
+  },
+  {
+    key: 'apiListen',
+    name: 'api-listen',
+    description: 'API and dashboard listener host:port',
+    default: '127.0.0.1:4000',
+  },
+  {
+    key: 'publicApiUrl',
+    name: 'public-api-url',
+    description: 'public URL of the API, used in uri fields (default http://<api-listen>)',
+    default: '',
+  },
+  {
+    key: 'agentListen',
+    name: 'agent-listen',
+    description: 'agent connections (TLS) host:port',
+    default: '127.0.0.1:4443',
+  },
+  {
+    key: 'httpListen',
+    name: 'http-listen',
+    description: 'public HTTP ingress host:port',
+    default: '127.0.0.1:8080',
+  },
+  {
+    key: 'httpsListen',
+    name: 'https-listen',
+    description: 'public HTTPS/TLS ingress host:port (SNI)',
+    default: '127.0.0.1:8443',
+  },
+  {
+    key: 'metricsListen',
+    name: 'metrics-listen',
+    description:
+      'separate Prometheus metrics listener host:port (default: /metrics on the API listener)',
+    default: '',
+  },
+  {
+    key: 'baseDomain',
+    name: 'base-domain',
+    description: 'base domain for random endpoint names',
+    default: 'burrow.localhost',
+  },
+  {
+    key: 'tcpHost',
+    name: 'tcp-host',
+    description: 'host name of public TCP addresses',
+    default: 'localhost',
+  },
+  {
+    key: 'tcpPorts',
+    name: 'tcp-ports',
+    description: 'port range of public TCP addresses, first-last',
+    default: '20000-20999',
+  },
+  {
+    key: 'apiRateLimit',
+    name: 'api-rate-limit',
+    description: 'API requests allowed per API key, as <count>/<seconds>s; 0 turns the limit off',
+    default: '1200/60s',
+  },
+  {
+    key: 'logLevel',
+    name: 'log-level',
+    description: 'log level: fatal, error, warn, info, debug, trace or silent',
+    default: 'info',
+  },
+];
+
+/** A configuration value that cannot be used; the message names the option and the rule. */
+export class ConfigError extends Error {
+  constructor(option: string, rule: string) {
+    super(`--${option}: ${rule}`);
+    this.name = 'ConfigError';
+  }
+}
+
+function envName(name: string): string {
+  return 'BURROW_' + name.toUpperCase().replace(/-/g, '_');
+}
+
+function parseListen(name: string, value: string): string {
+  if (!splitHostPort(value))
+    throw new ConfigError(name, `'${value}' must be host:port, e.g. 127.0.0.1:4000`);
+  return value;
+}
+
+function parsePortRange(value: string): { first: number; last: number } {
+  const m = /^(\d{1,5})-(\d{1,5})$/.exec(value);
+  const first = Number(m?.[1]);
+  const last = Number(m?.[2]);
+  if (!m || first < 1 || last > 65535 || first > last) {
+    throw new ConfigError(
+      'tcp-ports',
+      `'${value}' must be a range first-last within 1-65535, e.g. 20000-20999`,
+    );
+  }
+  return { first, last };
+}
+
+function parseRateLimit(value: string): { max: number; windowSeconds: number } {
+  if (value === '0') return { max: 0, windowSeconds: 60 };
+  const m = /^(\d+)\/(\d+)s$/.exec(value);
+  if (!m || Number(m[2]) < 1) {
+    throw new ConfigError(
+      'api-rate-limit',
+      `'${value}' must be <count>/<seconds>s (e.g. 1200/60s) or 0`,
+    );
+  }
+  return { max: Number(m[1]), windowSeconds: Number(m[2]) };
+}
+
+function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError('config', `cannot read ${path}: ${(err as Error).message}`);
+  }
+  const doc: unknown = parseYaml(text);
+  if (doc === null || doc === undefined) return {};
+  if (typeof doc !== 'object' || Array.isArray(doc)) {
+    throw new ConfigError('config', `${path} must hold a mapping of option names to values`);
+  }
+  const known = new Set(SERVER_OPTIONS.map((o) => o.name));
+  for (const key of Object.keys(doc)) {
+    if (!known.has(key))
+      throw new ConfigError(
+        'config',
+        `${path}: unknown key '${key}'; keys are the flag names, e.g. api-listen`,
+      );
+  }
+  return doc as Record<string, unknown>;
+}
+
+/**
+ * Resolve the server configuration from flags (kebab-case names to strings), the environment and an
+ * optional config file.
+ * @example loadServerConfig({ 'api-listen': '127.0.0.1:5000' }, process.env)
+ */
+export function loadServerConfig(
+  flags: Record<string, string | undefined>,
+  env: NodeJS.ProcessEnv = process.env,
+  configPath: string | undefined = flags.config ?? env.BURROW_CONFIG,
+): ServerConfig {
+  const file = configPath ? readConfigFile(configPath) : {};
+  const raw = (name: string, def: string): string => {
+    const fromFlag = flags[name];
+    if (fromFlag !== undefined) return fromFlag;
+    const fromEnv = env[envName(name)];
+    if (fromEnv !== undefined) return fromEnv;
+    const fromFile = file[name];
+    if (
+      typeof fromFile === 'string' ||
+      typeof fromFile === 'number' ||
+      typeof fromFile === 'boolean'
+    ) {
+      return String(fromFile);
+    }
+    if (fromFile !== undefined && fromFile !== null) {
+      throw new ConfigError('config', `key '${name}' must be a string or number`);
+    }
+    return def;
+  };
+  const get = (key: keyof ServerConfig): string => {
+    const spec = SERVER_OPTIONS.find((o) => o.key === key)!;
+    return raw(spec.name, spec.default);
+  };
+  const role = get('role');
+  if (role !== 'all' && role !== 'api' && role !== 'edge') {
+    throw new ConfigError('role', `'${role}' must be one of api, edge, all`);
+  }
+  const database = get('database');
+  if (database && !/^postgres(ql)?:\/\//.test(database)) {
+    throw new ConfigError('database', `'${database}' must be empty (SQLite) or a postgres:// URL`);
+  }
+  const apiListen = parseListen('api-listen', get('apiListen'));
+  const publicApiUrl = (get('publicApiUrl') || `http://${apiListen}`).replace(/\/+$/, '');
+  if (!/^https?:\/\/[^/]+(\/.*)?$/.test(publicApiUrl)) {
+    throw new ConfigError('public-api-url', `'${publicApiUrl}' must be an http:// or https:// URL`);
+  }
+  const metricsListen = get('metricsListen');
+  return {
+    dataDir: resolve(get('dataDir')),
+    database,
+    role,
+    apiListen,
+    publicApiUrl,
+    agentListen: parseListen('agent-listen', get('agentListen')),
+    httpListen: parseListen('http-listen', get('httpListen')),
+    httpsListen: parseListen('https-listen', get('httpsListen')),
+    metricsListen: metricsListen ? parseListen('metrics-listen', metricsListen) : '',
+    baseDomain: get('baseDomain').toLowerCase(),
+    tcpHost: get('tcpHost').toLowerCase(),
+    tcpPorts: parsePortRange(get('tcpPorts')),
+    apiRateLimit: parseRateLimit(get('apiRateLimit')),
+    logLevel: get('logLevel'),
+  };
+}

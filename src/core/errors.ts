@@ -1,0 +1,176 @@
+/**
+ * The error catalogue. Every error Burrow reports carries a stable `ERR_NGROK_nnn` code (the codes
+ * of the API and agent protocol Burrow is compatible with, so existing clients can match on them)
+ * and, for the API, an HTTP status. Subclasses group errors by how a client should react.
+ *
+ * @example
+ * throw new ValidationError(CODES.descriptionTooLong, 'description', 'must be at most 255 bytes of UTF-8');
+ */
+
+/** Codes by name. Values are the wire codes; names say what went wrong. */
+export const CODES = {
+  // Authentication and versioning (API)
+  missingAuth: 'ERR_NGROK_200',
+  malformedAuth: 'ERR_NGROK_201',
+  invalidApiKey: 'ERR_NGROK_203',
+  unsupportedVersion: 'ERR_NGROK_217',
+  missingVersion: 'ERR_NGROK_218',
+  // Request shape
+  badContentType: 'ERR_NGROK_216',
+  unreadableBody: 'ERR_NGROK_212',
+  malformedJson: 'ERR_NGROK_213',
+  unknownField: 'ERR_NGROK_214',
+  invalidValue: 'ERR_NGROK_215',
+  invalidReference: 'ERR_NGROK_223',
+  invalidIdPrefix: 'ERR_NGROK_227',
+  malformedQuery: 'ERR_NGROK_230',
+  unknownQueryParam: 'ERR_NGROK_231',
+  invalidLimit: 'ERR_NGROK_233',
+  rateLimited: 'ERR_NGROK_226',
+  // Field limits
+  descriptionTooLong: 'ERR_NGROK_7073',
+  metadataTooLong: 'ERR_NGROK_100',
+  // Reserved domains
+  invalidDomain: 'ERR_NGROK_400',
+  wildcardNotFirstLabel: 'ERR_NGROK_402',
+  domainAlreadyReserved: 'ERR_NGROK_413',
+  invalidCertificatePolicy: 'ERR_NGROK_420',
+  domainInUse: 'ERR_NGROK_446',
+  // Reserved addresses
+  addrInUse: 'ERR_NGROK_446',
+  noFreeAddress: 'ERR_NGROK_503',
+  // Credentials
+  invalidAclRule: 'ERR_NGROK_600',
+  invalidOwner: 'ERR_NGROK_630',
+  // IP policies
+  invalidCidr: 'ERR_NGROK_1406',
+  duplicateCidr: 'ERR_NGROK_1408',
+  cidrNotNetworkAddress: 'ERR_NGROK_1409',
+  cidrMissingMask: 'ERR_NGROK_1413',
+  invalidIpAction: 'ERR_NGROK_1410',
+  ipPolicyInUse: 'ERR_NGROK_1420',
+  // Bot users
+  botNameEmpty: 'ERR_NGROK_4109',
+  botNameTaken: 'ERR_NGROK_4112',
+  botUserInUse: 'ERR_NGROK_4113',
+  // Backends
+  backendLabelCount: 'ERR_NGROK_6508',
+  backendLabelKey: 'ERR_NGROK_6509',
+  backendLabelValue: 'ERR_NGROK_6510',
+  backendNotFound: 'ERR_NGROK_6514',
+  backendLabelEquals: 'ERR_NGROK_6531',
+  backendInUse: 'ERR_NGROK_6502',
+  // Certificate authorities
+  invalidCaPem: 'ERR_NGROK_7400',
+  caInUse: 'ERR_NGROK_7401',
+  // Edges
+  hostportFormat: 'ERR_NGROK_7104',
+  hostportPortRange: 'ERR_NGROK_7112',
+  addrNotReserved: 'ERR_NGROK_7113',
+  domainWrongPort: 'ERR_NGROK_7116',
+  domainNotReserved: 'ERR_NGROK_7117',
+  tcpEdgeNeedsAddr: 'ERR_NGROK_7120',
+  hostportTaken: 'ERR_NGROK_7122',
+  tlsEdgeNeedsDomain: 'ERR_NGROK_7133',
+  ipPolicyNotFound: 'ERR_NGROK_7007',
+  ipRestrictionNeedsPolicy: 'ERR_NGROK_7025',
+  caNotFound: 'ERR_NGROK_7072',
+  moduleNeedsTermination: 'ERR_NGROK_7062',
+  invalidTerminateAt: 'ERR_NGROK_224',
+  moduleRemovalInPatch: 'ERR_NGROK_7028',
+  // Traffic policy
+  policyInvalidExpression: 'ERR_NGROK_2200',
+  policyInvalidAction: 'ERR_NGROK_2201',
+  policyActionPhase: 'ERR_NGROK_2202',
+  policyActionConfig: 'ERR_NGROK_2203',
+  policyActionValue: 'ERR_NGROK_2204',
+  policyActionProtocol: 'ERR_NGROK_2205',
+  policyNoActions: 'ERR_NGROK_2206',
+  policyUnreachableAction: 'ERR_NGROK_2207',
+  policyPhase: 'ERR_NGROK_2230',
+  policyUnparseable: 'ERR_NGROK_2236',
+} as const;
+
+export type ErrorCode = (typeof CODES)[keyof typeof CODES];
+
+/** Base class: a code (absent for plain 404s), an HTTP status and string details. */
+export class BurrowError extends Error {
+  readonly code: string | undefined;
+  readonly statusCode: number;
+  readonly details: Record<string, string>;
+
+  constructor(
+    code: string | undefined,
+    statusCode: number,
+    message: string,
+    details: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = new.target.name;
+    this.code = code;
+    this.statusCode = statusCode;
+    this.details = details;
+  }
+}
+
+/** 400: a value broke a rule. `field` is the JSON path of the offending field, when there is one. */
+export class ValidationError extends BurrowError {
+  readonly field: string | undefined;
+  constructor(code: string, field: string | undefined, message: string) {
+    super(code, 400, field && !message.includes(field) ? `${field}: ${message}` : message);
+    this.field = field;
+    if (field) this.details.field = field;
+  }
+}
+
+/** 400: the body named a field the resource does not have. */
+export class UnknownFieldError extends ValidationError {
+  constructor(field: string, supported: readonly string[]) {
+    super(
+      CODES.unknownField,
+      field,
+      `The parameter '${field}' is unknown. Supported fields are: ${supported.join(', ') || '(none)'}.`,
+    );
+  }
+}
+
+/** 401: no credentials, or credentials that do not check out. */
+export class AuthenticationError extends BurrowError {
+  constructor(code: string, message: string) {
+    super(code, 401, message);
+  }
+}
+
+/** 404: the id names nothing. The body has no error code, as clients expect. */
+export class NotFoundError extends BurrowError {
+  constructor(message = 'Resource not found') {
+    super(undefined, 404, message);
+  }
+}
+
+/** 409: the change conflicts with something that exists (a duplicate, or a live reference). */
+export class ConflictError extends BurrowError {
+  constructor(code: string, message: string) {
+    super(code, 409, message);
+  }
+}
+
+/** 429: too many requests; `retryAfterSeconds` goes to the Retry-After header. */
+export class RateLimitError extends BurrowError {
+  readonly retryAfterSeconds: number;
+  constructor(retryAfterSeconds: number) {
+    super(
+      CODES.rateLimited,
+      429,
+      `Too many requests: the API rate limit is exceeded. Retry after ${retryAfterSeconds} seconds.`,
+    );
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+/** 503: the server cannot do this now (for example, no free port is left to reserve). */
+export class UnavailableError extends BurrowError {
+  constructor(code: string, message: string) {
+    super(code, 503, message);
+  }
+}

@@ -1,0 +1,51 @@
+/**
+ * DNS names as Burrow accepts them: lowercase LDH labels of 1-63 characters, at most 253 in all,
+ * at least two labels. A wildcard `*` may only be the whole first label.
+ */
+const LABEL_RE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+export type HostnameProblem = 'empty' | 'too-long' | 'bad-label' | 'single-label' | 'wildcard';
+
+/** Why `name` is not an acceptable (optionally wildcard) hostname, or undefined when it is. */
+export function hostnameProblem(name: string, allowWildcard: boolean): HostnameProblem | undefined {
+  if (name.length === 0) return 'empty';
+  if (name.length > 253) return 'too-long';
+  const labels = name.split('.');
+  if (labels.length < 2) return 'single-label';
+  for (let i = 0; i < labels.length; i++) {
+    const label = labels[i]!;
+    if (label === '*') {
+      if (i !== 0 || !allowWildcard) return 'wildcard';
+      continue;
+    }
+    if (label.includes('*')) return 'wildcard';
+    if (!LABEL_RE.test(label)) return 'bad-label';
+  }
+  if (labels[0] === '*' && labels.length < 3) return 'single-label';
+  return undefined;
+}
+
+/** True when `name` is `suffix` itself or any name at any depth under it. */
+export function isAtOrUnder(name: string, suffix: string): boolean {
+  return name === suffix || name.endsWith('.' + suffix);
+}
+
+/**
+ * True when a reserved `domain` (possibly `*.x.y`) covers `name`: equal, or, for a wildcard,
+ * any name at any depth under its suffix.
+ * @example domainCovers('*.sitea.example.com', 'dev1.sitea.example.com') // true
+ */
+export function domainCovers(domain: string, name: string): boolean {
+  if (domain === name) return true;
+  if (!domain.startsWith('*.')) return false;
+  return name.endsWith(domain.slice(1));
+}
+
+/** Split `host:port` (IPv6 in brackets). Port must be 1..65535. */
+export function splitHostPort(value: string): { host: string; port: number } | undefined {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(value);
+  if (!m) return undefined;
+  const port = Number(m[2]);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) return undefined;
+  return { host: m[1]!, port };
+}

@@ -1,0 +1,37 @@
+import { pino, type Logger, type DestinationStream } from 'pino';
+
+export type { Logger };
+
+/**
+ * Paths pino blanks out in every log line: credentials in headers, bodies and agent messages.
+ * Tokens must never reach a log, whatever the level.
+ */
+export const REDACT_PATHS = [
+  'req.headers.authorization',
+  'headers.authorization',
+  'authorization',
+  'token',
+  'authtoken',
+  '*.token',
+  '*.authtoken',
+  '*.Authtoken',
+  '*.AuthToken',
+  'extra.Authtoken',
+  'extra.AuthToken',
+];
+
+/**
+ * The structured JSON logger every component uses.
+ * @example createLogger('info').info({ port: 4000 }, 'api listening')
+ */
+export function createLogger(level = 'info', destination?: DestinationStream): Logger {
+  return pino(
+    {
+      level,
+      base: { service: 'burrow' },
+      redact: { paths: REDACT_PATHS, censor: '[redacted]' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+    },
+    destination,
+  );
+}

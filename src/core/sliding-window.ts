@@ -1,0 +1,62 @@
+/**
+ * A sliding-window rate limiter: the count of the current fixed window plus the previous window's
+ * count weighted by how much of it still overlaps the sliding window. Memory is two counters per
+ * key; idle keys are swept.
+ * @example const limiter = new SlidingWindowLimiter(120, 60_000); limiter.take('ak_1').allowed
+ */
+export class SlidingWindowLimiter {
+  private readonly buckets = new Map<
+    string,
+    { window: number; current: number; previous: number }
+  >();
+  private lastSweep = 0;
+
+  constructor(
+    readonly capacity: number,
+    readonly windowMs: number,
+  ) {}
+
+  /** Count one event for `key`; when refused, `retryAfterMs` says when a retry can succeed. */
+  take(key: string, now = Date.now()): { allowed: boolean; retryAfterMs: number } {
+    this.sweep(now);
+    const window = Math.floor(now / this.windowMs);
+    let b = this.buckets.get(key);
+    if (!b) {
+      b = { window, current: 0, previous: 0 };
+      this.buckets.set(key, b);
+    } else if (b.window !== window) {
+      b.previous = b.window === window - 1 ? b.current : 0;
+      b.current = 0;
+      b.window = window;
+    }
+    const elapsed = (now % this.windowMs) / this.windowMs;
+    const estimate = b.previous * (1 - elapsed) + b.current;
+    if (estimate + 1 > this.capacity) {
+      return { allowed: false, retryAfterMs: this.retryAfter(b, now) };
+    }
+    b.current++;
+    return { allowed: true, retryAfterMs: 0 };
+  }
+
+  /** When the weighted count of `b` next leaves room for one event (an estimate, never 0). */
+  private retryAfter(b: { current: number; previous: number }, now: number): number {
+    const into = now % this.windowMs;
+    const toNextWindow = this.windowMs - into;
+    if (b.current + 1 <= this.capacity && b.previous > 0) {
+      // Still in this window, once the previous window's weight has decayed enough.
+      const weightNeeded = (this.capacity - 1 - b.current) / b.previous;
+      const at = (1 - weightNeeded) * this.windowMs;
+      return Math.max(1, Math.ceil(at - into));
+    }
+    // In the next window the current count becomes the previous one and decays from there.
+    const weightNeeded = Math.max(0, this.capacity - 1) / b.current;
+    return Math.max(1, Math.ceil(toNextWindow + (1 - weightNeeded) * this.windowMs));
+  }
+
+  private sweep(now: number): void {
+    if (now - this.lastSweep < this.windowMs) return;
+    this.lastSweep = now;
+    const window = Math.floor(now / this.windowMs);
+    for (const [key, b] of this.buckets) if (b.window < window - 1) this.buckets.delete(key);
+  }
+}

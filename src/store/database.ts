@@ -1,0 +1,80 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import SqliteDatabase from 'better-sqlite3';
+import { Kysely, Migrator, PostgresDialect, SqliteDialect, type Migration } from 'kysely';
+import pg from 'pg';
+import { initialMigration } from './migrations/0001-initial.js';
+import type { Database } from './schema.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+/** An open database with its migrations applied. */
+export interface Store {
+  db: Kysely<Database>;
+  dialect: Dialect;
+  /** Where the data lives, for messages: a file path or the PostgreSQL URL without password. */
+  location: string;
+  close(): Promise<void>;
+}
+
+export interface StoreOptions {
+  /** Empty: SQLite file `burrow.db` in `dataDir`. Otherwise a `postgres://` URL. */
+  database: string;
+  dataDir: string;
+}
+
+function migrations(dialect: Dialect): Record<string, Migration> {
+  return { '0001-initial': initialMigration(dialect) };
+}
+
+function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]+):[^@/]*@/, '//$1:***@');
+}
+
+/**
+ * Open the store and bring its schema up to date.
+ * @example const store = await openStore({ database: '', dataDir: './burrow-data' });
+ */
+export async function openStore(options: StoreOptions): Promise<Store> {
+  let db: Kysely<Database>;
+  let dialect: Dialect;
+  let location: string;
+  if (options.database) {
+    dialect = 'postgres';
+    location = redactUrl(options.database);
+    const pool = new pg.Pool({ connectionString: options.database, max: 10 });
+    db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+  } else {
+    dialect = 'sqlite';
+    mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
+    location = join(options.dataDir, 'burrow.db');
+    const sqlite = new SqliteDatabase(location);
+    // WAL lets the CLI (api-key create) write while a server runs; NORMAL sync in WAL mode cannot
+    // corrupt the file on a crash, it can only lose the last commits on power loss.
+    sqlite.pragma('journal_mode = WAL');
+    sqlite.pragma('synchronous = NORMAL');
+    sqlite.pragma('busy_timeout = 5000');
+    sqlite.pragma('foreign_keys = ON');
+    db = new Kysely<Database>({ dialect: new SqliteDialect({ database: sqlite }) });
+  }
+  const migrator = new Migrator({
+    db,
+    provider: { getMigrations: async () => migrations(dialect) },
+  });
+  const { error } = await migrator.migrateToLatest();
+  if (error) {
+    await db.destroy();
+    throw new Error(`cannot migrate the database at ${location}: ${(error as Error).message}`);
+  }
+  return { db, dialect, location, close: () => db.destroy() };
+}
+
+/** True when `err` is a unique or primary-key violation, on either database. */
+export function isUniqueViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return (
+    code === '23505' ||
+    code === 'SQLITE_CONSTRAINT_UNIQUE' ||
+    code === 'SQLITE_CONSTRAINT_PRIMARYKEY'
+  );
+}

@@ -1,0 +1,51 @@
+import { ApiKeyRepository } from './api-keys.js';
+import { BackendRepository } from './backends.js';
+import { BotUserRepository } from './bot-users.js';
+import { CertificateAuthorityRepository } from './certificate-authorities.js';
+import { CredentialRepository } from './credentials.js';
+import type { Store } from './database.js';
+import type { RepoDeps, StoreSettings } from './deps.js';
+import { EdgeRepository } from './edges.js';
+import { IpPolicyRepository } from './ip-policies.js';
+import { IpPolicyRuleRepository } from './ip-policy-rules.js';
+import { ReservedAddrRepository } from './reserved-addrs.js';
+import { ReservedDomainRepository } from './reserved-domains.js';
+import { SettingsRepository } from './settings.js';
+
+export { openStore, type Store, type StoreOptions } from './database.js';
+export type { Page, PageRequest } from './paging.js';
+export type { RepoDeps, StoreSettings } from './deps.js';
+
+/** Every repository, over one store. */
+export interface Repositories {
+  settings: SettingsRepository;
+  apiKeys: ApiKeyRepository;
+  botUsers: BotUserRepository;
+  credentials: CredentialRepository;
+  reservedDomains: ReservedDomainRepository;
+  reservedAddrs: ReservedAddrRepository;
+  ipPolicies: IpPolicyRepository;
+  ipPolicyRules: IpPolicyRuleRepository;
+  certificateAuthorities: CertificateAuthorityRepository;
+  backends: BackendRepository;
+  edges: EdgeRepository;
+}
+
+/** Build the repositories over an open store. */
+export function createRepositories(store: Store, settings: StoreSettings): Repositories {
+  const accountSettings = new SettingsRepository(store.db);
+  const deps: RepoDeps = { db: store.db, settings, accountSettings };
+  return {
+    settings: accountSettings,
+    apiKeys: new ApiKeyRepository(store.db, accountSettings),
+    botUsers: new BotUserRepository(store.db),
+    credentials: new CredentialRepository(deps),
+    reservedDomains: new ReservedDomainRepository(deps),
+    reservedAddrs: new ReservedAddrRepository(deps),
+    ipPolicies: new IpPolicyRepository(deps),
+    ipPolicyRules: new IpPolicyRuleRepository(deps),
+    certificateAuthorities: new CertificateAuthorityRepository(deps),
+    backends: new BackendRepository(deps),
+    edges: new EdgeRepository(deps),
+  };
+}

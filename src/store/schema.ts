@@ -1,0 +1,120 @@
+/**
+ * Table shapes. Portable across SQLite and PostgreSQL: times are RFC 3339 text, booleans are
+ * integers 0/1, lists and objects are JSON text, ids are text compared byte-wise.
+ */
+export interface Database {
+  settings: SettingsTable;
+  api_keys: ApiKeysTable;
+  bot_users: BotUsersTable;
+  credentials: CredentialsTable;
+  reserved_domains: ReservedDomainsTable;
+  reserved_addrs: ReservedAddrsTable;
+  ip_policies: IpPoliciesTable;
+  ip_policy_rules: IpPolicyRulesTable;
+  backends: BackendsTable;
+  certificate_authorities: CertificateAuthoritiesTable;
+  edges: EdgesTable;
+  edge_hostports: EdgeHostportsTable;
+  refs: RefsTable;
+}
+
+/** Columns every user-facing resource has. */
+export interface ResourceColumns {
+  id: string;
+  description: string;
+  metadata: string;
+  created_at: string;
+}
+
+export interface SettingsTable {
+  key: string;
+  value: string;
+}
+
+export interface ApiKeysTable extends ResourceColumns {
+  owner_id: string;
+  token_hash: string;
+}
+
+export interface BotUsersTable {
+  id: string;
+  name: string;
+  active: number;
+  created_at: string;
+}
+
+export interface CredentialsTable extends ResourceColumns {
+  owner_id: string;
+  /** JSON array of rule strings. */
+  acl: string;
+  token_hash: string;
+}
+
+export interface ReservedDomainsTable extends ResourceColumns {
+  domain: string;
+  region: string;
+  cname_target: string | null;
+  acme_challenge_cname_target: string | null;
+  /** JSON `{authority, private_key_type}` or null. */
+  certificate_management_policy: string | null;
+  /** JSON `{renews_at, provisioning_job}` or null. */
+  certificate_management_status: string | null;
+}
+
+export interface ReservedAddrsTable extends ResourceColumns {
+  addr: string;
+  port: number;
+  region: string;
+}
+
+export type IpPoliciesTable = ResourceColumns;
+
+export interface IpPolicyRulesTable extends ResourceColumns {
+  ip_policy_id: string;
+  cidr: string;
+  action: string;
+}
+
+export interface BackendsTable extends ResourceColumns {
+  /** tunnel_group, failover, weighted or static. */
+  type: string;
+  /** JSON of the type's own fields (labels, backends, address...). */
+  config: string;
+}
+
+export interface CertificateAuthoritiesTable extends ResourceColumns {
+  ca_pem: string;
+  subject_common_name: string;
+  not_before: string;
+  not_after: string;
+  /** JSON arrays of usage names. */
+  key_usages: string;
+  extended_key_usages: string;
+}
+
+export interface EdgesTable extends ResourceColumns {
+  /** tcp or tls. */
+  type: string;
+  /** JSON array or null. */
+  hostports: string | null;
+  /** Each module: JSON of its stored (mutate) shape, or null when unset. */
+  backend: string | null;
+  ip_restriction: string | null;
+  traffic_policy: string | null;
+  mutual_tls: string | null;
+  tls_termination: string | null;
+}
+
+/** One row per hostport in use: the primary key makes a hostport belong to one edge. */
+export interface EdgeHostportsTable {
+  hostport: string;
+  edge_id: string;
+  /** The reserved address (ra_) or domain (rd_) the hostport stands on. */
+  target_id: string;
+}
+
+/** References between resources, so a delete can name what still uses a resource. */
+export interface RefsTable {
+  from_id: string;
+  to_id: string;
+}
