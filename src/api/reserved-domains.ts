@@ -1,5 +1,153 @@
+import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { NotFoundError } from '../core/errors.js';
+import type {
+  ReservedDomain,
+  ReservedDomainCreate,
+  ReservedDomainUpdate,
+} from '../store/reserved-domains.js';
 import type { ApiContext } from './context.js';
+import { registerCrud } from './crud.js';
+import { Body, Description, IdParams, Metadata, Nullable, Ref } from './schemas.js';
 
-/** PLACEHOLDER: being written. */
-export async function reservedDomainRoutes(_app: FastifyInstance, _ctx: ApiContext): Promise<void> {}
+const CertificateManagementPolicySchema = Type.Object({
+  authority: Type.String(),
+  private_key_type: Type.String(),
+});
+
+const CertificateManagementStatusSchema = Type.Object({
+  renews_at: Nullable(Type.String()),
+  provisioning_job: Nullable(
+    Type.Object({
+      error_code: Nullable(Type.String()),
+      msg: Type.String(),
+      started_at: Type.String(),
+      retries_at: Nullable(Type.String()),
+    }),
+  ),
+});
+
+export const ReservedDomainSchema = Type.Object({
+  id: Type.String(),
+  uri: Type.String(),
+  created_at: Type.String(),
+  description: Type.String(),
+  metadata: Type.String(),
+  domain: Type.String(),
+  region: Type.String({ description: 'deprecated; always empty' }),
+  cname_target: Nullable(
+    Type.String({
+      description:
+        'where the CNAME record of a custom domain must point; null under the base domain',
+    }),
+  ),
+  certificate: Nullable(Ref),
+  certificate_management_policy: Nullable(CertificateManagementPolicySchema),
+  certificate_management_status: Nullable(CertificateManagementStatusSchema),
+  acme_challenge_cname_target: Nullable(
+    Type.String({
+      description:
+        'where the `_acme-challenge` CNAME record of a custom wildcard domain must point; null otherwise',
+    }),
+  ),
+  http_endpoint_configuration: Nullable(Ref),
+  https_endpoint_configuration: Nullable(Ref),
+});
+
+const CertificateManagementPolicyInput = Body({
+  authority: Type.Optional(
+    Type.String({ description: "certificate authority; only 'letsencrypt' (the default)" }),
+  ),
+  private_key_type: Type.Optional(Type.String({ description: "'ecdsa' (the default) or 'rsa'" })),
+});
+
+const Region = Type.String({ maxBytes: 64, description: 'deprecated; accepted and ignored' });
+
+/**
+ * `/reserved_domains`: domains (wildcards too) that agents and edges may serve, with their DNS
+ * targets and certificate policy.
+ * @example await reservedDomainRoutes(app, ctx)
+ */
+export async function reservedDomainRoutes(
+  app: FastifyInstance,
+  { repos, uris }: ApiContext,
+): Promise<void> {
+  const view = (d: ReservedDomain) => ({
+    id: d.id,
+    uri: uris.of(d.id),
+    created_at: d.created_at,
+    description: d.description,
+    metadata: d.metadata,
+    domain: d.domain,
+    region: '',
+    cname_target: d.cname_target,
+    certificate: null,
+    certificate_management_policy: d.certificate_management_policy,
+    certificate_management_status: d.certificate_management_status,
+    acme_challenge_cname_target: d.acme_challenge_cname_target,
+    http_endpoint_configuration: null,
+    https_endpoint_configuration: null,
+  });
+  registerCrud<ReservedDomain, ReservedDomainCreate, ReservedDomainUpdate>(
+    app,
+    {
+      path: 'reserved_domains',
+      listKey: 'reserved_domains',
+      name: 'reserved domain',
+      tag: 'Reserved domains',
+      item: ReservedDomainSchema,
+      createBody: Body({
+        domain: Type.String({
+          description: "the name to reserve; '*.' as the whole first label makes a wildcard",
+        }),
+        region: Type.Optional(Region),
+        description: Type.Optional(Description),
+        metadata: Type.Optional(Metadata),
+        certificate_management_policy: Type.Optional(CertificateManagementPolicyInput),
+      }),
+      updateBody: Body({
+        description: Type.Optional(Description),
+        metadata: Type.Optional(Metadata),
+        certificate_management_policy: Type.Optional(CertificateManagementPolicyInput),
+      }),
+      repo: repos.reservedDomains,
+      view,
+    },
+    uris.collection('reserved_domains'),
+  );
+
+  const tags = ['Reserved domains'];
+  app.delete(
+    '/reserved_domains/:id/certificate_management_policy',
+    {
+      schema: {
+        tags,
+        summary: 'Detach the certificate management policy of a reserved domain',
+        params: IdParams,
+        response: { 204: { type: 'null' } },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params as { id: string };
+      if (!(await repos.reservedDomains.deleteCertificateManagementPolicy(id)))
+        throw new NotFoundError();
+      return reply.status(204).send();
+    },
+  );
+  app.delete(
+    '/reserved_domains/:id/certificate',
+    {
+      schema: {
+        tags,
+        summary: 'Detach the uploaded certificate of a reserved domain (none is ever attached)',
+        params: IdParams,
+        response: { 204: { type: 'null' } },
+      },
+    },
+    async (request, reply) => {
+      const { id } = request.params as { id: string };
+      if (!(await repos.reservedDomains.detachCertificate(id))) throw new NotFoundError();
+      return reply.status(204).send();
+    },
+  );
+}

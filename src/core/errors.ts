@@ -35,6 +35,7 @@ export const CODES = {
   wildcardNotFirstLabel: 'ERR_NGROK_402',
   domainAlreadyReserved: 'ERR_NGROK_413',
   invalidCertificatePolicy: 'ERR_NGROK_420',
+  policyOnServerDomain: 'ERR_NGROK_439',
   domainInUse: 'ERR_NGROK_446',
   // Reserved addresses
   addrInUse: 'ERR_NGROK_446',

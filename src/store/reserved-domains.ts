@@ -1,6 +1,390 @@
+import type { Kysely, Transaction } from 'kysely';
+import { CODES, ConflictError, ValidationError } from '../core/errors.js';
+import { domainCovers, hostnameProblem, isAtOrUnder } from '../core/hostname.js';
+import { ID_PREFIX, newId, randomDnsLabel } from '../core/ids.js';
+import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
+import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { findReferrer } from './refs.js';
+import type { Database, ReservedDomainsTable } from './schema.js';
 
-/** PLACEHOLDER: being written. */
+/** How certificates for a custom domain are to be obtained. */
+export interface CertificateManagementPolicy {
+  authority: string;
+  private_key_type: string;
+}
+
+/** The latest attempt to obtain a certificate. */
+export interface ProvisioningJob {
+  error_code: string | null;
+  msg: string;
+  started_at: string;
+  retries_at: string | null;
+}
+
+export interface CertificateManagementStatus {
+  renews_at: string | null;
+  provisioning_job: ProvisioningJob | null;
+}
+
+/** A reserved domain, possibly a wildcard (`*.sitea.example.com`), as stored. */
+export interface ReservedDomain {
+  id: string;
+  description: string;
+  metadata: string;
+  created_at: string;
+  domain: string;
+  region: string;
+  cname_target: string | null;
+  acme_challenge_cname_target: string | null;
+  certificate_management_policy: CertificateManagementPolicy | null;
+  certificate_management_status: CertificateManagementStatus | null;
+}
+
+/** A policy as a client sends it: both fields default. */
+export interface CertificateManagementPolicyInput {
+  authority?: string | undefined;
+  private_key_type?: string | undefined;
+}
+
+export interface ReservedDomainCreate {
+  domain: string;
+  region?: string | undefined;
+  description?: string | undefined;
+  metadata?: string | undefined;
+  certificate_management_policy?: CertificateManagementPolicyInput | undefined;
+}
+
+export type ReservedDomainUpdate = Pick<
+  ReservedDomainCreate,
+  'description' | 'metadata' | 'certificate_management_policy'
+>;
+
+export const CERTIFICATE_AUTHORITIES: readonly string[] = ['letsencrypt'];
+export const PRIVATE_KEY_TYPES: readonly string[] = ['ecdsa', 'rsa'];
+
+/** The policy a custom domain gets when the create request names none. */
+export const DEFAULT_CERTIFICATE_POLICY: CertificateManagementPolicy = {
+  authority: 'letsencrypt',
+  private_key_type: 'ecdsa',
+};
+
+/** What the provisioning job says while the server has no ACME client configured. */
+export const LOCAL_CA_MESSAGE =
+  "ACME is not configured on this server: certificates for this domain are issued by the server's local CA (ca.pem in its data folder). Clients must trust that CA, or the server must be given a real certificate for the domain.";
+
+const POLICY_FIELD = 'certificate_management_policy';
+const LABEL_RE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+type Db = Kysely<Database> | Transaction<Database>;
+
+/** Lowercase, without a trailing root dot: the form domains are stored and compared in. */
+export function normalizeDomain(name: string): string {
+  const lower = name.toLowerCase();
+  return lower.endsWith('.') && lower.length > 1 ? lower.slice(0, -1) : lower;
+}
+
+/** Throw the error that names what is wrong with `domain` (already normalized), if anything. */
+function checkDomain(domain: string, baseDomain: string): void {
+  const problem = hostnameProblem(domain, true);
+  const invalid = (rule: string) =>
+    new ValidationError(CODES.invalidDomain, 'domain', `'${domain}' is not valid: ${rule}`);
+  switch (problem) {
+    case undefined:
+      break;
+    case 'empty':
+      throw new ValidationError(CODES.invalidDomain, 'domain', 'must not be empty');
+    case 'too-long':
+      throw new ValidationError(
+        CODES.invalidDomain,
+        'domain',
+        `must be at most 253 characters, got ${domain.length}`,
+      );
+    case 'wildcard':
+      throw new ValidationError(
+        CODES.wildcardNotFirstLabel,
+        'domain',
+        `'${domain}' is not valid: '*' may only be the whole first label, as in *.example.com`,
+      );
+    case 'single-label':
+      throw invalid(
+        domain.startsWith('*.')
+          ? "a wildcard needs at least two labels after '*.', as in *.example.com"
+          : 'a domain needs at least two labels, as in app.example.com',
+      );
+    case 'bad-label': {
+      const label = domain.split('.').find((l) => l !== '*' && !LABEL_RE.test(l)) ?? '';
+      throw invalid(
+        label.length > 63
+          ? `the label '${label.slice(0, 20)}…' is longer than 63 characters`
+          : `the label '${label}' must be 1-63 letters, digits or hyphens, and must not start or end with a hyphen`,
+      );
+    }
+  }
+  if (domain === baseDomain) {
+    throw invalid(`it is the server's base domain; reserve a name under it, such as app.${domain}`);
+  }
+}
+
+/** The policy to store for `input`, with defaults filled in; 420 naming the field otherwise. */
+function checkPolicy(input: CertificateManagementPolicyInput): CertificateManagementPolicy {
+  const authority = (input.authority ?? DEFAULT_CERTIFICATE_POLICY.authority).toLowerCase();
+  const keyType = (
+    input.private_key_type ?? DEFAULT_CERTIFICATE_POLICY.private_key_type
+  ).toLowerCase();
+  if (!CERTIFICATE_AUTHORITIES.includes(authority)) {
+    throw new ValidationError(
+      CODES.invalidCertificatePolicy,
+      `${POLICY_FIELD}.authority`,
+      `must be ${CERTIFICATE_AUTHORITIES.map((a) => `'${a}'`).join(' or ')}, got '${input.authority}'`,
+    );
+  }
+  if (!PRIVATE_KEY_TYPES.includes(keyType)) {
+    throw new ValidationError(
+      CODES.invalidCertificatePolicy,
+      `${POLICY_FIELD}.private_key_type`,
+      `must be ${PRIVATE_KEY_TYPES.map((t) => `'${t}'`).join(' or ')}, got '${input.private_key_type}'`,
+    );
+  }
+  return { authority, private_key_type: keyType };
+}
+
+function localCaStatus(startedAt: string): CertificateManagementStatus {
+  return {
+    renews_at: null,
+    provisioning_job: {
+      error_code: null,
+      msg: LOCAL_CA_MESSAGE,
+      started_at: startedAt,
+      retries_at: null,
+    },
+  };
+}
+
+function parseJson<T>(text: string | null): T | null {
+  return text === null ? null : (JSON.parse(text) as T);
+}
+
+function toReservedDomain(row: ReservedDomainsTable): ReservedDomain {
+  return {
+    id: row.id,
+    description: row.description,
+    metadata: row.metadata,
+    created_at: row.created_at,
+    domain: row.domain,
+    region: row.region,
+    cname_target: row.cname_target,
+    acme_challenge_cname_target: row.acme_challenge_cname_target,
+    certificate_management_policy: parseJson<CertificateManagementPolicy>(
+      row.certificate_management_policy,
+    ),
+    certificate_management_status: parseJson<CertificateManagementStatus>(
+      row.certificate_management_status,
+    ),
+  };
+}
+
+/**
+ * Reserved domains. A custom domain (not under the base domain) gets a CNAME target, a wildcard one
+ * also an ACME challenge target, and a certificate policy; names under the base domain get none.
+ * @example await domains.create({ domain: '*.sitea.example.com' })
+ */
 export class ReservedDomainRepository {
   constructor(readonly deps: RepoDeps) {}
+
+  private get db(): Kysely<Database> {
+    return this.deps.db;
+  }
+
+  private get baseDomain(): string {
+    return this.deps.settings.baseDomain.toLowerCase();
+  }
+
+  /** True when `domain` belongs to the server (at or under its base domain). */
+  isServerDomain(domain: string): boolean {
+    return isAtOrUnder(domain.startsWith('*.') ? domain.slice(2) : domain, this.baseDomain);
+  }
+
+  async create(input: ReservedDomainCreate): Promise<ReservedDomain> {
+    const domain = normalizeDomain(input.domain);
+    checkDomain(domain, this.baseDomain);
+    const serverOwned = this.isServerDomain(domain);
+    if (serverOwned && input.certificate_management_policy !== undefined) {
+      throw this.policyOnServerDomain(domain);
+    }
+    const createdAt = nowRfc3339();
+    const policy = serverOwned ? null : checkPolicy(input.certificate_management_policy ?? {});
+    const wildcard = domain.startsWith('*.');
+    const row: ReservedDomainsTable = {
+      id: newId(ID_PREFIX.reservedDomain),
+      description: input.description ?? '',
+      metadata: input.metadata ?? '',
+      created_at: createdAt,
+      domain,
+      // Region is deprecated in the API Burrow follows: always returned empty.
+      region: '',
+      cname_target: serverOwned ? null : `${randomDnsLabel(13)}.cname.${this.baseDomain}`,
+      acme_challenge_cname_target:
+        serverOwned || !wildcard ? null : `${randomDnsLabel(8)}.acme-challenge.${this.baseDomain}`,
+      certificate_management_policy: policy && JSON.stringify(policy),
+      certificate_management_status: policy && JSON.stringify(localCaStatus(createdAt)),
+    };
+    try {
+      await this.db.insertInto('reserved_domains').values(row).execute();
+    } catch (err) {
+      if (!isUniqueViolation(err)) throw err;
+      const existing = await this.findByDomain(domain);
+      throw new ConflictError(
+        CODES.domainAlreadyReserved,
+        `The domain ${domain} is already reserved${existing ? ` (${existing.id})` : ''}. Use that reservation, or delete it first.`,
+      );
+    }
+    return toReservedDomain(row);
+  }
+
+  async get(id: string): Promise<ReservedDomain | undefined> {
+    const row = await this.db
+      .selectFrom('reserved_domains')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toReservedDomain(row);
+  }
+
+  async list(page: PageRequest): Promise<Page<ReservedDomain>> {
+    const result = await selectPage(this.db.selectFrom('reserved_domains').selectAll(), page);
+    return { items: result.items.map(toReservedDomain), nextBeforeId: result.nextBeforeId };
+  }
+
+  /**
+   * Change description, metadata and the certificate policy. A policy that differs from the stored
+   * one (or replaces a detached one) restarts the provisioning status.
+   */
+  async update(id: string, patch: ReservedDomainUpdate): Promise<ReservedDomain | undefined> {
+    const current = await this.get(id);
+    if (!current) return undefined;
+    const set: Partial<ReservedDomainsTable> = {};
+    if (patch.description !== undefined) set.description = patch.description;
+    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    if (patch.certificate_management_policy !== undefined) {
+      if (this.isServerDomain(current.domain)) throw this.policyOnServerDomain(current.domain);
+      const policy = checkPolicy(patch.certificate_management_policy);
+      const old = current.certificate_management_policy;
+      if (
+        !old ||
+        !current.certificate_management_status ||
+        old.authority !== policy.authority ||
+        old.private_key_type !== policy.private_key_type
+      ) {
+        set.certificate_management_policy = JSON.stringify(policy);
+        set.certificate_management_status = JSON.stringify(localCaStatus(nowRfc3339()));
+      }
+    }
+    if (Object.keys(set).length === 0) return current;
+    await this.db.updateTable('reserved_domains').set(set).where('id', '=', id).execute();
+    return this.get(id);
+  }
+
+  /** Detach the certificate policy (and so its status); false when the domain does not exist. */
+  async deleteCertificateManagementPolicy(id: string): Promise<boolean> {
+    const res = await this.db
+      .updateTable('reserved_domains')
+      .set({ certificate_management_policy: null, certificate_management_status: null })
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return res.numUpdatedRows > 0n;
+  }
+
+  /**
+   * Detach an uploaded certificate. Burrow never attaches one, so this only reports whether the
+   * domain exists; it is idempotent as clients expect.
+   */
+  async detachCertificate(id: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('reserved_domains')
+      .select('id')
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
+  /** Delete; false when absent. Refused (409) while an edge uses the domain as a hostport. */
+  async delete(id: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const row = await trx
+        .selectFrom('reserved_domains')
+        .select(['id', 'domain'])
+        .where('id', '=', id)
+        .executeTakeFirst();
+      if (!row) return false;
+      await this.refuseWhileUsed(trx, row.id, row.domain);
+      await trx.deleteFrom('reserved_domains').where('id', '=', id).execute();
+      return true;
+    });
+  }
+
+  /** The reservation of exactly `name` (case-insensitive), wildcard or not. */
+  async findByDomain(name: string): Promise<ReservedDomain | undefined> {
+    const row = await this.db
+      .selectFrom('reserved_domains')
+      .selectAll()
+      .where('domain', '=', normalizeDomain(name))
+      .executeTakeFirst();
+    return row && toReservedDomain(row);
+  }
+
+  /**
+   * The reservation that covers `name`: its exact reservation, else the longest reserved wildcard
+   * it falls under (at any depth).
+   * @example await domains.findCovering('dev1.sitea.example.com') // the `*.sitea.example.com` row
+   */
+  async findCovering(name: string): Promise<ReservedDomain | undefined> {
+    const host = normalizeDomain(name);
+    const exact = await this.findByDomain(host);
+    if (exact) return exact;
+    const labels = host.split('.');
+    // Every wildcard that could cover the name, so the lookup uses the unique index, not a scan.
+    const candidates: string[] = [];
+    for (let i = 1; i <= labels.length - 2; i++) candidates.push(`*.${labels.slice(i).join('.')}`);
+    if (candidates.length === 0) return undefined;
+    const rows = await this.db
+      .selectFrom('reserved_domains')
+      .selectAll()
+      .where('domain', 'in', candidates)
+      .execute();
+    const best = rows
+      .filter((r) => domainCovers(r.domain, host))
+      .sort((a, b) => b.domain.length - a.domain.length)[0];
+    return best && toReservedDomain(best);
+  }
+
+  private async refuseWhileUsed(db: Db, id: string, domain: string): Promise<void> {
+    const hostport = await db
+      .selectFrom('edge_hostports')
+      .select(['edge_id', 'hostport'])
+      .where('target_id', '=', id)
+      .limit(1)
+      .executeTakeFirst();
+    if (hostport) {
+      throw new ConflictError(
+        CODES.domainInUse,
+        `The reserved domain ${domain} (${id}) is the hostport ${hostport.hostport} of the edge ${hostport.edge_id}. Remove it from that edge's hostports, or delete the edge, then delete the domain.`,
+      );
+    }
+    const referrer = await findReferrer(db, id);
+    if (referrer) {
+      throw new ConflictError(
+        CODES.domainInUse,
+        `The reserved domain ${domain} (${id}) is still used by ${referrer}. Remove that use first.`,
+      );
+    }
+  }
+
+  private policyOnServerDomain(domain: string): ValidationError {
+    return new ValidationError(
+      CODES.policyOnServerDomain,
+      POLICY_FIELD,
+      `must be left out for ${domain}: names under the server's base domain ${this.baseDomain} use the server's own certificate`,
+    );
+  }
 }

@@ -1,0 +1,34 @@
+import { describe, expect, it } from 'vitest';
+import { domainCovers, hostnameProblem, splitHostPort } from './hostname.js';
+
+describe('hostnames', () => {
+  it('accepts names and wildcards only as the whole first label', () => {
+    expect(hostnameProblem('app.example.com', false)).toBeUndefined();
+    expect(hostnameProblem('*.sitea.example.com', true)).toBeUndefined();
+    expect(hostnameProblem('*.sitea.example.com', false)).toBe('wildcard');
+    expect(hostnameProblem('a.*.example.com', true)).toBe('wildcard');
+    expect(hostnameProblem('*x.example.com', true)).toBe('wildcard');
+    expect(hostnameProblem('*.com', true)).toBe('single-label');
+    expect(hostnameProblem('-bad.example.com', false)).toBe('bad-label');
+    expect(hostnameProblem('UPPER.example.com', false)).toBe('bad-label');
+    expect(hostnameProblem('a'.repeat(64) + '.com', false)).toBe('bad-label');
+    expect(hostnameProblem(('a'.repeat(60) + '.').repeat(5) + 'com', false)).toBe('too-long');
+    expect(hostnameProblem('localhost', false)).toBe('single-label');
+  });
+
+  it('covers names at any depth under a wildcard', () => {
+    expect(domainCovers('*.sitea.example.com', 'dev1.sitea.example.com')).toBe(true);
+    expect(domainCovers('*.sitea.example.com', 'a.b.sitea.example.com')).toBe(true);
+    expect(domainCovers('*.sitea.example.com', 'sitea.example.com')).toBe(false);
+    expect(domainCovers('*.sitea.example.com', 'xsitea.example.com')).toBe(false);
+    expect(domainCovers('app.example.com', 'app.example.com')).toBe(true);
+  });
+
+  it('splits host:port with IPv6 in brackets', () => {
+    expect(splitHostPort('tcp.example.com:20001')).toEqual({ host: 'tcp.example.com', port: 20001 });
+    expect(splitHostPort('[::1]:443')).toEqual({ host: '[::1]', port: 443 });
+    expect(splitHostPort('example.com')).toBeUndefined();
+    expect(splitHostPort('example.com:0')).toBeUndefined();
+    expect(splitHostPort('example.com:65536')).toBeUndefined();
+  });
+});

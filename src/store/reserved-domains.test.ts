@@ -1,0 +1,65 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_STORE_SETTINGS } from '../test-support/api.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
+import { createRepositories, openStore, type Repositories, type Store } from './index.js';
+import { normalizeDomain } from './reserved-domains.js';
+
+describe('normalizeDomain', () => {
+  it('lowercases and drops one trailing root dot', () => {
+    expect(normalizeDomain('*.SiteA.Example.COM.')).toBe('*.sitea.example.com');
+    expect(normalizeDomain('app.example.com')).toBe('app.example.com');
+  });
+});
+
+describe.each(DATABASE_KINDS)('ReservedDomainRepository lookups (%s)', (kind) => {
+  let db: TestDatabase;
+  let store: Store;
+  let repos: Repositories;
+  beforeAll(async () => {
+    db = await createTestDatabase(kind);
+    store = await openStore({ database: db.database, dataDir: db.dataDir });
+    repos = createRepositories(store, TEST_STORE_SETTINGS);
+    for (const domain of [
+      '*.example.com',
+      '*.sitea.example.com',
+      'exact.sitea.example.com',
+      'plain.example.net',
+    ])
+      await repos.reservedDomains.create({ domain });
+  });
+  afterAll(async () => {
+    await store.close();
+    await db.drop();
+  });
+
+  it('findByDomain finds exact names only, case-insensitively', async () => {
+    expect((await repos.reservedDomains.findByDomain('Plain.Example.net'))?.domain).toBe(
+      'plain.example.net',
+    );
+    expect((await repos.reservedDomains.findByDomain('*.sitea.example.com'))?.domain).toBe(
+      '*.sitea.example.com',
+    );
+    expect(await repos.reservedDomains.findByDomain('dev1.sitea.example.com')).toBeUndefined();
+  });
+
+  it('findCovering prefers the exact name, then the longest covering wildcard', async () => {
+    const covering = async (name: string) =>
+      (await repos.reservedDomains.findCovering(name))?.domain;
+    expect(await covering('exact.sitea.example.com')).toBe('exact.sitea.example.com');
+    expect(await covering('dev1.sitea.example.com')).toBe('*.sitea.example.com');
+    expect(await covering('a.b.DEV1.sitea.example.com')).toBe('*.sitea.example.com');
+    expect(await covering('*.x.sitea.example.com')).toBe('*.sitea.example.com');
+    expect(await covering('sitea.example.com')).toBe('*.example.com');
+    expect(await covering('other.example.com')).toBe('*.example.com');
+    expect(await covering('example.com')).toBeUndefined();
+    expect(await covering('x.plain.example.net')).toBeUndefined();
+    expect(await covering('nothing.invalid')).toBeUndefined();
+    expect(await covering('localhost')).toBeUndefined();
+  });
+
+  it('counts a wildcard domain under the base domain as the server’s', async () => {
+    expect(repos.reservedDomains.isServerDomain('*.team.burrow.test')).toBe(true);
+    expect(repos.reservedDomains.isServerDomain('burrow.test')).toBe(true);
+    expect(repos.reservedDomains.isServerDomain('xburrow.test')).toBe(false);
+  });
+});
