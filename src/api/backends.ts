@@ -1,5 +1,158 @@
+import { Type, type TProperties } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { LABEL_LIMITS } from '../core/labels.js';
+import { MAX_WEIGHT, type Backend } from '../store/backend-kinds.js';
 import type { ApiContext } from './context.js';
+import { registerCrud } from './crud.js';
+import { Body, Description, Metadata, Ref } from './schemas.js';
 
-/** PLACEHOLDER: being written. */
-export async function backendRoutes(_app: FastifyInstance, _ctx: ApiContext): Promise<void> {}
+const Common = {
+  id: Type.String(),
+  uri: Type.String(),
+  created_at: Type.String(),
+  description: Type.String(),
+  metadata: Type.String(),
+};
+
+const Labels = Type.Record(Type.String(), Type.String(), {
+  description: `labels to select tunnels on; 1 to ${LABEL_LIMITS.maxLabels}, keys of 1-${LABEL_LIMITS.keyMaxLength} characters [A-Za-z0-9._/-], values of 1-${LABEL_LIMITS.valueMaxLength} characters [A-Za-z0-9._/:-], no '='`,
+});
+const FailoverMembers = Type.Array(Type.String(), {
+  description: 'backend ids, tried in this order; each must exist',
+});
+const WeightedMembers = Type.Record(
+  Type.String(),
+  Type.Integer({ minimum: 0, maximum: MAX_WEIGHT }),
+  { description: `backend id to weight (0 to ${MAX_WEIGHT}); each backend must exist` },
+);
+const Address = Type.String({ description: "'<host>:<port>' to connect to" });
+const TlsInput = Type.Object(
+  { enabled: Type.Optional(Type.Boolean({ description: 'connect with TLS; default false' })) },
+  { additionalProperties: false },
+);
+
+export const TunnelGroupBackendSchema = Type.Object({
+  ...Common,
+  labels: Type.Record(Type.String(), Type.String()),
+  tunnels: Type.Array(Ref, { description: 'online tunnels whose labels include every label' }),
+});
+export const FailoverBackendSchema = Type.Object({
+  ...Common,
+  backends: Type.Array(Type.String()),
+});
+export const WeightedBackendSchema = Type.Object({
+  ...Common,
+  backends: Type.Record(Type.String(), Type.Integer()),
+});
+export const StaticBackendSchema = Type.Object({
+  ...Common,
+  address: Type.String(),
+  tls: Type.Object({ enabled: Type.Boolean() }),
+});
+
+/** Create takes the type's own fields (required) plus description and metadata. */
+function createBody(own: TProperties) {
+  return Body({
+    description: Type.Optional(Description),
+    metadata: Type.Optional(Metadata),
+    ...own,
+  });
+}
+
+/** Update takes every field as optional. */
+function updateBody(own: TProperties) {
+  const optional = Object.fromEntries(Object.entries(own).map(([k, v]) => [k, Type.Optional(v)]));
+  return Body({
+    description: Type.Optional(Description),
+    metadata: Type.Optional(Metadata),
+    ...optional,
+  });
+}
+
+/**
+ * `/backends/{tunnel_group,failover,weighted,static}`: where an edge sends its traffic. Each type
+ * lists only its own backends under the list key `backends`.
+ * @example await backendRoutes(app, ctx);
+ */
+export async function backendRoutes(
+  app: FastifyInstance,
+  { repos, uris, online }: ApiContext,
+): Promise<void> {
+  const common = (b: Backend) => ({
+    id: b.id,
+    uri: uris.of(b.id),
+    created_at: b.created_at,
+    description: b.description,
+    metadata: b.metadata,
+  });
+  const path = (type: string) => `backends/${type}`;
+
+  registerCrud(
+    app,
+    {
+      path: path('tunnel_group'),
+      listKey: 'backends',
+      name: 'tunnel group backend',
+      tag: 'Backends',
+      item: TunnelGroupBackendSchema,
+      createBody: createBody({ labels: Labels }),
+      updateBody: updateBody({ labels: Labels }),
+      repo: repos.backends.tunnelGroups,
+      view: (b) => ({
+        ...common(b),
+        labels: b.labels,
+        // Live state: which online tunnels this selector matches right now.
+        tunnels: online.tunnelsMatching(b.labels).map((id) => uris.ref(id)),
+      }),
+    },
+    uris.collection(path('tunnel_group')),
+  );
+
+  registerCrud(
+    app,
+    {
+      path: path('failover'),
+      listKey: 'backends',
+      name: 'failover backend',
+      tag: 'Backends',
+      item: FailoverBackendSchema,
+      createBody: createBody({ backends: FailoverMembers }),
+      updateBody: updateBody({ backends: FailoverMembers }),
+      repo: repos.backends.failovers,
+      view: (b) => ({ ...common(b), backends: b.backends }),
+    },
+    uris.collection(path('failover')),
+  );
+
+  registerCrud(
+    app,
+    {
+      path: path('weighted'),
+      listKey: 'backends',
+      name: 'weighted backend',
+      tag: 'Backends',
+      item: WeightedBackendSchema,
+      createBody: createBody({ backends: WeightedMembers }),
+      updateBody: updateBody({ backends: WeightedMembers }),
+      repo: repos.backends.weighted,
+      view: (b) => ({ ...common(b), backends: b.backends }),
+    },
+    uris.collection(path('weighted')),
+  );
+
+  registerCrud(
+    app,
+    {
+      path: path('static'),
+      listKey: 'backends',
+      name: 'static backend',
+      tag: 'Backends',
+      item: StaticBackendSchema,
+      createBody: createBody({ address: Address, tls: Type.Optional(TlsInput) }),
+      updateBody: updateBody({ address: Address, tls: TlsInput }),
+      repo: repos.backends.statics,
+      view: (b) => ({ ...common(b), address: b.address, tls: b.tls }),
+    },
+    uris.collection(path('static')),
+  );
+}

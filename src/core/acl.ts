@@ -1,4 +1,6 @@
+import { isIP } from 'node:net';
 import { hostnameProblem, splitHostPort } from './hostname.js';
+import { labelProblem } from './labels.js';
 
 /**
  * Authtoken ACL rules: `*`, `bind:*`, `bind:<domain>`, `bind:*.<suffix>`, `bind:<host>:<port>` and
@@ -18,6 +20,15 @@ export type BindTarget =
   | { kind: 'random-addr' }
   | { kind: 'labels'; labels: Record<string, string> };
 
+const HOST_LABEL_RE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** A host an address rule may name: IPv4, bracketed IPv6, or a DNS name (one label allowed). */
+function isAddrHost(host: string): boolean {
+  if (host.startsWith('[')) return isIP(host.slice(1, -1)) === 6;
+  if (isIP(host) === 4) return true;
+  return host.length <= 253 && host.split('.').every((l) => HOST_LABEL_RE.test(l));
+}
+
 /** Parse one rule, or return a message saying what is wrong with it. */
 export function parseAclRule(rule: string): AclRule | { error: string } {
   if (rule === '*' || rule === 'bind:*') return { kind: 'any' };
@@ -32,10 +43,21 @@ export function parseAclRule(rule: string): AclRule | { error: string } {
         error: `label rule '${rule}' must have the form bind:<key>=<value> ('*' allowed on either side)`,
       };
     }
+    // A wildcard stands for a whole side; anything else must be a label an agent could send.
+    const problem = labelProblem(key === '*' ? 'k' : key, val === '*' ? 'v' : val);
+    if (problem) return { error: `label rule '${rule}': ${problem.message}` };
     return { kind: 'label', key, value: val };
   }
   const hp = splitHostPort(value);
-  if (hp) return { kind: 'addr', host: hp.host.toLowerCase(), port: hp.port };
+  if (hp) {
+    const host = hp.host.toLowerCase();
+    if (!isAddrHost(host)) {
+      return {
+        error: `address rule '${rule}' must name a host (a DNS name or an IP address, no wildcard) and a port: bind:<host>:<port>`,
+      };
+    }
+    return { kind: 'addr', host, port: hp.port };
+  }
   const name = value.toLowerCase();
   if (name.startsWith('*.')) {
     if (hostnameProblem(name, true)) {
@@ -69,12 +91,13 @@ export function parseAcl(
 function ruleAllows(rule: AclRule, target: BindTarget): boolean {
   if (rule.kind === 'any') return true;
   switch (target.kind) {
-    case 'domain':
-      if (rule.kind === 'domain') return rule.name === target.name;
-      if (rule.kind === 'suffix') {
-        return target.name === '*.' + rule.suffix || target.name.endsWith('.' + rule.suffix);
-      }
+    case 'domain': {
+      // Rules are stored lowercase; DNS names compare without case.
+      const name = target.name.toLowerCase();
+      if (rule.kind === 'domain') return rule.name === name;
+      if (rule.kind === 'suffix') return name.endsWith('.' + rule.suffix);
       return false;
+    }
     case 'addr':
       return (
         rule.kind === 'addr' && rule.host === target.host.toLowerCase() && rule.port === target.port
@@ -104,7 +127,10 @@ function labelAllowed(rules: readonly AclRule[], key: string, value: string): bo
 export function aclPermits(rules: readonly AclRule[], target: BindTarget): boolean {
   if (rules.length === 0) return true;
   if (target.kind === 'labels') {
-    return Object.entries(target.labels).every(([k, v]) => labelAllowed(rules, k, v));
+    const entries = Object.entries(target.labels);
+    // With no labels `every` would be vacuously true; only an allow-all rule permits that.
+    if (entries.length === 0) return rules.some((r) => r.kind === 'any');
+    return entries.every(([k, v]) => labelAllowed(rules, k, v));
   }
   return rules.some((r) => ruleAllows(r, target));
 }

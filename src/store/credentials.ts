@@ -1,6 +1,175 @@
+import { parseAcl, type AclRule } from '../core/acl.js';
+import { CODES, ValidationError } from '../core/errors.js';
+import { ID_PREFIX, newId } from '../core/ids.js';
+import { issueToken, tokenIdBody, tokenMatches } from '../core/tokens.js';
 import type { RepoDeps } from './deps.js';
+import { resolveOwner } from './owners.js';
+import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import type { CredentialsTable } from './schema.js';
 
-/** PLACEHOLDER: being written. */
+/** An authtoken credential. `token` is the secret, present only in the reply that created it. */
+export interface Credential {
+  id: string;
+  description: string;
+  metadata: string;
+  created_at: string;
+  acl: string[];
+  owner_id: string;
+  token: string | null;
+}
+
+export interface CredentialCreate {
+  description?: string | undefined;
+  metadata?: string | undefined;
+  acl?: readonly string[] | undefined;
+  owner_id?: string | undefined;
+}
+
+export type CredentialUpdate = Pick<CredentialCreate, 'description' | 'metadata' | 'acl'>;
+
+/** What the edge learns about an agent's authtoken. */
+export interface AuthenticatedCredential {
+  credential: { id: string; acl: string[]; owner_id: string };
+  /** False when the owner is a bot user marked inactive (the edge refuses with ERR_NGROK_636). */
+  ownerActive: boolean;
+}
+
+type CredentialRow = Omit<CredentialsTable, 'token_hash'>;
+
+const COLUMNS = ['id', 'description', 'metadata', 'created_at', 'owner_id', 'acl'] as const;
+
+function toCredential(row: CredentialRow, token: string | null = null): Credential {
+  return {
+    id: row.id,
+    description: row.description,
+    metadata: row.metadata,
+    created_at: row.created_at,
+    acl: JSON.parse(row.acl) as string[],
+    owner_id: row.owner_id,
+    token,
+  };
+}
+
+/** The canonical text of a parsed rule, so that equal rules are stored alike (lowercase names). */
+function ruleText(raw: string, rule: AclRule): string {
+  switch (rule.kind) {
+    case 'any':
+      return raw;
+    case 'domain':
+      return `bind:${rule.name}`;
+    case 'suffix':
+      return `bind:*.${rule.suffix}`;
+    case 'addr':
+      return `bind:${rule.host}:${rule.port}`;
+    case 'label':
+      return `bind:${rule.key}=${rule.value}`;
+  }
+}
+
+/**
+ * Check every ACL rule and return them normalised; a bad rule is a 400 ERR_NGROK_600 naming
+ * `acl[i]` and what is wrong with it.
+ * @example normalizeAcl(['bind:*.SiteA.example.com']) // ['bind:*.sitea.example.com']
+ */
+export function normalizeAcl(acl: readonly string[]): string[] {
+  const parsed = parseAcl(acl);
+  if ('error' in parsed) {
+    throw new ValidationError(
+      CODES.invalidAclRule,
+      `acl[${parsed.index}]`,
+      `${parsed.error}. A rule is '*' or 'bind:' followed by a domain, '*.<domain>', '<host>:<port>' or '<key>=<value>'.`,
+    );
+  }
+  return parsed.rules.map((rule, i) => ruleText(acl[i]!, rule));
+}
+
+/**
+ * Authtokens for agents. Only a SHA-256 hash of the token is stored; `create` returns the token
+ * once. `authenticate` is what the edge calls when an agent presents a token.
+ * @example const { token } = await credentials.create({ acl: ['bind:*.sitea.example.com'], owner_id: bot.id });
+ */
 export class CredentialRepository {
-  constructor(readonly deps: RepoDeps) {}
+  constructor(private readonly deps: RepoDeps) {}
+
+  async create(input: CredentialCreate): Promise<Credential> {
+    const acl = normalizeAcl(input.acl ?? []);
+    const ownerId = await resolveOwner(this.deps.db, this.deps.accountSettings, input.owner_id);
+    const id = newId(ID_PREFIX.credential);
+    const { token, hash } = issueToken(id);
+    const row: CredentialsTable = {
+      id,
+      description: input.description ?? '',
+      metadata: input.metadata ?? '',
+      created_at: nowRfc3339(),
+      owner_id: ownerId,
+      acl: JSON.stringify(acl),
+      token_hash: hash,
+    };
+    await this.deps.db.insertInto('credentials').values(row).execute();
+    return toCredential(row, token);
+  }
+
+  async get(id: string): Promise<Credential | undefined> {
+    const row = await this.deps.db
+      .selectFrom('credentials')
+      .select(COLUMNS)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toCredential(row);
+  }
+
+  async list(page: PageRequest): Promise<Page<Credential>> {
+    const result = await selectPage(this.deps.db.selectFrom('credentials').select(COLUMNS), page);
+    return { items: result.items.map((r) => toCredential(r)), nextBeforeId: result.nextBeforeId };
+  }
+
+  /** Change the fields given; `acl`, when given, replaces the whole list. */
+  async update(id: string, patch: CredentialUpdate): Promise<Credential | undefined> {
+    const set: Partial<CredentialsTable> = {};
+    if (patch.description !== undefined) set.description = patch.description;
+    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    if (patch.acl !== undefined) set.acl = JSON.stringify(normalizeAcl(patch.acl));
+    if (Object.keys(set).length > 0)
+      await this.deps.db.updateTable('credentials').set(set).where('id', '=', id).execute();
+    return this.get(id);
+  }
+
+  async delete(id: string): Promise<boolean> {
+    const res = await this.deps.db
+      .deleteFrom('credentials')
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return res.numDeletedRows > 0n;
+  }
+
+  /**
+   * The credential an agent's token belongs to, or undefined when the token is unknown, revoked or
+   * garbled. Looks the row up by the id the token names and compares hashes in constant time.
+   * @example const auth = await credentials.authenticate(token); if (!auth?.ownerActive) refuse();
+   */
+  async authenticate(token: string): Promise<AuthenticatedCredential | undefined> {
+    const body = tokenIdBody(token);
+    if (!body) return undefined;
+    const row = await this.deps.db
+      .selectFrom('credentials')
+      .select(['id', 'acl', 'owner_id', 'token_hash'])
+      .where('id', '=', `${ID_PREFIX.credential}_${body}`)
+      .executeTakeFirst();
+    if (!row || !tokenMatches(token, row.token_hash)) return undefined;
+    return {
+      credential: { id: row.id, acl: JSON.parse(row.acl) as string[], owner_id: row.owner_id },
+      ownerActive: await this.ownerActive(row.owner_id),
+    };
+  }
+
+  /** The account user is always active; a bot user is active unless marked otherwise (or gone). */
+  private async ownerActive(ownerId: string): Promise<boolean> {
+    if (!ownerId.startsWith(`${ID_PREFIX.botUser}_`)) return true;
+    const bot = await this.deps.db
+      .selectFrom('bot_users')
+      .select('active')
+      .where('id', '=', ownerId)
+      .executeTakeFirst();
+    return bot?.active === 1;
+  }
 }

@@ -1,0 +1,101 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TEST_STORE_SETTINGS } from '../test-support/api.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
+import { checkAddress, checkLabels } from './backend-kinds.js';
+import { createRepositories, openStore, type Repositories, type Store } from './index.js';
+
+describe('backend field checks', () => {
+  it('copies a valid label map and throws the label codes otherwise', () => {
+    const labels = { app: 'web' };
+    expect(checkLabels(labels)).toEqual(labels);
+    expect(checkLabels(labels)).not.toBe(labels);
+    expect(() => checkLabels({ 'a=b': 'c' })).toThrow(
+      expect.objectContaining({ code: 'ERR_NGROK_6531', field: 'labels' }),
+    );
+  });
+
+  it.each([
+    ['web:80', 'web:80'],
+    ['Web.Internal:8080', 'web.internal:8080'],
+    ['10.0.0.5:443', '10.0.0.5:443'],
+    ['[2001:db8::1]:443', '[2001:db8::1]:443'],
+  ])('accepts the address %s as %s', (input, stored) => {
+    expect(checkAddress(input)).toBe(stored);
+  });
+});
+
+describe.each(DATABASE_KINDS)('BackendRepository (%s)', (kind) => {
+  let db: TestDatabase;
+  let store: Store;
+  let repos: Repositories;
+  beforeAll(async () => {
+    db = await createTestDatabase(kind);
+    store = await openStore({ database: db.database, dataDir: db.dataDir });
+    repos = createRepositories(store, TEST_STORE_SETTINGS);
+  });
+  afterAll(async () => {
+    await store.close();
+    await db.drop();
+  });
+
+  it('gets a backend of any type by id, with its type and fields', async () => {
+    const tg = await repos.backends.tunnelGroups.create({ labels: { app: 'web' } });
+    const fo = await repos.backends.failovers.create({ backends: [tg.id] });
+    const wd = await repos.backends.weighted.create({ backends: { [tg.id]: 3 } });
+    const sc = await repos.backends.statics.create({ address: 'web:80', tls: { enabled: true } });
+    expect(await repos.backends.get(tg.id)).toEqual({
+      ...tg,
+      type: 'tunnel_group',
+      labels: { app: 'web' },
+    });
+    expect(await repos.backends.get(fo.id)).toMatchObject({ type: 'failover', backends: [tg.id] });
+    expect(await repos.backends.get(wd.id)).toMatchObject({
+      type: 'weighted',
+      backends: { [tg.id]: 3 },
+    });
+    expect(await repos.backends.get(sc.id)).toMatchObject({
+      type: 'static',
+      address: 'web:80',
+      tls: { enabled: true },
+    });
+    const any = await repos.backends.get(tg.id);
+    expect(any?.labels).toEqual({ app: 'web' });
+    expect((await repos.backends.get(sc.id))?.labels).toBeUndefined();
+    expect(await repos.backends.get('bkdtg_missing')).toBeUndefined();
+  });
+
+  it('tells whether a backend exists, whatever its type', async () => {
+    const sc = await repos.backends.statics.create({ address: 'db:5432' });
+    expect(await repos.backends.exists(sc.id)).toBe(true);
+    expect(await repos.backends.exists('bkdsc_missing')).toBe(false);
+    await repos.backends.statics.delete(sc.id);
+    expect(await repos.backends.exists(sc.id)).toBe(false);
+  });
+
+  it('records member references and drops them when the backend goes', async () => {
+    const a = await repos.backends.tunnelGroups.create({ labels: { n: 'a' } });
+    const b = await repos.backends.tunnelGroups.create({ labels: { n: 'b' } });
+    const fo = await repos.backends.failovers.create({ backends: [a.id, b.id] });
+    const refs = async () =>
+      (await store.db.selectFrom('refs').select('to_id').where('from_id', '=', fo.id).execute())
+        .map((r) => r.to_id)
+        .sort();
+    expect(await refs()).toEqual([a.id, b.id].sort());
+    await repos.backends.failovers.update(fo.id, { backends: [b.id] });
+    expect(await refs()).toEqual([b.id]);
+    await repos.backends.failovers.update(fo.id, { description: 'members untouched' });
+    expect(await refs()).toEqual([b.id]);
+    expect(await repos.backends.failovers.delete(fo.id)).toBe(true);
+    expect(await refs()).toEqual([]);
+  });
+
+  it('leaves nothing behind when a create fails validation', async () => {
+    const before = await store.db.selectFrom('backends').select('id').execute();
+    await expect(
+      repos.backends.failovers.create({ backends: ['bkdtg_missing'] }),
+    ).rejects.toMatchObject({
+      code: 'ERR_NGROK_6514',
+    });
+    expect(await store.db.selectFrom('backends').select('id').execute()).toEqual(before);
+  });
+});
