@@ -32,7 +32,9 @@ function ipv6ToBigInt(ip: string): bigint {
 }
 
 /** An IP address as family and bigint, or undefined when `ip` is not an address. */
-export function parseIp(ip: string): { family: 4 | 6; value: bigint } | undefined {
+export function parseIp(address: string): { family: 4 | 6; value: bigint } | undefined {
+  // A zone (fe80::1%eth0) names an interface, not part of the address.
+  const ip = address.includes('%') ? address.slice(0, address.indexOf('%')) : address;
   const family = isIP(ip);
   if (family === 4) return { family: 4, value: ipv4ToBigInt(ip) };
   if (family === 6) {
@@ -51,7 +53,8 @@ export function parseCidr(text: string): Cidr | { problem: CidrProblem } {
   const addr = text.slice(0, slash);
   const prefixText = text.slice(slash + 1);
   const family = isIP(addr);
-  if (family !== 4 && family !== 6) return { problem: 'invalid' };
+  // Zones (fe80::%eth0) pass isIP but are not part of a network address.
+  if ((family !== 4 && family !== 6) || addr.includes('%')) return { problem: 'invalid' };
   if (!/^\d{1,3}$/.test(prefixText)) return { problem: 'invalid' };
   const prefix = Number(prefixText);
   const bits = family === 4 ? 32 : 128;
@@ -69,4 +72,84 @@ export function cidrContains(cidr: Cidr, ip: string): boolean {
   if (!parsed || parsed.family !== cidr.family) return false;
   const hostBits = BigInt((cidr.family === 4 ? 32 : 128) - cidr.prefix);
   return parsed.value >> hostBits === cidr.network >> hostBits;
+}
+
+function formatIpv4(value: bigint): string {
+  return [24n, 16n, 8n, 0n].map((shift) => String((value >> shift) & 0xffn)).join('.');
+}
+
+/** RFC 5952 text: lowercase, no leading zeros, the longest run of two or more zero groups as `::`. */
+function formatIpv6(value: bigint): string {
+  if (value >> 32n === 0xffffn) return `::ffff:${formatIpv4(value & 0xffffffffn)}`;
+  const groups = Array.from({ length: 8 }, (_, i) => (value >> BigInt((7 - i) * 16)) & 0xffffn);
+  let bestStart = -1;
+  let bestLength = 1;
+  for (let i = 0; i < 8;) {
+    if (groups[i] !== 0n) {
+      i++;
+      continue;
+    }
+    let j = i;
+    while (j < 8 && groups[j] === 0n) j++;
+    if (j - i > bestLength) [bestStart, bestLength] = [i, j - i];
+    i = j;
+  }
+  const hex = (gs: bigint[]) => gs.map((g) => g.toString(16)).join(':');
+  if (bestStart < 0) return hex(groups);
+  return `${hex(groups.slice(0, bestStart))}::${hex(groups.slice(bestStart + bestLength))}`;
+}
+
+/**
+ * The canonical text of a block: the network address in its shortest form (IPv6 per RFC 5952)
+ * and the prefix without leading zeros, so equal blocks have equal text.
+ * @example formatCidr(parseCidr('2001:DB8:0:0::/32') as Cidr) // '2001:db8::/32'
+ */
+export function formatCidr(cidr: Pick<Cidr, 'family' | 'network' | 'prefix'>): string {
+  const addr = cidr.family === 4 ? formatIpv4(cidr.network) : formatIpv6(cidr.network);
+  return `${addr}/${cidr.prefix}`;
+}
+
+/**
+ * The block that an address with a mask lies in, as canonical text; undefined when `text` is not
+ * an address and a valid prefix. Used to suggest the right network address for `10.0.0.1/8`.
+ * @example enclosingCidr('10.1.2.3/8') // '10.0.0.0/8'
+ */
+export function enclosingCidr(text: string): string | undefined {
+  const slash = text.indexOf('/');
+  if (slash < 0) return undefined;
+  const addr = text.slice(0, slash);
+  const prefixText = text.slice(slash + 1);
+  const family = isIP(addr);
+  if ((family !== 4 && family !== 6) || addr.includes('%') || !/^\d{1,3}$/.test(prefixText)) {
+    return undefined;
+  }
+  const prefix = Number(prefixText);
+  const bits = family === 4 ? 32 : 128;
+  if (prefix > bits) return undefined;
+  const value = family === 4 ? ipv4ToBigInt(addr) : ipv6ToBigInt(addr);
+  const hostBits = BigInt(bits - prefix);
+  return formatCidr({ family, network: (value >> hostBits) << hostBits, prefix });
+}
+
+/** One rule of an IP policy, as the ip_restriction module evaluates it. */
+export interface IpRule {
+  cidr: string;
+  action: 'allow' | 'deny';
+}
+
+/**
+ * Whether `ip` may connect under `rules` (the rules of every policy on the endpoint, combined):
+ * only when it matches at least one allow rule and no deny rule. No rules, no access.
+ * @example ipAllowed([{ cidr: '10.0.0.0/8', action: 'allow' }, { cidr: '10.9.0.0/16', action: 'deny' }], '10.1.2.3') // true
+ */
+export function ipAllowed(rules: readonly IpRule[], ip: string): boolean {
+  let allowed = false;
+  for (const rule of rules) {
+    const cidr = parseCidr(rule.cidr);
+    // Stored rules are validated; an unparsable one must not widen access, so it matches nothing.
+    if ('problem' in cidr || !cidrContains(cidr, ip)) continue;
+    if (rule.action === 'deny') return false;
+    allowed = true;
+  }
+  return allowed;
 }

@@ -1,6 +1,211 @@
+import { X509Certificate } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { CODES, ConflictError, ValidationError } from '../core/errors.js';
+import { ID_PREFIX, newId } from '../core/ids.js';
+import { certificateFields } from '../core/x509-fields.js';
 import type { RepoDeps } from './deps.js';
+import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { findReferrer } from './refs.js';
+import type { CertificateAuthoritiesTable, Database } from './schema.js';
 
-/** PLACEHOLDER: being written. */
+/** A CA certificate that TLS edges' mutual_tls module trusts for client certificates. */
+export interface CertificateAuthority {
+  id: string;
+  description: string;
+  metadata: string;
+  created_at: string;
+  ca_pem: string;
+  subject_common_name: string;
+  not_before: string;
+  not_after: string;
+  key_usages: string[];
+  extended_key_usages: string[];
+}
+
+export interface CertificateAuthorityCreate {
+  ca_pem: string;
+  description?: string | undefined;
+  metadata?: string | undefined;
+}
+
+export type CertificateAuthorityUpdate = Pick<
+  CertificateAuthorityCreate,
+  'description' | 'metadata'
+>;
+
+type ParsedCa = Pick<
+  CertificateAuthoritiesTable,
+  'ca_pem' | 'subject_common_name' | 'not_before' | 'not_after'
+> & { key_usages: string[]; extended_key_usages: string[] };
+
+function invalidPem(message: string): ValidationError {
+  return new ValidationError(CODES.invalidCaPem, 'ca_pem', message);
+}
+
+const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----[\s\S]*?-----END \1-----/g;
+
+/**
+ * Check that `pem` is exactly one CA certificate and read what the API shows of it.
+ * @example parseCaPem(readFileSync('ca.pem', 'utf8')).subject_common_name // 'Test CA'
+ */
+export function parseCaPem(pem: string): ParsedCa {
+  const blocks = [...pem.matchAll(PEM_BLOCK)];
+  if (blocks.length === 0) {
+    throw invalidPem(
+      'must be a certificate in PEM form, from -----BEGIN CERTIFICATE----- to -----END CERTIFICATE-----',
+    );
+  }
+  const other = blocks.find((b) => b[1] !== 'CERTIFICATE');
+  if (other) {
+    throw invalidPem(
+      other[1]!.includes('PRIVATE KEY')
+        ? 'must not contain a private key: mutual TLS needs only the CA certificate; keep its key secret'
+        : `contains a ${other[1]} block; send only the CA certificate`,
+    );
+  }
+  if (blocks.length > 1) {
+    throw invalidPem(
+      `contains ${blocks.length} certificates; send exactly one CA certificate (create one certificate authority per CA)`,
+    );
+  }
+  let cert: X509Certificate;
+  try {
+    cert = new X509Certificate(blocks[0]![0]);
+  } catch {
+    throw invalidPem('the CERTIFICATE block is not a valid X.509 certificate');
+  }
+  if (!cert.ca) {
+    throw invalidPem(
+      'is not a certificate authority: its basicConstraints extension lacks CA:TRUE. Upload the CA certificate that issued your client certificates, not a client certificate',
+    );
+  }
+  let fields: ReturnType<typeof certificateFields>;
+  try {
+    fields = certificateFields(cert.raw);
+  } catch {
+    throw invalidPem('the certificate could not be read: its DER encoding is malformed');
+  }
+  const notBefore = new Date(cert.validFrom);
+  const notAfter = new Date(cert.validTo);
+  if (Number.isNaN(notBefore.getTime()) || Number.isNaN(notAfter.getTime())) {
+    throw invalidPem('the certificate has an unreadable validity period');
+  }
+  return {
+    ca_pem: cert.toString(),
+    subject_common_name: fields.subjectCommonName,
+    not_before: nowRfc3339(notBefore),
+    not_after: nowRfc3339(notAfter),
+    key_usages: fields.keyUsages,
+    extended_key_usages: fields.extendedKeyUsages,
+  };
+}
+
+function toCa(row: CertificateAuthoritiesTable): CertificateAuthority {
+  return {
+    ...row,
+    key_usages: JSON.parse(row.key_usages) as string[],
+    extended_key_usages: JSON.parse(row.extended_key_usages) as string[],
+  };
+}
+
+/**
+ * Certificate authorities for mutual TLS. Only the certificate is stored, never a key; one that a
+ * TLS edge's mutual_tls module uses cannot be deleted.
+ * @example const ca = await cas.create({ ca_pem: pem, description: 'client CA' });
+ */
 export class CertificateAuthorityRepository {
-  constructor(readonly deps: RepoDeps) {}
+  private readonly db: Kysely<Database>;
+
+  constructor(deps: RepoDeps) {
+    this.db = deps.db;
+  }
+
+  async create(input: CertificateAuthorityCreate): Promise<CertificateAuthority> {
+    const parsed = parseCaPem(input.ca_pem);
+    const row: CertificateAuthoritiesTable = {
+      id: newId(ID_PREFIX.certificateAuthority),
+      description: input.description ?? '',
+      metadata: input.metadata ?? '',
+      created_at: nowRfc3339(),
+      ...parsed,
+      key_usages: JSON.stringify(parsed.key_usages),
+      extended_key_usages: JSON.stringify(parsed.extended_key_usages),
+    };
+    await this.db.insertInto('certificate_authorities').values(row).execute();
+    return toCa(row);
+  }
+
+  async get(id: string): Promise<CertificateAuthority | undefined> {
+    const row = await this.db
+      .selectFrom('certificate_authorities')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toCa(row);
+  }
+
+  async list(page: PageRequest): Promise<Page<CertificateAuthority>> {
+    const result = await selectPage(
+      this.db.selectFrom('certificate_authorities').selectAll(),
+      page,
+    );
+    return { items: result.items.map(toCa), nextBeforeId: result.nextBeforeId };
+  }
+
+  async update(
+    id: string,
+    patch: CertificateAuthorityUpdate,
+  ): Promise<CertificateAuthority | undefined> {
+    const set: Partial<CertificateAuthoritiesTable> = {};
+    if (patch.description !== undefined) set.description = patch.description;
+    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    if (Object.keys(set).length > 0)
+      await this.db.updateTable('certificate_authorities').set(set).where('id', '=', id).execute();
+    return this.get(id);
+  }
+
+  /** Delete; false when absent. Refused while a TLS edge's mutual_tls uses it. */
+  async delete(id: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const referrer = await findReferrer(trx, id);
+      if (referrer) {
+        throw new ConflictError(
+          CODES.caInUse,
+          `The certificate authority ${id} is still used by ${referrer}. Remove it from that edge's mutual_tls first.`,
+        );
+      }
+      const res = await trx
+        .deleteFrom('certificate_authorities')
+        .where('id', '=', id)
+        .executeTakeFirst();
+      return res.numDeletedRows > 0n;
+    });
+  }
+
+  /** Ids among `ids` that name no certificate authority, in the order given. */
+  async missing(ids: readonly string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('certificate_authorities')
+      .select('id')
+      .where('id', 'in', [...new Set(ids)])
+      .execute();
+    const present = new Set(rows.map((r) => r.id));
+    return ids.filter((id) => !present.has(id));
+  }
+
+  /**
+   * The PEM certificates of `ids`, for the edge to build its client-certificate trust store.
+   * @example tls.createSecureContext({ ca: await cas.pemsFor(edge.mutual_tls.certificate_authority_ids) })
+   */
+  async pemsFor(ids: readonly string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('certificate_authorities')
+      .select('ca_pem')
+      .where('id', 'in', [...new Set(ids)])
+      .orderBy('id')
+      .execute();
+    return rows.map((r) => r.ca_pem);
+  }
 }

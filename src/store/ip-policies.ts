@@ -1,6 +1,110 @@
+import type { Kysely } from 'kysely';
+import type { IpRule } from '../core/cidr.js';
+import { CODES, ConflictError } from '../core/errors.js';
+import { ID_PREFIX, newId } from '../core/ids.js';
 import type { RepoDeps } from './deps.js';
+import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { findReferrer } from './refs.js';
+import type { Database, IpPoliciesTable } from './schema.js';
 
-/** PLACEHOLDER: being written. */
+/** An IP policy: a named group of allow and deny rules that edges use to restrict source IPs. */
+export interface IpPolicy {
+  id: string;
+  description: string;
+  metadata: string;
+  created_at: string;
+}
+
+export interface IpPolicyCreate {
+  description?: string | undefined;
+  metadata?: string | undefined;
+}
+
+export type IpPolicyUpdate = IpPolicyCreate;
+
+/**
+ * IP policies. Their rules live in IpPolicyRuleRepository and go with the policy when it is
+ * deleted; a policy that an edge's ip_restriction uses cannot be deleted.
+ * @example const policy = await ipPolicies.create({ description: 'office' });
+ */
 export class IpPolicyRepository {
-  constructor(readonly deps: RepoDeps) {}
+  private readonly db: Kysely<Database>;
+
+  constructor(deps: RepoDeps) {
+    this.db = deps.db;
+  }
+
+  async create(input: IpPolicyCreate): Promise<IpPolicy> {
+    const row: IpPoliciesTable = {
+      id: newId(ID_PREFIX.ipPolicy),
+      description: input.description ?? '',
+      metadata: input.metadata ?? '',
+      created_at: nowRfc3339(),
+    };
+    await this.db.insertInto('ip_policies').values(row).execute();
+    return row;
+  }
+
+  async get(id: string): Promise<IpPolicy | undefined> {
+    return this.db.selectFrom('ip_policies').selectAll().where('id', '=', id).executeTakeFirst();
+  }
+
+  async list(page: PageRequest): Promise<Page<IpPolicy>> {
+    return selectPage(this.db.selectFrom('ip_policies').selectAll(), page);
+  }
+
+  async update(id: string, patch: IpPolicyUpdate): Promise<IpPolicy | undefined> {
+    const set: Partial<IpPoliciesTable> = {};
+    if (patch.description !== undefined) set.description = patch.description;
+    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    if (Object.keys(set).length > 0)
+      await this.db.updateTable('ip_policies').set(set).where('id', '=', id).execute();
+    return this.get(id);
+  }
+
+  /** Delete the policy and its rules; false when absent. Refused while an edge uses it. */
+  async delete(id: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const referrer = await findReferrer(trx, id);
+      if (referrer) {
+        throw new ConflictError(
+          CODES.ipPolicyInUse,
+          `The IP policy ${id} is still used by ${referrer}. Remove it from that edge's ip_restriction first.`,
+        );
+      }
+      // The foreign key cascades too; deleting the rules here keeps that true even on a SQLite
+      // connection opened without foreign_keys = ON.
+      await trx.deleteFrom('ip_policy_rules').where('ip_policy_id', '=', id).execute();
+      const res = await trx.deleteFrom('ip_policies').where('id', '=', id).executeTakeFirst();
+      return res.numDeletedRows > 0n;
+    });
+  }
+
+  /** Ids among `ids` that name no IP policy, in the order given (for reference checks). */
+  async missing(ids: readonly string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('ip_policies')
+      .select('id')
+      .where('id', 'in', [...new Set(ids)])
+      .execute();
+    const present = new Set(rows.map((r) => r.id));
+    return ids.filter((id) => !present.has(id));
+  }
+
+  /**
+   * The rules of all of `policyIds`, combined, for the edge to evaluate with `ipAllowed` at
+   * connect time. Unknown ids contribute no rules (a deleted policy restricts like an empty one).
+   * @example ipAllowed(await ipPolicies.rulesFor(['ipp_...']), socket.remoteAddress)
+   */
+  async rulesFor(policyIds: readonly string[]): Promise<IpRule[]> {
+    if (policyIds.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('ip_policy_rules')
+      .select(['cidr', 'action'])
+      .where('ip_policy_id', 'in', [...new Set(policyIds)])
+      .orderBy('id')
+      .execute();
+    return rows.map((r) => ({ cidr: r.cidr, action: r.action === 'allow' ? 'allow' : 'deny' }));
+  }
 }
