@@ -1,5 +1,42 @@
 import type { FastifyInstance } from 'fastify';
+import type { Edge, EdgeInput, EdgeType } from '../store/edges.js';
 import type { ApiContext } from './context.js';
+import { registerCrud } from './crud.js';
+import { edgeModuleRoutes } from './edge-modules.js';
+import { edgeBody, edgeSchema } from './edge-schemas.js';
+import { edgeView } from './edge-views.js';
 
-/** PLACEHOLDER: being written. */
-export async function edgeRoutes(_app: FastifyInstance, _ctx: ApiContext): Promise<void> {}
+const NAMES: Record<EdgeType, { name: string; tag: string; listKey: string }> = {
+  tcp: { name: 'TCP edge', tag: 'TCP edges', listKey: 'tcp_edges' },
+  tls: { name: 'TLS edge', tag: 'TLS edges', listKey: 'tls_edges' },
+};
+
+/** `/edges/tcp` and `/edges/tls`: CRUD, plus a PUT/GET/DELETE path per module. */
+export async function edgeRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+  const { repos, uris } = ctx;
+  const edges = repos.edges;
+  for (const type of ['tcp', 'tls'] as const) {
+    const body = edgeBody(type);
+    registerCrud<Edge, EdgeInput, EdgeInput>(
+      app,
+      {
+        path: `edges/${type}`,
+        ...NAMES[type],
+        item: edgeSchema(type),
+        createBody: body,
+        updateBody: body,
+        createBodyOptional: true,
+        repo: {
+          create: (input) => edges.create(type, input),
+          get: (id) => edges.get(id, type),
+          list: (page) => edges.list(type, page),
+          update: (id, patch) => edges.update(type, id, patch),
+          delete: (id) => edges.delete(type, id),
+        },
+        view: (edge) => edgeView(uris, edge),
+      },
+      uris.collection(`edges/${type}`),
+    );
+    edgeModuleRoutes(app, ctx, type, NAMES[type].tag);
+  }
+}

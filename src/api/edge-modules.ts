@@ -1,0 +1,96 @@
+import type { FastifyInstance } from 'fastify';
+import { NotFoundError } from '../core/errors.js';
+import {
+  EDGE_MODULES,
+  type EdgeType,
+  type ModuleMutates,
+  type ModuleName,
+} from '../store/edges.js';
+import type { ApiContext } from './context.js';
+import { found } from './crud.js';
+import { MODULE_SCHEMAS } from './edge-schemas.js';
+import { moduleView } from './edge-views.js';
+import { IdParams } from './schemas.js';
+
+const LABELS: Record<ModuleName, string> = {
+  backend: 'backend',
+  ip_restriction: 'IP restriction',
+  mutual_tls: 'mutual TLS',
+  tls_termination: 'TLS termination',
+  traffic_policy: 'traffic policy',
+};
+
+/**
+ * `PUT|GET|DELETE /edges/{tcp|tls}/{id}/{module}`. PUT replaces the module whole (200 with it);
+ * GET of an unset module is 404; DELETE is 204 whether or not the module was set.
+ * @example edgeModuleRoutes(app, ctx, 'tls', 'TLS edges')
+ */
+export function edgeModuleRoutes(
+  app: FastifyInstance,
+  { repos, uris }: ApiContext,
+  type: EdgeType,
+  tag: string,
+): void {
+  const tags = [tag];
+  for (const name of EDGE_MODULES[type]) {
+    const path = `/edges/${type}/:id/${name}`;
+    const label = LABELS[name];
+    const schemas = MODULE_SCHEMAS[name];
+    app.put(
+      path,
+      {
+        schema: {
+          tags,
+          summary: `Replace the ${label} module of a ${type.toUpperCase()} edge`,
+          params: IdParams,
+          body: schemas.mutate,
+          response: { 200: schemas.reply },
+        },
+      },
+      async (request) => {
+        const { id } = request.params as { id: string };
+        const input = request.body as ModuleMutates[typeof name];
+        const edge = found(await repos.edges.setModule(type, id, name, input));
+        return moduleView(uris, edge, name);
+      },
+    );
+    app.get(
+      path,
+      {
+        schema: {
+          tags,
+          summary: `Get the ${label} module of a ${type.toUpperCase()} edge`,
+          params: IdParams,
+          response: { 200: schemas.reply },
+        },
+      },
+      async (request) => {
+        const { id } = request.params as { id: string };
+        const edge = found(await repos.edges.get(id, type));
+        const view = moduleView(uris, edge, name);
+        if (view === null) {
+          throw new NotFoundError(
+            `The ${name} module is not set on edge ${id}. Set it with PUT /edges/${type}/${id}/${name}.`,
+          );
+        }
+        return view;
+      },
+    );
+    app.delete(
+      path,
+      {
+        schema: {
+          tags,
+          summary: `Remove the ${label} module of a ${type.toUpperCase()} edge`,
+          params: IdParams,
+          response: { 204: { type: 'null' } },
+        },
+      },
+      async (request, reply) => {
+        const { id } = request.params as { id: string };
+        if (!(await repos.edges.deleteModule(type, id, name))) throw new NotFoundError();
+        return reply.status(204).send();
+      },
+    );
+  }
+}
