@@ -24,7 +24,10 @@ describe.each(DATABASE_KINDS)('API conventions (%s)', (kind) => {
     });
 
     it('accepts Ngrok-Version as an alias', async () => {
-      const res = await api.call('GET', '/bot_users', undefined, { 'service-version': undefined, 'ngrok-version': '2' });
+      const res = await api.call('GET', '/bot_users', undefined, {
+        'service-version': undefined,
+        'ngrok-version': '2',
+      });
       expect(res.status).toBe(200);
     });
   });
@@ -45,22 +48,34 @@ describe.each(DATABASE_KINDS)('API conventions (%s)', (kind) => {
     it('refuses an unknown, garbled or deleted key with 401 ERR_NGROK_203', async () => {
       const forged = api.key.slice(0, -4) + 'AAAA';
       for (const token of [forged, 'garbage', api.key + 'x']) {
-        const res = await api.call('GET', '/bot_users', undefined, { authorization: `Bearer ${token}` });
+        const res = await api.call('GET', '/bot_users', undefined, {
+          authorization: `Bearer ${token}`,
+        });
         expect(res.status).toBe(401);
         expect(res.body.error_code).toBe('ERR_NGROK_203');
       }
       const { body: extra } = await api.call('POST', '/api_keys', { description: 'short-lived' });
-      expect((await api.call('GET', '/bot_users', undefined, { authorization: `Bearer ${extra.token}` })).status).toBe(200);
+      expect(
+        (await api.call('GET', '/bot_users', undefined, { authorization: `Bearer ${extra.token}` }))
+          .status,
+      ).toBe(200);
       expect((await api.call('DELETE', `/api_keys/${extra.id}`)).status).toBe(204);
-      const after = await api.call('GET', '/bot_users', undefined, { authorization: `Bearer ${extra.token}` });
+      const after = await api.call('GET', '/bot_users', undefined, {
+        authorization: `Bearer ${extra.token}`,
+      });
       expect(after.status).toBe(401);
     });
 
     it('serves the OpenAPI document without key or version', async () => {
-      const res = await api.call('GET', '/openapi.json', undefined, { authorization: undefined, 'service-version': undefined });
+      const res = await api.call('GET', '/openapi.json', undefined, {
+        authorization: undefined,
+        'service-version': undefined,
+      });
       expect(res.status).toBe(200);
       expect(res.body.openapi).toBe('3.1.0');
-      expect(Object.keys(res.body.paths)).toEqual(expect.arrayContaining(['/bot_users', '/bot_users/{id}', '/api_keys']));
+      expect(Object.keys(res.body.paths)).toEqual(
+        expect.arrayContaining(['/bot_users', '/bot_users/{id}', '/api_keys']),
+      );
     });
   });
 
@@ -68,21 +83,31 @@ describe.each(DATABASE_KINDS)('API conventions (%s)', (kind) => {
     it('carries the operation id in the body and the Operation-Id header', async () => {
       const res = await api.call('GET', '/bot_users/bot_doesnotexist');
       expect(res.status).toBe(404);
-      expect(res.body).toEqual({ status_code: 404, msg: 'Resource not found', details: { operation_id: res.headers['operation-id'] } });
+      expect(res.body).toEqual({
+        status_code: 404,
+        msg: 'Resource not found',
+        details: { operation_id: res.headers['operation-id'] },
+      });
       expect(res.headers['operation-id']).toMatch(/^op_[0-9A-Za-z]{27}$/);
     });
 
     it('answers an unknown route with 404 naming the path', async () => {
       const res = await api.call('GET', '/no_such_thing');
       expect(res.status).toBe(404);
-      expect(res.body).toMatchObject({ status_code: 404, msg: 'Not Found', details: { path: '/no_such_thing' } });
+      expect(res.body).toMatchObject({
+        status_code: 404,
+        msg: 'Not Found',
+        details: { path: '/no_such_thing' },
+      });
     });
 
     it('names an unknown body field (ERR_NGROK_214) and lists the supported ones', async () => {
       const res = await api.call('POST', '/bot_users', { name: 'x', colour: 'blue' });
       expect(res.status).toBe(400);
       expect(res.body.error_code).toBe('ERR_NGROK_214');
-      expect(res.body.msg).toBe("The parameter 'colour' is unknown. Supported fields are: name, active.");
+      expect(res.body.msg).toBe(
+        "The parameter 'colour' is unknown. Supported fields are: name, active.",
+      );
       expect(res.body.details.field).toBe('colour');
     });
 
@@ -93,7 +118,9 @@ describe.each(DATABASE_KINDS)('API conventions (%s)', (kind) => {
     });
 
     it('refuses a body that is not JSON with ERR_NGROK_216', async () => {
-      const res = await api.call('POST', '/bot_users', 'name=x', { 'content-type': 'application/x-www-form-urlencoded' });
+      const res = await api.call('POST', '/bot_users', 'name=x', {
+        'content-type': 'application/x-www-form-urlencoded',
+      });
       expect(res.status).toBe(400);
       expect(res.body.error_code).toBe('ERR_NGROK_216');
     });
@@ -103,7 +130,10 @@ describe.each(DATABASE_KINDS)('API conventions (%s)', (kind) => {
       expect(ok.status).toBe(201);
       const tooLong = await api.call('POST', '/api_keys', { description: 'é'.repeat(128) });
       expect(tooLong.status).toBe(400);
-      expect(tooLong.body).toMatchObject({ error_code: 'ERR_NGROK_7073', msg: 'description: must be at most 255 bytes of UTF-8' });
+      expect(tooLong.body).toMatchObject({
+        error_code: 'ERR_NGROK_7073',
+        msg: 'description: must be at most 255 bytes of UTF-8',
+      });
       const meta = await api.call('POST', '/api_keys', { metadata: '€'.repeat(1366) }); // 4098 bytes
       expect(meta.status).toBe(400);
       expect(meta.body.error_code).toBe('ERR_NGROK_100');
@@ -113,7 +143,8 @@ describe.each(DATABASE_KINDS)('API conventions (%s)', (kind) => {
   describe('paging', () => {
     it('pages newest first across 250 items with absolute next_page_uri, null at the end', async () => {
       const created: string[] = [];
-      for (let i = 0; i < 250; i++) created.push((await api.call('POST', '/bot_users', { name: `pager-${i}` })).body.id);
+      for (let i = 0; i < 250; i++)
+        created.push((await api.call('POST', '/bot_users', { name: `pager-${i}` })).body.id);
       const seen: string[] = [];
       let url: string | null = '/bot_users?limit=100';
       let pages = 0;

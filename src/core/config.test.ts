@@ -25,7 +25,10 @@ describe('loadServerConfig', () => {
   it('takes flags over environment over file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'burrow-config-'));
     const file = join(dir, 'burrow.yaml');
-    writeFileSync(file, 'api-listen: 127.0.0.1:4001\nbase-domain: file.example\ntcp-ports: 30000-30010\n');
+    writeFileSync(
+      file,
+      'api-listen: 127.0.0.1:4001\nbase-domain: file.example\ntcp-ports: 30000-30010\n',
+    );
     const c = loadServerConfig(
       { 'api-listen': '127.0.0.1:4003', config: file },
       { BURROW_API_LISTEN: '127.0.0.1:4002', BURROW_BASE_DOMAIN: 'env.example' },
@@ -36,8 +39,15 @@ describe('loadServerConfig', () => {
   });
 
   it('names the option and the rule on bad values', () => {
-    expect(() => loadServerConfig({ 'tcp-ports': '5-1' }, {})).toThrow(new ConfigError('tcp-ports', "'5-1' must be a range first-last within 1-65535, e.g. 20000-20999"));
-    expect(() => loadServerConfig({ 'api-listen': 'nowhere' }, {})).toThrow(/--api-listen: 'nowhere' must be host:port/);
+    expect(() => loadServerConfig({ 'tcp-ports': '5-1' }, {})).toThrow(
+      new ConfigError(
+        'tcp-ports',
+        "'5-1' must be a range first-last within 1-65535, e.g. 20000-20999",
+      ),
+    );
+    expect(() => loadServerConfig({ 'api-listen': 'nowhere' }, {})).toThrow(
+      /--api-listen: 'nowhere' must be host:port/,
+    );
     expect(() => loadServerConfig({ role: 'both' }, {})).toThrow(/--role/);
     expect(() => loadServerConfig({ database: 'mysql://x' }, {})).toThrow(/--database/);
     expect(() => loadServerConfig({ 'api-rate-limit': 'lots' }, {})).toThrow(/--api-rate-limit/);
@@ -51,7 +61,10 @@ describe('loadServerConfig', () => {
   });
 
   it('parses the rate limit and lets 0 turn it off', () => {
-    expect(loadServerConfig({ 'api-rate-limit': '10/5s' }, {}).apiRateLimit).toEqual({ max: 10, windowSeconds: 5 });
+    expect(loadServerConfig({ 'api-rate-limit': '10/5s' }, {}).apiRateLimit).toEqual({
+      max: 10,
+      windowSeconds: 5,
+    });
     expect(loadServerConfig({ 'api-rate-limit': '0' }, {}).apiRateLimit.max).toBe(0);
   });
 });

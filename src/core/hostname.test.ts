@@ -25,7 +25,10 @@ describe('hostnames', () => {
   });
 
   it('splits host:port with IPv6 in brackets', () => {
-    expect(splitHostPort('tcp.example.com:20001')).toEqual({ host: 'tcp.example.com', port: 20001 });
+    expect(splitHostPort('tcp.example.com:20001')).toEqual({
+      host: 'tcp.example.com',
+      port: 20001,
+    });
     expect(splitHostPort('[::1]:443')).toEqual({ host: '[::1]', port: 443 });
     expect(splitHostPort('example.com')).toBeUndefined();
     expect(splitHostPort('example.com:0')).toBeUndefined();

@@ -20,7 +20,9 @@ describe('SlidingWindowLimiter', () => {
     expect(l.take('k', 660_001).allowed).toBe(false);
     // Halfway through, half of it counts: 5 more fit.
     const half = 690_000;
-    const allowed = Array.from({ length: 10 }, () => l.take('k', half).allowed).filter(Boolean).length;
+    const allowed = Array.from({ length: 10 }, () => l.take('k', half).allowed).filter(
+      Boolean,
+    ).length;
     expect(allowed).toBe(5);
   });
 
