@@ -1,0 +1,236 @@
+import { EventEmitter } from 'node:events';
+import type { Duplex } from 'node:stream';
+
+/** How a tunnel is reached from the public side. Labeled tunnels have none: edges route to them. */
+export type TunnelProto = 'http' | 'https' | 'tcp' | 'tls';
+
+/** The ProxyHeader fields the edge sends with each proxied connection (agent-protocol.md §5). */
+export interface ProxyInfo {
+  /** Public client's `ip:port`. */
+  clientAddr: string;
+  /** Public protocol: http, https, tcp or tls. */
+  proto: string;
+  /** '' for endpoints, '1' TCP edge, '2' TLS edge, '3' HTTPS edge. */
+  edgeType: '' | '1' | '2' | '3';
+  passthroughTls: boolean;
+}
+
+/** An online agent session, as the API's `/tunnel_sessions` shows it. */
+export interface OnlineSession {
+  id: string;
+  credentialId: string;
+  /** Agent's address as the edge sees it. */
+  ip: string;
+  metadata: string;
+  os: string;
+  agentVersion: string;
+  /** "ngrok/2" for third-party agents, "burrow/1" for the Burrow SDK. */
+  transport: string;
+  startedAt: string;
+  /** Region the edge reports to agents (AuthResp, SrvInfo) and the API shows. */
+  region?: string | undefined;
+  /** Ask the agent to stop (Stop command); resolves when it answered or the session closed. */
+  stop(): Promise<void>;
+  /** Ask the agent to restart (Restart command). */
+  restart(): Promise<void>;
+  /** Close the session from the edge side. */
+  close(reason: string): void;
+}
+
+/** An online tunnel. Exactly one of hostname, port and labels identifies where it is served. */
+export interface OnlineTunnel {
+  /** `tn_…` */
+  id: string;
+  sessionId: string;
+  /** The bind id the agent chose or was given; resumption re-binds with it. */
+  bindId: string;
+  proto: TunnelProto | undefined;
+  /** Public URL, e.g. `https://app.burrow.localhost:8443` or `tcp://localhost:20001`. */
+  url: string | undefined;
+  /** http, https and tls tunnels: the served name (may be a wildcard `*.x.example.com`). */
+  hostname?: string | undefined;
+  /** tcp tunnels: the public port. */
+  port?: number | undefined;
+  /** Labeled tunnels: their labels. */
+  labels?: Record<string, string> | undefined;
+  forwardsTo: string;
+  metadata: string;
+  /** The bind's traffic policy text (JSON or YAML), if any. */
+  trafficPolicy?: string | undefined;
+  startedAt: string;
+  /** The reserved domain (`rd_…`) the name stands on, when it is reserved. */
+  domainId?: string | undefined;
+  /** The reserved address (`ra_…`) a tcp tunnel serves, when it is reserved. */
+  addrId?: string | undefined;
+  /** Open one proxied connection to the agent; the stream carries the public connection's bytes. */
+  connect(info: ProxyInfo): Promise<Duplex>;
+}
+
+/** Why a tunnel cannot be added. */
+export class TunnelConflictError extends Error {
+  constructor(
+    readonly holder: OnlineTunnel,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'TunnelConflictError';
+  }
+}
+
+function wildcardSuffix(hostname: string): string | undefined {
+  return hostname.startsWith('*.') ? hostname.slice(1) : undefined;
+}
+
+/**
+ * The edge's live state: online sessions and tunnels, indexed by hostname, port and labels. One
+ * name or port has one live tunnel; a tunnel of the same agent identity (same session, or the
+ * session it resumed) takes a name over atomically, so a reconnecting agent keeps its URL with no
+ * window where the name is free.
+ *
+ * Events: 'tunnel-added' (OnlineTunnel), 'tunnel-removed' (OnlineTunnel),
+ * 'session-added' / 'session-removed' (OnlineSession).
+ *
+ * @example
+ * registry.addTunnel(tunnel, { takeoverFrom: oldSessionId });
+ * registry.byHost('app.burrow.localhost')?.connect(info);
+ */
+export class TunnelRegistry extends EventEmitter {
+  private readonly sessions = new Map<string, OnlineSession>();
+  private readonly tunnels = new Map<string, OnlineTunnel>();
+  private readonly hosts = new Map<string, OnlineTunnel>();
+  /** Wildcard tunnels by suffix (`.x.example.com`). */
+  private readonly wildcards = new Map<string, OnlineTunnel>();
+  private readonly ports = new Map<number, OnlineTunnel>();
+  private readonly labeled = new Set<OnlineTunnel>();
+
+  addSession(session: OnlineSession): void {
+    this.sessions.set(session.id, session);
+    this.emit('session-added', session);
+  }
+
+  /** Forget a session and every tunnel it still holds. */
+  removeSession(sessionId: string): void {
+    const session = this.sessions.get(sessionId);
+    for (const tunnel of [...this.tunnels.values()]) {
+      if (tunnel.sessionId === sessionId) this.removeTunnel(tunnel.id);
+    }
+    if (session) {
+      this.sessions.delete(sessionId);
+      this.emit('session-removed', session);
+    }
+  }
+
+  session(id: string): OnlineSession | undefined {
+    return this.sessions.get(id);
+  }
+
+  listSessions(): OnlineSession[] {
+    return [...this.sessions.values()];
+  }
+
+  /**
+   * Add a tunnel. If its name or port is held by a tunnel of `takeoverFrom` (the stale session this
+   * agent resumed) or of its own session with the same bind id, that tunnel is replaced in one step;
+   * held by anyone else, TunnelConflictError.
+   */
+  addTunnel(
+    tunnel: OnlineTunnel,
+    options: { takeoverFrom?: string | undefined } = {},
+  ): OnlineTunnel | undefined {
+    const holder = this.holderOf(tunnel);
+    if (holder) {
+      const sameAgent =
+        holder.sessionId === options.takeoverFrom ||
+        (holder.sessionId === tunnel.sessionId && holder.bindId === tunnel.bindId);
+      if (!sameAgent) {
+        const where = tunnel.hostname ?? `port ${tunnel.port}`;
+        throw new TunnelConflictError(
+          holder,
+          `${where} is already served by another online tunnel (${holder.id})`,
+        );
+      }
+      this.removeTunnel(holder.id);
+    }
+    this.tunnels.set(tunnel.id, tunnel);
+    if (tunnel.hostname !== undefined) {
+      const suffix = wildcardSuffix(tunnel.hostname);
+      if (suffix) this.wildcards.set(suffix, tunnel);
+      else this.hosts.set(tunnel.hostname, tunnel);
+    } else if (tunnel.port !== undefined) {
+      this.ports.set(tunnel.port, tunnel);
+    } else {
+      this.labeled.add(tunnel);
+    }
+    this.emit('tunnel-added', tunnel);
+    return holder;
+  }
+
+  removeTunnel(id: string): OnlineTunnel | undefined {
+    const tunnel = this.tunnels.get(id);
+    if (!tunnel) return undefined;
+    this.tunnels.delete(id);
+    if (tunnel.hostname !== undefined) {
+      const suffix = wildcardSuffix(tunnel.hostname);
+      if (suffix) {
+        if (this.wildcards.get(suffix) === tunnel) this.wildcards.delete(suffix);
+      } else if (this.hosts.get(tunnel.hostname) === tunnel) {
+        this.hosts.delete(tunnel.hostname);
+      }
+    } else if (tunnel.port !== undefined) {
+      if (this.ports.get(tunnel.port) === tunnel) this.ports.delete(tunnel.port);
+    } else {
+      this.labeled.delete(tunnel);
+    }
+    this.emit('tunnel-removed', tunnel);
+    return tunnel;
+  }
+
+  tunnel(id: string): OnlineTunnel | undefined {
+    return this.tunnels.get(id);
+  }
+
+  listTunnels(): OnlineTunnel[] {
+    return [...this.tunnels.values()];
+  }
+
+  /** The tunnel serving `hostname`: an exact name first, then the longest matching wildcard. */
+  byHost(hostname: string): OnlineTunnel | undefined {
+    const exact = this.hosts.get(hostname);
+    if (exact) return exact;
+    for (let dot = hostname.indexOf('.'); dot >= 0; dot = hostname.indexOf('.', dot + 1)) {
+      const hit = this.wildcards.get(hostname.slice(dot));
+      if (hit) return hit;
+    }
+    return undefined;
+  }
+
+  byPort(port: number): OnlineTunnel | undefined {
+    return this.ports.get(port);
+  }
+
+  /**
+   * The tunnel holding exactly this name (a wildcard only as itself) or port, without the
+   * wildcard fallback of byHost: what addTunnel would conflict with.
+   */
+  holder(where: {
+    hostname?: string | undefined;
+    port?: number | undefined;
+  }): OnlineTunnel | undefined {
+    return this.holderOf(where);
+  }
+
+  /** Labeled tunnels whose labels are a superset of `selector`. */
+  matchingLabels(selector: Record<string, string>): OnlineTunnel[] {
+    const wanted = Object.entries(selector);
+    return [...this.labeled].filter((t) => wanted.every(([k, v]) => t.labels?.[k] === v));
+  }
+
+  private holderOf(tunnel: Pick<OnlineTunnel, 'hostname' | 'port'>): OnlineTunnel | undefined {
+    if (tunnel.hostname !== undefined) {
+      const suffix = wildcardSuffix(tunnel.hostname);
+      return suffix ? this.wildcards.get(suffix) : this.hosts.get(tunnel.hostname);
+    }
+    if (tunnel.port !== undefined) return this.ports.get(tunnel.port);
+    return undefined;
+  }
+}
