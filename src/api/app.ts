@@ -13,6 +13,7 @@ import { credentialRoutes } from './credentials.js';
 import { edgeRoutes } from './edges.js';
 import { ipPolicyRoutes } from './ip-policies.js';
 import { ipPolicyRuleRoutes } from './ip-policy-rules.js';
+import { onlineRoutes } from './online.js';
 import { reservedAddrRoutes } from './reserved-addrs.js';
 import { reservedDomainRoutes } from './reserved-domains.js';
 import { NOTHING_ONLINE, type ApiContext, type OnlineState } from './context.js';
@@ -39,6 +40,7 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
   certificateAuthorityRoutes,
   backendRoutes,
   edgeRoutes,
+  onlineRoutes,
 ];
 
 const BODY_LIMIT = 1024 * 1024;

@@ -1,3 +1,4 @@
+import type { TunnelRegistry } from '../edge/tunnel-registry.js';
 import type { Repositories } from '../store/index.js';
 import type { Uris } from './uris.js';
 
@@ -8,6 +9,8 @@ import type { Uris } from './uris.js';
 export interface OnlineState {
   /** Ids of online tunnels whose labels are a superset of `labels`. */
   tunnelsMatching(labels: Record<string, string>): string[];
+  /** The edge's online sessions and tunnels (`/tunnel_sessions`, `/tunnels`, `/endpoints`); absent: none. */
+  registry?: TunnelRegistry | undefined;
 }
 
 export const NOTHING_ONLINE: OnlineState = {

@@ -90,6 +90,30 @@ export const CODES = {
   policyUnreachableAction: 'ERR_NGROK_2207',
   policyPhase: 'ERR_NGROK_2230',
   policyUnparseable: 'ERR_NGROK_2236',
+  // Agent sessions (edge; sent in the agent protocol's Error text)
+  agentMalformedToken: 'ERR_NGROK_105',
+  agentInvalidToken: 'ERR_NGROK_107',
+  agentBadCookie: 'ERR_NGROK_110',
+  agentBadHeartbeatInterval: 'ERR_NGROK_111',
+  agentBadHeartbeatTolerance: 'ERR_NGROK_112',
+  agentOwnerInactive: 'ERR_NGROK_636',
+  agentNoToken: 'ERR_NGROK_4018',
+  agentBadRequest: 'ERR_NGROK_801',
+  // Agent binds
+  bindAddrNotPermitted: 'ERR_NGROK_308',
+  bindNameNotPermitted: 'ERR_NGROK_316',
+  bindNotReserved: 'ERR_NGROK_319',
+  bindWildcardNotExact: 'ERR_NGROK_321',
+  bindAlreadyOnline: 'ERR_NGROK_334',
+  bindRandomAddrNotPermitted: 'ERR_NGROK_356',
+  bindUsedByEdge: 'ERR_NGROK_381',
+  bindNoLabels: 'ERR_NGROK_394',
+  bindLabelNotPermitted: 'ERR_NGROK_399',
+  // Remote commands to agents (API)
+  agentRestartUnsupported: 'ERR_NGROK_804',
+  agentStopUnsupported: 'ERR_NGROK_805',
+  agentCommandFailed: 'ERR_NGROK_808',
+  agentUnreachable: 'ERR_NGROK_810',
 } as const;
 
 export type ErrorCode = (typeof CODES)[keyof typeof CODES];

@@ -156,6 +156,23 @@ export class EdgeRepository {
     return rows.map(toEdge);
   }
 
+  /**
+   * The edge serving one of `hostports` (exact lowercase `host:port`), or undefined. The agent
+   * edge refuses to bind such a name or address directly (ERR_NGROK_381).
+   * @example await edges.edgeForHostport(['app.example.com:443']) // { edge_id: 'edgtls_…', hostport }
+   */
+  async edgeForHostport(
+    hostports: readonly string[],
+  ): Promise<{ edge_id: string; hostport: string } | undefined> {
+    if (hostports.length === 0) return undefined;
+    return this.deps.db
+      .selectFrom('edge_hostports')
+      .select(['edge_id', 'hostport'])
+      .where('hostport', 'in', [...hostports])
+      .orderBy('hostport')
+      .executeTakeFirst();
+  }
+
   /** PATCH: only what is sent changes. Undefined when there is no such edge. */
   async update(type: EdgeType, id: string, patch: EdgeInput): Promise<Edge | undefined> {
     const current = await this.get(id, type);

@@ -1,0 +1,167 @@
+import { once } from 'node:events';
+import type { AddressInfo } from 'node:net';
+import tls from 'node:tls';
+import type { Logger } from '../core/logger.js';
+import { BURROW_ALPN } from '../protocol/index.js';
+import type { Repositories } from '../store/index.js';
+import { AgentSession, DEFAULT_SESSION_LIMITS, type SessionLimits } from './agent-session.js';
+import { AgentTunnel } from './agent-tunnel.js';
+import { BindPolicy, type AgentEdgeSettings } from './bind-policy.js';
+import { agentListenerCertificate, renewServerCertificate, type LocalCa } from './certificates.js';
+import type { EdgeMetrics } from './metrics.js';
+import { ResumptionKeys } from './session-resumption.js';
+import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
+
+export interface AgentListenerOptions {
+  /** `host:port` to listen on (`--agent-listen`); port 0 picks a free one. */
+  listen: string;
+  repos: Repositories;
+  registry: TunnelRegistry;
+  metrics: EdgeMetrics;
+  logger: Logger;
+  ca: LocalCa;
+  settings: AgentEdgeSettings;
+  /** Further names agents dial, for the listener certificate (loopback names are always in). */
+  hosts?: readonly string[];
+  /** Folder of real certificates (`<host>.pem` + `.key`) that win over the local CA. */
+  certsDir?: string;
+  limits?: Partial<SessionLimits>;
+}
+
+/** A running agent listener. */
+export interface AgentListener {
+  /** The bound `host:port`, with the real port. */
+  address: string;
+  port: number;
+  /** Sessions connected now, authenticated or not. */
+  sessions(): AgentSession[];
+  /**
+   * Stop accepting agents and send every session GOAWAY so agents reconnect (to another edge, or
+   * to this one once it is back); resolves when they are gone or after `graceMs`.
+   */
+  drain(message?: string, graceMs?: number): Promise<void>;
+  /** drain(), then free the port. */
+  close(): Promise<void>;
+}
+
+/** Keep the registry's gauges current and mark removed tunnels so they refuse connections. */
+function watchRegistry(registry: TunnelRegistry, metrics: EdgeMetrics): () => void {
+  const sessionsChanged = (): void => metrics.sessions.with().set(registry.listSessions().length);
+  const added = (t: OnlineTunnel): void =>
+    metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).inc();
+  const removed = (t: OnlineTunnel): void => {
+    if (t instanceof AgentTunnel) t.removed = true;
+    metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).dec();
+  };
+  registry.on('session-added', sessionsChanged);
+  registry.on('session-removed', sessionsChanged);
+  registry.on('tunnel-added', added);
+  registry.on('tunnel-removed', removed);
+  return () => {
+    registry.off('session-added', sessionsChanged);
+    registry.off('session-removed', sessionsChanged);
+    registry.off('tunnel-added', added);
+    registry.off('tunnel-removed', removed);
+  };
+}
+
+/**
+ * Start the agent side of the edge: a TLS listener (certificate from the local CA, renewed before
+ * it expires) speaking the agent protocol. Agents offering no ALPN (the ngrok SDKs) get the
+ * standard 256 KiB stream window; agents offering `burrow/1` get BURROW_WINDOW.
+ *
+ * @example
+ * const agents = await startAgentListener({ listen: '127.0.0.1:4443', repos, registry, metrics, logger, ca,
+ *   settings: { baseDomain: 'burrow.localhost', tcpHost: 'localhost', tcpPorts: { first: 20000, last: 20999 }, httpsPort: 8443, httpPort: 8080 } });
+ * process.once('SIGTERM', () => void agents.close());
+ */
+export async function startAgentListener(options: AgentListenerOptions): Promise<AgentListener> {
+  // Port 0 (any free port) is fine here, unlike in hostports.
+  const hp = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(options.listen);
+  if (!hp || Number(hp[2]) > 65535) {
+    throw new Error(`--agent-listen must be host:port, got '${options.listen}'`);
+  }
+  const listenHost = hp[1]!;
+  const host = listenHost.replace(/^\[|\]$/g, '');
+  const logger = options.logger.child({ component: 'agents' });
+  const limits = { ...DEFAULT_SESSION_LIMITS, ...options.limits };
+  const keys = await ResumptionKeys.load(options.repos.settings);
+  const obtain = () =>
+    agentListenerCertificate(options.ca, {
+      hosts: [host, ...(options.hosts ?? [])],
+      certsDir: options.certsDir,
+    });
+  const cert = await obtain();
+  const region = options.settings.region ?? 'local';
+  const ctx = {
+    repos: options.repos,
+    registry: options.registry,
+    metrics: options.metrics,
+    logger,
+    limits,
+    region,
+    keys,
+    policy: new BindPolicy(options.repos, options.registry, options.settings),
+    serving: { logger, metrics: options.metrics, timeoutMs: limits.rpcTimeoutMs },
+  };
+
+  const live = new Set<AgentSession>();
+  const server = tls.createServer({
+    cert: cert.certPem,
+    key: cert.keyPem,
+    ALPNProtocols: [BURROW_ALPN],
+    minVersion: 'TLSv1.2',
+    handshakeTimeout: limits.authTimeoutMs,
+  });
+  server.on('secureConnection', (socket: tls.TLSSocket) => {
+    const session = new AgentSession(socket, ctx);
+    live.add(session);
+    session.mux.once('close', () => live.delete(session));
+    session.start();
+  });
+  server.on('tlsClientError', (err: Error) => {
+    logger.debug({ err: err.message }, 'agent TLS handshake failed');
+  });
+  const unwatch = watchRegistry(options.registry, options.metrics);
+  const renewal = renewServerCertificate(server, cert, obtain, { logger });
+
+  server.listen(Number(hp[2]), host);
+  try {
+    await once(server, 'listening');
+  } catch (err) {
+    renewal.stop();
+    unwatch();
+    throw err;
+  }
+  const port = (server.address() as AddressInfo).port;
+  const address = `${listenHost}:${port}`;
+  logger.info({ address, certificate: cert.source }, 'agent listener ready');
+
+  let closing: Promise<void> | undefined;
+  let stopped: Promise<void> | undefined;
+  const stopAccepting = (): Promise<void> =>
+    (stopped ??= new Promise<void>((resolve) => server.close(() => resolve())));
+  const drain = async (message = 'the edge is shutting down; reconnect', graceMs = 5000) => {
+    void stopAccepting();
+    const ended = [...live].map((s) => s.mux.wait());
+    for (const session of live) session.close(message);
+    const deadline = new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref());
+    await Promise.race([Promise.all(ended).then(() => undefined), deadline]);
+    for (const session of live) session.mux.destroy();
+  };
+  return {
+    address,
+    port,
+    sessions: () => [...live],
+    drain,
+    close() {
+      closing ??= (async () => {
+        await drain();
+        renewal.stop();
+        unwatch();
+        await stopAccepting();
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,356 @@
+import type { TLSSocket } from 'node:tls';
+import { ID_PREFIX, newId } from '../core/ids.js';
+import type { Logger } from '../core/logger.js';
+import {
+  BURROW_ALPN,
+  ErrorCode,
+  MuxError,
+  MuxSession,
+  type MuxStream,
+  StreamType,
+  TypedSession,
+  echoHeartbeats,
+  notify,
+  windowForAlpn,
+} from '../protocol/index.js';
+import { nowRfc3339 } from '../store/paging.js';
+import type { Repositories } from '../store/index.js';
+import { authenticateAgent, type SessionAuth } from './agent-auth.js';
+import {
+  serveBind,
+  serveLabeled,
+  servePatchTunnelState,
+  serveSrvInfo,
+  serveUnbind,
+  type BindHost,
+  type BindServices,
+} from './agent-binds.js';
+import { runCommand } from './agent-commands.js';
+import { AgentError, refusals } from './agent-errors.js';
+import { refuseRpc, serveRpc } from './agent-rpc.js';
+import { StreamLimiter, TunnelUnavailableError, type AgentTunnel } from './agent-tunnel.js';
+import type { Binder } from './bind-policy.js';
+import type { EdgeMetrics } from './metrics.js';
+import type { OnlineSession, OnlineTunnel } from './tunnel-registry.js';
+
+/** Timeouts and caps of agent sessions. */
+export interface SessionLimits {
+  /** The agent must authenticate this soon after the TLS handshake. */
+  authTimeoutMs: number;
+  /** An RPC request must arrive this soon after its stream opens. */
+  rpcTimeoutMs: number;
+  /** Restart/Stop must be answered this soon. */
+  commandTimeoutMs: number;
+  /** A resumed stale session is evicted at the latest this long after the new one authenticated. */
+  takeoverGraceMs: number;
+  /** Proxied connections open at once per session; more wait (bounded), then fail. */
+  maxProxyStreams: number;
+  maxQueuedProxyStreams: number;
+  proxyStreamWaitMs: number;
+  /** Accepted range of the agent's heartbeat interval and tolerance. */
+  heartbeatMinMs: number;
+  heartbeatMaxMs: number;
+}
+
+export const DEFAULT_SESSION_LIMITS: SessionLimits = {
+  authTimeoutMs: 10_000,
+  rpcTimeoutMs: 10_000,
+  commandTimeoutMs: 10_000,
+  takeoverGraceMs: 10_000,
+  maxProxyStreams: 400,
+  maxQueuedProxyStreams: 1000,
+  proxyStreamWaitMs: 10_000,
+  heartbeatMinMs: 100,
+  heartbeatMaxMs: 10 * 60_000,
+};
+
+/** Agent-opened RPC streams after Auth, by stream type. */
+const RPC_HANDLERS: Record<number, (h: BindHost, s: BindServices, st: MuxStream) => Promise<void>> =
+  {
+    [StreamType.Bind]: serveBind,
+    [StreamType.Unbind]: serveUnbind,
+    [StreamType.StartTunnelWithLabel]: serveLabeled,
+    [StreamType.SrvInfo]: serveSrvInfo,
+    [StreamType.PatchTunnelState]: servePatchTunnelState,
+  };
+
+/** What every session of a listener shares. */
+export interface AgentSessionContext extends BindServices {
+  repos: Repositories;
+  metrics: EdgeMetrics;
+  logger: Logger;
+  limits: SessionLimits;
+  region: string;
+}
+
+/**
+ * One connected agent: muxado over the TLS socket, heartbeats echoed from the first byte, Auth,
+ * the tunnel RPCs, proxied connections, liveness, and the Restart/Stop commands of the API.
+ * Registered in the registry (and so visible to the API and the ingress) once authenticated.
+ *
+ * @example
+ * const session = new AgentSession(tlsSocket, ctx);
+ * session.start();
+ */
+export class AgentSession implements OnlineSession, BindHost {
+  readonly id = newId(ID_PREFIX.tunnelSession);
+  readonly mux: MuxSession;
+  readonly limiter: StreamLimiter;
+  readonly ip: string;
+  readonly transport: string;
+  readonly startedAt = nowRfc3339();
+  readonly region: string;
+  credentialId = '';
+  metadata = '';
+  os = '';
+  agentVersion = '';
+  gone = false;
+  predecessorId: string | undefined;
+
+  private auth: SessionAuth | undefined;
+  private authStarted = false;
+  private registered = false;
+  private readonly tunnels = new Set<AgentTunnel>();
+  private readonly logger: Logger;
+  private authTimer: NodeJS.Timeout | undefined;
+  private livenessTimer: NodeJS.Timeout | undefined;
+  private takeoverTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    socket: TLSSocket,
+    private readonly ctx: AgentSessionContext,
+  ) {
+    this.mux = new MuxSession(socket, {
+      role: 'server',
+      window: windowForAlpn(socket.alpnProtocol),
+    });
+    this.transport = socket.alpnProtocol === BURROW_ALPN ? BURROW_ALPN : 'ngrok/2';
+    this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    this.region = ctx.region;
+    const { maxProxyStreams, maxQueuedProxyStreams, proxyStreamWaitMs } = ctx.limits;
+    this.limiter = new StreamLimiter(maxProxyStreams, maxQueuedProxyStreams, proxyStreamWaitMs);
+    this.logger = ctx.logger.child({ session: this.id });
+  }
+
+  get binder(): Binder | undefined {
+    return this.auth && { credentialId: this.auth.credentialId, acl: this.auth.acl };
+  }
+
+  /** Start serving: heartbeats at once, Auth within the auth timeout. */
+  start(): void {
+    const typed = new TypedSession(this.mux, { answerHeartbeats: false });
+    typed.on('stream', (stream: MuxStream, type: number) => this.dispatch(stream, type));
+    this.mux.once('close', (reason: Error | undefined) => this.onClosed(reason));
+    this.authTimer = setTimeout(
+      () => this.close('no authentication in time'),
+      this.ctx.limits.authTimeoutMs,
+    ).unref();
+  }
+
+  // ---- OnlineSession -------------------------------------------------------------------------
+
+  stop(): Promise<void> {
+    return runCommand(
+      this.mux,
+      'stop',
+      this.auth?.stopUnsupported,
+      this.ctx.limits.commandTimeoutMs,
+    );
+  }
+
+  restart(): Promise<void> {
+    return runCommand(
+      this.mux,
+      'restart',
+      this.auth?.restartUnsupported,
+      this.ctx.limits.commandTimeoutMs,
+    );
+  }
+
+  /** Close with GOAWAY (no error): agents reconnect. */
+  close(reason: string): void {
+    if (this.gone) return;
+    this.logger.info({ reason }, 'closing agent session');
+    this.mux.goAway(ErrorCode.None, reason);
+  }
+
+  /** Tell the agent one tunnel is gone (StopTunnel) and remove it. */
+  stopTunnel(tunnelId: string, message: string, errorCode?: string): boolean {
+    const tunnel = [...this.tunnels].find((t) => t.id === tunnelId && !t.removed);
+    if (!tunnel) return false;
+    this.ctx.registry.removeTunnel(tunnel.id);
+    if (!this.mux.closed) {
+      notify(this.mux, StreamType.StopTunnel, {
+        Id: tunnel.bindId,
+        Message: message,
+        ErrorCode: errorCode ?? null,
+      });
+    }
+    return true;
+  }
+
+  // ---- BindHost ------------------------------------------------------------------------------
+
+  adopt(tunnel: AgentTunnel, replaced: OnlineTunnel | undefined): void {
+    for (const t of this.tunnels) if (t.removed) this.tunnels.delete(t);
+    this.tunnels.add(tunnel);
+    if (replaced && replaced.sessionId === this.predecessorId) {
+      const predecessor = this.ctx.registry.session(this.predecessorId);
+      if (predecessor instanceof AgentSession && predecessor.liveTunnelCount() === 0) {
+        predecessor.evict(this.id);
+      }
+    }
+  }
+
+  ownTunnel(id: string): AgentTunnel | undefined {
+    if (id === '') return undefined;
+    for (const t of this.tunnels) {
+      if (!t.removed && (t.bindId === id || t.id === id)) return t;
+    }
+    return undefined;
+  }
+
+  liveTunnelCount(): number {
+    let n = 0;
+    for (const t of this.tunnels) if (!t.removed) n++;
+    return n;
+  }
+
+  /** Close this stale session because `by` resumed it; tunnels not taken over go offline. */
+  evict(by: string): void {
+    this.close(`replaced by the resumed session ${by}`);
+  }
+
+  // ---- streams -------------------------------------------------------------------------------
+
+  private dispatch(stream: MuxStream, type: number): void {
+    if (type === StreamType.Heartbeat) {
+      echoHeartbeats(stream);
+      stream.on('data', () => this.onBeat());
+      return;
+    }
+    if (type === StreamType.Auth) {
+      void this.serveAuth(stream);
+      return;
+    }
+    const handler = RPC_HANDLERS[type];
+    if (!handler) {
+      this.logger.debug({ type }, 'agent opened a stream of an unexpected type');
+      stream.reset(ErrorCode.StreamRefused);
+      return;
+    }
+    if (!this.auth) {
+      refuseRpc(stream, refusals.notAuthenticated(), this.ctx.serving);
+      return;
+    }
+    void handler(this, this.ctx, stream);
+  }
+
+  private async serveAuth(stream: MuxStream): Promise<void> {
+    const first = !this.authStarted;
+    this.authStarted = true;
+    const result = await serveRpc(
+      stream,
+      'Auth',
+      this.ctx.serving,
+      async (auth) => {
+        if (!first) throw refusals.alreadyAuthenticated();
+        const ok = await authenticateAgent(auth, this.ctx);
+        if (this.gone) throw new AgentError(undefined, 'session closed', 'closed');
+        this.accept(ok, auth.ClientId);
+        return {
+          Version: '3',
+          ClientId: this.id,
+          Error: '',
+          Extra: {
+            Version: 'burrow',
+            Region: this.region,
+            Cookie: this.ctx.keys.issueCookie({
+              sessionId: this.id,
+              credentialId: ok.credentialId,
+            }),
+            AccountName: '',
+            SessionDuration: 0,
+            PlanName: '',
+            Banner: '',
+            DeprecationWarning: null,
+            ConnectAddresses: [],
+            AgentSessionID: this.id,
+          },
+        };
+      },
+      (err) => ({ Version: '3', ClientId: '', Error: err.wireText, Extra: {} }),
+    );
+    if (!result.ok && first && !this.auth) {
+      // The refusal is in the transport before GOAWAY: writes are ordered.
+      if (stream.writableFinished) this.close('authentication failed');
+      else stream.once('finish', () => this.close('authentication failed'));
+      setTimeout(() => this.close('authentication failed'), 2000).unref();
+    }
+  }
+
+  private accept(auth: SessionAuth, clientId: string | undefined): void {
+    this.auth = auth;
+    this.credentialId = auth.credentialId;
+    this.metadata = auth.metadata;
+    this.os = auth.os;
+    this.agentVersion = auth.agentVersion;
+    clearTimeout(this.authTimer);
+    this.ctx.registry.addSession(this);
+    this.registered = true;
+    this.armLiveness();
+    const resumed =
+      clientId && this.ctx.keys.verifyCookie(auth.cookie, clientId, auth.credentialId)
+        ? clientId
+        : undefined;
+    this.logger.info(
+      { credential: auth.credentialId, client: auth.clientType, ip: this.ip, resumed },
+      'agent session authenticated',
+    );
+    if (clientId && !resumed) {
+      // A cookie of another credential or server, or forged: no takeover, URLs may change.
+      this.logger.info({ clientId }, 'resumption cookie not valid: starting afresh');
+    }
+    if (!resumed) return;
+    this.predecessorId = resumed;
+    const predecessor = this.ctx.registry.session(resumed);
+    if (!(predecessor instanceof AgentSession) || predecessor.gone) return;
+    if (predecessor.liveTunnelCount() === 0) {
+      predecessor.evict(this.id);
+      return;
+    }
+    this.takeoverTimer = setTimeout(() => {
+      if (!predecessor.gone) predecessor.evict(this.id);
+    }, this.ctx.limits.takeoverGraceMs).unref();
+  }
+
+  // ---- liveness ------------------------------------------------------------------------------
+
+  private onBeat(): void {
+    if (this.auth) this.armLiveness();
+  }
+
+  private armLiveness(): void {
+    if (!this.auth || this.gone) return;
+    clearTimeout(this.livenessTimer);
+    const { heartbeatIntervalMs, heartbeatToleranceMs } = this.auth;
+    this.livenessTimer = setTimeout(() => {
+      this.logger.warn('agent heartbeats stopped: closing the session');
+      this.mux.destroy(new MuxError(ErrorCode.Protocol, 'heartbeat timeout'));
+    }, heartbeatIntervalMs + heartbeatToleranceMs).unref();
+  }
+
+  private onClosed(reason: Error | undefined): void {
+    this.gone = true;
+    clearTimeout(this.authTimer);
+    clearTimeout(this.livenessTimer);
+    clearTimeout(this.takeoverTimer);
+    this.limiter.close(new TunnelUnavailableError(`the agent session ${this.id} closed`));
+    if (this.registered) this.ctx.registry.removeSession(this.id);
+    if (this.predecessorId) {
+      const predecessor = this.ctx.registry.session(this.predecessorId);
+      if (predecessor instanceof AgentSession && !predecessor.gone) predecessor.evict(this.id);
+    }
+    this.logger.info({ reason: reason?.message }, 'agent session ended');
+  }
+}

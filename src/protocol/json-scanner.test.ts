@@ -1,0 +1,71 @@
+import { describe, expect, it } from 'vitest';
+import { JsonObjectScanner } from './json-scanner.js';
+
+/** Feed `parts` in order; return where (part index, offset) the first object ends. */
+function scan(parts: Buffer[], scanner = new JsonObjectScanner()): [number, number] | undefined {
+  for (let i = 0; i < parts.length; i++) {
+    const end = scanner.push(parts[i]!);
+    if (end >= 0) return [i, end];
+  }
+  return undefined;
+}
+
+const TRICKY = JSON.stringify({
+  Version: ['3', '2'],
+  Extra: {
+    Msg: 'braces } { inside "quotes" and \\ backslashes \\" and }}}',
+    Nested: { Deep: [{ a: '{' }, { b: '}' }] },
+    Unicode: 'ünïcödé ✓ 😀',
+  },
+  Tail: '\\',
+});
+
+describe('JsonObjectScanner', () => {
+  it('finds the end of an object whose strings hold braces and escaped quotes', () => {
+    const wire = Buffer.from(TRICKY + '{"next":1}');
+    expect(scan([wire])).toEqual([0, Buffer.byteLength(TRICKY)]);
+  });
+
+  it('finds the same end when the bytes are split at every boundary', () => {
+    const wire = Buffer.from(TRICKY + '\n');
+    const expectedEnd = Buffer.byteLength(TRICKY);
+    for (let cut = 1; cut < wire.length; cut++) {
+      const found = scan([wire.subarray(0, cut), wire.subarray(cut)]);
+      const absolute = found![0] === 0 ? found![1] : cut + found![1];
+      expect(absolute).toBe(expectedEnd);
+    }
+  });
+
+  it('finds the end when fed one byte at a time', () => {
+    const wire = Buffer.from(TRICKY);
+    const bytes = [...wire].map((b) => Buffer.from([b]));
+    expect(scan(bytes)).toEqual([wire.length - 1, 1]);
+  });
+
+  it('reports -1 until the object is complete, across many chunks', () => {
+    const scanner = new JsonObjectScanner();
+    expect(scanner.push(Buffer.from('  \n{"a":'))).toBe(-1);
+    expect(scanner.push(Buffer.from('"}\\""'))).toBe(-1);
+    expect(scanner.push(Buffer.from(',"b":{}'))).toBe(-1);
+    expect(scanner.push(Buffer.from('}rest'))).toBe(1);
+  });
+
+  it('scans consecutive objects, skipping whitespace between them', () => {
+    const scanner = new JsonObjectScanner();
+    const wire = Buffer.from('{"a":1}\n {"b":"}"}');
+    const first = scanner.push(wire);
+    expect(first).toBe(7);
+    expect(scanner.push(wire.subarray(first))).toBe(wire.length - first);
+  });
+
+  it('rejects input that is not an object', () => {
+    expect(() => new JsonObjectScanner().push(Buffer.from('[1,2]'))).toThrow(SyntaxError);
+    expect(() => new JsonObjectScanner().push(Buffer.from(' "x"'))).toThrow(SyntaxError);
+  });
+
+  it('refuses objects longer than its limit', () => {
+    const scanner = new JsonObjectScanner(16);
+    expect(scanner.push(Buffer.from('{"a":"0123'))).toBe(-1);
+    expect(() => scanner.push(Buffer.from('4567890'))).toThrow(RangeError);
+  });
+});

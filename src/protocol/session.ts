@@ -1,0 +1,436 @@
+import { EventEmitter } from 'node:events';
+import type { Duplex } from 'node:stream';
+import { AcceptQueue } from './accept-queue.js';
+import { MuxError } from './errors.js';
+import {
+  ErrorCode,
+  FrameError,
+  FrameFlag,
+  FrameParser,
+  STREAM_ID_MASK,
+  encodeGoAway,
+  encodeRst,
+  encodeWndInc,
+  type FrameSink,
+} from './frame.js';
+import { MuxStream, type StreamHost } from './stream.js';
+import { DEFAULT_WINDOW } from './window.js';
+
+// Also importable from here, where they lived first.
+export { BURROW_ALPN, BURROW_WINDOW, DEFAULT_WINDOW, windowForAlpn } from './window.js';
+
+/** The client (agent, SDK) opens odd streams from 3; the server (edge) opens even ones from 2. */
+export type MuxRole = 'client' | 'server';
+
+export interface MuxSessionOptions {
+  role: MuxRole;
+  /** Per-stream receive window, also assumed for the peer. Default 256 KiB (DEFAULT_WINDOW). */
+  window?: number;
+  /** Largest DATA payload per frame we send; smaller frames interleave streams more finely. */
+  maxFrameSize?: number;
+  /** Accepted streams queued for accept() when nobody listens to 'stream' (Go: 128). */
+  acceptBacklog?: number;
+  /** Peer-opened streams open at once; more are refused with RST StreamRefused. */
+  maxIncomingStreams?: number;
+  /** Bytes queued in the transport before the scheduler waits for 'drain'. */
+  writeBufferSize?: number;
+}
+
+/** What the peer said in its GOAWAY. */
+export interface GoAwayInfo {
+  lastStreamId: number;
+  code: number;
+  message: string;
+}
+
+const DEFAULT_MAX_FRAME = 64 * 1024;
+const DEFAULT_WRITE_BUFFER = 512 * 1024;
+/** Control frames queued behind a stalled transport before we stop reading from it. */
+const MAX_CONTROL_BACKLOG = 4096;
+/** How long a closing transport may take to finish before it is destroyed. */
+const CLOSE_GRACE_MS = 2000;
+
+/**
+ * A muxado session over any byte Duplex (net.Socket, tls.TLSSocket): opens and accepts streams,
+ * routes frames, and writes frames with a round-robin scheduler (one frame per ready stream per
+ * turn, control frames first) that stops while the transport is over `writeBufferSize`.
+ *
+ * Protocol violations close the session with GOAWAY (Protocol, FrameSize or FlowControl); the
+ * error is reported through 'close' and wait(), never thrown at the process.
+ *
+ * Events: 'stream' (MuxStream opened by the peer; without a listener streams queue for
+ * accept()), 'goaway' (GoAwayInfo from the peer), 'close' (Error | undefined).
+ *
+ * When the session fails (protocol error, transport error, GOAWAY with an error code) open
+ * streams are destroyed with that error; when it ends cleanly (close(), peer EOF, GOAWAY None)
+ * they are destroyed without one, as in node:http2, and finished()/pipeline() report a
+ * premature close.
+ *
+ * @example
+ * const session = new MuxSession(socket, { role: 'server' });
+ * session.on('stream', (stream) => stream.pipe(stream)); // echo
+ */
+export class MuxSession extends EventEmitter implements StreamHost {
+  readonly role: MuxRole;
+  readonly window: number;
+  readonly maxFrameSize: number;
+  /** Set once the peer has sent GOAWAY. */
+  remoteGoAway: GoAwayInfo | undefined;
+
+  private readonly streams = new Map<number, MuxStream>();
+  private readonly parser: FrameParser;
+  private readonly accepted: AcceptQueue<MuxStream>;
+  private readonly maxIncomingStreams: number;
+  private readonly writeBufferSize: number;
+  private nextLocalId: number;
+  private lastRemoteId = 0;
+  private incomingOpen = 0;
+  private receiving: MuxStream | null = null;
+
+  private readonly control: Buffer[] = [];
+  private rotation: MuxStream[] = [];
+  private rotationHead = 0;
+  private pumpScheduled = false;
+  private pumping = false;
+  private waitingForDrain = false;
+  private readPaused = false;
+
+  private ended = false;
+  private readonly closedPromise: Promise<Error | undefined>;
+  private resolveClosed!: (reason: Error | undefined) => void;
+
+  constructor(
+    private readonly transport: Duplex,
+    options: MuxSessionOptions,
+  ) {
+    super();
+    this.role = options.role;
+    this.window = options.window ?? DEFAULT_WINDOW;
+    this.maxFrameSize = Math.min(options.maxFrameSize ?? DEFAULT_MAX_FRAME, this.window, 0xffffff);
+    this.accepted = new AcceptQueue(options.acceptBacklog ?? 128);
+    this.maxIncomingStreams = options.maxIncomingStreams ?? 1024;
+    this.writeBufferSize = Math.max(
+      options.writeBufferSize ?? DEFAULT_WRITE_BUFFER,
+      transport.writableHighWaterMark,
+    );
+    if (this.window < 1 || this.window > STREAM_ID_MASK) throw new RangeError('bad window size');
+    // The counter is bumped by 2 before use: client ids 3, 5, …; server ids 2, 4, ….
+    this.nextLocalId = this.role === 'client' ? 1 : 0;
+    this.closedPromise = new Promise((resolve) => (this.resolveClosed = resolve));
+    this.parser = new FrameParser(this.sink());
+    (transport as Duplex & { setNoDelay?: (on: boolean) => void }).setNoDelay?.(true);
+    transport.on('data', this.onTransportData);
+    // A transport that just ends is a clean ending (Rust/JS agents disconnect without GOAWAY):
+    // open streams close without an error, as in node:http2; errors reach them only when the
+    // session fails.
+    transport.on('end', () =>
+      this.endSession(new MuxError(ErrorCode.PeerEOF, 'peer closed', true), false),
+    );
+    transport.on('error', (err: Error) => this.endSession(err, true));
+    transport.on('close', () =>
+      this.endSession(new MuxError(ErrorCode.SessionClosed, 'transport closed'), false),
+    );
+  }
+
+  /** True once the session has ended (GOAWAY, close, error or EOF). */
+  get closed(): boolean {
+    return this.ended;
+  }
+
+  /** Streams currently routed by this session. */
+  get streamCount(): number {
+    return this.streams.size;
+  }
+
+  /** Resolves when the session ends: undefined after a local close(), else the reason. */
+  wait(): Promise<Error | undefined> {
+    return this.closedPromise;
+  }
+
+  /**
+   * Open a stream. Nothing is sent until the first write or end(): the SYN rides on that frame.
+   * @example const stream = session.openStream(); stream.write(typeBytes);
+   */
+  openStream(): MuxStream {
+    if (this.ended) throw new MuxError(ErrorCode.SessionClosed, 'session is closed');
+    const id = this.nextLocalId + 2;
+    if (id > STREAM_ID_MASK) {
+      this.goAway(ErrorCode.StreamsExhausted, 'stream ids exhausted');
+      throw new MuxError(ErrorCode.StreamsExhausted, 'stream ids exhausted');
+    }
+    this.nextLocalId = id;
+    const stream = new MuxStream(id, this, this.window, this.maxFrameSize, true);
+    this.streams.set(id, stream);
+    return stream;
+  }
+
+  /** The next stream opened by the peer (when no 'stream' listener takes them). */
+  accept(): Promise<MuxStream> {
+    return this.accepted.take();
+  }
+
+  /**
+   * Send GOAWAY (the last frame) and close the transport; open streams fail with SessionClosed.
+   * @example session.goAway(ErrorCode.None, 'server shutting down')
+   */
+  goAway(code: number = ErrorCode.None, message = ''): void {
+    if (this.ended) return;
+    if (this.transport.writable) {
+      this.transport.write(encodeGoAway(this.lastRemoteId, code, message));
+      this.transport.end();
+    }
+    const failed = code !== ErrorCode.None;
+    this.endSession(failed ? new MuxError(code, `session closed: ${message}`) : undefined, failed);
+  }
+
+  /** Close politely: GOAWAY with no error, then close the transport. */
+  close(): void {
+    this.goAway(ErrorCode.None, 'closing');
+  }
+
+  /** Tear down the transport at once, without GOAWAY; open streams fail with `err` if given. */
+  destroy(err?: Error): void {
+    this.transport.destroy();
+    this.endSession(err, err !== undefined);
+  }
+
+  // ---- StreamHost --------------------------------------------------------------------------
+
+  /** @internal */
+  scheduleSend(stream: MuxStream): void {
+    if (this.ended || stream.inSendRotation) return;
+    stream.inSendRotation = true;
+    this.rotation.push(stream);
+    this.schedulePump();
+  }
+
+  /** @internal */
+  sendWindowUpdate(streamId: number, increment: number): void {
+    this.queueControl(encodeWndInc(streamId, increment));
+  }
+
+  /** @internal */
+  sendReset(streamId: number, code: number): void {
+    this.queueControl(encodeRst(streamId, code));
+  }
+
+  /** @internal */
+  forgetStream(stream: MuxStream): void {
+    if (this.streams.get(stream.id) !== stream) return;
+    this.streams.delete(stream.id);
+    if (!this.isLocalId(stream.id)) this.incomingOpen--;
+    if (this.receiving === stream) this.receiving = null;
+  }
+
+  // ---- writing -----------------------------------------------------------------------------
+
+  private queueControl(frame: Buffer): void {
+    if (this.ended) return;
+    this.control.push(frame);
+    if (this.waitingForDrain && this.control.length > MAX_CONTROL_BACKLOG && !this.readPaused) {
+      // The peer sends but does not read: stop reading until it does.
+      this.readPaused = true;
+      this.transport.pause();
+    }
+    this.schedulePump();
+  }
+
+  private schedulePump(): void {
+    if (this.pumpScheduled || this.pumping || this.waitingForDrain || this.ended) return;
+    this.pumpScheduled = true;
+    process.nextTick(this.pump);
+  }
+
+  private readonly pump = (): void => {
+    this.pumpScheduled = false;
+    if (this.pumping || this.waitingForDrain || this.ended) return;
+    const out = this.transport;
+    this.pumping = true;
+    out.cork();
+    try {
+      for (;;) {
+        if (this.ended) break;
+        if (out.writableLength >= this.writeBufferSize) {
+          this.waitingForDrain = true;
+          out.once('drain', this.onDrain);
+          break;
+        }
+        if (this.control.length > 0) {
+          out.write(this.control.length === 1 ? this.control[0]! : Buffer.concat(this.control));
+          this.control.length = 0;
+          continue;
+        }
+        const stream = this.nextInRotation();
+        if (!stream) break;
+        if (stream.destroyed || !stream.hasSendWork()) continue;
+        stream.writeFrame(out);
+        if (!stream.inSendRotation && stream.hasSendWork()) {
+          stream.inSendRotation = true;
+          this.rotation.push(stream);
+        }
+      }
+    } finally {
+      this.pumping = false;
+      out.uncork();
+    }
+  };
+
+  private nextInRotation(): MuxStream | undefined {
+    if (this.rotationHead >= this.rotation.length) {
+      this.rotation.length = 0;
+      this.rotationHead = 0;
+      return undefined;
+    }
+    const stream = this.rotation[this.rotationHead++]!;
+    if (this.rotationHead > 1024 && this.rotationHead * 2 > this.rotation.length) {
+      this.rotation = this.rotation.slice(this.rotationHead);
+      this.rotationHead = 0;
+    }
+    stream.inSendRotation = false;
+    return stream;
+  }
+
+  private readonly onDrain = (): void => {
+    this.waitingForDrain = false;
+    if (this.readPaused) {
+      this.readPaused = false;
+      this.transport.resume();
+    }
+    this.pump();
+  };
+
+  // ---- reading -----------------------------------------------------------------------------
+
+  private readonly onTransportData = (chunk: Buffer): void => {
+    try {
+      this.parser.push(chunk);
+    } catch (err) {
+      if (err instanceof FrameError) {
+        this.goAway(err.code, err.message);
+        return;
+      }
+      this.goAway(ErrorCode.Internal, 'internal error');
+      throw err; // a bug in a listener: surface it like any other listener exception
+    }
+  };
+
+  private isLocalId(id: number): boolean {
+    return (id & 1) === (this.role === 'client' ? 1 : 0);
+  }
+
+  private sink(): FrameSink {
+    return {
+      dataStart: (id, flags, length) => this.onDataStart(id, flags, length),
+      dataChunk: (_id, chunk) => this.receiving?.onData(chunk),
+      dataEnd: (_id, flags) => {
+        const stream = this.receiving;
+        this.receiving = null;
+        if (stream && flags & FrameFlag.Fin) stream.onRemoteFin();
+      },
+      rst: (id, code) => this.streams.get(id)?.onRemoteReset(code),
+      wndInc: (id, increment) => {
+        const stream = this.streams.get(id);
+        if (stream && !stream.onWindowUpdate(increment)) {
+          throw new FrameError(ErrorCode.FlowControl, `stream ${id} send window overflow`);
+        }
+      },
+      goAway: (lastStreamId, code, message) => this.onGoAway({ lastStreamId, code, message }),
+    };
+  }
+
+  private onDataStart(id: number, flags: number, length: number): void {
+    this.receiving = null;
+    let stream = this.streams.get(id);
+    if (flags & FrameFlag.Syn) {
+      if (this.isLocalId(id)) {
+        throw new FrameError(ErrorCode.Protocol, `peer opened stream ${id} with our parity`);
+      }
+      if (id <= this.lastRemoteId) {
+        throw new FrameError(ErrorCode.Protocol, `peer reopened stream ${id}`);
+      }
+      this.lastRemoteId = id;
+      if (this.incomingOpen >= this.maxIncomingStreams) {
+        this.sendReset(id, ErrorCode.StreamRefused);
+        return;
+      }
+      stream = new MuxStream(id, this, this.window, this.maxFrameSize, false);
+      this.streams.set(id, stream);
+      this.incomingOpen++;
+      if (length > stream.receiveCapacity) {
+        throw new FrameError(ErrorCode.FlowControl, `stream ${id} overran its receive window`);
+      }
+      this.receiving = stream;
+      this.deliver(stream);
+      if (stream.destroyed) this.receiving = null;
+      return;
+    }
+    if (!stream) {
+      // Late data for a stream we closed; Go replies the same way and ignores a bare FIN.
+      if (!(length === 0 && flags & FrameFlag.Fin)) this.sendReset(id, ErrorCode.StreamClosed);
+      return;
+    }
+    if (stream.remoteFinished) {
+      stream.reset(ErrorCode.StreamClosed);
+      return;
+    }
+    if (length > stream.receiveCapacity) {
+      throw new FrameError(ErrorCode.FlowControl, `stream ${id} overran its receive window`);
+    }
+    this.receiving = stream;
+  }
+
+  private deliver(stream: MuxStream): void {
+    if (this.listenerCount('stream') > 0) {
+      this.emit('stream', stream);
+    } else if (!this.accepted.offer(stream)) {
+      stream.reset(ErrorCode.AcceptQueueFull);
+    }
+  }
+
+  private onGoAway(info: GoAwayInfo): void {
+    this.remoteGoAway = info;
+    const gone = new MuxError(ErrorCode.RemoteGoneAway, 'peer went away before this stream', true);
+    for (const stream of [...this.streams.values()]) {
+      if (this.isLocalId(stream.id) && stream.id > info.lastStreamId) {
+        this.streams.delete(stream.id);
+        stream.onSessionClosed(gone);
+      }
+    }
+    this.emit('goaway', info);
+    const failed = info.code !== ErrorCode.None;
+    const reason = failed
+      ? new MuxError(info.code, `peer sent GOAWAY: ${info.message}`, true)
+      : new MuxError(ErrorCode.RemoteGoneAway, `peer went away: ${info.message}`, true);
+    if (this.transport.writable) this.transport.end();
+    this.endSession(reason, failed);
+  }
+
+  // ---- ending ------------------------------------------------------------------------------
+
+  /**
+   * @param reason what wait() and 'close' report (undefined: we closed deliberately)
+   * @param failStreams whether open streams get `reason` as their error or just close
+   */
+  private endSession(reason: Error | undefined, failStreams: boolean): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.parser.stop();
+    this.control.length = 0;
+    this.rotation = [];
+    this.rotationHead = 0;
+    const streamError = failStreams ? reason : undefined;
+    const acceptError = reason ?? new MuxError(ErrorCode.SessionClosed, 'session closed');
+    for (const stream of this.accepted.close(acceptError)) stream.onSessionClosed(streamError);
+    const open = [...this.streams.values()];
+    this.streams.clear();
+    for (const stream of open) stream.onSessionClosed(streamError);
+    if (!this.transport.destroyed) {
+      const timer = setTimeout(() => this.transport.destroy(), CLOSE_GRACE_MS);
+      timer.unref();
+      this.transport.once('close', () => clearTimeout(timer));
+      if (this.transport.writable) this.transport.end();
+    }
+    this.resolveClosed(reason);
+    this.emit('close', reason);
+  }
+}

@@ -1,0 +1,342 @@
+import { Duplex } from 'node:stream';
+import type { Writable } from 'node:stream';
+import { ErrorCode, FrameFlag, FrameType, FRAME_HEADER_SIZE, encodeFrameHeader } from './frame.js';
+import { MuxError } from './errors.js';
+
+/** What a stream needs from its session; MuxSession implements it. */
+export interface StreamHost {
+  /** The stream has frames to send (data within its window, or a FIN). */
+  scheduleSend(stream: MuxStream): void;
+  sendWindowUpdate(streamId: number, increment: number): void;
+  sendReset(streamId: number, code: number): void;
+  /** The stream needs no more frames routed to it. */
+  forgetStream(stream: MuxStream): void;
+}
+
+/** Payloads up to this size are copied next to their header: one socket write instead of two. */
+const COALESCE_BELOW = 2048;
+
+const enum Fin {
+  None,
+  Pending,
+  Sent,
+}
+
+/**
+ * One muxado stream, as a Node Duplex with allowHalfOpen: `end()` sends FIN (half-close),
+ * `destroy()` sends RST (StreamCancelled) unless the stream already closed cleanly, and
+ * `reset(code)` sends RST with a chosen code.
+ *
+ * Flow control: writes are framed only within the send window (the peer's receive window), and a
+ * write's callback runs once its bytes are framed, so `write()` returns false and 'drain' waits
+ * while the window is shut. Received data is buffered up to the receive window and credited back
+ * with WNDINC as the application consumes it, in batches of `window / 4`, so a slow reader holds
+ * at most one window of memory per stream.
+ *
+ * @example
+ * const stream = session.openStream();
+ * stream.end('hello');
+ * for await (const chunk of stream) console.log(chunk);
+ */
+export class MuxStream extends Duplex {
+  /** @internal Set by the session while the stream waits in its send rotation. */
+  inSendRotation = false;
+
+  private sendWindow: number;
+  private readonly queue: Buffer[] = [];
+  private headOffset = 0;
+  private queuedBytes = 0;
+  /** Size of the batch _write/_writev handed us, to tell whether it is the stream's last. */
+  private batchBytes = 0;
+  private writeCallback: ((err?: Error | null) => void) | null = null;
+  private finalCallback: ((err?: Error | null) => void) | null = null;
+  private synPending: boolean;
+  private fin = Fin.None;
+  /** The peer will read no more (RST StreamClosed or None): writes are dropped. */
+  private discardWrites = false;
+
+  private received = 0;
+  private credited = 0;
+  private remoteFin = false;
+  private forgotten = false;
+  private resetCode: number = ErrorCode.StreamCancelled;
+  private readonly creditThreshold: number;
+
+  constructor(
+    readonly id: number,
+    private readonly host: StreamHost,
+    /** Receive window, also assumed to be the peer's (muxado has no negotiation). */
+    readonly window: number,
+    private readonly maxFrameSize: number,
+    locallyOpened: boolean,
+  ) {
+    super({
+      allowHalfOpen: true,
+      readableHighWaterMark: window,
+      writableHighWaterMark: Math.min(window, 64 * 1024),
+    });
+    this.sendWindow = window;
+    this.synPending = locallyOpened;
+    this.creditThreshold = Math.max(1, Math.floor(window / 4));
+  }
+
+  /** Bytes received and not yet credited back to the peer: never more than `window`. */
+  get receiveBuffered(): number {
+    return this.received - this.credited;
+  }
+
+  /** Bytes the peer may still send before our window is full. */
+  get receiveCapacity(): number {
+    return this.window - (this.received - this.credited);
+  }
+
+  /** Bytes we may still send before the peer must credit more. */
+  get sendCapacity(): number {
+    return this.sendWindow;
+  }
+
+  /**
+   * Send RST with `code` and destroy the stream (no 'error' locally).
+   * @example stream.reset(ErrorCode.StreamRefused)
+   */
+  reset(code: number = ErrorCode.StreamCancelled): void {
+    this.resetCode = code;
+    this.destroy();
+  }
+
+  override setEncoding(_encoding: BufferEncoding): this {
+    // Flow control counts buffered bytes through readableLength, which counts characters once
+    // an encoding is set; decode after reading instead.
+    throw new Error('MuxStream carries bytes; decode after reading');
+  }
+
+  // Every way of consuming data (flowing mode, read(), async iteration) goes through read(), so
+  // this is where consumption is observed and credited back to the peer.
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- keeps Readable.read's contract
+  override read(size?: number): any {
+    // eslint-disable-next-line @typescript-eslint/no-unsafe-assignment
+    const chunk = super.read(size);
+    this.creditConsumed();
+    return chunk;
+  }
+
+  override _read(): void {
+    // Data is pushed as frames arrive; the window bounds how much can be waiting.
+  }
+
+  override _write(
+    chunk: Buffer,
+    _encoding: BufferEncoding,
+    cb: (err?: Error | null) => void,
+  ): void {
+    this.enqueue([chunk], cb);
+  }
+
+  override _writev(
+    chunks: { chunk: Buffer; encoding: BufferEncoding }[],
+    cb: (err?: Error | null) => void,
+  ): void {
+    this.enqueue(
+      chunks.map((c) => c.chunk),
+      cb,
+    );
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    if (this.discardWrites || this.forgotten || this.fin === Fin.Sent) {
+      cb();
+      return;
+    }
+    this.fin = Fin.Pending;
+    this.finalCallback = cb;
+    this.host.scheduleSend(this);
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    const cleanlyClosed = this.fin === Fin.Sent && this.remoteFin;
+    if (!this.forgotten) {
+      // A stream the peer never heard of (no SYN sent yet) needs no RST.
+      if (!cleanlyClosed && !this.synPending && !this.discardWrites) {
+        this.host.sendReset(this.id, this.resetCode);
+      }
+      this.forget();
+    }
+    this.queue.length = 0;
+    this.queuedBytes = 0;
+    const pending = [this.writeCallback, this.finalCallback];
+    this.writeCallback = this.finalCallback = null;
+    cb(err);
+    for (const callback of pending) {
+      // Built only when needed: an Error's stack trace is costly on this hot path.
+      if (callback) callback(err ?? new MuxError(ErrorCode.StreamClosed, 'stream destroyed'));
+    }
+  }
+
+  private enqueue(chunks: Buffer[], cb: (err?: Error | null) => void): void {
+    if (this.discardWrites) {
+      cb();
+      return;
+    }
+    if (this.forgotten) {
+      cb(new MuxError(ErrorCode.StreamClosed, 'stream is closed'));
+      return;
+    }
+    this.batchBytes = 0;
+    for (const chunk of chunks) {
+      this.batchBytes += chunk.length;
+      if (chunk.length === 0) continue;
+      this.queue.push(chunk);
+      this.queuedBytes += chunk.length;
+    }
+    if (this.queuedBytes === 0) {
+      cb();
+      return;
+    }
+    this.writeCallback = cb;
+    this.host.scheduleSend(this);
+  }
+
+  private creditConsumed(): void {
+    if (this.remoteFin || this.forgotten) return;
+    const owed = this.received - this.readableLength - this.credited;
+    if (owed >= this.creditThreshold) {
+      this.credited += owed;
+      this.host.sendWindowUpdate(this.id, owed);
+    }
+  }
+
+  private forget(): void {
+    if (this.forgotten) return;
+    this.forgotten = true;
+    this.host.forgetStream(this);
+  }
+
+  private maybeForget(): void {
+    if (this.remoteFin && (this.fin === Fin.Sent || this.discardWrites)) this.forget();
+  }
+
+  // ---- called by the session -------------------------------------------------------------
+
+  /** @internal Whether a frame can be sent now. */
+  hasSendWork(): boolean {
+    if (this.queuedBytes > 0) return this.sendWindow > 0;
+    return this.fin === Fin.Pending;
+  }
+
+  /** @internal Write the next DATA frame (header + payload slices) to `out`. */
+  writeFrame(out: Writable): void {
+    const n = Math.min(this.queuedBytes, this.sendWindow, this.maxFrameSize);
+    let flags = 0;
+    if (this.synPending) {
+      flags |= FrameFlag.Syn;
+      this.synPending = false;
+    }
+    // FIN rides on the last data frame when end() has been called and nothing is buffered
+    // behind this batch, saving an empty frame per stream (end(data) is the common case).
+    const finNow =
+      n === this.queuedBytes &&
+      (this.fin === Fin.Pending ||
+        (this.fin === Fin.None && this.writableEnded && this.writableLength === this.batchBytes));
+    if (finNow) flags |= FrameFlag.Fin;
+    if (n > 0 && n < COALESCE_BELOW) {
+      const frame = Buffer.allocUnsafe(FRAME_HEADER_SIZE + n);
+      encodeFrameHeader(FrameType.Data, flags, this.id, n, frame);
+      this.takePayload(n, (piece, at) => piece.copy(frame, FRAME_HEADER_SIZE + at));
+      out.write(frame);
+    } else {
+      out.write(encodeFrameHeader(FrameType.Data, flags, this.id, n));
+      this.takePayload(n, (piece) => out.write(piece));
+    }
+    this.sendWindow -= n;
+    // Mark FIN sent first: the write callback may call _final synchronously.
+    if (finNow) this.fin = Fin.Sent;
+    if (this.queuedBytes === 0 && this.writeCallback) {
+      const cb = this.writeCallback;
+      this.writeCallback = null;
+      cb();
+    }
+    if (finNow) {
+      const cb = this.finalCallback;
+      this.finalCallback = null;
+      this.maybeForget();
+      cb?.();
+    }
+  }
+
+  private takePayload(n: number, emit: (piece: Buffer, at: number) => void): void {
+    let taken = 0;
+    while (taken < n) {
+      const head = this.queue[0]!;
+      const available = head.length - this.headOffset;
+      const want = n - taken;
+      if (available <= want) {
+        emit(this.headOffset === 0 ? head : head.subarray(this.headOffset), taken);
+        taken += available;
+        this.queue.shift();
+        this.headOffset = 0;
+      } else {
+        emit(head.subarray(this.headOffset, this.headOffset + want), taken);
+        this.headOffset += want;
+        taken = n;
+      }
+    }
+    this.queuedBytes -= n;
+  }
+
+  /** @internal */
+  onData(chunk: Buffer): void {
+    this.received += chunk.length;
+    if (this.destroyed) return;
+    this.push(chunk);
+    this.creditConsumed();
+  }
+
+  /** @internal */
+  onRemoteFin(): void {
+    if (this.remoteFin) return;
+    this.remoteFin = true;
+    if (!this.destroyed) this.push(null);
+    this.maybeForget();
+  }
+
+  /** @internal Whether the peer has sent FIN (more DATA would be a violation). */
+  get remoteFinished(): boolean {
+    return this.remoteFin;
+  }
+
+  /** @internal */
+  onWindowUpdate(increment: number): boolean {
+    this.sendWindow += increment;
+    if (this.sendWindow > 0x7fffffff) return false;
+    if (this.hasSendWork()) this.host.scheduleSend(this);
+    return true;
+  }
+
+  /** @internal The peer reset the stream. */
+  onRemoteReset(code: number): void {
+    this.forget();
+    if (code === ErrorCode.StreamClosed || code === ErrorCode.None) {
+      // The peer closed its side and reads no more (Go answers late data this way): a normal
+      // close. Unsent data is dropped; buffered data can still be read to the end.
+      this.discardWrites = true;
+      this.queue.length = 0;
+      this.queuedBytes = 0;
+      const pending = [this.writeCallback, this.finalCallback];
+      this.writeCallback = this.finalCallback = null;
+      for (const cb of pending) cb?.();
+      if (!this.remoteFin) {
+        this.remoteFin = true;
+        if (!this.destroyed) this.push(null);
+      }
+      return;
+    }
+    this.destroy(new MuxError(code, `stream ${this.id} reset by peer`, true));
+  }
+
+  /** @internal The session ended under the stream: destroyed, with `err` if it failed. */
+  onSessionClosed(err: Error | undefined): void {
+    this.forgotten = true;
+    if (this.destroyed || (this.fin === Fin.Sent && this.remoteFin)) return;
+    this.destroy(err);
+  }
+}
