@@ -1,0 +1,290 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { TestDatabase } from '../../src/test-support/stores.js';
+
+/**
+ * The real `burrow` command as a child process: what the end-to-end tests and the benchmark drive.
+ * It runs the compiled CLI (`bin/burrow.js` over `dist/`), so `npm run build` must have run;
+ * `npm test` does that first.
+ */
+
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const BURROW_BIN = join(REPO_ROOT, 'bin', 'burrow.js');
+
+/** The settings every end-to-end server runs with, matching the unit tests' store settings. */
+export const E2E_SETTINGS = {
+  baseDomain: 'burrow.test',
+  tcpHost: 'tcp.burrow.test',
+  tcpPorts: '20000-20999',
+  httpsPort: 8443,
+} as const;
+
+function assertBuilt(): void {
+  if (!existsSync(join(REPO_ROOT, 'dist', 'cli', 'main.js'))) {
+    throw new Error('dist/ is missing: run `npm run build` before the end-to-end tests');
+  }
+}
+
+/** The flags that point a CLI command at `db`: its data folder, and the URL for PostgreSQL. */
+export function databaseArgs(db: Pick<TestDatabase, 'dataDir' | 'database'>): string[] {
+  return db.database
+    ? ['--data-dir', db.dataDir, '--database', db.database]
+    : ['--data-dir', db.dataDir];
+}
+
+/** What a finished CLI command did. */
+export interface CliResult {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Run `burrow <args>` to completion.
+ * @example const { stdout } = await runBurrow(['api-key', 'create', '--data-dir', dir]);
+ */
+export async function runBurrow(args: string[], timeoutMs = 20_000): Promise<CliResult> {
+  assertBuilt();
+  const child = spawn(process.execPath, [BURROW_BIN, ...args], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: cleanEnv(),
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  const [code, signal] = await exited(child);
+  clearTimeout(timer);
+  return { code, signal, stdout, stderr };
+}
+
+/** Create an API key with `burrow api-key create` and return its token (the CLI's stdout). */
+export async function createApiKey(
+  db: Pick<TestDatabase, 'dataDir' | 'database'>,
+): Promise<string> {
+  const res = await runBurrow(['api-key', 'create', ...databaseArgs(db), '--description', 'e2e']);
+  const token = res.stdout.trim();
+  if (res.code !== 0 || !/^\S+$/.test(token)) {
+    throw new Error(`burrow api-key create failed (exit ${res.code}): ${res.stderr}${res.stdout}`);
+  }
+  return token;
+}
+
+/** The environment without BURROW_* variables, so a developer's own settings cannot leak in. */
+function cleanEnv(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BURROW_')) env[k] = v;
+  return env;
+}
+
+/** The exit code and signal, once the process has ended and its stdout and stderr are fully read. */
+function exited(child: ChildProcess): Promise<[number | null, NodeJS.Signals | null]> {
+  if (child.exitCode !== null || child.signalCode !== null) {
+    return Promise.resolve([child.exitCode, child.signalCode]);
+  }
+  return new Promise((resolve) =>
+    child.once('close', (code: number | null, signal: NodeJS.Signals | null) =>
+      resolve([code, signal]),
+    ),
+  );
+}
+
+/** A port that was free a moment ago (the OS picks it; the listener is closed again at once). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** True once `GET http://<address>/healthz` answers 200; false after `timeoutMs` or once `child` exits. */
+async function waitForHealth(
+  address: string,
+  timeoutMs: number,
+  child: ChildProcess,
+): Promise<boolean> {
+  const until = Date.now() + timeoutMs;
+  while (Date.now() < until && child.exitCode === null && child.signalCode === null) {
+    try {
+      const res = await fetch(`http://${address}/healthz`);
+      if (res.ok) return true;
+    } catch {
+      // Not listening yet.
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return false;
+}
+
+/** One JSON log line of the server. */
+export interface LogLine {
+  level: number;
+  msg?: string;
+  [key: string]: unknown;
+}
+
+/** A running `burrow server`. */
+export interface BurrowServer {
+  /** Base URL of the API, e.g. `http://127.0.0.1:41234`. */
+  url: string;
+  /** The `address` of the "API listening" log line. */
+  address: string;
+  process: ChildProcess;
+  logs: LogLine[];
+  /** Everything written to stderr so far. */
+  stderr(): string;
+  /** SIGTERM, then wait for the exit; resolves with the exit code (SIGKILL after `timeoutMs`). */
+  stop(timeoutMs?: number): Promise<number | null>;
+}
+
+export interface StartOptions {
+  /** Flags added after the defaults (later flags win in commander). */
+  args?: string[];
+  /** Milliseconds to wait for the server to be ready. */
+  timeoutMs?: number;
+  /**
+   * Discard stdout and wait for `GET /healthz` instead of the "API listening" line: for the
+   * benchmark, where reading and keeping every log line would cost the measuring process.
+   */
+  discardLogs?: boolean;
+}
+
+/**
+ * Start `burrow server --role api` on `db` with the API on a free loopback port, and wait until it
+ * logs "API listening". `--role api` keeps the edge's fixed ports (agent, HTTP, HTTPS ingress)
+ * closed so that several servers can run side by side; `--https-listen` still defaults to 8443,
+ * the port TLS edge hostports must use.
+ * @example const server = await startBurrowServer(db); await server.stop();
+ */
+export async function startBurrowServer(
+  db: Pick<TestDatabase, 'dataDir' | 'database'>,
+  options: StartOptions = {},
+): Promise<BurrowServer> {
+  assertBuilt();
+  // The port is chosen here rather than with --api-listen :0 so that --public-api-url (and with
+  // it every `uri` field) names the real port. Another process may grab it in between; retry.
+  let lastError: Error | undefined;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    try {
+      return await launch(db, port, options);
+    } catch (err) {
+      lastError = err as Error;
+      if (!/EADDRINUSE/.test(lastError.message)) throw lastError;
+    }
+  }
+  throw lastError!;
+}
+
+async function launch(
+  db: Pick<TestDatabase, 'dataDir' | 'database'>,
+  port: number,
+  options: StartOptions,
+): Promise<BurrowServer> {
+  const args = [
+    BURROW_BIN,
+    'server',
+    ...databaseArgs(db),
+    '--role',
+    'api',
+    '--api-listen',
+    `127.0.0.1:${port}`,
+    '--log-level',
+    'info',
+    '--base-domain',
+    E2E_SETTINGS.baseDomain,
+    '--tcp-host',
+    E2E_SETTINGS.tcpHost,
+    '--tcp-ports',
+    E2E_SETTINGS.tcpPorts,
+    ...(options.args ?? []),
+  ];
+  const child = spawn(process.execPath, args, {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', options.discardLogs ? 'ignore' : 'pipe', 'pipe'],
+    env: cleanEnv(),
+  });
+  const logs: LogLine[] = [];
+  let stderr = '';
+  let pending = '';
+  let onLine: ((line: LogLine) => void) | undefined;
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    pending += chunk;
+    let nl: number;
+    while ((nl = pending.indexOf('\n')) >= 0) {
+      const text = pending.slice(0, nl);
+      pending = pending.slice(nl + 1);
+      try {
+        const line = JSON.parse(text) as LogLine;
+        logs.push(line);
+        onLine?.(line);
+      } catch {
+        // Not every stdout line has to be a log line; only log lines matter here.
+      }
+    }
+  });
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const exit = exited(child);
+
+  const timeoutMs = options.timeoutMs ?? 20_000;
+  const address = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`burrow server did not log "API listening" in ${timeoutMs} ms: ${stderr}`));
+    }, timeoutMs);
+    onLine = (line) => {
+      if (line.msg === 'API listening' && typeof line.address === 'string') {
+        clearTimeout(timer);
+        resolve(line.address);
+      }
+    };
+    const early = logs.find((l) => l.msg === 'API listening');
+    if (early) onLine(early);
+    if (options.discardLogs) {
+      void waitForHealth(`127.0.0.1:${port}`, timeoutMs, child).then((healthy) => {
+        if (!healthy) return;
+        clearTimeout(timer);
+        resolve(`127.0.0.1:${port}`);
+      });
+    }
+    void exit.then(([code, signal]) => {
+      clearTimeout(timer);
+      const lastLog = logs.map((l) => JSON.stringify(l)).join('\n');
+      reject(
+        new Error(
+          `burrow server exited (code ${code}, signal ${signal}) before listening: ${stderr}\n${lastLog}`,
+        ),
+      );
+    });
+  });
+
+  let stopped: Promise<number | null> | undefined;
+  return {
+    url: `http://${address}`,
+    address,
+    process: child,
+    logs,
+    stderr: () => stderr,
+    stop(stopTimeoutMs = 10_000) {
+      stopped ??= (async () => {
+        const timer = setTimeout(() => child.kill('SIGKILL'), stopTimeoutMs);
+        child.kill('SIGTERM');
+        const [code] = await exit;
+        clearTimeout(timer);
+        return code;
+      })();
+      return stopped;
+    },
+  };
+}
