@@ -14,6 +14,7 @@ import { edgeRoutes } from './edges.js';
 import { ipPolicyRoutes } from './ip-policies.js';
 import { ipPolicyRuleRoutes } from './ip-policy-rules.js';
 import { onlineRoutes } from './online.js';
+import { policyEventRoutes } from './policy-events.js';
 import { reservedAddrRoutes } from './reserved-addrs.js';
 import { reservedDomainRoutes } from './reserved-domains.js';
 import { NOTHING_ONLINE, type ApiContext, type OnlineState } from './context.js';
@@ -26,6 +27,8 @@ export interface ApiOptions {
   rateLimit: { max: number; windowSeconds: number };
   logger?: Logger | undefined;
   online?: OnlineState | undefined;
+  /** Prometheus text for `GET /metrics` (served without key or version header); absent: no route. */
+  metrics?: (() => string) | undefined;
 }
 
 /** Route plugins, one per resource, in the order they appear in the API description. */
@@ -40,6 +43,7 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
   certificateAuthorityRoutes,
   backendRoutes,
   edgeRoutes,
+  policyEventRoutes,
   onlineRoutes,
 ];
 
@@ -136,6 +140,12 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  const metrics = options.metrics;
+  if (metrics) {
+    app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
+      reply.type('text/plain; version=0.0.4').send(metrics()),
+    );
+  }
 
   for (const routes of ROUTES) await routes(app, ctx);
   await app.ready();

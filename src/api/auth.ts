@@ -5,8 +5,8 @@ import type { ApiKeyRepository } from '../store/api-keys.js';
 
 export const SUPPORTED_VERSIONS = ['2'];
 
-/** Paths served without version header or key: the API description and health. */
-const PUBLIC_PATHS = new Set(['/openapi.json', '/healthz']);
+/** Paths served without version header or key: the API description, health and metrics. */
+const PUBLIC_PATHS = new Set(['/openapi.json', '/healthz', '/metrics']);
 
 function publicPath(request: FastifyRequest): boolean {
   return PUBLIC_PATHS.has(request.url.split('?')[0] ?? '');

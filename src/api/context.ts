@@ -1,4 +1,5 @@
 import type { TunnelRegistry } from '../edge/tunnel-registry.js';
+import type { PolicyEventSource } from '../policy/events.js';
 import type { Repositories } from '../store/index.js';
 import type { Uris } from './uris.js';
 
@@ -9,6 +10,8 @@ import type { Uris } from './uris.js';
 export interface OnlineState {
   /** Ids of online tunnels whose labels are a superset of `labels`. */
   tunnelsMatching(labels: Record<string, string>): string[];
+  /** Traffic policy events by owner (`/edges/{tcp|tls}/{id}/traffic_policy/events`); absent: none. */
+  policyEvents?: PolicyEventSource | undefined;
   /** The edge's online sessions and tunnels (`/tunnel_sessions`, `/tunnels`, `/endpoints`); absent: none. */
   registry?: TunnelRegistry | undefined;
 }

@@ -226,6 +226,11 @@ describe('parsePolicyDocument: refused documents', () => {
     );
   });
 
+  it('quotes long values only in part', () => {
+    const err = errorOf(JSON.stringify({ inbound: ['x'.repeat(500)] }));
+    expect(err.message).toMatch(/not a string \("x{56}\.\.\.\)$/);
+  });
+
   it('refuses a rule without actions (2206), naming index and name', () => {
     const doc = {
       on_http_request: [

@@ -19,7 +19,15 @@ export type LegacyDirection = (typeof LEGACY_DIRECTIONS)[number];
 /** Any top-level list name a document may use. */
 export type PolicyListName = PolicyPhase | LegacyDirection;
 /** The protocols a policy can be attached to; they decide where `inbound` rules run. */
-export type PolicyProtocol = 'http' | 'tcp' | 'tls';
+export type PolicyProtocol = 'http' | 'https' | 'tcp' | 'tls';
+
+/**
+ * Whether `protocol` carries HTTP (and so runs on_http_request and on_http_response).
+ * @example isHttpProtocol('https') // true
+ */
+export function isHttpProtocol(protocol: PolicyProtocol): boolean {
+  return protocol === 'http' || protocol === 'https';
+}
 
 /** One action of a rule. `config` is null when the document gave none. */
 export interface PolicyAction {
@@ -67,12 +75,18 @@ function isMapping(value: unknown): value is Mapping {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function describeValue(value: unknown): string {
+/**
+ * How errors describe a value that has the wrong shape.
+ * @example describeValue([1]) // 'a list'
+ */
+export function describeValue(value: unknown): string {
   if (value === undefined) return 'missing';
   if (value === null) return 'null';
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'a mapping';
-  return `a ${typeof value} (${JSON.stringify(value)})`;
+  const shown = JSON.stringify(value);
+  // Messages quote the value to help find it, not to echo a whole document back.
+  return `a ${typeof value} (${shown.length > 60 ? `${shown.slice(0, 57)}...` : shown})`;
 }
 
 /**
@@ -318,7 +332,7 @@ export function parsePolicyDocument(text: string, field: string): PolicyDocument
 
 /**
  * The document's rules by phase for an endpoint of `protocol`: `inbound` runs on_http_request for
- * HTTP and on_tcp_connect for TCP and TLS, `outbound` runs on_http_response. Whether the phases
+ * HTTP(S) and on_tcp_connect for TCP and TLS, `outbound` runs on_http_response. Whether the phases
  * suit the protocol is the validator's call (2230), so nothing is dropped here.
  * @example toPhases(parsePolicyDocument('{"inbound":[{"actions":[{"type":"deny"}]}]}', 'v'), 'tcp').on_tcp_connect.length // 1
  */
@@ -333,9 +347,10 @@ export function toPhases(doc: PolicyDocument, protocol: PolicyProtocol): PolicyP
     };
   }
   const inbound = place(doc.inbound, 'inbound');
+  const http = isHttpProtocol(protocol);
   return {
-    on_tcp_connect: protocol === 'http' ? [] : inbound,
-    on_http_request: protocol === 'http' ? inbound : [],
+    on_tcp_connect: http ? [] : inbound,
+    on_http_request: http ? inbound : [],
     on_http_response: place(doc.outbound, 'outbound'),
   };
 }

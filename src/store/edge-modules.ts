@@ -1,6 +1,6 @@
 import type { Kysely, Transaction } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
-import { parsePolicyDocument } from '../policy/parse.js';
+import { validatePolicy } from '../policy/validate.js';
 import type { Database } from './schema.js';
 
 type Db = Kysely<Database> | Transaction<Database>;
@@ -104,15 +104,16 @@ function noDuplicates(ids: string[], field: string): void {
 /**
  * Turn a module's Mutate shape into its stored shape, checking everything that needs no database:
  * list rules, enumerations and the traffic policy document.
- * @example normalizeModule('backend', { backend_id: 'bkdtg_…' }, 'backend.') // { enabled: true, backend_id: 'bkdtg_…' }
+ * @example normalizeModule('backend', { backend_id: 'bkdtg_…' }, 'backend.', 'tcp') // { enabled: true, backend_id: 'bkdtg_…' }
  */
 export function normalizeModule<N extends ModuleName>(
   name: N,
   input: ModuleMutates[N],
   prefix: FieldPrefix,
+  edgeType: EdgeType,
 ): NonNullable<EdgeModules[N]> {
   // normalize() returns the stored shape of `name` itself; TypeScript cannot follow that through a switch.
-  return normalize(name, input, prefix) as NonNullable<EdgeModules[N]>;
+  return normalize(name, input, prefix, edgeType) as NonNullable<EdgeModules[N]>;
 }
 
 type StoredModule = NonNullable<EdgeModules[ModuleName]>;
@@ -121,6 +122,7 @@ function normalize(
   name: ModuleName,
   input: ModuleMutates[ModuleName],
   prefix: FieldPrefix,
+  edgeType: EdgeType,
 ): StoredModule {
   const enabled = input.enabled !== false;
   switch (name) {
@@ -190,7 +192,8 @@ function normalize(
     }
     case 'traffic_policy': {
       const m = input as TrafficPolicyMutate;
-      parsePolicyDocument(m.value, `${prefix}value`);
+      // The whole policy is checked (expressions, actions, phases), not just its shape.
+      validatePolicy(m.value, edgeType, `${prefix}value`);
       return { enabled, value: m.value };
     }
   }

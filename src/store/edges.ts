@@ -213,7 +213,7 @@ export class EdgeRepository {
     this.checkModuleName(type, name);
     const current = await this.get(id, type);
     if (!current) return undefined;
-    const module = normalizeModule(name, input, '');
+    const module = normalizeModule(name, input, '', type);
     const edge: Edge = { ...current, [name]: module };
     return this.save({ edge, hostports: undefined, changed: [name] }, false, '');
   }
@@ -256,7 +256,12 @@ export class EdgeRepository {
         );
       }
       // Each module's value is checked against its own name, so the cast only restates that.
-      (next as unknown as Record<string, unknown>)[name] = normalizeModule(name, value, `${name}.`);
+      (next as unknown as Record<string, unknown>)[name] = normalizeModule(
+        name,
+        value,
+        `${name}.`,
+        edge.type,
+      );
       changed.push(name);
     }
     let hostports: string[] | undefined;

@@ -1,0 +1,55 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import type { ApiContext } from './context.js';
+import { found } from './crud.js';
+import { IdParams, Nullable } from './schemas.js';
+
+const PolicyEventSchema = Type.Object({
+  timestamp: Type.String({ description: 'RFC 3339, milliseconds' }),
+  owner_id: Type.String({ description: 'the edge whose policy produced the event' }),
+  phase: Type.String({ description: 'on_tcp_connect, on_http_request or on_http_response' }),
+  rule: Type.Object({ index: Type.Integer(), name: Nullable(Type.String()) }),
+  action: Nullable(Type.Object({ index: Type.Integer(), type: Type.String() })),
+  outcome: Type.String({
+    description:
+      'log, denied, closed, responded, redirected, rate-limited, would-rate-limit, restricted, would-restrict, unauthorized or error',
+  }),
+  message: Type.String(),
+  client_ip: Type.String(),
+  metadata: Nullable(Type.Record(Type.String(), Type.Unknown())),
+});
+
+const EventList = Type.Object({
+  events: Type.Array(PolicyEventSchema),
+  uri: Type.String(),
+});
+
+/**
+ * `GET /edges/{tcp|tls}/{id}/traffic_policy/events`: the latest events (up to 1000, newest
+ * first) of the edge's traffic policy: what `log` actions recorded and what the policy decided.
+ * They live in the memory of the process that runs the edge; an API-only process has none.
+ * @example GET /edges/tls/edgtls_…/traffic_policy/events → { events: [...], uri }
+ */
+export async function policyEventRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+  for (const type of ['tcp', 'tls'] as const) {
+    app.get(
+      `/edges/${type}/:id/traffic_policy/events`,
+      {
+        schema: {
+          tags: [`${type.toUpperCase()} edges`],
+          summary: `List the traffic policy events of a ${type.toUpperCase()} edge`,
+          params: IdParams,
+          response: { 200: EventList },
+        },
+      },
+      async (request) => {
+        const { id } = request.params as { id: string };
+        found(await ctx.repos.edges.get(id, type));
+        return {
+          events: ctx.online.policyEvents?.eventsFor(id) ?? [],
+          uri: ctx.uris.collection(`edges/${type}/${id}/traffic_policy/events`),
+        };
+      },
+    );
+  }
+}

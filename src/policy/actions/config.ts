@@ -1,0 +1,159 @@
+import { CODES, ValidationError } from '../../core/errors.js';
+import { describeValue } from '../parse.js';
+
+type Mapping = Record<string, unknown>;
+
+const isMapping = (v: unknown): v is Mapping =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * Typed access to an action's config that refuses what it cannot use, naming the key and the
+ * fix: a value of the wrong shape is 2203 (cannot be parsed), a well-formed value that breaks a
+ * rule is 2204 (invalid value). Every message starts with `where` (the phase, rule and action).
+ * @example
+ * const config = ConfigReader.open({ status_code: 403 }, ['status_code'], 'on_http_request[0].actions[0] (deny)', 'value');
+ * config.integer('status_code', { min: 400, max: 599 }) // 403
+ */
+export class ConfigReader {
+  private constructor(
+    private readonly config: Mapping,
+    readonly where: string,
+    readonly field: string,
+  ) {}
+
+  /** Check the keys of `config` (null means none) against `keys` and open it. */
+  static open(
+    config: Mapping | null,
+    keys: readonly string[],
+    where: string,
+    field: string,
+  ): ConfigReader {
+    const values = config ?? {};
+    for (const key of Object.keys(values)) {
+      if (!keys.includes(key)) {
+        const takes = keys.length === 0 ? 'takes no config' : `takes ${keys.join(', ')}`;
+        throw new ValidationError(
+          CODES.policyActionConfig,
+          field,
+          `${where}: unknown config key '${key}'; this action ${takes}`,
+        );
+      }
+    }
+    return new ConfigReader(values, where, field);
+  }
+
+  /** Refuse `config.<key>` with `message` (2204 unless `code` says otherwise). */
+  fail(key: string, message: string, code: string = CODES.policyActionValue): never {
+    throw new ValidationError(code, this.field, `${this.where}: config.${key} ${message}`);
+  }
+
+  /** Refuse a value of the wrong shape (2203). */
+  private shape(key: string, expected: string, got: unknown): never {
+    return this.fail(
+      key,
+      `must be ${expected}, not ${describeValue(got)}`,
+      CODES.policyActionConfig,
+    );
+  }
+
+  has(key: string): boolean {
+    return this.config[key] !== undefined && this.config[key] !== null;
+  }
+
+  /** The raw value of `key` (undefined when absent or null). */
+  value(key: string): unknown {
+    const v = this.config[key];
+    return v === null ? undefined : v;
+  }
+
+  string(key: string, opts: { required?: boolean; example?: string } = {}): string | undefined {
+    const v = this.value(key);
+    if (v === undefined) {
+      if (opts.required) {
+        this.fail(key, `is required${opts.example ? `, e.g. ${opts.example}` : ''}`);
+      }
+      return undefined;
+    }
+    if (typeof v !== 'string') return this.shape(key, 'a string', v);
+    return v;
+  }
+
+  integer(
+    key: string,
+    range: { min: number; max: number; required?: boolean },
+  ): number | undefined {
+    const v = this.value(key);
+    if (v === undefined) {
+      if (range.required)
+        this.fail(key, `is required: an integer from ${range.min} to ${range.max}`);
+      return undefined;
+    }
+    if (typeof v !== 'number' || !Number.isInteger(v)) return this.shape(key, 'an integer', v);
+    if (v < range.min || v > range.max) {
+      this.fail(key, `must be from ${range.min} to ${range.max}, not ${v}`);
+    }
+    return v;
+  }
+
+  boolean(key: string): boolean | undefined {
+    const v = this.value(key);
+    if (v === undefined) return undefined;
+    if (typeof v !== 'boolean') return this.shape(key, 'true or false', v);
+    return v;
+  }
+
+  /** A list of strings with `min`..`max` entries. */
+  stringList(
+    key: string,
+    count: { min: number; max: number; required?: boolean; example?: string },
+  ): string[] | undefined {
+    const v = this.value(key);
+    if (v === undefined) {
+      if (count.required) {
+        this.fail(
+          key,
+          `is required: a list of ${count.min} to ${count.max} strings${count.example ? `, e.g. ${count.example}` : ''}`,
+        );
+      }
+      return undefined;
+    }
+    if (!Array.isArray(v)) return this.shape(key, 'a list of strings', v);
+    v.forEach((item: unknown, i) => {
+      if (typeof item !== 'string') this.shape(`${key}[${i}]`, 'a string', item);
+    });
+    this.count(key, v.length, count);
+    return v as string[];
+  }
+
+  /** A mapping of names to scalar values (numbers and booleans become text), `min`..`max` entries. */
+  stringMap(
+    key: string,
+    count: { min: number; max: number; required?: boolean; example?: string },
+  ): Record<string, string> | undefined {
+    const v = this.value(key);
+    if (v === undefined) {
+      if (count.required) {
+        this.fail(
+          key,
+          `is required: a mapping of ${count.min} to ${count.max} entries${count.example ? `, e.g. ${count.example}` : ''}`,
+        );
+      }
+      return undefined;
+    }
+    if (!isMapping(v)) return this.shape(key, 'a mapping of names to values', v);
+    const out: Record<string, string> = {};
+    for (const [name, value] of Object.entries(v)) {
+      if (typeof value === 'string') out[name] = value;
+      else if (typeof value === 'number' || typeof value === 'boolean') out[name] = String(value);
+      else this.shape(`${key}.${name}`, 'a string', value);
+    }
+    this.count(key, Object.keys(out).length, count);
+    return out;
+  }
+
+  private count(key: string, n: number, { min, max }: { min: number; max: number }): void {
+    if (n < min || n > max) {
+      this.fail(key, `must have ${min === max ? min : `${min} to ${max}`} entries, not ${n}`);
+    }
+  }
+}

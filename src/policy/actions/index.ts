@@ -1,0 +1,57 @@
+import { addHeadersAction } from './add-headers.js';
+import { basicAuthAction } from './basic-auth.js';
+import { closeConnectionAction } from './close-connection.js';
+import { compressResponseAction } from './compress-response.js';
+import { customResponseAction } from './custom-response.js';
+import { denyAction } from './deny.js';
+import { logAction } from './log.js';
+import { rateLimitAction } from './rate-limit.js';
+import { redirectAction } from './redirect.js';
+import { removeHeadersAction } from './remove-headers.js';
+import { restrictIpsAction } from './restrict-ips.js';
+import { setVarsAction } from './set-vars.js';
+import { urlRewriteAction } from './url-rewrite.js';
+import type { ActionSpec } from './types.js';
+
+/**
+ * Every action Burrow runs, by type.
+ * @example ACTIONS.get('deny')?.phases // ['on_tcp_connect', 'on_http_request']
+ */
+export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
+  [
+    addHeadersAction,
+    basicAuthAction,
+    closeConnectionAction,
+    compressResponseAction,
+    customResponseAction,
+    denyAction,
+    logAction,
+    rateLimitAction,
+    redirectAction,
+    removeHeadersAction,
+    restrictIpsAction,
+    setVarsAction,
+    urlRewriteAction,
+  ].map((spec) => [spec.type, spec]),
+);
+
+/** Action types of the API Burrow follows that it does not run; named so the error can say so. */
+export const UNSUPPORTED_ACTIONS = [
+  'forward-internal',
+  'jwt-validation',
+  'oauth',
+  'oidc',
+  'openid-connect',
+  'saml',
+  'verify-webhook',
+  'terminate-tls',
+  'circuit-breaker',
+  'http-request',
+  'owasp-crs-request',
+  'owasp-crs-response',
+  'request-body-find-replace',
+  'response-body-find-replace',
+  'ai-gateway',
+];
+
+export type { ActionSpec } from './types.js';

@@ -1,0 +1,97 @@
+import type { CompiledExpression } from '../cel.js';
+import type { IpPolicyRule, PolicyEventOutcome } from '../events.js';
+import type { HeaderEdits } from '../headers.js';
+import type { Template } from '../interpolate.js';
+import type { PolicyPhase, PolicyProtocol } from '../parse.js';
+import type { Activation } from '../variables.js';
+import type { ConfigReader } from './config.js';
+
+/**
+ * The contract between the engine and its actions. An action is compiled once per policy (its
+ * config checked, its expressions and templates compiled) and then run per connection, request
+ * or response against a {@link PhaseContext}. Running returns nothing to continue, or a
+ * {@link Terminal} that ends the phase.
+ */
+
+/** How an action ends a phase. */
+export type Termination =
+  /** Always ends the phase (deny, custom-response, close-connection). */
+  | 'always'
+  /** Ends it only when it refuses or matches (restrict-ips, rate-limit, basic-auth, redirect). */
+  | 'conditionally'
+  /** Never ends it (add-headers, log, set-vars, ...). */
+  | 'never';
+
+/** An answer that ends the phase: reply with this response, or close the connection. */
+export type Terminal =
+  | {
+      kind: 'respond';
+      status: number;
+      headers: Readonly<Record<string, string>>;
+      body: string;
+    }
+  | { kind: 'close' };
+
+/** What running an action gives: undefined continues with the next action. */
+export type ActionOutcome = Terminal | undefined;
+
+/** Closing needs no data, so every close shares this answer. */
+export const CLOSE: Terminal = Object.freeze({ kind: 'close' });
+
+/** What an action can see and change while it runs. */
+export interface PhaseContext {
+  readonly phase: PolicyPhase;
+  readonly activation: Activation;
+  /** Header edits of the message this phase handles (request or response); undefined in on_tcp_connect. */
+  readonly headers: HeaderEdits | undefined;
+  /** Set by url-rewrite: the new request target (path and query). */
+  rewrite: string | undefined;
+  /** Set by compress-response: the content encoding the ingress should apply. */
+  compress: CompressionEncoding | undefined;
+  /** Make a header edit visible to later expressions (`req.headers`, `res.headers`). */
+  publishHeaders(): void;
+  setVar(name: string, value: unknown): void;
+  /** Render a template; a failing expression is recorded as an error event and renders as ''. */
+  render(template: Template, groups?: ArrayLike<string | undefined>): string;
+  /** Evaluate an expression; a failure is recorded as an error event and gives undefined. */
+  value(expression: CompiledExpression): unknown;
+  /** Record an event for the running rule and action. */
+  event(outcome: PolicyEventOutcome, message: string, metadata?: Record<string, unknown>): void;
+  /** The per-binding state of an action (rate-limit counters), created on first use. */
+  state<T>(owner: object, create: () => T): T;
+  /** The rules of IP policies, resolved through the binding's dependency. */
+  ipPolicyRules(ids: readonly string[]): Promise<readonly IpPolicyRule[]>;
+  /** The binding's clock, in milliseconds. */
+  now(): number;
+}
+
+export type CompressionEncoding = 'br' | 'gzip' | 'deflate';
+
+/** An action ready to run. */
+export interface CompiledAction {
+  /** True when this instance always ends the phase (for 2207: what follows is unreachable). */
+  readonly alwaysTerminates: boolean;
+  /** IP policy ids this action resolves at run time. */
+  readonly ipPolicyIds?: readonly string[];
+  run(ctx: PhaseContext): ActionOutcome | Promise<ActionOutcome>;
+}
+
+/** What compiling an action's config needs. */
+export interface ActionCompileContext {
+  readonly phase: PolicyPhase;
+  readonly protocol: PolicyProtocol;
+  /** Compile a CEL expression found in config key `key` (throws 2200 naming the key). */
+  expression(source: string, key: string, purpose: 'condition' | 'value'): CompiledExpression;
+  /** Compile a `${}` template found in config key `key` (throws 2200 naming the key). */
+  template(text: string, key: string, maxGroup?: number): Template;
+}
+
+/** One action type: where it may run, what config it takes, how it compiles. */
+export interface ActionSpec {
+  readonly type: string;
+  readonly phases: readonly PolicyPhase[];
+  readonly termination: Termination;
+  /** The config keys it accepts; any other key is refused (2203). */
+  readonly configKeys: readonly string[];
+  compile(config: ConfigReader, ctx: ActionCompileContext): CompiledAction;
+}

@@ -1,0 +1,290 @@
+import { Environment, type ASTNode, type TypeCheckResult } from '@marcbachmann/cel-js';
+import { parseCidr, parseIp, type Cidr } from '../core/cidr.js';
+import { CEL_TYPES } from './cel-types.js';
+import type { PolicyPhase } from './parse.js';
+import { compileRegex } from './regex.js';
+import type { Activation, ReqVars, ResVars } from './variables.js';
+import type { UrlVars } from './variables.js';
+
+/**
+ * The CEL environments policies are written in, one per phase (on_tcp_connect sees `conn`,
+ * `endpoint`, `time` and `vars`; on_http_request adds `req`; on_http_response adds `res`), with
+ * the functions policies may call. Expressions are parsed and type-checked once, when the policy
+ * is compiled; evaluating them then skips both.
+ */
+
+/** Parse limits: what a single expression may be. Errors name the limit that was hit. */
+export const EXPRESSION_LIMITS = {
+  /** Characters of source text. */
+  maxLength: 4096,
+  /** Nesting of calls, member accesses, indexes and literals. */
+  maxDepth: 32,
+  maxAstNodes: 1024,
+  maxListElements: 256,
+  maxMapEntries: 256,
+  maxCallArguments: 16,
+  /**
+   * Nesting of comprehensions (`all`, `exists`, `exists_one`, `map`, `filter`, `cel.bind`): each
+   * level multiplies the work, so three levels over modest lists could already stall a request.
+   */
+  maxComprehensionNesting: 2,
+} as const;
+
+/** A compiled expression: evaluate it against an activation; it throws when evaluation fails. */
+export interface CompiledExpression {
+  readonly source: string;
+  evaluate(activation: Activation): unknown;
+}
+
+/** Why an expression was refused at compile time; the caller adds where it was written. */
+export class ExpressionError extends Error {}
+
+// The functions that read the request or response (getReqHeader, ...) take no such argument, so
+// they read the activation being evaluated. Evaluation is synchronous (no function here is
+// async), so exactly one activation is current at any time.
+let current: Activation | undefined;
+
+function currentReq(): ReqVars {
+  if (!current?.req) throw new Error('no request is being evaluated');
+  return current.req;
+}
+
+function currentRes(): ResVars {
+  if (!current?.res) throw new Error('no response is being evaluated');
+  return current.res;
+}
+
+const cidrCache = new Map<string, Cidr>();
+
+function cidrOf(text: string): Cidr {
+  let cidr = cidrCache.get(text);
+  if (cidr) return cidr;
+  const parsed = parseCidr(text);
+  if ('problem' in parsed) throw new Error(`'${text}' is not a CIDR block (${parsed.problem})`);
+  if (cidrCache.size >= 1024) cidrCache.clear();
+  cidrCache.set(text, (cidr = parsed));
+  return cidr;
+}
+
+/**
+ * Whether `ip` lies in `cidr`; a bare address counts as a single-host block.
+ * @example inCidrRange('10.1.2.3', '10.0.0.0/8') // true
+ */
+export function inCidrRange(ip: string, cidr: string): boolean {
+  const addr = parseIp(ip);
+  if (!addr) return false;
+  const block = cidr.includes('/')
+    ? cidrOf(cidr)
+    : cidrOf(`${cidr}/${addr.family === 4 ? 32 : 128}`);
+  if (block.family !== addr.family) return false;
+  const hostBits = BigInt((block.family === 4 ? 32 : 128) - block.prefix);
+  return addr.value >> hostBits === block.network >> hostBits;
+}
+
+// Internal name `matches` is routed to: cel-js ships `matches` on the backtracking RegExp engine,
+// and its registry refuses a second overload of the same signature, so calls are renamed before
+// type checking.
+const RE2_MATCHES = '__re2_matches';
+const MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter', 'bind']);
+
+/** Functions that exist only in some phases, for the hint when one is used elsewhere. */
+const PHASE_FUNCTIONS: Record<string, PolicyPhase[]> = {
+  getReqHeader: ['on_http_request', 'on_http_response'],
+  hasReqHeader: ['on_http_request', 'on_http_response'],
+  getQueryParam: ['on_http_request', 'on_http_response'],
+  hasQueryParam: ['on_http_request', 'on_http_response'],
+  getResHeader: ['on_http_response'],
+  hasResHeader: ['on_http_response'],
+};
+const PHASE_VARIABLES: Record<string, PolicyPhase[]> = {
+  req: ['on_http_request', 'on_http_response'],
+  res: ['on_http_response'],
+};
+
+function buildEnvironment(phase: PolicyPhase): Environment {
+  const { maxDepth, maxAstNodes, maxListElements, maxMapEntries, maxCallArguments } =
+    EXPRESSION_LIMITS;
+  const env = new Environment({
+    homogeneousAggregateLiterals: false,
+    limits: { maxDepth, maxAstNodes, maxListElements, maxMapEntries, maxCallArguments },
+  });
+  for (const t of CEL_TYPES) env.registerType(t.name, { ctor: t.ctor, fields: t.fields });
+  env
+    .registerVariable('conn', 'Conn')
+    .registerVariable('endpoint', 'Endpoint')
+    .registerVariable('time', 'Time')
+    .registerVariable('vars', 'map<string, dyn>')
+    .registerOperator('Url == string', (u: UrlVars, s: string) => u.raw === s)
+    .registerFunction('string(Url): string', (u: UrlVars) => u.raw)
+    .registerFunction('Url.size(): int', (u: UrlVars) => BigInt(u.raw.length))
+    .registerFunction('Url.contains(string): bool', (u: UrlVars, s: string) => u.raw.includes(s))
+    .registerFunction('Url.startsWith(string): bool', (u: UrlVars, s: string) =>
+      u.raw.startsWith(s),
+    )
+    .registerFunction('Url.endsWith(string): bool', (u: UrlVars, s: string) => u.raw.endsWith(s))
+    .registerFunction(`Url.${RE2_MATCHES}(string): bool`, (u: UrlVars, re: string) =>
+      compileRegex(re).test(u.raw),
+    )
+    .registerFunction(`string.${RE2_MATCHES}(string): bool`, (s: string, re: string) =>
+      compileRegex(re).test(s),
+    )
+    .registerFunction('matches(string, string): bool', (s: string, re: string) =>
+      compileRegex(re).test(s),
+    )
+    .registerFunction('inCidrRange(string, string): bool', inCidrRange)
+    .registerFunction('inCidrRanges(string, list<string>): bool', (ip: string, cidrs: string[]) =>
+      cidrs.some((c) => inCidrRange(ip, c)),
+    );
+  if (phase !== 'on_tcp_connect') {
+    env
+      .registerVariable('req', 'Request')
+      .registerFunction('getReqHeader(string): list<string>', (n: string) => currentReq().header(n))
+      .registerFunction(
+        'hasReqHeader(string): bool',
+        (n: string) => currentReq().header(n).length > 0,
+      )
+      .registerFunction(
+        'getQueryParam(string): list<string>',
+        (n: string) => currentReq().url.query_params.get(n) ?? [],
+      )
+      .registerFunction('hasQueryParam(string): bool', (n: string) =>
+        currentReq().url.query_params.has(n),
+      );
+  }
+  if (phase === 'on_http_response') {
+    env
+      .registerVariable('res', 'Response')
+      .registerFunction('getResHeader(string): list<string>', (n: string) => currentRes().header(n))
+      .registerFunction(
+        'hasResHeader(string): bool',
+        (n: string) => currentRes().header(n).length > 0,
+      );
+  }
+  return env;
+}
+
+const environments = new Map<PolicyPhase, Environment>();
+
+function environmentFor(phase: PolicyPhase): Environment {
+  let env = environments.get(phase);
+  if (!env) environments.set(phase, (env = buildEnvironment(phase)));
+  return env;
+}
+
+function isNode(value: unknown): value is ASTNode {
+  return typeof value === 'object' && value !== null && 'op' in value && 'args' in value;
+}
+
+/**
+ * Walk the parsed tree once: route `matches` to re2js, check literal regexes and CIDRs now rather
+ * than on the first request, and bound comprehension nesting.
+ */
+function inspect(node: unknown, nesting: number): void {
+  if (Array.isArray(node)) {
+    for (const child of node) inspect(child, nesting);
+    return;
+  }
+  if (!isNode(node)) return;
+  let inner = nesting;
+  if (node.op === 'rcall' || node.op === 'call') {
+    const args = node.args as unknown[];
+    const name = args[0] as string;
+    const params = (node.op === 'rcall' ? args[2] : args[1]) as unknown[];
+    if (node.op === 'rcall' && name === 'matches' && params.length === 1) args[0] = RE2_MATCHES;
+    if (name === 'matches' || name === RE2_MATCHES) literalCheck(params.at(-1), 'regex');
+    if (name === 'inCidrRange') literalCheck(params[1], 'cidr');
+    if (MACROS.has(name)) {
+      inner = nesting + 1;
+      if (inner > EXPRESSION_LIMITS.maxComprehensionNesting) {
+        throw new ExpressionError(
+          `comprehensions (all, exists, exists_one, map, filter, cel.bind) are nested ${inner} deep at column ${node.start + 1}; at most ${EXPRESSION_LIMITS.maxComprehensionNesting} levels are allowed`,
+        );
+      }
+    }
+  }
+  inspect(node.args, inner);
+}
+
+function literalCheck(arg: unknown, kind: 'regex' | 'cidr'): void {
+  if (!isNode(arg) || arg.op !== 'value' || typeof arg.args !== 'string') return;
+  const text = arg.args;
+  try {
+    if (kind === 'regex') compileRegex(text);
+    else cidrOf(text.includes('/') ? text : `${text}/${text.includes(':') ? 128 : 32}`);
+  } catch (err) {
+    const what = kind === 'regex' ? 'regular expression (RE2 syntax)' : 'CIDR block';
+    throw new ExpressionError(`invalid ${what} ${JSON.stringify(text)}: ${(err as Error).message}`);
+  }
+}
+
+function describe(error: unknown, phase: PolicyPhase, source: string): string {
+  const e = error as { summary?: string; message?: string; range?: { start: number } };
+  let text = (e.summary ?? e.message ?? String(error)).split('\n')[0]!;
+  text = text.replaceAll(RE2_MATCHES, 'matches');
+  if (e.range) text += ` (column ${e.range.start + 1})`;
+  const unknownVar = /^Unknown variable: (\w+)/.exec(text)?.[1];
+  if (unknownVar !== undefined) {
+    const phases = PHASE_VARIABLES[unknownVar];
+    text += phases
+      ? `; ${unknownVar} is only available in ${phases.join(' and ')}, not in ${phase}`
+      : '; the variables are conn, endpoint, time and vars, plus req (HTTP phases) and res (on_http_response)';
+  } else if (/^No such key: /.test(text)) {
+    text += '; see docs/traffic-policy.md for the fields of conn, req, res, endpoint and time';
+  } else {
+    const fn = Object.keys(PHASE_FUNCTIONS).find((f) => source.includes(`${f}(`));
+    const phases = fn === undefined ? undefined : PHASE_FUNCTIONS[fn];
+    if (fn !== undefined && phases && !phases.includes(phase) && /overload/.test(text)) {
+      text += `; ${fn}() is only available in ${phases.join(' and ')}`;
+    }
+  }
+  return text;
+}
+
+/**
+ * Compile `source` for `phase`. A `condition` must give a bool (rule expressions); a `value` may
+ * give anything (interpolations, rate-limit bucket keys). Throws {@link ExpressionError}.
+ * @example compileExpression("conn.client_ip == '192.0.2.1'", 'on_tcp_connect', 'condition')
+ */
+export function compileExpression(
+  source: string,
+  phase: PolicyPhase,
+  purpose: 'condition' | 'value',
+): CompiledExpression {
+  if (source.length > EXPRESSION_LIMITS.maxLength) {
+    throw new ExpressionError(
+      `the expression is ${source.length} characters long; the limit is ${EXPRESSION_LIMITS.maxLength}`,
+    );
+  }
+  const env = environmentFor(phase);
+  let parsed: ReturnType<Environment['parse']>;
+  let checked: TypeCheckResult;
+  try {
+    parsed = env.parse(source);
+  } catch (err) {
+    throw new ExpressionError(describe(err, phase, source));
+  }
+  inspect(parsed.ast, 0);
+  try {
+    checked = parsed.check();
+  } catch (err) {
+    throw new ExpressionError(describe(err, phase, source));
+  }
+  if (!checked.valid) throw new ExpressionError(describe(checked.error, phase, source));
+  if (purpose === 'condition' && checked.type !== 'bool' && checked.type !== 'dyn') {
+    throw new ExpressionError(
+      `a rule expression must give a bool (true or false), but this one gives ${checked.type}; compare it with something, e.g. ${source} == '...'`,
+    );
+  }
+  return {
+    source,
+    evaluate(activation: Activation): unknown {
+      const previous = current;
+      current = activation;
+      try {
+        return parsed(activation);
+      } finally {
+        current = previous;
+      }
+    },
+  };
+}

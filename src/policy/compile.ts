@@ -1,0 +1,202 @@
+import { CODES, ValidationError } from '../core/errors.js';
+import { ConfigReader } from './actions/config.js';
+import type { ActionCompileContext, CompiledAction } from './actions/types.js';
+import { compileExpression, ExpressionError, type CompiledExpression } from './cel.js';
+import { compileTemplate, GroupReferenceError } from './interpolate.js';
+import {
+  parsePolicyDocument,
+  POLICY_PHASES,
+  toPhases,
+  type PhasedRule,
+  type PolicyDocument,
+  type PolicyPhase,
+  type PolicyProtocol,
+} from './parse.js';
+import {
+  actionWhere,
+  checkPhases,
+  checkPlacement,
+  refuseUnreachable,
+  resolveAction,
+  ruleWhere,
+} from './placement.js';
+import { PolicyRunner, type PolicyRunnerOptions } from './runner.js';
+
+/** One action of a compiled rule. */
+export interface CompiledRuleAction {
+  readonly index: number;
+  readonly type: string;
+  readonly action: CompiledAction;
+}
+
+/** A rule ready to run: its conditions (ANDed; none = always) and its actions in order. */
+export interface CompiledRule {
+  /** Index in the list the document wrote it in. */
+  readonly index: number;
+  readonly name: string | null;
+  readonly conditions: readonly CompiledExpression[];
+  readonly actions: readonly CompiledRuleAction[];
+}
+
+export interface CompilePolicyOptions {
+  /** The endpoint's protocol: it decides which phases run and where `inbound` goes. */
+  protocol: PolicyProtocol;
+  /** The API field the text came from, for error messages (default `traffic_policy`). */
+  field?: string;
+}
+
+/**
+ * A validated, compiled policy: immutable and shareable (the compile cache hands the same
+ * instance to every endpoint with the same text). Per-endpoint state lives in a
+ * {@link PolicyRunner}, made with {@link CompiledPolicy.bind}.
+ */
+export class CompiledPolicy {
+  /** Every IP policy id restrict-ips actions resolve, so callers can watch or preload them. */
+  readonly ipPolicyIds: readonly string[];
+
+  constructor(
+    readonly protocol: PolicyProtocol,
+    readonly phases: Readonly<Record<PolicyPhase, readonly CompiledRule[]>>,
+  ) {
+    const ids = new Set<string>();
+    for (const phase of POLICY_PHASES) {
+      for (const rule of phases[phase]) {
+        for (const { action } of rule.actions)
+          for (const id of action.ipPolicyIds ?? []) ids.add(id);
+      }
+    }
+    this.ipPolicyIds = [...ids];
+  }
+
+  /** Whether the policy has rules for `phase`; the ingress can skip a phase that has none. */
+  has(phase: PolicyPhase): boolean {
+    return this.phases[phase].length > 0;
+  }
+
+  /**
+   * A runner for one owner (an edge, an endpoint): it keeps that owner's rate-limit counters and
+   * sends its events to `options.events`.
+   * @example const runner = policy.bind({ ownerId: 'edgtls_…', events: eventLog });
+   */
+  bind(options: PolicyRunnerOptions): PolicyRunner {
+    return new PolicyRunner(this, options);
+  }
+}
+
+function expressionError(
+  where: string,
+  what: string,
+  source: string,
+  err: unknown,
+  field: string,
+): never {
+  if (!(err instanceof ExpressionError)) throw err;
+  throw new ValidationError(
+    CODES.policyInvalidExpression,
+    field,
+    `${where}: ${what} ${JSON.stringify(source)} is not a valid expression: ${err.message}`,
+  );
+}
+
+function compileRule(
+  rule: PhasedRule,
+  phase: PolicyPhase,
+  protocol: PolicyProtocol,
+  field: string,
+): CompiledRule {
+  const where = ruleWhere(phase, rule);
+  const conditions = rule.expressions.map((source, i) => {
+    try {
+      return compileExpression(source, phase, 'condition');
+    } catch (err) {
+      return expressionError(where, `expressions[${i}]`, source, err, field);
+    }
+  });
+  const actions: CompiledRuleAction[] = [];
+  let terminating: CompiledRuleAction | undefined;
+  rule.actions.forEach(({ type, config }, index) => {
+    const at = actionWhere(where, index, type);
+    if (terminating) refuseUnreachable(where, terminating, { index, type }, field);
+    const spec = resolveAction(type, at, field);
+    checkPlacement(spec, phase, protocol, at, field);
+    const reader = ConfigReader.open(config, spec.configKeys, at, field);
+    const ctx: ActionCompileContext = {
+      phase,
+      protocol,
+      expression(source, key, purpose) {
+        try {
+          return compileExpression(source, phase, purpose);
+        } catch (err) {
+          return expressionError(at, `config.${key}`, source, err, field);
+        }
+      },
+      template(text, key, maxGroup) {
+        try {
+          return compileTemplate(text, phase, maxGroup);
+        } catch (err) {
+          if (err instanceof GroupReferenceError) return reader.fail(key, err.message);
+          return expressionError(at, `config.${key}`, text, err, field);
+        }
+      },
+    };
+    const compiled = { index, type, action: spec.compile(reader, ctx) };
+    actions.push(compiled);
+    if (compiled.action.alwaysTerminates) terminating = compiled;
+  });
+  return { index: rule.source.index, name: rule.name ?? null, conditions, actions };
+}
+
+/**
+ * Compile a parsed document for `protocol`, running every save-time check. Throws
+ * {@link ValidationError} with the policy error codes (2200–2236) naming `field`.
+ * @example compileDocument(parsePolicyValue(body.policy, 'policy'), { protocol: 'http', field: 'policy' })
+ */
+export function compileDocument(
+  doc: PolicyDocument,
+  options: CompilePolicyOptions,
+): CompiledPolicy {
+  const field = options.field ?? 'traffic_policy';
+  const phases = toPhases(doc, options.protocol);
+  checkPhases(phases, options.protocol, field);
+  const compiled = {} as Record<PolicyPhase, CompiledRule[]>;
+  for (const phase of POLICY_PHASES) {
+    compiled[phase] = phases[phase].map((rule) =>
+      compileRule(rule, phase, options.protocol, field),
+    );
+  }
+  return new CompiledPolicy(options.protocol, compiled);
+}
+
+const CACHE_LIMIT = 256;
+const cache = new Map<string, CompiledPolicy>();
+
+/**
+ * Parse, validate and compile a policy (JSON or YAML text, either form, or an already parsed
+ * document). Text is cached by protocol and content (least recently used first out), so a policy
+ * shared by many endpoints, or re-read on every bind, is compiled once. Throws
+ * {@link ValidationError}.
+ * @example
+ * const policy = compilePolicy(edge.traffic_policy.value, { protocol: 'tls', field: 'traffic_policy.value' });
+ * const runner = policy.bind({ ownerId: edge.id, events });
+ */
+export function compilePolicy(
+  source: string | PolicyDocument,
+  options: CompilePolicyOptions,
+): CompiledPolicy {
+  if (typeof source !== 'string') return compileDocument(source, options);
+  const key = `${options.protocol}\n${source}`;
+  const hit = cache.get(key);
+  if (hit) {
+    cache.delete(key);
+    cache.set(key, hit);
+    return hit;
+  }
+  const field = options.field ?? 'traffic_policy';
+  const policy = compileDocument(parsePolicyDocument(source, field), options);
+  if (cache.size >= CACHE_LIMIT) {
+    const oldest = cache.keys().next();
+    if (!oldest.done) cache.delete(oldest.value);
+  }
+  cache.set(key, policy);
+  return policy;
+}

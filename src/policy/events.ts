@@ -1,0 +1,148 @@
+import type { Logger } from '../core/logger.js';
+import type { PolicyPhase } from './parse.js';
+
+/**
+ * Policy events: what `log` actions write and what the engine decided (denied, rate-limited,
+ * restricted, ...). Each goes to the structured log and to a bounded in-memory ring per policy
+ * owner (an edge, an endpoint), which the API serves at `GET /edges/{tcp|tls}/{id}/traffic_policy/events`.
+ */
+
+/** One rule of an IP policy, as restrict-ips consumes `ip_policies`. */
+export interface IpPolicyRule {
+  cidr: string;
+  action: 'allow' | 'deny';
+}
+
+/** What happened. `would-*` outcomes come from actions with `enforce: false`. */
+export type PolicyEventOutcome =
+  | 'log'
+  | 'denied'
+  | 'closed'
+  | 'responded'
+  | 'redirected'
+  | 'rate-limited'
+  | 'would-rate-limit'
+  | 'restricted'
+  | 'would-restrict'
+  | 'unauthorized'
+  | 'error';
+
+/** One event, as the API returns it. */
+export interface PolicyEvent {
+  /** RFC 3339 with milliseconds. */
+  timestamp: string;
+  /** The edge or endpoint whose policy produced it. */
+  owner_id: string;
+  phase: PolicyPhase;
+  /** The rule, by index in its phase list (and the list's name in the document) and name. */
+  rule: { index: number; name: string | null };
+  /** The action, by index in its rule and type; null for a rule's expression failing. */
+  action: { index: number; type: string } | null;
+  outcome: PolicyEventOutcome;
+  message: string;
+  client_ip: string;
+  /** `log` metadata (interpolated), or details of the decision. */
+  metadata: Record<string, unknown> | null;
+}
+
+/** Where a running policy sends its events. */
+export interface PolicyEventSink {
+  record(event: PolicyEvent): void;
+}
+
+/** Where the API reads them from. */
+export interface PolicyEventSource {
+  /** The owner's events, newest first. */
+  eventsFor(ownerId: string): readonly PolicyEvent[];
+}
+
+/** A sink that drops everything, for policies nobody watches (and tests). */
+export const DISCARD_EVENTS: PolicyEventSink = { record: () => undefined };
+
+/**
+ * A fixed-size ring: pushing past capacity overwrites the oldest event.
+ * @example const ring = new PolicyEventRing(2); ring.push(a); ring.push(b); ring.push(c); ring.list() // [c, b]
+ */
+export class PolicyEventRing {
+  private readonly slots: PolicyEvent[] = [];
+  private next = 0;
+
+  constructor(readonly capacity: number) {
+    if (!Number.isInteger(capacity) || capacity < 1) {
+      throw new RangeError('capacity must be a positive integer');
+    }
+  }
+
+  push(event: PolicyEvent): void {
+    if (this.slots.length < this.capacity) this.slots.push(event);
+    else this.slots[this.next] = event;
+    this.next = (this.next + 1) % this.capacity;
+  }
+
+  /** Newest first. */
+  list(): PolicyEvent[] {
+    const out: PolicyEvent[] = [];
+    const n = this.slots.length;
+    for (let i = 1; i <= n; i++) out.push(this.slots[(this.next - i + n * 2) % n]!);
+    return out;
+  }
+}
+
+export interface PolicyEventLogOptions {
+  /** Where each event is also logged (info; errors at warn). Omit to keep events in memory only. */
+  logger?: Logger | undefined;
+  /** Events kept per owner; default 1000. */
+  perOwner?: number;
+  /** Owners kept; the one idle longest is forgotten first. Default 10,000. */
+  maxOwners?: number;
+}
+
+/**
+ * The registry of rings, one per owner: a sink for the edge and a source for the API.
+ * @example
+ * const log = new PolicyEventLog({ logger });
+ * policy.bind({ ownerId: edge.id, events: log });
+ * log.eventsFor(edge.id)
+ */
+export class PolicyEventLog implements PolicyEventSink, PolicyEventSource {
+  private readonly rings = new Map<string, PolicyEventRing>();
+  private readonly logger: Logger | undefined;
+  private readonly perOwner: number;
+  private readonly maxOwners: number;
+
+  constructor(options: PolicyEventLogOptions = {}) {
+    this.logger = options.logger;
+    this.perOwner = options.perOwner ?? 1000;
+    this.maxOwners = options.maxOwners ?? 10_000;
+  }
+
+  record(event: PolicyEvent): void {
+    let ring = this.rings.get(event.owner_id);
+    if (ring) {
+      // Re-inserting keeps the map in order of last use, so eviction drops the idlest owner.
+      this.rings.delete(event.owner_id);
+    } else {
+      ring = new PolicyEventRing(this.perOwner);
+      if (this.rings.size >= this.maxOwners) {
+        const idlest = this.rings.keys().next();
+        if (!idlest.done) this.rings.delete(idlest.value);
+      }
+    }
+    this.rings.set(event.owner_id, ring);
+    ring.push(event);
+    if (this.logger) {
+      const line = `traffic policy ${event.outcome}: ${event.message}`;
+      if (event.outcome === 'error') this.logger.warn({ policy_event: event }, line);
+      else this.logger.info({ policy_event: event }, line);
+    }
+  }
+
+  eventsFor(ownerId: string): PolicyEvent[] {
+    return this.rings.get(ownerId)?.list() ?? [];
+  }
+
+  /** Drop an owner's events (its edge or endpoint is gone). */
+  forget(ownerId: string): void {
+    this.rings.delete(ownerId);
+  }
+}

@@ -1,0 +1,92 @@
+import { describe, expect, it } from 'vitest';
+import {
+  applyHeaderChanges,
+  canonicalHeaderName,
+  firstHeader,
+  HeaderEdits,
+  headerMap,
+  isHeaderName,
+  NO_HEADER_CHANGES,
+} from './headers.js';
+
+describe('HeaderEdits', () => {
+  it('starts empty and shares the empty changes', () => {
+    const edits = new HeaderEdits();
+    expect(edits.empty).toBe(true);
+    expect(edits.changes()).toBe(NO_HEADER_CHANGES);
+  });
+
+  it('keeps the net effect of a sequence: remove drops earlier adds of the name', () => {
+    const edits = new HeaderEdits();
+    edits.add('X-A', '1');
+    edits.add('x-b', '2');
+    edits.remove('x-a');
+    edits.add('x-a', '3');
+    expect(edits.changes()).toEqual({
+      remove: ['x-a'],
+      add: [
+        ['x-b', '2'],
+        ['x-a', '3'],
+      ],
+    });
+  });
+
+  it('turns control characters in values into spaces, so a value cannot split a header', () => {
+    const edits = new HeaderEdits();
+    edits.add('x-a', 'one\r\nx-injected: yes\u0000');
+    expect(edits.changes().add).toEqual([['x-a', 'one  x-injected: yes ']]);
+  });
+});
+
+describe('applyHeaderChanges', () => {
+  it('removes every case of a name, then appends, making lists of repeated names', () => {
+    const headers: Record<string, string | string[] | number | undefined> = {
+      Host: 'a',
+      'X-Drop': '1',
+      'x-keep': '2',
+      'content-length': 5,
+    };
+    applyHeaderChanges(headers, {
+      remove: ['x-drop', 'content-length'],
+      add: [
+        ['x-keep', '3'],
+        ['x-new', '4'],
+        ['x-new', '5'],
+      ],
+    });
+    expect(headers).toEqual({ Host: 'a', 'x-keep': ['2', '3'], 'x-new': ['4', '5'] });
+  });
+});
+
+describe('header helpers', () => {
+  it('builds the CEL header map with changes applied', () => {
+    const map = headerMap(
+      { 'x-a': '1', 'set-cookie': ['a', 'b'], 'content-length': 10, absent: undefined },
+      {
+        remove: ['x-a'],
+        add: [
+          ['x-a', '2'],
+          ['set-cookie', 'c'],
+        ],
+      },
+    );
+    expect([...map]).toEqual([
+      ['set-cookie', ['a', 'b', 'c']],
+      ['content-length', ['10']],
+      ['x-a', ['2']],
+    ]);
+  });
+
+  it('finds the first value of a header in any case', () => {
+    expect(firstHeader({ 'Content-Type': 'text/html' }, 'content-type')).toBe('text/html');
+    expect(firstHeader({ accept: ['a', 'b'] }, 'Accept')).toBe('a');
+    expect(firstHeader({}, 'x')).toBeUndefined();
+  });
+
+  it('names headers canonically and checks header names', () => {
+    expect(canonicalHeaderName('x-forwarded-FOR')).toBe('X-Forwarded-For');
+    expect(isHeaderName('X-Burrow_1')).toBe(true);
+    expect(isHeaderName('bad name')).toBe(false);
+    expect(isHeaderName('a:b')).toBe(false);
+  });
+});

@@ -1,0 +1,372 @@
+import type {
+  ActionOutcome,
+  CompressionEncoding,
+  PhaseContext,
+  Terminal,
+} from './actions/types.js';
+import type { CompiledExpression } from './cel.js';
+import type { CompiledPolicy, CompiledRule } from './compile.js';
+import { toJson } from './cel-types.js';
+import {
+  DISCARD_EVENTS,
+  type IpPolicyRule,
+  type PolicyEventOutcome,
+  type PolicyEventSink,
+} from './events.js';
+import { HeaderEdits, NO_HEADER_CHANGES, type HeaderChanges } from './headers.js';
+import type { Template } from './interpolate.js';
+import type { PolicyPhase } from './parse.js';
+import {
+  ConnVars,
+  EndpointVars,
+  ReqVars,
+  ResVars,
+  TimeVars,
+  type Activation,
+  type ConnInput,
+  type EndpointInput,
+  type RequestInput,
+  type ResponseInput,
+} from './variables.js';
+
+/** Variables set by `set-vars`, carried from one phase to the next by the caller. */
+export type PolicyVars = Readonly<Record<string, unknown>>;
+
+const NO_VARS: PolicyVars = Object.freeze({});
+
+export interface PolicyRunnerOptions {
+  /** The edge or endpoint id: it keys the event ring and appears in every event. */
+  ownerId: string;
+  /** Where events go (log actions and decisions); default: dropped. */
+  events?: PolicyEventSink | undefined;
+  /**
+   * The rules of IP policies (`restrict-ips` `ip_policies`), looked up when a client arrives, so
+   * edits to the policies apply at once. Cache in here if lookups are costly.
+   */
+  ipPolicyRules?: ((ids: readonly string[]) => Promise<readonly IpPolicyRule[]>) | undefined;
+  /** Clock in milliseconds (rate-limit windows, `time.now`, event times); default Date.now. */
+  now?: (() => number) | undefined;
+}
+
+export interface TcpConnectInput {
+  conn: ConnInput;
+  endpoint?: EndpointInput | undefined;
+  vars?: PolicyVars | undefined;
+}
+export interface HttpRequestInput extends TcpConnectInput {
+  req: RequestInput;
+}
+export interface HttpResponseInput extends HttpRequestInput {
+  res: ResponseInput;
+}
+
+export type TcpConnectDecision =
+  { kind: 'continue'; vars: PolicyVars } | { kind: 'close'; vars: PolicyVars };
+
+/** An answer for the client: status, lower-case headers, and a (possibly empty) body. */
+export interface RespondDecision {
+  kind: 'respond';
+  status: number;
+  headers: Readonly<Record<string, string>>;
+  body: string;
+  vars: PolicyVars;
+}
+
+export type HttpRequestDecision =
+  | {
+      kind: 'continue';
+      /** Apply to the request before it goes upstream. */
+      headers: HeaderChanges;
+      /** The new request target (path and query) when url-rewrite changed it. */
+      rewrite: string | undefined;
+      vars: PolicyVars;
+    }
+  | RespondDecision
+  | { kind: 'close'; vars: PolicyVars };
+
+export type HttpResponseDecision =
+  | {
+      kind: 'continue';
+      /** Apply to the response before it is written to the client. */
+      headers: HeaderChanges;
+      /** Pipe the body through this zlib encoder (headers already say so). */
+      compress: CompressionEncoding | undefined;
+      vars: PolicyVars;
+    }
+  /** Replace the upstream response with this one. */
+  | RespondDecision;
+
+type Settled<T> = T | Promise<T>;
+
+let lastMillis = NaN;
+let lastIso = '';
+
+/** RFC 3339 text of `ms`; a flood of refusals records many events per millisecond, so reuse it. */
+function isoTime(ms: number): string {
+  if (ms !== lastMillis) {
+    lastMillis = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
+}
+
+function then<T, R>(value: Settled<T>, fn: (v: T) => R): Settled<R> {
+  return value instanceof Promise ? value.then(fn) : fn(value);
+}
+
+/** The mutable state of one phase run: what actions see and change. */
+class PhaseRun implements PhaseContext {
+  rewrite: string | undefined;
+  compress: CompressionEncoding | undefined;
+  rule: CompiledRule | undefined;
+  actionIndex = -1;
+  actionType = '';
+  #edits: HeaderEdits | undefined;
+  #varsCopied = false;
+
+  constructor(
+    readonly phase: PolicyPhase,
+    readonly activation: Activation,
+    private readonly runner: PolicyRunner,
+    private readonly message: ReqVars | ResVars | undefined,
+  ) {}
+
+  get headers(): HeaderEdits | undefined {
+    if (!this.message) return undefined;
+    return (this.#edits ??= new HeaderEdits());
+  }
+
+  headerChanges(): HeaderChanges {
+    return this.#edits ? this.#edits.changes() : NO_HEADER_CHANGES;
+  }
+
+  publishHeaders(): void {
+    this.message?.setHeaderChanges(this.headerChanges());
+  }
+
+  setVar(name: string, value: unknown): void {
+    if (!this.#varsCopied) {
+      this.activation.vars = { ...this.activation.vars };
+      this.#varsCopied = true;
+    }
+    this.activation.vars[name] = value;
+  }
+
+  render(template: Template, groups?: ArrayLike<string | undefined>): string {
+    try {
+      return template.render(this.activation, groups);
+    } catch (err) {
+      this.event(
+        'error',
+        `interpolating ${JSON.stringify(template.source)} failed: ${(err as Error).message}`,
+      );
+      return '';
+    }
+  }
+
+  value(expression: CompiledExpression): unknown {
+    try {
+      return expression.evaluate(this.activation);
+    } catch (err) {
+      this.event(
+        'error',
+        `evaluating ${JSON.stringify(expression.source)} failed: ${(err as Error).message}`,
+      );
+      return undefined;
+    }
+  }
+
+  event(outcome: PolicyEventOutcome, message: string, metadata?: Record<string, unknown>): void {
+    this.runner.record(this, outcome, message, metadata);
+  }
+
+  state<T>(owner: object, create: () => T): T {
+    return this.runner.state(owner, create);
+  }
+
+  ipPolicyRules(ids: readonly string[]): Promise<readonly IpPolicyRule[]> {
+    return this.runner.ipPolicyRules(ids);
+  }
+
+  now(): number {
+    return this.runner.now();
+  }
+}
+
+/**
+ * A compiled policy bound to one owner: runs each phase against plain variable objects and
+ * returns the decision the ingress applies. Results are synchronous unless an action had to wait
+ * (restrict-ips resolving `ip_policies`); then they are promises.
+ */
+export class PolicyRunner {
+  readonly ownerId: string;
+  readonly now: () => number;
+  private readonly events: PolicyEventSink;
+  private readonly lookup: PolicyRunnerOptions['ipPolicyRules'];
+  private readonly states = new WeakMap<object, unknown>();
+
+  constructor(
+    readonly policy: CompiledPolicy,
+    options: PolicyRunnerOptions,
+  ) {
+    this.ownerId = options.ownerId;
+    this.events = options.events ?? DISCARD_EVENTS;
+    this.lookup = options.ipPolicyRules;
+    this.now = options.now ?? Date.now;
+    if (policy.ipPolicyIds.length > 0 && !this.lookup) {
+      throw new Error(
+        `the policy of ${this.ownerId} uses ip_policies: pass ipPolicyRules to bind()`,
+      );
+    }
+  }
+
+  /** on_tcp_connect: decide whether a new connection may proceed. */
+  onTcpConnect(input: TcpConnectInput): Settled<TcpConnectDecision> {
+    const rules = this.policy.phases.on_tcp_connect;
+    const vars = input.vars ?? NO_VARS;
+    if (rules.length === 0) return { kind: 'continue', vars };
+    const run = new PhaseRun('on_tcp_connect', this.activation(input, vars), this, undefined);
+    return then(this.execute(run, rules, 0, 0), (out): TcpConnectDecision => ({
+      kind: out ? 'close' : 'continue',
+      vars: run.activation.vars,
+    }));
+  }
+
+  /** on_http_request: forward (with changes), answer directly, or close. */
+  onHttpRequest(input: HttpRequestInput): Settled<HttpRequestDecision> {
+    const rules = this.policy.phases.on_http_request;
+    const vars = input.vars ?? NO_VARS;
+    if (rules.length === 0) {
+      return { kind: 'continue', headers: NO_HEADER_CHANGES, rewrite: undefined, vars };
+    }
+    const activation = this.activation(input, vars);
+    const req = (activation.req = new ReqVars(input.req));
+    const run = new PhaseRun('on_http_request', activation, this, req);
+    return then(this.execute(run, rules, 0, 0), (out): HttpRequestDecision => {
+      if (out) return this.terminal(out, run);
+      return {
+        kind: 'continue',
+        headers: run.headerChanges(),
+        rewrite: run.rewrite,
+        vars: activation.vars,
+      };
+    });
+  }
+
+  /** on_http_response: change the response (headers, compression) or replace it. */
+  onHttpResponse(input: HttpResponseInput): Settled<HttpResponseDecision> {
+    const rules = this.policy.phases.on_http_response;
+    const vars = input.vars ?? NO_VARS;
+    if (rules.length === 0) {
+      return { kind: 'continue', headers: NO_HEADER_CHANGES, compress: undefined, vars };
+    }
+    const activation = this.activation(input, vars);
+    activation.req = new ReqVars(input.req);
+    const res = (activation.res = new ResVars(input.res));
+    const run = new PhaseRun('on_http_response', activation, this, res);
+    return then(this.execute(run, rules, 0, 0), (out): HttpResponseDecision => {
+      // close-connection cannot be placed in this phase, so a terminal here is a response.
+      if (out?.kind === 'respond') return { ...out, vars: activation.vars };
+      return {
+        kind: 'continue',
+        headers: run.headerChanges(),
+        compress: run.compress,
+        vars: activation.vars,
+      };
+    });
+  }
+
+  private activation(input: TcpConnectInput, vars: PolicyVars): Activation {
+    return {
+      conn: new ConnVars(input.conn),
+      endpoint: new EndpointVars(input.endpoint),
+      time: new TimeVars(this.now),
+      // Read-only until set-vars copies it (PhaseRun.setVar), so callers' objects are not changed.
+      vars: vars,
+    };
+  }
+
+  private terminal(out: Terminal, run: PhaseRun): HttpRequestDecision {
+    if (out.kind === 'close') return { kind: 'close', vars: run.activation.vars };
+    return { ...out, vars: run.activation.vars };
+  }
+
+  /** Run rules from rule `ri`, action `ai` (ai > 0 resumes a rule that already matched). */
+  private execute(
+    run: PhaseRun,
+    rules: readonly CompiledRule[],
+    ri: number,
+    ai: number,
+  ): Settled<ActionOutcome> {
+    for (; ri < rules.length; ri++, ai = 0) {
+      const rule = rules[ri]!;
+      run.rule = rule;
+      if (ai === 0 && !this.matches(run, rule)) continue;
+      for (; ai < rule.actions.length; ai++) {
+        const { index, type, action } = rule.actions[ai]!;
+        run.actionIndex = index;
+        run.actionType = type;
+        const out = action.run(run);
+        if (out instanceof Promise) {
+          const nextRule = ri;
+          const nextAction = ai + 1;
+          return out.then((o) => o ?? this.execute(run, rules, nextRule, nextAction));
+        }
+        if (out) return out;
+      }
+    }
+    return undefined;
+  }
+
+  /** All conditions true; an expression that fails to evaluate makes the rule not match. */
+  private matches(run: PhaseRun, rule: CompiledRule): boolean {
+    run.actionIndex = -1;
+    for (const condition of rule.conditions) {
+      let result: unknown;
+      try {
+        result = condition.evaluate(run.activation);
+      } catch (err) {
+        run.event(
+          'error',
+          `expression ${JSON.stringify(condition.source)} failed: ${(err as Error).message.split('\n')[0]}; the rule is skipped`,
+        );
+        return false;
+      }
+      if (result !== true) return false;
+    }
+    return true;
+  }
+
+  /** @internal Used by phase runs. */
+  record(
+    run: PhaseRun,
+    outcome: PolicyEventOutcome,
+    message: string,
+    metadata: Record<string, unknown> | undefined,
+  ): void {
+    this.events.record({
+      timestamp: isoTime(this.now()),
+      owner_id: this.ownerId,
+      phase: run.phase,
+      rule: { index: run.rule?.index ?? -1, name: run.rule?.name ?? null },
+      action: run.actionIndex < 0 ? null : { index: run.actionIndex, type: run.actionType },
+      outcome,
+      message,
+      client_ip: run.activation.conn.client_ip,
+      metadata: metadata === undefined ? null : (toJson(metadata) as Record<string, unknown>),
+    });
+  }
+
+  /** @internal Per-binding action state (rate-limit counters). */
+  state<T>(owner: object, create: () => T): T {
+    let value = this.states.get(owner) as T | undefined;
+    if (value === undefined) this.states.set(owner, (value = create()));
+    return value;
+  }
+
+  /** @internal */
+  ipPolicyRules(ids: readonly string[]): Promise<readonly IpPolicyRule[]> {
+    if (!this.lookup) return Promise.reject(new Error('no IP policy source was given'));
+    return this.lookup(ids);
+  }
+}

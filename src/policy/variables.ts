@@ -1,0 +1,390 @@
+import {
+  canonicalHeaderName,
+  firstHeader,
+  headerMap,
+  NO_HEADER_CHANGES,
+  type HeaderChanges,
+  type HeaderInput,
+} from './headers.js';
+
+/**
+ * The variables expressions see (`conn`, `req`, `res`, `endpoint`, `time`), built from the plain
+ * objects the ingress passes. Each is a small class whose getters compute a field on first use,
+ * so a request pays only for what its policy reads; each snake_case field also answers to its
+ * older PascalCase name (`conn.ClientIP`, `conn.TLS.Version`, `req.URL`, `res.StatusCode`).
+ * CEL integers are bigints; unknown strings are empty, unknown numbers 0.
+ */
+
+/** TLS facts of a connection; empty strings on plain TCP/HTTP. */
+export interface TlsInput {
+  /** `1.3`, or Node's `TLSv1.3` (normalised to `1.3`). */
+  version?: string | undefined;
+  cipher_suite?: string | undefined;
+  sni?: string | undefined;
+  negotiated_alpn?: string | undefined;
+  session_resumed?: boolean | undefined;
+}
+
+/** Where the client is, when a GeoIP source knows; Burrow has none built in. */
+export interface GeoInput {
+  city?: string;
+  country?: string;
+  country_code?: string;
+  latitude?: string;
+  longitude?: string;
+  radius?: string;
+  subdivision?: string;
+}
+
+/** The client connection (every phase). */
+export interface ConnInput {
+  client_ip: string;
+  client_port?: number | undefined;
+  server_ip?: string | undefined;
+  server_port?: number | undefined;
+  server_region?: string | undefined;
+  bytes_in?: number | undefined;
+  bytes_out?: number | undefined;
+  ts?: { start?: Date | number | undefined } | undefined;
+  tls?: TlsInput | undefined;
+  geo?: GeoInput | undefined;
+}
+
+/** The endpoint the traffic arrived on. */
+export interface EndpointInput {
+  id?: string | undefined;
+  url?: string | undefined;
+  host?: string | undefined;
+  port?: number | undefined;
+  protocol?: string | undefined;
+  addr?: string | undefined;
+}
+
+/** An HTTP request as received. */
+export interface RequestInput {
+  method: string;
+  /** The request target as received: path and query (`/a/b?c=1`). */
+  url: string;
+  /** `http` or `https`; default `http`. */
+  scheme?: string | undefined;
+  headers: HeaderInput;
+  /** The Host header value; defaults to `headers.host`. */
+  host?: string | undefined;
+  /** The HTTP version, e.g. `1.1`. */
+  version?: string | undefined;
+}
+
+/** An HTTP response from the upstream service. */
+export interface ResponseInput {
+  status_code: number;
+  headers: HeaderInput;
+}
+
+const big = (n: number | undefined): bigint => BigInt(Math.trunc(n ?? 0));
+
+/**
+ * `TLSv1.3` → `1.3`, `TLSv1` → `1.0`; other text unchanged; undefined → ''.
+ * @example normalizeTlsVersion('TLSv1.2') // '1.2'
+ */
+export function normalizeTlsVersion(version: string | undefined): string {
+  if (!version) return '';
+  const m = /^TLSv?(\d)(?:\.(\d))?$/i.exec(version);
+  return m ? `${m[1]}.${m[2] ?? '0'}` : version;
+}
+
+export class TlsVars {
+  readonly #in: TlsInput;
+  constructor(input: TlsInput | undefined) {
+    this.#in = input ?? {};
+  }
+  get version(): string {
+    return normalizeTlsVersion(this.#in.version);
+  }
+  get cipher_suite(): string {
+    return this.#in.cipher_suite ?? '';
+  }
+  get sni(): string {
+    return this.#in.sni ?? '';
+  }
+  get negotiated_alpn(): string {
+    return this.#in.negotiated_alpn ?? '';
+  }
+  get session_resumed(): boolean {
+    return this.#in.session_resumed ?? false;
+  }
+}
+
+export class GeoVars {
+  readonly #in: GeoInput;
+  constructor(input: GeoInput | undefined) {
+    this.#in = input ?? {};
+  }
+  get city(): string {
+    return this.#in.city ?? '';
+  }
+  get country(): string {
+    return this.#in.country ?? '';
+  }
+  get country_code(): string {
+    return this.#in.country_code ?? '';
+  }
+  get latitude(): string {
+    return this.#in.latitude ?? '';
+  }
+  get longitude(): string {
+    return this.#in.longitude ?? '';
+  }
+  get radius(): string {
+    return this.#in.radius ?? '';
+  }
+  get subdivision(): string {
+    return this.#in.subdivision ?? '';
+  }
+}
+
+export class ConnTsVars {
+  constructor(readonly start: Date) {}
+}
+
+export class ConnVars {
+  readonly #in: ConnInput;
+  #tls: TlsVars | undefined;
+  #geo: GeoVars | undefined;
+  #ts: ConnTsVars | undefined;
+  constructor(input: ConnInput) {
+    this.#in = input;
+  }
+  get client_ip(): string {
+    return this.#in.client_ip;
+  }
+  get client_port(): bigint {
+    return big(this.#in.client_port);
+  }
+  get server_ip(): string {
+    return this.#in.server_ip ?? '';
+  }
+  get server_port(): bigint {
+    return big(this.#in.server_port);
+  }
+  get server_region(): string {
+    return this.#in.server_region ?? '';
+  }
+  get bytes_in(): bigint {
+    return big(this.#in.bytes_in);
+  }
+  get bytes_out(): bigint {
+    return big(this.#in.bytes_out);
+  }
+  get ts(): ConnTsVars {
+    const start = this.#in.ts?.start;
+    return (this.#ts ??= new ConnTsVars(start === undefined ? new Date() : new Date(start)));
+  }
+  get tls(): TlsVars {
+    return (this.#tls ??= new TlsVars(this.#in.tls));
+  }
+  get geo(): GeoVars {
+    return (this.#geo ??= new GeoVars(this.#in.geo));
+  }
+}
+
+export class EndpointVars {
+  readonly #in: EndpointInput;
+  constructor(input: EndpointInput | undefined) {
+    this.#in = input ?? {};
+  }
+  get id(): string {
+    return this.#in.id ?? '';
+  }
+  get url(): string {
+    return this.#in.url ?? '';
+  }
+  get host(): string {
+    return this.#in.host ?? '';
+  }
+  get port(): bigint {
+    return big(this.#in.port);
+  }
+  get protocol(): string {
+    return this.#in.protocol ?? '';
+  }
+  get addr(): string {
+    return this.#in.addr ?? '';
+  }
+}
+
+function decodePath(raw: string): string {
+  if (!raw.includes('%')) return raw;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/**
+ * `req.url`: the full URL, comparable with strings (`req.url == 'https://a/b'`,
+ * `req.url.contains('/admin')`), with its parts as fields.
+ */
+export class UrlVars {
+  readonly scheme: string;
+  readonly host: string;
+  readonly port: bigint;
+  readonly raw_path: string;
+  readonly query: string;
+  readonly raw: string;
+  /** `scheme://host[:port]`, the part of `raw` before the path. */
+  readonly origin: string;
+  #params: Map<string, string[]> | undefined;
+  #path: string | undefined;
+  constructor(scheme: string, hostHeader: string, target: string) {
+    this.scheme = scheme;
+    const q = target.indexOf('?');
+    this.raw_path = q < 0 ? target : target.slice(0, q);
+    this.query = q < 0 ? '' : target.slice(q + 1);
+    const m = /^(\[[^\]]*\]|[^:]*)(?::(\d+))?$/.exec(hostHeader);
+    this.host = (m?.[1] ?? hostHeader).toLowerCase();
+    this.port = m?.[2] ? BigInt(m[2]) : scheme === 'https' ? 443n : 80n;
+    this.origin = `${scheme}://${hostHeader}`;
+    this.raw = this.origin + target;
+  }
+  get path(): string {
+    return (this.#path ??= decodePath(this.raw_path));
+  }
+  get query_params(): Map<string, string[]> {
+    if (this.#params) return this.#params;
+    const params = new Map<string, string[]>();
+    for (const [k, v] of new URLSearchParams(this.query)) {
+      const list = params.get(k);
+      if (list) list.push(v);
+      else params.set(k, [v]);
+    }
+    return (this.#params = params);
+  }
+  toString(): string {
+    return this.raw;
+  }
+}
+
+/** Shared by `req` and `res`: the header map, rebuilt after the phase edits headers. */
+abstract class MessageVars {
+  readonly #headers: HeaderInput;
+  #changes: HeaderChanges = NO_HEADER_CHANGES;
+  #map: Map<string, string[]> | undefined;
+  #canonical: Map<string, string[]> | undefined;
+  constructor(headers: HeaderInput) {
+    this.#headers = headers;
+  }
+  get headers(): Map<string, string[]> {
+    return (this.#map ??= headerMap(this.#headers, this.#changes));
+  }
+  /** The older `Headers` map: the same values under Go's canonical names (`User-Agent`). */
+  get Headers(): Map<string, string[]> {
+    if (this.#canonical) return this.#canonical;
+    const map = new Map<string, string[]>();
+    for (const [k, v] of this.headers) map.set(canonicalHeaderName(k), v);
+    return (this.#canonical = map);
+  }
+  /** The values of header `name` (any case); empty when absent. Avoids building the whole map. */
+  header(name: string): string[] {
+    const lower = name.toLowerCase();
+    if (this.#map) return this.#map.get(lower) ?? [];
+    const values: string[] = [];
+    const changes = this.#changes;
+    if (!changes.remove.includes(lower)) {
+      const value = this.#headers[lower];
+      if (typeof value === 'object') values.push(...value);
+      else if (value !== undefined) values.push(String(value));
+    }
+    for (const [n, v] of changes.add) if (n === lower) values.push(v);
+    return values;
+  }
+  protected first(name: string): string | undefined {
+    if (this.#changes === NO_HEADER_CHANGES) return firstHeader(this.#headers, name);
+    return this.headers.get(name)?.[0];
+  }
+  get content_length(): bigint {
+    const n = Number(this.first('content-length') ?? 0);
+    return Number.isSafeInteger(n) && n >= 0 ? BigInt(n) : 0n;
+  }
+  get content_type(): string {
+    const raw = this.first('content-type') ?? '';
+    return raw.split(';')[0]!.trim().toLowerCase();
+  }
+  get location(): string {
+    return this.first('location') ?? '';
+  }
+  /** Called by the runner after an action edited this message's headers. */
+  setHeaderChanges(changes: HeaderChanges): void {
+    this.#changes = changes;
+    this.#map = undefined;
+    this.#canonical = undefined;
+  }
+}
+
+export class ReqVars extends MessageVars {
+  readonly #in: RequestInput;
+  #target: string;
+  #url: UrlVars | undefined;
+  constructor(input: RequestInput) {
+    super(input.headers);
+    this.#in = input;
+    this.#target = input.url;
+  }
+  get method(): string {
+    return this.#in.method.toUpperCase();
+  }
+  get host(): string {
+    return this.#in.host ?? firstHeader(this.#in.headers, 'host') ?? '';
+  }
+  get url(): UrlVars {
+    return (this.#url ??= new UrlVars(this.#in.scheme ?? 'http', this.host, this.#target));
+  }
+  get version(): string {
+    return this.#in.version ?? '1.1';
+  }
+  get content_encoding(): string[] {
+    const raw = this.first('content-encoding');
+    return raw ? raw.split(',').map((s) => s.trim().toLowerCase()) : [];
+  }
+  /** The request target after url-rewrite (path and query). */
+  get target(): string {
+    return this.#target;
+  }
+  /** Called by url-rewrite, so later rules see the new URL. */
+  setTarget(target: string): void {
+    this.#target = target;
+    this.#url = undefined;
+  }
+}
+
+export class ResVars extends MessageVars {
+  readonly #in: ResponseInput;
+  constructor(input: ResponseInput) {
+    super(input.headers);
+    this.#in = input;
+  }
+  get status_code(): bigint {
+    return BigInt(this.#in.status_code);
+  }
+}
+
+export class TimeVars {
+  readonly #clock: () => number;
+  #now: Date | undefined;
+  constructor(clock: () => number) {
+    this.#clock = clock;
+  }
+  get now(): Date {
+    return (this.#now ??= new Date(this.#clock()));
+  }
+}
+
+/** What one evaluation sees: the CEL root variables. */
+export interface Activation {
+  conn: ConnVars;
+  endpoint: EndpointVars;
+  time: TimeVars;
+  vars: Record<string, unknown>;
+  req?: ReqVars;
+  res?: ResVars;
+}
