@@ -3,6 +3,7 @@ import { ConfigError, loadServerConfig, SERVER_OPTIONS } from '../core/config.js
 import { createLogger } from '../core/logger.js';
 import { createRepositories, openStore } from '../store/index.js';
 import { startServer, storeSettings } from './server.js';
+import { registerTunnelCommands } from './tunnel-commands.js';
 
 function collectFlags(
   opts: Record<string, string | undefined>,
@@ -82,6 +83,8 @@ export function buildCli(): Command {
         await store.close();
       }
     });
+
+  registerTunnelCommands(program);
 
   return program;
 }

@@ -1,8 +1,13 @@
+import { createServer as createHttpServer, type Server } from 'node:http';
+import { createServer as createNetServer } from 'node:net';
+import { once } from 'node:events';
 import type { FastifyInstance } from 'fastify';
 import type { ServerConfig } from '../core/config.js';
 import { splitHostPort } from '../core/hostname.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { buildApi } from '../api/app.js';
+import { onlineStateOf } from '../api/online.js';
+import { startEdge, type Edge } from '../edge/edge.js';
 import { createRepositories, openStore, type Repositories, type Store } from '../store/index.js';
 
 /** A running `burrow server`. */
@@ -11,9 +16,11 @@ export interface RunningServer {
   store: Store;
   repos: Repositories;
   api: FastifyInstance | undefined;
+  edge: Edge | undefined;
   /** The API's bound address (host:port), with the real port when 0 was asked for. */
   apiAddress: string | undefined;
-  close(): Promise<void>;
+  /** Stop accepting, let requests in flight finish (up to `graceMs`), close everything. */
+  close(graceMs?: number): Promise<void>;
 }
 
 /** The repositories' view of the server configuration. */
@@ -22,13 +29,44 @@ export function storeSettings(config: ServerConfig) {
     baseDomain: config.baseDomain,
     tcpHost: config.tcpHost,
     tcpPorts: config.tcpPorts,
-    httpsPort: splitHostPort(config.httpsListen)!.port,
+    httpsPort: splitHostPort(config.httpsListen)?.port ?? 443,
   };
 }
 
+function hostAndPort(listen: string): { host: string; port: number } {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(listen)!;
+  return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+}
+
+/** A free port on `host`, for `--api-listen host:0` (the API's uris need the port before it binds). */
+async function freePort(host: string): Promise<number> {
+  const probe = createNetServer();
+  probe.listen(0, host);
+  await once(probe, 'listening');
+  const port = (probe.address() as { port: number }).port;
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+async function startMetricsListener(listen: string, render: () => string): Promise<Server> {
+  const server = createHttpServer((req, res) => {
+    if (req.url?.split('?')[0] !== '/metrics') {
+      res
+        .writeHead(404, { 'content-type': 'text/plain' })
+        .end('Not Found: metrics are at /metrics\n');
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(render());
+  });
+  const { host, port } = hostAndPort(listen);
+  server.listen(port, host);
+  await once(server, 'listening');
+  return server;
+}
+
 /**
- * Start the processes `--role` asks for: the API (and, with the edge, the agent listener and
- * ingress) over one store.
+ * Start the processes `--role` asks for: the API and the edge (agent listener, public ingress)
+ * over one store.
  */
 export async function startServer(
   config: ServerConfig,
@@ -37,19 +75,33 @@ export async function startServer(
   const store = await openStore({ database: config.database, dataDir: config.dataDir });
   const repos = createRepositories(store, storeSettings(config));
   let api: FastifyInstance | undefined;
+  let edge: Edge | undefined;
+  let metricsServer: Server | undefined;
   let apiAddress: string | undefined;
   try {
+    if (config.role !== 'api') {
+      edge = await startEdge({ config, repos, logger });
+    }
+    const renderMetrics = edge ? () => edge!.metrics.render() : undefined;
+    if (renderMetrics && config.metricsListen) {
+      metricsServer = await startMetricsListener(config.metricsListen, renderMetrics);
+      logger.info({ address: config.metricsListen }, 'metrics listening');
+    }
     if (config.role !== 'edge') {
+      const { host, port: askedPort } = hostAndPort(config.apiListen);
+      const port = askedPort === 0 ? await freePort(host) : askedPort;
+      const listenHost = host.includes(':') ? `[${host}]` : host;
+      const explicitUrl = config.publicApiUrl !== `http://${config.apiListen}`;
       api = await buildApi({
         repos,
-        publicApiUrl: config.publicApiUrl,
+        publicApiUrl: explicitUrl ? config.publicApiUrl : `http://${listenHost}:${port}`,
         rateLimit: config.apiRateLimit,
         logger: logger.child({ component: 'api' }),
+        online: edge ? onlineStateOf(edge.registry) : undefined,
+        metrics: config.metricsListen ? undefined : renderMetrics,
       });
-      const { host, port } = splitHostPort(config.apiListen)!;
-      await api.listen({ host: host.replace(/^\[|\]$/g, ''), port });
-      const addr = api.server.address();
-      apiAddress = addr && typeof addr === 'object' ? `${host}:${addr.port}` : config.apiListen;
+      await api.listen({ host, port });
+      apiAddress = `${listenHost}:${port}`;
       logger.info({ address: apiAddress, database: store.location }, 'API listening');
       if ((await repos.apiKeys.count()) === 0) {
         const where = config.database
@@ -62,18 +114,26 @@ export async function startServer(
     }
   } catch (err) {
     await api?.close();
+    await edge?.close();
+    metricsServer?.close();
     await store.close();
     throw err;
   }
+  let closing: Promise<void> | undefined;
   return {
     config,
     store,
     repos,
     api,
+    edge,
     apiAddress,
-    async close() {
-      await api?.close();
-      await store.close();
+    close(graceMs = 10_000) {
+      closing ??= (async () => {
+        await Promise.all([api?.close(), edge?.drain(graceMs)]);
+        metricsServer?.close();
+        await store.close();
+      })();
+      return closing;
     },
   };
 }

@@ -1,0 +1,102 @@
+/**
+ * The agent config file of the CLI quick tunnels: the server, authtoken and CA of the user, so
+ * `burrow http 3000` works without flags. It lives in the user's config folder, readable by the
+ * user alone because it holds a secret.
+ */
+import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+
+/** What the config file holds (other keys are kept as they are). */
+export interface AgentConfig {
+  /** The edge's agent listener, host:port. */
+  server_addr?: string;
+  authtoken?: string;
+  /** Absolute path of the CA file that signed the agent listener's certificate. */
+  ca?: string;
+}
+
+/** The agent listener of a `burrow server` with default flags. */
+export const DEFAULT_SERVER_ADDR = '127.0.0.1:4443';
+
+/**
+ * `$XDG_CONFIG_HOME/burrow/config.yaml`, else `~/.config/burrow/config.yaml`.
+ * @example agentConfigPath({ XDG_CONFIG_HOME: '/tmp/cfg' }) // '/tmp/cfg/burrow/config.yaml'
+ */
+export function agentConfigPath(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_CONFIG_HOME || join(env.HOME || homedir(), '.config');
+  return join(base, 'burrow', 'config.yaml');
+}
+
+function readRaw(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return {};
+    throw new Error(`cannot read the config file ${path}: ${(err as Error).message}`);
+  }
+  const parsed = parseYaml(text) as unknown;
+  if (parsed === null || parsed === undefined) return {};
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new Error(`the config file ${path} must hold a YAML mapping (key: value lines)`);
+  }
+  return parsed as Record<string, unknown>;
+}
+
+/**
+ * The config file's settings; an absent file is an empty config.
+ * @example const { authtoken } = readAgentConfig(agentConfigPath());
+ */
+export function readAgentConfig(path: string): AgentConfig {
+  const raw = readRaw(path);
+  const text = (key: string): string | undefined =>
+    typeof raw[key] === 'string' && raw[key] !== '' ? raw[key] : undefined;
+  return { server_addr: text('server_addr'), authtoken: text('authtoken'), ca: text('ca') };
+}
+
+/**
+ * Merge `changes` into the config file and write it atomically with mode 0600 (its folder 0700).
+ * A relative CA path is stored as an absolute one, so the file works from any folder.
+ * @example writeAgentConfig(agentConfigPath(), { authtoken: 'tok', server_addr: 'edge.example.com:4443' });
+ */
+export function writeAgentConfig(path: string, changes: AgentConfig): void {
+  const raw = readRaw(path);
+  for (const [key, value] of Object.entries(changes)) {
+    if (value === undefined) continue;
+    raw[key] = key === 'ca' ? resolve(value as string) : value;
+  }
+  mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
+  const temp = `${path}.${process.pid}.tmp`;
+  writeFileSync(temp, stringifyYaml(raw), { mode: 0o600 });
+  // The mode given to writeFileSync is masked by the umask; the secret must not be readable by others.
+  chmodSync(temp, 0o600);
+  renameSync(temp, path);
+}
+
+/** The settings a tunnel command runs with. */
+export interface TunnelSettings {
+  serverAddr: string;
+  authtoken: string | undefined;
+  ca: string | undefined;
+}
+
+/**
+ * Settings by precedence: flags, then environment (`BURROW_AUTHTOKEN`, `BURROW_SERVER_ADDR`,
+ * `BURROW_CA`), then the config file, then the default server.
+ * @example resolveTunnelSettings({ server: undefined, authtoken: 'x' }, process.env, readAgentConfig(path))
+ */
+export function resolveTunnelSettings(
+  flags: { server?: string | undefined; authtoken?: string | undefined; ca?: string | undefined },
+  env: NodeJS.ProcessEnv,
+  file: AgentConfig,
+): TunnelSettings {
+  const pick = (...values: Array<string | undefined>): string | undefined =>
+    values.find((v) => v !== undefined && v !== '');
+  return {
+    serverAddr: pick(flags.server, env.BURROW_SERVER_ADDR, file.server_addr) ?? DEFAULT_SERVER_ADDR,
+    authtoken: pick(flags.authtoken, env.BURROW_AUTHTOKEN, file.authtoken),
+    ca: pick(flags.ca, env.BURROW_CA, file.ca),
+  };
+}

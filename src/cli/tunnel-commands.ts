@@ -1,0 +1,222 @@
+/**
+ * The CLI quick tunnels: `burrow http 3000`, `burrow tcp 22`, `burrow tls 443`, and
+ * `burrow config add-authtoken` to store the server, token and CA once.
+ */
+import { readFileSync } from 'node:fs';
+import type { Command } from 'commander';
+import {
+  BurrowAgentError,
+  connect,
+  parseLocalAddress,
+  type Endpoint,
+  type HttpExchange,
+  type Session,
+} from '../sdk/index.js';
+import {
+  agentConfigPath,
+  readAgentConfig,
+  resolveTunnelSettings,
+  writeAgentConfig,
+} from './agent-config.js';
+
+type TunnelProto = 'http' | 'tcp' | 'tls';
+
+interface TunnelFlags {
+  domain?: string;
+  addr?: string;
+  policyFile?: string;
+  server?: string;
+  authtoken?: string;
+  ca?: string;
+  config?: string;
+}
+
+/** Where the command writes: the URL and request log to `out`, status changes to `err`. */
+export interface TunnelIo {
+  out: NodeJS.WritableStream;
+  err: NodeJS.WritableStream;
+}
+
+function clock(): string {
+  return new Date().toTimeString().slice(0, 8) + '.' + String(Date.now() % 1000).padStart(3, '0');
+}
+
+/**
+ * One line of the request log: time, method, path, status, duration.
+ * @example formatExchange({ method: 'GET', path: '/', status: 200, durationMs: 3.2, clientAddr: '' }) // '12:00:01.234 GET    / 200 3ms'
+ */
+export function formatExchange(x: HttpExchange): string {
+  const status = x.status === 0 ? '---' : String(x.status);
+  return `${clock()} ${x.method.padEnd(6)} ${x.path} ${status} ${Math.round(x.durationMs)}ms`;
+}
+
+function describeError(err: unknown): string {
+  if (err instanceof BurrowAgentError && err.code) return `${err.message} (${err.code})`;
+  return err instanceof Error ? err.message : String(err);
+}
+
+function readPolicyFile(path: string | undefined): string | undefined {
+  if (path === undefined) return undefined;
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new Error(`cannot read the policy file ${path}: ${(err as Error).message}`);
+  }
+}
+
+async function openEndpoint(
+  session: Session,
+  proto: TunnelProto,
+  target: string,
+  flags: TunnelFlags,
+  trafficPolicy: string | undefined,
+): Promise<Endpoint> {
+  switch (proto) {
+    case 'http':
+      return session.httpEndpoint({ domain: flags.domain, trafficPolicy, forward: target });
+    case 'tcp':
+      return session.tcpEndpoint({ addr: flags.addr, trafficPolicy, forward: target });
+    case 'tls':
+      return session.tlsEndpoint({ domain: flags.domain, trafficPolicy, forward: target });
+  }
+}
+
+/**
+ * Run one quick tunnel until SIGINT/SIGTERM (or the server stops it): connect, bind, print
+ * `Forwarding <url> -> <target>`, then log each request (http) or connection (tcp, tls).
+ * Resolves with the exit code.
+ * @example process.exitCode = await runTunnel('http', '3000', { authtoken }, { out: process.stdout, err: process.stderr });
+ */
+export async function runTunnel(
+  proto: TunnelProto,
+  target: string,
+  flags: TunnelFlags,
+  io: TunnelIo,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<number> {
+  parseLocalAddress(target); // a bad target fails before anything is dialled
+  const trafficPolicy = readPolicyFile(flags.policyFile);
+  const settings = resolveTunnelSettings(
+    flags,
+    env,
+    readAgentConfig(flags.config ?? agentConfigPath(env)),
+  );
+  if (!settings.authtoken) {
+    throw new Error(
+      'no authtoken: pass --authtoken, set BURROW_AUTHTOKEN, or store one with `burrow config add-authtoken <token>`',
+    );
+  }
+  let session: Session;
+  let endpoint: Endpoint;
+  try {
+    session = await connect({
+      serverAddr: settings.serverAddr,
+      authtoken: settings.authtoken,
+      ca: settings.ca,
+      metadata: `burrow ${proto} ${target}`,
+    });
+  } catch (err) {
+    throw new Error(describeError(err));
+  }
+  try {
+    endpoint = await openEndpoint(session, proto, target, flags, trafficPolicy);
+  } catch (err) {
+    await session.close();
+    throw new Error(describeError(err));
+  }
+  const say = (line: string): boolean => io.err.write(`${clock()} ${line}\n`);
+  session.on('disconnected', (reason) =>
+    say(`session lost${reason ? ` (${reason.message})` : ''}; reconnecting`),
+  );
+  session.on('error', (err) => say(describeError(err)));
+  session.on('connected', ({ resumed }) => {
+    if (resumed) say(`session back online: ${endpoint.url}`);
+  });
+  endpoint.on('forward-error', (err) => say(describeError(err)));
+  if (proto === 'http') endpoint.on('request', (x) => io.out.write(`${formatExchange(x)}\n`));
+  else
+    endpoint.on('connection', (c) => io.out.write(`${clock()} connection from ${c.clientAddr}\n`));
+  io.out.write(`Forwarding ${endpoint.url} -> ${endpoint.forwardsTo}\n`);
+
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (code: number): void => {
+      if (stopping) return;
+      stopping = true;
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      const unbind = endpoint.closed ? Promise.resolve() : endpoint.close().catch(() => undefined);
+      const deadline = new Promise((r) => setTimeout(r, 2000).unref());
+      void Promise.race([unbind, deadline])
+        .then(() => session.close())
+        .then(() => resolve(code));
+    };
+    const onSignal = (): void => stop(0);
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    endpoint.on('close', (err) => {
+      if (err) {
+        say(`the server stopped the endpoint: ${describeError(err)}`);
+        stop(1);
+      }
+    });
+    session.on('stop', () => say('the server asked this agent to stop'));
+    session.on('close', () => stop(0));
+  });
+}
+
+/**
+ * Register `http`, `tcp`, `tls` and `config add-authtoken` on the `burrow` program.
+ * @example registerTunnelCommands(program);
+ */
+export function registerTunnelCommands(program: Command): void {
+  const kinds: Array<[TunnelProto, string]> = [
+    ['http', 'put a local HTTP service online (e.g. burrow http 3000)'],
+    ['tcp', 'put a local TCP service online (e.g. burrow tcp 22)'],
+    ['tls', 'put a local TLS service online, TLS passed through (e.g. burrow tls 443)'],
+  ];
+  for (const [proto, description] of kinds) {
+    const cmd = program
+      .command(proto)
+      .description(description)
+      .argument('<target>', 'port, host:port or URL of the local service');
+    if (proto === 'tcp')
+      cmd.option('--addr <host:port>', 'a reserved TCP address (default: random port)');
+    else cmd.option('--domain <name>', 'the name to serve (default: a random name)');
+    cmd
+      .option('--policy-file <file>', 'traffic policy document (YAML or JSON) for the endpoint')
+      .option(
+        '--server <host:port>',
+        'the edge agent listener [env BURROW_SERVER_ADDR] (default: config file, else 127.0.0.1:4443)',
+      )
+      .option('--authtoken <token>', 'authtoken [env BURROW_AUTHTOKEN] (default: config file)')
+      .option('--ca <file>', "the server's CA certificate, <data-dir>/ca.pem [env BURROW_CA]")
+      .option('--config <file>', 'agent config file (default: ~/.config/burrow/config.yaml)')
+      .action(async (target: string, flags: TunnelFlags) => {
+        const code = await runTunnel(proto, target, flags, {
+          out: process.stdout,
+          err: process.stderr,
+        });
+        process.exit(code);
+      });
+  }
+
+  const config = program
+    .command('config')
+    .description("manage the agent config file of 'burrow http|tcp|tls'");
+  config
+    .command('add-authtoken')
+    .description(
+      'store an authtoken (and optionally the server and its CA) in the agent config file',
+    )
+    .argument('<token>', 'the authtoken (POST /credentials)')
+    .option('--server <host:port>', 'the edge agent listener to use by default')
+    .option('--ca <file>', "the server's CA certificate file")
+    .option('--config <file>', 'agent config file (default: ~/.config/burrow/config.yaml)')
+    .action((token: string, flags: { server?: string; ca?: string; config?: string }) => {
+      const path = flags.config ?? agentConfigPath();
+      if (flags.ca !== undefined) readFileSync(flags.ca); // fail now, not at the first tunnel
+      writeAgentConfig(path, { authtoken: token, server_addr: flags.server, ca: flags.ca });
+      process.stdout.write(`Authtoken saved to ${path}\n`);
+    });
+}

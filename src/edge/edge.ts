@@ -1,0 +1,131 @@
+import { join } from 'node:path';
+import type { ServerConfig } from '../core/config.js';
+import { isAtOrUnder, splitHostPort } from '../core/hostname.js';
+import type { Logger } from '../core/logger.js';
+import type { Repositories } from '../store/index.js';
+import { startAgentListener, type AgentListener } from './agent-listener.js';
+import { CERTS_DIR, CertificateStore, LocalCa, wildcardSanFor } from './certificates.js';
+import { startIngress, type Ingress } from './ingress.js';
+import { EdgeMetrics } from './metrics.js';
+import { TunnelRegistry } from './tunnel-registry.js';
+
+/** A running edge: the agent listener and the public ingress over one tunnel registry. */
+export interface Edge {
+  registry: TunnelRegistry;
+  metrics: EdgeMetrics;
+  ca: LocalCa;
+  agentAddress: string;
+  httpAddress: string;
+  httpsAddress: string;
+  /**
+   * SIGTERM: stop accepting, let open requests finish for up to `graceMs`, tell agents to
+   * reconnect elsewhere, then close everything.
+   */
+  drain(graceMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface EdgeOptions {
+  config: ServerConfig;
+  repos: Repositories;
+  logger: Logger;
+}
+
+function portOf(listen: string): number {
+  return splitHostPort(listen.replace(/:0$/, ':1'))?.port ?? 0;
+}
+
+/**
+ * Start the edge: load (or create) the local CA, listen for agents on `--agent-listen`, serve
+ * public traffic on `--http-listen`, `--https-listen` and the TCP ports of online tunnels.
+ * @example const edge = await startEdge({ config, repos, logger }); await edge.drain();
+ */
+export async function startEdge(options: EdgeOptions): Promise<Edge> {
+  const { config, repos } = options;
+  const logger = options.logger.child({ component: 'edge' });
+  const ca = await LocalCa.loadOrCreate(config.dataDir);
+  const registry = new TunnelRegistry();
+  const metrics = new EdgeMetrics();
+  const baseWildcard = `*.${config.baseDomain}`;
+
+  // Certificates only for names this edge serves, so nobody can make it mint arbitrary ones.
+  const certificates = new CertificateStore({
+    ca,
+    certsDir: join(config.dataDir, CERTS_DIR),
+    logger,
+    nameAllowed: async (name) =>
+      registry.byHost(name) !== undefined ||
+      isAtOrUnder(name, config.baseDomain) ||
+      (await repos.reservedDomains.findCovering(name)) !== undefined,
+    sanFor: async (name) => {
+      if (isAtOrUnder(name, config.baseDomain)) return wildcardSanFor(name, baseWildcard);
+      const reserved = await repos.reservedDomains.findCovering(name);
+      return reserved ? wildcardSanFor(name, reserved.domain) : [name];
+    },
+  });
+
+  let agents: AgentListener | undefined;
+  let ingress: Ingress | undefined;
+  try {
+    ingress = await startIngress({
+      httpListen: config.httpListen,
+      httpsListen: config.httpsListen,
+      registry,
+      metrics,
+      certificates,
+      logger,
+    });
+    agents = await startAgentListener({
+      listen: config.agentListen,
+      repos,
+      registry,
+      metrics,
+      logger,
+      ca,
+      certsDir: join(config.dataDir, CERTS_DIR),
+      settings: {
+        baseDomain: config.baseDomain,
+        tcpHost: config.tcpHost,
+        tcpPorts: config.tcpPorts,
+        httpsPort: portOf(ingress.httpsAddress),
+        httpPort: portOf(ingress.httpAddress),
+      },
+    });
+  } catch (err) {
+    await ingress?.close();
+    throw err;
+  }
+  const started = { agents, ingress };
+  logger.info(
+    {
+      agents: agents.address,
+      http: ingress.httpAddress,
+      https: ingress.httpsAddress,
+      ca: join(config.dataDir, 'ca.pem'),
+    },
+    'edge listening',
+  );
+
+  let closing: Promise<void> | undefined;
+  const drain = (graceMs = 10_000): Promise<void> =>
+    (closing ??= (async () => {
+      // Public side first: stop accepting and let requests in flight finish through their agents.
+      await started.ingress.drain(graceMs);
+      await started.agents.drain(
+        'the edge is shutting down; reconnect to another edge',
+        Math.min(graceMs, 5000),
+      );
+      await started.agents.close();
+      await started.ingress.close();
+    })());
+  return {
+    registry,
+    metrics,
+    ca,
+    agentAddress: agents.address,
+    httpAddress: ingress.httpAddress,
+    httpsAddress: ingress.httpsAddress,
+    drain,
+    close: () => drain(0),
+  };
+}

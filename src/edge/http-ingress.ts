@@ -1,0 +1,383 @@
+/**
+ * The HTTP side of the ingress: one http.Server for plain connections (`--http-listen`) and for
+ * TLS-terminated ones handed over by the SNI router. Requests are routed by Host to an online
+ * http/https tunnel and streamed through it in both directions with back-pressure; upgrades
+ * (WebSocket) become raw relays.
+ */
+import {
+  createServer,
+  request,
+  type ClientRequest,
+  type IncomingMessage,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import type { Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
+import type { Logger } from '../core/logger.js';
+import type { EndpointMeter, EndpointMeters } from './endpoint-meters.js';
+import {
+  INGRESS_ERRORS,
+  rawErrorResponse,
+  sendErrorPage,
+  type IngressError,
+} from './error-pages.js';
+import {
+  forwardRequestHeaders,
+  forwardResponseHeaders,
+  requestHasBody,
+  requestHead,
+  routingHost,
+} from './http-forwarding.js';
+import {
+  clientAddr,
+  clientIp,
+  connectTunnel,
+  INGRESS_HIGH_WATER_MARK,
+  relay,
+  type Relay,
+} from './proxy.js';
+import { TunnelAgent, type TunnelRequestArgs } from './tunnel-agent.js';
+import type { OnlineTunnel, ProxyInfo, TunnelRegistry } from './tunnel-registry.js';
+
+export interface HttpIngressOptions {
+  registry: TunnelRegistry;
+  meters: EndpointMeters;
+  logger?: Logger | undefined;
+  /** Wait for a tunnel stream this long before answering 502. Default 10 s. */
+  connectTimeoutMs?: number | undefined;
+  /** Keep-alive tunnel streams unused this long are closed. Default 15 s. */
+  idleStreamMs?: number | undefined;
+  /** An idle public keep-alive connection is closed after this long. Default 60 s. */
+  keepAliveTimeoutMs?: number | undefined;
+}
+
+/** What the ingress tracks per public connection, for byte and connection counts. */
+interface ConnectionState {
+  /** The socket bytes are read from: the TCP socket under a TLS one. */
+  wire: Socket;
+  meter: EndpointMeter | undefined;
+  closeConnection: (() => void) | undefined;
+  read: number;
+  written: number;
+}
+
+function servesHttp(tunnel: OnlineTunnel): boolean {
+  return tunnel.proto === 'http' || tunnel.proto === 'https';
+}
+
+/** The public protocol of a request: https when the ingress terminated TLS for it. */
+function publicProto(socket: Duplex): 'http' | 'https' {
+  return (socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http';
+}
+
+/**
+ * @example
+ * const ingress = new HttpIngress({ registry, meters });
+ * ingress.server.listen(8080, '127.0.0.1');
+ */
+export class HttpIngress {
+  readonly server: Server;
+  private readonly registry: TunnelRegistry;
+  private readonly meters: EndpointMeters;
+  private readonly logger: Logger | undefined;
+  private readonly connectTimeoutMs: number | undefined;
+  private readonly idleStreamMs: number | undefined;
+  private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
+  private readonly connections = new WeakMap<Duplex, ConnectionState>();
+  private readonly open = new Set<Duplex>();
+  private readonly relays = new Set<Relay>();
+  private draining = false;
+
+  constructor(options: HttpIngressOptions) {
+    this.registry = options.registry;
+    this.meters = options.meters;
+    this.logger = options.logger;
+    this.connectTimeoutMs = options.connectTimeoutMs;
+    this.idleStreamMs = options.idleStreamMs;
+    // Uploads may take longer than Node's 5-minute request timeout; headers may not dawdle.
+    this.server = createServer({
+      requestTimeout: 0,
+      headersTimeout: 30_000,
+      highWaterMark: INGRESS_HIGH_WATER_MARK,
+    });
+    this.server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 60_000;
+    this.server.on('connection', (socket: Duplex) => this.track(socket, socket as Socket));
+    this.server.on('request', this.onRequest);
+    this.server.on('checkContinue', this.onRequest);
+    this.server.on('upgrade', this.onUpgrade);
+  }
+
+  /** Serve a TLS connection the SNI router terminated; `wire` is the TCP socket under it. */
+  acceptTls(tlsSocket: Duplex, wire: Socket): void {
+    this.track(tlsSocket, wire);
+    this.server.emit('connection', tlsSocket);
+  }
+
+  /** Public connections (plain and TLS) and relays still open. */
+  get openConnections(): number {
+    return this.open.size + this.relays.size;
+  }
+
+  /** Stop keeping connections alive: each closes after its current response. */
+  startDraining(): void {
+    this.draining = true;
+    this.server.closeIdleConnections();
+  }
+
+  /** Close idle keep-alive connections now (drain calls this as requests finish). */
+  closeIdle(): void {
+    this.server.closeIdleConnections();
+  }
+
+  /** Close every connection and relay now. */
+  destroyAll(): void {
+    for (const relayed of this.relays) relayed.destroy();
+    for (const socket of this.open) socket.destroy();
+    this.server.closeAllConnections();
+    for (const agent of this.agents.values()) agent.destroy();
+    this.agents.clear();
+  }
+
+  /** A tunnel went offline: close the streams kept for it once their requests are done. */
+  tunnelRemoved(tunnel: OnlineTunnel): void {
+    const agent = this.agents.get(tunnel);
+    if (!agent) return;
+    this.agents.delete(tunnel);
+    agent.retire();
+  }
+
+  private track(socket: Duplex, wire: Socket): void {
+    if (this.connections.has(socket)) return;
+    const state: ConnectionState = {
+      wire,
+      meter: undefined,
+      closeConnection: undefined,
+      read: wire.bytesRead,
+      written: wire.bytesWritten,
+    };
+    this.connections.set(socket, state);
+    this.open.add(socket);
+    socket.once('close', () => {
+      this.open.delete(socket);
+      this.countBytes(state);
+      state.closeConnection?.();
+    });
+  }
+
+  /** Add the bytes the connection moved since last time to its endpoint. */
+  private countBytes(state: ConnectionState): void {
+    if (!state.meter) return;
+    const read = state.wire.bytesRead;
+    const written = state.wire.bytesWritten;
+    state.meter.bytesIn.inc(read - state.read);
+    state.meter.bytesOut.inc(written - state.written);
+    state.read = read;
+    state.written = written;
+  }
+
+  /** The connection's state, attributing it to `meter` when it is its first routed request. */
+  private attribute(socket: Duplex, meter: EndpointMeter): ConnectionState | undefined {
+    const state = this.connections.get(socket);
+    if (state && state.meter !== meter) {
+      this.countBytes(state);
+      if (!state.closeConnection) state.closeConnection = this.meters.connectionOpened(meter);
+      state.meter = meter;
+    }
+    return state;
+  }
+
+  private agentFor(tunnel: OnlineTunnel): TunnelAgent {
+    let agent = this.agents.get(tunnel);
+    if (!agent) {
+      agent = new TunnelAgent(tunnel, {
+        connectTimeoutMs: this.connectTimeoutMs,
+        idleMs: this.idleStreamMs,
+      });
+      this.agents.set(tunnel, agent);
+    }
+    return agent;
+  }
+
+  /** The tunnel for `req`, or undefined after answering it with an error page. */
+  private route(req: IncomingMessage, res: ServerResponse): OnlineTunnel | undefined {
+    const host = routingHost(req.headers.host);
+    if (host === undefined) {
+      this.meters.unrouted.request(INGRESS_ERRORS.missingHost.status);
+      sendErrorPage(req, res, INGRESS_ERRORS.missingHost, '');
+      return undefined;
+    }
+    const tunnel = this.registry.byHost(host);
+    if (!tunnel || !servesHttp(tunnel)) {
+      this.meters.unrouted.request(INGRESS_ERRORS.tunnelNotFound.status);
+      sendErrorPage(req, res, INGRESS_ERRORS.tunnelNotFound, host);
+      return undefined;
+    }
+    return tunnel;
+  }
+
+  private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    if (this.draining) res.shouldKeepAlive = false;
+    const tunnel = this.route(req, res);
+    if (!tunnel) return;
+    const meter = this.meters.of(tunnel);
+    const state = this.attribute(req.socket, meter);
+    res.once('close', () => {
+      // 499: the client went away before an answer (nginx's convention).
+      meter.request(res.headersSent ? res.statusCode : 499);
+      if (state) this.countBytes(state);
+    });
+    this.forward(req, res, tunnel, 0);
+  };
+
+  private forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    tunnel: OnlineTunnel,
+    attempt: number,
+  ): void {
+    const socket = req.socket;
+    const proto = publicProto(socket);
+    const proxyInfo: ProxyInfo = {
+      clientAddr: clientAddr(socket),
+      proto,
+      edgeType: '',
+      passthroughTls: false,
+    };
+    const agent = this.agentFor(tunnel);
+    const args: TunnelRequestArgs = {
+      agent,
+      method: req.method,
+      path: req.url,
+      headers: forwardRequestHeaders(req, { proto, clientIp: clientIp(socket) }),
+      setHost: false,
+      proxyInfo,
+    };
+    let upstream: ClientRequest;
+    try {
+      upstream = request(args);
+    } catch (err) {
+      // Node refuses some paths and headers its own parser let through; never crash on them.
+      this.fail(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
+      return;
+    }
+    const hasBody = requestHasBody(req);
+
+    upstream.on('response', (up) => this.respond(req, res, up));
+    upstream.on('continue', () => {
+      if (!res.headersSent) res.writeContinue();
+    });
+    upstream.on('error', (err: NodeJS.ErrnoException) => {
+      if (res.headersSent || res.destroyed) {
+        res.destroy();
+        return;
+      }
+      // A kept-alive stream may have been closed by the agent's service just as it was reused;
+      // a request that sent no body can safely go again, on a fresh stream.
+      const stillOnline = this.registry.tunnel(tunnel.id) === tunnel;
+      if (attempt === 0 && upstream.reusedSocket && !hasBody && stillOnline) {
+        agent.dropIdle(proxyInfo);
+        this.forward(req, res, tunnel, 1);
+        return;
+      }
+      this.logger?.debug(
+        { err, tunnel: tunnel.id, host: req.headers.host },
+        'tunnel request failed',
+      );
+      req.unpipe(upstream);
+      this.fail(req, res, INGRESS_ERRORS.tunnelUnreachable, err.code ?? err.message);
+    });
+    res.once('close', () => {
+      // The client left before the whole answer: the stream is mid-message and cannot be reused.
+      if (!res.writableFinished) upstream.destroy();
+    });
+
+    if (hasBody) req.pipe(upstream);
+    else upstream.end();
+  }
+
+  /** Answer with an error page, discarding what is left of the request body. */
+  private fail(req: IncomingMessage, res: ServerResponse, error: IngressError, detail: string) {
+    // Nobody will read the rest of the body now; drop it so the answer gets through.
+    if (!req.complete) req.resume();
+    sendErrorPage(req, res, error, routingHost(req.headers.host) ?? '', detail);
+  }
+
+  private respond(req: IncomingMessage, res: ServerResponse, up: IncomingMessage): void {
+    if (res.destroyed) {
+      up.destroy();
+      return;
+    }
+    if (this.draining) res.shouldKeepAlive = false;
+    try {
+      res.writeHead(up.statusCode ?? 502, up.statusMessage, forwardResponseHeaders(up));
+    } catch (err) {
+      // An agent can send what Node will not repeat (a status outside 100-999, say).
+      up.destroy();
+      this.fail(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
+      return;
+    }
+    up.once('end', () => {
+      const trailers = up.rawTrailers;
+      if (trailers.length === 0) return;
+      const pairs: [string, string][] = [];
+      for (let i = 0; i < trailers.length; i += 2) pairs.push([trailers[i]!, trailers[i + 1]!]);
+      res.addTrailers(pairs);
+    });
+    up.once('close', () => {
+      // Cut off mid-body by the agent: the client must see a broken response, not a short one.
+      if (!up.complete) res.destroy();
+    });
+    up.pipe(res);
+  }
+
+  private readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    // The HTTP server dropped its own listeners when it handed the socket over.
+    socket.on('error', () => socket.destroy());
+    const host = routingHost(req.headers.host);
+    const tunnel = host === undefined ? undefined : this.registry.byHost(host);
+    if (!tunnel || !servesHttp(tunnel)) {
+      this.meters.unrouted.request(INGRESS_ERRORS.tunnelNotFound.status);
+      socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelNotFound, host ?? ''));
+      return;
+    }
+    const meter = this.meters.of(tunnel);
+    const state = this.attribute(socket, meter);
+    if (state) {
+      // From here on the relay counts this connection's bytes as they pass.
+      this.countBytes(state);
+      state.meter = undefined;
+    }
+    const proto = publicProto(socket);
+    const headers = forwardRequestHeaders(req, {
+      proto,
+      clientIp: clientIp(socket as Socket),
+      upgrade: true,
+    });
+    const info: ProxyInfo = {
+      clientAddr: clientAddr(socket as Socket),
+      proto,
+      edgeType: '',
+      passthroughTls: false,
+    };
+    connectTunnel(tunnel, info, this.connectTimeoutMs).then(
+      (stream) => {
+        if (socket.destroyed) {
+          stream.destroy();
+          return;
+        }
+        stream.write(requestHead(req, headers));
+        if (head.length > 0) stream.write(head);
+        // Counted when handed over; the agent's answer is relayed unparsed.
+        meter.request(101);
+        const relayed = relay(socket, stream, meter, () => this.relays.delete(relayed));
+        this.relays.add(relayed);
+      },
+      (err: NodeJS.ErrnoException) => {
+        meter.request(INGRESS_ERRORS.tunnelUnreachable.status);
+        const detail = err.code ?? err.message;
+        socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelUnreachable, host ?? '', detail));
+      },
+    );
+  };
+}

@@ -1,0 +1,152 @@
+/**
+ * The edge's public ingress: plain HTTP on `--http-listen`, HTTPS and TLS (by SNI) on
+ * `--https-listen`, and one port per TCP endpoint, all forwarding into online tunnels.
+ */
+import { once } from 'node:events';
+import type { AddressInfo, Server } from 'node:net';
+import type { Logger } from '../core/logger.js';
+import type { CertificateStore } from './certificate-store.js';
+import { EndpointMeters } from './endpoint-meters.js';
+import { HttpIngress } from './http-ingress.js';
+import type { EdgeMetrics } from './metrics.js';
+import { formatAddress, parseListenAddress } from './proxy.js';
+import { SniRouter } from './sni-router.js';
+import { TcpIngress } from './tcp-ingress.js';
+import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
+
+export interface IngressOptions {
+  /** `host:port` for plain HTTP; port 0 picks a free port. */
+  httpListen: string;
+  /** `host:port` for HTTPS and TLS passthrough. */
+  httpsListen: string;
+  /** Interface TCP endpoints listen on. Default: the host of `httpListen`. */
+  tcpBindHost?: string | undefined;
+  registry: TunnelRegistry;
+  metrics: EdgeMetrics;
+  certificates: CertificateStore;
+  /** Certificate for HTTPS clients that send no SNI; without it their handshake fails. */
+  defaultCertificate?: { certPem: string; keyPem: string } | undefined;
+  logger?: Logger | undefined;
+  /** How long to wait for an agent to accept a proxied connection. Default 10 s. */
+  connectTimeoutMs?: number | undefined;
+}
+
+export interface Ingress {
+  /** `host:port` the HTTP listener is bound to. */
+  httpAddress: string;
+  /** `host:port` the HTTPS listener is bound to. */
+  httpsAddress: string;
+  /** TCP endpoints: which ports listen, and waiting for one to be ready. */
+  tcp: Pick<TcpIngress, 'ports' | 'listening'>;
+  /** Stop now: listeners closed, every open connection cut. */
+  close(): Promise<void>;
+  /**
+   * Stop accepting, let open requests and connections finish for up to `graceMs`, then close.
+   * Keep-alive connections are closed as soon as their current response is sent.
+   */
+  drain(graceMs: number): Promise<void>;
+}
+
+async function listen(server: Server, address: string): Promise<string> {
+  const { host, port } = parseListenAddress(address);
+  server.listen(port, host);
+  await Promise.race([
+    once(server, 'listening'),
+    once(server, 'error').then(([err]: unknown[]) => {
+      throw err;
+    }),
+  ]);
+  return formatAddress(server.address() as AddressInfo);
+}
+
+/**
+ * Start the public listeners.
+ * @example
+ * const ingress = await startIngress({ httpListen: '127.0.0.1:8080', httpsListen: '127.0.0.1:8443',
+ *   registry, metrics, certificates, logger });
+ * process.once('SIGTERM', () => void ingress.drain(30_000));
+ */
+export async function startIngress(options: IngressOptions): Promise<Ingress> {
+  const { registry, logger } = options;
+  const meters = new EndpointMeters(options.metrics);
+  const http = new HttpIngress({
+    registry,
+    meters,
+    logger,
+    connectTimeoutMs: options.connectTimeoutMs,
+  });
+  const sni = new SniRouter({
+    registry,
+    meters,
+    http,
+    certificates: options.certificates,
+    defaultCertificate: options.defaultCertificate,
+    logger,
+    connectTimeoutMs: options.connectTimeoutMs,
+  });
+  const tcp = new TcpIngress({
+    registry,
+    meters,
+    bindHost: options.tcpBindHost ?? parseListenAddress(options.httpListen).host,
+    logger,
+    connectTimeoutMs: options.connectTimeoutMs,
+  });
+  const onRemoved = (tunnel: OnlineTunnel): void => {
+    http.tunnelRemoved(tunnel);
+    meters.tunnelRemoved(tunnel);
+  };
+
+  let httpAddress: string;
+  let httpsAddress: string;
+  try {
+    httpAddress = await listen(http.server, options.httpListen);
+    httpsAddress = await listen(sni.server, options.httpsListen);
+  } catch (err) {
+    http.server.close();
+    sni.server.close();
+    throw err;
+  }
+  registry.on('tunnel-removed', onRemoved);
+  tcp.start();
+  logger?.info({ http: httpAddress, https: httpsAddress }, 'ingress listening');
+
+  let closed: Promise<void> | undefined;
+  let drained: Promise<void> | undefined;
+  const openConnections = (): number =>
+    http.openConnections + sni.openConnections + tcp.openConnections;
+  const stopAccepting = async (): Promise<void> => {
+    if (http.server.listening) http.server.close();
+    if (sni.server.listening) sni.server.close();
+    await tcp.stopAccepting();
+  };
+
+  const close = (): Promise<void> => {
+    closed ??= (async () => {
+      registry.off('tunnel-removed', onRemoved);
+      await stopAccepting();
+      sni.destroyAll();
+      tcp.destroyAll();
+      http.destroyAll();
+      await new Promise((resolve) => setImmediate(resolve));
+    })();
+    return closed;
+  };
+
+  const drain = (graceMs: number): Promise<void> => {
+    drained ??= (async () => {
+      http.startDraining();
+      await stopAccepting();
+      const deadline = Date.now() + graceMs;
+      while (openConnections() > 0 && Date.now() < deadline) {
+        http.closeIdle();
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      const left = openConnections();
+      if (left > 0) logger?.warn({ connections: left }, 'drain grace over; closing connections');
+      await close();
+    })();
+    return drained;
+  };
+
+  return { httpAddress, httpsAddress, tcp, close, drain };
+}

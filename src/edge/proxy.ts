@@ -1,0 +1,154 @@
+/**
+ * Plumbing shared by the ingress listeners: the public client's address as the agent protocol
+ * writes it, opening a tunnel stream with a deadline, and relaying raw bytes both ways.
+ */
+import { pipeline, type Duplex } from 'node:stream';
+import type { OnlineTunnel, ProxyInfo } from './tunnel-registry.js';
+import type { EndpointMeter } from './endpoint-meters.js';
+
+/**
+ * Buffer per public socket and HTTP message before back-pressure applies. Node's 16 KiB default
+ * is below a single 64 KiB socket read, so every chunk would pause and resume its source; 256 KiB
+ * doubled HTTP bulk throughput in bench/ingress-throughput.ts and still bounds memory per
+ * connection.
+ */
+export const INGRESS_HIGH_WATER_MARK = 256 * 1024;
+
+/** Default wait for `tunnel.connect()` before the public side is answered with an error. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * The client's IP without the IPv4-mapped prefix Node gives dual-stack sockets.
+ * @example clientIp({ remoteAddress: '::ffff:203.0.113.7' }) // '203.0.113.7'
+ */
+export function clientIp(socket: { remoteAddress?: string | undefined }): string {
+  const ip = socket.remoteAddress ?? '';
+  return ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip;
+}
+
+/**
+ * `ip:port` as the ProxyHeader's ClientAddr carries it (IPv6 in brackets).
+ * @example clientAddr(socket) // '203.0.113.7:45678' or '[2001:db8::1]:45678'
+ */
+export function clientAddr(socket: {
+  remoteAddress?: string | undefined;
+  remotePort?: number | undefined;
+}): string {
+  const ip = clientIp(socket);
+  const port = socket.remotePort ?? 0;
+  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
+}
+
+/** Thrown when a tunnel did not hand over a stream in time. */
+export class TunnelConnectTimeoutError extends Error {
+  readonly code = 'ERR_BURROW_TUNNEL_CONNECT_TIMEOUT';
+  constructor(ms: number) {
+    super(`the agent did not accept the connection within ${ms} ms`);
+    this.name = 'TunnelConnectTimeoutError';
+  }
+}
+
+/**
+ * `tunnel.connect(info)`, failing after `timeoutMs`. A stream that arrives after the deadline is
+ * destroyed, so the agent is not left holding a connection nobody reads.
+ * @example const stream = await connectTunnel(tunnel, info, 10_000);
+ */
+export function connectTunnel(
+  tunnel: OnlineTunnel,
+  info: ProxyInfo,
+  timeoutMs = DEFAULT_CONNECT_TIMEOUT_MS,
+): Promise<Duplex> {
+  return new Promise((resolve, reject) => {
+    let settled = false;
+    const timer = setTimeout(() => {
+      settled = true;
+      reject(new TunnelConnectTimeoutError(timeoutMs));
+    }, timeoutMs);
+    let pending: Promise<Duplex>;
+    try {
+      pending = tunnel.connect(info);
+    } catch (err) {
+      pending = Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
+    pending.then(
+      (stream) => {
+        clearTimeout(timer);
+        if (settled) stream.destroy();
+        else resolve(stream);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        if (!settled) reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
+}
+
+/** An open relay between a public connection and a tunnel stream. */
+export interface Relay {
+  /** Close both sides now. */
+  destroy(): void;
+}
+
+/**
+ * Pipe `publicSide` and `tunnelSide` into each other until both directions ended, keeping
+ * half-closes (one side's FIN becomes an end() on the other, the reverse direction goes on) and
+ * back-pressure. An error or reset on either side closes both. Bytes are counted into `meter`
+ * as they pass; `onClose` runs once, when both sides are closed.
+ * @example relay(socket, stream, meter, () => open.delete(socket));
+ */
+export function relay(
+  publicSide: Duplex,
+  tunnelSide: Duplex,
+  meter: EndpointMeter | undefined,
+  onClose?: () => void,
+): Relay {
+  if (meter) {
+    const bytesIn = meter.bytesIn;
+    const bytesOut = meter.bytesOut;
+    publicSide.on('data', (chunk: Buffer) => bytesIn.inc(chunk.length));
+    tunnelSide.on('data', (chunk: Buffer) => bytesOut.inc(chunk.length));
+  }
+  let open = 2;
+  const closed = (): void => {
+    if (--open === 0) onClose?.();
+  };
+  // Errors are expected (clients and agents vanish); pipeline already destroyed both sides.
+  pipeline(publicSide, tunnelSide, () => undefined);
+  pipeline(tunnelSide, publicSide, () => undefined);
+  publicSide.once('close', () => {
+    // A public side closed before the tunnel finished sending means nobody will read the rest.
+    if (!tunnelSide.readableEnded) tunnelSide.destroy();
+    closed();
+  });
+  tunnelSide.once('close', () => {
+    if (!publicSide.writableFinished && !publicSide.writableEnded) publicSide.destroy();
+    closed();
+  });
+  return {
+    destroy() {
+      publicSide.destroy();
+      tunnelSide.destroy();
+    },
+  };
+}
+
+/**
+ * Parse a listen address `host:port` (IPv6 in brackets; port 0 picks a free one).
+ * @example parseListenAddress('127.0.0.1:8080') // { host: '127.0.0.1', port: 8080 }
+ */
+export function parseListenAddress(value: string): { host: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(value);
+  const port = m ? Number(m[3]) : NaN;
+  if (!m || port > 65535) throw new TypeError(`"${value}" is not a host:port listen address`);
+  return { host: m[1] ?? m[2] ?? '', port };
+}
+
+/**
+ * `host:port` of a listening server, for URLs and logs.
+ * @example formatAddress({ address: '::1', port: 8080 }) // '[::1]:8080'
+ */
+export function formatAddress(address: { address: string; port: number }): string {
+  const host = address.address.includes(':') ? `[${address.address}]` : address.address;
+  return `${host}:${address.port}`;
+}

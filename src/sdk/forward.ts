@@ -1,0 +1,363 @@
+/**
+ * Where an endpoint's proxied connections go: a local address (dialled per connection and spliced
+ * byte for byte, with half-close), or a Node server or request handler that gets the connection
+ * as if it had accepted it.
+ */
+import http, { type RequestListener } from 'node:http';
+import net from 'node:net';
+import tls from 'node:tls';
+import type { Duplex } from 'node:stream';
+import type { MuxStream, ProxyHeader } from '../protocol/index.js';
+import { BurrowAgentError } from './errors.js';
+import { HttpObserver, type HttpExchange } from './http-observer.js';
+
+/**
+ * What an endpoint forwards to: a port (`3000`), `host:port`, a URL (`http://`, `https://`,
+ * `tcp://`, `tls://`; `https`/`tls` dial the local service over TLS), a `net.Server` /
+ * `http.Server` / `tls.Server` (connections are handed to it with `emit('connection')`, it need
+ * not listen), or an HTTP request handler `(req, res) => …`.
+ */
+export type ForwardTarget = string | number | net.Server | RequestListener;
+
+/** A local service address parsed from a ForwardTarget. */
+export interface LocalAddress {
+  host: string;
+  port: number;
+  /** Dial with TLS (https:// and tls:// targets). */
+  tls: boolean;
+}
+
+/** The code in the body of the 502 an agent answers when the local service is unreachable. */
+export const UPSTREAM_UNREACHABLE_CODE = 'ERR_NGROK_8012';
+
+const DEFAULT_PORTS: Record<string, number | undefined> = { http: 80, https: 443 };
+
+function badTarget(target: unknown): BurrowAgentError {
+  return new BurrowAgentError(
+    `cannot forward to ${JSON.stringify(target)}: use a port (3000), host:port (localhost:3000), a URL (http://localhost:3000), a Node server or a request handler`,
+  );
+}
+
+/**
+ * Parse a port, `host:port` or URL target.
+ * @example parseLocalAddress('3000') // { host: 'localhost', port: 3000, tls: false }
+ * @example parseLocalAddress('https://[::1]:8443') // { host: '::1', port: 8443, tls: true }
+ */
+export function parseLocalAddress(target: string | number): LocalAddress {
+  const port = (value: string | number | undefined): number => {
+    const n = Number(value);
+    if (!Number.isInteger(n) || n < 1 || n > 65535) throw badTarget(target);
+    return n;
+  };
+  if (typeof target === 'number' || /^\d+$/.test(target.trim())) {
+    return { host: 'localhost', port: port(target), tls: false };
+  }
+  const text = target.trim();
+  const scheme = /^([a-z]+):\/\//i.exec(text)?.[1]?.toLowerCase();
+  if (scheme !== undefined) {
+    if (!['http', 'https', 'tcp', 'tls'].includes(scheme)) throw badTarget(target);
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      throw badTarget(target);
+    }
+    const host = url.hostname.replace(/^\[|\]$/g, '');
+    if (host === '') throw badTarget(target);
+    return {
+      host,
+      port: port(url.port === '' ? DEFAULT_PORTS[scheme] : url.port),
+      tls: scheme === 'https' || scheme === 'tls',
+    };
+  }
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s/]+)):(\d+)$/.exec(text);
+  if (!m) throw badTarget(target);
+  return { host: (m[1] ?? m[2])!, port: port(m[3]), tls: false };
+}
+
+/** How a forwarder reports to its endpoint. */
+export interface ForwardHooks {
+  /** The endpoint's public URL, for error pages. */
+  url: string | undefined;
+  /** Called with each HTTP exchange, when the endpoint's request log is wanted. */
+  onExchange: ((exchange: HttpExchange) => void) | undefined;
+  /** A connection could not be forwarded (the local service is down, refused, reset…). */
+  onError: (err: Error, header: ProxyHeader) => void;
+}
+
+/** Forwards proxied connections to one target. */
+export interface Forwarder {
+  /** The target in words, for `ForwardsTo` and logs, e.g. `localhost:3000`. */
+  readonly description: string;
+  handle(stream: MuxStream, header: ProxyHeader, hooks: ForwardHooks): void;
+}
+
+/** Whether the edge hands this connection over as plain HTTP (so a 502 can be answered). */
+export function carriesHttp(header: ProxyHeader): boolean {
+  const proto = header.Proto?.toLowerCase();
+  return (proto === 'http' || proto === 'https') && !header.PassthroughTLS;
+}
+
+/**
+ * Make a Forwarder for `target`; throws BurrowAgentError for a target it cannot use.
+ * @example createForwarder('localhost:3000', { connectTimeoutMs: 10_000 }).description // 'localhost:3000'
+ */
+export function createForwarder(
+  target: ForwardTarget,
+  options: { connectTimeoutMs: number },
+): Forwarder {
+  if (typeof target === 'string' || typeof target === 'number') {
+    const address = parseLocalAddress(target);
+    const host = address.host.includes(':') ? `[${address.host}]` : address.host;
+    const description = `${address.tls ? 'https://' : ''}${host}:${address.port}`;
+    return {
+      description,
+      handle: (stream, header, hooks) =>
+        forwardToAddress(stream, header, hooks, address, description, options.connectTimeoutMs),
+    };
+  }
+  if (typeof target === 'function') {
+    const server = http.createServer(target);
+    return serverForwarder(server, 'request handler');
+  }
+  if (target instanceof net.Server) {
+    return serverForwarder(target, target instanceof http.Server ? 'http.Server' : 'net.Server');
+  }
+  throw badTarget(target);
+}
+
+// ---- local addresses ---------------------------------------------------------------------
+
+function dialLocal(address: LocalAddress): net.Socket {
+  if (address.tls) {
+    // Local services commonly use self-signed certificates; the hop is on the agent's machine.
+    return tls.connect({
+      host: address.host,
+      port: address.port,
+      ...(net.isIP(address.host) ? {} : { servername: address.host }),
+      rejectUnauthorized: false,
+    });
+  }
+  return net.connect({ host: address.host, port: address.port, allowHalfOpen: true });
+}
+
+function forwardToAddress(
+  stream: MuxStream,
+  header: ProxyHeader,
+  hooks: ForwardHooks,
+  address: LocalAddress,
+  description: string,
+  connectTimeoutMs: number,
+): void {
+  const local = dialLocal(address);
+  const connected = address.tls ? 'secureConnect' : 'connect';
+  let settled = false;
+  const timer = setTimeout(
+    () => fail(new Error(`no connection within ${connectTimeoutMs} ms`)),
+    connectTimeoutMs,
+  );
+  const abandon = (): void => {
+    // The public side went away before the local connection was made.
+    if (!settled) {
+      settled = true;
+      clearTimeout(timer);
+      local.destroy();
+    }
+  };
+  stream.once('close', abandon);
+  const fail = (err: Error): void => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    stream.off('close', abandon);
+    local.destroy();
+    const reason = (err as NodeJS.ErrnoException).code ?? err.message;
+    const error = new BurrowAgentError(
+      `cannot reach ${description} for ${header.ClientAddr}: ${reason}`,
+      UPSTREAM_UNREACHABLE_CODE,
+      { cause: err },
+    );
+    if (carriesHttp(header)) answerBadGateway(stream, header, hooks, description, reason);
+    else stream.destroy();
+    hooks.onError(error, header);
+  };
+  local.once('error', fail);
+  local.on('error', () => undefined); // later errors are handled by splice()
+  local.once(connected, () => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    stream.off('close', abandon);
+    local.off('error', fail);
+    if (hooks.onExchange && carriesHttp(header)) {
+      const observer = new HttpObserver(header.ClientAddr, hooks.onExchange);
+      stream.on('data', (chunk: Buffer) => observer.request(chunk));
+      local.on('data', (chunk: Buffer) => observer.response(chunk));
+      local.once('close', () => observer.close());
+    }
+    splice(stream, local);
+    if (carriesHttp(header)) refuseAfterServiceClosed(stream, local);
+  });
+}
+
+/**
+ * An HTTP service that ends its side of a connection (an idle keep-alive timeout, or
+ * `Connection: close`) will answer nothing more on it. The edge may still send a request on the
+ * stream (it pools streams for keep-alive), so such late bytes reset the stream, as a TCP peer
+ * would: the edge then retries on a fresh stream instead of waiting for an answer forever.
+ */
+function refuseAfterServiceClosed(stream: MuxStream, local: Duplex): void {
+  local.once('end', () => {
+    if (stream.readableEnded) return;
+    stream.on('data', () => {
+      stream.destroy();
+      local.destroy();
+    });
+  });
+}
+
+/**
+ * Join a proxy stream and a local socket: bytes both ways with back-pressure, each direction's
+ * end passed on as a half-close, and an abrupt end of either side (error, reset, destroy) cutting
+ * the other, so the public client sees a failure rather than a truncated success.
+ * @example splice(stream, net.connect(3000, 'localhost'));
+ */
+export function splice(stream: MuxStream, local: Duplex): void {
+  stream.pipe(local);
+  local.pipe(stream);
+  local.on('error', () => stream.destroy());
+  stream.on('error', () => local.destroy());
+  local.once('close', () => {
+    if (!local.readableEnded) stream.destroy();
+  });
+  stream.once('close', () => {
+    if (!(stream.readableEnded && stream.writableFinished)) local.destroy();
+  });
+}
+
+const HTML_ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+};
+
+/**
+ * Answer the public client 502 at once (the local service is down), as text or, for browsers,
+ * HTML; the request's head is read from what the edge already sent.
+ */
+function answerBadGateway(
+  stream: MuxStream,
+  header: ProxyHeader,
+  hooks: ForwardHooks,
+  description: string,
+  reason: string,
+): void {
+  const startedAt = performance.now();
+  const head = (stream.read() as Buffer | null)?.toString('latin1') ?? '';
+  const requestLine = /^([A-Z]+) (\S+) HTTP\/1\.[01]\r?\n/.exec(head);
+  const html = /\r\naccept:[^\r\n]*text\/html/i.test(head);
+  const message =
+    `The endpoint ${hooks.url ?? ''} is online and the request reached its agent, but the agent ` +
+    `could not connect to the service at ${description} (${reason}). Start the service, or ` +
+    'forward the endpoint to the address it listens on.';
+  const body = html
+    ? '<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>502 Bad Gateway</title></head>' +
+      `<body><h1>Bad gateway</h1><p>${message.replace(/[&<>"]/g, (c) => HTML_ESCAPES[c]!)}</p>` +
+      `<p>${UPSTREAM_UNREACHABLE_CODE}</p></body></html>\n`
+    : `502 Bad Gateway\n\n${message}\n\n${UPSTREAM_UNREACHABLE_CODE}\n`;
+  const isHead = requestLine?.[1] === 'HEAD';
+  stream.end(
+    'HTTP/1.1 502 Bad Gateway\r\n' +
+      `Content-Type: ${html ? 'text/html' : 'text/plain'}; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+      'Cache-Control: no-store\r\n' +
+      `Burrow-Error-Code: ${UPSTREAM_UNREACHABLE_CODE}\r\n` +
+      'Connection: close\r\n\r\n' +
+      (isHead ? '' : body),
+  );
+  // Whatever else the client sends is not wanted; the edge closes its side after the answer.
+  stream.on('error', () => undefined);
+  stream.resume();
+  setTimeout(() => stream.destroy(), 30_000).unref();
+  hooks.onExchange?.({
+    method: requestLine?.[1] ?? '',
+    path: requestLine?.[2] ?? '',
+    status: 502,
+    durationMs: performance.now() - startedAt,
+    clientAddr: header.ClientAddr,
+  });
+}
+
+// ---- Node servers and handlers -----------------------------------------------------------
+
+/** Reporters of the streams handed to HTTP servers, found again by `req.socket`. */
+const exchangeReporters = new WeakMap<object, (exchange: HttpExchange) => void>();
+const observedServers = new WeakSet<net.Server>();
+
+function serverForwarder(server: net.Server, description: string): Forwarder {
+  if (server instanceof http.Server && !observedServers.has(server as net.Server)) {
+    observedServers.add(server as net.Server);
+    server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+      const report = exchangeReporters.get(req.socket);
+      if (!report) return;
+      const startedAt = performance.now();
+      res.once('close', () =>
+        report({
+          method: req.method ?? '',
+          path: req.url ?? '',
+          status: res.headersSent ? res.statusCode : 0,
+          durationMs: performance.now() - startedAt,
+          clientAddr: `${req.socket.remoteAddress}:${req.socket.remotePort}`,
+        }),
+      );
+    });
+  }
+  return {
+    description,
+    handle(stream, header, hooks) {
+      const socket = asSocket(stream, header.ClientAddr);
+      if (hooks.onExchange) exchangeReporters.set(socket, hooks.onExchange);
+      server.emit('connection', socket);
+    },
+  };
+}
+
+/**
+ * Give a proxy stream what servers expect of an accepted socket: the client's address, and
+ * working setTimeout (HTTP servers use it for keep-alive), setNoDelay and setKeepAlive.
+ */
+function asSocket(stream: MuxStream, clientAddr: string): MuxStream {
+  const colon = clientAddr.lastIndexOf(':');
+  const ip = (colon > 0 ? clientAddr.slice(0, colon) : clientAddr).replace(/^\[|\]$/g, '');
+  let idleMs = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let watching = false;
+  const arm = (): void => {
+    clearTimeout(timer);
+    if (idleMs > 0 && !stream.destroyed) {
+      timer = setTimeout(() => stream.emit('timeout'), idleMs);
+      timer.unref();
+    }
+  };
+  stream.once('close', () => clearTimeout(timer));
+  return Object.assign(stream, {
+    remoteAddress: ip,
+    remotePort: colon > 0 ? Number(clientAddr.slice(colon + 1)) : undefined,
+    remoteFamily: net.isIPv6(ip) ? 'IPv6' : 'IPv4',
+    setTimeout(ms: number, callback?: () => void) {
+      idleMs = ms;
+      if (callback) stream.once('timeout', callback);
+      if (ms > 0 && !watching) {
+        watching = true;
+        stream.on('data', arm);
+      }
+      arm();
+      return stream;
+    },
+    setNoDelay: () => stream,
+    setKeepAlive: () => stream,
+    ref: () => stream,
+    unref: () => stream,
+  });
+}
