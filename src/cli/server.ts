@@ -72,7 +72,12 @@ export async function startServer(
   config: ServerConfig,
   logger: Logger = createLogger(config.logLevel),
 ): Promise<RunningServer> {
-  const store = await openStore({ database: config.database, dataDir: config.dataDir });
+  const store = await openStore({
+    database: config.database,
+    dataDir: config.dataDir,
+    onConnectionError: (err) =>
+      logger.warn({ err: err.message }, 'database connection lost; reconnecting on demand'),
+  });
   const repos = createRepositories(store, storeSettings(config));
   let api: FastifyInstance | undefined;
   let edge: Edge | undefined;

@@ -21,6 +21,12 @@ export interface StoreOptions {
   /** Empty: SQLite file `burrow.db` in `dataDir`. Otherwise a `postgres://` URL. */
   database: string;
   dataDir: string;
+  /**
+   * Told about errors of idle PostgreSQL connections (server restart, admin termination). The pool
+   * drops such a connection and opens a new one on demand; without a listener they would crash the
+   * process.
+   */
+  onConnectionError?: ((err: Error) => void) | undefined;
 }
 
 function migrations(dialect: Dialect): Record<string, Migration> {
@@ -43,6 +49,13 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     dialect = 'postgres';
     location = redactUrl(options.database);
     const pool = new pg.Pool({ connectionString: options.database, max: 10 });
+    const onError =
+      options.onConnectionError ??
+      ((err: Error) =>
+        process.stderr.write(
+          `burrow: database connection lost (${err.message}); reconnecting on demand\n`,
+        ));
+    pool.on('error', onError);
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   } else {
     dialect = 'sqlite';
