@@ -124,9 +124,15 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against the agent listener (%s)', (k
     const cidr = await failure(open.httpEndpoint().allowCidr('10.0.0.0/8').listen());
     expect(cidr.message).toMatch(/IPRestriction is not supported/);
     const policy = await failure(
-      open.httpEndpoint().trafficPolicy('{"on_http_request":[]}').listen(),
+      open
+        .httpEndpoint()
+        .trafficPolicy('{"on_http_request":[{"actions":[{"type":"teleport"}]}]}')
+        .listen(),
     );
-    expect(policy.message).toMatch(/traffic policies on agent binds are not supported yet/);
+    expect(policy.errorCode).toBe('ERR_NGROK_2201');
+    expect(policy.message).toMatch(/TrafficPolicy: phase on_http_request, rule 0/);
+    const accepted = await open.httpEndpoint().trafficPolicy('{"on_http_request":[]}').listen();
+    expect(tunnelAt(accepted.url())?.trafficPolicy).toBe('{"on_http_request":[]}');
   });
 
   it('reconnects after the edge cuts the connection, with the same URLs', async () => {

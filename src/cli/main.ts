@@ -3,6 +3,7 @@ import { ConfigError, loadServerConfig, SERVER_OPTIONS } from '../core/config.js
 import { createLogger } from '../core/logger.js';
 import { createRepositories, openStore } from '../store/index.js';
 import { startServer, storeSettings } from './server.js';
+import { registerAgentCommand } from './agent-command.js';
 import { registerTunnelCommands } from './tunnel-commands.js';
 
 function collectFlags(
@@ -85,6 +86,7 @@ export function buildCli(): Command {
     });
 
   registerTunnelCommands(program);
+  registerAgentCommand(program);
 
   return program;
 }

@@ -102,7 +102,9 @@ export async function startServer(
         publicApiUrl: explicitUrl ? config.publicApiUrl : `http://${listenHost}:${port}`,
         rateLimit: config.apiRateLimit,
         logger: logger.child({ component: 'api' }),
-        online: edge ? onlineStateOf(edge.registry) : undefined,
+        online: edge
+          ? { ...onlineStateOf(edge.registry), policyEvents: edge.policyEvents }
+          : undefined,
         metrics: config.metricsListen ? undefined : renderMetrics,
       });
       await api.listen({ host, port });

@@ -195,10 +195,6 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     const cases: [BindOpts, RegExp][] = [
       [{ BasicAuth: { Credentials: [{ Username: 'a', CleartextPassword: 'b' }] } }, /BasicAuth/],
       [{ IPRestriction: { AllowCIDRs: ['10.0.0.0/8'] } }, /IPRestriction/],
-      [
-        { TrafficPolicy: 'on_http_request: []' },
-        /traffic policies on agent binds are not supported yet/,
-      ],
       [{ ProxyProto: 2 }, /ProxyProto/],
       [{ Compression: {} }, /Compression/],
       [{ OIDC: { IssuerUrl: 'https://idp' } }, /OIDC/],
@@ -247,7 +243,7 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     expect(err.message).toContain('app=x');
   });
 
-  it('answers SrvInfo and PatchTunnelState (metadata changes, policies refused)', async () => {
+  it('answers SrvInfo and PatchTunnelState (metadata changes, bad policies refused)', async () => {
     const { agent } = await agentWith();
     expect(await call(agent.mux, StreamType.SrvInfo, {})).toMatchObject({ Region: 'local' });
     const b = await bind(agent, 'https', {}, { Id: 'patch-me' });
@@ -256,7 +252,9 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     const policy = await refused(
       call(agent.mux, StreamType.PatchTunnelState, { TunnelId: 'patch-me', TrafficPolicy: 'x: 1' }),
     );
+    expect(policy.errorCode).toBe('ERR_NGROK_2236');
     expect(policy.message).toMatch(/TrafficPolicy/);
+    expect(edge.registry.tunnel(b.Extra.TunnelID!)!.policy).toBeUndefined();
     const unknown = await refused(
       call(agent.mux, StreamType.PatchTunnelState, { TunnelId: 'nope' }),
     );

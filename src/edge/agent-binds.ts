@@ -5,6 +5,8 @@ import { serveRpc, type RpcServing } from './agent-rpc.js';
 import { AgentTunnel, type TunnelHost } from './agent-tunnel.js';
 import type { Binder, BindPlan, BindPolicy } from './bind-policy.js';
 import { isSet } from './bind-options.js';
+import { legacyPolicyText } from './bind-traffic-policy.js';
+import type { EndpointPolicies } from './endpoint-policy.js';
 import type { ResumptionKeys } from './session-resumption.js';
 import { TunnelConflictError, type OnlineTunnel, type TunnelRegistry } from './tunnel-registry.js';
 
@@ -26,6 +28,8 @@ export interface BindHost extends TunnelHost {
 export interface BindServices {
   registry: TunnelRegistry;
   policy: BindPolicy;
+  /** Traffic policies of the endpoints binds create. */
+  policies: EndpointPolicies;
   keys: ResumptionKeys;
   serving: RpcServing;
 }
@@ -85,6 +89,8 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
         if (host.gone) throw refusals.badRequest('the session closed during the bind');
         try {
           const replaced = s.registry.addTunnel(tunnel, { takeoverFrom: host.predecessorId });
+          // Same tick as addTunnel: no connection can reach the tunnel before its policy is on.
+          s.policies.attach(tunnel, plan.trafficPolicy, binder.credentialId);
           host.adopt(tunnel, replaced);
         } catch (err) {
           if (!(err instanceof TunnelConflictError)) throw err;
@@ -195,7 +201,11 @@ export async function serveLabeled(
   );
 }
 
-/** PatchTunnelState (type 10, Go): change a tunnel's metadata; policies are refused. */
+/**
+ * PatchTunnelState (type 10, Go): change a tunnel's metadata, or its traffic policy, which is
+ * validated like a bind's and applies from the next connection or request. An empty policy is
+ * no change (SDKs send every field): to drop a policy, bind again without one.
+ */
 export async function servePatchTunnelState(
   host: BindHost,
   s: BindServices,
@@ -206,18 +216,26 @@ export async function servePatchTunnelState(
     'PatchTunnelState',
     s.serving,
     async (patch) => {
-      binderOf(host);
+      const binder = binderOf(host);
       const tunnel = host.ownTunnel(text(patch.TunnelId));
       if (!tunnel) throw refusals.unknownTunnel(text(patch.TunnelId));
-      if (isSet(patch.TrafficPolicy)) {
-        throw refusals.unsupportedOption(
-          'TrafficPolicy',
-          'traffic policies on agent binds are not supported yet (apply them on an edge)',
-        );
-      }
       if (patch.PoolingEnabled === true) {
         throw refusals.unsupportedOption('PoolingEnabled', 'endpoint pooling is not supported');
       }
+      const given: unknown = patch.TrafficPolicy;
+      const policyText = !isSet(given)
+        ? ''
+        : typeof given === 'string'
+          ? given
+          : legacyPolicyText(given);
+      if (policyText !== '' && !tunnel.proto) {
+        throw refusals.badRequest('labeled tunnels take no traffic policy; set it on the edge');
+      }
+      const compiled =
+        policyText !== '' && tunnel.proto
+          ? await s.policy.checkTrafficPolicy(policyText, tunnel.proto, 'TrafficPolicy')
+          : undefined;
+      if (compiled) s.policies.replace(tunnel, compiled, binder.credentialId);
       if (typeof patch.Metadata === 'string') tunnel.metadata = patch.Metadata;
       return { Error: '' };
     },

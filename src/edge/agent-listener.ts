@@ -2,12 +2,14 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import type { Logger } from '../core/logger.js';
+import { PolicyEventLog } from '../policy/index.js';
 import { BURROW_ALPN } from '../protocol/index.js';
 import type { Repositories } from '../store/index.js';
 import { AgentSession, DEFAULT_SESSION_LIMITS, type SessionLimits } from './agent-session.js';
 import { AgentTunnel } from './agent-tunnel.js';
 import { BindPolicy, type AgentEdgeSettings } from './bind-policy.js';
 import { agentListenerCertificate, renewServerCertificate, type LocalCa } from './certificates.js';
+import { EndpointPolicies, type EndpointPolicyEvents } from './endpoint-policy.js';
 import type { EdgeMetrics } from './metrics.js';
 import { ResumptionKeys } from './session-resumption.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
@@ -26,6 +28,8 @@ export interface AgentListenerOptions {
   /** Folder of real certificates (`<host>.pem` + `.key`) that win over the local CA. */
   certsDir?: string;
   limits?: Partial<SessionLimits>;
+  /** Where endpoints' traffic policies send events (the API's source). Default: a log of its own. */
+  policyEvents?: EndpointPolicyEvents | undefined;
 }
 
 /** A running agent listener. */
@@ -93,6 +97,11 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     });
   const cert = await obtain();
   const region = options.settings.region ?? 'local';
+  const policies = new EndpointPolicies({
+    registry: options.registry,
+    events: options.policyEvents ?? new PolicyEventLog({ logger }),
+    ipPolicyRules: (ids) => options.repos.ipPolicies.rulesFor(ids),
+  });
   const ctx = {
     repos: options.repos,
     registry: options.registry,
@@ -102,6 +111,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     region,
     keys,
     policy: new BindPolicy(options.repos, options.registry, options.settings),
+    policies,
     serving: { logger, metrics: options.metrics, timeoutMs: limits.rpcTimeoutMs },
   };
 
@@ -131,6 +141,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
   } catch (err) {
     renewal.stop();
     unwatch();
+    policies.close();
     throw err;
   }
   const port = (server.address() as AddressInfo).port;
@@ -159,6 +170,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
         await drain();
         renewal.stop();
         unwatch();
+        policies.close();
         await stopAccepting();
       })();
       return closing;

@@ -1,7 +1,7 @@
 import type { Duplex } from 'node:stream';
 import { nowRfc3339 } from '../store/paging.js';
 import { type MuxSession, openProxyStream } from '../protocol/index.js';
-import type { OnlineTunnel, ProxyInfo, TunnelProto } from './tunnel-registry.js';
+import type { OnlineTunnel, ProxyInfo, TunnelPolicy, TunnelProto } from './tunnel-registry.js';
 
 /** Why a proxied connection could not be opened. */
 export class TunnelUnavailableError extends Error {
@@ -118,7 +118,9 @@ export class AgentTunnel implements OnlineTunnel {
   readonly labels: Record<string, string> | undefined;
   readonly forwardsTo: string;
   metadata: string;
-  readonly trafficPolicy: string | undefined = undefined;
+  /** Set by EndpointPolicies.attach / replace, with `policy`, its compiled form. */
+  trafficPolicy: string | undefined = undefined;
+  policy: TunnelPolicy | undefined = undefined;
   readonly startedAt = nowRfc3339();
   readonly domainId: string | undefined;
   readonly addrId: string | undefined;

@@ -48,9 +48,14 @@ describe('checkBindOptions', () => {
     expect(refusal({ CircuitBreaker: { ErrorThreshold: 0.5 } })).toMatch(/CircuitBreaker/);
     expect(refusal({ WebsocketTCPConverter: {} })).toMatch(/WebsocketTCPConverter/);
     expect(refusal({ HostHeaderRewrite: true })).toMatch(/HostHeaderRewrite/);
-    expect(refusal({ Policy: { Inbound: [{ Actions: [{ Type: 'deny' }] }] } })).toMatch(/Policy/);
+    expect(refusal({ IPRestriction: { AllowCIDRs: ['10.0.0.0/8'] } })).toMatch(/IPRestriction/);
     expect(refusal({}, { IPPolicyRef: 'ipp_1' })).toMatch(/IPPolicyRef/);
     expect(refusal({}, { Bindings: ['kubernetes'] })).toMatch(/"kubernetes"/);
+  });
+
+  it('leaves traffic policies to bind-traffic-policy.ts, which enforces them', () => {
+    expect(refusal({ TrafficPolicy: 'on_http_request: []' })).toBeUndefined();
+    expect(refusal({ Policy: { Inbound: [{ Actions: [{ Type: 'deny' }] }] } })).toBeUndefined();
   });
 });
 

@@ -18,11 +18,6 @@ const REFUSED: ReadonlyArray<[keyof BindOpts, string]> = [
   ['IPRestriction', 'IP restrictions on agent endpoints are not enforced yet (use an edge)'],
   ['TLSTermination', 'TLS endpoints are passed through to the agent, never terminated at the edge'],
   ['ProxyProto', 'PROXY protocol headers are not sent to agents yet'],
-  [
-    'TrafficPolicy',
-    'traffic policies on agent binds are not supported yet (apply them on an edge)',
-  ],
-  ['Policy', 'traffic policies on agent binds are not supported yet (apply them on an edge)'],
   ['Compression', 'this edge does not compress responses'],
   ['CircuitBreaker', 'this edge has no circuit breaker'],
   ['RequestHeaders', 'this edge does not rewrite request headers'],
@@ -55,8 +50,9 @@ export function isSet(value: unknown): boolean {
 
 /**
  * Throw the refusal for the first option that is set but not enforced, naming it. Accepts the
- * options a plain endpoint needs (names, addresses, LocalUrlScheme, MutualTLSAtAgent) and only
- * the public binding.
+ * options a plain endpoint needs (names, addresses, LocalUrlScheme, MutualTLSAtAgent), the
+ * traffic policy (`TrafficPolicy`, `Policy`: checked by bind-traffic-policy.ts) and only the
+ * public binding.
  * @example checkBindOptions({ Domain: 'a.example.com', BasicAuth: null }, undefined) // fine
  */
 export function checkBindOptions(opts: BindOpts | undefined, extra: BindExtra | undefined): void {

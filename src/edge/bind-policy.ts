@@ -1,12 +1,18 @@
 import { randomInt } from 'node:crypto';
 import { aclPermits, type AclRule } from '../core/acl.js';
+import { CODES } from '../core/errors.js';
 import { hostnameProblem, isAtOrUnder, splitHostPort } from '../core/hostname.js';
 import { randomDnsLabel } from '../core/ids.js';
 import { LABEL_LIMITS, labelProblem } from '../core/labels.js';
 import type { Bind } from '../protocol/index.js';
 import type { Repositories } from '../store/index.js';
-import { refusals } from './agent-errors.js';
+import { AgentError, refusals } from './agent-errors.js';
 import { checkBindOptions } from './bind-options.js';
+import {
+  bindPolicyText,
+  compileBindPolicy,
+  type BindTrafficPolicy,
+} from './bind-traffic-policy.js';
 import type { BindGrant } from './session-resumption.js';
 import type { OnlineTunnel, TunnelProto, TunnelRegistry } from './tunnel-registry.js';
 
@@ -40,6 +46,8 @@ export interface BindPlan {
   addrId?: string | undefined;
   /** Nothing particular was asked for: another name or port may replace this one on conflict. */
   random: boolean;
+  /** The bind's traffic policy (TrafficPolicy or Policy), validated for `proto`. */
+  trafficPolicy?: BindTrafficPolicy | undefined;
 }
 
 const PROTOS: ReadonlySet<string> = new Set(['http', 'https', 'tcp', 'tls']);
@@ -94,16 +102,43 @@ export class BindPolicy {
       );
     }
     checkBindOptions(bind.Opts, bind.Extra);
+    const given = bindPolicyText(bind.Opts);
+    const trafficPolicy = given
+      ? await this.checkTrafficPolicy(given.text, proto as TunnelProto, given.field)
+      : undefined;
     const restored = grant && grant.random && grant.proto === proto ? grant : undefined;
-    if (proto === 'tcp')
-      return this.planTcp(this.requestedAddr(bind), binder, restored, mayReplace);
-    return this.planName(
-      proto as TunnelProto,
-      this.requestedName(bind),
-      binder,
-      restored,
-      mayReplace,
-    );
+    const plan =
+      proto === 'tcp'
+        ? await this.planTcp(this.requestedAddr(bind), binder, restored, mayReplace)
+        : await this.planName(
+            proto as TunnelProto,
+            this.requestedName(bind),
+            binder,
+            restored,
+            mayReplace,
+          );
+    return trafficPolicy ? { ...plan, trafficPolicy } : plan;
+  }
+
+  /**
+   * Check a bind's (or PatchTunnelState's) policy text for an endpoint of `proto` like the API
+   * checks edges' policies, and that the IP policies it names exist; throws the refusal.
+   * @example await policy.checkTrafficPolicy(text, 'https', 'TrafficPolicy')
+   */
+  async checkTrafficPolicy(
+    text: string,
+    proto: TunnelProto,
+    field: string,
+  ): Promise<BindTrafficPolicy> {
+    const checked = { text, policy: compileBindPolicy(text, proto, field) };
+    const missing = await this.repos.ipPolicies.missing(checked.policy.ipPolicyIds);
+    if (missing.length > 0) {
+      throw new AgentError(
+        CODES.policyActionValue,
+        `The traffic policy is not valid: restrict-ips names IP policies that do not exist: ${missing.join(', ')}. Create them with POST /ip_policies, or remove them from ip_policies.`,
+      );
+    }
+    return checked;
   }
 
   /**

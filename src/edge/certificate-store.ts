@@ -61,6 +61,8 @@ export interface ServedCertificate {
   context: SecureContext;
   /** The chain served, PEM (leaf first). */
   certPem: string;
+  /** Its private key, PEM: for contexts with other TLS settings (TLS edges' min_version, mutual TLS). */
+  keyPem: string;
   source: 'local-ca' | 'file';
   /** The SANs issued (local CA) or the file's path (file). */
   names: string[];
@@ -218,6 +220,7 @@ export class CertificateStore {
         return {
           context: this.context(loaded.certPem, loaded.keyPem),
           certPem: loaded.certPem,
+          keyPem: loaded.keyPem,
           source: 'file',
           names: [resolution.file.certPath],
           notAfter: loaded.notAfter,
@@ -239,6 +242,7 @@ export class CertificateStore {
     return {
       context: this.context(issued.certPem, issued.keyPem),
       certPem: issued.certPem,
+      keyPem: issued.keyPem,
       source: 'local-ca',
       names: issued.names,
       notAfter: issued.notAfter,

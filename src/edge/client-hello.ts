@@ -139,3 +139,58 @@ export function scanClientHello(buf: Buffer): ClientHelloScan {
   }
   return { kind: 'incomplete' };
 }
+
+const EXTENSION_SUPPORTED_VERSIONS = 0x002b;
+const TLS_VERSION_NAMES: Readonly<Record<number, string>> = {
+  0x0301: 'TLSv1',
+  0x0302: 'TLSv1.1',
+  0x0303: 'TLSv1.2',
+  0x0304: 'TLSv1.3',
+};
+
+/** The highest known version in a list of version codes; GREASE and unknown codes are skipped. */
+function highestVersion(codes: readonly number[]): string | undefined {
+  let best = 0;
+  for (const code of codes) if (TLS_VERSION_NAMES[code] && code > best) best = code;
+  return best === 0 ? undefined : TLS_VERSION_NAMES[best];
+}
+
+/**
+ * The highest TLS version a complete ClientHello offers, in Node's spelling (`TLSv1.3`): from
+ * its supported_versions extension (TLS 1.3 clients), else its legacy_version. This is what the
+ * edge knows of a passed-through connection's version, since the handshake ends at the agent.
+ * Undefined when `buf` is not a complete, well-formed ClientHello.
+ * @example offeredTlsVersion(hello) // 'TLSv1.3', or 'TLSv1.2' for a client with maxVersion 1.2
+ */
+export function offeredTlsVersion(buf: Buffer): string | undefined {
+  if (scanClientHello(buf).kind !== 'hello') return undefined;
+  const fragments: Buffer[] = [];
+  for (let offset = 0; offset + RECORD_HEADER <= buf.length;) {
+    const length = buf.readUInt16BE(offset + 3);
+    fragments.push(buf.subarray(offset + RECORD_HEADER, offset + RECORD_HEADER + length));
+    offset += RECORD_HEADER + length;
+  }
+  const handshake = Buffer.concat(fragments);
+  try {
+    const r = new Reader(handshake, 4, 4 + handshake.readUIntBE(1, 3));
+    const legacy = r.u16();
+    r.take(32); // random
+    r.take(r.u8()); // legacy_session_id
+    r.take(r.u16()); // cipher_suites
+    r.take(r.u8()); // legacy_compression_methods
+    const extensions = r.remaining > 0 ? r.take(r.u16()) : undefined;
+    while (extensions && extensions.remaining > 0) {
+      const type = extensions.u16();
+      const data = extensions.take(extensions.u16());
+      if (type !== EXTENSION_SUPPORTED_VERSIONS) continue;
+      const list = data.take(data.u8());
+      const codes: number[] = [];
+      while (list.remaining >= 2) codes.push(list.u16());
+      return highestVersion(codes);
+    }
+    return highestVersion([legacy]);
+  } catch (err) {
+    if (err instanceof Truncated) return undefined;
+    throw err;
+  }
+}

@@ -2,11 +2,14 @@ import { join } from 'node:path';
 import type { ServerConfig } from '../core/config.js';
 import { isAtOrUnder, splitHostPort } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
+import { PolicyEventLog } from '../policy/index.js';
 import type { Repositories } from '../store/index.js';
 import { startAgentListener, type AgentListener } from './agent-listener.js';
 import { CERTS_DIR, CertificateStore, LocalCa, wildcardSanFor } from './certificates.js';
+import { EdgeRuntime } from './edge-runtime.js';
 import { startIngress, type Ingress } from './ingress.js';
 import { EdgeMetrics } from './metrics.js';
+import { parseListenAddress } from './proxy.js';
 import { TunnelRegistry } from './tunnel-registry.js';
 
 /** A running edge: the agent listener and the public ingress over one tunnel registry. */
@@ -17,6 +20,10 @@ export interface Edge {
   agentAddress: string;
   httpAddress: string;
   httpsAddress: string;
+  /** Events of every traffic policy this edge runs: the API's `online.policyEvents`. */
+  policyEvents: PolicyEventLog;
+  /** TCP and TLS edges on live traffic, kept in sync with the store. */
+  edges: EdgeRuntime;
   /**
    * SIGTERM: stop accepting, let open requests finish for up to `graceMs`, tell agents to
    * reconnect elsewhere, then close everything.
@@ -46,15 +53,17 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const ca = await LocalCa.loadOrCreate(config.dataDir);
   const registry = new TunnelRegistry();
   const metrics = new EdgeMetrics();
+  const policyEvents = new PolicyEventLog({ logger: logger.child({ component: 'policy' }) });
   const baseWildcard = `*.${config.baseDomain}`;
 
   // Certificates only for names this edge serves, so nobody can make it mint arbitrary ones.
-  const certificates = new CertificateStore({
+  const certificates: CertificateStore = new CertificateStore({
     ca,
     certsDir: join(config.dataDir, CERTS_DIR),
     logger,
     nameAllowed: async (name) =>
       registry.byHost(name) !== undefined ||
+      edges.servesName(name) ||
       isAtOrUnder(name, config.baseDomain) ||
       (await repos.reservedDomains.findCovering(name)) !== undefined,
     sanFor: async (name) => {
@@ -62,6 +71,17 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       const reserved = await repos.reservedDomains.findCovering(name);
       return reserved ? wildcardSanFor(name, reserved.domain) : [name];
     },
+  });
+
+  // TCP edge hostports listen where TCP endpoints do; TLS edge names go before tunnels' on SNI.
+  const edges = new EdgeRuntime({
+    repos,
+    registry,
+    certificates,
+    bindHost: parseListenAddress(config.httpListen).host,
+    metrics,
+    policyEvents,
+    logger,
   });
 
   let agents: AgentListener | undefined;
@@ -74,6 +94,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       metrics,
       certificates,
       logger,
+      tlsEdges: edges,
     });
     agents = await startAgentListener({
       listen: config.agentListen,
@@ -83,6 +104,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       logger,
       ca,
       certsDir: join(config.dataDir, CERTS_DIR),
+      policyEvents,
       settings: {
         baseDomain: config.baseDomain,
         tcpHost: config.tcpHost,
@@ -91,7 +113,10 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         httpPort: portOf(ingress.httpAddress),
       },
     });
+    await edges.start();
   } catch (err) {
+    await edges.close();
+    await agents?.close();
     await ingress?.close();
     throw err;
   }
@@ -110,7 +135,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const drain = (graceMs = 10_000): Promise<void> =>
     (closing ??= (async () => {
       // Public side first: stop accepting and let requests in flight finish through their agents.
-      await started.ingress.drain(graceMs);
+      await Promise.all([started.ingress.drain(graceMs), edges.drain(graceMs)]);
       await started.agents.drain(
         'the edge is shutting down; reconnect to another edge',
         Math.min(graceMs, 5000),
@@ -125,6 +150,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     agentAddress: agents.address,
     httpAddress: ingress.httpAddress,
     httpsAddress: ingress.httpsAddress,
+    policyEvents,
+    edges,
     drain,
     close: () => drain(0),
   };

@@ -13,7 +13,7 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Transform } from 'node:stream';
 import type { Logger } from '../core/logger.js';
 import type { EndpointMeter, EndpointMeters } from './endpoint-meters.js';
 import {
@@ -29,6 +29,7 @@ import {
   requestHead,
   routingHost,
 } from './http-forwarding.js';
+import { runHttpRequestPolicy, runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
 import {
   clientAddr,
   clientIp,
@@ -227,6 +228,11 @@ export class HttpIngress {
       meter.request(res.headersSent ? res.statusCode : 499);
       if (state) this.countBytes(state);
     });
+    const policy = tunnel.policy;
+    if (policy) {
+      runHttpRequestPolicy(req, res, policy, (flow) => this.forward(req, res, tunnel, 0, flow));
+      return;
+    }
     this.forward(req, res, tunnel, 0);
   };
 
@@ -235,6 +241,7 @@ export class HttpIngress {
     res: ServerResponse,
     tunnel: OnlineTunnel,
     attempt: number,
+    flow?: HttpPolicyFlow,
   ): void {
     const socket = req.socket;
     const proto = publicProto(socket);
@@ -245,11 +252,12 @@ export class HttpIngress {
       passthroughTls: false,
     };
     const agent = this.agentFor(tunnel);
+    const forwarded = forwardRequestHeaders(req, { proto, clientIp: clientIp(socket) });
     const args: TunnelRequestArgs = {
       agent,
       method: req.method,
       path: req.url,
-      headers: forwardRequestHeaders(req, { proto, clientIp: clientIp(socket) }),
+      headers: flow ? flow.requestHeaders(forwarded) : forwarded,
       setHost: false,
       proxyInfo,
     };
@@ -263,7 +271,7 @@ export class HttpIngress {
     }
     const hasBody = requestHasBody(req);
 
-    upstream.on('response', (up) => this.respond(req, res, up));
+    upstream.on('response', (up) => this.respond(req, res, up, flow));
     upstream.on('continue', () => {
       if (!res.headersSent) res.writeContinue();
     });
@@ -277,7 +285,7 @@ export class HttpIngress {
       const stillOnline = this.registry.tunnel(tunnel.id) === tunnel;
       if (attempt === 0 && upstream.reusedSocket && !hasBody && stillOnline) {
         agent.dropIdle(proxyInfo);
-        this.forward(req, res, tunnel, 1);
+        this.forward(req, res, tunnel, 1, flow);
         return;
       }
       this.logger?.debug(
@@ -303,14 +311,40 @@ export class HttpIngress {
     sendErrorPage(req, res, error, routingHost(req.headers.host) ?? '', detail);
   }
 
-  private respond(req: IncomingMessage, res: ServerResponse, up: IncomingMessage): void {
+  private respond(
+    req: IncomingMessage,
+    res: ServerResponse,
+    up: IncomingMessage,
+    flow?: HttpPolicyFlow,
+  ): void {
     if (res.destroyed) {
       up.destroy();
       return;
     }
     if (this.draining) res.shouldKeepAlive = false;
+    if (flow) {
+      flow.response(up, res, forwardResponseHeaders(up), (headers, compress) =>
+        this.writeResponse(req, res, up, headers, compress),
+      );
+      return;
+    }
+    this.writeResponse(req, res, up, forwardResponseHeaders(up), undefined);
+  }
+
+  /** Write the upstream response with `headers`, its body through `compress` when given. */
+  private writeResponse(
+    req: IncomingMessage,
+    res: ServerResponse,
+    up: IncomingMessage,
+    headers: string[],
+    compress: Transform | undefined,
+  ): void {
+    if (res.destroyed) {
+      up.destroy();
+      return;
+    }
     try {
-      res.writeHead(up.statusCode ?? 502, up.statusMessage, forwardResponseHeaders(up));
+      res.writeHead(up.statusCode ?? 502, up.statusMessage, headers);
     } catch (err) {
       // An agent can send what Node will not repeat (a status outside 100-999, say).
       up.destroy();
@@ -328,17 +362,38 @@ export class HttpIngress {
       // Cut off mid-body by the agent: the client must see a broken response, not a short one.
       if (!up.complete) res.destroy();
     });
-    up.pipe(res);
+    if (compress) {
+      compress.once('error', () => res.destroy());
+      up.pipe(compress).pipe(res);
+    } else {
+      up.pipe(res);
+    }
   }
 
   private readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     // The HTTP server dropped its own listeners when it handed the socket over.
     socket.on('error', () => socket.destroy());
+    this.upgrade(req, socket, head, undefined);
+  };
+
+  /** Relay an upgrade through its tunnel; `flow` once the tunnel's policy let it through. */
+  private upgrade(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    flow: HttpPolicyFlow | undefined,
+  ): void {
     const host = routingHost(req.headers.host);
     const tunnel = host === undefined ? undefined : this.registry.byHost(host);
     if (!tunnel || !servesHttp(tunnel)) {
       this.meters.unrouted.request(INGRESS_ERRORS.tunnelNotFound.status);
       socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelNotFound, host ?? ''));
+      return;
+    }
+    if (tunnel.policy && !flow) {
+      runUpgradePolicy(req, socket, tunnel.policy, (admitted) =>
+        this.upgrade(req, socket, head, admitted),
+      );
       return;
     }
     const meter = this.meters.of(tunnel);
@@ -349,11 +404,12 @@ export class HttpIngress {
       state.meter = undefined;
     }
     const proto = publicProto(socket);
-    const headers = forwardRequestHeaders(req, {
+    const forwarded = forwardRequestHeaders(req, {
       proto,
       clientIp: clientIp(socket as Socket),
       upgrade: true,
     });
+    const headers = flow ? flow.requestHeaders(forwarded) : forwarded;
     const info: ProxyInfo = {
       clientAddr: clientAddr(socket as Socket),
       proto,
@@ -379,5 +435,5 @@ export class HttpIngress {
         socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelUnreachable, host ?? '', detail));
       },
     );
-  };
+  }
 }

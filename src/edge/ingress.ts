@@ -10,7 +10,7 @@ import { EndpointMeters } from './endpoint-meters.js';
 import { HttpIngress } from './http-ingress.js';
 import type { EdgeMetrics } from './metrics.js';
 import { formatAddress, parseListenAddress } from './proxy.js';
-import { SniRouter } from './sni-router.js';
+import { SniRouter, type SniRouterOptions } from './sni-router.js';
 import { TcpIngress } from './tcp-ingress.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
 
@@ -24,6 +24,8 @@ export interface IngressOptions {
   registry: TunnelRegistry;
   metrics: EdgeMetrics;
   certificates: CertificateStore;
+  /** TLS edges, routed by SNI before tunnels (EdgeRuntime). */
+  tlsEdges?: SniRouterOptions['tlsEdges'];
   /** Certificate for HTTPS clients that send no SNI; without it their handshake fails. */
   defaultCertificate?: { certPem: string; keyPem: string } | undefined;
   logger?: Logger | undefined;
@@ -80,6 +82,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     meters,
     http,
     certificates: options.certificates,
+    tlsEdges: options.tlsEdges,
     defaultCertificate: options.defaultCertificate,
     logger,
     connectTimeoutMs: options.connectTimeoutMs,

@@ -12,10 +12,11 @@ import {
 } from 'node:tls';
 import type { Logger } from '../core/logger.js';
 import type { CertificateStore } from './certificate-store.js';
-import { scanClientHello } from './client-hello.js';
+import { offeredTlsVersion, scanClientHello } from './client-hello.js';
 import type { EndpointMeters } from './endpoint-meters.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http-ingress.js';
+import { admitConnection, connInputOf } from './policy-gate.js';
 import { clientAddr, connectTunnel, INGRESS_HIGH_WATER_MARK, relay, type Relay } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
 
@@ -31,6 +32,11 @@ export interface SniRouterOptions {
   defaultCertificate?: { certPem: string; keyPem: string } | undefined;
   logger?: Logger | undefined;
   connectTimeoutMs?: number | undefined;
+  /**
+   * TLS edges: asked first for every ClientHello with a server name; true when a TLS edge took
+   * the connection (see EdgeRuntime.route), false to route it to tunnels as usual.
+   */
+  tlsEdges?: { route(socket: Socket, hello: Buffer, serverName: string): boolean } | undefined;
   /** A client must finish its ClientHello within this time. Default 10 s. */
   helloTimeoutMs?: number | undefined;
   /** And the whole handshake, when terminated here, within this time. Default 10 s. */
@@ -123,9 +129,13 @@ export class SniRouter {
   }
 
   private dispatch(socket: Socket, hello: Buffer, serverName: string | undefined): void {
+    if (serverName !== undefined && this.options.tlsEdges?.route(socket, hello, serverName)) return;
     const tunnel = serverName === undefined ? undefined : this.options.registry.byHost(serverName);
     if (tunnel?.proto === 'tls') {
-      this.passThrough(socket, hello, tunnel);
+      // The endpoint's on_tcp_connect first: TLS facts are the ClientHello's (offered version).
+      const conn = () =>
+        connInputOf(socket, { sni: serverName, version: offeredTlsVersion(hello) });
+      admitConnection(tunnel.policy, socket, conn, () => this.passThrough(socket, hello, tunnel));
       return;
     }
     // Give the bytes back so the TLS server reads the ClientHello as if it had never been seen.

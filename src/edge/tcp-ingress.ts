@@ -6,6 +6,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../core/logger.js';
 import type { EndpointMeters } from './endpoint-meters.js';
+import { admitConnection, connInputOf } from './policy-gate.js';
 import { clientAddr, connectTunnel, INGRESS_HIGH_WATER_MARK, relay, type Relay } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
 
@@ -135,6 +136,16 @@ export class TcpIngress {
     }
     socket.on('error', () => socket.destroy());
     socket.pause();
+    // The endpoint's on_tcp_connect first: a connection it closes never reaches the agent.
+    admitConnection(
+      tunnel.policy,
+      socket,
+      () => connInputOf(socket),
+      () => this.relayToTunnel(port, socket, tunnel),
+    );
+  }
+
+  private relayToTunnel(port: number, socket: Socket, tunnel: OnlineTunnel): void {
     const { meters } = this.options;
     const meter = meters.of(tunnel);
     const closeConnection = meters.connectionOpened(meter);

@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
+import type { EndpointInput, PolicyRunner } from '../policy/index.js';
 
 /** How a tunnel is reached from the public side. Labeled tunnels have none: edges route to them. */
 export type TunnelProto = 'http' | 'https' | 'tcp' | 'tls';
@@ -37,6 +38,19 @@ export interface OnlineSession {
   close(reason: string): void;
 }
 
+/**
+ * The traffic policy an endpoint enforces (its bind's `TrafficPolicy`), ready to run; the
+ * ingress listeners consult it for every connection and request. Labeled tunnels have none: the
+ * edges that route to them own the policy.
+ */
+export interface TunnelPolicy {
+  /** Owner of the runner's events and rate-limit counters (see endpoint-policy.ts). */
+  readonly ownerId: string;
+  readonly runner: PolicyRunner;
+  /** The `endpoint.*` variables. */
+  readonly endpoint: EndpointInput;
+}
+
 /** An online tunnel. Exactly one of hostname, port and labels identifies where it is served. */
 export interface OnlineTunnel {
   /** `tn_…` */
@@ -57,6 +71,8 @@ export interface OnlineTunnel {
   metadata: string;
   /** The bind's traffic policy text (JSON or YAML), if any. */
   trafficPolicy?: string | undefined;
+  /** The compiled form of `trafficPolicy`; unset when the tunnel has none. */
+  policy?: TunnelPolicy | undefined;
   startedAt: string;
   /** The reserved domain (`rd_…`) the name stands on, when it is reserved. */
   domainId?: string | undefined;

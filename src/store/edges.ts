@@ -1,3 +1,4 @@
+import { EventEmitter } from 'node:events';
 import type { Transaction } from 'kysely';
 import { CODES, ConflictError, UnknownFieldError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
@@ -109,6 +110,12 @@ interface PendingWrite {
  * @example const edge = await edges.create('tcp', { hostports: ['tcp.burrow.test:20000'], backend: { backend_id } });
  */
 export class EdgeRepository {
+  /**
+   * Emits 'change' (edge id) after every committed write, so an edge runtime in the same process
+   * applies it at once; other processes see it on their periodic resync.
+   */
+  readonly changes = new EventEmitter();
+
   constructor(private readonly deps: RepoDeps) {}
 
   async create(type: EdgeType, input: EdgeInput): Promise<Edge> {
@@ -157,6 +164,20 @@ export class EdgeRepository {
   }
 
   /**
+   * Every edge (both types) that has at least one hostport, by id: the ones that can carry
+   * traffic, which the edge runtime reloads every few seconds.
+   */
+  async listServing(): Promise<Edge[]> {
+    const rows = await this.deps.db
+      .selectFrom('edges')
+      .selectAll()
+      .where('hostports', 'is not', null)
+      .orderBy('id')
+      .execute();
+    return rows.map(toEdge);
+  }
+
+  /**
    * The edge serving one of `hostports` (exact lowercase `host:port`), or undefined. The agent
    * edge refuses to bind such a name or address directly (ERR_NGROK_381).
    * @example await edges.edgeForHostport(['app.example.com:443']) // { edge_id: 'edgtls_…', hostport }
@@ -188,7 +209,7 @@ export class EdgeRepository {
 
   /** Delete the edge with its hostports and references; false when absent. */
   async delete(type: EdgeType, id: string): Promise<boolean> {
-    return this.deps.db.transaction().execute(async (trx) => {
+    const deleted = await this.deps.db.transaction().execute(async (trx) => {
       const row = await trx
         .selectFrom('edges')
         .select('id')
@@ -201,6 +222,8 @@ export class EdgeRepository {
       await trx.deleteFrom('edges').where('id', '=', id).execute();
       return true;
     });
+    if (deleted) this.changes.emit('change', id);
+    return deleted;
   }
 
   /** PUT one module: replace it whole. Undefined when there is no such edge. */
@@ -273,7 +296,7 @@ export class EdgeRepository {
   private async save(pending: PendingWrite, isNew: boolean, prefix?: FieldPrefix): Promise<Edge> {
     const { edge, changed } = pending;
     try {
-      return await this.deps.db.transaction().execute(async (trx) => {
+      const saved = await this.deps.db.transaction().execute(async (trx) => {
         for (const name of changed) {
           // Each stored module is checked against its own name, as above.
           await checkModuleReferences(trx, name, edge[name] as never, prefix ?? `${name}.`);
@@ -300,6 +323,8 @@ export class EdgeRepository {
         await setRefs(trx, edge.id, [...referencedIds(edge), ...targets.map((t) => t.target_id)]);
         return edge;
       });
+      this.changes.emit('change', saved.id);
+      return saved;
     } catch (err) {
       // Two writers raced for one hostport; the primary key let only one through.
       if (isUniqueViolation(err)) {

@@ -1,0 +1,221 @@
+/**
+ * `burrow agent`: the device agent of interface.md. It serves a REST API on `--listen` (and,
+ * with `--expose`, through a tunnel at that domain) that creates, lists and deletes tunnels,
+ * keeps them in the state file, and recreates them at start.
+ */
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import { createServer, type RequestListener, type Server } from 'node:http';
+import { isIP, type AddressInfo } from 'node:net';
+import { resolve as resolvePath } from 'node:path';
+import { hostnameProblem } from '../core/hostname.js';
+import type { Logger } from '../core/logger.js';
+import { connect, type ConnectOptions } from '../sdk/index.js';
+import { AgentStartupError } from './errors.js';
+import { createAgentApi } from './local-api.js';
+import { loadDefaultPolicy } from './policy.js';
+import { StateFile, StateFileError } from './state-file.js';
+import { TunnelManager } from './tunnels.js';
+
+/** Everything the agent runs with (the CLI resolves flags, environment and config file). */
+export interface AgentOptions {
+  /** The edge's agent listener, host:port. */
+  serverAddr: string;
+  authtoken: string | undefined;
+  /** The server's CA file (`<data-dir>/ca.pem`); undefined: system roots. */
+  ca: string | undefined;
+  /** Where the local API listens, host:port (port 0: any free port). */
+  listen: string;
+  /** The state file. */
+  statePath: string;
+  /** The default policy file, and whether the user named it (a missing implicit one is fine). */
+  defaultPolicyPath: string;
+  defaultPolicyExplicit: boolean;
+  /** Serve the API through an http tunnel at this domain too. */
+  expose: string | undefined;
+  /** Bearer token every API request must carry. */
+  apiToken: string | undefined;
+  /** Extra SDK settings (heartbeat, reconnect), for tests and tuning. */
+  connectOptions?: Partial<ConnectOptions>;
+  /** Backoff of the first connection and of refused binds, in ms. */
+  retry?: { initialDelay: number; maxDelay: number };
+}
+
+/** A running agent. */
+export interface RunningAgent {
+  /** The local API's address, host:port, with the real port. */
+  address: string;
+  tunnels: TunnelManager;
+  /** Settles when the agent has to end: 0 when the server asked it to stop, 1 when it cannot go on. */
+  ended: Promise<{ code: number; reason: string }>;
+  /** Stop serving and close the session; the state file keeps the tunnels. */
+  close(): Promise<void>;
+}
+
+/**
+ * Parse `--listen`: `host:port`, `[v6]:port`, or a port alone (on 127.0.0.1).
+ * @example parseListen('127.0.0.1:8000') // { host: '127.0.0.1', port: 8000 }
+ */
+export function parseListen(value: string): { host: string; port: number } {
+  const text = value.trim();
+  const m = /^(?:(\[[0-9a-fA-F:.]+\]|[^:[\]\s]+):)?(\d{1,5})$/.exec(text);
+  const port = Number(m?.[2]);
+  if (!m || port > 65535) {
+    throw new AgentStartupError(
+      `--listen must be <host>:<port> like 127.0.0.1:8000 (port 0 picks a free one), got '${value}'`,
+    );
+  }
+  return { host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port };
+}
+
+/**
+ * Check the options that need no I/O beyond reading the CA; throws AgentStartupError naming the
+ * flag and the fix.
+ * @example checkAgentOptions({ ...options, expose: 'agent.sitea.example.com', apiToken: undefined }) // throws
+ */
+export function checkAgentOptions(options: AgentOptions): void {
+  if (!options.authtoken) {
+    throw new AgentStartupError(
+      'no authtoken: pass --authtoken, set BURROW_AUTHTOKEN, or store one with `burrow config add-authtoken <token>`',
+    );
+  }
+  parseListen(options.listen);
+  if (options.apiToken !== undefined && !/^\S+$/.test(options.apiToken)) {
+    throw new AgentStartupError('--api-token must be a non-empty token without spaces');
+  }
+  if (options.expose !== undefined) {
+    const problem = hostnameProblem(options.expose.trim().toLowerCase(), false);
+    if (problem !== undefined) {
+      throw new AgentStartupError(
+        `--expose must be a hostname under a reserved domain, like agent.sitea.example.com (got '${options.expose}': ${problem})`,
+      );
+    }
+    if (options.apiToken === undefined) {
+      throw new AgentStartupError(
+        '--expose serves the agent API publicly, so it needs --api-token <token> (or BURROW_AGENT_API_TOKEN): every exposed request must carry "Authorization: Bearer <token>"',
+      );
+    }
+  }
+  if (options.ca !== undefined) {
+    try {
+      readFileSync(options.ca);
+    } catch (err) {
+      throw new AgentStartupError(
+        `cannot read the CA file ${options.ca}: ${(err as Error).message}`,
+      );
+    }
+  }
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
+}
+
+async function listen(server: Server, host: string, port: number): Promise<string> {
+  server.listen(port, host);
+  try {
+    await once(server, 'listening');
+  } catch (err) {
+    throw new Error(`cannot listen on ${host}:${port}: ${(err as Error).message}`);
+  }
+  const addr = server.address() as AddressInfo;
+  return addr.family === 'IPv6' ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
+}
+
+/**
+ * Start the agent: check the options, load the default policy and the state file (either one
+ * broken stops it with an AgentStartupError naming the file), serve the API, then connect and
+ * bring every stored tunnel back in the background.
+ * @example
+ * const agent = await startAgent(options, createLogger('info'));
+ * const { code } = await agent.ended;
+ */
+export async function startAgent(options: AgentOptions, logger: Logger): Promise<RunningAgent> {
+  checkAgentOptions(options);
+  const expose = options.expose?.trim().toLowerCase();
+  const defaultPolicy = loadDefaultPolicy(options.defaultPolicyPath, options.defaultPolicyExplicit);
+  if (!defaultPolicy) {
+    logger.warn(
+      { file: resolvePath(options.defaultPolicyPath) },
+      'no default policy file: tunnels created without a policy get none',
+    );
+  } else {
+    logger.info({ file: defaultPolicy.path }, 'default policy loaded');
+    for (const [protocol, why] of Object.entries(defaultPolicy.unusableOn)) {
+      logger.info({ protocol, why }, `the default policy does not apply to ${protocol} tunnels`);
+    }
+  }
+
+  const state = new StateFile(options.statePath);
+  let loaded;
+  try {
+    loaded = await state.load();
+  } catch (err) {
+    if (err instanceof StateFileError) throw new AgentStartupError(err.message, { cause: err });
+    throw err;
+  }
+  if (!loaded.existed) {
+    // Written now so that a folder the agent cannot write to stops it here, not at the first create.
+    await state.save([]).catch((err: unknown) => {
+      throw new AgentStartupError((err as Error).message, { cause: err });
+    });
+  }
+
+  // The exposed tunnel forwards to the API, which needs the tunnels: bound once both exist.
+  let exposedApi: RequestListener = () => undefined;
+  const tunnels = new TunnelManager({
+    state,
+    defaultPolicy,
+    logger,
+    serverAddr: options.serverAddr,
+    retry: options.retry,
+    connect: () =>
+      connect({
+        serverAddr: options.serverAddr,
+        authtoken: options.authtoken!,
+        ca: options.ca,
+        metadata: 'burrow agent',
+        reconnect: { initialDelay: 250, maxDelay: 15_000 },
+        ...options.connectOptions,
+      }),
+    expose: expose ? { domain: expose, handler: (req, res) => exposedApi(req, res) } : undefined,
+  });
+  const api = createAgentApi({ tunnels, apiToken: options.apiToken, logger });
+  exposedApi = api('exposed');
+
+  const { host, port } = parseListen(options.listen);
+  const server = createServer(api('local'));
+  const address = await listen(server, host, port);
+  logger.info(
+    { address, state: state.path, tunnels: loaded.tunnels.length },
+    'agent API listening',
+  );
+  if (!isLoopback(host) && options.apiToken === undefined) {
+    logger.warn(
+      { address },
+      'the agent API listens beyond loopback without --api-token: anyone who can reach it can create tunnels',
+    );
+  }
+
+  const ended = new Promise<{ code: number; reason: string }>((resolve) => {
+    tunnels.once('fatal', (err) => resolve({ code: 1, reason: err.message }));
+    tunnels.once('stop', () => resolve({ code: 0, reason: 'the server asked this agent to stop' }));
+  });
+  tunnels.start(loaded.tunnels);
+
+  let closing: Promise<void> | undefined;
+  return {
+    address,
+    tunnels,
+    ended,
+    close() {
+      closing ??= (async () => {
+        const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
+        server.closeAllConnections();
+        await tunnels.close();
+        await stopped;
+      })();
+      return closing;
+    },
+  };
+}

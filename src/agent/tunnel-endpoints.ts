@@ -1,0 +1,125 @@
+/**
+ * The device agent's tunnels as the API shows them, and their endpoints at the server: how a
+ * tunnel is bound with the SDK, and what a refused or failed bind means for the API reply.
+ */
+import { RpcError } from '../protocol/index.js';
+import { BurrowAgentError, type Endpoint, type Session } from '../sdk/index.js';
+import { AgentApiError } from './errors.js';
+import {
+  defaultPolicyFor,
+  policyJson,
+  type DefaultPolicy,
+  type PolicyValue,
+  type TunnelProtocol,
+} from './policy.js';
+import type { StoredTunnel } from './state-file.js';
+import type { TunnelRequest } from './tunnel-input.js';
+
+/** A tunnel in `GET /tunnels`: `policy` is the policy in force as JSON text, or null for none. */
+export interface TunnelView {
+  url: string;
+  url_part: string;
+  protocol: TunnelProtocol;
+  forwards_to: string;
+  domain: string;
+  policy: string | null;
+}
+
+/** The reply to `POST /tunnels`: `policy` is the request's policy, null when the default applied. */
+export interface CreatedTunnel extends Omit<TunnelView, 'policy'> {
+  policy: PolicyValue | null;
+}
+
+/** What the local API needs from the tunnels. */
+export interface TunnelService {
+  list(): TunnelView[];
+  create(request: TunnelRequest): Promise<CreatedTunnel>;
+  remove(urlPart: string): Promise<void>;
+}
+
+/** Codes of binds the token or the reservations do not permit: 403. */
+export const NOT_PERMITTED = new Set([
+  'ERR_NGROK_308',
+  'ERR_NGROK_316',
+  'ERR_NGROK_319',
+  'ERR_NGROK_321',
+  'ERR_NGROK_356',
+  'ERR_NGROK_381',
+  'ERR_NGROK_399',
+  'ERR_NGROK_636',
+]);
+/** The name is online in another session, maybe our own previous process not yet noticed gone. */
+export const ALREADY_ONLINE = 'ERR_NGROK_334';
+
+/** True when the server answered with a refusal (as opposed to a network failure). */
+export function isRefusal(err: unknown): err is BurrowAgentError {
+  return err instanceof BurrowAgentError && err.cause instanceof RpcError;
+}
+
+/**
+ * An error for logs and messages, with the server's code when it gave one.
+ * @example describeError(err) // "The authtoken is malformed (ERR_NGROK_105)"
+ */
+export function describeError(err: unknown): string {
+  if (err instanceof BurrowAgentError && err.code) return `${err.message} (${err.code})`;
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * The URL's part that names the tunnel: the hostname, or `host:port` for tcp (one host serves
+ * many ports).
+ * @example urlPart('https://device1.sitea.example.com:8443', 'http') // 'device1.sitea.example.com'
+ */
+export function urlPart(url: string, protocol: TunnelProtocol): string {
+  const parsed = new URL(url);
+  return protocol === 'tcp' ? parsed.host : parsed.hostname;
+}
+
+/**
+ * Bind `record` in `session`, forwarding to `target`: its own policy, else the default one where
+ * it can run.
+ * @example const endpoint = await openTunnelEndpoint(session, record, 'localhost:8001', defaults);
+ */
+export function openTunnelEndpoint(
+  session: Session,
+  record: StoredTunnel,
+  target: string,
+  defaults: DefaultPolicy | undefined,
+): Promise<Endpoint> {
+  const trafficPolicy =
+    record.policy !== null
+      ? policyJson(record.policy)
+      : defaultPolicyFor(defaults, record.protocol);
+  const common = { forward: target, forwardsTo: target, trafficPolicy, metadata: 'burrow agent' };
+  switch (record.protocol) {
+    case 'http':
+      return session.httpEndpoint({ ...common, domain: record.domain });
+    case 'tls':
+      return session.tlsEndpoint({ ...common, domain: record.domain });
+    case 'tcp':
+      return session.tcpEndpoint({ ...common, addr: record.domain });
+  }
+}
+
+/**
+ * The API error for a bind that failed: the server's refusal with its code (403 for what the
+ * token or the reservations do not permit, 409 for a name online elsewhere, else 400), or 503 when
+ * the server did not answer.
+ * @example throw bindFailure(err, 'device1.sitea.example.com', '127.0.0.1:4443');
+ */
+export function bindFailure(err: unknown, domain: string, serverAddr: string): AgentApiError {
+  if (isRefusal(err)) {
+    const code = err.code;
+    const status = code === ALREADY_ONLINE ? 409 : code && NOT_PERMITTED.has(code) ? 403 : 400;
+    const aboutDomain =
+      code === ALREADY_ONLINE || (NOT_PERMITTED.has(code ?? '') && code !== 'ERR_NGROK_636');
+    return new AgentApiError(status, `the server refused the tunnel on ${domain}: ${err.message}`, {
+      code,
+      field: aboutDomain ? 'domain' : undefined,
+    });
+  }
+  return new AgentApiError(
+    503,
+    `the tunnel on ${domain} could not be bound, the server at ${serverAddr} did not answer (${describeError(err)}); try again`,
+  );
+}

@@ -1,0 +1,159 @@
+/**
+ * The body of `POST /tunnels`, checked before anything is bound: every problem is a 400 that
+ * names the field and the rule. Whether the domain may be bound (reservation, ACL) is the
+ * server's call, made at bind time.
+ */
+import { isIP } from 'node:net';
+import { CODES } from '../core/errors.js';
+import { hostnameProblem, splitHostPort, type HostnameProblem } from '../core/hostname.js';
+import { AgentApiError } from './errors.js';
+import { checkPolicy, TUNNEL_PROTOCOLS, type PolicyValue, type TunnelProtocol } from './policy.js';
+
+/** A create request that passed every local check. */
+export interface TunnelRequest {
+  protocol: TunnelProtocol;
+  /** As the request gave it (trimmed): what the tunnel shows. */
+  forwards_to: string;
+  /** Where connections go: `host:port`, with `localhost` for an empty host. */
+  target: string;
+  /** Lower case; a hostname (http, tls) or a reserved address `host:port` (tcp). */
+  domain: string;
+  /** The request's policy; null means the default policy applies. */
+  policy: PolicyValue | null;
+}
+
+const FIELDS = ['protocol', 'forwards_to', 'domain', 'policy'] as const;
+
+function invalid(field: string, message: string): AgentApiError {
+  return new AgentApiError(400, `${field}: ${message}`, { code: CODES.invalidValue, field });
+}
+
+const HOSTNAME_RULES: Record<HostnameProblem, string> = {
+  empty: 'is empty',
+  'too-long': 'is longer than 253 characters',
+  'bad-label':
+    'has a label that is not 1-63 letters, digits or inner hyphens (dots separate labels)',
+  'single-label': 'needs at least two labels, like device1.sitea.example.com',
+  wildcard:
+    'cannot be a wildcard: name one host under the reserved wildcard, like device1.sitea.example.com',
+};
+
+/**
+ * Parse `forwards_to`: `<host>:<port>` with an optional host (`:8080` is localhost:8080), an IPv6
+ * host in brackets, and a port 1..65535.
+ * @example parseForwardsTo(':8001') // { forwards_to: ':8001', target: 'localhost:8001' }
+ */
+export function parseForwardsTo(value: unknown): { forwards_to: string; target: string } {
+  const field = 'forwards_to';
+  if (value === undefined || value === null) {
+    throw invalid(field, 'is required: the local service as <host>:<port>, like localhost:8080');
+  }
+  if (typeof value !== 'string') {
+    throw invalid(field, 'must be a string <host>:<port>, like localhost:8080');
+  }
+  const text = value.trim();
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
+    throw invalid(
+      field,
+      `must be <host>:<port> without a scheme, like localhost:8080 (got '${text}')`,
+    );
+  }
+  const m = /^(\[[^\]]*\]|[^:[\]]*):([^:]*)$/.exec(text);
+  if (!m) {
+    throw invalid(
+      field,
+      `must be <host>:<port>, like localhost:8080, 192.168.1.20:80, [::1]:8080 or :8080 for localhost (got '${text}')`,
+    );
+  }
+  const host = m[1]!;
+  const portText = m[2]!;
+  const port = Number(portText);
+  if (!/^\d{1,5}$/.test(portText) || port < 1 || port > 65535) {
+    throw invalid(field, `the port must be a number from 1 to 65535 (got '${portText}')`);
+  }
+  if (host.startsWith('[')) {
+    if (isIP(host.slice(1, -1)) !== 6) {
+      throw invalid(field, `'${host}' is not an IPv6 address in brackets`);
+    }
+  } else if (host !== '' && isIP(host) === 0 && !/^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/i.test(host)) {
+    throw invalid(field, `'${host}' is not a host name or IP address`);
+  }
+  return { forwards_to: text, target: `${host === '' ? 'localhost' : host}:${port}` };
+}
+
+/**
+ * Check `domain` for a tunnel of `protocol`: a hostname for http and tls, a reserved address
+ * `host:port` for tcp. Returns it in lower case.
+ * @example parseDomain('Device1.SiteA.example.com', 'http') // 'device1.sitea.example.com'
+ */
+export function parseDomain(value: unknown, protocol: TunnelProtocol): string {
+  const field = 'domain';
+  const shape =
+    protocol === 'tcp'
+      ? 'a reserved TCP address <host>:<port>, like tcp.example.com:20001'
+      : 'a hostname under a reserved domain, like device1.sitea.example.com';
+  if (value === undefined || value === null || value === '') {
+    throw invalid(field, `is required: ${shape}`);
+  }
+  if (typeof value !== 'string') throw invalid(field, `must be a string: ${shape}`);
+  const name = value.trim().toLowerCase();
+  if (protocol === 'tcp') {
+    const hostPort = splitHostPort(name);
+    if (!hostPort || hostnameProblem(hostPort.host, false) !== undefined) {
+      throw invalid(field, `must be ${shape} (got '${value}')`);
+    }
+    return name;
+  }
+  if (name.includes(':') || name.includes('/')) {
+    throw invalid(field, `must be a hostname alone, without scheme, port or path (got '${value}')`);
+  }
+  const problem = hostnameProblem(name, false);
+  if (problem !== undefined) throw invalid(field, `'${value}' ${HOSTNAME_RULES[problem]}`);
+  return name;
+}
+
+/**
+ * Check a `POST /tunnels` body; throws a 400 {@link AgentApiError} for the first problem. The
+ * policy is validated by the policy engine for the tunnel's protocol.
+ * @example parseTunnelRequest({ protocol: 'http', forwards_to: 'localhost:8001', domain: 'device1.sitea.example.com' })
+ */
+export function parseTunnelRequest(body: unknown): TunnelRequest {
+  if (body === null || typeof body !== 'object' || Array.isArray(body)) {
+    throw new AgentApiError(
+      400,
+      'the body must be a JSON object: {"protocol": "http", "forwards_to": "<host>:<port>", "domain": "<name>", "policy": {…} (optional)}',
+      { code: CODES.invalidValue },
+    );
+  }
+  const fields = body as Record<string, unknown>;
+  const unknown = Object.keys(fields).find((k) => !(FIELDS as readonly string[]).includes(k));
+  if (unknown !== undefined) {
+    throw new AgentApiError(
+      400,
+      `unknown field '${unknown}'; a tunnel has the fields ${FIELDS.join(', ')}`,
+      { code: CODES.unknownField, field: unknown },
+    );
+  }
+  const protocolValue = fields.protocol ?? 'http';
+  if (!(TUNNEL_PROTOCOLS as readonly unknown[]).includes(protocolValue)) {
+    throw invalid(
+      'protocol',
+      `must be one of ${TUNNEL_PROTOCOLS.join(', ')} (got ${JSON.stringify(protocolValue)})`,
+    );
+  }
+  const protocol = protocolValue as TunnelProtocol;
+  const { forwards_to, target } = parseForwardsTo(fields.forwards_to);
+  const domain = parseDomain(fields.domain, protocol);
+  const policy = fields.policy ?? null;
+  if (policy !== null) {
+    const isObject = typeof policy === 'object' && !Array.isArray(policy);
+    if (!isObject && typeof policy !== 'string') {
+      throw invalid(
+        'policy',
+        'must be a policy object (or JSON/YAML text); leave it out for the default policy',
+      );
+    }
+    checkPolicy(policy as PolicyValue, protocol, 'policy');
+  }
+  return { protocol, forwards_to, target, domain, policy: policy as PolicyValue | null };
+}
