@@ -129,9 +129,14 @@ describe.each(DATABASE_KINDS)('burrow agent, the walkthrough of interface.md (%s
       { BURROW_AUTHTOKEN: authtoken },
     );
     spawned.push(run);
+    // Ready means the local API listens and the session is up: on a loaded machine the API can
+    // answer before the agent has reached the server, and a create would then get a 503.
     await until(
-      () => run.logs.some((l) => l.msg === 'agent API listening') || run.child.exitCode !== null,
-      15_000,
+      () =>
+        (run.logs.some((l) => l.msg === 'agent API listening') &&
+          run.logs.some((l) => l.msg === 'connected to the server')) ||
+        run.child.exitCode !== null,
+      30_000,
     );
     if (run.child.exitCode !== null) throw new Error(`the agent exited: ${run.stderr()}`);
     return run;
