@@ -2,6 +2,10 @@
  * An http.Agent whose "connections" are tunnel streams. Finished streams are kept and reused for
  * the next request (HTTP/1.1 keep-alive through the tunnel), which saves opening a stream and the
  * agent's connection to its service on every request.
+ *
+ * A pooled stream is dropped as soon as the agent ends it: agents half-close their stream when
+ * the local service closes an idle keep-alive connection (Node does after 5 s), and streams are
+ * half-open Duplexes, so neither Node's Agent ('close' only) nor `socket.writable` notices.
  */
 import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -57,6 +61,7 @@ function asSocket(stream: Duplex): Duplex {
  */
 export class TunnelAgent extends Agent {
   private readonly idleTimers = new WeakMap<Duplex, NodeJS.Timeout>();
+  private readonly idleWatchers = new WeakMap<Duplex, () => void>();
   private readonly connectTimeoutMs: number;
   private readonly idleMs: number;
   private retired = false;
@@ -91,16 +96,33 @@ export class TunnelAgent extends Agent {
   }
 
   override keepSocketAlive(socket: Duplex): boolean {
-    if (this.retired) return false;
+    // The agent may have ended the stream right behind the response it just finished.
+    if (this.retired || socket.readableEnded || socket.destroyed) return false;
     const timer = setTimeout(() => socket.destroy(), this.idleMs);
     timer.unref();
     this.idleTimers.set(socket, timer);
+    // An idle stream has nothing more to say: its end (or stray bytes) means it is finished.
+    // Destroying it fires 'close', on which Node's Agent takes it out of the pool.
+    const drop = (): void => {
+      socket.destroy();
+    };
+    socket.once('end', drop);
+    socket.once('data', drop);
+    this.idleWatchers.set(socket, drop);
+    // The HTTP client removed its 'data' listener; make sure a FIN is still read and seen.
+    socket.resume();
     return true;
   }
 
   override reuseSocket(socket: Duplex, request: ClientRequest): void {
     clearTimeout(this.idleTimers.get(socket));
     this.idleTimers.delete(socket);
+    const drop = this.idleWatchers.get(socket);
+    if (drop) {
+      socket.off('end', drop);
+      socket.off('data', drop);
+      this.idleWatchers.delete(socket);
+    }
     super.reuseSocket(socket, request);
   }
 

@@ -142,6 +142,8 @@ export interface BurrowServer {
   address: string;
   process: ChildProcess;
   logs: LogLine[];
+  /** Everything written to stdout so far, log lines or not (empty with `discardLogs`). */
+  stdout(): string;
   /** Everything written to stderr so far. */
   stderr(): string;
   /** SIGTERM, then wait for the exit; resolves with the exit code (SIGKILL after `timeoutMs`). */
@@ -217,9 +219,11 @@ async function launch(
   });
   const logs: LogLine[] = [];
   let stderr = '';
+  let stdout = '';
   let pending = '';
   let onLine: ((line: LogLine) => void) | undefined;
   child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
     pending += chunk;
     let nl: number;
     while ((nl = pending.indexOf('\n')) >= 0) {
@@ -275,6 +279,7 @@ async function launch(
     address,
     process: child,
     logs,
+    stdout: () => stdout,
     stderr: () => stderr,
     stop(stopTimeoutMs = 10_000) {
       stopped ??= (async () => {

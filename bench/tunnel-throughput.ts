@@ -1,0 +1,431 @@
+/**
+ * End-to-end tunnel benchmark: the same local service measured directly and through a real
+ * `burrow server` process (ingress -> agent session over TLS -> agent -> service), in one run,
+ * with the unmodified @ngrok/ngrok package as the agent and with Burrow's own SDK.
+ *
+ *   npm run build && node --import tsx bench/tunnel-throughput.ts
+ *   DURATION=5 CONNECTIONS=50 HTTP_MB=100 TCP_MB=512 RUNS=3 node --import tsx bench/tunnel-throughput.ts
+ *   AGENTS=sdk ONLY=keepalive,tcp-up node --import tsx bench/tunnel-throughput.ts
+ *   PROFILE=1 AGENTS=ngrok ONLY=keepalive node --import tsx bench/tunnel-throughput.ts
+ *
+ * Processes, each with its own event loop: the service (child), the burrow server (child), one
+ * child per agent, and the public clients: wrk for request rates and latency, curl for the HTTP
+ * transfers, this process for TCP bulk. CPU time of the server, agent and service is read from
+ * /proc around every measurement; the server's memory after a forced full GC (SIGUSR2, see
+ * bench/edge-process.ts) before the load, after it, and once it has been idle for a while.
+ * PROFILE=1 runs the server under `node --cpu-prof` and prints where its time went.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import net from 'node:net';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ngrok from '@ngrok/ngrok';
+import { connect } from '../src/sdk/index.js';
+import { formatSummary, summarizeProfile } from './cpu-profile.js';
+import { processCpuMs, startEdgeServer, type EdgeServer } from './edge-process.js';
+import { fmt, markdownTable } from './report.js';
+
+const MB = 1_000_000;
+const DURATION = Number(process.env.DURATION ?? 5);
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
+const NEWCONN_CONNECTIONS = Number(process.env.NEWCONN_CONNECTIONS ?? 10);
+const HTTP_MB = Number(process.env.HTTP_MB ?? 100);
+const TCP_MB = Number(process.env.TCP_MB ?? 512);
+const RUNS = Number(process.env.RUNS ?? 3);
+const AGENTS = (process.env.AGENTS ?? 'ngrok,sdk').split(',') as AgentKind[];
+/** Comma-separated cases (keepalive,newconn,download,upload,tcp-up,tcp-down). */
+const ONLY = process.env.ONLY?.split(',');
+const PROFILE = process.env.PROFILE === '1';
+const BLOCK = Buffer.alloc(256 * 1024, 0x61);
+
+type AgentKind = 'ngrok' | 'sdk';
+interface ServicePorts {
+  http: number;
+  tcp: number;
+}
+interface AgentUrls {
+  pid: number;
+  http: string;
+  tcp: string;
+}
+
+// ---- the service (child) --------------------------------------------------------------------
+
+function pump(out: NodeJS.WritableStream, bytes: number, done: () => void): void {
+  let left = bytes;
+  const write = (): void => {
+    while (left > 0) {
+      const chunk = left >= BLOCK.length ? BLOCK : BLOCK.subarray(0, left);
+      left -= chunk.length;
+      if (!out.write(chunk)) return void out.once('drain', write);
+    }
+    done();
+  };
+  write();
+}
+
+/** HTTP: `/` 12 bytes, `/download?mb=N`, `POST /upload`. TCP: `d` + uint32 MB sends; `u` sinks. */
+function serveService(): void {
+  const http = createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://x');
+    if (url.pathname === '/download') {
+      const bytes = Number(url.searchParams.get('mb')) * MB;
+      res.writeHead(200, { 'Content-Length': bytes });
+      pump(res, bytes, () => res.end());
+    } else if (url.pathname === '/upload') {
+      let bytes = 0;
+      req.on('data', (c: Buffer) => (bytes += c.length));
+      req.on('end', () => res.end(String(bytes)));
+    } else {
+      res.end('hello world\n');
+    }
+  });
+  http.keepAliveTimeout = 60_000;
+  const tcp = net.createServer({ allowHalfOpen: true }, (socket) => {
+    socket.on('error', () => socket.destroy());
+    socket.once('data', (first: Buffer) => {
+      if (first[0] === 0x64) return pump(socket, first.readUInt32BE(1) * MB, () => socket.end());
+      let bytes = first.length - 1;
+      socket.on('data', (c: Buffer) => (bytes += c.length));
+      socket.on('end', () => socket.end(`ok ${bytes}`));
+    });
+  });
+  http.listen(0, '127.0.0.1', () =>
+    tcp.listen(0, '127.0.0.1', () => {
+      const port = (s: net.Server) => (s.address() as net.AddressInfo).port;
+      process.stdout.write(`${JSON.stringify({ http: port(http), tcp: port(tcp) })}\n`);
+    }),
+  );
+}
+
+// ---- the agents (children) --------------------------------------------------------------------
+
+interface AgentSpec {
+  serverAddr: string;
+  caFile: string;
+  token: string;
+  service: ServicePorts;
+}
+
+async function serveNgrok(spec: AgentSpec): Promise<void> {
+  const session = await new ngrok.SessionBuilder()
+    .serverAddr(spec.serverAddr)
+    .caCert(readFileSync(spec.caFile))
+    .authtoken(spec.token)
+    .connect();
+  const web = await session
+    .httpEndpoint()
+    .scheme('HTTP')
+    .listenAndForward(`http://127.0.0.1:${spec.service.http}`);
+  const tcp = await session.tcpEndpoint().listenAndForward(`tcp://127.0.0.1:${spec.service.tcp}`);
+  // ngrok's native session holds no handle on Node's event loop; keep the process alive.
+  setInterval(() => undefined, 60_000);
+  process.stdout.write(
+    `${JSON.stringify({ pid: process.pid, http: web.url(), tcp: tcp.url() })}\n`,
+  );
+}
+
+async function serveSdk(spec: AgentSpec): Promise<void> {
+  const session = await connect({
+    serverAddr: spec.serverAddr,
+    authtoken: spec.token,
+    ca: spec.caFile,
+  });
+  const web = await session.httpEndpoint({ scheme: 'http', forward: spec.service.http });
+  const tcp = await session.tcpEndpoint({ forward: spec.service.tcp });
+  process.stdout.write(`${JSON.stringify({ pid: process.pid, http: web.url, tcp: tcp.url })}\n`);
+}
+
+// ---- the public clients (this process, wrk, curl) -------------------------------------------------
+
+const children: ChildProcess[] = [];
+
+async function child<T>(role: string, arg?: unknown): Promise<T> {
+  const self = fileURLToPath(import.meta.url);
+  const args = ['--import', 'tsx', self, role, ...(arg === undefined ? [] : [JSON.stringify(arg)])];
+  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
+  children.push(proc);
+  const [line] = (await once(proc.stdout, 'data')) as [Buffer];
+  return JSON.parse(line.toString()) as T;
+}
+
+function run(cmd: string, args: string[]): Promise<string> {
+  return new Promise((resolve, reject) =>
+    execFile(cmd, args, { maxBuffer: 16 * 1024 * 1024 }, (err, out, errOut) =>
+      err ? reject(new Error(`${cmd}: ${err.message} ${errOut}`)) : resolve(out),
+    ),
+  );
+}
+
+const WRK_REPORT = `done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('{"requests":%d,"us":%d,"errors":%d,"non2xx":%d,"p50":%d,"p99":%d}\\n',
+    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
+    latency:percentile(50), latency:percentile(99)))
+end
+`;
+
+interface Result {
+  /** req/s or MB/s */
+  value: number;
+  p50Ms?: number;
+  p99Ms?: number;
+  errors?: number;
+  /** What was moved: requests or bytes, for CPU cost per unit. */
+  units: number;
+}
+
+async function wrk(port: number, host: string, newConnections: boolean, dir: string) {
+  const script = join(dir, 'report.lua');
+  writeFileSync(script, WRK_REPORT);
+  const connections = newConnections ? NEWCONN_CONNECTIONS : CONNECTIONS;
+  const args = ['-t1', `-c${connections}`, `-d${DURATION}s`, '-s', script, '-H', `Host: ${host}`];
+  if (newConnections) args.push('-H', 'Connection: close');
+  const out = await run('wrk', [...args, `http://127.0.0.1:${port}/`]);
+  const r = JSON.parse(out.slice(out.lastIndexOf('{'))) as Record<string, number>;
+  return {
+    value: r.requests! / (r.us! / 1e6),
+    p50Ms: r.p50! / 1000,
+    p99Ms: r.p99! / 1000,
+    errors: r.errors! + r.non2xx!,
+    units: r.requests!,
+  };
+}
+
+async function curlTransfer(port: number, host: string, upload: string | undefined) {
+  const url = `http://127.0.0.1:${port}${upload ? '/upload' : `/download?mb=${HTTP_MB}`}`;
+  const args = ['-s', '-o', '/dev/null', '-H', `Host: ${host}`, '-w', '%{time_total}'];
+  if (upload) args.push('-X', 'POST', '-T', upload, '-H', 'Expect:');
+  const seconds = Number(await run('curl', [...args, url]));
+  return { value: HTTP_MB / seconds, units: HTTP_MB * MB };
+}
+
+async function tcpBulk(port: number, direction: 'up' | 'down') {
+  const started = performance.now();
+  const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true, noDelay: true });
+  await once(socket, 'connect');
+  let got = 0;
+  let reply = '';
+  const ended = new Promise<void>((resolve, reject) => {
+    socket.on('data', (c: Buffer) => {
+      got += c.length;
+      if (direction === 'up') reply += c.toString();
+    });
+    socket.once('end', resolve);
+    socket.once('error', reject);
+  });
+  const bytes = TCP_MB * MB;
+  if (direction === 'down') {
+    const head = Buffer.alloc(5, 0x64);
+    head.writeUInt32BE(TCP_MB, 1);
+    socket.write(head);
+  } else {
+    socket.write('u');
+    await new Promise<void>((resolve) => pump(socket, bytes, resolve));
+    socket.end();
+  }
+  await ended;
+  socket.destroy();
+  const ok = direction === 'down' ? got === bytes : reply === `ok ${bytes}`;
+  if (!ok) throw new Error(`tcp ${direction}: incomplete (${got} bytes, '${reply}')`);
+  return { value: bytes / MB / ((performance.now() - started) / 1000), units: bytes };
+}
+
+async function bestOf(times: number, once: () => Promise<Result>): Promise<Result> {
+  let best: Result | undefined;
+  for (let i = 0; i < times; i++) {
+    const r = await once();
+    if (!best || r.value > best.value) best = r;
+  }
+  return best!;
+}
+
+// ---- the report (this process) -------------------------------------------------------------------
+
+type CaseKind = 'keepalive' | 'newconn' | 'download' | 'upload' | 'tcp-up' | 'tcp-down';
+interface Target {
+  httpPort: number;
+  host: string;
+  tcpPort: number;
+}
+
+const CASES: { kind: CaseKind; name: string; unit: string }[] = [
+  {
+    kind: 'keepalive',
+    name: `HTTP keep-alive, 12-byte responses, ${CONNECTIONS} conns`,
+    unit: 'req/s',
+  },
+  {
+    kind: 'newconn',
+    name: `HTTP new connection per request, ${NEWCONN_CONNECTIONS} conns`,
+    unit: 'req/s',
+  },
+  { kind: 'download', name: `HTTP ${HTTP_MB} MB download (curl)`, unit: 'MB/s' },
+  { kind: 'upload', name: `HTTP ${HTTP_MB} MB upload (curl)`, unit: 'MB/s' },
+  { kind: 'tcp-up', name: `TCP bulk ${TCP_MB} MB, client to service`, unit: 'MB/s' },
+  { kind: 'tcp-down', name: `TCP bulk ${TCP_MB} MB, service to client`, unit: 'MB/s' },
+];
+
+function measure(kind: CaseKind, target: Target, dir: string, upload: string): Promise<Result> {
+  switch (kind) {
+    case 'keepalive':
+      return wrk(target.httpPort, target.host, false, dir);
+    case 'newconn':
+      return wrk(target.httpPort, target.host, true, dir);
+    case 'download':
+      return bestOf(RUNS, () => curlTransfer(target.httpPort, target.host, undefined));
+    case 'upload':
+      return bestOf(RUNS, () => curlTransfer(target.httpPort, target.host, upload));
+    case 'tcp-up':
+      return bestOf(RUNS, () => tcpBulk(target.tcpPort, 'up'));
+    case 'tcp-down':
+      return bestOf(RUNS, () => tcpBulk(target.tcpPort, 'down'));
+  }
+}
+
+/** CPU ms that each of `pids` used while `work` ran. */
+async function cpuDuring<T>(pids: number[], work: () => Promise<T>): Promise<[T, number[]]> {
+  const before = pids.map(processCpuMs);
+  const result = await work();
+  return [result, pids.map((pid, i) => processCpuMs(pid) - before[i]!)];
+}
+
+const MIB = 2 ** 20;
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'burrow-bench-tunnel-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const upload = join(dir, 'upload.bin');
+  writeFileSync(upload, Buffer.alloc(HTTP_MB * MB, 0x62));
+  const load = loadavg()[0]!.toFixed(1);
+  const service = await child<ServicePorts & { pid?: number }>('service');
+  const servicePid = children[0]!.pid!;
+  const edge: EdgeServer = await startEdgeServer({ cpuProfile: PROFILE });
+  const agents: Partial<Record<AgentKind, AgentUrls>> = {};
+  for (const kind of AGENTS) {
+    const spec: AgentSpec = {
+      serverAddr: edge.agentAddr,
+      caFile: edge.caFile,
+      token: await edge.token(),
+      service,
+    };
+    agents[kind] = await child<AgentUrls>(kind, spec);
+  }
+  // Warm up every path (JIT, pools, certificates) before anything is measured.
+  await wrk(service.http, 'localhost', false, dir).catch(() => undefined);
+  for (const kind of AGENTS) {
+    await wrk(edge.httpPort, new URL(agents[kind]!.http).hostname, false, dir);
+  }
+  const memoryBefore = await edge.gcMemory();
+
+  const rows: string[][] = [];
+  const costs: string[][] = [];
+  for (const c of CASES) {
+    if (ONLY && !ONLY.includes(c.kind)) continue;
+    const direct = await measure(
+      c.kind,
+      { httpPort: service.http, host: 'localhost', tcpPort: service.tcp },
+      dir,
+      upload,
+    );
+    const show = (r: Result) =>
+      `${fmt(r.value)} ${c.unit}` +
+      (r.p50Ms === undefined ? '' : ` (p50 ${fmt(r.p50Ms, 2)} / p99 ${fmt(r.p99Ms ?? 0, 2)} ms)`) +
+      (r.errors ? ` [${r.errors} errors]` : '');
+    const row = [c.name, show(direct)];
+    for (const kind of AGENTS) {
+      const urls = agents[kind]!;
+      const target = {
+        httpPort: edge.httpPort,
+        host: new URL(urls.http).hostname,
+        tcpPort: Number(new URL(urls.tcp).port),
+      };
+      const [tunnel, cpu] = await cpuDuring([edge.pid, urls.pid, servicePid], () =>
+        measure(c.kind, target, dir, upload),
+      );
+      row.push(`${show(tunnel)}, ${fmt((100 * tunnel.value) / direct.value)} %`);
+      // Per 1,000 requests or per GB moved (bulk runs measure the best of RUNS, CPU all of them).
+      const per = c.unit === 'req/s' ? tunnel.units / 1000 : (tunnel.units * (RUNS || 1)) / 1e9;
+      costs.push([
+        c.name,
+        kind,
+        c.unit === 'req/s' ? 'per 1k requests' : 'per GB',
+        ...cpu.map((ms) => fmt(ms / per, 1)),
+      ]);
+    }
+    rows.push(row);
+    process.stderr.write(`${c.name}: ${row.slice(1).join(' | ')}\n`);
+  }
+
+  const rssAfterLoad = edge.rss();
+  const memoryAfterLoad = await edge.gcMemory();
+  await new Promise((resolve) => setTimeout(resolve, 10_000));
+  const memoryIdle = await edge.gcMemory();
+  for (const proc of children) proc.kill('SIGTERM');
+  const profile = await edge.stop();
+  rmSync(dir, { recursive: true, force: true });
+
+  const cpu = cpus();
+  console.log(
+    `\nTunnel throughput, Node ${process.version}, ${cpu.length} x ${cpu[0]?.model ?? 'cpu'}, ` +
+      `load average ${load} at the start; ${DURATION} s per wrk run, best of ${RUNS} for transfers.\n`,
+  );
+  console.log(
+    markdownTable(
+      ['case', 'direct', ...AGENTS.map((a) => `through the tunnel, ${a} agent (% of direct)`)],
+      rows,
+    ),
+  );
+  console.log('\nCPU time (ms) spent by each process while the tunnel was measured:\n');
+  console.log(markdownTable(['case', 'agent', 'unit', 'burrow server', 'agent', 'service'], costs));
+  const mib = (bytes: number) => `${fmt(bytes / MIB, 1)} MiB`;
+  console.log('\nServer memory (after a full GC unless noted):\n');
+  console.log(
+    markdownTable(
+      ['when', 'RSS', 'V8 heap used', 'external + array buffers'],
+      [
+        [
+          'before the load',
+          mib(memoryBefore.rss),
+          mib(memoryBefore.heapUsed),
+          mib(memoryBefore.external),
+        ],
+        ['right after the load, no GC', mib(rssAfterLoad), '-', '-'],
+        [
+          'after the load',
+          mib(memoryAfterLoad.rss),
+          mib(memoryAfterLoad.heapUsed),
+          mib(memoryAfterLoad.external),
+        ],
+        [
+          'after 10 s idle',
+          mib(memoryIdle.rss),
+          mib(memoryIdle.heapUsed),
+          mib(memoryIdle.external),
+        ],
+      ],
+    ),
+  );
+  if (profile) {
+    console.log(`\nCPU profile of the server: ${profile}\n`);
+    console.log(formatSummary(summarizeProfile(profile, 25)));
+  }
+}
+
+const role = process.argv[2];
+const spec = process.argv[3] ? (JSON.parse(process.argv[3]) as AgentSpec) : undefined;
+if (role === 'service') serveService();
+else if (role === 'ngrok') await serveNgrok(spec!);
+else if (role === 'sdk') await serveSdk(spec!);
+else {
+  // Children (and the server, see edge-process.ts) are killed when this process exits, however.
+  process.once('exit', () => children.forEach((proc) => proc.kill('SIGTERM')));
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.once(signal, () => process.exit(130));
+  await main();
+  process.exit(0);
+}
