@@ -8,12 +8,13 @@
 import { EventEmitter } from 'node:events';
 import type { RequestListener } from 'node:http';
 import type { Logger } from '../core/logger.js';
+import { WakeableSleep } from '../core/wakeable-sleep.js';
 import { backoffDelay, type Endpoint, type Session } from '../sdk/index.js';
+import { ApiExposure } from './api-exposure.js';
 import { AgentApiError } from './errors.js';
 import { defaultPolicyFor, policyJson, type DefaultPolicy } from './policy.js';
 import type { StateFile, StoredTunnel } from './state-file.js';
 import {
-  ALREADY_ONLINE,
   bindFailure,
   describeError,
   isRefusal,
@@ -74,16 +75,24 @@ function entryOf(record: StoredTunnel, endpoint: Endpoint | undefined): Entry {
 export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements TunnelService {
   private entries = new Map<string, Entry>();
   private session: Session | undefined;
-  private exposed: Endpoint | undefined;
-  private exposeRetry: NodeJS.Timeout | undefined;
+  private readonly exposure: ApiExposure | undefined;
   private lock: Promise<unknown> = Promise.resolve();
   private closed = false;
-  private wake: (() => void) | undefined;
+  private readonly pause = new WakeableSleep();
   private readonly retry: { initialDelay: number; maxDelay: number };
 
   constructor(private readonly options: TunnelManagerOptions) {
     super();
     this.retry = options.retry ?? { initialDelay: 250, maxDelay: 15_000 };
+    if (options.expose) {
+      this.exposure = new ApiExposure({
+        ...options.expose,
+        defaultPolicy: options.defaultPolicy,
+        logger: options.logger,
+        retryMs: this.retry.maxDelay / 10,
+        onFatal: (error) => this.emit('fatal', error),
+      });
+    }
   }
 
   /** The session, once the first connection succeeded. */
@@ -93,7 +102,7 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
 
   /** The public URL of the exposed agent API, once bound. */
   get exposedUrl(): string | undefined {
-    return this.exposed?.url;
+    return this.exposure?.url;
   }
 
   /** Take the stored tunnels and start connecting (in the background). */
@@ -220,8 +229,8 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.wake?.();
-    clearTimeout(this.exposeRetry);
+    this.pause.wake();
+    this.exposure?.close();
     for (const entry of this.entries.values()) clearTimeout(entry.retry);
     await this.session?.close();
   }
@@ -252,13 +261,14 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
           { server: serverAddr, err: describeError(err), retry_in_ms: delay },
           'cannot reach the server; the API keeps serving and the agent retries',
         );
-        await this.sleep(delay);
+        await this.pause.sleep(delay);
       }
     }
-    if (this.closed) return;
+    const session = this.session;
+    if (this.closed || !session) return;
     logger.info({ server: serverAddr, tunnels: this.entries.size }, 'connected to the server');
     const binds = [...this.entries.values()].map((entry) => this.bindEntry(entry));
-    if (this.options.expose) binds.push(this.bindExpose());
+    if (this.exposure) binds.push(this.exposure.bind(session));
     await Promise.all(binds);
     if (!this.closed) this.emit('online');
   }
@@ -276,17 +286,6 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
     session.on('stop', () => {
       logger.warn('the server asked this agent to stop');
       this.emit('stop');
-    });
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
     });
   }
 
@@ -345,35 +344,6 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
         this.options.logger.error({ err: describeError(err) }, 'cannot save the new URL'),
       );
     });
-  }
-
-  private async bindExpose(): Promise<void> {
-    const session = this.session;
-    const expose = this.options.expose;
-    if (!session || !expose || this.closed) return;
-    const { logger } = this.options;
-    try {
-      this.exposed = await session.httpEndpoint({
-        domain: expose.domain,
-        trafficPolicy: defaultPolicyFor(this.options.defaultPolicy, 'http'),
-        forward: expose.handler,
-        metadata: 'burrow agent API',
-      });
-      logger.info({ url: this.exposed.url }, 'agent API exposed');
-    } catch (err) {
-      if (this.closed) return;
-      if (isRefusal(err) && err.code !== ALREADY_ONLINE) {
-        this.emit(
-          'fatal',
-          new Error(
-            `the server refused to expose the agent API on ${expose.domain}: ${describeError(err)}`,
-          ),
-        );
-        return;
-      }
-      logger.warn({ err: describeError(err) }, 'cannot expose the agent API yet; retrying');
-      this.exposeRetry = setTimeout(() => void this.bindExpose(), this.retry.maxDelay / 10);
-    }
   }
 
   private watch(entry: Entry, endpoint: Endpoint): void {

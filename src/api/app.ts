@@ -1,5 +1,6 @@
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { utf8Length } from '../core/bytes.js';
 import type { Logger } from '../core/logger.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { CODES, BurrowError } from '../core/errors.js';
@@ -70,7 +71,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
             keyword: 'maxBytes',
             type: 'string',
             schemaType: 'number',
-            validate: (max: number, data: string) => Buffer.byteLength(data, 'utf8') <= max,
+            validate: (max: number, data: string) => utf8Length(data) <= max,
           },
         ],
       },

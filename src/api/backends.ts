@@ -1,9 +1,9 @@
-import { Type, type TProperties } from '@sinclair/typebox';
+import { Type, type TProperties, type TSchema } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { LABEL_LIMITS } from '../core/labels.js';
 import { MAX_WEIGHT, type Backend } from '../store/backend-kinds.js';
 import type { ApiContext } from './context.js';
-import { registerCrud } from './crud.js';
+import { registerCrud, type CrudRepository } from './crud.js';
 import { Body, Description, Metadata, Ref } from './schemas.js';
 
 const Common = {
@@ -85,74 +85,65 @@ export async function backendRoutes(
     description: b.description,
     metadata: b.metadata,
   });
-  const path = (type: string) => `backends/${type}`;
+  /** One backend type: its CRUD routes under `backends/<type>`, listed under `backends`. */
+  const register = <B extends Backend, C, U>(
+    type: string,
+    item: TSchema,
+    fields: { create: TProperties; update?: TProperties },
+    repo: CrudRepository<B, C, U>,
+    view: (b: B) => object,
+  ): void => {
+    const path = `backends/${type}`;
+    registerCrud(
+      app,
+      {
+        path,
+        listKey: 'backends',
+        name: `${type.replace('_', ' ')} backend`,
+        tag: 'Backends',
+        item,
+        createBody: createBody(fields.create),
+        updateBody: updateBody(fields.update ?? fields.create),
+        repo,
+        view: (b) => ({ ...common(b), ...view(b) }),
+      },
+      uris.collection(path),
+    );
+  };
 
-  registerCrud(
-    app,
-    {
-      path: path('tunnel_group'),
-      listKey: 'backends',
-      name: 'tunnel group backend',
-      tag: 'Backends',
-      item: TunnelGroupBackendSchema,
-      createBody: createBody({ labels: Labels }),
-      updateBody: updateBody({ labels: Labels }),
-      repo: repos.backends.tunnelGroups,
-      view: (b) => ({
-        ...common(b),
-        labels: b.labels,
-        // Live state: which online tunnels this selector matches right now.
-        tunnels: online.tunnelsMatching(b.labels).map((id) => uris.ref(id)),
-      }),
-    },
-    uris.collection(path('tunnel_group')),
+  register(
+    'tunnel_group',
+    TunnelGroupBackendSchema,
+    { create: { labels: Labels } },
+    repos.backends.tunnelGroups,
+    (b) => ({
+      labels: b.labels,
+      // Live state: which online tunnels this selector matches right now.
+      tunnels: online.tunnelsMatching(b.labels).map((id) => uris.ref(id)),
+    }),
   );
-
-  registerCrud(
-    app,
-    {
-      path: path('failover'),
-      listKey: 'backends',
-      name: 'failover backend',
-      tag: 'Backends',
-      item: FailoverBackendSchema,
-      createBody: createBody({ backends: FailoverMembers }),
-      updateBody: updateBody({ backends: FailoverMembers }),
-      repo: repos.backends.failovers,
-      view: (b) => ({ ...common(b), backends: b.backends }),
-    },
-    uris.collection(path('failover')),
+  register(
+    'failover',
+    FailoverBackendSchema,
+    { create: { backends: FailoverMembers } },
+    repos.backends.failovers,
+    (b) => ({ backends: b.backends }),
   );
-
-  registerCrud(
-    app,
-    {
-      path: path('weighted'),
-      listKey: 'backends',
-      name: 'weighted backend',
-      tag: 'Backends',
-      item: WeightedBackendSchema,
-      createBody: createBody({ backends: WeightedMembers }),
-      updateBody: updateBody({ backends: WeightedMembers }),
-      repo: repos.backends.weighted,
-      view: (b) => ({ ...common(b), backends: b.backends }),
-    },
-    uris.collection(path('weighted')),
+  register(
+    'weighted',
+    WeightedBackendSchema,
+    { create: { backends: WeightedMembers } },
+    repos.backends.weighted,
+    (b) => ({ backends: b.backends }),
   );
-
-  registerCrud(
-    app,
+  register(
+    'static',
+    StaticBackendSchema,
     {
-      path: path('static'),
-      listKey: 'backends',
-      name: 'static backend',
-      tag: 'Backends',
-      item: StaticBackendSchema,
-      createBody: createBody({ address: Address, tls: Type.Optional(TlsInput) }),
-      updateBody: updateBody({ address: Address, tls: TlsInput }),
-      repo: repos.backends.statics,
-      view: (b) => ({ ...common(b), address: b.address, tls: b.tls }),
+      create: { address: Address, tls: Type.Optional(TlsInput) },
+      update: { address: Address, tls: TlsInput },
     },
-    uris.collection(path('static')),
+    repos.backends.statics,
+    (b) => ({ address: b.address, tls: b.tls }),
   );
 }

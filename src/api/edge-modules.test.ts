@@ -2,34 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findReferrer } from '../store/refs.js';
 import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
 import { edgeFixtures, type EdgeFixtures } from '../test-support/edge-fixtures.js';
+import { TLS_SAMPLE_POLICY as TLS_SAMPLE_POLICY_COMPACT } from '../test-support/policy-fixtures.js';
 import { DATABASE_KINDS } from '../test-support/stores.js';
 
-/** The TLS-edge policy sample of reference-api.md §4.1, as the string a client sends. */
-const TLS_SAMPLE_POLICY = JSON.stringify(
-  {
-    inbound: [
-      {
-        name: 'AllowTLS1.3',
-        expressions: ['conn.TLS.Version.contains("1.3")'],
-        actions: [
-          {
-            type: 'log',
-            config: {
-              metadata: {
-                message: 'Invalid TLS Version',
-                edgeId: 'edgtls_2bhsNc9X6FO3i2wzTOgIH8jAe52',
-              },
-            },
-          },
-          { type: 'deny' },
-        ],
-      },
-    ],
-    outbound: [],
-  },
-  null,
-  2,
-);
+/** The TLS-edge policy sample of reference-api.md §4.1, pretty-printed as a client might send it. */
+const TLS_SAMPLE_POLICY = JSON.stringify(JSON.parse(TLS_SAMPLE_POLICY_COMPACT), null, 2);
 
 const BLOCK_IP_POLICY =
   '{"inbound":[{"name":"Block IP","expressions":["conn.client_ip == \'192.0.2.0\'"],"actions":[{"type":"deny"}]}]}';

@@ -45,10 +45,3 @@ export function ListOf(key: string, item: TSchema): TObject {
 export function Body<T extends Parameters<typeof Type.Object>[0]>(properties: T) {
   return Type.Object(properties, { additionalProperties: false });
 }
-
-export const ErrorBody = Type.Object({
-  error_code: Type.Optional(Type.String()),
-  status_code: Type.Integer(),
-  msg: Type.String(),
-  details: Type.Record(Type.String(), Type.String()),
-});

@@ -5,7 +5,12 @@ import { Option, type Command } from 'commander';
 import { startAgent, type AgentOptions } from '../agent/agent.js';
 import { AgentStartupError } from '../agent/errors.js';
 import { createLogger, type Logger } from '../core/logger.js';
-import { agentConfigPath, readAgentConfig, resolveTunnelSettings } from './agent-config.js';
+import {
+  addConnectionOptions,
+  agentConfigPath,
+  readAgentConfig,
+  resolveTunnelSettings,
+} from './agent-config.js';
 
 /** The flags of `burrow agent` as commander gives them. */
 export interface AgentFlags {
@@ -89,18 +94,13 @@ export async function runAgent(
  * @example registerAgentCommand(program);
  */
 export function registerAgentCommand(program: Command): void {
-  program
-    .command('agent')
-    .description(
-      'run the device agent: a local REST API that creates, lists and deletes tunnels, kept in a state file and recreated at start',
-    )
-    .option(
-      '--server <host:port>',
-      'the edge agent listener [env BURROW_SERVER_ADDR] (default: config file, else 127.0.0.1:4443)',
-    )
-    .option('--authtoken <token>', 'authtoken [env BURROW_AUTHTOKEN] (default: config file)')
-    .option('--ca <file>', "the server's CA certificate, <data-dir>/ca.pem [env BURROW_CA]")
-    .option('--config <file>', 'agent config file (default: ~/.config/burrow/config.yaml)')
+  addConnectionOptions(
+    program
+      .command('agent')
+      .description(
+        'run the device agent: a local REST API that creates, lists and deletes tunnels, kept in a state file and recreated at start',
+      ),
+  )
     .addOption(
       new Option('--listen <host:port>', 'where the agent API listens')
         .env('BURROW_AGENT_LISTEN')

@@ -6,6 +6,7 @@
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import type { Command } from 'commander';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 
 /** What the config file holds (other keys are kept as they are). */
@@ -99,4 +100,20 @@ export function resolveTunnelSettings(
     authtoken: pick(flags.authtoken, env.BURROW_AUTHTOKEN, file.authtoken),
     ca: pick(flags.ca, env.BURROW_CA, file.ca),
   };
+}
+
+/**
+ * Add the options of every command that connects to the edge as an agent; their values go to
+ * {@link resolveTunnelSettings}.
+ * @example addConnectionOptions(program.command('tcp')).action(...)
+ */
+export function addConnectionOptions(command: Command): Command {
+  return command
+    .option(
+      '--server <host:port>',
+      `the edge agent listener [env BURROW_SERVER_ADDR] (default: config file, else ${DEFAULT_SERVER_ADDR})`,
+    )
+    .option('--authtoken <token>', 'authtoken [env BURROW_AUTHTOKEN] (default: config file)')
+    .option('--ca <file>', "the server's CA certificate, <data-dir>/ca.pem [env BURROW_CA]")
+    .option('--config <file>', 'agent config file (default: ~/.config/burrow/config.yaml)');
 }

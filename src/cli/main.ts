@@ -1,8 +1,8 @@
 import { Command, Option } from 'commander';
 import { ConfigError, loadServerConfig, SERVER_OPTIONS } from '../core/config.js';
 import { createLogger } from '../core/logger.js';
-import { createRepositories, openStore } from '../store/index.js';
-import { startServer, storeSettings } from './server.js';
+import { openStore } from '../store/index.js';
+import { serverRepositories, startServer } from './server.js';
 import { registerAgentCommand } from './agent-command.js';
 import { registerTunnelCommands } from './tunnel-commands.js';
 
@@ -74,7 +74,7 @@ export function buildCli(): Command {
       const config = loadServerConfig(collectFlags(opts));
       const store = await openStore({ database: config.database, dataDir: config.dataDir });
       try {
-        const repos = createRepositories(store, storeSettings(config));
+        const repos = serverRepositories(store, config);
         const key = await repos.apiKeys.create({ description: opts.description ?? '' });
         process.stdout.write(`${key.token}\n`);
         process.stderr.write(

@@ -8,7 +8,14 @@ import { createLogger, type Logger } from '../core/logger.js';
 import { buildApi } from '../api/app.js';
 import { onlineStateOf } from '../api/online.js';
 import { startEdge, type Edge } from '../edge/edge.js';
-import { createRepositories, openStore, type Repositories, type Store } from '../store/index.js';
+import { validatePolicy } from '../policy/validate.js';
+import {
+  createRepositories,
+  openStore,
+  type Repositories,
+  type Store,
+  type StoreSettings,
+} from '../store/index.js';
 
 /** A running `burrow server`. */
 export interface RunningServer {
@@ -23,14 +30,19 @@ export interface RunningServer {
   close(graceMs?: number): Promise<void>;
 }
 
-/** The repositories' view of the server configuration. */
-export function storeSettings(config: ServerConfig) {
-  return {
+/**
+ * The repositories of a server: its settings, and the policy engine plugged into the store so
+ * traffic policies are validated in full when saved.
+ * @example const repos = serverRepositories(store, loadServerConfig({}));
+ */
+export function serverRepositories(store: Store, config: ServerConfig): Repositories {
+  const settings: StoreSettings = {
     baseDomain: config.baseDomain,
     tcpHost: config.tcpHost,
     tcpPorts: config.tcpPorts,
     httpsPort: splitHostPort(config.httpsListen)?.port ?? 443,
   };
+  return createRepositories(store, settings, { validateTrafficPolicy: validatePolicy });
 }
 
 function hostAndPort(listen: string): { host: string; port: number } {
@@ -78,7 +90,7 @@ export async function startServer(
     onConnectionError: (err) =>
       logger.warn({ err: err.message }, 'database connection lost; reconnecting on demand'),
   });
-  const repos = createRepositories(store, storeSettings(config));
+  const repos = serverRepositories(store, config);
   let api: FastifyInstance | undefined;
   let edge: Edge | undefined;
   let metricsServer: Server | undefined;

@@ -13,6 +13,7 @@ import {
   type Session,
 } from '../sdk/index.js';
 import {
+  addConnectionOptions,
   agentConfigPath,
   readAgentConfig,
   resolveTunnelSettings,
@@ -183,22 +184,15 @@ export function registerTunnelCommands(program: Command): void {
     if (proto === 'tcp')
       cmd.option('--addr <host:port>', 'a reserved TCP address (default: random port)');
     else cmd.option('--domain <name>', 'the name to serve (default: a random name)');
-    cmd
-      .option('--policy-file <file>', 'traffic policy document (YAML or JSON) for the endpoint')
-      .option(
-        '--server <host:port>',
-        'the edge agent listener [env BURROW_SERVER_ADDR] (default: config file, else 127.0.0.1:4443)',
-      )
-      .option('--authtoken <token>', 'authtoken [env BURROW_AUTHTOKEN] (default: config file)')
-      .option('--ca <file>', "the server's CA certificate, <data-dir>/ca.pem [env BURROW_CA]")
-      .option('--config <file>', 'agent config file (default: ~/.config/burrow/config.yaml)')
-      .action(async (target: string, flags: TunnelFlags) => {
-        const code = await runTunnel(proto, target, flags, {
-          out: process.stdout,
-          err: process.stderr,
-        });
-        process.exit(code);
+    addConnectionOptions(
+      cmd.option('--policy-file <file>', 'traffic policy document (YAML or JSON) for the endpoint'),
+    ).action(async (target: string, flags: TunnelFlags) => {
+      const code = await runTunnel(proto, target, flags, {
+        out: process.stdout,
+        err: process.stderr,
       });
+      process.exit(code);
+    });
   }
 
   const config = program

@@ -86,21 +86,11 @@ export interface TunnelHost {
   readonly gone: boolean;
 }
 
-/** Where and what a new tunnel serves. */
-export interface AgentTunnelInit {
-  id: string;
-  sessionId: string;
-  bindId: string;
-  proto: TunnelProto | undefined;
-  url: string | undefined;
-  hostname?: string | undefined;
-  port?: number | undefined;
-  labels?: Record<string, string> | undefined;
-  forwardsTo: string;
-  metadata: string;
-  domainId?: string | undefined;
-  addrId?: string | undefined;
-}
+/** Where and what a new tunnel serves: the registry's view of it, less what binding adds later. */
+export type AgentTunnelInit = Omit<
+  OnlineTunnel,
+  'trafficPolicy' | 'policy' | 'startedAt' | 'connect'
+>;
 
 /**
  * A tunnel served by an agent session. connect() opens a proxy stream (type 3) whose SYN frame

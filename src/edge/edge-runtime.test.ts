@@ -4,9 +4,9 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { PolicyEventLog } from '../policy/index.js';
-import { createRepositories, openStore, type Repositories, type Store } from '../store/index.js';
+import { openStore, type Repositories, type Store } from '../store/index.js';
 import { nowRfc3339 } from '../store/paging.js';
-import { TEST_STORE_SETTINGS } from '../test-support/api.js';
+import { createTestRepositories, TEST_STORE_SETTINGS } from '../test-support/api.js';
 import { certificateMaker } from '../test-support/certificates.js';
 import { clientPki } from '../test-support/client-certificates.js';
 import {
@@ -107,7 +107,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
   beforeAll(async () => {
     db = await createTestDatabase(kind);
     store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createRepositories(store, TEST_STORE_SETTINGS);
+    repos = createTestRepositories(store);
     registry = new TunnelRegistry();
     events = new PolicyEventLog();
     caDir = mkdtempSync(join(tmpdir(), 'burrow-edge-ca-'));
@@ -298,7 +298,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
   it('picks up what another process wrote on its periodic reload', async () => {
     const other = await openStore({ database: db.database, dataDir: db.dataDir });
     try {
-      const otherRepos = createRepositories(other, TEST_STORE_SETTINGS);
+      const otherRepos = createTestRepositories(other);
       const addr = await reserveAddr();
       const backend = await otherRepos.backends.tunnelGroups.create({ labels: { edge: 'far' } });
       online({ edge: 'far' }, () => b);

@@ -18,6 +18,7 @@ import type { EdgeSpec } from './edge-specs.js';
 import { EdgeTlsTerminator } from './edge-tls.js';
 import { EndpointMeter } from './endpoint-meters.js';
 import type { EdgeMetrics } from './metrics.js';
+import { connInputOf } from './policy-gate.js';
 import { clientAddr, clientIp, DEFAULT_CONNECT_TIMEOUT_MS, relay } from './proxy.js';
 import type { ProxyInfo, TunnelRegistry } from './tunnel-registry.js';
 
@@ -116,17 +117,6 @@ function endpointOf(spec: EdgeSpec, hostport: string): EndpointInput {
   };
 }
 
-function connOf(socket: Socket, tls: TlsInput | undefined): ConnInput {
-  return {
-    client_ip: clientIp(socket),
-    client_port: socket.remotePort,
-    server_ip: clientIp({ remoteAddress: socket.localAddress }),
-    server_port: socket.localPort,
-    ts: { start: new Date() },
-    tls,
-  };
-}
-
 /**
  * A stored edge made live: its compiled policy runner (bound once, so rate-limit state and events
  * belong to the edge) and, when it terminates TLS, its TLS server. Replaced whole when the edge
@@ -184,7 +174,7 @@ export class LiveEdge {
     traffic.track(socket);
     socket.on('error', () => socket.destroy());
     socket.pause();
-    void this.admitAndForward(socket, hostport, connOf(socket, undefined), {
+    void this.admitAndForward(socket, hostport, connInputOf(socket), {
       clientAddr: clientAddr(socket),
       proto: 'tcp',
       edgeType: '1',
@@ -211,7 +201,7 @@ export class LiveEdge {
     void this.admitAndForward(
       socket,
       hostport,
-      connOf(socket, tls),
+      connInputOf(socket, tls),
       { clientAddr: clientAddr(socket), proto: 'tls', edgeType: '2', passthroughTls: true },
       hello,
     );
@@ -232,7 +222,7 @@ export class LiveEdge {
     };
     // The raw socket is counted already; its TLS layer closes with it.
     socket.on('error', () => socket.destroy());
-    await this.admitAndForward(socket, hostport, connOf(socket, tls), {
+    await this.admitAndForward(socket, hostport, connInputOf(socket, tls), {
       clientAddr: clientAddr(socket),
       proto: 'tls',
       edgeType: '2',

@@ -13,15 +13,10 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { Socket } from 'node:net';
-import type { Duplex, Transform } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../core/logger.js';
-import type { EndpointMeter, EndpointMeters } from './endpoint-meters.js';
-import {
-  INGRESS_ERRORS,
-  rawErrorResponse,
-  sendErrorPage,
-  type IngressError,
-} from './error-pages.js';
+import type { EndpointMeters } from './endpoint-meters.js';
+import { INGRESS_ERRORS, rawErrorResponse, sendErrorPage } from './error-pages.js';
 import {
   forwardRequestHeaders,
   forwardResponseHeaders,
@@ -29,6 +24,8 @@ import {
   requestHead,
   routingHost,
 } from './http-forwarding.js';
+import { PublicConnections } from './http-connections.js';
+import { failRequest, writeUpstreamResponse } from './http-responses.js';
 import { runHttpRequestPolicy, runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
 import {
   clientAddr,
@@ -53,16 +50,6 @@ export interface HttpIngressOptions {
   keepAliveTimeoutMs?: number | undefined;
 }
 
-/** What the ingress tracks per public connection, for byte and connection counts. */
-interface ConnectionState {
-  /** The socket bytes are read from: the TCP socket under a TLS one. */
-  wire: Socket;
-  meter: EndpointMeter | undefined;
-  closeConnection: (() => void) | undefined;
-  read: number;
-  written: number;
-}
-
 function servesHttp(tunnel: OnlineTunnel): boolean {
   return tunnel.proto === 'http' || tunnel.proto === 'https';
 }
@@ -85,8 +72,7 @@ export class HttpIngress {
   private readonly connectTimeoutMs: number | undefined;
   private readonly idleStreamMs: number | undefined;
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
-  private readonly connections = new WeakMap<Duplex, ConnectionState>();
-  private readonly open = new Set<Duplex>();
+  private readonly connections: PublicConnections;
   private readonly relays = new Set<Relay>();
   private draining = false;
 
@@ -96,6 +82,7 @@ export class HttpIngress {
     this.logger = options.logger;
     this.connectTimeoutMs = options.connectTimeoutMs;
     this.idleStreamMs = options.idleStreamMs;
+    this.connections = new PublicConnections(options.meters);
     // Uploads may take longer than Node's 5-minute request timeout; headers may not dawdle.
     this.server = createServer({
       requestTimeout: 0,
@@ -103,7 +90,9 @@ export class HttpIngress {
       highWaterMark: INGRESS_HIGH_WATER_MARK,
     });
     this.server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 60_000;
-    this.server.on('connection', (socket: Duplex) => this.track(socket, socket as Socket));
+    this.server.on('connection', (socket: Duplex) =>
+      this.connections.track(socket, socket as Socket),
+    );
     this.server.on('request', this.onRequest);
     this.server.on('checkContinue', this.onRequest);
     this.server.on('upgrade', this.onUpgrade);
@@ -111,13 +100,13 @@ export class HttpIngress {
 
   /** Serve a TLS connection the SNI router terminated; `wire` is the TCP socket under it. */
   acceptTls(tlsSocket: Duplex, wire: Socket): void {
-    this.track(tlsSocket, wire);
+    this.connections.track(tlsSocket, wire);
     this.server.emit('connection', tlsSocket);
   }
 
   /** Public connections (plain and TLS) and relays still open. */
   get openConnections(): number {
-    return this.open.size + this.relays.size;
+    return this.connections.size + this.relays.size;
   }
 
   /** Stop keeping connections alive: each closes after its current response. */
@@ -134,7 +123,7 @@ export class HttpIngress {
   /** Close every connection and relay now. */
   destroyAll(): void {
     for (const relayed of this.relays) relayed.destroy();
-    for (const socket of this.open) socket.destroy();
+    this.connections.destroyAll();
     this.server.closeAllConnections();
     for (const agent of this.agents.values()) agent.destroy();
     this.agents.clear();
@@ -146,46 +135,6 @@ export class HttpIngress {
     if (!agent) return;
     this.agents.delete(tunnel);
     agent.retire();
-  }
-
-  private track(socket: Duplex, wire: Socket): void {
-    if (this.connections.has(socket)) return;
-    const state: ConnectionState = {
-      wire,
-      meter: undefined,
-      closeConnection: undefined,
-      read: wire.bytesRead,
-      written: wire.bytesWritten,
-    };
-    this.connections.set(socket, state);
-    this.open.add(socket);
-    socket.once('close', () => {
-      this.open.delete(socket);
-      this.countBytes(state);
-      state.closeConnection?.();
-    });
-  }
-
-  /** Add the bytes the connection moved since last time to its endpoint. */
-  private countBytes(state: ConnectionState): void {
-    if (!state.meter) return;
-    const read = state.wire.bytesRead;
-    const written = state.wire.bytesWritten;
-    state.meter.bytesIn.inc(read - state.read);
-    state.meter.bytesOut.inc(written - state.written);
-    state.read = read;
-    state.written = written;
-  }
-
-  /** The connection's state, attributing it to `meter` when it is its first routed request. */
-  private attribute(socket: Duplex, meter: EndpointMeter): ConnectionState | undefined {
-    const state = this.connections.get(socket);
-    if (state && state.meter !== meter) {
-      this.countBytes(state);
-      if (!state.closeConnection) state.closeConnection = this.meters.connectionOpened(meter);
-      state.meter = meter;
-    }
-    return state;
   }
 
   private agentFor(tunnel: OnlineTunnel): TunnelAgent {
@@ -222,11 +171,11 @@ export class HttpIngress {
     const tunnel = this.route(req, res);
     if (!tunnel) return;
     const meter = this.meters.of(tunnel);
-    const state = this.attribute(req.socket, meter);
+    const state = this.connections.attribute(req.socket, meter);
     res.once('close', () => {
       // 499: the client went away before an answer (nginx's convention).
       meter.request(res.headersSent ? res.statusCode : 499);
-      if (state) this.countBytes(state);
+      if (state) this.connections.countBytes(state);
     });
     const policy = tunnel.policy;
     if (policy) {
@@ -266,7 +215,7 @@ export class HttpIngress {
       upstream = request(args);
     } catch (err) {
       // Node refuses some paths and headers its own parser let through; never crash on them.
-      this.fail(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
+      failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
       return;
     }
     const hasBody = requestHasBody(req);
@@ -293,7 +242,7 @@ export class HttpIngress {
         'tunnel request failed',
       );
       req.unpipe(upstream);
-      this.fail(req, res, INGRESS_ERRORS.tunnelUnreachable, err.code ?? err.message);
+      failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, err.code ?? err.message);
     });
     res.once('close', () => {
       // The client left before the whole answer: the stream is mid-message and cannot be reused.
@@ -302,13 +251,6 @@ export class HttpIngress {
 
     if (hasBody) req.pipe(upstream);
     else upstream.end();
-  }
-
-  /** Answer with an error page, discarding what is left of the request body. */
-  private fail(req: IncomingMessage, res: ServerResponse, error: IngressError, detail: string) {
-    // Nobody will read the rest of the body now; drop it so the answer gets through.
-    if (!req.complete) req.resume();
-    sendErrorPage(req, res, error, routingHost(req.headers.host) ?? '', detail);
   }
 
   private respond(
@@ -324,50 +266,11 @@ export class HttpIngress {
     if (this.draining) res.shouldKeepAlive = false;
     if (flow) {
       flow.response(up, res, forwardResponseHeaders(up), (headers, compress) =>
-        this.writeResponse(req, res, up, headers, compress),
+        writeUpstreamResponse(req, res, up, headers, compress),
       );
       return;
     }
-    this.writeResponse(req, res, up, forwardResponseHeaders(up), undefined);
-  }
-
-  /** Write the upstream response with `headers`, its body through `compress` when given. */
-  private writeResponse(
-    req: IncomingMessage,
-    res: ServerResponse,
-    up: IncomingMessage,
-    headers: string[],
-    compress: Transform | undefined,
-  ): void {
-    if (res.destroyed) {
-      up.destroy();
-      return;
-    }
-    try {
-      res.writeHead(up.statusCode ?? 502, up.statusMessage, headers);
-    } catch (err) {
-      // An agent can send what Node will not repeat (a status outside 100-999, say).
-      up.destroy();
-      this.fail(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
-      return;
-    }
-    up.once('end', () => {
-      const trailers = up.rawTrailers;
-      if (trailers.length === 0) return;
-      const pairs: [string, string][] = [];
-      for (let i = 0; i < trailers.length; i += 2) pairs.push([trailers[i]!, trailers[i + 1]!]);
-      res.addTrailers(pairs);
-    });
-    up.once('close', () => {
-      // Cut off mid-body by the agent: the client must see a broken response, not a short one.
-      if (!up.complete) res.destroy();
-    });
-    if (compress) {
-      compress.once('error', () => res.destroy());
-      up.pipe(compress).pipe(res);
-    } else {
-      up.pipe(res);
-    }
+    writeUpstreamResponse(req, res, up, forwardResponseHeaders(up), undefined);
   }
 
   private readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
@@ -397,12 +300,7 @@ export class HttpIngress {
       return;
     }
     const meter = this.meters.of(tunnel);
-    const state = this.attribute(socket, meter);
-    if (state) {
-      // From here on the relay counts this connection's bytes as they pass.
-      this.countBytes(state);
-      state.meter = undefined;
-    }
+    this.connections.handOver(socket, meter);
     const proto = publicProto(socket);
     const forwarded = forwardRequestHeaders(req, {
       proto,

@@ -4,7 +4,7 @@
  */
 import { pipeline, type Duplex } from 'node:stream';
 import type { OnlineTunnel, ProxyInfo } from './tunnel-registry.js';
-import type { EndpointMeter } from './endpoint-meters.js';
+import type { EndpointMeter, EndpointMeters } from './endpoint-meters.js';
 
 /**
  * Buffer per public socket and HTTP message before back-pressure applies. Node's 16 KiB default
@@ -131,6 +131,54 @@ export function relay(
       tunnelSide.destroy();
     },
   };
+}
+
+/** How {@link relayThroughTunnel} counts and keeps a raw connection. */
+export interface TunnelRelayOptions {
+  meters: EndpointMeters;
+  /** The listener's open relays: the relay is in it while open, so a shutdown can end it. */
+  relays: Set<Relay>;
+  connectTimeoutMs?: number | undefined;
+  /** Bytes already read from the public side (a TLS ClientHello), sent to the tunnel first. */
+  firstBytes?: Buffer | undefined;
+  /** The tunnel could not be reached: answer and close the public side. */
+  onConnectFailed(err: unknown): void;
+}
+
+/**
+ * Relay a raw public connection (TCP, TLS passthrough) through `tunnel`, counted as one open
+ * connection of the tunnel's endpoint from now until it closes or fails to connect.
+ * @example relayThroughTunnel(socket, tunnel, info, { meters, relays, onConnectFailed: () => socket.destroy() });
+ */
+export function relayThroughTunnel(
+  socket: Duplex,
+  tunnel: OnlineTunnel,
+  info: ProxyInfo,
+  options: TunnelRelayOptions,
+): void {
+  const { meters, relays, firstBytes } = options;
+  const meter = meters.of(tunnel);
+  const closeConnection = meters.connectionOpened(meter);
+  if (firstBytes) meter.bytesIn.inc(firstBytes.length);
+  connectTunnel(tunnel, info, options.connectTimeoutMs).then(
+    (stream) => {
+      if (socket.destroyed) {
+        stream.destroy();
+        closeConnection();
+        return;
+      }
+      if (firstBytes) stream.write(firstBytes);
+      const relayed = relay(socket, stream, meter, () => {
+        relays.delete(relayed);
+        closeConnection();
+      });
+      relays.add(relayed);
+    },
+    (err: unknown) => {
+      closeConnection();
+      options.onConnectFailed(err);
+    },
+  );
 }
 
 /**

@@ -17,7 +17,7 @@ import type { EndpointMeters } from './endpoint-meters.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http-ingress.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
-import { clientAddr, connectTunnel, INGRESS_HIGH_WATER_MARK, relay, type Relay } from './proxy.js';
+import { clientAddr, INGRESS_HIGH_WATER_MARK, relayThroughTunnel, type Relay } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
 
 /** A fatal TLS `internal_error` alert: the client reports a TLS error, not a silent reset. */
@@ -144,35 +144,21 @@ export class SniRouter {
   }
 
   private passThrough(socket: Socket, hello: Buffer, tunnel: OnlineTunnel): void {
-    const { meters } = this.options;
-    const meter = meters.of(tunnel);
-    const closeConnection = meters.connectionOpened(meter);
-    meter.bytesIn.inc(hello.length);
     const info = {
       clientAddr: clientAddr(socket),
       proto: 'tls',
       edgeType: '' as const,
       passthroughTls: true,
     };
-    connectTunnel(tunnel, info, this.options.connectTimeoutMs).then(
-      (stream) => {
-        if (socket.destroyed) {
-          stream.destroy();
-          closeConnection();
-          return;
-        }
-        stream.write(hello);
-        const relayed = relay(socket, stream, meter, () => {
-          this.relays.delete(relayed);
-          closeConnection();
-        });
-        this.relays.add(relayed);
-      },
-      (err: unknown) => {
+    relayThroughTunnel(socket, tunnel, info, {
+      meters: this.options.meters,
+      relays: this.relays,
+      connectTimeoutMs: this.options.connectTimeoutMs,
+      firstBytes: hello,
+      onConnectFailed: (err) => {
         this.options.logger?.debug({ err, tunnel: tunnel.id }, 'TLS passthrough connect failed');
-        closeConnection();
         socket.end(TLS_INTERNAL_ERROR_ALERT);
       },
-    );
+    });
   }
 }

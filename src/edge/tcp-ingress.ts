@@ -7,7 +7,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../core/logger.js';
 import type { EndpointMeters } from './endpoint-meters.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
-import { clientAddr, connectTunnel, INGRESS_HIGH_WATER_MARK, relay, type Relay } from './proxy.js';
+import { clientAddr, INGRESS_HIGH_WATER_MARK, relayThroughTunnel, type Relay } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
 
 export interface TcpIngressOptions {
@@ -146,36 +146,23 @@ export class TcpIngress {
   }
 
   private relayToTunnel(port: number, socket: Socket, tunnel: OnlineTunnel): void {
-    const { meters } = this.options;
-    const meter = meters.of(tunnel);
-    const closeConnection = meters.connectionOpened(meter);
     const info = {
       clientAddr: clientAddr(socket),
       proto: 'tcp',
       edgeType: '' as const,
       passthroughTls: false,
     };
-    connectTunnel(tunnel, info, this.options.connectTimeoutMs).then(
-      (stream) => {
-        if (socket.destroyed) {
-          stream.destroy();
-          closeConnection();
-          return;
-        }
-        const relayed = relay(socket, stream, meter, () => {
-          this.relays.delete(relayed);
-          closeConnection();
-        });
-        this.relays.add(relayed);
-      },
-      (err: unknown) => {
+    relayThroughTunnel(socket, tunnel, info, {
+      meters: this.options.meters,
+      relays: this.relays,
+      connectTimeoutMs: this.options.connectTimeoutMs,
+      onConnectFailed: (err) => {
         this.options.logger?.debug(
           { err, port, tunnel: tunnel.id },
           'tcp connect through tunnel failed',
         );
-        closeConnection();
         socket.destroy();
       },
-    );
+    });
   }
 }

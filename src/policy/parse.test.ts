@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../core/errors.js';
+import { TLS_SAMPLE_POLICY } from '../test-support/policy-fixtures.js';
 import { parsePolicyDocument, parsePolicyValue, ruleLabel, toPhases } from './parse.js';
 
 const FIELD = 'traffic_policy.value';
@@ -15,32 +16,9 @@ function errorOf(text: string): ValidationError {
   throw new Error(`expected ${JSON.stringify(text)} to be refused`);
 }
 
-/** The TLS-edge sample of interface.md / reference-api.md §4.1, as the API docs sent it. */
-const TLS_SAMPLE = JSON.stringify({
-  inbound: [
-    {
-      name: 'AllowTLS1.3',
-      expressions: ['conn.TLS.Version.contains("1.3")'],
-      actions: [
-        {
-          type: 'log',
-          config: {
-            metadata: {
-              message: 'Invalid TLS Version',
-              edgeId: 'edgtls_2bhsNc9X6FO3i2wzTOgIH8jAe52',
-            },
-          },
-        },
-        { type: 'deny' },
-      ],
-    },
-  ],
-  outbound: [],
-});
-
 describe('parsePolicyDocument: accepted documents', () => {
   it('reads the legacy JSON sample, normalising a missing config to null', () => {
-    expect(parsePolicyDocument(TLS_SAMPLE, FIELD)).toEqual({
+    expect(parsePolicyDocument(TLS_SAMPLE_POLICY, FIELD)).toEqual({
       format: 'legacy',
       inbound: [
         {

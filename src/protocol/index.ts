@@ -19,4 +19,5 @@ export * from './json-scanner.js';
 export * from './reader.js';
 export * from './typed.js';
 export * from './messages.js';
+export * from './proxy-header.js';
 export * from './rpc.js';

@@ -1,15 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { captured, readAll, sessionPair, socketPair, until } from '../test-support/mux.js';
 import { FrameFlag, decodeFrames, encodeData } from './frame.js';
+import { StreamType, decodeMessage, type ProxyHeader } from './messages.js';
 import {
   MAX_PROXY_HEADER,
-  StreamType,
-  decodeMessage,
   encodeProxyHeader,
   openProxyStream,
   readProxyHeader,
-  type ProxyHeader,
-} from './messages.js';
+} from './proxy-header.js';
 import { readExactly } from './reader.js';
 import { RpcError, call, notify, readMessage, rpcErrorText, writeReply } from './rpc.js';
 import { MuxSession } from './session.js';

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import { AcceptQueue } from './accept-queue.js';
 import { MuxError } from './errors.js';
+import { FrameWriter } from './frame-writer.js';
 import {
   ErrorCode,
   FrameError,
@@ -45,8 +46,6 @@ export interface GoAwayInfo {
 
 const DEFAULT_MAX_FRAME = 64 * 1024;
 const DEFAULT_WRITE_BUFFER = 512 * 1024;
-/** Control frames queued behind a stalled transport before we stop reading from it. */
-const MAX_CONTROL_BACKLOG = 4096;
 /** How long a closing transport may take to finish before it is destroyed. */
 const CLOSE_GRACE_MS = 2000;
 
@@ -81,19 +80,12 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private readonly parser: FrameParser;
   private readonly accepted: AcceptQueue<MuxStream>;
   private readonly maxIncomingStreams: number;
-  private readonly writeBufferSize: number;
   private nextLocalId: number;
   private lastRemoteId = 0;
   private incomingOpen = 0;
   private receiving: MuxStream | null = null;
 
-  private readonly control: Buffer[] = [];
-  private rotation: MuxStream[] = [];
-  private rotationHead = 0;
-  private pumpScheduled = false;
-  private pumping = false;
-  private waitingForDrain = false;
-  private readPaused = false;
+  private readonly writer: FrameWriter;
 
   private ended = false;
   private readonly closedPromise: Promise<Error | undefined>;
@@ -109,9 +101,9 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.maxFrameSize = Math.min(options.maxFrameSize ?? DEFAULT_MAX_FRAME, this.window, 0xffffff);
     this.accepted = new AcceptQueue(options.acceptBacklog ?? 128);
     this.maxIncomingStreams = options.maxIncomingStreams ?? 1024;
-    this.writeBufferSize = Math.max(
-      options.writeBufferSize ?? DEFAULT_WRITE_BUFFER,
-      transport.writableHighWaterMark,
+    this.writer = new FrameWriter(
+      transport,
+      Math.max(options.writeBufferSize ?? DEFAULT_WRITE_BUFFER, transport.writableHighWaterMark),
     );
     if (this.window < 1 || this.window > STREAM_ID_MASK) throw new RangeError('bad window size');
     // The counter is bumped by 2 before use: client ids 3, 5, …; server ids 2, 4, ….
@@ -198,20 +190,17 @@ export class MuxSession extends EventEmitter implements StreamHost {
 
   /** @internal */
   scheduleSend(stream: MuxStream): void {
-    if (this.ended || stream.inSendRotation) return;
-    stream.inSendRotation = true;
-    this.rotation.push(stream);
-    this.schedulePump();
+    this.writer.schedule(stream);
   }
 
   /** @internal */
   sendWindowUpdate(streamId: number, increment: number): void {
-    this.queueControl(encodeWndInc(streamId, increment));
+    this.writer.queueControl(encodeWndInc(streamId, increment));
   }
 
   /** @internal */
   sendReset(streamId: number, code: number): void {
-    this.queueControl(encodeRst(streamId, code));
+    this.writer.queueControl(encodeRst(streamId, code));
   }
 
   /** @internal */
@@ -221,83 +210,6 @@ export class MuxSession extends EventEmitter implements StreamHost {
     if (!this.isLocalId(stream.id)) this.incomingOpen--;
     if (this.receiving === stream) this.receiving = null;
   }
-
-  // ---- writing -----------------------------------------------------------------------------
-
-  private queueControl(frame: Buffer): void {
-    if (this.ended) return;
-    this.control.push(frame);
-    if (this.waitingForDrain && this.control.length > MAX_CONTROL_BACKLOG && !this.readPaused) {
-      // The peer sends but does not read: stop reading until it does.
-      this.readPaused = true;
-      this.transport.pause();
-    }
-    this.schedulePump();
-  }
-
-  private schedulePump(): void {
-    if (this.pumpScheduled || this.pumping || this.waitingForDrain || this.ended) return;
-    this.pumpScheduled = true;
-    process.nextTick(this.pump);
-  }
-
-  private readonly pump = (): void => {
-    this.pumpScheduled = false;
-    if (this.pumping || this.waitingForDrain || this.ended) return;
-    const out = this.transport;
-    this.pumping = true;
-    out.cork();
-    try {
-      for (;;) {
-        if (this.ended) break;
-        if (out.writableLength >= this.writeBufferSize) {
-          this.waitingForDrain = true;
-          out.once('drain', this.onDrain);
-          break;
-        }
-        if (this.control.length > 0) {
-          out.write(this.control.length === 1 ? this.control[0]! : Buffer.concat(this.control));
-          this.control.length = 0;
-          continue;
-        }
-        const stream = this.nextInRotation();
-        if (!stream) break;
-        if (stream.destroyed || !stream.hasSendWork()) continue;
-        stream.writeFrame(out);
-        if (!stream.inSendRotation && stream.hasSendWork()) {
-          stream.inSendRotation = true;
-          this.rotation.push(stream);
-        }
-      }
-    } finally {
-      this.pumping = false;
-      out.uncork();
-    }
-  };
-
-  private nextInRotation(): MuxStream | undefined {
-    if (this.rotationHead >= this.rotation.length) {
-      this.rotation.length = 0;
-      this.rotationHead = 0;
-      return undefined;
-    }
-    const stream = this.rotation[this.rotationHead++]!;
-    if (this.rotationHead > 1024 && this.rotationHead * 2 > this.rotation.length) {
-      this.rotation = this.rotation.slice(this.rotationHead);
-      this.rotationHead = 0;
-    }
-    stream.inSendRotation = false;
-    return stream;
-  }
-
-  private readonly onDrain = (): void => {
-    this.waitingForDrain = false;
-    if (this.readPaused) {
-      this.readPaused = false;
-      this.transport.resume();
-    }
-    this.pump();
-  };
 
   // ---- reading -----------------------------------------------------------------------------
 
@@ -415,9 +327,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     if (this.ended) return;
     this.ended = true;
     this.parser.stop();
-    this.control.length = 0;
-    this.rotation = [];
-    this.rotationHead = 0;
+    this.writer.stop();
     const streamError = failStreams ? reason : undefined;
     const acceptError = reason ?? new MuxError(ErrorCode.SessionClosed, 'session closed');
     for (const stream of this.accepted.close(acceptError)) stream.onSessionClosed(streamError);

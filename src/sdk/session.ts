@@ -1,15 +1,6 @@
 import { EventEmitter } from 'node:events';
-import type { TLSSocket } from 'node:tls';
-import {
-  type Heartbeat,
-  MuxSession,
-  type MuxStream,
-  StreamType,
-  TypedSession,
-  call,
-  windowForAlpn,
-} from '../protocol/index.js';
-import { dialEdge } from './dial.js';
+import { WakeableSleep } from '../core/wakeable-sleep.js';
+import { type MuxSession, StreamType, call } from '../protocol/index.js';
 import {
   Endpoint,
   endpointSpec,
@@ -22,8 +13,8 @@ import {
 } from './endpoints.js';
 import { BurrowAgentError, toAgentError } from './errors.js';
 import { createForwarder } from './forward.js';
+import { openLink, type Link, type SessionIdentity } from './link.js';
 import {
-  authRequest,
   backoffDelay,
   resolveConnectOptions,
   RPC_TIMEOUT_MS,
@@ -31,7 +22,7 @@ import {
   type ConnectOptions,
   type SessionSettings,
 } from './options.js';
-import { serveServerStream, type ServerStreamHost } from './server-streams.js';
+import type { ServerStreamHost } from './server-streams.js';
 
 /** Events of a Session. */
 export interface SessionEvents {
@@ -50,13 +41,6 @@ export interface SessionEvents {
   restart: [];
   /** The session is closed for good. */
   close: [];
-}
-
-interface Link {
-  socket: TLSSocket;
-  mux: MuxSession;
-  heartbeat: Heartbeat;
-  connectedAt: number;
 }
 
 /**
@@ -88,15 +72,14 @@ export async function connect(options: ConnectOptions): Promise<Session> {
  */
 export class Session extends EventEmitter<SessionEvents> implements EndpointHost, ServerStreamHost {
   private link: Link | undefined;
-  private id = '';
-  private cookie = '';
+  private identity: SessionIdentity = { clientId: '', cookie: '' };
   private readonly endpointSet = new Set<Endpoint>();
   private readonly byId = new Map<string, Endpoint>();
   private readonly pendingBinds = new Set<Promise<unknown>>();
   private closing = false;
   private failures = 0;
   private immediate = false;
-  private wake: (() => void) | undefined;
+  private readonly pause = new WakeableSleep();
   private readonly retryTimers = new Set<NodeJS.Timeout>();
 
   /** @internal Use connect(). */
@@ -106,7 +89,7 @@ export class Session extends EventEmitter<SessionEvents> implements EndpointHost
 
   /** The server's id for this session (kept across reconnects when resumption works). */
   get clientId(): string {
-    return this.id;
+    return this.identity.clientId;
   }
 
   /** The `serverAddr` this session connects to. */
@@ -178,7 +161,7 @@ export class Session extends EventEmitter<SessionEvents> implements EndpointHost
     this.closing = true;
     for (const timer of this.retryTimers) clearTimeout(timer);
     this.retryTimers.clear();
-    this.wake?.();
+    this.pause.wake();
     const link = this.link;
     this.link = undefined;
     for (const endpoint of [...this.endpointSet]) endpoint.markClosed(undefined);
@@ -208,57 +191,20 @@ export class Session extends EventEmitter<SessionEvents> implements EndpointHost
   async start(): Promise<void> {
     const link = await this.establish(false);
     this.attach(link);
-    this.emit('connected', { clientId: this.id, resumed: false });
+    this.emit('connected', { clientId: this.identity.clientId, resumed: false });
   }
 
   // ---- connecting ------------------------------------------------------------------------------
 
   private async establish(resume: boolean): Promise<Link> {
-    const s = this.settings;
-    const socket = await dialEdge({
-      address: s.address,
-      ca: s.ca,
-      serverName: s.serverName,
-      offerAlpn: s.largeWindow,
-      timeoutMs: s.connectTimeout,
-    });
-    socket.on('error', () => {
-      // The session reports the loss through its 'close'.
-    });
-    const mux = new MuxSession(socket, {
-      role: 'client',
-      window: windowForAlpn(socket.alpnProtocol),
-    });
-    const typed = new TypedSession(mux);
-    typed.on('stream', (stream: MuxStream, type: number) =>
-      serveServerStream(this, mux, stream, type),
+    const { link, identity } = await openLink(
+      this.settings,
+      resume ? this.identity : { clientId: '', cookie: '' },
+      this,
+      (ms) => this.emit('heartbeat', ms),
     );
-    // The heartbeat stream comes first, as with the other SDKs; the edge echoes before Auth.
-    const heartbeat = typed.startHeartbeat({
-      interval: s.heartbeatInterval,
-      tolerance: s.heartbeatTolerance,
-    });
-    heartbeat.on('beat', (ms: number) => this.emit('heartbeat', ms));
-    try {
-      const reply = await call(
-        mux,
-        StreamType.Auth,
-        authRequest(
-          this.settings,
-          resume ? { clientId: this.id, cookie: this.cookie } : { clientId: '', cookie: '' },
-        ),
-        {
-          timeoutMs: RPC_TIMEOUT_MS,
-        },
-      );
-      this.id = reply.ClientId;
-      this.cookie = reply.Extra?.Cookie ?? '';
-    } catch (err) {
-      heartbeat.stop();
-      mux.destroy();
-      throw toAgentError(err, 'failed to authenticate');
-    }
-    return { socket, mux, heartbeat, connectedAt: Date.now() };
+    this.identity = identity;
+    return link;
   }
 
   private attach(link: Link): void {
@@ -289,7 +235,7 @@ export class Session extends EventEmitter<SessionEvents> implements EndpointHost
         : backoffDelay(attempt, limits.initialDelay, limits.maxDelay);
       this.immediate = false;
       this.emit('reconnecting', { attempt: attempt + 1, delayMs });
-      await this.sleep(delayMs);
+      await this.pause.sleep(delayMs);
       if (this.closing) return;
       try {
         const link = await this.establish(true);
@@ -299,23 +245,13 @@ export class Session extends EventEmitter<SessionEvents> implements EndpointHost
         }
         this.attach(link);
         await this.rebindAll(link);
-        if (this.link === link) this.emit('connected', { clientId: this.id, resumed: true });
+        if (this.link === link)
+          this.emit('connected', { clientId: this.identity.clientId, resumed: true });
         return;
       } catch (err) {
         this.report(toAgentError(err, 'failed to reconnect'));
       }
     }
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.wake = done;
-    });
   }
 
   /** Emit 'error' only when someone listens: an unheard 'error' event would crash the process. */

@@ -2,7 +2,8 @@ import type { Kysely } from 'kysely';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { issueToken, tokenIdBody, tokenMatches } from '../core/tokens.js';
 import { resolveOwner } from './owners.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { describedChanges, describedColumns } from './described.js';
+import { selectPage, type Page, type PageRequest } from './paging.js';
 import type { ApiKeysTable, Database } from './schema.js';
 import type { SettingsRepository } from './settings.js';
 
@@ -52,9 +53,7 @@ export class ApiKeyRepository {
     const { token, hash } = issueToken(id);
     const row: ApiKeysTable = {
       id,
-      description: input.description ?? '',
-      metadata: input.metadata ?? '',
-      created_at: nowRfc3339(),
+      ...describedColumns(input),
       owner_id: await resolveOwner(this.db, this.settings, input.owner_id),
       token_hash: hash,
     };
@@ -77,9 +76,7 @@ export class ApiKeyRepository {
   }
 
   async update(id: string, patch: ApiKeyUpdate): Promise<ApiKey | undefined> {
-    const set: Partial<ApiKeysTable> = {};
-    if (patch.description !== undefined) set.description = patch.description;
-    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    const set: Partial<ApiKeysTable> = describedChanges(patch);
     if (Object.keys(set).length > 0)
       await this.db.updateTable('api_keys').set(set).where('id', '=', id).execute();
     return this.get(id);

@@ -1,12 +1,10 @@
 import { isIP } from 'node:net';
-import type { Kysely, Transaction } from 'kysely';
 import { CODES, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, type IdPrefix } from '../core/ids.js';
 import { splitHostPort } from '../core/hostname.js';
 import { LABEL_LIMITS, labelProblem } from '../core/labels.js';
-import type { Database } from './schema.js';
-
-type Db = Kysely<Database> | Transaction<Database>;
+import { missingIds } from './refs.js';
+import type { Db } from './deps.js';
 
 /** The backend types Burrow stores, all in the one `backends` table. */
 export type BackendType = 'tunnel_group' | 'failover' | 'weighted' | 'static';
@@ -144,14 +142,6 @@ export function checkAddress(address: string): string {
   return `${host}:${hp.port}`;
 }
 
-/** Backend ids among `ids` that do not exist. */
-async function missingBackends(db: Db, ids: string[]): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
-  const rows = await db.selectFrom('backends').select('id').where('id', 'in', ids).execute();
-  const found = new Set(rows.map((r) => r.id));
-  return new Set(ids.filter((id) => !found.has(id)));
-}
-
 /** Whether `target` is reachable from `start` by following backend references. */
 async function reaches(db: Db, start: string, target: string): Promise<boolean> {
   const seen = new Set<string>([start]);
@@ -182,7 +172,7 @@ async function checkMembers(
   if (ids.length === 0) {
     throw new ValidationError(CODES.invalidValue, 'backends', 'must name at least one backend');
   }
-  const missing = await missingBackends(db, ids);
+  const missing = new Set(await missingIds(db, 'backends', ids));
   const seen = new Set<string>();
   for (const [i, id] of ids.entries()) {
     if (seen.has(id)) {

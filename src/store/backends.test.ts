@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TEST_STORE_SETTINGS } from '../test-support/api.js';
+import { createTestRepositories } from '../test-support/api.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
 import { checkAddress, checkLabels } from './backend-kinds.js';
-import { createRepositories, openStore, type Repositories, type Store } from './index.js';
+import { openStore, type Repositories, type Store } from './index.js';
 
 describe('backend field checks', () => {
   it('copies a valid label map and throws the label codes otherwise', () => {
@@ -31,7 +31,7 @@ describe.each(DATABASE_KINDS)('BackendRepository (%s)', (kind) => {
   beforeAll(async () => {
     db = await createTestDatabase(kind);
     store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createRepositories(store, TEST_STORE_SETTINGS);
+    repos = createTestRepositories(store);
   });
   afterAll(async () => {
     await store.close();

@@ -1,4 +1,4 @@
-import { CODES, ConflictError } from '../core/errors.js';
+import { CODES } from '../core/errors.js';
 import { newId } from '../core/ids.js';
 import {
   FAILOVER,
@@ -27,8 +27,9 @@ import {
   type WeightedUpdate,
 } from './backend-kinds.js';
 import type { RepoDeps } from './deps.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
-import { clearRefs, findReferrer, setRefs } from './refs.js';
+import { describedChanges, describedColumns } from './described.js';
+import { selectPage, type Page, type PageRequest } from './paging.js';
+import { clearRefs, refuseWhileReferenced, setRefs } from './refs.js';
 import type { BackendsTable } from './schema.js';
 
 export type * from './backend-kinds.js';
@@ -67,9 +68,7 @@ export class TypedBackendRepository<
       const row: BackendsTable = {
         id,
         type: this.kind.type,
-        description: input.description ?? '',
-        metadata: input.metadata ?? '',
-        created_at: nowRfc3339(),
+        ...describedColumns(input),
         config: JSON.stringify(config),
       };
       await trx.insertInto('backends').values(row).execute();
@@ -106,9 +105,7 @@ export class TypedBackendRepository<
         .where('type', '=', this.kind.type)
         .executeTakeFirst();
       if (!row) return undefined;
-      const set: Partial<BackendsTable> = {};
-      if (patch.description !== undefined) set.description = patch.description;
-      if (patch.metadata !== undefined) set.metadata = patch.metadata;
+      const set: Partial<BackendsTable> = describedChanges(patch);
       const config = await this.kind.fromUpdate(trx, id, JSON.parse(row.config) as Cfg, patch);
       if (config !== undefined) {
         set.config = JSON.stringify(config);
@@ -130,13 +127,13 @@ export class TypedBackendRepository<
         .where('type', '=', this.kind.type)
         .executeTakeFirst();
       if (!row) return false;
-      const referrer = await findReferrer(trx, id);
-      if (referrer) {
-        throw new ConflictError(
-          CODES.backendInUse,
-          `The backend ${id} is still used by ${referrer}. Remove it from ${referrer} first, then delete it.`,
-        );
-      }
+      await refuseWhileReferenced(
+        trx,
+        id,
+        CODES.backendInUse,
+        (by) =>
+          `The backend ${id} is still used by ${by}. Remove it from ${by} first, then delete it.`,
+      );
       await clearRefs(trx, id);
       await trx.deleteFrom('backends').where('id', '=', id).execute();
       return true;

@@ -1,11 +1,12 @@
 import { X509Certificate } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { CODES, ConflictError, ValidationError } from '../core/errors.js';
+import { CODES, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { certificateFields } from '../core/x509-fields.js';
 import type { RepoDeps } from './deps.js';
+import { describedChanges, describedColumns } from './described.js';
 import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
-import { findReferrer } from './refs.js';
+import { missingIds, refuseWhileReferenced } from './refs.js';
 import type { CertificateAuthoritiesTable, Database } from './schema.js';
 
 /** A CA certificate that TLS edges' mutual_tls module trusts for client certificates. */
@@ -124,9 +125,7 @@ export class CertificateAuthorityRepository {
     const parsed = parseCaPem(input.ca_pem);
     const row: CertificateAuthoritiesTable = {
       id: newId(ID_PREFIX.certificateAuthority),
-      description: input.description ?? '',
-      metadata: input.metadata ?? '',
-      created_at: nowRfc3339(),
+      ...describedColumns(input),
       ...parsed,
       key_usages: JSON.stringify(parsed.key_usages),
       extended_key_usages: JSON.stringify(parsed.extended_key_usages),
@@ -156,9 +155,7 @@ export class CertificateAuthorityRepository {
     id: string,
     patch: CertificateAuthorityUpdate,
   ): Promise<CertificateAuthority | undefined> {
-    const set: Partial<CertificateAuthoritiesTable> = {};
-    if (patch.description !== undefined) set.description = patch.description;
-    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    const set: Partial<CertificateAuthoritiesTable> = describedChanges(patch);
     if (Object.keys(set).length > 0)
       await this.db.updateTable('certificate_authorities').set(set).where('id', '=', id).execute();
     return this.get(id);
@@ -167,13 +164,13 @@ export class CertificateAuthorityRepository {
   /** Delete; false when absent. Refused while a TLS edge's mutual_tls uses it. */
   async delete(id: string): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
-      const referrer = await findReferrer(trx, id);
-      if (referrer) {
-        throw new ConflictError(
-          CODES.caInUse,
-          `The certificate authority ${id} is still used by ${referrer}. Remove it from that edge's mutual_tls first.`,
-        );
-      }
+      await refuseWhileReferenced(
+        trx,
+        id,
+        CODES.caInUse,
+        (by) =>
+          `The certificate authority ${id} is still used by ${by}. Remove it from that edge's mutual_tls first.`,
+      );
       const res = await trx
         .deleteFrom('certificate_authorities')
         .where('id', '=', id)
@@ -184,14 +181,7 @@ export class CertificateAuthorityRepository {
 
   /** Ids among `ids` that name no certificate authority, in the order given. */
   async missing(ids: readonly string[]): Promise<string[]> {
-    if (ids.length === 0) return [];
-    const rows = await this.db
-      .selectFrom('certificate_authorities')
-      .select('id')
-      .where('id', 'in', [...new Set(ids)])
-      .execute();
-    const present = new Set(rows.map((r) => r.id));
-    return ids.filter((id) => !present.has(id));
+    return missingIds(this.db, 'certificate_authorities', ids);
   }
 
   /**

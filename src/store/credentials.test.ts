@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TEST_STORE_SETTINGS } from '../test-support/api.js';
+import { createTestRepositories } from '../test-support/api.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
 import { normalizeAcl } from './credentials.js';
-import { createRepositories, openStore, type Repositories, type Store } from './index.js';
+import { openStore, type Repositories, type Store } from './index.js';
 
 describe('normalizeAcl', () => {
   it('lowercases names and addresses and keeps labels and the allow-all form as written', () => {
@@ -39,7 +39,7 @@ describe.each(DATABASE_KINDS)('CredentialRepository.authenticate (%s)', (kind) =
   beforeAll(async () => {
     db = await createTestDatabase(kind);
     store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createRepositories(store, TEST_STORE_SETTINGS);
+    repos = createTestRepositories(store);
   });
   afterAll(async () => {
     await store.close();

@@ -4,7 +4,8 @@ import { ID_PREFIX, newId } from '../core/ids.js';
 import { issueToken, tokenIdBody, tokenMatches } from '../core/tokens.js';
 import type { RepoDeps } from './deps.js';
 import { resolveOwner } from './owners.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { describedChanges, describedColumns } from './described.js';
+import { selectPage, type Page, type PageRequest } from './paging.js';
 import type { CredentialsTable } from './schema.js';
 
 /** An authtoken credential. `token` is the secret, present only in the reply that created it. */
@@ -98,9 +99,7 @@ export class CredentialRepository {
     const { token, hash } = issueToken(id);
     const row: CredentialsTable = {
       id,
-      description: input.description ?? '',
-      metadata: input.metadata ?? '',
-      created_at: nowRfc3339(),
+      ...describedColumns(input),
       owner_id: ownerId,
       acl: JSON.stringify(acl),
       token_hash: hash,
@@ -125,9 +124,7 @@ export class CredentialRepository {
 
   /** Change the fields given; `acl`, when given, replaces the whole list. */
   async update(id: string, patch: CredentialUpdate): Promise<Credential | undefined> {
-    const set: Partial<CredentialsTable> = {};
-    if (patch.description !== undefined) set.description = patch.description;
-    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    const set: Partial<CredentialsTable> = describedChanges(patch);
     if (patch.acl !== undefined) set.acl = JSON.stringify(normalizeAcl(patch.acl));
     if (Object.keys(set).length > 0)
       await this.deps.db.updateTable('credentials').set(set).where('id', '=', id).execute();

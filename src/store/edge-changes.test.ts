@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TEST_STORE_SETTINGS } from '../test-support/api.js';
+import { createTestRepositories, TEST_STORE_SETTINGS } from '../test-support/api.js';
 import { edgeFixtures, type EdgeFixtures } from '../test-support/edge-fixtures.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
-import { createRepositories, openStore, type Repositories, type Store } from './index.js';
+import { openStore, type Repositories, type Store } from './index.js';
 
 /** What the edge runtime relies on: a 'change' after every committed edge write, and only then. */
 describe.each(DATABASE_KINDS)('EdgeRepository changes and serving edges (%s)', (kind) => {
@@ -15,7 +15,7 @@ describe.each(DATABASE_KINDS)('EdgeRepository changes and serving edges (%s)', (
   beforeAll(async () => {
     db = await createTestDatabase(kind);
     store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createRepositories(store, TEST_STORE_SETTINGS);
+    repos = createTestRepositories(store);
     fx = edgeFixtures(store);
     repos.edges.changes.on('change', (id: string) => seen.push(id));
   });

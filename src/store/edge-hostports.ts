@@ -1,10 +1,8 @@
-import type { Kysely, Transaction } from 'kysely';
+import type { Transaction } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
-import type { StoreSettings } from './deps.js';
+import type { Db, StoreSettings } from './deps.js';
 import type { EdgeType } from './edge-modules.js';
 import type { Database } from './schema.js';
-
-type Db = Kysely<Database> | Transaction<Database>;
 
 /** A hostport an edge serves, and the reserved address (ra_) or domain (rd_) it stands on. */
 export interface ResolvedHostport {
@@ -47,25 +45,35 @@ function parseHostport(
   return { host: m[1]!, port };
 }
 
-async function resolveTcp(
+/** The reserved address and the reserved domain `host:port` could stand on (ids, when they exist). */
+async function reservationsAt(
   db: Db,
   host: string,
   port: number,
-  field: string,
-): Promise<ResolvedHostport> {
+): Promise<{ hostport: string; addrId: string | undefined; domainId: string | undefined }> {
   const hostport = `${host}:${port}`;
   const addr = await db
     .selectFrom('reserved_addrs')
     .select('id')
     .where('addr', '=', hostport)
     .executeTakeFirst();
-  if (addr) return { hostport, target_id: addr.id };
   const domain = await db
     .selectFrom('reserved_domains')
     .select('id')
     .where('domain', '=', host)
     .executeTakeFirst();
-  if (domain) {
+  return { hostport, addrId: addr?.id, domainId: domain?.id };
+}
+
+async function resolveTcp(
+  db: Db,
+  host: string,
+  port: number,
+  field: string,
+): Promise<ResolvedHostport> {
+  const { hostport, addrId, domainId } = await reservationsAt(db, host, port);
+  if (addrId) return { hostport, target_id: addrId };
+  if (domainId) {
     throw new ValidationError(
       CODES.tcpEdgeNeedsAddr,
       field,
@@ -86,25 +94,15 @@ async function resolveTls(
   field: string,
   settings: StoreSettings,
 ): Promise<ResolvedHostport> {
-  const hostport = `${host}:${port}`;
-  const addr = await db
-    .selectFrom('reserved_addrs')
-    .select('id')
-    .where('addr', '=', hostport)
-    .executeTakeFirst();
-  if (addr || host === settings.tcpHost.toLowerCase()) {
+  const { hostport, addrId, domainId } = await reservationsAt(db, host, port);
+  if (addrId || host === settings.tcpHost.toLowerCase()) {
     throw new ValidationError(
       CODES.tlsEdgeNeedsDomain,
       field,
       `'${hostport}' is a TCP address, but TLS edges can only be associated with reserved domains. Use a TCP edge for addresses, or '<reserved domain>:${settings.httpsPort}' here.`,
     );
   }
-  const domain = await db
-    .selectFrom('reserved_domains')
-    .select('id')
-    .where('domain', '=', host)
-    .executeTakeFirst();
-  if (!domain) {
+  if (!domainId) {
     throw new ValidationError(
       CODES.domainNotReserved,
       field,
@@ -118,7 +116,7 @@ async function resolveTls(
       `TLS edge hostports must use port ${settings.httpsPort}, the port of the TLS ingress; use '${host}:${settings.httpsPort}' instead of '${hostport}'.`,
     );
   }
-  return { hostport, target_id: domain.id };
+  return { hostport, target_id: domainId };
 }
 
 /**

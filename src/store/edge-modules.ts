@@ -1,9 +1,7 @@
-import type { Kysely, Transaction } from 'kysely';
+import { parseDocument } from 'yaml';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
-import { validatePolicy } from '../policy/validate.js';
-import type { Database } from './schema.js';
-
-type Db = Kysely<Database> | Transaction<Database>;
+import type { Db, TrafficPolicyValidator } from './deps.js';
+import { missingIds } from './refs.js';
 
 /** The two kinds of edge this store keeps. */
 export type EdgeType = 'tcp' | 'tls';
@@ -102,8 +100,38 @@ function noDuplicates(ids: string[], field: string): void {
 }
 
 /**
+ * The check a store without the policy engine falls back to: the text must be a JSON or YAML
+ * mapping (YAML 1.2 reads both). What the rules mean is left to the injected validator.
+ * @example checkPolicyWellFormed('[1]', 'tcp', 'value') // throws ERR_NGROK_2236
+ */
+export const checkPolicyWellFormed: TrafficPolicyValidator = (text, _protocol, field) => {
+  let value: unknown;
+  try {
+    const doc = parseDocument(text, { uniqueKeys: true });
+    if (doc.errors[0]) throw doc.errors[0];
+    // toJS refuses aliases that expand excessively, so a small text cannot balloon.
+    value = doc.toJS();
+  } catch (err) {
+    const reason = (err as Error).message.split('\n')[0];
+    throw new ValidationError(
+      CODES.policyUnparseable,
+      field,
+      `cannot parse the traffic policy as JSON or YAML: ${reason}`,
+    );
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new ValidationError(
+      CODES.policyUnparseable,
+      field,
+      'the traffic policy must be a JSON or YAML mapping of rule lists',
+    );
+  }
+};
+
+/**
  * Turn a module's Mutate shape into its stored shape, checking everything that needs no database:
- * list rules, enumerations and the traffic policy document.
+ * list rules, enumerations and the traffic policy document (with `validatePolicy`, or only its
+ * well-formedness when the store was built without one).
  * @example normalizeModule('backend', { backend_id: 'bkdtg_…' }, 'backend.', 'tcp') // { enabled: true, backend_id: 'bkdtg_…' }
  */
 export function normalizeModule<N extends ModuleName>(
@@ -111,9 +139,10 @@ export function normalizeModule<N extends ModuleName>(
   input: ModuleMutates[N],
   prefix: FieldPrefix,
   edgeType: EdgeType,
+  validatePolicy: TrafficPolicyValidator = checkPolicyWellFormed,
 ): NonNullable<EdgeModules[N]> {
   // normalize() returns the stored shape of `name` itself; TypeScript cannot follow that through a switch.
-  return normalize(name, input, prefix, edgeType) as NonNullable<EdgeModules[N]>;
+  return normalize(name, input, prefix, edgeType, validatePolicy) as NonNullable<EdgeModules[N]>;
 }
 
 type StoredModule = NonNullable<EdgeModules[ModuleName]>;
@@ -123,6 +152,7 @@ function normalize(
   input: ModuleMutates[ModuleName],
   prefix: FieldPrefix,
   edgeType: EdgeType,
+  validatePolicy: TrafficPolicyValidator,
 ): StoredModule {
   const enabled = input.enabled !== false;
   switch (name) {
@@ -192,23 +222,12 @@ function normalize(
     }
     case 'traffic_policy': {
       const m = input as TrafficPolicyMutate;
-      // The whole policy is checked (expressions, actions, phases), not just its shape.
+      // Real servers inject the policy engine, which checks expressions, actions and phases.
       validatePolicy(m.value, edgeType, `${prefix}value`);
       return { enabled, value: m.value };
     }
   }
   throw new Error(`unknown edge module ${String(name)}`);
-}
-
-async function missingIds(
-  db: Db,
-  table: 'backends' | 'ip_policies' | 'certificate_authorities',
-  ids: string[],
-): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
-  const rows = await db.selectFrom(table).select('id').where('id', 'in', ids).execute();
-  const present = new Set(rows.map((r) => r.id));
-  return new Set(ids.filter((id) => !present.has(id)));
 }
 
 /**
@@ -223,7 +242,7 @@ export async function checkModuleReferences<N extends ModuleName>(
 ): Promise<void> {
   if (name === 'backend') {
     const id = (module as BackendModule).backend_id;
-    if ((await missingIds(db, 'backends', [id])).size > 0) {
+    if ((await missingIds(db, 'backends', [id])).length > 0) {
       throw new ValidationError(
         CODES.backendNotFound,
         `${prefix}backend_id`,
@@ -232,24 +251,24 @@ export async function checkModuleReferences<N extends ModuleName>(
     }
   } else if (name === 'ip_restriction') {
     const ids = (module as IpRestrictionModule).ip_policy_ids;
-    const missing = await missingIds(db, 'ip_policies', ids);
-    const i = ids.findIndex((id) => missing.has(id));
-    if (i >= 0) {
+    const [missing] = await missingIds(db, 'ip_policies', ids);
+    if (missing !== undefined) {
+      const i = ids.indexOf(missing);
       throw new ValidationError(
         CODES.ipPolicyNotFound,
         `${prefix}ip_policy_ids[${i}]`,
-        `no IP policy has the id '${ids[i]}'. Create one with POST /ip_policies and use its id.`,
+        `no IP policy has the id '${missing}'. Create one with POST /ip_policies and use its id.`,
       );
     }
   } else if (name === 'mutual_tls') {
     const ids = (module as MutualTlsModule).certificate_authority_ids;
-    const missing = await missingIds(db, 'certificate_authorities', ids);
-    const i = ids.findIndex((id) => missing.has(id));
-    if (i >= 0) {
+    const [missing] = await missingIds(db, 'certificate_authorities', ids);
+    if (missing !== undefined) {
+      const i = ids.indexOf(missing);
       throw new ValidationError(
         CODES.caNotFound,
         `${prefix}certificate_authority_ids[${i}]`,
-        `no certificate authority has the id '${ids[i]}'. Upload one with POST /certificate_authorities and use its id.`,
+        `no certificate authority has the id '${missing}'. Upload one with POST /certificate_authorities and use its id.`,
       );
     }
   }

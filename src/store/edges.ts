@@ -18,7 +18,8 @@ import {
   type ModuleMutates,
   type ModuleName,
 } from './edge-modules.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { describedColumns } from './described.js';
+import { selectPage, type Page, type PageRequest } from './paging.js';
 import { setRefs, clearRefs } from './refs.js';
 import type { Database, EdgesTable } from './schema.js';
 
@@ -122,9 +123,7 @@ export class EdgeRepository {
     const edge: Edge = {
       id: newId(PREFIX[type]),
       type,
-      description: input.description ?? '',
-      metadata: input.metadata ?? '',
-      created_at: nowRfc3339(),
+      ...describedColumns(input),
       hostports: null,
       backend: null,
       ip_restriction: null,
@@ -236,7 +235,7 @@ export class EdgeRepository {
     this.checkModuleName(type, name);
     const current = await this.get(id, type);
     if (!current) return undefined;
-    const module = normalizeModule(name, input, '', type);
+    const module = normalizeModule(name, input, '', type, this.deps.validateTrafficPolicy);
     const edge: Edge = { ...current, [name]: module };
     return this.save({ edge, hostports: undefined, changed: [name] }, false, '');
   }
@@ -284,6 +283,7 @@ export class EdgeRepository {
         value,
         `${name}.`,
         edge.type,
+        this.deps.validateTrafficPolicy,
       );
       changed.push(name);
     }

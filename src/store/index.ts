@@ -4,7 +4,7 @@ import { BotUserRepository } from './bot-users.js';
 import { CertificateAuthorityRepository } from './certificate-authorities.js';
 import { CredentialRepository } from './credentials.js';
 import type { Store } from './database.js';
-import type { RepoDeps, StoreSettings } from './deps.js';
+import type { RepoDeps, StoreHooks, StoreSettings } from './deps.js';
 import { EdgeRepository } from './edges.js';
 import { IpPolicyRepository } from './ip-policies.js';
 import { IpPolicyRuleRepository } from './ip-policy-rules.js';
@@ -14,7 +14,7 @@ import { SettingsRepository } from './settings.js';
 
 export { openStore, type Store, type StoreOptions } from './database.js';
 export type { Page, PageRequest } from './paging.js';
-export type { RepoDeps, StoreSettings } from './deps.js';
+export type { RepoDeps, StoreHooks, StoreSettings, TrafficPolicyValidator } from './deps.js';
 
 /** Every repository, over one store. */
 export interface Repositories {
@@ -31,10 +31,17 @@ export interface Repositories {
   edges: EdgeRepository;
 }
 
-/** Build the repositories over an open store. */
-export function createRepositories(store: Store, settings: StoreSettings): Repositories {
+/**
+ * Build the repositories over an open store; `hooks` plug in what the store cannot import.
+ * @example const repos = createRepositories(store, settings, { validateTrafficPolicy: validatePolicy });
+ */
+export function createRepositories(
+  store: Store,
+  settings: StoreSettings,
+  hooks: StoreHooks = {},
+): Repositories {
   const accountSettings = new SettingsRepository(store.db);
-  const deps: RepoDeps = { db: store.db, settings, accountSettings };
+  const deps: RepoDeps = { ...hooks, db: store.db, settings, accountSettings };
   return {
     settings: accountSettings,
     apiKeys: new ApiKeyRepository(store.db, accountSettings),

@@ -1,10 +1,11 @@
 import type { Kysely } from 'kysely';
 import type { IpRule } from '../core/cidr.js';
-import { CODES, ConflictError } from '../core/errors.js';
+import { CODES } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import type { RepoDeps } from './deps.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
-import { findReferrer } from './refs.js';
+import { describedChanges, describedColumns, type DescribedInput } from './described.js';
+import { selectPage, type Page, type PageRequest } from './paging.js';
+import { missingIds, refuseWhileReferenced } from './refs.js';
 import type { Database, IpPoliciesTable } from './schema.js';
 
 /** An IP policy: a named group of allow and deny rules that edges use to restrict source IPs. */
@@ -15,10 +16,7 @@ export interface IpPolicy {
   created_at: string;
 }
 
-export interface IpPolicyCreate {
-  description?: string | undefined;
-  metadata?: string | undefined;
-}
+export type IpPolicyCreate = DescribedInput;
 
 export type IpPolicyUpdate = IpPolicyCreate;
 
@@ -35,12 +33,7 @@ export class IpPolicyRepository {
   }
 
   async create(input: IpPolicyCreate): Promise<IpPolicy> {
-    const row: IpPoliciesTable = {
-      id: newId(ID_PREFIX.ipPolicy),
-      description: input.description ?? '',
-      metadata: input.metadata ?? '',
-      created_at: nowRfc3339(),
-    };
+    const row: IpPoliciesTable = { id: newId(ID_PREFIX.ipPolicy), ...describedColumns(input) };
     await this.db.insertInto('ip_policies').values(row).execute();
     return row;
   }
@@ -54,9 +47,7 @@ export class IpPolicyRepository {
   }
 
   async update(id: string, patch: IpPolicyUpdate): Promise<IpPolicy | undefined> {
-    const set: Partial<IpPoliciesTable> = {};
-    if (patch.description !== undefined) set.description = patch.description;
-    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    const set: Partial<IpPoliciesTable> = describedChanges(patch);
     if (Object.keys(set).length > 0)
       await this.db.updateTable('ip_policies').set(set).where('id', '=', id).execute();
     return this.get(id);
@@ -65,13 +56,13 @@ export class IpPolicyRepository {
   /** Delete the policy and its rules; false when absent. Refused while an edge uses it. */
   async delete(id: string): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
-      const referrer = await findReferrer(trx, id);
-      if (referrer) {
-        throw new ConflictError(
-          CODES.ipPolicyInUse,
-          `The IP policy ${id} is still used by ${referrer}. Remove it from that edge's ip_restriction first.`,
-        );
-      }
+      await refuseWhileReferenced(
+        trx,
+        id,
+        CODES.ipPolicyInUse,
+        (by) =>
+          `The IP policy ${id} is still used by ${by}. Remove it from that edge's ip_restriction first.`,
+      );
       // The foreign key cascades too; deleting the rules here keeps that true even on a SQLite
       // connection opened without foreign_keys = ON.
       await trx.deleteFrom('ip_policy_rules').where('ip_policy_id', '=', id).execute();
@@ -82,14 +73,7 @@ export class IpPolicyRepository {
 
   /** Ids among `ids` that name no IP policy, in the order given (for reference checks). */
   async missing(ids: readonly string[]): Promise<string[]> {
-    if (ids.length === 0) return [];
-    const rows = await this.db
-      .selectFrom('ip_policies')
-      .select('id')
-      .where('id', 'in', [...new Set(ids)])
-      .execute();
-    const present = new Set(rows.map((r) => r.id));
-    return ids.filter((id) => !present.has(id));
+    return missingIds(this.db, 'ip_policies', ids);
   }
 
   /**

@@ -4,7 +4,8 @@ import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { describedChanges, describedColumns } from './described.js';
+import { selectPage, type Page, type PageRequest } from './paging.js';
 import type { Database, IpPolicyRulesTable } from './schema.js';
 
 export type IpAction = 'allow' | 'deny';
@@ -120,9 +121,7 @@ export class IpPolicyRuleRepository {
     const action = checkAction(input.action);
     const row: IpPolicyRulesTable = {
       id: newId(ID_PREFIX.ipPolicyRule),
-      description: input.description ?? '',
-      metadata: input.metadata ?? '',
-      created_at: nowRfc3339(),
+      ...describedColumns(input),
       cidr,
       ip_policy_id: input.ip_policy_id,
       action,
@@ -158,9 +157,7 @@ export class IpPolicyRuleRepository {
 
   async update(id: string, patch: IpPolicyRuleUpdate): Promise<IpPolicyRule | undefined> {
     refuseImmutable(patch);
-    const set: Partial<IpPolicyRulesTable> = {};
-    if (patch.description !== undefined) set.description = patch.description;
-    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    const set: Partial<IpPolicyRulesTable> = describedChanges(patch);
     if (patch.cidr !== undefined) set.cidr = canonicalCidr(patch.cidr);
     if (Object.keys(set).length > 0) {
       try {

@@ -1,7 +1,5 @@
-import type { Kysely, Transaction } from 'kysely';
-import type { Database } from './schema.js';
-
-type Db = Kysely<Database> | Transaction<Database>;
+import { ConflictError } from '../core/errors.js';
+import type { Db } from './deps.js';
 
 /**
  * The `refs` table records which resource uses which, so that a delete can be refused with the
@@ -32,4 +30,41 @@ export async function findReferrer(db: Db, toId: string): Promise<string | undef
     .limit(1)
     .executeTakeFirst();
   return row?.from_id;
+}
+
+/**
+ * Refuse a delete with a 409 while anything references `toId`; `message` names the referrer and
+ * says what to remove first.
+ * @example await refuseWhileReferenced(trx, id, CODES.caInUse, (by) => `still used by ${by}`);
+ */
+export async function refuseWhileReferenced(
+  db: Db,
+  toId: string,
+  code: string,
+  message: (referrer: string) => string,
+): Promise<void> {
+  const referrer = await findReferrer(db, toId);
+  if (referrer !== undefined) throw new ConflictError(code, message(referrer));
+}
+
+/** The tables other resources reference by id. */
+export type ReferencedTable = 'backends' | 'ip_policies' | 'certificate_authorities';
+
+/**
+ * Ids among `ids` that name no row of `table`, in the order given, for reference checks.
+ * @example await missingIds(trx, 'ip_policies', ['ipp_a', 'ipp_b']) // ['ipp_b'] when only ipp_a exists
+ */
+export async function missingIds(
+  db: Db,
+  table: ReferencedTable,
+  ids: readonly string[],
+): Promise<string[]> {
+  if (ids.length === 0) return [];
+  const rows = await db
+    .selectFrom(table)
+    .select('id')
+    .where('id', 'in', [...new Set(ids)])
+    .execute();
+  const present = new Set(rows.map((r) => r.id));
+  return ids.filter((id) => !present.has(id));
 }

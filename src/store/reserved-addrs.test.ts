@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TEST_STORE_SETTINGS } from '../test-support/api.js';
+import { createTestRepositories } from '../test-support/api.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
-import { createRepositories, openStore, type Repositories, type Store } from './index.js';
+import { openStore, type Repositories, type Store } from './index.js';
 
 describe.each(DATABASE_KINDS)('ReservedAddrRepository (%s)', (kind) => {
   let db: TestDatabase;
@@ -10,8 +10,7 @@ describe.each(DATABASE_KINDS)('ReservedAddrRepository (%s)', (kind) => {
   beforeAll(async () => {
     db = await createTestDatabase(kind);
     store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createRepositories(store, {
-      ...TEST_STORE_SETTINGS,
+    repos = createTestRepositories(store, {
       tcpHost: 'TCP.Burrow.Test',
       tcpPorts: { first: 40000, last: 40004 },
     });

@@ -3,8 +3,9 @@ import { CODES, ConflictError, UnavailableError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
-import { findReferrer } from './refs.js';
+import { describedChanges, describedColumns } from './described.js';
+import { selectPage, type Page, type PageRequest } from './paging.js';
+import { refuseWhileReferenced } from './refs.js';
 import type { Database, ReservedAddrsTable } from './schema.js';
 
 /** A reserved TCP address: `<tcp host>:<port>`, assigned by the server. */
@@ -63,9 +64,7 @@ export class ReservedAddrRepository {
       if (port === undefined) throw this.exhausted();
       const row: ReservedAddrsTable = {
         id: newId(ID_PREFIX.reservedAddr),
-        description: input.description ?? '',
-        metadata: input.metadata ?? '',
-        created_at: nowRfc3339(),
+        ...describedColumns(input),
         addr: `${host}:${port}`,
         port,
         region: input.region ?? '',
@@ -99,9 +98,7 @@ export class ReservedAddrRepository {
   }
 
   async update(id: string, patch: ReservedAddrUpdate): Promise<ReservedAddr | undefined> {
-    const set: Partial<ReservedAddrsTable> = {};
-    if (patch.description !== undefined) set.description = patch.description;
-    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    const set: Partial<ReservedAddrsTable> = describedChanges(patch);
     if (Object.keys(set).length > 0)
       await this.db.updateTable('reserved_addrs').set(set).where('id', '=', id).execute();
     return this.get(id);
@@ -128,13 +125,13 @@ export class ReservedAddrRepository {
           `The reserved address ${row.addr} (${id}) is a hostport of the edge ${hostport.edge_id}. Remove it from that edge's hostports, or delete the edge, then delete the address.`,
         );
       }
-      const referrer = await findReferrer(trx, id);
-      if (referrer) {
-        throw new ConflictError(
-          CODES.addrInUse,
-          `The reserved address ${row.addr} (${id}) is still used by ${referrer}. Remove that use first.`,
-        );
-      }
+      await refuseWhileReferenced(
+        trx,
+        id,
+        CODES.addrInUse,
+        (by) =>
+          `The reserved address ${row.addr} (${id}) is still used by ${by}. Remove that use first.`,
+      );
       await trx.deleteFrom('reserved_addrs').where('id', '=', id).execute();
       return true;
     });

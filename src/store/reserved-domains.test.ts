@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TEST_STORE_SETTINGS } from '../test-support/api.js';
+import { createTestRepositories } from '../test-support/api.js';
 import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
-import { createRepositories, openStore, type Repositories, type Store } from './index.js';
+import { openStore, type Repositories, type Store } from './index.js';
 import { normalizeDomain } from './reserved-domains.js';
 
 describe('normalizeDomain', () => {
@@ -18,7 +18,7 @@ describe.each(DATABASE_KINDS)('ReservedDomainRepository lookups (%s)', (kind) =>
   beforeAll(async () => {
     db = await createTestDatabase(kind);
     store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createRepositories(store, TEST_STORE_SETTINGS);
+    repos = createTestRepositories(store);
     for (const domain of [
       '*.example.com',
       '*.sitea.example.com',

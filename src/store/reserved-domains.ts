@@ -1,11 +1,12 @@
-import type { Kysely, Transaction } from 'kysely';
+import type { Kysely } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { domainCovers, hostnameProblem, isAtOrUnder } from '../core/hostname.js';
 import { ID_PREFIX, newId, randomDnsLabel } from '../core/ids.js';
 import { isUniqueViolation } from './database.js';
-import type { RepoDeps } from './deps.js';
+import type { Db, RepoDeps } from './deps.js';
+import { describedChanges, describedColumns } from './described.js';
 import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
-import { findReferrer } from './refs.js';
+import { refuseWhileReferenced } from './refs.js';
 import type { Database, ReservedDomainsTable } from './schema.js';
 
 /** How certificates for a custom domain are to be obtained. */
@@ -75,8 +76,6 @@ export const LOCAL_CA_MESSAGE =
 
 const POLICY_FIELD = 'certificate_management_policy';
 const LABEL_RE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-
-type Db = Kysely<Database> | Transaction<Database>;
 
 /** Lowercase, without a trailing root dot: the form domains are stored and compared in. */
 export function normalizeDomain(name: string): string {
@@ -217,9 +216,7 @@ export class ReservedDomainRepository {
     const wildcard = domain.startsWith('*.');
     const row: ReservedDomainsTable = {
       id: newId(ID_PREFIX.reservedDomain),
-      description: input.description ?? '',
-      metadata: input.metadata ?? '',
-      created_at: createdAt,
+      ...describedColumns(input, createdAt),
       domain,
       // Region is deprecated in the API Burrow follows: always returned empty.
       region: '',
@@ -263,9 +260,7 @@ export class ReservedDomainRepository {
   async update(id: string, patch: ReservedDomainUpdate): Promise<ReservedDomain | undefined> {
     const current = await this.get(id);
     if (!current) return undefined;
-    const set: Partial<ReservedDomainsTable> = {};
-    if (patch.description !== undefined) set.description = patch.description;
-    if (patch.metadata !== undefined) set.metadata = patch.metadata;
+    const set: Partial<ReservedDomainsTable> = describedChanges(patch);
     if (patch.certificate_management_policy !== undefined) {
       if (this.isServerDomain(current.domain)) throw this.policyOnServerDomain(current.domain);
       const policy = checkPolicy(patch.certificate_management_policy);
@@ -371,13 +366,13 @@ export class ReservedDomainRepository {
         `The reserved domain ${domain} (${id}) is the hostport ${hostport.hostport} of the edge ${hostport.edge_id}. Remove it from that edge's hostports, or delete the edge, then delete the domain.`,
       );
     }
-    const referrer = await findReferrer(db, id);
-    if (referrer) {
-      throw new ConflictError(
-        CODES.domainInUse,
-        `The reserved domain ${domain} (${id}) is still used by ${referrer}. Remove that use first.`,
-      );
-    }
+    await refuseWhileReferenced(
+      db,
+      id,
+      CODES.domainInUse,
+      (by) =>
+        `The reserved domain ${domain} (${id}) is still used by ${by}. Remove that use first.`,
+    );
   }
 
   private policyOnServerDomain(domain: string): ValidationError {

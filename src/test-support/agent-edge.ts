@@ -16,8 +16,8 @@ import {
   TypedSession,
   call,
 } from '../protocol/index.js';
-import { createRepositories, openStore, type Repositories, type Store } from '../store/index.js';
-import { TEST_STORE_SETTINGS } from './api.js';
+import { openStore, type Repositories, type Store } from '../store/index.js';
+import { createTestRepositories, TEST_STORE_SETTINGS } from './api.js';
 import { createTestDatabase, type TestDatabase } from './stores.js';
 
 /** The agent-side settings of test edges (public HTTPS on 8443, HTTP on 8080). */
@@ -54,7 +54,7 @@ export async function startTestAgentEdge(
 ): Promise<TestAgentEdge> {
   const db = await createTestDatabase(kind);
   const store = await openStore({ database: db.database, dataDir: db.dataDir });
-  const repos = createRepositories(store, TEST_STORE_SETTINGS);
+  const repos = createTestRepositories(store);
   const ca = await LocalCa.loadOrCreate(db.dataDir);
   const registry = new TunnelRegistry();
   const metrics = new EdgeMetrics();

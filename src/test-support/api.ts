@@ -1,6 +1,7 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { buildApi } from '../api/app.js';
 import type { OnlineState } from '../api/context.js';
+import { validatePolicy } from '../policy/validate.js';
 import {
   createRepositories,
   openStore,
@@ -18,6 +19,22 @@ export const TEST_STORE_SETTINGS: StoreSettings = {
   tcpPorts: { first: 20000, last: 20999 },
   httpsPort: 8443,
 };
+
+/**
+ * The repositories over `store` as a real server builds them: test settings (with `settings`
+ * overriding) and the policy engine validating traffic policies on save.
+ * @example const repos = createTestRepositories(store, { tcpPorts: { first: 40000, last: 40004 } });
+ */
+export function createTestRepositories(
+  store: Store,
+  settings: Partial<StoreSettings> = {},
+): Repositories {
+  return createRepositories(
+    store,
+    { ...TEST_STORE_SETTINGS, ...settings },
+    { validateTrafficPolicy: validatePolicy },
+  );
+}
 
 /** An in-process API over a fresh database, with an API key, for route tests. */
 export interface TestApi {
@@ -57,7 +74,7 @@ export async function createTestApi(
 ): Promise<TestApi> {
   const db = await createTestDatabase(kind);
   const store = await openStore({ database: db.database, dataDir: db.dataDir });
-  const repos = createRepositories(store, { ...TEST_STORE_SETTINGS, ...options.settings });
+  const repos = createTestRepositories(store, options.settings);
   const app = await buildApi({
     repos,
     publicApiUrl: TEST_BASE_URL,

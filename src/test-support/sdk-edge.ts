@@ -14,9 +14,9 @@ import { CertificateStore, LocalCa } from '../edge/certificates.js';
 import { startIngress, type Ingress } from '../edge/ingress.js';
 import { EdgeMetrics } from '../edge/metrics.js';
 import { TunnelRegistry } from '../edge/tunnel-registry.js';
-import { createRepositories, openStore, type Repositories, type Store } from '../store/index.js';
+import { openStore, type Repositories, type Store } from '../store/index.js';
 import { TEST_AGENT_SETTINGS } from './agent-edge.js';
-import { TEST_STORE_SETTINGS } from './api.js';
+import { createTestRepositories, TEST_STORE_SETTINGS } from './api.js';
 import { createTestDatabase, type TestDatabase } from './stores.js';
 
 export interface SdkTestEdge {
@@ -55,7 +55,7 @@ export async function startSdkTestEdge(
 ): Promise<SdkTestEdge> {
   const db = await createTestDatabase(kind);
   const store = await openStore({ database: db.database, dataDir: db.dataDir });
-  const repos = createRepositories(store, TEST_STORE_SETTINGS);
+  const repos = createTestRepositories(store);
   const ca = await LocalCa.loadOrCreate(db.dataDir);
   const caFile = join(db.dataDir, 'ca-for-agents.pem');
   writeFileSync(caFile, ca.certPem);
