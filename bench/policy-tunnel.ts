@@ -14,16 +14,14 @@
  * process's CPU time per request is reported: it is what a policy adds, and it varies much less
  * than throughput when other work shares the machine.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
 import { createServer as createHttpServer } from 'node:http';
-import { cpus } from 'node:os';
-import { fileURLToPath } from 'node:url';
-import autocannon from 'autocannon';
-import { connect } from '../src/sdk/index.js';
 import { TEN_RULE_HTTP_POLICY } from '../src/test-support/policy-fixtures.js';
-import { startSdkTestEdge } from '../src/test-support/sdk-edge.js';
-import { fmt, markdownTable } from './report.js';
+import { fmt, machine, markdownTable } from './report.js';
+import { startBulkService } from './support/bulk.js';
+import { keepAliveLoad, median, type RateResult } from './support/load.js';
+import { answer, fail, RoleProcesses } from './support/roles.js';
+import { connectAgent, startBenchEdge, type EdgeAddress } from './support/sdk-agent.js';
 
 const DURATION = Number(process.env.DURATION ?? 5);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
@@ -44,22 +42,12 @@ const CASES = [
   { name: '10 rules (the test policy, all evaluated)', policy: TEN_RULE_HTTP_POLICY },
 ] as const;
 
-interface EdgeInfo {
-  serverAddr: string;
-  caFile: string;
+interface EdgeInfo extends EdgeAddress {
   httpPort: number;
-  token: string;
   /** Answers GET with the edge process's CPU time so far, in microseconds. */
   cpuPort: number;
 }
-interface LoadResult {
-  rps: number;
-  p50: number;
-  p99: number;
-  errors: number;
-  requests: number;
-}
-interface Measured extends LoadResult {
+interface Measured extends RateResult {
   /** Edge CPU time per request, microseconds. */
   cpuUs: number;
 }
@@ -67,37 +55,18 @@ interface Measured extends LoadResult {
 // ---- children ----------------------------------------------------------------------------
 
 async function serveEdge(): Promise<void> {
-  const edge = await startSdkTestEdge('sqlite');
+  const { info: address } = await startBenchEdge();
   const cpu = createHttpServer((req, res) => {
     const { user, system } = process.cpuUsage();
     res.end(String(user + system));
   });
   await new Promise<void>((resolve) => cpu.listen(0, '127.0.0.1', resolve));
-  const info: EdgeInfo = {
-    serverAddr: edge.serverAddr,
-    caFile: edge.caFile,
-    httpPort: edge.httpPort,
-    token: await edge.token(),
-    cpuPort: (cpu.address() as AddressInfo).port,
-  };
-  process.stdout.write(`${JSON.stringify(info)}\n`);
-  process.on('SIGTERM', () => void edge.close().then(() => process.exit(0)));
-}
-
-function serveService(): void {
-  const server = createHttpServer((req, res) => res.end('hello world\n'));
-  server.keepAliveTimeout = 60_000;
-  server.listen(0, '127.0.0.1', () => {
-    process.stdout.write(`${JSON.stringify({ port: (server.address() as AddressInfo).port })}\n`);
-  });
+  const info: EdgeInfo = { ...address, cpuPort: (cpu.address() as AddressInfo).port };
+  answer(info);
 }
 
 async function serveAgent(spec: { edge: EdgeInfo; service: number }): Promise<void> {
-  const session = await connect({
-    serverAddr: spec.edge.serverAddr,
-    authtoken: spec.edge.token,
-    ca: spec.edge.caFile,
-  });
+  const session = await connectAgent(spec.edge);
   const hosts: string[] = [];
   for (const c of CASES) {
     const endpoint = await session.httpEndpoint({
@@ -107,42 +76,12 @@ async function serveAgent(spec: { edge: EdgeInfo; service: number }): Promise<vo
     });
     hosts.push(new URL(endpoint.url!).hostname);
   }
-  process.stdout.write(`${JSON.stringify(hosts)}\n`);
-}
-
-async function runLoad(spec: { port: number; host: string }): Promise<LoadResult> {
-  const r = await autocannon({
-    url: `http://127.0.0.1:${spec.port}/`,
-    headers: { host: spec.host },
-    connections: CONNECTIONS,
-    duration: DURATION,
-  });
-  return {
-    rps: r.requests.average,
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    errors: r.errors + r.non2xx,
-    requests: r.requests.total,
-  };
+  answer(hosts);
 }
 
 // ---- coordination and report -------------------------------------------------------------
 
-const children: ChildProcess[] = [];
-
-async function child<T>(role: string, arg?: unknown): Promise<T> {
-  const self = fileURLToPath(import.meta.url);
-  const args = ['--import', 'tsx', self, role, ...(arg === undefined ? [] : [JSON.stringify(arg)])];
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(proc);
-  let out = '';
-  proc.stdout.setEncoding('utf8');
-  for await (const chunk of proc.stdout) {
-    out += chunk as string;
-    if (out.endsWith('\n')) break;
-  }
-  return JSON.parse(out) as T;
-}
+const roles = new RoleProcesses(import.meta.url);
 
 async function edgeCpuUs(port: number): Promise<number> {
   const res = await fetch(`http://127.0.0.1:${port}/`);
@@ -152,21 +91,18 @@ async function edgeCpuUs(port: number): Promise<number> {
 /** One load run against `host`, with the edge's CPU time per request it cost. */
 async function measure(edge: EdgeInfo, host: string): Promise<Measured> {
   const before = await edgeCpuUs(edge.cpuPort);
-  const load = await child<LoadResult>('load', { port: edge.httpPort, host });
+  const load = await roles.start<RateResult>('load', { port: edge.httpPort, host });
   const after = await edgeCpuUs(edge.cpuPort);
-  return { ...load, cpuUs: (after - before) / Math.max(1, load.requests) };
+  return { ...load, cpuUs: (after - before) / Math.max(1, load.total) };
 }
 
-const median = (values: number[]): number =>
-  [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-
 async function main(): Promise<void> {
-  const edge = await child<EdgeInfo>('edge');
-  const service = await child<{ port: number }>('service');
-  const hosts = await child<string[]>('agent', { edge, service: service.port });
+  const edge = await roles.start<EdgeInfo>('edge');
+  const service = await roles.start<{ http: number }>('service');
+  const hosts = await roles.start<string[]>('agent', { edge, service: service.http });
   // Warm up each endpoint (JIT, the agent's stream pool) before measuring.
   for (const host of hosts) {
-    await child<LoadResult>('load', { port: edge.httpPort, host, warmup: true });
+    await roles.start<RateResult>('load', { port: edge.httpPort, host, warmup: true });
   }
   const results = CASES.map(() => [] as Measured[]);
   for (let round = 0; round < ROUNDS; round++) {
@@ -175,11 +111,11 @@ async function main(): Promise<void> {
       process.stderr.write(`round ${round + 1}: ${CASES[i]!.name} done\n`);
     }
   }
-  const base = median(results[0]!.map((r) => r.rps));
+  const base = median(results[0]!.map((r) => r.rate));
   const baseCpu = median(results[0]!.map((r) => r.cpuUs));
   const rows = CASES.map((c, i) => {
     const rs = results[i]!;
-    const rps = median(rs.map((r) => r.rps));
+    const rps = median(rs.map((r) => r.rate));
     const cpuUs = median(rs.map((r) => r.cpuUs));
     return [
       c.name,
@@ -190,9 +126,8 @@ async function main(): Promise<void> {
       String(rs.reduce((n, r) => n + r.errors, 0)),
     ];
   });
-  const cpu = cpus();
   console.log(
-    `\nPolicy cost through a tunnel, Node ${process.version}, ${cpu.length} x ${cpu[0]?.model ?? 'cpu'}; ` +
+    `\nPolicy cost through a tunnel, ${machine()}; ` +
       `${CONNECTIONS} keep-alive connections, ${DURATION} s per run, median of ${ROUNDS} interleaved rounds.\n`,
   );
   console.log(
@@ -211,34 +146,28 @@ async function main(): Promise<void> {
 }
 
 function shutdown(code: number): void {
-  for (const c of children) c.kill('SIGTERM');
+  roles.killAll();
   process.exit(code);
 }
 
 const role = process.argv[2];
 const arg = process.argv[3] ? (JSON.parse(process.argv[3]) as unknown) : undefined;
-const fail = (err: unknown): void => {
-  console.error(err);
-  process.exit(1);
-};
 if (role === 'edge') {
   serveEdge().catch(fail);
 } else if (role === 'service') {
-  serveService();
+  startBulkService().then(answer, fail);
 } else if (role === 'agent') {
   serveAgent(arg as { edge: EdgeInfo; service: number }).catch(fail);
 } else if (role === 'load') {
   const spec = arg as { port: number; host: string; warmup?: boolean };
-  const run = spec.warmup
-    ? autocannon({
-        url: `http://127.0.0.1:${spec.port}/`,
-        headers: { host: spec.host },
-        connections: CONNECTIONS,
-        duration: 1,
-      }).then(() => ({ rps: 0, p50: 0, p99: 0, errors: 0, requests: 0 }))
-    : runLoad(spec);
-  run.then((result) => {
-    process.stdout.write(`${JSON.stringify(result)}\n`);
+  // A warm-up run is one second long; its figures are not used.
+  keepAliveLoad({
+    port: spec.port,
+    host: spec.host,
+    connections: CONNECTIONS,
+    seconds: spec.warmup ? 1 : DURATION,
+  }).then((result) => {
+    answer(result);
     process.exit(0);
   }, fail);
 } else {

@@ -1,4 +1,5 @@
 /** Small helpers for the benchmark's figures and tables. */
+import { cpus } from 'node:os';
 
 /**
  * The `p`-th percentile (0-100) of `sorted` (ascending), nearest-rank.
@@ -29,4 +30,29 @@ export function markdownTable(header: string[], rows: string[][]): string {
   // Cells are padded by one space each side; the rule matches that width, `:` marks right-aligned.
   const rule = `|${widths.map((w, i) => (i === 0 ? '-'.repeat(w + 2) : `${'-'.repeat(w + 1)}:`)).join('|')}|`;
   return [line(header), rule, ...rows.map(line)].join('\n');
+}
+
+/**
+ * The machine a run was measured on: Node version and CPUs.
+ * @example console.log(`Ingress throughput, ${machine()}`)
+ */
+export function machine(): string {
+  const cpu = cpus();
+  return `Node ${process.version}, ${cpu.length} x ${cpu[0]?.model ?? 'cpu'}`;
+}
+
+/** Bytes as MiB with one decimal. */
+export function mib(bytes: number): string {
+  return `${fmt(bytes / 2 ** 20, 1)} MiB`;
+}
+
+/**
+ * A memory table row: RSS, V8 heap used, external + array buffers.
+ * @example memoryRow('before', await edge.gcMemory())
+ */
+export function memoryRow(
+  label: string,
+  memory: { rss: number; heapUsed: number; external: number },
+): string[] {
+  return [label, mib(memory.rss), mib(memory.heapUsed), mib(memory.external)];
 }

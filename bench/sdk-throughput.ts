@@ -17,184 +17,55 @@
  * ingress, SQLite store), two SDK agents (one per window), the local service, and this process
  * as the public client.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
-import { createServer, request } from 'node:http';
 import net from 'node:net';
-import { fileURLToPath } from 'node:url';
-import { connect } from '../src/sdk/index.js';
-import { startSdkTestEdge } from '../src/test-support/sdk-edge.js';
 import { fmt, markdownTable } from './report.js';
+import { httpDownload, MIB, startBulkService, tcpBulk, type ServicePorts } from './support/bulk.js';
+import { answer, fail, RoleProcesses } from './support/roles.js';
+import { connectAgent, startBenchEdge } from './support/sdk-agent.js';
 
-const MIB = 1024 * 1024;
 const MB = Number(process.env.MB ?? 256);
 const RTT_MB = Number(process.env.RTT_MB ?? 48);
 const RUNS = Number(process.env.RUNS ?? 3);
 const ONE_WAY_MS = 25;
-const BLOCK = Buffer.alloc(256 * 1024, 0x61);
-
-// ---- the local service (child) ----------------------------------------------------------
-
-/** TCP: `d<bytes>\n` sends that many bytes and ends; `u` counts until the end and answers. */
-function serveService(): void {
-  const sendBytes = (out: NodeJS.WritableStream, total: number, done: () => void): void => {
-    let left = total;
-    const pump = (): void => {
-      while (left > 0) {
-        const chunk = left >= BLOCK.length ? BLOCK : BLOCK.subarray(0, left);
-        left -= chunk.length;
-        if (!out.write(chunk)) return void out.once('drain', pump);
-      }
-      done();
-    };
-    pump();
-  };
-  const tcp = net.createServer({ allowHalfOpen: true }, (socket) => {
-    socket.once('data', (first: Buffer) => {
-      if (first[0] === 0x64) {
-        sendBytes(socket, Number(first.toString().slice(1).trim()), () => socket.end());
-        return;
-      }
-      let got = first.length - 1;
-      socket.on('data', (c: Buffer) => (got += c.length));
-      socket.on('end', () => socket.end(`ok ${got}`));
-    });
-    socket.on('error', () => undefined);
-  });
-  const http = createServer((req, res) => {
-    const bytes = Number(new URL(req.url ?? '/', 'http://x').searchParams.get('bytes'));
-    res.writeHead(200, { 'Content-Length': bytes });
-    sendBytes(res, bytes, () => res.end());
-  });
-  tcp.listen(0, '127.0.0.1', () =>
-    http.listen(0, '127.0.0.1', () => {
-      const port = (s: net.Server) => (s.address() as net.AddressInfo).port;
-      process.stdout.write(`${JSON.stringify({ tcp: port(tcp), http: port(http) })}\n`);
-    }),
-  );
-}
 
 // ---- the edge (child) and an SDK agent (child) -------------------------------------------
 
-async function serveEdge(): Promise<void> {
-  const edge = await startSdkTestEdge('sqlite');
-  const info = {
-    serverAddr: edge.serverAddr,
-    caFile: edge.caFile,
-    httpPort: edge.httpPort,
-    token: await edge.token(),
-  };
-  process.stdout.write(`${JSON.stringify(info)}\n`);
-  process.on('SIGTERM', () => void edge.close().then(() => process.exit(0)));
-}
+type EdgeInfo = Awaited<ReturnType<typeof startBenchEdge>>['info'];
 
 async function serveAgent(spec: {
   edge: EdgeInfo;
-  service: ServiceInfo;
+  service: ServicePorts;
   window: Window;
 }): Promise<void> {
-  const session = await connect({
-    serverAddr: spec.edge.serverAddr,
-    authtoken: spec.edge.token,
-    ca: spec.edge.caFile,
-    window: spec.window,
-  });
+  const session = await connectAgent(spec.edge, { window: spec.window });
   const tcp = await session.tcpEndpoint({ forward: spec.service.tcp });
   const web = await session.httpEndpoint({ scheme: 'http', forward: spec.service.http });
-  process.stdout.write(`${JSON.stringify({ tcp: tcp.url, http: web.url })}\n`);
+  answer({ tcp: tcp.url, http: web.url });
 }
 
 // ---- the public client and the report (this process) ------------------------------------
 
 type Window = 'large' | 'standard';
-interface EdgeInfo {
-  serverAddr: string;
-  caFile: string;
-  httpPort: number;
-  token: string;
-}
-interface ServiceInfo {
-  tcp: number;
-  http: number;
-}
 interface AgentInfo {
   tcp: string;
   http: string;
 }
 
-const children: ChildProcess[] = [];
-
-async function child<T>(role: string, arg?: unknown): Promise<T> {
-  const self = fileURLToPath(import.meta.url);
-  const args = ['--import', 'tsx', self, role, ...(arg === undefined ? [] : [JSON.stringify(arg)])];
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(proc);
-  const [line] = (await once(proc.stdout, 'data')) as [Buffer];
-  return JSON.parse(line.toString()) as T;
-}
+const roles = new RoleProcesses(import.meta.url);
 
 type Direction = 'tcp download' | 'tcp upload' | 'http download';
 
 /** One transfer of `bytes` through `port` (TCP) or the ingress (HTTP); MiB/s. */
-async function transfer(
+function transfer(
   direction: Direction,
   port: number,
   host: string,
   bytes: number,
 ): Promise<number> {
-  const started = performance.now();
-  if (direction === 'http download') {
-    await new Promise<void>((resolve, reject) => {
-      const req = request(
-        {
-          host: '127.0.0.1',
-          port,
-          path: `/?bytes=${bytes}`,
-          headers: { Host: host },
-          agent: false,
-        },
-        (res) => {
-          let got = 0;
-          res.on('data', (c: Buffer) => (got += c.length));
-          res.on('end', () =>
-            got === bytes ? resolve() : reject(new Error(`got ${got} of ${bytes}`)),
-          );
-        },
-      );
-      req.on('error', reject);
-      req.end();
-    });
-  } else {
-    const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
-    await once(socket, 'connect');
-    let got = 0;
-    let reply = '';
-    const ended = new Promise<void>((resolve, reject) => {
-      socket.on('data', (c: Buffer) => {
-        got += c.length;
-        if (direction === 'tcp upload') reply += c.toString();
-      });
-      socket.on('end', resolve);
-      socket.on('error', reject);
-    });
-    if (direction === 'tcp download') {
-      socket.end(`d${bytes}\n`);
-    } else {
-      socket.write('u');
-      let left = bytes;
-      while (left > 0) {
-        const chunk = left >= BLOCK.length ? BLOCK : BLOCK.subarray(0, left);
-        left -= chunk.length;
-        if (!socket.write(chunk)) await once(socket, 'drain');
-      }
-      socket.end();
-    }
-    await ended;
-    socket.destroy();
-    const ok = direction === 'tcp download' ? got === bytes : reply === `ok ${bytes}`;
-    if (!ok) throw new Error(`${direction}: transfer incomplete (${got} bytes, reply '${reply}')`);
-  }
-  return bytes / MIB / ((performance.now() - started) / 1000);
+  if (direction === 'http download') return httpDownload(port, host, bytes);
+  return tcpBulk(port, direction === 'tcp download' ? 'down' : 'up', bytes);
 }
 
 // ---- added round-trip time ---------------------------------------------------------------
@@ -315,8 +186,8 @@ async function main(): Promise<void> {
       process.exit(130);
     });
   }
-  const service = await child<ServiceInfo>('service');
-  const edge = await child<EdgeInfo>('edge');
+  const service = await roles.start<ServicePorts>('service');
+  const edge = await roles.start<EdgeInfo>('edge');
   const agentPort = Number(edge.serverAddr.split(':')[1]);
   const cases: Direction[] = ['tcp download', 'tcp upload', 'http download'];
   const rows: string[][] = [];
@@ -361,12 +232,12 @@ async function main(): Promise<void> {
     }
   };
   const agentsVia = async (serverAddr: string) => ({
-    large: await child<AgentInfo>('agent', {
+    large: await roles.start<AgentInfo>('agent', {
       edge: { ...edge, serverAddr },
       service,
       window: 'large',
     }),
-    standard: await child<AgentInfo>('agent', {
+    standard: await roles.start<AgentInfo>('agent', {
       edge: { ...edge, serverAddr },
       service,
       window: 'standard',
@@ -390,7 +261,7 @@ async function main(): Promise<void> {
     }
   } finally {
     removeQdisc();
-    for (const proc of children) proc.kill('SIGTERM');
+    roles.killAll();
   }
   console.log(
     `\nBulk throughput through a tunnel with the SDK as the agent, MiB/s, best of ${RUNS}`,
@@ -405,8 +276,8 @@ async function main(): Promise<void> {
 }
 
 const role = process.argv[2];
-if (role === 'service') serveService();
-else if (role === 'edge') await serveEdge();
-else if (role === 'agent')
-  await serveAgent(JSON.parse(process.argv[3]!) as Parameters<typeof serveAgent>[0]);
-else await main();
+if (role === 'service') startBulkService().then(answer, fail);
+else if (role === 'edge') startBenchEdge().then(({ info }) => answer(info), fail);
+else if (role === 'agent') {
+  serveAgent(JSON.parse(process.argv[3]!) as Parameters<typeof serveAgent>[0]).catch(fail);
+} else await main();

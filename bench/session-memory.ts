@@ -12,11 +12,13 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createInterface } from 'node:readline';
-import { cpus, loadavg } from 'node:os';
+import { loadavg } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { connect, type Session } from '../src/sdk/index.js';
+import type { Session } from '../src/sdk/index.js';
 import { startEdgeServer, type ServerMemory } from './edge-process.js';
-import { fmt, markdownTable } from './report.js';
+import { fmt, machine, markdownTable, memoryRow, mib } from './report.js';
+import { exitOnSignals } from './support/roles.js';
+import { connectAgent, type EdgeAddress } from './support/sdk-agent.js';
 
 const SESSIONS = Number(process.env.SESSIONS ?? 1000);
 const TUNNELS = process.env.TUNNELS !== '0';
@@ -24,24 +26,13 @@ const TUNNELS = process.env.TUNNELS !== '0';
 const BATCH = 50;
 const SETTLE_MS = 3000;
 
-interface ClientSpec {
-  serverAddr: string;
-  caFile: string;
-  token: string;
-}
-
 /** The agents (child): open the sessions, report, and close them all when stdin says so. */
-async function runClients(spec: ClientSpec): Promise<void> {
+async function runClients(spec: EdgeAddress): Promise<void> {
   const sessions: Session[] = [];
   const started = performance.now();
   for (let i = 0; i < SESSIONS; i += BATCH) {
     const batch = Array.from({ length: Math.min(BATCH, SESSIONS - i) }, async () => {
-      const session = await connect({
-        serverAddr: spec.serverAddr,
-        authtoken: spec.token,
-        ca: spec.caFile,
-        reconnect: false,
-      });
+      const session = await connectAgent(spec, { reconnect: false });
       if (TUNNELS) await session.httpEndpoint({ forward: 9 });
       sessions.push(session);
     });
@@ -65,20 +56,18 @@ async function runClients(spec: ClientSpec): Promise<void> {
   process.exit(0);
 }
 
-const MIB = 2 ** 20;
-const mib = (bytes: number) => `${fmt(bytes / MIB, 1)} MiB`;
 const kib = (bytes: number) => `${fmt(bytes / 1024, 1)} KiB`;
 
 async function main(): Promise<void> {
   const load = loadavg()[0]!.toFixed(1);
   const edge = await startEdgeServer();
-  const spec: ClientSpec = {
+  const spec: EdgeAddress = {
     serverAddr: edge.agentAddr,
     caFile: edge.caFile,
     token: await edge.token(),
   };
   // Warm the code paths (TLS, auth, bind, certificates) so that the baseline holds them already.
-  const warm = await connect({ ...spec, authtoken: spec.token, ca: spec.caFile, reconnect: false });
+  const warm = await connectAgent(spec, { reconnect: false });
   await warm.httpEndpoint({ forward: 9 });
   await warm.close();
   await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
@@ -110,30 +99,19 @@ async function main(): Promise<void> {
 
   const n = opened.opened;
   const per = (a: number, b: number) => kib((a - b) / n);
-  const cpu = cpus();
   console.log(
     `\n${n} idle agent sessions${TUNNELS ? ', one HTTP endpoint each' : ''}, opened in ` +
-      `${fmt(opened.seconds, 1)} s (${fmt(n / opened.seconds)} per s); Node ${process.version}, ` +
-      `${cpu.length} x ${cpu[0]?.model ?? 'cpu'}, load average ${load} at the start.\n`,
+      `${fmt(opened.seconds, 1)} s (${fmt(n / opened.seconds)} per s); ${machine()}, ` +
+      `load average ${load} at the start.\n`,
   );
   console.log(
     markdownTable(
       ['burrow server (after a full GC)', 'RSS', 'V8 heap used', 'external + array buffers'],
       [
-        ['before', mib(before.rss), mib(before.heapUsed), mib(before.external)],
-        [
-          `with ${n} sessions`,
-          mib(withSessions.rss),
-          mib(withSessions.heapUsed),
-          mib(withSessions.external),
-        ],
-        [
-          'after they closed',
-          mib(afterClose.rss),
-          mib(afterClose.heapUsed),
-          mib(afterClose.external),
-        ],
-        ['15 s later', mib(later.rss), mib(later.heapUsed), mib(later.external)],
+        memoryRow('before', before),
+        memoryRow(`with ${n} sessions`, withSessions),
+        memoryRow('after they closed', afterClose),
+        memoryRow('15 s later', later),
         [
           'per session',
           per(withSessions.rss, before.rss),
@@ -150,10 +128,9 @@ async function main(): Promise<void> {
 }
 
 const role = process.argv[2];
-if (role === 'clients') await runClients(JSON.parse(process.argv[3]!) as ClientSpec);
+if (role === 'clients') await runClients(JSON.parse(process.argv[3]!) as EdgeAddress);
 else {
   // The server is killed when this process exits, however (see edge-process.ts).
-  for (const signal of ['SIGINT', 'SIGTERM'] as const)
-    process.once(signal, () => process.exit(130));
+  exitOnSignals();
   await main();
 }

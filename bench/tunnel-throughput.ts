@@ -15,19 +15,18 @@
  * bench/edge-process.ts) before the load, after it, and once it has been idle for a while.
  * PROFILE=1 runs the server under `node --cpu-prof` and prints where its time went.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:http';
-import net from 'node:net';
-import { cpus, loadavg, tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import ngrok from '@ngrok/ngrok';
-import { connect } from '../src/sdk/index.js';
 import { formatSummary, summarizeProfile } from './cpu-profile.js';
 import { processCpuMs, startEdgeServer, type EdgeServer } from './edge-process.js';
-import { fmt, markdownTable } from './report.js';
+import { fmt, machine, markdownTable, memoryRow, mib } from './report.js';
+import { MIB, startBulkService, tcpBulk, type ServicePorts } from './support/bulk.js';
+import { bestOf } from './support/load.js';
+import { answer, exitOnSignals, fail, RoleProcesses } from './support/roles.js';
+import { connectAgent, type EdgeAddress } from './support/sdk-agent.js';
 
 const MB = 1_000_000;
 const DURATION = Number(process.env.DURATION ?? 5);
@@ -40,74 +39,17 @@ const AGENTS = (process.env.AGENTS ?? 'ngrok,sdk').split(',') as AgentKind[];
 /** Comma-separated cases (keepalive,newconn,download,upload,tcp-up,tcp-down). */
 const ONLY = process.env.ONLY?.split(',');
 const PROFILE = process.env.PROFILE === '1';
-const BLOCK = Buffer.alloc(256 * 1024, 0x61);
 
 type AgentKind = 'ngrok' | 'sdk';
-interface ServicePorts {
-  http: number;
-  tcp: number;
-}
 interface AgentUrls {
   pid: number;
   http: string;
   tcp: string;
 }
 
-// ---- the service (child) --------------------------------------------------------------------
-
-function pump(out: NodeJS.WritableStream, bytes: number, done: () => void): void {
-  let left = bytes;
-  const write = (): void => {
-    while (left > 0) {
-      const chunk = left >= BLOCK.length ? BLOCK : BLOCK.subarray(0, left);
-      left -= chunk.length;
-      if (!out.write(chunk)) return void out.once('drain', write);
-    }
-    done();
-  };
-  write();
-}
-
-/** HTTP: `/` 12 bytes, `/download?mb=N`, `POST /upload`. TCP: `d` + uint32 MB sends; `u` sinks. */
-function serveService(): void {
-  const http = createServer((req, res) => {
-    const url = new URL(req.url ?? '/', 'http://x');
-    if (url.pathname === '/download') {
-      const bytes = Number(url.searchParams.get('mb')) * MB;
-      res.writeHead(200, { 'Content-Length': bytes });
-      pump(res, bytes, () => res.end());
-    } else if (url.pathname === '/upload') {
-      let bytes = 0;
-      req.on('data', (c: Buffer) => (bytes += c.length));
-      req.on('end', () => res.end(String(bytes)));
-    } else {
-      res.end('hello world\n');
-    }
-  });
-  http.keepAliveTimeout = 60_000;
-  const tcp = net.createServer({ allowHalfOpen: true }, (socket) => {
-    socket.on('error', () => socket.destroy());
-    socket.once('data', (first: Buffer) => {
-      if (first[0] === 0x64) return pump(socket, first.readUInt32BE(1) * MB, () => socket.end());
-      let bytes = first.length - 1;
-      socket.on('data', (c: Buffer) => (bytes += c.length));
-      socket.on('end', () => socket.end(`ok ${bytes}`));
-    });
-  });
-  http.listen(0, '127.0.0.1', () =>
-    tcp.listen(0, '127.0.0.1', () => {
-      const port = (s: net.Server) => (s.address() as net.AddressInfo).port;
-      process.stdout.write(`${JSON.stringify({ http: port(http), tcp: port(tcp) })}\n`);
-    }),
-  );
-}
-
 // ---- the agents (children) --------------------------------------------------------------------
 
-interface AgentSpec {
-  serverAddr: string;
-  caFile: string;
-  token: string;
+interface AgentSpec extends EdgeAddress {
   service: ServicePorts;
 }
 
@@ -124,34 +66,19 @@ async function serveNgrok(spec: AgentSpec): Promise<void> {
   const tcp = await session.tcpEndpoint().listenAndForward(`tcp://127.0.0.1:${spec.service.tcp}`);
   // ngrok's native session holds no handle on Node's event loop; keep the process alive.
   setInterval(() => undefined, 60_000);
-  process.stdout.write(
-    `${JSON.stringify({ pid: process.pid, http: web.url(), tcp: tcp.url() })}\n`,
-  );
+  answer({ pid: process.pid, http: web.url(), tcp: tcp.url() });
 }
 
 async function serveSdk(spec: AgentSpec): Promise<void> {
-  const session = await connect({
-    serverAddr: spec.serverAddr,
-    authtoken: spec.token,
-    ca: spec.caFile,
-  });
+  const session = await connectAgent(spec);
   const web = await session.httpEndpoint({ scheme: 'http', forward: spec.service.http });
   const tcp = await session.tcpEndpoint({ forward: spec.service.tcp });
-  process.stdout.write(`${JSON.stringify({ pid: process.pid, http: web.url, tcp: tcp.url })}\n`);
+  answer({ pid: process.pid, http: web.url, tcp: tcp.url });
 }
 
 // ---- the public clients (this process, wrk, curl) -------------------------------------------------
 
-const children: ChildProcess[] = [];
-
-async function child<T>(role: string, arg?: unknown): Promise<T> {
-  const self = fileURLToPath(import.meta.url);
-  const args = ['--import', 'tsx', self, role, ...(arg === undefined ? [] : [JSON.stringify(arg)])];
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(proc);
-  const [line] = (await once(proc.stdout, 'data')) as [Buffer];
-  return JSON.parse(line.toString()) as T;
-}
+const roles = new RoleProcesses(import.meta.url);
 
 function run(cmd: string, args: string[]): Promise<string> {
   return new Promise((resolve, reject) =>
@@ -197,52 +124,19 @@ async function wrk(port: number, host: string, newConnections: boolean, dir: str
 }
 
 async function curlTransfer(port: number, host: string, upload: string | undefined) {
-  const url = `http://127.0.0.1:${port}${upload ? '/upload' : `/download?mb=${HTTP_MB}`}`;
+  const url = `http://127.0.0.1:${port}${upload ? '/upload' : `/download?bytes=${HTTP_MB * MB}`}`;
   const args = ['-s', '-o', '/dev/null', '-H', `Host: ${host}`, '-w', '%{time_total}'];
   if (upload) args.push('-X', 'POST', '-T', upload, '-H', 'Expect:');
   const seconds = Number(await run('curl', [...args, url]));
   return { value: HTTP_MB / seconds, units: HTTP_MB * MB };
 }
 
-async function tcpBulk(port: number, direction: 'up' | 'down') {
-  const started = performance.now();
-  const socket = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true, noDelay: true });
-  await once(socket, 'connect');
-  let got = 0;
-  let reply = '';
-  const ended = new Promise<void>((resolve, reject) => {
-    socket.on('data', (c: Buffer) => {
-      got += c.length;
-      if (direction === 'up') reply += c.toString();
-    });
-    socket.once('end', resolve);
-    socket.once('error', reject);
-  });
-  const bytes = TCP_MB * MB;
-  if (direction === 'down') {
-    const head = Buffer.alloc(5, 0x64);
-    head.writeUInt32BE(TCP_MB, 1);
-    socket.write(head);
-  } else {
-    socket.write('u');
-    await new Promise<void>((resolve) => pump(socket, bytes, resolve));
-    socket.end();
-  }
-  await ended;
-  socket.destroy();
-  const ok = direction === 'down' ? got === bytes : reply === `ok ${bytes}`;
-  if (!ok) throw new Error(`tcp ${direction}: incomplete (${got} bytes, '${reply}')`);
-  return { value: bytes / MB / ((performance.now() - started) / 1000), units: bytes };
+async function tunnelTcpBulk(port: number, direction: 'up' | 'down') {
+  const mibPerS = await tcpBulk(port, direction, TCP_MB * MB);
+  return { value: (mibPerS * MIB) / MB, units: TCP_MB * MB };
 }
 
-async function bestOf(times: number, once: () => Promise<Result>): Promise<Result> {
-  let best: Result | undefined;
-  for (let i = 0; i < times; i++) {
-    const r = await once();
-    if (!best || r.value > best.value) best = r;
-  }
-  return best!;
-}
+const bestTransfer = (measure: () => Promise<Result>) => bestOf(RUNS, measure, (r) => r.value);
 
 // ---- the report (this process) -------------------------------------------------------------------
 
@@ -277,13 +171,13 @@ function measure(kind: CaseKind, target: Target, dir: string, upload: string): P
     case 'newconn':
       return wrk(target.httpPort, target.host, true, dir);
     case 'download':
-      return bestOf(RUNS, () => curlTransfer(target.httpPort, target.host, undefined));
+      return bestTransfer(() => curlTransfer(target.httpPort, target.host, undefined));
     case 'upload':
-      return bestOf(RUNS, () => curlTransfer(target.httpPort, target.host, upload));
+      return bestTransfer(() => curlTransfer(target.httpPort, target.host, upload));
     case 'tcp-up':
-      return bestOf(RUNS, () => tcpBulk(target.tcpPort, 'up'));
+      return bestTransfer(() => tunnelTcpBulk(target.tcpPort, 'up'));
     case 'tcp-down':
-      return bestOf(RUNS, () => tcpBulk(target.tcpPort, 'down'));
+      return bestTransfer(() => tunnelTcpBulk(target.tcpPort, 'down'));
   }
 }
 
@@ -294,16 +188,14 @@ async function cpuDuring<T>(pids: number[], work: () => Promise<T>): Promise<[T,
   return [result, pids.map((pid, i) => processCpuMs(pid) - before[i]!)];
 }
 
-const MIB = 2 ** 20;
-
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'burrow-bench-tunnel-'));
   process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
   const upload = join(dir, 'upload.bin');
   writeFileSync(upload, Buffer.alloc(HTTP_MB * MB, 0x62));
   const load = loadavg()[0]!.toFixed(1);
-  const service = await child<ServicePorts & { pid?: number }>('service');
-  const servicePid = children[0]!.pid!;
+  const { reply: service, proc: serviceProc } = await roles.spawn<ServicePorts>('service');
+  const servicePid = serviceProc.pid!;
   const edge: EdgeServer = await startEdgeServer({ cpuProfile: PROFILE });
   const agents: Partial<Record<AgentKind, AgentUrls>> = {};
   for (const kind of AGENTS) {
@@ -313,7 +205,7 @@ async function main(): Promise<void> {
       token: await edge.token(),
       service,
     };
-    agents[kind] = await child<AgentUrls>(kind, spec);
+    agents[kind] = await roles.start<AgentUrls>(kind, spec);
   }
   // Warm up every path (JIT, pools, certificates) before anything is measured.
   await wrk(service.http, 'localhost', false, dir).catch(() => undefined);
@@ -365,13 +257,12 @@ async function main(): Promise<void> {
   const memoryAfterLoad = await edge.gcMemory();
   await new Promise((resolve) => setTimeout(resolve, 10_000));
   const memoryIdle = await edge.gcMemory();
-  for (const proc of children) proc.kill('SIGTERM');
+  roles.killAll();
   const profile = await edge.stop();
   rmSync(dir, { recursive: true, force: true });
 
-  const cpu = cpus();
   console.log(
-    `\nTunnel throughput, Node ${process.version}, ${cpu.length} x ${cpu[0]?.model ?? 'cpu'}, ` +
+    `\nTunnel throughput, ${machine()}, ` +
       `load average ${load} at the start; ${DURATION} s per wrk run, best of ${RUNS} for transfers.\n`,
   );
   console.log(
@@ -382,31 +273,15 @@ async function main(): Promise<void> {
   );
   console.log('\nCPU time (ms) spent by each process while the tunnel was measured:\n');
   console.log(markdownTable(['case', 'agent', 'unit', 'burrow server', 'agent', 'service'], costs));
-  const mib = (bytes: number) => `${fmt(bytes / MIB, 1)} MiB`;
   console.log('\nServer memory (after a full GC unless noted):\n');
   console.log(
     markdownTable(
       ['when', 'RSS', 'V8 heap used', 'external + array buffers'],
       [
-        [
-          'before the load',
-          mib(memoryBefore.rss),
-          mib(memoryBefore.heapUsed),
-          mib(memoryBefore.external),
-        ],
+        memoryRow('before the load', memoryBefore),
         ['right after the load, no GC', mib(rssAfterLoad), '-', '-'],
-        [
-          'after the load',
-          mib(memoryAfterLoad.rss),
-          mib(memoryAfterLoad.heapUsed),
-          mib(memoryAfterLoad.external),
-        ],
-        [
-          'after 10 s idle',
-          mib(memoryIdle.rss),
-          mib(memoryIdle.heapUsed),
-          mib(memoryIdle.external),
-        ],
+        memoryRow('after the load', memoryAfterLoad),
+        memoryRow('after 10 s idle', memoryIdle),
       ],
     ),
   );
@@ -418,14 +293,13 @@ async function main(): Promise<void> {
 
 const role = process.argv[2];
 const spec = process.argv[3] ? (JSON.parse(process.argv[3]) as AgentSpec) : undefined;
-if (role === 'service') serveService();
+if (role === 'service') startBulkService().then(answer, fail);
 else if (role === 'ngrok') await serveNgrok(spec!);
 else if (role === 'sdk') await serveSdk(spec!);
 else {
   // Children (and the server, see edge-process.ts) are killed when this process exits, however.
-  process.once('exit', () => children.forEach((proc) => proc.kill('SIGTERM')));
-  for (const signal of ['SIGINT', 'SIGTERM'] as const)
-    process.once(signal, () => process.exit(130));
+  process.once('exit', () => roles.killAll());
+  exitOnSignals();
   await main();
   process.exit(0);
 }

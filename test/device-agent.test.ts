@@ -12,6 +12,7 @@ import {
   type TestDatabase,
 } from '../src/test-support/stores.js';
 import { curl, CurlApi, type CurlReply } from './support/curl.js';
+import { edgeServerArgs, ingressCurl } from './support/edge-listeners.js';
 import {
   BURROW_BIN,
   createApiKey,
@@ -103,11 +104,7 @@ describe.each(DATABASE_KINDS)('burrow agent, the walkthrough of interface.md (%s
 
   const startServer = async (): Promise<BurrowServer> => {
     const s = await startBurrowServer(db, {
-      args: [
-        ...['--role', 'all', '--agent-listen', `127.0.0.1:${ports.agent}`],
-        ...['--http-listen', `127.0.0.1:${ports.http}`],
-        ...['--https-listen', `127.0.0.1:${ports.https}`],
-      ],
+      args: edgeServerArgs(ports),
     });
     api = new CurlApi(s.url, api?.key ?? (await createApiKey(db)));
     return s;
@@ -150,20 +147,13 @@ describe.each(DATABASE_KINDS)('burrow agent, the walkthrough of interface.md (%s
     return curl(args);
   };
 
+  const curlUrl = ingressCurl(
+    () => ports,
+    () => caFile,
+  );
   /** curl a public https URL at the edge's HTTPS port, trusting the server's CA. */
-  const visit = (url: string, path = '/', extra: string[] = []): Promise<CurlReply> => {
-    const { hostname, port } = new URL(url);
-    return curl([
-      `${url}${path}`,
-      '--cacert',
-      caFile,
-      '--connect-to',
-      `${hostname}:${port}:127.0.0.1:${ports.https}`,
-      '--max-time',
-      '5',
-      ...extra,
-    ]);
-  };
+  const visit = (url: string, path = '/', extra: string[] = []): Promise<CurlReply> =>
+    curlUrl(url, path, ['--max-time', '5', ...extra]);
   const urlOf = (name: string): string => `https://${name}:${ports.https}`;
   const eventually = async (url: string, path: string, status: number): Promise<CurlReply> => {
     let last: CurlReply | undefined;

@@ -18,6 +18,7 @@ import {
   startTlsEchoServer,
   tcpExchange,
   tlsExchange,
+  TLS_SAMPLE,
   type Exchange,
 } from '../src/test-support/edge-traffic.js';
 import {
@@ -27,11 +28,12 @@ import {
 } from '../src/test-support/stores.js';
 import { CurlApi, type CurlReply } from './support/curl.js';
 import {
-  createApiKey,
-  freePort,
-  startBurrowServer,
-  type BurrowServer,
-} from './support/server-process.js';
+  createAuthtoken,
+  edgeServerArgs,
+  freeEdgePorts,
+  type EdgePorts,
+} from './support/edge-listeners.js';
+import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
 
 /**
  * TCP and TLS edges end to end: a real `burrow server --role all`, agents from @ngrok/ngrok and
@@ -79,25 +81,11 @@ async function eventually(
   }
 }
 
-const TLS_SAMPLE = JSON.stringify({
-  inbound: [
-    {
-      name: 'AllowTLS1.3',
-      expressions: ['conn.TLS.Version.contains("1.3")'],
-      actions: [
-        { type: 'log', config: { metadata: { message: 'Invalid TLS Version' } } },
-        { type: 'deny' },
-      ],
-    },
-  ],
-  outbound: [],
-});
-
 describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) => {
   let db: TestDatabase;
   let server: BurrowServer;
   let api: CurlApi;
-  let ports: { agent: number; http: number; https: number };
+  let ports: EdgePorts;
   let caFile: string;
   const sessions: Session[] = [];
   const ngrokSessions: ngrok.Session[] = [];
@@ -107,8 +95,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
     expect(res.status, res.text).toBe(status);
     return res;
   };
-  const token = async (): Promise<string> =>
-    ok(await api.post('/credentials', { description: 'edge agent' }), 201).body.token as string;
+  const token = (): Promise<string> => createAuthtoken(api, { description: 'edge agent' });
   const sdkSession = async (): Promise<Session> => {
     const session = await connect({
       serverAddr: `127.0.0.1:${ports.agent}`,
@@ -126,16 +113,11 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
 
   beforeAll(async () => {
     db = await createTestDatabase(kind);
-    ports = { agent: await freePort(), http: await freePort(), https: await freePort() };
+    ports = await freeEdgePorts();
     const tcpFirst = await freePortRange(3);
     caFile = join(db.dataDir, 'ca.pem');
     server = await startBurrowServer(db, {
-      args: [
-        ...['--role', 'all', '--agent-listen', `127.0.0.1:${ports.agent}`],
-        ...['--http-listen', `127.0.0.1:${ports.http}`],
-        ...['--https-listen', `127.0.0.1:${ports.https}`],
-        ...['--tcp-ports', `${tcpFirst}-${tcpFirst + 2}`],
-      ],
+      args: [...edgeServerArgs(ports), '--tcp-ports', `${tcpFirst}-${tcpFirst + 2}`],
     });
     api = new CurlApi(server.url, await createApiKey(db));
   }, 60_000);

@@ -21,10 +21,16 @@ import {
   DATABASE_KINDS,
   type TestDatabase,
 } from '../src/test-support/stores.js';
-import { curl, CurlApi, type CurlReply } from './support/curl.js';
+import { curl, CurlApi } from './support/curl.js';
+import {
+  createAuthtoken,
+  edgeServerArgs,
+  freeEdgePorts,
+  ingressCurl,
+  type EdgePorts,
+} from './support/edge-listeners.js';
 import {
   createApiKey,
-  freePort,
   REPO_ROOT,
   startBurrowServer,
   type BurrowServer,
@@ -105,7 +111,7 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against a burrow server process (%s)
   let db: TestDatabase;
   let server: BurrowServer;
   let api: CurlApi;
-  let ports: { agent: number; http: number; https: number };
+  let ports: EdgePorts;
   let caFile: string;
   let caPem: string;
   let web: LocalServer;
@@ -115,10 +121,9 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against a burrow server process (%s)
   const tokens: string[] = [];
 
   const token = async (body: object = {}): Promise<string> => {
-    const res = await api.post('/credentials', body);
-    expect(res.status, res.text).toBe(201);
-    tokens.push(res.body.token as string);
-    return res.body.token as string;
+    const created = await createAuthtoken(api, body);
+    tokens.push(created);
+    return created;
   };
   const builder = (authtoken: string, serverAddr = `127.0.0.1:${ports.agent}`) =>
     new ngrok.SessionBuilder()
@@ -130,31 +135,16 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against a burrow server process (%s)
     sessions.push(session);
     return session;
   };
-  /** curl the public URL itself, connecting to the ingress port that serves it. */
-  const curlUrl = (url: string, path = '/', extra: string[] = []): Promise<CurlReply> => {
-    const { hostname, port, protocol } = new URL(url);
-    const real = protocol === 'https:' ? ports.https : ports.http;
-    const where = `${hostname}:${port || (protocol === 'https:' ? 443 : 80)}`;
-    return curl([
-      `${url}${path}`,
-      '--cacert',
-      caFile,
-      '--connect-to',
-      `${where}:127.0.0.1:${real}`,
-      ...extra,
-    ]);
-  };
+  const curlUrl = ingressCurl(
+    () => ports,
+    () => caFile,
+  );
 
   beforeAll(async () => {
     db = await createTestDatabase(kind);
-    ports = { agent: await freePort(), http: await freePort(), https: await freePort() };
+    ports = await freeEdgePorts();
     server = await startBurrowServer(db, {
-      args: [
-        ...['--role', 'all', '--log-level', 'debug'],
-        ...['--agent-listen', `127.0.0.1:${ports.agent}`],
-        ...['--http-listen', `127.0.0.1:${ports.http}`],
-        ...['--https-listen', `127.0.0.1:${ports.https}`],
-      ],
+      args: [...edgeServerArgs(ports), '--log-level', 'debug'],
     });
     api = new CurlApi(server.url, await createApiKey(db));
     caFile = join(db.dataDir, 'ca.pem');

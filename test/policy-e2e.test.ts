@@ -17,13 +17,15 @@ import {
   DATABASE_KINDS,
   type TestDatabase,
 } from '../src/test-support/stores.js';
-import { curl, CurlApi } from './support/curl.js';
+import { CurlApi } from './support/curl.js';
 import {
-  createApiKey,
-  freePort,
-  startBurrowServer,
-  type BurrowServer,
-} from './support/server-process.js';
+  createAuthtoken,
+  edgeServerArgs,
+  freeEdgePorts,
+  ingressCurl,
+  type EdgePorts,
+} from './support/edge-listeners.js';
+import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
 
 /**
  * Traffic policies of agent endpoints on live traffic: a real `burrow server` (API and edge), real
@@ -65,18 +67,14 @@ describe.each(DATABASE_KINDS)('traffic policies on agent endpoints (%s)', (kind)
   let db: TestDatabase;
   let server: BurrowServer;
   let api: CurlApi;
-  let ports: { agent: number; http: number; https: number };
+  let ports: EdgePorts;
   let caFile: string;
   let web: LocalServer;
   let echo: LocalServer;
   const sessions: Session[] = [];
   const ngrokSessions: ngrok.Session[] = [];
 
-  const token = async (): Promise<string> => {
-    const res = await api.post('/credentials', {});
-    expect(res.status, res.text).toBe(201);
-    return res.body.token as string;
-  };
+  const token = (): Promise<string> => createAuthtoken(api);
   const sdk = async (): Promise<Session> => {
     const session = await connect({
       serverAddr: `127.0.0.1:${ports.agent}`,
@@ -96,18 +94,10 @@ describe.each(DATABASE_KINDS)('traffic policies on agent endpoints (%s)', (kind)
     ngrokSessions.push(session);
     return session;
   };
-  /** curl a public https URL at the ingress port that serves it. */
-  const curlUrl = (url: string, path = '/', extra: string[] = []) => {
-    const { hostname, port } = new URL(url);
-    return curl([
-      `${url}${path}`,
-      '--cacert',
-      caFile,
-      '--connect-to',
-      `${hostname}:${port}:127.0.0.1:${ports.https}`,
-      ...extra,
-    ]);
-  };
+  const curlUrl = ingressCurl(
+    () => ports,
+    () => caFile,
+  );
   /** The API's endpoint for a public URL. */
   const endpointOf = async (url: string): Promise<string> => {
     const list = await api.get('/endpoints');
@@ -120,19 +110,9 @@ describe.each(DATABASE_KINDS)('traffic policies on agent endpoints (%s)', (kind)
 
   beforeAll(async () => {
     db = await createTestDatabase(kind);
-    ports = { agent: await freePort(), http: await freePort(), https: await freePort() };
+    ports = await freeEdgePorts();
     caFile = join(db.dataDir, 'ca.pem');
-    server = await startBurrowServer(db, {
-      args: [
-        ...['--role', 'all', '--agent-listen', `127.0.0.1:${ports.agent}`],
-        ...[
-          '--http-listen',
-          `127.0.0.1:${ports.http}`,
-          '--https-listen',
-          `127.0.0.1:${ports.https}`,
-        ],
-      ],
-    });
+    server = await startBurrowServer(db, { args: edgeServerArgs(ports) });
     api = new CurlApi(server.url, await createApiKey(db));
     web = await startHttpUpstream((req, res) => {
       res.setHeader('content-type', 'application/json');

@@ -18,7 +18,14 @@ import {
   DATABASE_KINDS,
   type TestDatabase,
 } from '../src/test-support/stores.js';
-import { curl, CurlApi } from './support/curl.js';
+import { CurlApi } from './support/curl.js';
+import {
+  createAuthtoken,
+  edgeServerArgs,
+  freeEdgePorts,
+  ingressCurl,
+  type EdgePorts,
+} from './support/edge-listeners.js';
 import {
   createApiKey,
   freePort,
@@ -38,32 +45,18 @@ describe.each(DATABASE_KINDS)('the SDK against burrow server (%s)', (kind) => {
   let db: TestDatabase;
   let server: BurrowServer;
   let api: CurlApi;
-  let ports: { agent: number; http: number; https: number };
+  let ports: EdgePorts;
   let caFile: string;
   let web: LocalServer;
   let echo: LocalServer;
   const sessions: Session[] = [];
 
   const start = async (): Promise<BurrowServer> => {
-    const s = await startBurrowServer(db, {
-      args: [
-        ...['--role', 'all', '--agent-listen', `127.0.0.1:${ports.agent}`],
-        ...[
-          '--http-listen',
-          `127.0.0.1:${ports.http}`,
-          '--https-listen',
-          `127.0.0.1:${ports.https}`,
-        ],
-      ],
-    });
+    const s = await startBurrowServer(db, { args: edgeServerArgs(ports) });
     api = new CurlApi(s.url, api?.key ?? (await createApiKey(db)));
     return s;
   };
-  const token = async (body: object = {}): Promise<string> => {
-    const res = await api.post('/credentials', body);
-    expect(res.status, res.text).toBe(201);
-    return res.body.token as string;
-  };
+  const token = (body: object = {}): Promise<string> => createAuthtoken(api, body);
   const open = async (authtoken?: string): Promise<Session> => {
     const session = await connect({
       serverAddr: `127.0.0.1:${ports.agent}`,
@@ -75,23 +68,14 @@ describe.each(DATABASE_KINDS)('the SDK against burrow server (%s)', (kind) => {
     sessions.push(session);
     return session;
   };
-  /** curl the public URL itself, connecting to the ingress port that serves it. */
-  const curlUrl = (url: string, path = '/', extra: string[] = []) => {
-    const { hostname, port, protocol } = new URL(url);
-    const real = protocol === 'https:' ? ports.https : ports.http;
-    return curl([
-      `${url}${path}`,
-      '--cacert',
-      caFile,
-      '--connect-to',
-      `${hostname}:${port}:127.0.0.1:${real}`,
-      ...extra,
-    ]);
-  };
+  const curlUrl = ingressCurl(
+    () => ports,
+    () => caFile,
+  );
 
   beforeAll(async () => {
     db = await createTestDatabase(kind);
-    ports = { agent: await freePort(), http: await freePort(), https: await freePort() };
+    ports = await freeEdgePorts();
     caFile = join(db.dataDir, 'ca.pem');
     server = await start();
     web = await startHttpUpstream((req, res) => res.end(`hello from ${req.url}`));

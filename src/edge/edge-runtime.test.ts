@@ -2,19 +2,19 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ID_PREFIX, newId } from '../core/ids.js';
 import { PolicyEventLog } from '../policy/index.js';
 import { openStore, type Repositories, type Store } from '../store/index.js';
-import { nowRfc3339 } from '../store/paging.js';
 import { createTestRepositories, TEST_STORE_SETTINGS } from '../test-support/api.js';
 import { certificateMaker } from '../test-support/certificates.js';
 import { clientPki } from '../test-support/client-certificates.js';
+import { edgeFixtures } from '../test-support/edge-fixtures.js';
 import {
   labeledFake,
   startEchoServer,
   startTlsEchoServer,
   tcpExchange,
   tlsExchange,
+  TLS_SAMPLE,
   type EchoServer,
   type LabeledFake,
 } from '../test-support/edge-traffic.js';
@@ -24,21 +24,6 @@ import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-s
 import { CertificateStore, LocalCa } from './certificates.js';
 import { EdgeRuntime } from './edge-runtime.js';
 import { TunnelRegistry } from './tunnel-registry.js';
-
-/** The TLS edge sample of the API docs: log and deny TLS 1.3 clients. */
-const TLS_SAMPLE = JSON.stringify({
-  inbound: [
-    {
-      name: 'AllowTLS1.3',
-      expressions: ['conn.TLS.Version.contains("1.3")'],
-      actions: [
-        { type: 'log', config: { metadata: { message: 'Invalid TLS Version' } } },
-        { type: 'deny' },
-      ],
-    },
-  ],
-  outbound: [],
-});
 
 describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) => {
   let db: TestDatabase;
@@ -59,39 +44,10 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
   const pki = clientPki('Edge Test Client CA');
 
   /** A reserved address on a port that is free now (rows only: the runtime needs the port). */
-  const reserveAddr = async (): Promise<string> => {
-    const port = await freePort();
-    const addr = `${TEST_STORE_SETTINGS.tcpHost}:${port}`;
-    await store.db
-      .insertInto('reserved_addrs')
-      .values({
-        id: newId(ID_PREFIX.reservedAddr),
-        description: '',
-        metadata: '',
-        created_at: nowRfc3339(),
-        addr,
-        port,
-        region: 'us',
-      })
-      .execute();
-    return addr;
-  };
+  const reserveAddr = async (): Promise<string> =>
+    (await edgeFixtures(store).reservedAddr(await freePort())).addr;
   const reserveDomain = async (domain: string): Promise<void> => {
-    await store.db
-      .insertInto('reserved_domains')
-      .values({
-        id: newId(ID_PREFIX.reservedDomain),
-        description: '',
-        metadata: '',
-        created_at: nowRfc3339(),
-        domain,
-        region: '',
-        cname_target: null,
-        acme_challenge_cname_target: null,
-        certificate_management_policy: null,
-        certificate_management_status: null,
-      })
-      .execute();
+    await edgeFixtures(store).reservedDomain(domain);
   };
   const portOf = (addr: string) => Number(addr.split(':')[1]);
   const online = (labels: Record<string, string>, upstream: () => EchoServer): LabeledFake => {

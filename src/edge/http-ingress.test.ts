@@ -1,41 +1,21 @@
 import { Agent, request } from 'node:http';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startTestUpstream, type TestUpstream } from '../test-support/http-upstream.js';
+import { describe, expect, it } from 'vitest';
 import {
   fakeTunnel,
   httpRequest,
   metricValue,
   startHttpUpstream,
   startTcpUpstream,
-  startTestIngress,
-  type TestIngress,
 } from '../test-support/ingress.js';
+import { useSharedIngress } from '../test-support/shared-ingress.js';
 
-let t: TestIngress;
-let upstream: TestUpstream;
-
-beforeAll(async () => {
-  t = await startTestIngress();
-  upstream = await startTestUpstream();
-});
-
-afterAll(async () => {
-  await t.close();
-  await upstream.close();
-});
-
-/** Register an http tunnel for `name` in front of the shared upstream. */
-function httpTunnel(name: string) {
-  const tunnel = fakeTunnel({ proto: 'http', hostname: name, upstreamPort: upstream.port });
-  t.registry.addTunnel(tunnel);
-  return tunnel;
-}
+const env = useSharedIngress();
 
 describe('HTTP ingress routing and headers', () => {
   it('forwards by Host, sets X-Forwarded-*, and drops hop-by-hop headers both ways', async () => {
-    const tunnel = httpTunnel('app.burrow.test');
-    const reply = await httpRequest(t.httpPort, {
-      host: `App.Burrow.Test:${t.httpPort}`,
+    const tunnel = env.httpTunnel('app.burrow.test');
+    const reply = await httpRequest(env.ingress.httpPort, {
+      host: `App.Burrow.Test:${env.ingress.httpPort}`,
       path: '/echo?x=1',
       headers: {
         'X-Forwarded-For': '198.51.100.7',
@@ -50,7 +30,7 @@ describe('HTTP ingress routing and headers', () => {
     expect(seen.url).toBe('/echo?x=1');
     expect(seen.headers['x-forwarded-for']).toBe('198.51.100.7, 127.0.0.1');
     expect(seen.headers['x-forwarded-proto']).toBe('http');
-    expect(seen.headers['x-forwarded-host']).toBe(`App.Burrow.Test:${t.httpPort}`);
+    expect(seen.headers['x-forwarded-host']).toBe(`App.Burrow.Test:${env.ingress.httpPort}`);
     expect(seen.headers['x-custom']).toBe('kept');
     expect(seen.headers['x-hop']).toBeUndefined();
     expect(reply.headers['x-upstream']).toBe('yes');
@@ -61,17 +41,17 @@ describe('HTTP ingress routing and headers', () => {
       passthroughTls: false,
     });
     expect(tunnel.connects[0]!.clientAddr).toMatch(/^127\.0\.0\.1:\d+$/);
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 
   it('answers 404 naming the host when no tunnel serves it: HTML for browsers, text otherwise', async () => {
-    const text = await httpRequest(t.httpPort, { host: 'nobody.burrow.test' });
+    const text = await httpRequest(env.ingress.httpPort, { host: 'nobody.burrow.test' });
     expect(text.status).toBe(404);
     expect(text.headers['content-type']).toMatch(/^text\/plain/);
     expect(text.headers['burrow-error-code']).toBe('ERR_NGROK_3200');
     expect(text.body).toContain('No tunnel is online for nobody.burrow.test');
 
-    const html = await httpRequest(t.httpPort, {
+    const html = await httpRequest(env.ingress.httpPort, {
       host: '<b>x</b>.burrow.test',
       headers: { Accept: 'text/html,application/xhtml+xml' },
     });
@@ -87,16 +67,16 @@ describe('HTTP ingress routing and headers', () => {
       hostname: 'gone.burrow.test',
       connect: () => Promise.reject(new Error('session closed')),
     });
-    t.registry.addTunnel(tunnel);
+    env.ingress.registry.addTunnel(tunnel);
     const started = performance.now();
-    const reply = await httpRequest(t.httpPort, { host: 'gone.burrow.test' });
+    const reply = await httpRequest(env.ingress.httpPort, { host: 'gone.burrow.test' });
     expect(performance.now() - started).toBeLessThan(1000);
     expect(reply.status).toBe(502);
     expect(reply.headers['burrow-error-code']).toBe('ERR_NGROK_3004');
     expect(reply.body).toContain(
       'gone.burrow.test is online, but the connection through it failed',
     );
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 
   it('answers 502 quickly when the tunnel stream is reset before a response', async () => {
@@ -108,13 +88,13 @@ describe('HTTP ingress routing and headers', () => {
       hostname: 'reset.burrow.test',
       upstreamPort: resetter.port,
     });
-    t.registry.addTunnel(tunnel);
+    env.ingress.registry.addTunnel(tunnel);
     const started = performance.now();
-    const reply = await httpRequest(t.httpPort, { host: 'reset.burrow.test' });
+    const reply = await httpRequest(env.ingress.httpPort, { host: 'reset.burrow.test' });
     expect(performance.now() - started).toBeLessThan(1000);
     expect(reply.status).toBe(502);
     expect(reply.body).toContain('ECONNRESET');
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
     await resetter.close();
   });
 
@@ -128,20 +108,25 @@ describe('HTTP ingress routing and headers', () => {
         hostname: 'liar.burrow.test',
         upstreamPort: liar.port,
       });
-      t.registry.addTunnel(tunnel);
-      const reply = await httpRequest(t.httpPort, { host: 'liar.burrow.test' });
+      env.ingress.registry.addTunnel(tunnel);
+      const reply = await httpRequest(env.ingress.httpPort, { host: 'liar.burrow.test' });
       expect(reply.status).toBe(502);
       expect(reply.headers['burrow-error-code']).toBe('ERR_NGROK_3004');
-      t.registry.removeTunnel(tunnel.id);
+      env.ingress.registry.removeTunnel(tunnel.id);
       await liar.close();
     }
   });
 
   it('cuts the public response when the agent resets in the middle of the body', async () => {
-    const tunnel = httpTunnel('cut.burrow.test');
+    const tunnel = env.httpTunnel('cut.burrow.test');
     const outcome = await new Promise<string>((resolve) => {
       const req = request(
-        { port: t.httpPort, host: '127.0.0.1', path: '/cut', headers: { Host: 'cut.burrow.test' } },
+        {
+          port: env.ingress.httpPort,
+          host: '127.0.0.1',
+          path: '/cut',
+          headers: { Host: 'cut.burrow.test' },
+        },
         (res) => {
           res.resume();
           res.on('end', () => resolve('complete'));
@@ -152,15 +137,15 @@ describe('HTTP ingress routing and headers', () => {
       req.end();
     });
     expect(outcome).toBe('ECONNRESET');
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 });
 
 describe('HTTP ingress connections', () => {
   it('passes HEAD and 304 answers without a body and keeps the connection usable', async () => {
-    const tunnel = httpTunnel('head.burrow.test');
+    const tunnel = env.httpTunnel('head.burrow.test');
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    const head = await httpRequest(t.httpPort, {
+    const head = await httpRequest(env.ingress.httpPort, {
       host: 'head.burrow.test',
       method: 'HEAD',
       path: '/echo',
@@ -169,47 +154,51 @@ describe('HTTP ingress connections', () => {
     expect(head.status).toBe(200);
     expect(Number(head.headers['content-length'])).toBeGreaterThan(0);
     expect(head.body).toBe('');
-    const notModified = await httpRequest(t.httpPort, {
+    const notModified = await httpRequest(env.ingress.httpPort, {
       host: 'head.burrow.test',
       path: '/not-modified',
       agent,
     });
     expect([notModified.status, notModified.body]).toEqual([304, '']);
-    const after = await httpRequest(t.httpPort, { host: 'head.burrow.test', path: '/', agent });
+    const after = await httpRequest(env.ingress.httpPort, {
+      host: 'head.burrow.test',
+      path: '/',
+      agent,
+    });
     expect(after.body).toBe('ok');
     expect(tunnel.connects).toHaveLength(1);
     agent.destroy();
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 
   it('reuses one tunnel stream for keep-alive requests', async () => {
-    const tunnel = httpTunnel('keep.burrow.test');
-    const acceptedBefore = upstream.accepted;
+    const tunnel = env.httpTunnel('keep.burrow.test');
+    const acceptedBefore = env.upstream.accepted;
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     for (let i = 0; i < 5; i++) {
-      const reply = await httpRequest(t.httpPort, { host: 'keep.burrow.test', agent });
+      const reply = await httpRequest(env.ingress.httpPort, { host: 'keep.burrow.test', agent });
       expect(reply.body).toBe('ok');
     }
     agent.destroy();
     expect(tunnel.connects).toHaveLength(1);
-    expect(upstream.accepted - acceptedBefore).toBe(1);
-    t.registry.removeTunnel(tunnel.id);
+    expect(env.upstream.accepted - acceptedBefore).toBe(1);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 
   it('lets a request in flight finish when its tunnel goes offline, then closes its stream', async () => {
-    const tunnel = httpTunnel('leaving.burrow.test');
-    const pending = httpRequest(t.httpPort, {
+    const tunnel = env.httpTunnel('leaving.burrow.test');
+    const pending = httpRequest(env.ingress.httpPort, {
       host: 'leaving.burrow.test',
       path: '/slow?ms=300&tag=finished',
     });
     await new Promise((resolve) => setTimeout(resolve, 100));
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
     expect(await pending).toMatchObject({ status: 200, body: 'finished' });
     // Every other test's tunnel is offline too, so no stream to the service may stay open.
-    for (let i = 0; i < 50 && upstream.open > 0; i++) {
+    for (let i = 0; i < 50 && env.upstream.open > 0; i++) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
-    expect(upstream.open).toBe(0);
+    expect(env.upstream.open).toBe(0);
   });
 
   it('retries a body-less request once on a fresh stream when a kept stream was closed', async () => {
@@ -226,9 +215,9 @@ describe('HTTP ingress connections', () => {
       hostname: 'stale.burrow.test',
       upstreamPort: oneShot.port,
     });
-    t.registry.addTunnel(tunnel);
-    const first = await httpRequest(t.httpPort, { host: 'stale.burrow.test' });
-    const second = await httpRequest(t.httpPort, { host: 'stale.burrow.test' });
+    env.ingress.registry.addTunnel(tunnel);
+    const first = await httpRequest(env.ingress.httpPort, { host: 'stale.burrow.test' });
+    const second = await httpRequest(env.ingress.httpPort, { host: 'stale.burrow.test' });
     expect([first.status, first.body, second.status, second.body]).toEqual([
       200,
       'fresh',
@@ -236,45 +225,52 @@ describe('HTTP ingress connections', () => {
       'fresh',
     ]);
     expect(tunnel.connects).toHaveLength(2);
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
     await oneShot.close();
   });
 });
 
 describe('HTTP ingress metrics', () => {
   it('counts requests, connections and bytes by endpoint, and drops them when the endpoint is gone', async () => {
-    const tunnel = httpTunnel('metered.burrow.test');
+    const tunnel = env.httpTunnel('metered.burrow.test');
     const endpoint = tunnel.url!;
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     for (let i = 0; i < 3; i++)
-      await httpRequest(t.httpPort, { host: 'metered.burrow.test', agent });
-    await httpRequest(t.httpPort, {
+      await httpRequest(env.ingress.httpPort, { host: 'metered.burrow.test', agent });
+    await httpRequest(env.ingress.httpPort, {
       host: 'metered.burrow.test',
       path: '/hash',
       method: 'POST',
       body: 'x'.repeat(10_000),
       agent,
     });
-    const before404 = metricValue(t.metrics, 'burrow_http_requests_total', {
+    const before404 = metricValue(env.ingress.metrics, 'burrow_http_requests_total', {
       endpoint: 'none',
       code: '404',
     });
-    await httpRequest(t.httpPort, { host: 'unknown.burrow.test' });
+    await httpRequest(env.ingress.httpPort, { host: 'unknown.burrow.test' });
 
-    expect(metricValue(t.metrics, 'burrow_http_requests_total', { endpoint, code: '200' })).toBe(4);
     expect(
-      metricValue(t.metrics, 'burrow_http_requests_total', { endpoint: 'none', code: '404' }),
+      metricValue(env.ingress.metrics, 'burrow_http_requests_total', { endpoint, code: '200' }),
+    ).toBe(4);
+    expect(
+      metricValue(env.ingress.metrics, 'burrow_http_requests_total', {
+        endpoint: 'none',
+        code: '404',
+      }),
     ).toBe(before404 + 1);
-    expect(metricValue(t.metrics, 'burrow_connections_total', { endpoint })).toBe(1);
-    expect(metricValue(t.metrics, 'burrow_connections_active', { endpoint })).toBe(1);
-    expect(metricValue(t.metrics, 'burrow_bytes_received_total', { endpoint })).toBeGreaterThan(
-      10_000,
-    );
-    expect(metricValue(t.metrics, 'burrow_bytes_sent_total', { endpoint })).toBeGreaterThan(100);
+    expect(metricValue(env.ingress.metrics, 'burrow_connections_total', { endpoint })).toBe(1);
+    expect(metricValue(env.ingress.metrics, 'burrow_connections_active', { endpoint })).toBe(1);
+    expect(
+      metricValue(env.ingress.metrics, 'burrow_bytes_received_total', { endpoint }),
+    ).toBeGreaterThan(10_000);
+    expect(
+      metricValue(env.ingress.metrics, 'burrow_bytes_sent_total', { endpoint }),
+    ).toBeGreaterThan(100);
 
     agent.destroy();
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(t.metrics.render()).not.toContain('metered.burrow.test');
+    expect(env.ingress.metrics.render()).not.toContain('metered.burrow.test');
   });
 });

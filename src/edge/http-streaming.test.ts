@@ -5,41 +5,18 @@ import { request, type IncomingMessage } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { curl } from '../../test/support/curl.js';
-import {
-  DOWNLOAD_BLOCK,
-  MB,
-  startTestUpstream,
-  type TestUpstream,
-} from '../test-support/http-upstream.js';
-import { fakeTunnel, startTestIngress, type TestIngress } from '../test-support/ingress.js';
+import { DOWNLOAD_BLOCK, MB } from '../test-support/http-upstream.js';
+import { useSharedIngress } from '../test-support/shared-ingress.js';
 import { parseWebsocketFrame, websocketAccept, websocketFrame } from '../test-support/websocket.js';
 
-let t: TestIngress;
-let upstream: TestUpstream;
-
-beforeAll(async () => {
-  t = await startTestIngress();
-  upstream = await startTestUpstream();
-});
-
-afterAll(async () => {
-  await t.close();
-  await upstream.close();
-});
-
-/** Register an http tunnel for `name` in front of the shared upstream. */
-function httpTunnel(name: string) {
-  const tunnel = fakeTunnel({ proto: 'http', hostname: name, upstreamPort: upstream.port });
-  t.registry.addTunnel(tunnel);
-  return tunnel;
-}
+const env = useSharedIngress();
 
 describe('HTTP ingress streaming', () => {
   it('answers pipelined requests in order', async () => {
-    const tunnel = httpTunnel('pipe.burrow.test');
-    const socket = connect(t.httpPort, '127.0.0.1');
+    const tunnel = env.httpTunnel('pipe.burrow.test');
+    const socket = connect(env.ingress.httpPort, '127.0.0.1');
     await once(socket, 'connect');
     const head = (path: string) => `GET ${path} HTTP/1.1\r\nHost: pipe.burrow.test\r\n\r\n`;
     // The first answer is the slow one: order must come from the ingress, not from timing.
@@ -57,23 +34,23 @@ describe('HTTP ingress streaming', () => {
     expect(statuses).toHaveLength(2);
     expect(received.indexOf('first')).toBeGreaterThan(0);
     expect(received.indexOf('first')).toBeLessThan(received.indexOf('second'));
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 
   it('streams a 50 MB chunked upload from curl intact', async () => {
-    const tunnel = httpTunnel('upload.burrow.test');
+    const tunnel = env.httpTunnel('upload.burrow.test');
     const dir = mkdtempSync(join(tmpdir(), 'burrow-upload-'));
     const file = join(dir, 'body.bin');
     const body = randomBytes(50 * MB);
     writeFileSync(file, body);
     const reply = await curl([
       '--resolve',
-      `upload.burrow.test:${t.httpPort}:127.0.0.1`,
+      `upload.burrow.test:${env.ingress.httpPort}:127.0.0.1`,
       '-H',
       'Transfer-Encoding: chunked',
       '--data-binary',
       `@${file}`,
-      `http://upload.burrow.test:${t.httpPort}/hash`,
+      `http://upload.burrow.test:${env.ingress.httpPort}/hash`,
     ]);
     rmSync(dir, { recursive: true, force: true });
     expect(reply.status).toBe(200);
@@ -86,18 +63,18 @@ describe('HTTP ingress streaming', () => {
       // curl waits for 100 Continue on large uploads: it went through the tunnel and back.
       expect: '100-continue',
     });
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 
   it('streams a 100 MB download with back-pressure instead of buffering it', async () => {
-    const tunnel = httpTunnel('download.burrow.test');
+    const tunnel = env.httpTunnel('download.burrow.test');
     const expected = createHash('sha256');
     for (let i = 0; i < (100 * MB) / DOWNLOAD_BLOCK.length; i++) expected.update(DOWNLOAD_BLOCK);
     const result = await new Promise<{ bytes: number; sha256: string; heldBack: number }>(
       (resolve, reject) => {
         const req = request(
           {
-            port: t.httpPort,
+            port: env.ingress.httpPort,
             host: '127.0.0.1',
             path: '/download?mb=100',
             headers: { Host: 'download.burrow.test' },
@@ -106,7 +83,7 @@ describe('HTTP ingress streaming', () => {
             // A client that stops reading: only socket buffers may fill, not the ingress's memory.
             res.pause();
             setTimeout(() => {
-              const heldBack = upstream.downloadWritten;
+              const heldBack = env.upstream.downloadWritten;
               const hash = createHash('sha256');
               let bytes = 0;
               res.on('data', (c: Buffer) => {
@@ -125,14 +102,14 @@ describe('HTTP ingress streaming', () => {
     expect(result.heldBack).toBeLessThan(24 * MB);
     expect(result.bytes).toBe(100 * MB);
     expect(result.sha256).toBe(expected.digest('hex'));
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 
   it('upgrades to WebSocket and relays frames both ways', async () => {
-    const tunnel = httpTunnel('ws.burrow.test');
+    const tunnel = env.httpTunnel('ws.burrow.test');
     const key = randomBytes(16).toString('base64');
     const req = request({
-      port: t.httpPort,
+      port: env.ingress.httpPort,
       host: '127.0.0.1',
       path: '/socket',
       headers: {
@@ -163,6 +140,6 @@ describe('HTTP ingress streaming', () => {
     });
     expect(text).toBe('HELLO THROUGH THE TUNNEL');
     socket.destroy();
-    t.registry.removeTunnel(tunnel.id);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 });

@@ -13,9 +13,8 @@ export function edgeFixtures(store: Store) {
   let nextPort = TEST_STORE_SETTINGS.tcpPorts.first;
   const common = () => ({ description: '', metadata: '', created_at: nowRfc3339() });
   return {
-    /** A reserved TCP address on the test TCP host; returns its id and addr. */
-    async reservedAddr(): Promise<{ id: string; addr: string }> {
-      const port = nextPort++;
+    /** A reserved TCP address on the test TCP host (on `port`, or the next test port). */
+    async reservedAddr(port = nextPort++): Promise<{ id: string; addr: string }> {
       const row = {
         id: newId(ID_PREFIX.reservedAddr),
         ...common(),

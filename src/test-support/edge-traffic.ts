@@ -3,9 +3,7 @@
  * over a real TCP connection to a local upstream), echo upstreams that say who answered, and
  * TCP and TLS clients that report whether they were served or cut off.
  */
-import { once } from 'node:events';
-import { connect, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import type { Duplex } from 'node:stream';
+import { connect, createServer, type Socket } from 'node:net';
 import {
   connect as tlsConnect,
   createServer as createTlsServer,
@@ -13,6 +11,22 @@ import {
   type TLSSocket,
 } from 'node:tls';
 import type { OnlineTunnel, ProxyInfo } from '../edge/tunnel-registry.js';
+import { dialLocal, listenLocal } from './ingress.js';
+
+/** The TLS edge sample of the API docs: log and deny TLS 1.3 clients. */
+export const TLS_SAMPLE = JSON.stringify({
+  inbound: [
+    {
+      name: 'AllowTLS1.3',
+      expressions: ['conn.TLS.Version.contains("1.3")'],
+      actions: [
+        { type: 'log', config: { metadata: { message: 'Invalid TLS Version' } } },
+        { type: 'deny' },
+      ],
+    },
+  ],
+  outbound: [],
+});
 
 let nextTunnel = 0;
 
@@ -45,18 +59,7 @@ export function labeledFake(
     connects,
     connect(info) {
       connects.push(info);
-      return new Promise<Duplex>((resolve, reject) => {
-        const socket = connect({
-          port: upstreamPort(info),
-          host: '127.0.0.1',
-          allowHalfOpen: true,
-        });
-        socket.once('connect', () => {
-          socket.off('error', reject);
-          resolve(socket);
-        });
-        socket.once('error', reject);
-      });
+      return dialLocal(upstreamPort(info), { allowHalfOpen: true });
     },
   };
 }
@@ -77,31 +80,9 @@ function echo(name: string) {
   };
 }
 
-async function listen(server: Server, counted: { accepted: number }): Promise<EchoServer> {
-  const sockets = new Set<Socket>();
-  server.on('connection', (socket: Socket) => {
-    counted.accepted++;
-    sockets.add(socket);
-    socket.once('close', () => sockets.delete(socket));
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return {
-    port: (server.address() as AddressInfo).port,
-    get accepted() {
-      return counted.accepted;
-    },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
-  };
-}
-
 /** A plain TCP echo server answering `<name>:<what was sent>`. */
 export function startEchoServer(name: string): Promise<EchoServer> {
-  return listen(createServer({ allowHalfOpen: true }, echo(name)), { accepted: 0 });
+  return listenLocal(createServer({ allowHalfOpen: true }, echo(name)));
 }
 
 /** A TLS echo server with `cert`/`key` (a passthrough target: the client sees this certificate). */
@@ -114,7 +95,7 @@ export function startTlsEchoServer(
     echo(name),
   );
   server.on('tlsClientError', () => undefined);
-  return listen(server, { accepted: 0 });
+  return listenLocal(server);
 }
 
 /** What a client saw: everything the server sent, and the error that ended it, if any. */

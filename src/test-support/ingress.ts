@@ -69,21 +69,28 @@ export function fakeTunnel(options: {
     connect(info) {
       connects.push(info);
       if (options.connect) return options.connect(info);
-      return new Promise<Duplex>((resolve, reject) => {
-        // Like Go's net package (the agents), which sets TCP_NODELAY on every connection.
-        const socket = connect({
-          port: options.upstreamPort ?? 0,
-          host: '127.0.0.1',
-          noDelay: true,
-        });
-        socket.once('connect', () => {
-          socket.off('error', reject);
-          resolve(socket);
-        });
-        socket.once('error', reject);
-      });
+      // Like Go's net package (the agents), which sets TCP_NODELAY on every connection.
+      return dialLocal(options.upstreamPort ?? 0, { noDelay: true });
     },
   };
+}
+
+/**
+ * A TCP connection to 127.0.0.1:`port`, resolved once connected (a fake tunnel's stream).
+ * @example connect: () => dialLocal(upstream.port, { allowHalfOpen: true })
+ */
+export function dialLocal(
+  port: number,
+  options: { noDelay?: boolean; allowHalfOpen?: boolean } = {},
+): Promise<Duplex> {
+  return new Promise<Duplex>((resolve, reject) => {
+    const socket = connect({ port, host: '127.0.0.1', ...options });
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      resolve(socket);
+    });
+    socket.once('error', reject);
+  });
 }
 
 /** A listening server on 127.0.0.1 with a random port, closed (connections cut) by close(). */
@@ -96,7 +103,11 @@ export interface LocalServer {
   close(): Promise<void>;
 }
 
-async function listenLocal(server: Server): Promise<LocalServer> {
+/**
+ * Listen on a random 127.0.0.1 port, counting connections and cutting them on close().
+ * @example const local = await listenLocal(createNetServer(onSocket));
+ */
+export async function listenLocal(server: Server): Promise<LocalServer> {
   let accepted = 0;
   const sockets = new Set<Duplex>();
   server.on('connection', (socket: Duplex) => {

@@ -103,66 +103,62 @@ on_http_response:
     actions: [{type: remove-headers, config: {headers: [server]}}]
 `;
 
+/** The expressions `sources`, each tagged with `phase`. */
+function inPhase(
+  phase: PolicyPhase,
+  sources: string[],
+): Array<{ source: string; phase: PolicyPhase }> {
+  return sources.map((source) => ({ source, phase }));
+}
+
 /** Expressions exercised by the tests beyond those in the policies above, with their phase. */
 export const EXTRA_EXPRESSIONS: ReadonlyArray<{ source: string; phase: PolicyPhase }> = [
-  { source: "conn.client_ip == '203.0.113.7'", phase: 'on_tcp_connect' },
-  { source: 'conn.ClientIP == "203.0.113.7"', phase: 'on_tcp_connect' },
-  { source: 'conn.client_port == 51234', phase: 'on_tcp_connect' },
-  { source: 'conn.ClientPort > 1024 && conn.ServerPort == 443', phase: 'on_tcp_connect' },
-  { source: "conn.tls.version == '1.3'", phase: 'on_tcp_connect' },
-  { source: "conn.tls.sni == 'app.example.com'", phase: 'on_tcp_connect' },
-  { source: 'conn.TLS.SNI.endsWith(".example.com")', phase: 'on_tcp_connect' },
-  { source: "conn.tls.cipher_suite.startsWith('TLS_')", phase: 'on_tcp_connect' },
-  { source: "conn.geo.country_code == ''", phase: 'on_tcp_connect' },
-  { source: 'conn.Geo.CountryCode == conn.geo.country_code', phase: 'on_tcp_connect' },
-  { source: "conn.client_ip in ['::1', '203.0.113.7']", phase: 'on_tcp_connect' },
-  { source: 'conn.ts.start < time.now', phase: 'on_tcp_connect' },
-  { source: "conn.server_ip.matches('^127\\\\.')", phase: 'on_tcp_connect' },
-  { source: "endpoint.host == 'app.example.com' && endpoint.port == 443", phase: 'on_tcp_connect' },
-  { source: "'tier' in vars && vars.tier == 'gold'", phase: 'on_tcp_connect' },
-  { source: "req.method == 'POST'", phase: 'on_http_request' },
-  { source: "req.Method == 'POST'", phase: 'on_http_request' },
-  { source: "req.url.path == '/api/v1/users/42'", phase: 'on_http_request' },
-  { source: "req.URL.Path.startsWith('/api')", phase: 'on_http_request' },
-  { source: "req.url.query == 'page=2&page=3'", phase: 'on_http_request' },
-  { source: "req.url.query_params['page'] == ['2', '3']", phase: 'on_http_request' },
-  {
-    source: "req.url.host == 'app.example.com' && req.url.scheme == 'https'",
-    phase: 'on_http_request',
-  },
-  { source: "req.host == 'app.example.com'", phase: 'on_http_request' },
-  { source: "req.headers['user-agent'][0].contains('curl')", phase: 'on_http_request' },
-  { source: "'x-forwarded-for' in req.headers", phase: 'on_http_request' },
-  {
-    source: "req.Headers['User-Agent'][0] == req.headers['user-agent'][0]",
-    phase: 'on_http_request',
-  },
-  { source: "size(req.headers['accept']) == 2", phase: 'on_http_request' },
-  {
-    source: "req.content_type == 'application/json' && req.content_length == 17",
-    phase: 'on_http_request',
-  },
-  { source: "getReqHeader('X-Forwarded-For').size() == 1", phase: 'on_http_request' },
-  { source: "req.headers.exists(k, k.startsWith('x-'))", phase: 'on_http_request' },
-  { source: "getQueryParam('page').all(p, p.matches('^[0-9]+$'))", phase: 'on_http_request' },
-  {
-    source: "inCidrRanges(conn.client_ip, ['198.51.100.0/24', '203.0.113.0/24'])",
-    phase: 'on_http_request',
-  },
-  { source: "req.url.path.matches('^/api/v[0-9]+/users/[0-9]+$')", phase: 'on_http_request' },
-  {
-    source: "req.url == 'https://app.example.com/api/v1/users/42?page=2&page=3'",
-    phase: 'on_http_request',
-  },
-  { source: "req.URL.contains('/users/')", phase: 'on_http_request' },
-  { source: 'res.status_code >= 400 && res.status_code < 500', phase: 'on_http_response' },
-  { source: 'res.StatusCode == 404', phase: 'on_http_response' },
-  { source: "getResHeader('content-type')[0].startsWith('text/html')", phase: 'on_http_response' },
-  {
-    source: "res.content_type == 'text/html' && hasResHeader('server')",
-    phase: 'on_http_response',
-  },
-  { source: 'res.headers.size() == 3', phase: 'on_http_response' },
+  ...inPhase('on_tcp_connect', [
+    "conn.client_ip == '203.0.113.7'",
+    'conn.ClientIP == "203.0.113.7"',
+    'conn.client_port == 51234',
+    'conn.ClientPort > 1024 && conn.ServerPort == 443',
+    "conn.tls.version == '1.3'",
+    "conn.tls.sni == 'app.example.com'",
+    'conn.TLS.SNI.endsWith(".example.com")',
+    "conn.tls.cipher_suite.startsWith('TLS_')",
+    "conn.geo.country_code == ''",
+    'conn.Geo.CountryCode == conn.geo.country_code',
+    "conn.client_ip in ['::1', '203.0.113.7']",
+    'conn.ts.start < time.now',
+    "conn.server_ip.matches('^127\\\\.')",
+    "endpoint.host == 'app.example.com' && endpoint.port == 443",
+    "'tier' in vars && vars.tier == 'gold'",
+  ]),
+  ...inPhase('on_http_request', [
+    "req.method == 'POST'",
+    "req.Method == 'POST'",
+    "req.url.path == '/api/v1/users/42'",
+    "req.URL.Path.startsWith('/api')",
+    "req.url.query == 'page=2&page=3'",
+    "req.url.query_params['page'] == ['2', '3']",
+    "req.url.host == 'app.example.com' && req.url.scheme == 'https'",
+    "req.host == 'app.example.com'",
+    "req.headers['user-agent'][0].contains('curl')",
+    "'x-forwarded-for' in req.headers",
+    "req.Headers['User-Agent'][0] == req.headers['user-agent'][0]",
+    "size(req.headers['accept']) == 2",
+    "req.content_type == 'application/json' && req.content_length == 17",
+    "getReqHeader('X-Forwarded-For').size() == 1",
+    "req.headers.exists(k, k.startsWith('x-'))",
+    "getQueryParam('page').all(p, p.matches('^[0-9]+$'))",
+    "inCidrRanges(conn.client_ip, ['198.51.100.0/24', '203.0.113.0/24'])",
+    "req.url.path.matches('^/api/v[0-9]+/users/[0-9]+$')",
+    "req.url == 'https://app.example.com/api/v1/users/42?page=2&page=3'",
+    "req.URL.contains('/users/')",
+  ]),
+  ...inPhase('on_http_response', [
+    'res.status_code >= 400 && res.status_code < 500',
+    'res.StatusCode == 404',
+    "getResHeader('content-type')[0].startsWith('text/html')",
+    "res.content_type == 'text/html' && hasResHeader('server')",
+    'res.headers.size() == 3',
+  ]),
 ];
 
 /** A client connection over TLS 1.3 (as Node reports it). */

@@ -1,0 +1,95 @@
+/** Load generation shared by the benchmarks: closed-loop workers, keep-alive HTTP, best-of runs. */
+import autocannon from 'autocannon';
+import { percentile } from '../report.js';
+
+/** Rate and latency of a load run. */
+export interface RateResult {
+  /** Completed operations per second. */
+  rate: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  /** Completed operations in all. */
+  total: number;
+}
+
+/**
+ * `workers` loops each running `operation` back to back for `seconds`; rate and latency (ms).
+ * @example const r = await closedLoop(5, 20, () => tcpPing(port));
+ */
+export async function closedLoop(
+  seconds: number,
+  workers: number,
+  operation: () => Promise<unknown>,
+): Promise<RateResult> {
+  const latencies: number[] = [];
+  let errors = 0;
+  const deadline = performance.now() + seconds * 1000;
+  const worker = async (): Promise<void> => {
+    while (performance.now() < deadline) {
+      const started = performance.now();
+      try {
+        await operation();
+        latencies.push(performance.now() - started);
+      } catch {
+        errors++;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: workers }, worker));
+  latencies.sort((a, b) => a - b);
+  return {
+    rate: latencies.length / seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    errors,
+    total: latencies.length,
+  };
+}
+
+/**
+ * Keep-alive HTTP GETs of `/` (autocannon) against 127.0.0.1:`port` with `Host: host`.
+ * @example const r = await keepAliveLoad({ port, host, connections: 50, seconds: 5 });
+ */
+export async function keepAliveLoad(spec: {
+  port: number;
+  host: string;
+  connections: number;
+  seconds: number;
+}): Promise<RateResult> {
+  const r = await autocannon({
+    url: `http://127.0.0.1:${spec.port}/`,
+    headers: { host: spec.host },
+    connections: spec.connections,
+    duration: spec.seconds,
+  });
+  return {
+    rate: r.requests.average,
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.errors + r.non2xx,
+    total: r.requests.total,
+  };
+}
+
+/**
+ * The largest of `runs` results of `measure`, by `value` (the number itself by default).
+ * @example const mibPerS = await bestOf(3, () => tcpBulk(port, 'up', bytes));
+ */
+export async function bestOf<T>(
+  runs: number,
+  measure: () => Promise<T>,
+  value: (result: T) => number = (result) => result as number,
+): Promise<T> {
+  let best: T | undefined;
+  for (let i = 0; i < Math.max(1, runs); i++) {
+    const result = await measure();
+    if (best === undefined || value(result) > value(best)) best = result;
+  }
+  return best!;
+}
+
+/** The median of `values` (the upper one of an even count). */
+export function median(values: number[]): number {
+  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+}
