@@ -93,7 +93,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   installAuth(app, options.repos.apiKeys, options.rateLimit);
 
   // An empty body counts as {} so that creates whose fields are all optional need none.
-  app.removeContentTypeParser('application/json');
+  // JSON only: any other body type (text/plain included) is refused with ERR_NGROK_216.
+  app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     'application/json',
     { parseAs: 'string', bodyLimit: BODY_LIMIT },

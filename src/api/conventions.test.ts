@@ -117,6 +117,14 @@ describe.each(DATABASE_KINDS)('API conventions (%s)', (kind) => {
       expect(res.body.error_code).toBe('ERR_NGROK_213');
     });
 
+    it('refuses a text/plain body with ERR_NGROK_216, even when it holds JSON', async () => {
+      const res = await api.call('POST', '/bot_users', '{"name":"zz"}', {
+        'content-type': 'text/plain',
+      });
+      expect(res.status).toBe(400);
+      expect(res.body.error_code).toBe('ERR_NGROK_216');
+    });
+
     it('refuses a body that is not JSON with ERR_NGROK_216', async () => {
       const res = await api.call('POST', '/bot_users', 'name=x', {
         'content-type': 'application/x-www-form-urlencoded',

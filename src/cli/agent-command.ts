@@ -103,7 +103,7 @@ export function registerAgentCommand(program: Command): void {
   )
     .addOption(
       new Option('--listen <host:port>', 'where the agent API listens')
-        .env('BURROW_AGENT_LISTEN')
+        .env('BURROW_AGENT_API_LISTEN')
         .default('127.0.0.1:8000'),
     )
     .addOption(

@@ -51,6 +51,9 @@ describe('loadServerConfig', () => {
     expect(() => loadServerConfig({ role: 'both' }, {})).toThrow(/--role/);
     expect(() => loadServerConfig({ database: 'mysql://x' }, {})).toThrow(/--database/);
     expect(() => loadServerConfig({ 'api-rate-limit': 'lots' }, {})).toThrow(/--api-rate-limit/);
+    expect(() => loadServerConfig({}, { BURROW_LOG_LEVEL: 'loud' })).toThrow(
+      "--log-level: 'loud' must be one of fatal, error, warn, info, debug, trace, silent",
+    );
   });
 
   it('refuses unknown config-file keys', () => {

@@ -124,6 +124,8 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
   },
 ];
 
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
 /** A configuration value that cannot be used; the message names the option and the rule. */
 export class ConfigError extends Error {
   constructor(option: string, rule: string) {
@@ -237,6 +239,10 @@ export function loadServerConfig(
     throw new ConfigError('public-api-url', `'${publicApiUrl}' must be an http:// or https:// URL`);
   }
   const metricsListen = get('metricsListen');
+  const logLevel = get('logLevel');
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError('log-level', `'${logLevel}' must be one of ${LOG_LEVELS.join(', ')}`);
+  }
   return {
     dataDir: resolve(get('dataDir')),
     database,
@@ -251,6 +257,6 @@ export function loadServerConfig(
     tcpHost: get('tcpHost').toLowerCase(),
     tcpPorts: parsePortRange(get('tcpPorts')),
     apiRateLimit: parseRateLimit(get('apiRateLimit')),
-    logLevel: get('logLevel'),
+    logLevel,
   };
 }
