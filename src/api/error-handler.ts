@@ -39,6 +39,7 @@ export function validationToError(errors: AjvError[], context: string): BurrowEr
         CODES.unknownQueryParam,
         name,
         `The query parameter '${name}' is unknown. Supported parameters are: before_id, limit.`,
+        { sentence: true },
       );
     }
     const field = fieldName(e.instancePath, name);

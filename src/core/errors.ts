@@ -141,8 +141,18 @@ export class BurrowError extends Error {
 /** 400: a value broke a rule. `field` is the JSON path of the offending field, when there is one. */
 export class ValidationError extends BurrowError {
   readonly field: string | undefined;
-  constructor(code: string, field: string | undefined, message: string) {
-    super(code, 400, field && !message.includes(field) ? `${field}: ${message}` : message);
+  /**
+   * The message is shown as `<field>: <message>`, so every complaint about a field reads the same
+   * way; `sentence: true` keeps a message that names the field in a sentence of its own.
+   */
+  constructor(
+    code: string,
+    field: string | undefined,
+    message: string,
+    options: { sentence?: boolean } = {},
+  ) {
+    const prefixed = field && !options.sentence && !message.startsWith(`${field}: `);
+    super(code, 400, prefixed ? `${field}: ${message}` : message);
     this.field = field;
     if (field) this.details.field = field;
   }
@@ -155,6 +165,7 @@ export class UnknownFieldError extends ValidationError {
       CODES.unknownField,
       field,
       `The parameter '${field}' is unknown. Supported fields are: ${supported.join(', ') || '(none)'}.`,
+      { sentence: true },
     );
   }
 }
