@@ -10,6 +10,7 @@ import { AgentTunnel } from './agent-tunnel.js';
 import { BindPolicy, type AgentEdgeSettings } from './bind-policy.js';
 import { agentListenerCertificate, renewServerCertificate, type LocalCa } from './certificates.js';
 import { EndpointPolicies, type EndpointPolicyEvents } from './endpoint-policy.js';
+import { enforceHandshakeDeadline } from './handshake-deadline.js';
 import type { EdgeMetrics } from './metrics.js';
 import { ResumptionKeys } from './session-resumption.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
@@ -121,16 +122,14 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     key: cert.keyPem,
     ALPNProtocols: [BURROW_ALPN],
     minVersion: 'TLSv1.2',
-    handshakeTimeout: limits.authTimeoutMs,
   });
+  // Unauthenticated connections must not pile up: the handshake and then Auth each get a deadline.
+  enforceHandshakeDeadline(server, limits.authTimeoutMs, logger);
   server.on('secureConnection', (socket: tls.TLSSocket) => {
     const session = new AgentSession(socket, ctx);
     live.add(session);
     session.mux.once('close', () => live.delete(session));
     session.start();
-  });
-  server.on('tlsClientError', (err: Error) => {
-    logger.debug({ err: err.message }, 'agent TLS handshake failed');
   });
   const unwatch = watchRegistry(options.registry, options.metrics);
   const renewal = renewServerCertificate(server, cert, obtain, { logger });

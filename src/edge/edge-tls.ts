@@ -15,6 +15,7 @@ import {
 import type { Logger } from '../core/logger.js';
 import type { TlsTerminationModule } from '../store/edges.js';
 import type { CertificateStore, ServedCertificate } from './certificate-store.js';
+import { enforceHandshakeDeadline } from './handshake-deadline.js';
 
 /** What the terminating edge applies; TLS 1.2 is the minimum when the module names none. */
 export interface TerminationSettings {
@@ -70,12 +71,9 @@ export class EdgeTlsTerminator {
       requestCert: mutual,
       rejectUnauthorized: mutual,
       ...(mutual ? { ca: settings.caPems! } : {}),
-      handshakeTimeout: options.handshakeTimeoutMs ?? 10_000,
     });
     this.server.on('secureConnection', onSecure);
-    this.server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
-      options.logger?.debug({ err, servername: socket.servername }, 'TLS edge handshake failed');
-    });
+    enforceHandshakeDeadline(this.server, options.handshakeTimeoutMs, options.logger);
   }
 
   /** Take over `socket`, whose first bytes (`hello`) were read to route it. */

@@ -13,6 +13,7 @@ import {
 import type { Logger } from '../core/logger.js';
 import type { CertificateStore } from './certificate-store.js';
 import { offeredTlsVersion, scanClientHello } from './client-hello.js';
+import { enforceHandshakeDeadline } from './handshake-deadline.js';
 import type { EndpointMeters } from './endpoint-meters.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http-ingress.js';
@@ -68,15 +69,12 @@ export class SniRouter {
       SNICallback: options.certificates.sniCallback,
       // The tunnel side speaks HTTP/1.1; offering h2 would promise what is not there.
       ALPNProtocols: ['http/1.1'],
-      handshakeTimeout: options.handshakeTimeoutMs ?? 10_000,
       ...(cert ? { cert: cert.certPem, key: cert.keyPem } : {}),
     });
     this.tlsServer.on('secureConnection', (socket: TLSSocket) => {
       options.http.acceptTls(socket, socket);
     });
-    this.tlsServer.on('tlsClientError', (err: Error, socket: TLSSocket) => {
-      options.logger?.debug({ err, servername: socket.servername }, 'TLS handshake failed');
-    });
+    enforceHandshakeDeadline(this.tlsServer, options.handshakeTimeoutMs, options.logger);
     this.server = createNetServer(
       { allowHalfOpen: true, noDelay: true, highWaterMark: INGRESS_HIGH_WATER_MARK },
       (socket) => this.onConnection(socket),

@@ -1,5 +1,6 @@
 import { parseDocument } from 'yaml';
 import { CODES, ValidationError } from '../core/errors.js';
+import { policyTextProblem, policyValueProblem } from './document-limits.js';
 
 /**
  * Traffic policy documents: parsing and shape checks. A document is JSON or YAML in one of two
@@ -109,6 +110,8 @@ function parseText(text: string, field: string): unknown {
       `the traffic policy is empty; give a JSON or YAML mapping with ${formsHint()}`,
     );
   }
+  const outOfBounds = policyTextProblem(text);
+  if (outOfBounds) throw new ValidationError(CODES.policyUnparseable, field, outOfBounds);
   // YAML 1.2 is a superset of JSON, so one parser reads both and reports positions for both. It
   // also refuses duplicate keys, which JSON.parse would silently collapse.
   const doc = parseDocument(text, { prettyErrors: true, uniqueKeys: true });
@@ -278,6 +281,8 @@ function parseList(raw: unknown, list: PolicyListName, field: string): PolicyRul
  * @example parsePolicyValue({ inbound: [{ actions: [{ type: 'deny' }] }] }, 'policy')
  */
 export function parsePolicyValue(value: unknown, field: string): PolicyDocument {
+  const outOfBounds = policyValueProblem(value);
+  if (outOfBounds) throw new ValidationError(CODES.policyUnparseable, field, outOfBounds);
   if (!isMapping(value)) {
     throw new ValidationError(
       CODES.policyUnparseable,

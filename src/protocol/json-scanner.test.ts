@@ -68,4 +68,18 @@ describe('JsonObjectScanner', () => {
     expect(scanner.push(Buffer.from('{"a":"0123'))).toBe(-1);
     expect(() => scanner.push(Buffer.from('4567890'))).toThrow(RangeError);
   });
+
+  it('refuses nesting deeper than its limit, arrays and objects alike, before any parse', () => {
+    const deepArrays = `{"Opts":${'['.repeat(64)}`;
+    expect(() => new JsonObjectScanner().push(Buffer.from(deepArrays))).toThrow(
+      /nested deeper than 64 levels/,
+    );
+    const deepObjects = '{"a":'.repeat(65);
+    expect(() => new JsonObjectScanner().push(Buffer.from(deepObjects))).toThrow(RangeError);
+    const atLimit = `{"a":${'['.repeat(62)}{}${']'.repeat(62)}}`;
+    expect(new JsonObjectScanner().push(Buffer.from(atLimit))).toBe(atLimit.length);
+    // Brackets inside strings do not count.
+    const quoted = `{"a":"${'['.repeat(500)}"}`;
+    expect(new JsonObjectScanner().push(Buffer.from(quoted))).toBe(quoted.length);
+  });
 });

@@ -19,15 +19,23 @@ export class JsonObjectScanner {
   private inString = false;
   private escaped = false;
   private seen = 0;
+  /** Nesting of objects and arrays together, bounded so nothing recursive later meets a deep one. */
+  private nesting = 0;
 
-  /** @param maxBytes bytes an object (with leading whitespace) may take before push() throws. */
-  constructor(private readonly maxBytes = 1024 * 1024) {}
+  /**
+   * @param maxBytes bytes an object (with leading whitespace) may take before push() throws.
+   * @param maxDepth nesting of objects and arrays before push() throws (messages need about 5).
+   */
+  constructor(
+    private readonly maxBytes = 1024 * 1024,
+    private readonly maxDepth = 64,
+  ) {}
 
   /**
    * Scan the next chunk. Returns the index just past the object's closing brace, or -1 when the
    * object continues in a later chunk. After an object ends the scanner starts afresh.
    * Throws SyntaxError when the input does not start with `{` (after whitespace) and RangeError
-   * when the object grows past maxBytes.
+   * when the object grows past maxBytes or nests deeper than maxDepth.
    */
   push(chunk: Uint8Array): number {
     for (let i = 0; i < chunk.length; i++) {
@@ -41,13 +49,22 @@ export class JsonObjectScanner {
         if (c !== 0x7b) throw new SyntaxError('expected a JSON object');
         this.started = true;
         this.depth = 1;
+        this.nesting = 1;
       } else if (c === 0x22) {
         this.inString = true;
-      } else if (c === 0x7b) {
-        this.depth++;
-      } else if (c === 0x7d && --this.depth === 0) {
-        this.reset();
-        return i + 1;
+      } else if (c === 0x7b || c === 0x5b) {
+        if (c === 0x7b) this.depth++;
+        if (++this.nesting > this.maxDepth) {
+          throw new RangeError(`JSON nested deeper than ${this.maxDepth} levels`);
+        }
+      } else if (c === 0x5d) {
+        this.nesting--;
+      } else if (c === 0x7d) {
+        this.nesting--;
+        if (--this.depth === 0) {
+          this.reset();
+          return i + 1;
+        }
       }
     }
     this.seen += chunk.length;
@@ -64,5 +81,6 @@ export class JsonObjectScanner {
     this.inString = false;
     this.escaped = false;
     this.seen = 0;
+    this.nesting = 0;
   }
 }

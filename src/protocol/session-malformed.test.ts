@@ -90,6 +90,40 @@ describe('MuxSession with a misbehaving peer', () => {
     expect(String(await readAll(stream))).toBe('alive');
   });
 
+  it.each([
+    ['queued for accept()', false],
+    ["handed to a 'stream' listener that ignores errors", true],
+  ])(
+    'refuses a SYN longer than the window before opening its stream (%s); the process lives',
+    async (_name, listening) => {
+      const { session, raw, received, closed } = await rawPeer('server', { window: 1024 });
+      // A listener that never handles 'error': an allocated stream failing would crash the run.
+      const opened: MuxStream[] = [];
+      if (listening) session.on('stream', (s: MuxStream) => opened.push(s));
+      const header = encodeFrameHeader(FrameType.Data, FrameFlag.Syn, 3, 0xffffff);
+      raw.write(Buffer.concat([header, Buffer.alloc(2048)]));
+      const reason = (await session.wait()) as MuxError;
+      expect(reason.code).toBe(ErrorCode.FlowControl);
+      await closed;
+      expect(decodeFrames(received.bytes()).at(-1)).toMatchObject({
+        type: 'goaway',
+        code: ErrorCode.FlowControl,
+      });
+      expect(opened).toEqual([]);
+      expect(session.streamCount).toBe(0);
+    },
+  );
+
+  it('closes streams never taken from the accept queue without an error nobody hears', async () => {
+    const { session, raw } = await rawPeer('server', { window: 1024 });
+    raw.write(syn(3, 'queued'));
+    await until(() => session.streamCount === 1);
+    raw.write(Buffer.from('garbage that fails the session'));
+    const reason = (await session.wait()) as MuxError;
+    expect(reason.code).toBe(ErrorCode.Protocol);
+    await expect(session.accept()).rejects.toThrow();
+  });
+
   it('fails streams that are open when the peer sends garbage', async () => {
     const { session, raw } = await rawPeer('server');
     raw.write(syn(3, 'hello'));

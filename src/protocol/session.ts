@@ -260,6 +260,11 @@ export class MuxSession extends EventEmitter implements StreamHost {
       if (id <= this.lastRemoteId) {
         throw new FrameError(ErrorCode.Protocol, `peer reopened stream ${id}`);
       }
+      // Judge the frame before anything is allocated for it: a stream registered here and then
+      // failed with the session would emit 'error' to nobody.
+      if (length > this.window) {
+        throw new FrameError(ErrorCode.FlowControl, `stream ${id} overran its receive window`);
+      }
       this.lastRemoteId = id;
       if (this.incomingOpen >= this.maxIncomingStreams) {
         this.sendReset(id, ErrorCode.StreamRefused);
@@ -268,9 +273,6 @@ export class MuxSession extends EventEmitter implements StreamHost {
       stream = new MuxStream(id, this, this.window, this.maxFrameSize, false);
       this.streams.set(id, stream);
       this.incomingOpen++;
-      if (length > stream.receiveCapacity) {
-        throw new FrameError(ErrorCode.FlowControl, `stream ${id} overran its receive window`);
-      }
       this.receiving = stream;
       this.deliver(stream);
       if (stream.destroyed) this.receiving = null;
@@ -330,7 +332,8 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.writer.stop();
     const streamError = failStreams ? reason : undefined;
     const acceptError = reason ?? new MuxError(ErrorCode.SessionClosed, 'session closed');
-    for (const stream of this.accepted.close(acceptError)) stream.onSessionClosed(streamError);
+    // Streams still queued were never handed to anyone who could listen for their 'error'.
+    for (const stream of this.accepted.close(acceptError)) stream.onSessionClosed(undefined);
     const open = [...this.streams.values()];
     this.streams.clear();
     for (const stream of open) stream.onSessionClosed(streamError);
