@@ -1,6 +1,5 @@
 import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { utf8Length } from '../core/bytes.js';
 import type { Logger } from '../core/logger.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { CODES, BurrowError } from '../core/errors.js';
@@ -10,6 +9,7 @@ import { installAuth } from './auth.js';
 import { backendRoutes } from './backends.js';
 import { botUserRoutes } from './bot-users.js';
 import { certificateAuthorityRoutes } from './certificate-authorities.js';
+import { tlsCertificateRoutes } from './tls-certificates.js';
 import { credentialRoutes } from './credentials.js';
 import { edgeRoutes } from './edges.js';
 import { ipPolicyRoutes } from './ip-policies.js';
@@ -20,6 +20,9 @@ import { reservedAddrRoutes } from './reserved-addrs.js';
 import { reservedDomainRoutes } from './reserved-domains.js';
 import { NOTHING_ONLINE, type ApiContext, type OnlineState } from './context.js';
 import { installErrorHandlers } from './error-handler.js';
+import { SCHEMA_KEYWORDS } from './schemas.js';
+import { refuseUnstorableStrings } from './storable-input.js';
+import { clientErrorHandler, frameworkErrors, installClosingGuard } from './transport-errors.js';
 import { Uris } from './uris.js';
 
 export interface ApiOptions {
@@ -42,6 +45,7 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
   ipPolicyRoutes,
   ipPolicyRuleRoutes,
   certificateAuthorityRoutes,
+  tlsCertificateRoutes,
   backendRoutes,
   edgeRoutes,
   policyEventRoutes,
@@ -59,6 +63,11 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     loggerInstance: options.logger as FastifyBaseLogger | undefined,
     bodyLimit: BODY_LIMIT,
     genReqId: () => newId(ID_PREFIX.operation),
+    // Errors of the router and of Node's HTTP parser, and requests that arrive while the server
+    // closes, get the same body and Operation-Id header as every other error (transport-errors.ts).
+    frameworkErrors,
+    clientErrorHandler,
+    return503OnClosing: false,
     ajv: {
       customOptions: {
         removeAdditional: false,
@@ -66,14 +75,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
         useDefaults: false,
         allErrors: false,
         verbose: true,
-        keywords: [
-          {
-            keyword: 'maxBytes',
-            type: 'string',
-            schemaType: 'number',
-            validate: (max: number, data: string) => utf8Length(data) <= max,
-          },
-        ],
+        keywords: [...SCHEMA_KEYWORDS],
       },
     },
   });
@@ -90,7 +92,9 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     void reply.header('Ngrok-Operation-Id', request.operationId);
   });
   installErrorHandlers(app);
+  installClosingGuard(app);
   installAuth(app, options.repos.apiKeys, options.rateLimit);
+  refuseUnstorableStrings(app);
 
   // An empty body counts as {} so that creates whose fields are all optional need none.
   // JSON only: any other body type (text/plain included) is refused with ERR_NGROK_216.

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuthenticationError, BurrowError, CODES, RateLimitError } from '../core/errors.js';
+import { quote } from '../core/quote.js';
 import { SlidingWindowLimiter } from '../core/sliding-window.js';
 import type { ApiKeyRepository } from '../store/api-keys.js';
 
@@ -27,7 +28,7 @@ export function checkVersion(request: FastifyRequest): void {
     throw new BurrowError(
       CODES.unsupportedVersion,
       400,
-      `The provided API version '${version}' is invalid or unsupported. Supported versions: ${SUPPORTED_VERSIONS.join(', ')}.`,
+      `The provided API version ${quote(version)} is invalid or unsupported. Supported versions: ${SUPPORTED_VERSIONS.join(', ')}.`,
     );
   }
 }

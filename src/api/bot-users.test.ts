@@ -58,6 +58,81 @@ describe.each(DATABASE_KINDS)('bot users API (%s)', (kind) => {
     expect(dup.body.error_code).toBe('ERR_NGROK_4112');
   });
 
+  it('limits name to 255 bytes of UTF-8 on create and PATCH (a 1 MiB name was stored)', async () => {
+    const atLimit = await api.call('POST', '/bot_users', { name: 'é'.repeat(127) + 'a' });
+    expect(atLimit.status).toBe(201);
+    for (const name of ['é'.repeat(128), 'n'.repeat(256), 'n'.repeat(1024 * 1024 - 100)]) {
+      const res = await api.call('POST', '/bot_users', { name });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({
+        error_code: 'ERR_NGROK_215',
+        msg: 'name: must be at most 255 bytes of UTF-8',
+        details: { field: 'name' },
+      });
+    }
+    const patch = await api.call('PATCH', `/bot_users/${atLimit.body.id}`, {
+      name: 'n'.repeat(256),
+    });
+    expect(patch.status).toBe(400);
+    expect(patch.body.msg).toBe('name: must be at most 255 bytes of UTF-8');
+  });
+
+  it('refuses NUL, controls, bidirectional overrides and zero-width characters in names', async () => {
+    const refused = [
+      '\u0000',
+      '\u0007',
+      '\t',
+      '\n',
+      '\r',
+      '\u007F',
+      '\u0085',
+      '\u202A',
+      '\u202B',
+      '\u202C',
+      '\u202D',
+      '\u202E',
+      '\u2066',
+      '\u2067',
+      '\u2068',
+      '\u2069',
+      '\u200B',
+      '\u200C',
+      '\u200D',
+      '\uFEFF',
+    ];
+    const { body: bot } = await api.call('POST', '/bot_users', { name: 'to be renamed' });
+    for (const ch of refused) {
+      const code = `U+${ch.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+      for (const res of [
+        await api.call('POST', '/bot_users', { name: `evil${ch}name` }),
+        await api.call('PATCH', `/bot_users/${bot.id}`, { name: `evil${ch}name` }),
+      ]) {
+        expect(res.status).toBe(400);
+        expect(res.body.error_code).toBe('ERR_NGROK_215');
+        expect(res.body.details.field).toBe('name');
+        expect(res.body.msg).toMatch(
+          /^name: must not contain control, bidirectional-formatting or zero-width characters: found /,
+        );
+        expect(res.body.msg).toContain(`found ${code} (`);
+        expect(res.body.msg).toContain('at character 5');
+      }
+    }
+    const names = (await api.call('GET', '/bot_users')).body.bot_users.map(
+      (b: { name: string }) => b.name,
+    ) as string[];
+    expect(names.filter((n) => n.startsWith('evil'))).toEqual([]);
+    expect((await api.call('GET', `/bot_users/${bot.id}`)).body.name).toBe('to be renamed');
+  });
+
+  it('accepts names in any script, and quotes a taken name only in short form', async () => {
+    const name = 'Ünïcödé 東京 bots 🤖 ' + 'x'.repeat(200);
+    expect((await api.call('POST', '/bot_users', { name })).status).toBe(201);
+    const dup = await api.call('POST', '/bot_users', { name });
+    expect(dup.status).toBe(409);
+    expect(dup.body.msg).toContain(`'${[...name].slice(0, 60).join('')}…'`);
+    expect(dup.body.msg).not.toContain('x'.repeat(100));
+  });
+
   it('refuses a missing name and a wrong type, naming the field', async () => {
     const missing = await api.call('POST', '/bot_users', {});
     expect(missing.status).toBe(400);

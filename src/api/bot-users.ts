@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import type { BotUser, BotUserCreate, BotUserUpdate } from '../store/bot-users.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
-import { Body } from './schemas.js';
+import { Body, Name } from './schemas.js';
 
 export const BotUserSchema = Type.Object({
   id: Type.String(),
@@ -27,13 +27,13 @@ export async function botUserRoutes(
       tag: 'Bot users',
       item: BotUserSchema,
       createBody: Body({
-        name: Type.String({ description: 'unique, non-empty name' }),
+        name: Name('unique, non-empty name'),
         active: Type.Optional(
           Type.Boolean({ description: 'false refuses the bot user’s authtokens; default true' }),
         ),
       }),
       updateBody: Body({
-        name: Type.Optional(Type.String()),
+        name: Type.Optional(Name('unique, non-empty name')),
         active: Type.Optional(Type.Boolean()),
       }),
       repo: repos.botUsers,

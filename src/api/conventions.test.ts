@@ -146,6 +146,68 @@ describe.each(DATABASE_KINDS)('API conventions (%s)', (kind) => {
       expect(meta.status).toBe(400);
       expect(meta.body.error_code).toBe('ERR_NGROK_100');
     });
+    it('lets descriptions break lines and indent, and refuses other controls, bidi and zero-width', async () => {
+      const ok = await api.call('POST', '/ip_policies', { description: 'office\n\tsecond line' });
+      expect(ok.status).toBe(201);
+      expect(ok.body.description).toBe('office\n\tsecond line');
+      for (const ch of [
+        '\u0000',
+        '\r',
+        '\u001B',
+        '\u0085',
+        '\u202E',
+        '\u2066',
+        '\u200B',
+        '\uFEFF',
+      ]) {
+        const code = `U+${ch.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+        for (const res of [
+          await api.call('POST', '/credentials', { description: `my${ch}laptop` }),
+          await api.call('PATCH', `/ip_policies/${ok.body.id}`, { description: `my${ch}laptop` }),
+        ]) {
+          expect(res.status).toBe(400);
+          expect(res.body).toMatchObject({
+            error_code: 'ERR_NGROK_215',
+            details: { field: 'description' },
+          });
+          expect(res.body.msg).toMatch(
+            /^description: must not contain control characters other than newline and tab, nor bidirectional-formatting or zero-width characters: found /,
+          );
+          expect(res.body.msg).toMatch(
+            new RegExp(`found ${code.replace('+', '\\+')} \\([a-z -]+\\) at character 3$`),
+          );
+        }
+      }
+      expect((await api.call('GET', `/ip_policies/${ok.body.id}`)).body.description).toBe(
+        'office\n\tsecond line',
+      );
+    });
+
+    it('holds region to the name rules', async () => {
+      const res = await api.call('POST', '/reserved_addrs', { region: 'us\u202Eeu' });
+      expect(res.status).toBe(400);
+      expect(res.body.msg).toMatch(/^region: must not contain control, bidirectional-formatting/);
+    });
+
+    it('refuses NUL and unpaired surrogates in any string, on both databases, with a 400 not a 500', async () => {
+      const cases: [string, string, unknown, string][] = [
+        ['POST', '/ip_policies', { metadata: 'a\u0000b' }, 'metadata'],
+        ['POST', '/ip_policies', { metadata: 'a\uD800b' }, 'metadata'],
+        ['GET', '/bot_users/bot_%00x', undefined, 'id'],
+        ['GET', '/bot_users?before_id=%00', undefined, 'before_id'],
+        ['POST', '/credentials', { owner_id: 'bot_\u0000' }, 'owner_id'],
+        ['POST', '/credentials', { acl: ['*', 'bind:a\u0000.com'] }, 'acl[1]'],
+        ['POST', '/edges/tcp', { backend: { backend_id: 'bkdtg_\u0000' } }, 'backend.backend_id'],
+        ['POST', '/backends/tunnel_group', { labels: { 'a\u0000': 'b' } }, 'labels.a\\u{0}'],
+      ];
+      for (const [method, path, body, field] of cases) {
+        const res = await api.call(method, path, body);
+        expect(res.status, `${method} ${path}`).toBe(400);
+        expect(res.body.error_code).toBe('ERR_NGROK_215');
+        expect(res.body.details.field).toBe(field);
+        expect(res.body.msg).toContain('must not contain U+0000 (NUL) or unpaired surrogates');
+      }
+    });
   });
 
   describe('paging', () => {

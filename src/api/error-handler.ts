@@ -2,10 +2,13 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import {
   BurrowError,
   CODES,
+  NotFoundError,
   RateLimitError,
   UnknownFieldError,
   ValidationError,
 } from '../core/errors.js';
+import { quote, shorten, spellInvisible } from '../core/quote.js';
+import { textProblem, type TextKind } from '../core/text-rules.js';
 
 interface AjvError {
   keyword: string;
@@ -15,13 +18,30 @@ interface AjvError {
   /** The keyword's value in the schema (ajv's verbose mode). */
   schema?: unknown;
   parentSchema?: { properties?: Record<string, unknown> };
+  /** The value that failed (ajv's verbose mode). */
+  data?: unknown;
+}
+
+/**
+ * `['backend', 'backend_id']` to `backend.backend_id`; `['acl', 0]` to `acl[0]`. Parts can be keys
+ * the client chose (unknown fields, map keys), so each is shortened and its invisible characters
+ * spelled out.
+ */
+export function fieldPath(parts: readonly (string | number)[]): string {
+  return parts
+    .map((p) => spellInvisible(shorten(String(p))))
+    .reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
 }
 
 /** `/backend/backend_id` to `backend.backend_id`; `/acl/0` to `acl[0]`. */
 function fieldName(instancePath: string, extra?: string): string {
-  const parts = instancePath.split('/').filter(Boolean);
-  if (extra) parts.push(extra);
-  return parts.reduce((acc, p) => (/^\d+$/.test(p) ? `${acc}[${p}]` : acc ? `${acc}.${p}` : p), '');
+  const parts = instancePath
+    .split('/')
+    .filter(Boolean)
+    // JSON Pointer escapes: ~1 is '/', ~0 is '~'.
+    .map((p) => p.replace(/~1/g, '/').replace(/~0/g, '~'));
+  if (extra !== undefined) parts.push(extra);
+  return fieldPath(parts);
 }
 
 const BYTE_LIMIT_CODES: Record<string, string> = {
@@ -35,10 +55,11 @@ export function validationToError(errors: AjvError[], context: string): BurrowEr
   if (e.keyword === 'additionalProperties') {
     const name = String(e.params.additionalProperty);
     if (context === 'querystring') {
+      const shown = fieldName('', name);
       return new ValidationError(
         CODES.unknownQueryParam,
-        name,
-        `The query parameter '${name}' is unknown. Supported parameters are: before_id, limit.`,
+        shown,
+        `The query parameter ${quote(name)} is unknown. Supported parameters are: before_id, limit.`,
         { sentence: true },
       );
     }
@@ -55,6 +76,14 @@ export function validationToError(errors: AjvError[], context: string): BurrowEr
         BYTE_LIMIT_CODES[leaf] ?? CODES.invalidValue,
         field,
         `must be at most ${max} bytes of UTF-8`,
+      );
+    }
+    case 'plainText': {
+      const problem = textProblem(String(e.data), e.schema as TextKind);
+      return new ValidationError(
+        CODES.invalidValue,
+        label,
+        problem ?? 'has characters not allowed',
       );
     }
     case 'required': {
@@ -99,17 +128,81 @@ function article(type: string): string {
   return names.join(' or ');
 }
 
-/** The error body every failure gets: code, status, message, details with the operation id. */
+/** The most characters of a message; longer ones are cut (see errorBody). */
+export const MESSAGE_MAX_CHARS = 1024;
+/** The most characters of one `details` value. */
+export const DETAIL_MAX_CHARS = 120;
+/** Newline and tab stay in messages: multi-line parse errors read better with them. */
+const MESSAGE_KEEPS = new Set(['\n', '\t']);
+
+/** `text` with invisible characters spelled out, at most `max` characters (then '…'). */
+function bounded(text: string, max: number, keep?: ReadonlySet<string>): string {
+  // Cut first so that spelling out works on a bounded string, and again since it lengthens it.
+  return shorten(spellInvisible(shorten(text, max), keep), max);
+}
+
+/**
+ * The error body every failure gets: code, status, message, details with the operation id.
+ * Messages quote user input in short form where they are built (quote() in src/core/quote.ts);
+ * this is the backstop for any that do not: no message or detail is longer than its cap or holds
+ * an invisible character, so no input makes the reply as large as itself or rearranges it.
+ */
 export function errorBody(err: BurrowError, operationId: string): Record<string, unknown> {
   const body: Record<string, unknown> = {};
   if (err.code) body.error_code = err.code;
   body.status_code = err.statusCode;
-  body.msg = err.message;
-  body.details = { ...err.details, operation_id: operationId };
+  body.msg = bounded(err.message, MESSAGE_MAX_CHARS, MESSAGE_KEEPS);
+  const details: Record<string, string> = {};
+  for (const [k, v] of Object.entries(err.details)) details[k] = bounded(v, DETAIL_MAX_CHARS);
+  details.operation_id = operationId;
+  body.details = details;
   return body;
 }
 
-function toBurrowError(err: FastifyError): BurrowError {
+/** Errors Fastify raises before a route's handler runs, by code. */
+function frameworkError(err: FastifyError, request: FastifyRequest): BurrowError | undefined {
+  const path = request.url.split('?')[0] ?? '';
+  switch (err.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_TYPE':
+    case 'FST_ERR_CTP_EMPTY_TYPE':
+      return new BurrowError(
+        CODES.badContentType,
+        400,
+        'Requests with a body must send Content-Type: application/json.',
+      );
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new BurrowError(
+        CODES.unreadableBody,
+        400,
+        'The request body is not as long as its Content-Length header says. Send the exact length, or leave the header out.',
+      );
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new BurrowError(
+        CODES.unreadableBody,
+        413,
+        'The request body is too large (limit 1 MiB).',
+      );
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new BurrowError(CODES.malformedJson, 400, 'The request body is not valid JSON.');
+    case 'FST_ERR_BAD_URL':
+      return new BurrowError(
+        CODES.invalidValue,
+        400,
+        `The request path ${quote(path)} is not a valid URL: it has malformed percent-encoding. Write '%' as %25.`,
+      );
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new BurrowError(
+        CODES.invalidValue,
+        414,
+        `The request path ${quote(path)} has a segment longer than 100 characters, more than any id or name in a path can have. Check the URL.`,
+      );
+  }
+  return undefined;
+}
+
+function toBurrowError(err: FastifyError, request: FastifyRequest): BurrowError {
   if (err instanceof BurrowError) return err;
   const validation = (err as FastifyError & { validation?: AjvError[]; validationContext?: string })
     .validation;
@@ -119,28 +212,11 @@ function toBurrowError(err: FastifyError): BurrowError {
       (err as { validationContext?: string }).validationContext ?? 'body',
     );
   }
-  switch (err.code) {
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new BurrowError(
-        CODES.badContentType,
-        400,
-        'Requests with a body must send Content-Type: application/json.',
-      );
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new BurrowError(
-        CODES.unreadableBody,
-        413,
-        'The request body is too large (limit 1 MiB).',
-      );
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      return new BurrowError(
-        CODES.malformedJson,
-        400,
-        `The request body is not valid JSON: ${err.message}`,
-      );
-  }
+  const known = frameworkError(err, request);
+  if (known) return known;
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
+    // Another client error from Fastify or Node (e.g. the client aborted the body): its message is
+    // ours to show, and the backstop in errorBody bounds it.
     return new BurrowError(CODES.unreadableBody, err.statusCode, err.message);
   }
   return new BurrowError(
@@ -150,20 +226,39 @@ function toBurrowError(err: FastifyError): BurrowError {
   );
 }
 
+/**
+ * Answer `err` with the Burrow body and the operation-id headers. Used by the error handler and
+ * for the errors Fastify raises before any hook runs (frameworkErrors), where the headers the
+ * onRequest hook sets are not there yet.
+ */
+export function sendError(
+  err: FastifyError | BurrowError,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): FastifyReply {
+  const burrowErr = toBurrowError(err as FastifyError, request);
+  if (burrowErr.statusCode >= 500) request.log.error({ err }, 'request failed');
+  const operationId = request.operationId || String(request.id);
+  void reply.header('Operation-Id', operationId);
+  void reply.header('Ngrok-Operation-Id', operationId);
+  if (burrowErr instanceof RateLimitError)
+    void reply.header('Retry-After', String(burrowErr.retryAfterSeconds));
+  return reply
+    .status(burrowErr.statusCode)
+    .type('application/json; charset=utf-8')
+    .send(errorBody(burrowErr, operationId));
+}
+
 /** Install the error and not-found handlers: one body shape for every failure. */
 export function installErrorHandlers(app: FastifyInstance): void {
-  app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const burrowErr = toBurrowError(err);
-    if (burrowErr.statusCode >= 500) request.log.error({ err }, 'request failed');
-    if (burrowErr instanceof RateLimitError)
-      void reply.header('Retry-After', String(burrowErr.retryAfterSeconds));
-    return reply.status(burrowErr.statusCode).send(errorBody(burrowErr, request.operationId));
-  });
-  app.setNotFoundHandler((request, reply) => {
-    return reply.status(404).send({
-      status_code: 404,
-      msg: 'Not Found',
-      details: { path: request.url.split('?')[0] ?? '', operation_id: request.operationId },
-    });
-  });
+  app.setErrorHandler((err: FastifyError, request: FastifyRequest, reply: FastifyReply) =>
+    sendError(err, request, reply),
+  );
+  app.setNotFoundHandler((request, reply) =>
+    sendError(
+      new NotFoundError('Not Found', { path: shorten(request.url.split('?')[0] ?? '') }),
+      request,
+      reply,
+    ),
+  );
 }

@@ -1,4 +1,5 @@
 import { CODES, ValidationError } from '../core/errors.js';
+import { quote } from '../core/quote.js';
 import type { Page, PageRequest } from '../store/paging.js';
 
 export const MAX_PAGE_SIZE = 100;
@@ -18,7 +19,7 @@ export function pageRequest(query: {
       throw new ValidationError(
         CODES.invalidLimit,
         'limit',
-        `must be an integer from 1 to ${MAX_PAGE_SIZE}, got '${query.limit}'`,
+        `must be an integer from 1 to ${MAX_PAGE_SIZE}, got ${quote(query.limit)}`,
       );
     }
     limit = Number(query.limit);

@@ -7,7 +7,7 @@ import type {
 } from '../store/reserved-addrs.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
-import { Body, Description, Metadata, Nullable, Ref } from './schemas.js';
+import { Body, Description, Metadata, Name, Nullable, Ref } from './schemas.js';
 
 export const ReservedAddrSchema = Type.Object({
   id: Type.String(),
@@ -39,9 +39,7 @@ export async function reservedAddrRoutes(
       createBody: Body({
         description: Type.Optional(Description),
         metadata: Type.Optional(Metadata),
-        region: Type.Optional(
-          Type.String({ maxBytes: 64, description: 'informational; Burrow has one region' }),
-        ),
+        region: Type.Optional(Name('informational; Burrow has one region', 64)),
       }),
       updateBody: Body({
         description: Type.Optional(Description),

@@ -8,7 +8,7 @@ import type {
 } from '../store/reserved-domains.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
-import { Body, Description, IdParams, Metadata, Nullable, Ref } from './schemas.js';
+import { Body, Description, IdParams, Metadata, Name, Nullable, Ref } from './schemas.js';
 
 const CertificateManagementPolicySchema = Type.Object({
   authority: Type.String(),
@@ -61,7 +61,12 @@ const CertificateManagementPolicyInput = Body({
   private_key_type: Type.Optional(Type.String({ description: "'ecdsa' (the default) or 'rsa'" })),
 });
 
-const Region = Type.String({ maxBytes: 64, description: 'deprecated; accepted and ignored' });
+const CertificateId = Type.String({
+  description:
+    'an uploaded certificate (cert_…) to serve; mutually exclusive with certificate_management_policy',
+});
+
+const Region = Name('deprecated; accepted and ignored', 64);
 
 /**
  * `/reserved_domains`: domains (wildcards too) that agents and edges may serve, with their DNS
@@ -81,7 +86,7 @@ export async function reservedDomainRoutes(
     domain: d.domain,
     region: '',
     cname_target: d.cname_target,
-    certificate: null,
+    certificate: d.certificate_id === null ? null : uris.ref(d.certificate_id),
     certificate_management_policy: d.certificate_management_policy,
     certificate_management_status: d.certificate_management_status,
     acme_challenge_cname_target: d.acme_challenge_cname_target,
@@ -104,11 +109,13 @@ export async function reservedDomainRoutes(
         description: Type.Optional(Description),
         metadata: Type.Optional(Metadata),
         certificate_management_policy: Type.Optional(CertificateManagementPolicyInput),
+        certificate_id: Type.Optional(CertificateId),
       }),
       updateBody: Body({
         description: Type.Optional(Description),
         metadata: Type.Optional(Metadata),
         certificate_management_policy: Type.Optional(CertificateManagementPolicyInput),
+        certificate_id: Type.Optional(CertificateId),
       }),
       repo: repos.reservedDomains,
       view,
@@ -139,7 +146,8 @@ export async function reservedDomainRoutes(
     {
       schema: {
         tags,
-        summary: 'Detach the uploaded certificate of a reserved domain (none is ever attached)',
+        summary:
+          'Detach the certificate of a reserved domain (the local CA serves until another is attached or issued)',
         params: IdParams,
         response: { 204: { type: 'null' } },
       },

@@ -14,6 +14,7 @@ const COLLECTIONS: Record<string, string> = {
   edgtcp: 'edges/tcp',
   edgtls: 'edges/tls',
   ca: 'certificate_authorities',
+  cert: 'tls_certificates',
   ts: 'tunnel_sessions',
   tn: 'tunnels',
   ep: 'endpoints',

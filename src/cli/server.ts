@@ -41,6 +41,7 @@ export function serverRepositories(store: Store, config: ServerConfig): Reposito
     tcpHost: config.tcpHost,
     tcpPorts: config.tcpPorts,
     httpsPort: splitHostPort(config.httpsListen)?.port ?? 443,
+    acmeEnabled: config.acmeDirectory !== '',
   };
   return createRepositories(store, settings, { validateTrafficPolicy: validatePolicy });
 }

@@ -1,6 +1,7 @@
 import { isIP } from 'node:net';
 import { hostnameProblem, splitHostPort } from './hostname.js';
 import { labelProblem } from './labels.js';
+import { quote } from './quote.js';
 
 /**
  * Authtoken ACL rules: `*`, `bind:*`, `bind:<domain>`, `bind:*.<suffix>`, `bind:<host>:<port>` and
@@ -33,19 +34,19 @@ function isAddrHost(host: string): boolean {
 export function parseAclRule(rule: string): AclRule | { error: string } {
   if (rule === '*' || rule === 'bind:*') return { kind: 'any' };
   if (!rule.startsWith('bind:')) {
-    return { error: `ACL rule '${rule}' must be '*' or start with 'bind:'` };
+    return { error: `ACL rule ${quote(rule)} must be '*' or start with 'bind:'` };
   }
   const value = rule.slice('bind:'.length);
   if (value.includes('=')) {
     const [key, val, ...rest] = value.split('=');
     if (rest.length > 0 || !key || !val) {
       return {
-        error: `label rule '${rule}' must have the form bind:<key>=<value> ('*' allowed on either side)`,
+        error: `label rule ${quote(rule)} must have the form bind:<key>=<value> ('*' allowed on either side)`,
       };
     }
     // A wildcard stands for a whole side; anything else must be a label an agent could send.
     const problem = labelProblem(key === '*' ? 'k' : key, val === '*' ? 'v' : val);
-    if (problem) return { error: `label rule '${rule}': ${problem.message}` };
+    if (problem) return { error: `label rule ${quote(rule)}: ${problem.message}` };
     return { kind: 'label', key, value: val };
   }
   const hp = splitHostPort(value);
@@ -53,7 +54,7 @@ export function parseAclRule(rule: string): AclRule | { error: string } {
     const host = hp.host.toLowerCase();
     if (!isAddrHost(host)) {
       return {
-        error: `address rule '${rule}' must name a host (a DNS name or an IP address, no wildcard) and a port: bind:<host>:<port>`,
+        error: `address rule ${quote(rule)} must name a host (a DNS name or an IP address, no wildcard) and a port: bind:<host>:<port>`,
       };
     }
     return { kind: 'addr', host, port: hp.port };
@@ -62,14 +63,14 @@ export function parseAclRule(rule: string): AclRule | { error: string } {
   if (name.startsWith('*.')) {
     if (hostnameProblem(name, true)) {
       return {
-        error: `ACL rule '${rule}' must name a domain, a wildcard domain '*.<domain>', an address '<host>:<port>' or a label '<key>=<value>'`,
+        error: `ACL rule ${quote(rule)} must name a domain, a wildcard domain '*.<domain>', an address '<host>:<port>' or a label '<key>=<value>'`,
       };
     }
     return { kind: 'suffix', suffix: name.slice(2) };
   }
   if (hostnameProblem(name, false) && name !== 'localhost') {
     return {
-      error: `ACL rule '${rule}' must name a domain, a wildcard domain '*.<domain>', an address '<host>:<port>' or a label '<key>=<value>'`,
+      error: `ACL rule ${quote(rule)} must name a domain, a wildcard domain '*.<domain>', an address '<host>:<port>' or a label '<key>=<value>'`,
     };
   }
   return { kind: 'domain', name };

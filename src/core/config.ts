@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { splitHostPort } from './hostname.js';
@@ -25,6 +26,22 @@ export interface ServerConfig {
   /** Requests per window per API key; 0 turns rate limiting off. */
   apiRateLimit: { max: number; windowSeconds: number };
   logLevel: string;
+  /** ACME directory URL; empty: certificates come from the local CA. */
+  acmeDirectory: string;
+  acmeEmail: string;
+  /** PEM text (read from the file given) trusted for the directory's own HTTPS, besides the system's. */
+  acmeCaCert: string;
+  /** External account binding, both or neither. */
+  acmeEabKid: string;
+  acmeEabHmacKey: string;
+  /** Fraction of a certificate's lifetime after which it is renewed (default 2/3). */
+  acmeRenewAfter: number;
+  /** First retry delay after a failed order, in seconds; doubles up to an hour. */
+  acmeRetryMin: number;
+  /** Authoritative DNS (UDP and TCP) host:port; empty: no DNS server. */
+  dnsListen: string;
+  /** Addresses the DNS server answers for the base domain and every name under it. */
+  publicIp: string[];
 }
 
 /** One option as the CLI, the environment and config files see it. */
@@ -121,6 +138,64 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
     name: 'log-level',
     description: 'log level: fatal, error, warn, info, debug, trace or silent',
     default: 'info',
+  },
+  {
+    key: 'acmeDirectory',
+    name: 'acme-directory',
+    description:
+      "ACME directory URL (e.g. Let's Encrypt staging or production); empty: the local CA signs every certificate",
+    default: '',
+  },
+  {
+    key: 'acmeEmail',
+    name: 'acme-email',
+    description: 'contact email for the ACME account',
+    default: '',
+  },
+  {
+    key: 'acmeCaCert',
+    name: 'acme-ca-cert',
+    description:
+      "PEM file of a CA to trust for the ACME directory's own HTTPS (private and test CAs)",
+    default: '',
+  },
+  {
+    key: 'acmeEabKid',
+    name: 'acme-eab-kid',
+    description: 'external account binding key id, for CAs that need one',
+    default: '',
+  },
+  {
+    key: 'acmeEabHmacKey',
+    name: 'acme-eab-hmac-key',
+    description: 'external account binding HMAC key (base64url), with --acme-eab-kid',
+    default: '',
+  },
+  {
+    key: 'acmeRenewAfter',
+    name: 'acme-renew-after',
+    description: 'renew a certificate once this fraction of its lifetime has passed',
+    default: '0.6667',
+  },
+  {
+    key: 'acmeRetryMin',
+    name: 'acme-retry-min',
+    description: 'seconds before the first retry of a failed order; doubles up to 3600',
+    default: '60',
+  },
+  {
+    key: 'dnsListen',
+    name: 'dns-listen',
+    description:
+      'authoritative DNS server host:port (UDP and TCP) for ACME DNS-01 challenges and the base domain; empty: none',
+    default: '',
+  },
+  {
+    key: 'publicIp',
+    name: 'public-ip',
+    description:
+      'comma-separated addresses the DNS server answers (A/AAAA) for the base domain and every name under it',
+    default: '',
   },
 ];
 
@@ -239,6 +314,7 @@ export function loadServerConfig(
     throw new ConfigError('public-api-url', `'${publicApiUrl}' must be an http:// or https:// URL`);
   }
   const metricsListen = get('metricsListen');
+  const dnsListen = get('dnsListen');
   const logLevel = get('logLevel');
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError('log-level', `'${logLevel}' must be one of ${LOG_LEVELS.join(', ')}`);
@@ -258,5 +334,76 @@ export function loadServerConfig(
     tcpPorts: parsePortRange(get('tcpPorts')),
     apiRateLimit: parseRateLimit(get('apiRateLimit')),
     logLevel,
+    ...acmeConfig(get),
+    dnsListen: dnsListen ? parseListen('dns-listen', dnsListen) : '',
+    publicIp: parsePublicIps(get('publicIp')),
   };
+}
+
+type AcmeKeys =
+  | 'acmeDirectory'
+  | 'acmeEmail'
+  | 'acmeCaCert'
+  | 'acmeEabKid'
+  | 'acmeEabHmacKey'
+  | 'acmeRenewAfter'
+  | 'acmeRetryMin';
+
+function acmeConfig(get: (key: keyof ServerConfig) => string): Pick<ServerConfig, AcmeKeys> {
+  const directory = get('acmeDirectory');
+  if (directory && !/^https?:\/\/[^/]+/.test(directory)) {
+    throw new ConfigError('acme-directory', `'${directory}' must be an https:// URL`);
+  }
+  const caFile = get('acmeCaCert');
+  let caPem = '';
+  if (caFile) {
+    try {
+      caPem = readFileSync(caFile, 'utf8');
+    } catch (err) {
+      throw new ConfigError('acme-ca-cert', `cannot read ${caFile}: ${(err as Error).message}`);
+    }
+    if (!caPem.includes('-----BEGIN CERTIFICATE-----')) {
+      throw new ConfigError('acme-ca-cert', `${caFile} holds no PEM certificate`);
+    }
+  }
+  const kid = get('acmeEabKid');
+  const hmac = get('acmeEabHmacKey');
+  if (Boolean(kid) !== Boolean(hmac)) {
+    throw new ConfigError(
+      kid ? 'acme-eab-hmac-key' : 'acme-eab-kid',
+      'external account binding needs both --acme-eab-kid and --acme-eab-hmac-key',
+    );
+  }
+  const renewAfter = Number(get('acmeRenewAfter'));
+  if (!(renewAfter >= 0 && renewAfter < 1)) {
+    throw new ConfigError(
+      'acme-renew-after',
+      `'${get('acmeRenewAfter')}' must be a fraction in [0, 1)`,
+    );
+  }
+  const retryMin = Number(get('acmeRetryMin'));
+  if (!(retryMin >= 1 && retryMin <= 3600)) {
+    throw new ConfigError('acme-retry-min', `'${get('acmeRetryMin')}' must be 1-3600 seconds`);
+  }
+  return {
+    acmeDirectory: directory,
+    acmeEmail: get('acmeEmail'),
+    acmeCaCert: caPem,
+    acmeEabKid: kid,
+    acmeEabHmacKey: hmac,
+    acmeRenewAfter: renewAfter,
+    acmeRetryMin: retryMin,
+  };
+}
+
+function parsePublicIps(value: string): string[] {
+  const ips = value
+    .split(',')
+    .map((v) => v.trim())
+    .filter((v) => v !== '');
+  for (const ip of ips) {
+    if (isIP(ip) === 0)
+      throw new ConfigError('public-ip', `'${ip}' is not an IPv4 or IPv6 address`);
+  }
+  return ips;
 }

@@ -64,6 +64,13 @@ export const CODES = {
   // Certificate authorities
   invalidCaPem: 'ERR_NGROK_7400',
   caInUse: 'ERR_NGROK_7401',
+  // TLS certificates (uploaded or ACME-issued)
+  invalidCertificatePem: 'ERR_NGROK_7402',
+  invalidPrivateKeyPem: 'ERR_NGROK_7403',
+  certificateKeyMismatch: 'ERR_NGROK_7404',
+  certificateInUse: 'ERR_NGROK_7405',
+  certificateNotFound: 'ERR_NGROK_7406',
+  certificateAndPolicy: 'ERR_NGROK_434',
   // Edges
   hostportFormat: 'ERR_NGROK_7104',
   hostportPortRange: 'ERR_NGROK_7112',
@@ -158,7 +165,10 @@ export class ValidationError extends BurrowError {
   }
 }
 
-/** 400: the body named a field the resource does not have. */
+/**
+ * 400: the body named a field the resource does not have. The client chose the name, so `field`
+ * must come shortened (fieldName in src/api/error-handler.ts does that).
+ */
 export class UnknownFieldError extends ValidationError {
   constructor(field: string, supported: readonly string[]) {
     super(
@@ -179,8 +189,8 @@ export class AuthenticationError extends BurrowError {
 
 /** 404: the id names nothing. The body has no error code, as clients expect. */
 export class NotFoundError extends BurrowError {
-  constructor(message = 'Resource not found') {
-    super(undefined, 404, message);
+  constructor(message = 'Resource not found', details: Record<string, string> = {}) {
+    super(undefined, 404, message, details);
   }
 }
 

@@ -20,6 +20,8 @@ export const ID_PREFIX = {
   tcpEdge: 'edgtcp',
   tlsEdge: 'edgtls',
   certificateAuthority: 'ca',
+  tlsCertificate: 'cert',
+  acmeChallenge: 'acmch',
   user: 'usr',
   tunnelSession: 'ts',
   tunnel: 'tn',

@@ -1,3 +1,5 @@
+import { quote } from './quote.js';
+
 /**
  * Tunnel labels (`key=value` pairs a labeled tunnel carries and a tunnel-group backend selects on).
  * Keys allow `/` so that domain-prefixed keys such as `k8s.ngrok.com/service` (used by the
@@ -19,7 +21,7 @@ export type LabelProblem =
 
 function partProblem(part: 'key' | 'value', text: string): LabelProblem {
   const max = part === 'key' ? LABEL_LIMITS.keyMaxLength : LABEL_LIMITS.valueMaxLength;
-  const shown = JSON.stringify(text);
+  const shown = quote(text, '"');
   if (text.includes('=')) {
     return { part, rule: 'equals', message: `label ${part} ${shown} must not contain '='` };
   }

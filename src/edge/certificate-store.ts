@@ -41,6 +41,11 @@ export interface CertificateStoreOptions {
    * (see `wildcardSanFor`) to have one certificate serve all names one label below a domain.
    */
   sanFor?: (name: string) => readonly string[] | Promise<readonly string[]>;
+  /**
+   * Certificates kept in the store (uploaded, or issued by ACME) that cover `name`; preferred over
+   * everything else. Asked again after `recheckMs`, or at once after clear().
+   */
+  stored?: (name: string) => Promise<StoredCertificate | undefined>;
   /** Folder of real certificates (`<name>.pem` + `<name>.key`), preferred over the local CA. */
   certsDir?: string;
   /** Certificates kept in memory; least recently used first out. Default 10,000. */
@@ -56,6 +61,14 @@ export interface CertificateStoreOptions {
   logger?: Logger;
 }
 
+/** A certificate from the store, as `stored` finds it. */
+export interface StoredCertificate {
+  id: string;
+  certificatePem: string;
+  privateKeyPem: string;
+  notAfter: Date;
+}
+
 /** What is served for a name. */
 export interface ServedCertificate {
   context: SecureContext;
@@ -63,8 +76,8 @@ export interface ServedCertificate {
   certPem: string;
   /** Its private key, PEM: for contexts with other TLS settings (TLS edges' min_version, mutual TLS). */
   keyPem: string;
-  source: 'local-ca' | 'file';
-  /** The SANs issued (local CA) or the file's path (file). */
+  source: 'local-ca' | 'file' | 'stored';
+  /** The SANs issued (local CA), the file's path (file) or the certificate's id (stored). */
   names: string[];
   notAfter: Date;
   /** From when on a renewal is started (local CA); never for files, which change on disk. */
@@ -73,7 +86,8 @@ export interface ServedCertificate {
 
 type Resolution =
   | { key: string; checkedAt: number; kind: 'local-ca'; sans: string[] }
-  | { key: string; checkedAt: number; kind: 'file'; file: CertificateFile };
+  | { key: string; checkedAt: number; kind: 'file'; file: CertificateFile }
+  | { key: string; checkedAt: number; kind: 'stored'; stored: StoredCertificate };
 
 /**
  * Certificates for the HTTPS/TLS ingress, made on demand per SNI name: a real certificate from
@@ -170,7 +184,9 @@ export class CertificateStore {
     const cached = this.resolutions.get(name);
     if (cached && now - cached.checkedAt < this.recheckMs) return cached;
     let resolution: Resolution | undefined;
-    if (this.options.certsDir !== undefined) {
+    const stored = await this.options.stored?.(name);
+    if (stored) resolution = { key: `stored:${stored.id}`, checkedAt: now, kind: 'stored', stored };
+    if (!resolution && this.options.certsDir !== undefined) {
       const file = await findCertificateFile(this.options.certsDir, name);
       if (file) {
         const key = `file:${file.certPath}:${file.version}`;
@@ -211,6 +227,19 @@ export class CertificateStore {
 
   private async create(resolution: Resolution, name: string): Promise<ServedCertificate> {
     const started = performance.now();
+    if (resolution.kind === 'stored') {
+      const { stored } = resolution;
+      return {
+        context: this.context(stored.certificatePem, stored.privateKeyPem),
+        certPem: stored.certificatePem,
+        keyPem: stored.privateKeyPem,
+        source: 'stored',
+        names: [stored.id],
+        notAfter: stored.notAfter,
+        // Renewal is the ACME client's job; a renewed certificate is a new id, found on recheck.
+        renewAt: Number.POSITIVE_INFINITY,
+      };
+    }
     if (resolution.kind === 'file') {
       try {
         const loaded = await loadCertificateFile(resolution.file, name);

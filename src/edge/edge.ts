@@ -5,6 +5,12 @@ import type { Logger } from '../core/logger.js';
 import { PolicyEventLog } from '../policy/index.js';
 import type { Repositories } from '../store/index.js';
 import { startAgentListener, type AgentListener } from './agent-listener.js';
+import {
+  acmeHttpChallenges,
+  startCertificateManagement,
+  storedCertificates,
+  type CertificateManagement,
+} from './certificate-management.js';
 import { CERTS_DIR, CertificateStore, LocalCa, wildcardSanFor } from './certificates.js';
 import { EdgeRuntime } from './edge-runtime.js';
 import { startIngress, type Ingress } from './ingress.js';
@@ -20,6 +26,8 @@ export interface Edge {
   agentAddress: string;
   httpAddress: string;
   httpsAddress: string;
+  /** The DNS server's address, when `--dns-listen` is set. */
+  dnsAddress: string | undefined;
   /** Events of every traffic policy this edge runs: the API's `online.policyEvents`. */
   policyEvents: PolicyEventLog;
   /** TCP and TLS edges on live traffic, kept in sync with the store. */
@@ -60,6 +68,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const certificates: CertificateStore = new CertificateStore({
     ca,
     certsDir: join(config.dataDir, CERTS_DIR),
+    stored: storedCertificates(repos),
     logger,
     nameAllowed: async (name) =>
       registry.byHost(name) !== undefined ||
@@ -86,8 +95,10 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
 
   let agents: AgentListener | undefined;
   let ingress: Ingress | undefined;
+  let management: CertificateManagement | undefined;
   try {
     ingress = await startIngress({
+      acmeChallenge: config.acmeDirectory ? acmeHttpChallenges(repos) : undefined,
       httpListen: config.httpListen,
       httpsListen: config.httpsListen,
       registry,
@@ -114,13 +125,20 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       },
     });
     await edges.start();
+    management = await startCertificateManagement({
+      config,
+      repos,
+      logger,
+      onIssued: () => certificates.clear(),
+    });
   } catch (err) {
+    await management?.close();
     await edges.close();
     await agents?.close();
     await ingress?.close();
     throw err;
   }
-  const started = { agents, ingress };
+  const started = { agents, ingress, management };
   logger.info(
     {
       agents: agents.address,
@@ -142,6 +160,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       );
       await started.agents.close();
       await started.ingress.close();
+      await started.management.close();
     })());
   return {
     registry,
@@ -150,6 +169,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     agentAddress: agents.address,
     httpAddress: ingress.httpAddress,
     httpsAddress: ingress.httpsAddress,
+    dnsAddress: management.dnsAddress,
     policyEvents,
     edges,
     drain,

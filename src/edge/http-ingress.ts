@@ -24,6 +24,7 @@ import {
   requestHead,
   routingHost,
 } from './http-forwarding.js';
+import { answerAcmeChallenge, type AcmeChallengeLookup } from './acme-http-challenge.js';
 import { PublicConnections } from './http-connections.js';
 import { failRequest, writeUpstreamResponse } from './http-responses.js';
 import { runHttpRequestPolicy, runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
@@ -48,6 +49,8 @@ export interface HttpIngressOptions {
   idleStreamMs?: number | undefined;
   /** An idle public keep-alive connection is closed after this long. Default 60 s. */
   keepAliveTimeoutMs?: number | undefined;
+  /** ACME HTTP-01 answers, served before any routing (when ACME is on). */
+  acmeChallenge?: AcmeChallengeLookup | undefined;
 }
 
 function servesHttp(tunnel: OnlineTunnel): boolean {
@@ -71,6 +74,7 @@ export class HttpIngress {
   private readonly logger: Logger | undefined;
   private readonly connectTimeoutMs: number | undefined;
   private readonly idleStreamMs: number | undefined;
+  private readonly acmeChallenge: AcmeChallengeLookup | undefined;
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
   private readonly connections: PublicConnections;
   private readonly relays = new Set<Relay>();
@@ -82,6 +86,7 @@ export class HttpIngress {
     this.logger = options.logger;
     this.connectTimeoutMs = options.connectTimeoutMs;
     this.idleStreamMs = options.idleStreamMs;
+    this.acmeChallenge = options.acmeChallenge;
     this.connections = new PublicConnections(options.meters);
     // Uploads may take longer than Node's 5-minute request timeout; headers may not dawdle.
     this.server = createServer({
@@ -168,6 +173,7 @@ export class HttpIngress {
 
   private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     if (this.draining) res.shouldKeepAlive = false;
+    if (answerAcmeChallenge(req, res, this.acmeChallenge)) return;
     const tunnel = this.route(req, res);
     if (!tunnel) return;
     const meter = this.meters.of(tunnel);

@@ -5,6 +5,7 @@
 import { once } from 'node:events';
 import type { AddressInfo, Server } from 'node:net';
 import type { Logger } from '../core/logger.js';
+import type { AcmeChallengeLookup } from './acme-http-challenge.js';
 import type { CertificateStore } from './certificate-store.js';
 import { EndpointMeters } from './endpoint-meters.js';
 import { HttpIngress } from './http-ingress.js';
@@ -31,6 +32,8 @@ export interface IngressOptions {
   logger?: Logger | undefined;
   /** How long to wait for an agent to accept a proxied connection. Default 10 s. */
   connectTimeoutMs?: number | undefined;
+  /** ACME HTTP-01 answers (when ACME is on). */
+  acmeChallenge?: AcmeChallengeLookup | undefined;
 }
 
 export interface Ingress {
@@ -76,6 +79,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     meters,
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
+    acmeChallenge: options.acmeChallenge,
   });
   const sni = new SniRouter({
     registry,

@@ -3,6 +3,7 @@ import { CODES, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, type IdPrefix } from '../core/ids.js';
 import { splitHostPort } from '../core/hostname.js';
 import { LABEL_LIMITS, labelProblem } from '../core/labels.js';
+import { quote, shorten } from '../core/quote.js';
 import { missingIds } from './refs.js';
 import type { Db } from './deps.js';
 
@@ -136,7 +137,7 @@ export function checkAddress(address: string): string {
     throw new ValidationError(
       CODES.invalidValue,
       'address',
-      `must be '<host>:<port>' with a DNS name or IP address (IPv6 in brackets) and a port from 1 to 65535; got '${address}'`,
+      `must be '<host>:<port>' with a DNS name or IP address (IPv6 in brackets) and a port from 1 to 65535; got ${quote(address)}`,
     );
   }
   return `${host}:${hp.port}`;
@@ -176,7 +177,7 @@ async function checkMembers(
   const seen = new Set<string>();
   for (const [i, id] of ids.entries()) {
     if (seen.has(id)) {
-      throw new ValidationError(CODES.invalidValue, field(i, id), `lists '${id}' twice`);
+      throw new ValidationError(CODES.invalidValue, field(i, id), `lists ${quote(id)} twice`);
     }
     seen.add(id);
     if (id === selfId) {
@@ -190,14 +191,14 @@ async function checkMembers(
       throw new ValidationError(
         CODES.backendNotFound,
         field(i, id),
-        `Backend not found: no backend has the id '${id}'`,
+        `Backend not found: no backend has the id ${quote(id)}`,
       );
     }
     if (await reaches(db, id, selfId)) {
       throw new ValidationError(
         CODES.invalidValue,
         field(i, id),
-        `'${id}' already uses ${selfId}, directly or through other backends; the two would loop`,
+        `${quote(id)} already uses ${selfId}, directly or through other backends; the two would loop`,
       );
     }
   }
@@ -208,7 +209,7 @@ function checkWeights(backends: Record<string, number>): Record<string, number> 
     if (!Number.isInteger(weight) || weight < 0 || weight > MAX_WEIGHT) {
       throw new ValidationError(
         CODES.invalidValue,
-        `backends.${id}`,
+        `backends.${shorten(id)}`,
         `weight must be an integer from 0 to ${MAX_WEIGHT}; got ${weight}`,
       );
     }
@@ -244,7 +245,7 @@ export const WEIGHTED: BackendKind<WeightedConfig, WeightedCreate, WeightedUpdat
   prefix: ID_PREFIX.weightedBackend,
   async fromCreate(db, id, input) {
     const backends = checkWeights(input.backends);
-    await checkMembers(db, id, Object.keys(backends), (_, member) => `backends.${member}`);
+    await checkMembers(db, id, Object.keys(backends), (_, member) => `backends.${shorten(member)}`);
     return { backends };
   },
   async fromUpdate(db, id, _current, patch) {

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
+import { quote } from '../core/quote.js';
 import { isUniqueViolation } from './database.js';
 import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
 import type { BotUsersTable, Database } from './schema.js';
@@ -111,7 +112,7 @@ export class BotUserRepository {
     if (!isUniqueViolation(err)) return err;
     return new ConflictError(
       CODES.botNameTaken,
-      `A bot user named '${name}' already exists; names must be unique.`,
+      `A bot user named ${quote(name)} already exists; names must be unique.`,
     );
   }
 }

@@ -1,3 +1,6 @@
+import { chmodSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { openStore } from './database.js';
@@ -29,6 +32,55 @@ describe('openStore on PostgreSQL', () => {
     } finally {
       await store.close();
       await db.drop();
+    }
+  });
+});
+
+describe('openStore on SQLite', () => {
+  const mode = (path: string) => statSync(path).mode & 0o777;
+
+  it('creates the database and its -wal and -shm files owner-only (0600)', async () => {
+    const dataDir = join(mkdtempSync(join(tmpdir(), 'burrow-mode-')), 'data');
+    const previous = process.umask(0o022);
+    try {
+      const store = await openStore({ database: '', dataDir });
+      try {
+        // A write, so that the WAL and its index exist while the store is open.
+        await store.db.insertInto('settings').values({ key: 'mode-test', value: 'x' }).execute();
+        expect(mode(dataDir)).toBe(0o700);
+        for (const file of ['burrow.db', 'burrow.db-wal', 'burrow.db-shm']) {
+          expect(mode(join(dataDir, file)), file).toBe(0o600);
+        }
+      } finally {
+        await store.close();
+      }
+    } finally {
+      process.umask(previous);
+      rmSync(join(dataDir, '..'), { recursive: true, force: true });
+    }
+  });
+
+  it('tightens files an older version left readable by others', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'burrow-mode-'));
+    try {
+      const first = await openStore({ database: '', dataDir });
+      await first.db.insertInto('settings').values({ key: 'kept', value: 'yes' }).execute();
+      await first.close();
+      const db = join(dataDir, 'burrow.db');
+      chmodSync(db, 0o644);
+      writeFileSync(`${db}-shm`, '');
+      chmodSync(`${db}-shm`, 0o644);
+      const store = await openStore({ database: '', dataDir });
+      try {
+        expect(mode(db)).toBe(0o600);
+        expect(mode(`${db}-shm`)).toBe(0o600);
+        const rows = await store.db.selectFrom('settings').selectAll().execute();
+        expect(rows).toContainEqual({ key: 'kept', value: 'yes' });
+      } finally {
+        await store.close();
+      }
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
     }
   });
 });

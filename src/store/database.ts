@@ -1,9 +1,10 @@
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, SqliteDialect, type Migration } from 'kysely';
 import pg from 'pg';
 import { initialMigration } from './migrations/0001-initial.js';
+import { certificatesMigration } from './migrations/0002-certificates.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -30,7 +31,34 @@ export interface StoreOptions {
 }
 
 function migrations(dialect: Dialect): Record<string, Migration> {
-  return { '0001-initial': initialMigration(dialect) };
+  return {
+    '0001-initial': initialMigration(dialect),
+    '0002-certificates': certificatesMigration(dialect),
+  };
+}
+
+/** Mode of the SQLite files: they hold settings.edge_resumption_secret and every row. */
+export const SQLITE_FILE_MODE = 0o600;
+
+/**
+ * Create the SQLite file owner-only before SQLite opens it, and tighten an existing one (files made
+ * by older versions were 0644). SQLite gives the -wal and -shm files it creates the database
+ * file's mode, so tightening the database covers them; ones left over from an earlier run are
+ * tightened here too.
+ */
+function protectSqliteFiles(path: string): void {
+  // 'a' creates the file when missing and never truncates; the mode applies only on creation.
+  closeSync(openSync(path, 'a', SQLITE_FILE_MODE));
+  for (const file of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      chmodSync(file, SQLITE_FILE_MODE);
+    } catch (err) {
+      // Absent: nothing to protect. Owned by another user (a shared deployment): not ours to change,
+      // and refusing to start over it would help no one.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT' && code !== 'EPERM') throw err;
+    }
+  }
 }
 
 function redactUrl(url: string): string {
@@ -61,6 +89,7 @@ export async function openStore(options: StoreOptions): Promise<Store> {
     dialect = 'sqlite';
     mkdirSync(options.dataDir, { recursive: true, mode: 0o700 });
     location = join(options.dataDir, 'burrow.db');
+    protectSqliteFiles(location);
     const sqlite = new SqliteDatabase(location);
     // WAL lets the CLI (api-key create) write while a server runs; NORMAL sync in WAL mode cannot
     // corrupt the file on a crash, it can only lose the last commits on power loss.

@@ -14,6 +14,8 @@ export interface StoreSettings {
   tcpPorts: { first: number; last: number };
   /** Public port of the HTTPS/TLS ingress; TLS edge hostports use it. */
   httpsPort: number;
+  /** Whether an ACME client orders certificates (decides what a new domain's status says). */
+  acmeEnabled?: boolean | undefined;
 }
 
 /**

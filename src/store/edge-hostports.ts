@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
+import { quote, shorten } from '../core/quote.js';
 import type { Db, StoreSettings } from './deps.js';
 import type { EdgeType } from './edge-modules.js';
 import type { Database } from './schema.js';
@@ -31,7 +32,7 @@ function parseHostport(
     throw new ValidationError(
       CODES.hostportFormat,
       field,
-      `must be 'hostname:portnumber', e.g. '${example(type, settings)}'; got '${value}'`,
+      `must be 'hostname:portnumber', e.g. '${example(type, settings)}'; got ${quote(value)}`,
     );
   }
   const port = Number(m[2]);
@@ -39,7 +40,7 @@ function parseHostport(
     throw new ValidationError(
       CODES.hostportPortRange,
       field,
-      `the port must be from 1 to 65535; got ${m[2]} in '${value}'`,
+      `the port must be from 1 to 65535; got ${shorten(m[2]!, 12)} in ${quote(value)}`,
     );
   }
   return { host: m[1]!, port };
@@ -77,13 +78,13 @@ async function resolveTcp(
     throw new ValidationError(
       CODES.tcpEdgeNeedsAddr,
       field,
-      `'${host}' is a reserved domain, but TCP edges can only be associated with reserved TCP addresses. Use a TLS edge for domains, or the addr of a reserved address here.`,
+      `${quote(host)} is a reserved domain, but TCP edges can only be associated with reserved TCP addresses. Use a TLS edge for domains, or the addr of a reserved address here.`,
     );
   }
   throw new ValidationError(
     CODES.addrNotReserved,
     field,
-    `'${hostport}' is not a reserved TCP address. Reserve one with POST /reserved_addrs and use its addr.`,
+    `${quote(hostport)} is not a reserved TCP address. Reserve one with POST /reserved_addrs and use its addr.`,
   );
 }
 
@@ -99,21 +100,21 @@ async function resolveTls(
     throw new ValidationError(
       CODES.tlsEdgeNeedsDomain,
       field,
-      `'${hostport}' is a TCP address, but TLS edges can only be associated with reserved domains. Use a TCP edge for addresses, or '<reserved domain>:${settings.httpsPort}' here.`,
+      `${quote(hostport)} is a TCP address, but TLS edges can only be associated with reserved domains. Use a TCP edge for addresses, or '<reserved domain>:${settings.httpsPort}' here.`,
     );
   }
   if (!domainId) {
     throw new ValidationError(
       CODES.domainNotReserved,
       field,
-      `'${host}' is not a reserved domain. Reserve it with POST /reserved_domains first; a wildcard reservation is used here only as its exact '*.' name.`,
+      `${quote(host)} is not a reserved domain. Reserve it with POST /reserved_domains first; a wildcard reservation is used here only as its exact '*.' name.`,
     );
   }
   if (port !== settings.httpsPort) {
     throw new ValidationError(
       CODES.domainWrongPort,
       field,
-      `TLS edge hostports must use port ${settings.httpsPort}, the port of the TLS ingress; use '${host}:${settings.httpsPort}' instead of '${hostport}'.`,
+      `TLS edge hostports must use port ${settings.httpsPort}, the port of the TLS ingress; use ${quote(`${host}:${settings.httpsPort}`)} instead of ${quote(hostport)}.`,
     );
   }
   return { hostport, target_id: domainId };
@@ -141,7 +142,7 @@ export async function resolveHostports(
       throw new ValidationError(
         CODES.invalidValue,
         field,
-        `'${value}' is listed twice (also hostports[${first}]); list each hostport once`,
+        `${quote(value)} is listed twice (also hostports[${first}]); list each hostport once`,
       );
     }
     seen.set(key, i);
@@ -193,6 +194,6 @@ export function hostportTaken(hostport: string, edgeId?: string): ConflictError 
   const owner = edgeId ? `edge ${edgeId}` : 'another edge';
   return new ConflictError(
     CODES.hostportTaken,
-    `The hostport '${hostport}' already belongs to ${owner}; a hostport can be served by one edge only. Remove it from that edge first (PATCH its hostports).`,
+    `The hostport ${quote(hostport)} already belongs to ${owner}; a hostport can be served by one edge only. Remove it from that edge first (PATCH its hostports).`,
   );
 }

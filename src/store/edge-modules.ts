@@ -1,5 +1,6 @@
 import { parseDocument } from 'yaml';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
+import { quote } from '../core/quote.js';
 import type { Db, TrafficPolicyValidator } from './deps.js';
 import { missingIds } from './refs.js';
 
@@ -93,7 +94,11 @@ function noDuplicates(ids: string[], field: string): void {
   const seen = new Set<string>();
   ids.forEach((id, i) => {
     if (seen.has(id)) {
-      throw new ValidationError(CODES.invalidValue, `${field}[${i}]`, `'${id}' is listed twice`);
+      throw new ValidationError(
+        CODES.invalidValue,
+        `${field}[${i}]`,
+        `${quote(id)} is listed twice`,
+      );
     }
     seen.add(id);
   });
@@ -196,7 +201,7 @@ function normalize(
         throw new ValidationError(
           CODES.invalidTerminateAt,
           `${prefix}terminate_at`,
-          `must be 'edge' (the edge terminates TLS) or 'upstream' (TLS passes through to the agent's service), got '${at}'`,
+          `must be 'edge' (the edge terminates TLS) or 'upstream' (TLS passes through to the agent's service), got ${quote(at)}`,
         );
       }
       const min = m.min_version ?? null;
@@ -204,7 +209,7 @@ function normalize(
         throw new ValidationError(
           CODES.invalidValue,
           `${prefix}min_version`,
-          `must be one of ${TLS_MIN_VERSIONS.map((v) => `'${v}'`).join(', ')} or null, got '${min}'`,
+          `must be one of ${TLS_MIN_VERSIONS.map((v) => `'${v}'`).join(', ')} or null, got ${quote(min)}`,
         );
       }
       if (at === 'upstream' && min !== null) {
@@ -246,7 +251,7 @@ export async function checkModuleReferences<N extends ModuleName>(
       throw new ValidationError(
         CODES.backendNotFound,
         `${prefix}backend_id`,
-        `Backend not found: no backend has the id '${id}'. Create one (e.g. POST /backends/tunnel_group) and use its id.`,
+        `Backend not found: no backend has the id ${quote(id)}. Create one (e.g. POST /backends/tunnel_group) and use its id.`,
       );
     }
   } else if (name === 'ip_restriction') {
@@ -257,7 +262,7 @@ export async function checkModuleReferences<N extends ModuleName>(
       throw new ValidationError(
         CODES.ipPolicyNotFound,
         `${prefix}ip_policy_ids[${i}]`,
-        `no IP policy has the id '${missing}'. Create one with POST /ip_policies and use its id.`,
+        `no IP policy has the id ${quote(missing)}. Create one with POST /ip_policies and use its id.`,
       );
     }
   } else if (name === 'mutual_tls') {
@@ -268,7 +273,7 @@ export async function checkModuleReferences<N extends ModuleName>(
       throw new ValidationError(
         CODES.caNotFound,
         `${prefix}certificate_authority_ids[${i}]`,
-        `no certificate authority has the id '${missing}'. Upload one with POST /certificate_authorities and use its id.`,
+        `no certificate authority has the id ${quote(missing)}. Upload one with POST /certificate_authorities and use its id.`,
       );
     }
   }

@@ -1,8 +1,10 @@
+import { AcmeStateRepository } from './acme.js';
 import { ApiKeyRepository } from './api-keys.js';
 import { BackendRepository } from './backends.js';
 import { BotUserRepository } from './bot-users.js';
 import { CertificateAuthorityRepository } from './certificate-authorities.js';
 import { CredentialRepository } from './credentials.js';
+import { DomainCertificateRepository } from './domain-certificates.js';
 import type { Store } from './database.js';
 import type { RepoDeps, StoreHooks, StoreSettings } from './deps.js';
 import { EdgeRepository } from './edges.js';
@@ -11,6 +13,7 @@ import { IpPolicyRuleRepository } from './ip-policy-rules.js';
 import { ReservedAddrRepository } from './reserved-addrs.js';
 import { ReservedDomainRepository } from './reserved-domains.js';
 import { SettingsRepository } from './settings.js';
+import { TlsCertificateRepository } from './tls-certificates.js';
 
 export { openStore, type Store, type StoreOptions } from './database.js';
 export type { Page, PageRequest } from './paging.js';
@@ -29,6 +32,9 @@ export interface Repositories {
   certificateAuthorities: CertificateAuthorityRepository;
   backends: BackendRepository;
   edges: EdgeRepository;
+  tlsCertificates: TlsCertificateRepository;
+  domainCertificates: DomainCertificateRepository;
+  acme: AcmeStateRepository;
 }
 
 /**
@@ -54,5 +60,8 @@ export function createRepositories(
     certificateAuthorities: new CertificateAuthorityRepository(deps),
     backends: new BackendRepository(deps),
     edges: new EdgeRepository(deps),
+    tlsCertificates: new TlsCertificateRepository(deps),
+    domainCertificates: new DomainCertificateRepository(store.db),
+    acme: new AcmeStateRepository(store.db),
   };
 }

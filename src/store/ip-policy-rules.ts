@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { enclosingCidr, formatCidr, parseCidr } from '../core/cidr.js';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
+import { quote } from '../core/quote.js';
 import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns } from './described.js';
@@ -68,19 +69,19 @@ export function canonicalCidr(input: string): string {
       throw new ValidationError(
         CODES.cidrMissingMask,
         'cidr',
-        `'${text}' has no mask: write the block with its prefix length, e.g. '${text}/${text.includes(':') ? 128 : 32}' for this one address`,
+        `${quote(text)} has no mask: write the block with its prefix length, e.g. '${text}/${text.includes(':') ? 128 : 32}' for this one address`,
       );
     case 'not-network-address':
       throw new ValidationError(
         CODES.cidrNotNetworkAddress,
         'cidr',
-        `'${text}' does not start at the lowest address of its range; did you mean '${enclosingCidr(text)}'?`,
+        `${quote(text)} does not start at the lowest address of its range; did you mean '${enclosingCidr(text)}'?`,
       );
     default:
       throw new ValidationError(
         CODES.invalidCidr,
         'cidr',
-        `'${text}' is not a valid CIDR block: write an IPv4 or IPv6 network address, '/', and a prefix length (e.g. '192.0.2.0/24' or '2001:db8::/32')`,
+        `${quote(text)} is not a valid CIDR block: write an IPv4 or IPv6 network address, '/', and a prefix length (e.g. '192.0.2.0/24' or '2001:db8::/32')`,
       );
   }
 }
@@ -90,7 +91,7 @@ function checkAction(action: string): IpAction {
   throw new ValidationError(
     CODES.invalidIpAction,
     'action',
-    `must be 'allow' or 'deny', got ${JSON.stringify(action)}`,
+    `must be 'allow' or 'deny', got ${quote(action, '"')}`,
   );
 }
 
@@ -179,7 +180,7 @@ export class IpPolicyRuleRepository {
     return new ValidationError(
       CODES.invalidReference,
       'ip_policy_id',
-      `no IP policy has the id '${id}'. Create the policy first (POST /ip_policies) or use the id of an existing one.`,
+      `no IP policy has the id ${quote(id)}. Create the policy first (POST /ip_policies) or use the id of an existing one.`,
     );
   }
 

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { CODES, ValidationError } from '../core/errors.js';
+import { quote } from '../core/quote.js';
 import type { Database } from './schema.js';
 import type { SettingsRepository } from './settings.js';
 
@@ -25,6 +26,6 @@ export async function resolveOwner(
   throw new ValidationError(
     CODES.invalidOwner,
     'owner_id',
-    `'${ownerId}' is neither the account's user (${account}) nor an existing bot user`,
+    `${quote(ownerId)} is neither the account's user (${account}) nor an existing bot user`,
   );
 }

@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { domainCovers, hostnameProblem, isAtOrUnder } from '../core/hostname.js';
 import { ID_PREFIX, newId, randomDnsLabel } from '../core/ids.js';
+import { quote } from '../core/quote.js';
 import { isUniqueViolation } from './database.js';
 import type { Db, RepoDeps } from './deps.js';
 import { describedChanges, describedColumns } from './described.js';
@@ -40,6 +41,8 @@ export interface ReservedDomain {
   acme_challenge_cname_target: string | null;
   certificate_management_policy: CertificateManagementPolicy | null;
   certificate_management_status: CertificateManagementStatus | null;
+  /** The certificate served for the domain: uploaded, or issued under the policy. */
+  certificate_id: string | null;
 }
 
 /** A policy as a client sends it: both fields default. */
@@ -54,11 +57,13 @@ export interface ReservedDomainCreate {
   description?: string | undefined;
   metadata?: string | undefined;
   certificate_management_policy?: CertificateManagementPolicyInput | undefined;
+  /** An uploaded certificate (`cert_…`) to serve instead of a managed one. */
+  certificate_id?: string | undefined;
 }
 
 export type ReservedDomainUpdate = Pick<
   ReservedDomainCreate,
-  'description' | 'metadata' | 'certificate_management_policy'
+  'description' | 'metadata' | 'certificate_management_policy' | 'certificate_id'
 >;
 
 export const CERTIFICATE_AUTHORITIES: readonly string[] = ['letsencrypt'];
@@ -69,6 +74,9 @@ export const DEFAULT_CERTIFICATE_POLICY: CertificateManagementPolicy = {
   authority: 'letsencrypt',
   private_key_type: 'ecdsa',
 };
+
+/** What the provisioning job says while an ACME order is on its way. */
+export const PROVISIONING_MESSAGE = 'Managed certificate provisioning in progress.';
 
 /** What the provisioning job says while the server has no ACME client configured. */
 export const LOCAL_CA_MESSAGE =
@@ -87,7 +95,7 @@ export function normalizeDomain(name: string): string {
 function checkDomain(domain: string, baseDomain: string): void {
   const problem = hostnameProblem(domain, true);
   const invalid = (rule: string) =>
-    new ValidationError(CODES.invalidDomain, 'domain', `'${domain}' is not valid: ${rule}`);
+    new ValidationError(CODES.invalidDomain, 'domain', `${quote(domain)} is not valid: ${rule}`);
   switch (problem) {
     case undefined:
       break;
@@ -103,7 +111,7 @@ function checkDomain(domain: string, baseDomain: string): void {
       throw new ValidationError(
         CODES.wildcardNotFirstLabel,
         'domain',
-        `'${domain}' is not valid: '*' may only be the whole first label, as in *.example.com`,
+        `${quote(domain)} is not valid: '*' may only be the whole first label, as in *.example.com`,
       );
     case 'single-label':
       throw invalid(
@@ -115,8 +123,8 @@ function checkDomain(domain: string, baseDomain: string): void {
       const label = domain.split('.').find((l) => l !== '*' && !LABEL_RE.test(l)) ?? '';
       throw invalid(
         label.length > 63
-          ? `the label '${label.slice(0, 20)}…' is longer than 63 characters`
-          : `the label '${label}' must be 1-63 letters, digits or hyphens, and must not start or end with a hyphen`,
+          ? `the label ${quote(label)} is longer than 63 characters`
+          : `the label ${quote(label)} must be 1-63 letters, digits or hyphens, and must not start or end with a hyphen`,
       );
     }
   }
@@ -135,25 +143,25 @@ function checkPolicy(input: CertificateManagementPolicyInput): CertificateManage
     throw new ValidationError(
       CODES.invalidCertificatePolicy,
       `${POLICY_FIELD}.authority`,
-      `must be ${CERTIFICATE_AUTHORITIES.map((a) => `'${a}'`).join(' or ')}, got '${input.authority}'`,
+      `must be ${CERTIFICATE_AUTHORITIES.map((a) => `'${a}'`).join(' or ')}, got ${quote(String(input.authority))}`,
     );
   }
   if (!PRIVATE_KEY_TYPES.includes(keyType)) {
     throw new ValidationError(
       CODES.invalidCertificatePolicy,
       `${POLICY_FIELD}.private_key_type`,
-      `must be ${PRIVATE_KEY_TYPES.map((t) => `'${t}'`).join(' or ')}, got '${input.private_key_type}'`,
+      `must be ${PRIVATE_KEY_TYPES.map((t) => `'${t}'`).join(' or ')}, got ${quote(String(input.private_key_type))}`,
     );
   }
   return { authority, private_key_type: keyType };
 }
 
-function localCaStatus(startedAt: string): CertificateManagementStatus {
+function initialStatus(startedAt: string, acme: boolean): CertificateManagementStatus {
   return {
     renews_at: null,
     provisioning_job: {
       error_code: null,
-      msg: LOCAL_CA_MESSAGE,
+      msg: acme ? PROVISIONING_MESSAGE : LOCAL_CA_MESSAGE,
       started_at: startedAt,
       retries_at: null,
     },
@@ -180,6 +188,7 @@ function toReservedDomain(row: ReservedDomainsTable): ReservedDomain {
     certificate_management_status: parseJson<CertificateManagementStatus>(
       row.certificate_management_status,
     ),
+    certificate_id: row.certificate_id,
   };
 }
 
@@ -211,8 +220,10 @@ export class ReservedDomainRepository {
     if (serverOwned && input.certificate_management_policy !== undefined) {
       throw this.policyOnServerDomain(domain);
     }
+    const uploaded = await this.checkCertificateChoice(input);
     const createdAt = nowRfc3339();
-    const policy = serverOwned ? null : checkPolicy(input.certificate_management_policy ?? {});
+    const policy =
+      serverOwned || uploaded ? null : checkPolicy(input.certificate_management_policy ?? {});
     const wildcard = domain.startsWith('*.');
     const row: ReservedDomainsTable = {
       id: newId(ID_PREFIX.reservedDomain),
@@ -224,7 +235,8 @@ export class ReservedDomainRepository {
       acme_challenge_cname_target:
         serverOwned || !wildcard ? null : `${randomDnsLabel(8)}.acme-challenge.${this.baseDomain}`,
       certificate_management_policy: policy && JSON.stringify(policy),
-      certificate_management_status: policy && JSON.stringify(localCaStatus(createdAt)),
+      certificate_management_status: policy && JSON.stringify(this.initialStatus(createdAt)),
+      certificate_id: uploaded ?? null,
     };
     try {
       await this.db.insertInto('reserved_domains').values(row).execute();
@@ -261,6 +273,14 @@ export class ReservedDomainRepository {
     const current = await this.get(id);
     if (!current) return undefined;
     const set: Partial<ReservedDomainsTable> = describedChanges(patch);
+    const uploaded = await this.checkCertificateChoice(patch);
+    if (uploaded) {
+      Object.assign(set, {
+        certificate_id: uploaded,
+        certificate_management_policy: null,
+        certificate_management_status: null,
+      });
+    }
     if (patch.certificate_management_policy !== undefined) {
       if (this.isServerDomain(current.domain)) throw this.policyOnServerDomain(current.domain);
       const policy = checkPolicy(patch.certificate_management_policy);
@@ -272,7 +292,9 @@ export class ReservedDomainRepository {
         old.private_key_type !== policy.private_key_type
       ) {
         set.certificate_management_policy = JSON.stringify(policy);
-        set.certificate_management_status = JSON.stringify(localCaStatus(nowRfc3339()));
+        set.certificate_management_status = JSON.stringify(this.initialStatus(nowRfc3339()));
+        // A new policy orders afresh; an uploaded certificate gives way to it.
+        set.certificate_id = null;
       }
     }
     if (Object.keys(set).length === 0) return current;
@@ -284,23 +306,57 @@ export class ReservedDomainRepository {
   async deleteCertificateManagementPolicy(id: string): Promise<boolean> {
     const res = await this.db
       .updateTable('reserved_domains')
-      .set({ certificate_management_policy: null, certificate_management_status: null })
+      .set({
+        certificate_management_policy: null,
+        certificate_management_status: null,
+        certificate_id: null,
+      })
       .where('id', '=', id)
       .executeTakeFirst();
     return res.numUpdatedRows > 0n;
   }
 
   /**
-   * Detach an uploaded certificate. Burrow never attaches one, so this only reports whether the
-   * domain exists; it is idempotent as clients expect.
+   * Detach the certificate the domain serves (the local CA's serves until another is attached or
+   * issued); idempotent, false when the domain does not exist.
    */
   async detachCertificate(id: string): Promise<boolean> {
-    const row = await this.db
-      .selectFrom('reserved_domains')
+    const res = await this.db
+      .updateTable('reserved_domains')
+      .set({ certificate_id: null })
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return res.numUpdatedRows > 0n;
+  }
+
+  private initialStatus(startedAt: string): CertificateManagementStatus {
+    return initialStatus(startedAt, this.deps.settings.acmeEnabled ?? false);
+  }
+
+  /** The uploaded certificate a create or update names, checked; 434 when a policy comes too. */
+  private async checkCertificateChoice(input: ReservedDomainUpdate): Promise<string | undefined> {
+    const id = input.certificate_id;
+    if (id === undefined) return undefined;
+    if (input.certificate_management_policy !== undefined) {
+      throw new ValidationError(
+        CODES.certificateAndPolicy,
+        'certificate_id',
+        'give either certificate_id (an uploaded certificate) or certificate_management_policy (a managed one), not both',
+      );
+    }
+    const found = await this.db
+      .selectFrom('tls_certificates')
       .select('id')
       .where('id', '=', id)
       .executeTakeFirst();
-    return row !== undefined;
+    if (!found) {
+      throw new ValidationError(
+        CODES.certificateNotFound,
+        'certificate_id',
+        `no TLS certificate has the id ${quote(id)}; upload one with POST /tls_certificates`,
+      );
+    }
+    return id;
   }
 
   /** Delete; false when absent. Refused (409) while an edge uses the domain as a hostport. */

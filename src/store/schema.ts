@@ -16,6 +16,9 @@ export interface Database {
   edges: EdgesTable;
   edge_hostports: EdgeHostportsTable;
   refs: RefsTable;
+  tls_certificates: TlsCertificatesTable;
+  acme_challenges: AcmeChallengesTable;
+  acme_leases: AcmeLeasesTable;
 }
 
 /** Columns every user-facing resource has. */
@@ -59,6 +62,8 @@ export interface ReservedDomainsTable extends ResourceColumns {
   certificate_management_policy: string | null;
   /** JSON `{renews_at, provisioning_job}` or null. */
   certificate_management_status: string | null;
+  /** The certificate served for the domain (uploaded, or issued under the policy), or null. */
+  certificate_id: string | null;
 }
 
 export interface ReservedAddrsTable extends ResourceColumns {
@@ -117,4 +122,40 @@ export interface EdgeHostportsTable {
 export interface RefsTable {
   from_id: string;
   to_id: string;
+}
+
+export interface TlsCertificatesTable extends ResourceColumns {
+  /** The chain, leaf first. */
+  certificate_pem: string;
+  /** Never leaves the store except into a TLS context. */
+  private_key_pem: string;
+  /** rsa, ecdsa or ed25519. */
+  private_key_type: string;
+  subject_common_name: string;
+  /** JSON arrays of the leaf's DNS and IP subject alternative names. */
+  dns_names: string;
+  ips: string;
+  issuer_common_name: string;
+  serial_number: string;
+  not_before: string;
+  not_after: string;
+  /** Null for an uploaded certificate; the ACME subject (`rd_…` or `base`) for an issued one. */
+  managed_by: string | null;
+}
+
+/** A challenge answer the CA may ask any process for. */
+export interface AcmeChallengesTable {
+  id: string;
+  /** http-01 (name: the token) or dns-01 (name: the TXT record's FQDN). */
+  kind: string;
+  name: string;
+  value: string;
+  expires_ms: number;
+}
+
+/** Who orders a certificate for a subject right now. */
+export interface AcmeLeasesTable {
+  subject: string;
+  holder: string;
+  expires_ms: number;
 }

@@ -1,0 +1,153 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ValidationError } from '../core/errors.js';
+import { createTestRepositories } from '../test-support/api.js';
+import { certificateMaker } from '../test-support/certificates.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
+import { openStore, type Repositories, type Store } from './index.js';
+import { parseCertificateAndKey, sanCoversName } from './tls-certificates.js';
+
+const maker = certificateMaker();
+afterAll(() => maker.cleanup());
+
+function leaf(names: string, options: { days?: number; key?: 'rsa' | 'ec' } = {}) {
+  const certificate_pem = maker.make('/CN=' + names.split(',')[0], [`subjectAltName=${names}`], {
+    days: options.days ?? 30,
+    key: options.key ?? 'ec',
+  });
+  return { certificate_pem, private_key_pem: maker.lastKey() };
+}
+
+describe('parseCertificateAndKey', () => {
+  it('reads the names, key type and validity, and never echoes the key', () => {
+    const pair = leaf('DNS:app.example.com,DNS:*.app.example.com,IP:192.0.2.7', { key: 'rsa' });
+    const parsed = parseCertificateAndKey(pair.certificate_pem, pair.private_key_pem);
+    expect(JSON.parse(parsed.dns_names)).toEqual(['app.example.com', '*.app.example.com']);
+    expect(JSON.parse(parsed.ips)).toEqual(['192.0.2.7']);
+    expect(parsed.private_key_type).toBe('rsa');
+    expect(parsed.subject_common_name).toBe('DNS:app.example.com');
+  });
+
+  it.each([
+    ['no PEM at all', 'hello', undefined, 'certificate_pem', /PEM form/],
+    ['a key in the certificate field', 'KEY', undefined, 'certificate_pem', /private_key_pem/],
+    ['a key of another certificate', undefined, 'OTHER', 'private_key_pem', /does not belong/],
+    ['a key that is not PEM', undefined, 'nonsense', 'private_key_pem', /unencrypted private key/],
+  ])('refuses %s, naming the field', (_name, certOverride, keyOverride, field, rule) => {
+    const pair = leaf('DNS:a.example.com');
+    const other = leaf('DNS:b.example.com');
+    const cert =
+      certOverride === 'KEY' ? pair.private_key_pem : (certOverride ?? pair.certificate_pem);
+    const key =
+      keyOverride === 'OTHER' ? other.private_key_pem : (keyOverride ?? pair.private_key_pem);
+    let thrown: unknown;
+    try {
+      parseCertificateAndKey(cert, key);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ValidationError);
+    expect((thrown as ValidationError).field).toBe(field);
+    expect((thrown as Error).message).toMatch(rule);
+    // Help text may name the PEM form; the key's own bytes never appear.
+    expect((thrown as Error).message).not.toContain(pair.private_key_pem.split('\n')[1]);
+  });
+
+  it('matches names as TLS clients do: a wildcard covers exactly one label', () => {
+    expect(sanCoversName('*.example.com', 'a.example.com')).toBe(true);
+    expect(sanCoversName('*.example.com', 'a.b.example.com')).toBe(false);
+    expect(sanCoversName('*.example.com', 'example.com')).toBe(false);
+    expect(sanCoversName('app.example.com', 'app.example.com')).toBe(true);
+  });
+});
+
+describe.each(DATABASE_KINDS)('TlsCertificateRepository (%s)', (kind) => {
+  let db: TestDatabase;
+  let store: Store;
+  let repos: Repositories;
+  beforeAll(async () => {
+    db = await createTestDatabase(kind);
+    store = await openStore({ database: db.database, dataDir: db.dataDir });
+    repos = createTestRepositories(store);
+  });
+  afterAll(async () => {
+    await store.close();
+    await db.drop();
+  });
+
+  it('stores a certificate without ever returning its key, and serves the longest-lived match', async () => {
+    const short = await repos.tlsCertificates.create(leaf('DNS:*.serve.example.com', { days: 5 }));
+    const long = await repos.tlsCertificates.create({
+      ...leaf('DNS:*.serve.example.com', { days: 50 }),
+      description: 'long',
+    });
+    expect(JSON.stringify(await repos.tlsCertificates.get(long.id))).not.toMatch(/PRIVATE KEY/);
+    expect(JSON.stringify(await repos.tlsCertificates.list({ limit: 100 }))).not.toMatch(
+      /PRIVATE KEY/,
+    );
+    const served = await repos.tlsCertificates.servableFor('x.serve.example.com');
+    expect(served?.id).toBe(long.id);
+    expect(served?.privateKeyPem).toMatch(/PRIVATE KEY/);
+    expect(await repos.tlsCertificates.servableFor('x.y.serve.example.com')).toBeUndefined();
+    // Once the longer one is past its end, the other serves.
+    const later = new Date(Date.now() + 20 * 86_400_000);
+    expect((await repos.tlsCertificates.servableFor('x.serve.example.com', later))?.id).toBe(
+      long.id,
+    );
+    const muchLater = new Date(Date.now() + 60 * 86_400_000);
+    expect(
+      await repos.tlsCertificates.servableFor('x.serve.example.com', muchLater),
+    ).toBeUndefined();
+    expect(short.id).not.toBe(long.id);
+  });
+
+  it('refuses to delete a certificate a reserved domain serves, naming the domain', async () => {
+    const cert = await repos.tlsCertificates.create(leaf('DNS:held.example.com'));
+    const domain = await repos.reservedDomains.create({
+      domain: 'held.example.com',
+      certificate_id: cert.id,
+    });
+    expect(domain.certificate_id).toBe(cert.id);
+    expect(domain.certificate_management_policy).toBeNull();
+    await expect(repos.tlsCertificates.delete(cert.id)).rejects.toThrow(/held\.example\.com/);
+    expect(await repos.reservedDomains.detachCertificate(domain.id)).toBe(true);
+    expect(await repos.tlsCertificates.delete(cert.id)).toBe(true);
+  });
+
+  it('refuses a certificate and a policy together (434) and an unknown certificate', async () => {
+    const cert = await repos.tlsCertificates.create(leaf('DNS:both.example.com'));
+    await expect(
+      repos.reservedDomains.create({
+        domain: 'both.example.com',
+        certificate_id: cert.id,
+        certificate_management_policy: {},
+      }),
+    ).rejects.toMatchObject({ code: 'ERR_NGROK_434', field: 'certificate_id' });
+    await expect(
+      repos.reservedDomains.create({ domain: 'both.example.com', certificate_id: 'cert_nope' }),
+    ).rejects.toMatchObject({ code: 'ERR_NGROK_7406', field: 'certificate_id' });
+  });
+
+  it('leases a subject to one holder at a time and hands it over when it lapses', async () => {
+    let now = 1_000_000;
+    const { AcmeStateRepository } = await import('./acme.js');
+    const acme = new AcmeStateRepository(store.db, () => now);
+    expect(await acme.lease('rd_1', 'node-a', 1000)).toBe(true);
+    expect(await acme.lease('rd_1', 'node-b', 1000)).toBe(false);
+    expect(await acme.lease('rd_1', 'node-a', 1000)).toBe(true);
+    now += 1001;
+    expect(await acme.lease('rd_1', 'node-b', 1000)).toBe(true);
+    await acme.release('rd_1', 'node-b');
+    expect(await acme.lease('rd_1', 'node-a', 1000)).toBe(true);
+    const id = await acme.putChallenge('dns-01', 'x.acme-challenge.burrow.test', 'v1', 500);
+    await acme.putChallenge('dns-01', 'x.acme-challenge.burrow.test', 'v2', 5000);
+    expect(await acme.challengeValues('dns-01', 'x.acme-challenge.burrow.test')).toEqual([
+      'v1',
+      'v2',
+    ]);
+    now += 600;
+    expect(await acme.challengeValues('dns-01', 'x.acme-challenge.burrow.test')).toEqual(['v2']);
+    await acme.removeChallenge(id);
+    await acme.purgeExpiredChallenges();
+    expect(await acme.challengeValues('http-01', 'x.acme-challenge.burrow.test')).toEqual([]);
+  });
+});

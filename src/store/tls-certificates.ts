@@ -1,0 +1,301 @@
+import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { CODES, ConflictError, ValidationError } from '../core/errors.js';
+import { ID_PREFIX, newId } from '../core/ids.js';
+import { certificateFields } from '../core/x509-fields.js';
+import type { RepoDeps } from './deps.js';
+import { describedChanges, describedColumns, type DescribedInput } from './described.js';
+import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import type { Database, TlsCertificatesTable } from './schema.js';
+
+/** A certificate as the API shows it: everything but the private key. */
+export interface TlsCertificate {
+  id: string;
+  description: string;
+  metadata: string;
+  created_at: string;
+  certificate_pem: string;
+  subject_common_name: string;
+  subject_alternative_names: { dns_names: string[]; ips: string[] };
+  issuer_common_name: string;
+  serial_number: string;
+  not_before: string;
+  not_after: string;
+  private_key_type: string;
+  /** Null when uploaded; the ACME subject when Burrow ordered it. */
+  managed_by: string | null;
+}
+
+export interface TlsCertificateCreate extends DescribedInput {
+  certificate_pem: string;
+  private_key_pem: string;
+}
+
+/** What a TLS listener needs to serve a stored certificate. */
+export interface ServableCertificate {
+  id: string;
+  certificatePem: string;
+  privateKeyPem: string;
+  dnsNames: string[];
+  notAfter: Date;
+}
+
+const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----[\s\S]*?-----END \1-----/g;
+
+function keyTypeOf(key: KeyObject): string | undefined {
+  switch (key.asymmetricKeyType) {
+    case 'rsa':
+      return 'rsa';
+    case 'ec':
+      return 'ecdsa';
+    case 'ed25519':
+      return 'ed25519';
+    default:
+      return undefined;
+  }
+}
+
+type ParsedCertificate = Omit<
+  TlsCertificatesTable,
+  'id' | 'description' | 'metadata' | 'created_at' | 'managed_by'
+>;
+
+/**
+ * Check a certificate chain (leaf first) and its private key, and read the fields the API shows.
+ * Throws ValidationErrors naming `certificate_pem` or `private_key_pem`; never quotes the key.
+ * @example parseCertificateAndKey(chainPem, keyPem).dns_names // '["app.example.com"]'
+ */
+export function parseCertificateAndKey(certificatePem: string, keyPem: string): ParsedCertificate {
+  const certField = 'certificate_pem';
+  const blocks = [...certificatePem.matchAll(PEM_BLOCK)];
+  if (blocks.length === 0 || blocks.some((b) => b[1] !== 'CERTIFICATE')) {
+    throw new ValidationError(
+      CODES.invalidCertificatePem,
+      certField,
+      blocks.some((b) => b[1]!.includes('PRIVATE KEY'))
+        ? 'must hold only certificates (leaf first, then intermediates); send the key in private_key_pem'
+        : 'must be one or more certificates in PEM form, the leaf first, from -----BEGIN CERTIFICATE----- to -----END CERTIFICATE-----',
+    );
+  }
+  let chain: X509Certificate[];
+  try {
+    chain = blocks.map((b) => new X509Certificate(b[0]));
+  } catch {
+    throw new ValidationError(
+      CODES.invalidCertificatePem,
+      certField,
+      'a CERTIFICATE block is not a valid X.509 certificate',
+    );
+  }
+  const leaf = chain[0]!;
+  let key: KeyObject;
+  try {
+    key = createPrivateKey(keyPem);
+  } catch {
+    throw new ValidationError(
+      CODES.invalidPrivateKeyPem,
+      'private_key_pem',
+      'must be an unencrypted private key in PEM form (-----BEGIN PRIVATE KEY----- or the RSA/EC forms)',
+    );
+  }
+  const keyType = keyTypeOf(key);
+  if (!keyType) {
+    throw new ValidationError(
+      CODES.invalidPrivateKeyPem,
+      'private_key_pem',
+      `must be an RSA, ECDSA or Ed25519 key, not ${key.asymmetricKeyType ?? 'unknown'}`,
+    );
+  }
+  if (!leaf.checkPrivateKey(key)) {
+    throw new ValidationError(
+      CODES.certificateKeyMismatch,
+      'private_key_pem',
+      "does not belong to the certificate: the first certificate in certificate_pem must be the key's own",
+    );
+  }
+  const dnsNames: string[] = [];
+  const ips: string[] = [];
+  for (const entry of (leaf.subjectAltName ?? '').split(', ')) {
+    if (entry.startsWith('DNS:')) dnsNames.push(entry.slice(4).toLowerCase());
+    else if (entry.startsWith('IP Address:')) ips.push(entry.slice(11));
+  }
+  let commonName = '';
+  let issuerName = '';
+  try {
+    commonName = certificateFields(leaf.raw).subjectCommonName;
+    issuerName = /(?:^|\n)CN=([^\n]*)/.exec(leaf.issuer)?.[1] ?? '';
+  } catch {
+    throw new ValidationError(
+      CODES.invalidCertificatePem,
+      certField,
+      'the certificate could not be read: its DER encoding is malformed',
+    );
+  }
+  if (dnsNames.length === 0 && ips.length === 0) {
+    throw new ValidationError(
+      CODES.invalidCertificatePem,
+      certField,
+      'the certificate names no host: it needs subject alternative names (DNS or IP), which clients require',
+    );
+  }
+  return {
+    certificate_pem: chain.map((c) => c.toString()).join(''),
+    private_key_pem: key.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    private_key_type: keyType,
+    subject_common_name: commonName,
+    dns_names: JSON.stringify(dnsNames),
+    ips: JSON.stringify(ips),
+    issuer_common_name: issuerName,
+    serial_number: leaf.serialNumber.toLowerCase(),
+    not_before: nowRfc3339(new Date(leaf.validFrom)),
+    not_after: nowRfc3339(new Date(leaf.validTo)),
+  };
+}
+
+function toView(row: TlsCertificatesTable): TlsCertificate {
+  return {
+    id: row.id,
+    description: row.description,
+    metadata: row.metadata,
+    created_at: row.created_at,
+    certificate_pem: row.certificate_pem,
+    subject_common_name: row.subject_common_name,
+    subject_alternative_names: {
+      dns_names: JSON.parse(row.dns_names) as string[],
+      ips: JSON.parse(row.ips) as string[],
+    },
+    issuer_common_name: row.issuer_common_name,
+    serial_number: row.serial_number,
+    not_before: row.not_before,
+    not_after: row.not_after,
+    private_key_type: row.private_key_type,
+    managed_by: row.managed_by,
+  };
+}
+
+/**
+ * True when certificate name `san` covers host `name` as TLS clients match: exactly, or a
+ * wildcard standing for one label.
+ * @example sanCoversName('*.example.com', 'app.example.com') // true
+ */
+export function sanCoversName(san: string, name: string): boolean {
+  if (san === name) return true;
+  if (!san.startsWith('*.')) return false;
+  const dot = name.indexOf('.');
+  return dot > 0 && name.slice(dot) === san.slice(1);
+}
+
+/**
+ * TLS certificates: uploaded through the API, or issued by ACME for reserved domains and the base
+ * domain. Private keys go in and never come out, except to the edge through `servableFor`.
+ * @example const cert = await certs.create({ certificate_pem, private_key_pem });
+ */
+export class TlsCertificateRepository {
+  private readonly db: Kysely<Database>;
+
+  constructor(deps: RepoDeps) {
+    this.db = deps.db;
+  }
+
+  /** Store a certificate; `managedBy` marks one Burrow ordered (see TlsCertificatesTable). */
+  async create(input: TlsCertificateCreate, managedBy: string | null = null) {
+    const parsed = parseCertificateAndKey(input.certificate_pem, input.private_key_pem);
+    const row: TlsCertificatesTable = {
+      id: newId(ID_PREFIX.tlsCertificate),
+      ...describedColumns(input),
+      ...parsed,
+      managed_by: managedBy,
+    };
+    await this.db.insertInto('tls_certificates').values(row).execute();
+    return toView(row);
+  }
+
+  async get(id: string): Promise<TlsCertificate | undefined> {
+    const row = await this.db
+      .selectFrom('tls_certificates')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toView(row);
+  }
+
+  async list(page: PageRequest): Promise<Page<TlsCertificate>> {
+    const result = await selectPage(this.db.selectFrom('tls_certificates').selectAll(), page);
+    return { items: result.items.map(toView), nextBeforeId: result.nextBeforeId };
+  }
+
+  async update(id: string, patch: DescribedInput): Promise<TlsCertificate | undefined> {
+    const set = describedChanges(patch);
+    if (Object.keys(set).length > 0) {
+      await this.db.updateTable('tls_certificates').set(set).where('id', '=', id).execute();
+    }
+    return this.get(id);
+  }
+
+  /** Delete; false when absent. Refused while a reserved domain serves it. */
+  async delete(id: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const user = await trx
+        .selectFrom('reserved_domains')
+        .select(['id', 'domain'])
+        .where('certificate_id', '=', id)
+        .executeTakeFirst();
+      if (user) {
+        throw new ConflictError(
+          CODES.certificateInUse,
+          `The certificate ${id} is served for the reserved domain ${user.domain} (${user.id}). Detach it first with DELETE /reserved_domains/${user.id}/certificate.`,
+        );
+      }
+      const res = await trx.deleteFrom('tls_certificates').where('id', '=', id).executeTakeFirst();
+      return res.numDeletedRows > 0n;
+    });
+  }
+
+  /** The newest certificate Burrow ordered for `managedBy`, if any. */
+  async latestManaged(managedBy: string): Promise<TlsCertificate | undefined> {
+    const row = await this.db
+      .selectFrom('tls_certificates')
+      .selectAll()
+      .where('managed_by', '=', managedBy)
+      .orderBy('id', 'desc')
+      .executeTakeFirst();
+    return row && toView(row);
+  }
+
+  /** Delete certificates Burrow ordered for `managedBy` other than `keepId` (replaced ones). */
+  async deleteManagedExcept(managedBy: string, keepId: string): Promise<void> {
+    await this.db
+      .deleteFrom('tls_certificates')
+      .where('managed_by', '=', managedBy)
+      .where('id', '!=', keepId)
+      .execute();
+  }
+
+  /**
+   * The certificate to serve for host `name`: among unexpired ones whose names cover it, the one
+   * that expires last. Undefined when none does.
+   * @example const served = await certs.servableFor('app.example.com');
+   */
+  async servableFor(name: string, now = new Date()): Promise<ServableCertificate | undefined> {
+    const rows = await this.db
+      .selectFrom('tls_certificates')
+      .select(['id', 'certificate_pem', 'private_key_pem', 'dns_names', 'not_after'])
+      .where('not_after', '>', nowRfc3339(now))
+      .execute();
+    let best: ServableCertificate | undefined;
+    for (const row of rows) {
+      const dnsNames = JSON.parse(row.dns_names) as string[];
+      if (!dnsNames.some((san) => sanCoversName(san, name))) continue;
+      const notAfter = new Date(row.not_after);
+      if (best && best.notAfter >= notAfter) continue;
+      best = {
+        id: row.id,
+        certificatePem: row.certificate_pem,
+        privateKeyPem: row.private_key_pem,
+        dnsNames,
+        notAfter,
+      };
+    }
+    return best;
+  }
+}
