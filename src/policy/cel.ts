@@ -1,3 +1,4 @@
+import { quote, shorten } from '../core/quote.js';
 import { Environment, type ASTNode, type TypeCheckResult } from '@marcbachmann/cel-js';
 import { parseCidr, parseIp, type Cidr } from '../core/cidr.js';
 import { CEL_TYPES } from './cel-types.js';
@@ -60,7 +61,8 @@ function cidrOf(text: string): Cidr {
   let cidr = cidrCache.get(text);
   if (cidr) return cidr;
   const parsed = parseCidr(text);
-  if ('problem' in parsed) throw new Error(`'${text}' is not a CIDR block (${parsed.problem})`);
+  if ('problem' in parsed)
+    throw new Error(`${quote(text)} is not a CIDR block (${parsed.problem})`);
   if (cidrCache.size >= 1024) cidrCache.clear();
   cidrCache.set(text, (cidr = parsed));
   return cidr;
@@ -213,7 +215,7 @@ function literalCheck(arg: unknown, kind: 'regex' | 'cidr'): void {
     else cidrOf(text.includes('/') ? text : `${text}/${text.includes(':') ? 128 : 32}`);
   } catch (err) {
     const what = kind === 'regex' ? 'regular expression (RE2 syntax)' : 'CIDR block';
-    throw new ExpressionError(`invalid ${what} ${JSON.stringify(text)}: ${(err as Error).message}`);
+    throw new ExpressionError(`invalid ${what} ${quote(text, '"')}: ${(err as Error).message}`);
   }
 }
 
@@ -272,7 +274,7 @@ export function compileExpression(
   if (!checked.valid) throw new ExpressionError(describe(checked.error, phase, source));
   if (purpose === 'condition' && checked.type !== 'bool' && checked.type !== 'dyn') {
     throw new ExpressionError(
-      `a rule expression must give a bool (true or false), but this one gives ${checked.type}; compare it with something, e.g. ${source} == '...'`,
+      `a rule expression must give a bool (true or false), but this one gives ${checked.type}; compare it with something, e.g. ${shorten(source)} == '...'`,
     );
   }
   return {

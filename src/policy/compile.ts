@@ -1,3 +1,4 @@
+import { quote } from '../core/quote.js';
 import { CODES, ValidationError } from '../core/errors.js';
 import { ConfigReader } from './actions/config.js';
 import type { ActionCompileContext, CompiledAction } from './actions/types.js';
@@ -94,7 +95,7 @@ function expressionError(
   throw new ValidationError(
     CODES.policyInvalidExpression,
     field,
-    `${where}: ${what} ${JSON.stringify(source)} is not a valid expression: ${err.message}`,
+    `${where}: ${what} ${quote(source, '"')} is not a valid expression: ${err.message}`,
   );
 }
 

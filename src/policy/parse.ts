@@ -1,3 +1,4 @@
+import { quote } from '../core/quote.js';
 import { parseDocument } from 'yaml';
 import { CODES, ValidationError } from '../core/errors.js';
 import { policyTextProblem, policyValueProblem } from './document-limits.js';
@@ -97,7 +98,7 @@ export function describeValue(value: unknown): string {
 export function ruleLabel(list: PolicyListName, index: number, rule?: { name?: unknown }): string {
   const name = rule?.name;
   return typeof name === 'string' && name !== ''
-    ? `${list}[${index}] (${JSON.stringify(name)})`
+    ? `${list}[${index}] (${quote(name, '"')})`
     : `${list}[${index}]`;
 }
 

@@ -1,3 +1,4 @@
+import { quote } from '../core/quote.js';
 import { CODES, ValidationError } from '../core/errors.js';
 import { ACTIONS, UNSUPPORTED_ACTIONS, type ActionSpec } from './actions/index.js';
 import {
@@ -30,7 +31,7 @@ export function phasesOf(protocol: PolicyProtocol): readonly PolicyPhase[] {
  */
 export function ruleWhere(phase: PolicyPhase, rule: PhasedRule): string {
   const from = rule.source.list === phase ? '' : ` (from ${rule.source.list})`;
-  const name = rule.name ? ` (${JSON.stringify(rule.name)})` : '';
+  const name = rule.name ? ` (${quote(rule.name, '"')})` : '';
   return `phase ${phase}${from}, rule ${rule.source.index}${name}`;
 }
 

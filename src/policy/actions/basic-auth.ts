@@ -1,3 +1,4 @@
+import { quote } from '../../core/quote.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ActionSpec, Terminal } from './types.js';
 
@@ -44,7 +45,7 @@ export const basicAuthAction: ActionSpec = {
       if (password.length < 8 || password.length > 128) {
         config.fail(
           `credentials[${i}]`,
-          `must have a password of 8 to 128 characters (user ${JSON.stringify(user)})`,
+          `must have a password of 8 to 128 characters (user ${quote(user, '"')})`,
         );
       }
       return digest(pair);

@@ -1,3 +1,4 @@
+import { quote } from '../../core/quote.js';
 import type { ActionSpec, CompressionEncoding } from './types.js';
 
 const ALGORITHMS = ['br', 'compress', 'deflate', 'gzip'] as const;
@@ -56,7 +57,7 @@ export const compressResponseAction: ActionSpec = {
       if (!(ALGORITHMS as readonly string[]).includes(a)) {
         config.fail(
           `algorithms[${i}]`,
-          `must be one of ${ALGORITHMS.join(', ')}, not ${JSON.stringify(a)}`,
+          `must be one of ${ALGORITHMS.join(', ')}, not ${quote(String(a), '"')}`,
         );
       }
     });

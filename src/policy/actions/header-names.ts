@@ -1,3 +1,4 @@
+import { quote } from '../../core/quote.js';
 import { isHeaderName } from '../headers.js';
 import type { ConfigReader } from './config.js';
 
@@ -28,7 +29,7 @@ export function checkHeaderName(
   if (!isHeaderName(name)) {
     config.fail(
       key,
-      `has ${JSON.stringify(name)}, which is not a header name: use letters, digits and !#$%&'*+.^_\`|~-, with no spaces or colons`,
+      `has ${quote(name, '"')}, which is not a header name: use letters, digits and !#$%&'*+.^_\`|~-, with no spaces or colons`,
     );
   }
   const lower = name.toLowerCase();

@@ -1,3 +1,4 @@
+import { quote, shorten } from '../../core/quote.js';
 import { SlidingWindowLimiter } from '../../core/sliding-window.js';
 import type { CompiledExpression } from '../cel.js';
 import { celToString } from '../cel-types.js';
@@ -31,9 +32,10 @@ function readRate(config: ConfigReader): number {
   const text = config.string('rate', { required: true, example: '"60s"' })!;
   const ms = parseDuration(text);
   if (ms === undefined)
-    config.fail('rate', `must be a duration like "60s", "5m" or "1h", not ${JSON.stringify(text)}`);
-  if (ms < 60_000 || ms > 86_400_000) config.fail('rate', `must be from 60s to 24h, not ${text}`);
-  if (ms % 10_000 !== 0) config.fail('rate', `must be a multiple of 10s, not ${text}`);
+    config.fail('rate', `must be a duration like "60s", "5m" or "1h", not ${quote(text, '"')}`);
+  if (ms < 60_000 || ms > 86_400_000)
+    config.fail('rate', `must be from 60s to 24h, not ${shorten(text)}`);
+  if (ms % 10_000 !== 0) config.fail('rate', `must be a multiple of 10s, not ${shorten(text)}`);
   return ms;
 }
 
@@ -56,7 +58,7 @@ export const rateLimitAction: ActionSpec = {
     if (algorithm !== 'sliding_window') {
       config.fail(
         'algorithm',
-        `must be "sliding_window" (the only algorithm), not ${JSON.stringify(algorithm)}`,
+        `must be "sliding_window" (the only algorithm), not ${quote(String(algorithm), '"')}`,
       );
     }
     const capacity = config.integer('capacity', { min: 1, max: 2_000_000_000, required: true })!;

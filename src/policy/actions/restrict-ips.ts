@@ -1,3 +1,4 @@
+import { quote, shorten } from '../../core/quote.js';
 import { enclosingCidr, parseCidr, parseIp, type Cidr } from '../../core/cidr.js';
 import { ID_PREFIX, isId } from '../../core/ids.js';
 import type { IpPolicyRule } from '../events.js';
@@ -40,7 +41,7 @@ function cidrList(config: ConfigReader, key: 'allow' | 'deny'): Cidr[] {
     if (parsed.problem === 'missing-mask') {
       config.fail(
         at,
-        `is an address, not a CIDR block: write ${text}/${text.includes(':') ? 128 : 32} for this one address`,
+        `is an address, not a CIDR block: write ${shorten(text)}/${text.includes(':') ? 128 : 32} for this one address`,
       );
     }
     if (parsed.problem === 'not-network-address') {
@@ -51,7 +52,7 @@ function cidrList(config: ConfigReader, key: 'allow' | 'deny'): Cidr[] {
     }
     return config.fail(
       at,
-      `is not a CIDR block like 192.0.2.0/24 or 2001:db8::/32: ${JSON.stringify(text)}`,
+      `is not a CIDR block like 192.0.2.0/24 or 2001:db8::/32: ${quote(text, '"')}`,
     );
   });
 }
@@ -90,7 +91,7 @@ export const restrictIpsAction: ActionSpec = {
       if (!isId(id, ID_PREFIX.ipPolicy)) {
         config.fail(
           `ip_policies[${i}]`,
-          `must be an IP policy id like ipp_2bhsNc9X6FO3i2wzTOgIH8jAe52, not ${JSON.stringify(id)}`,
+          `must be an IP policy id like ipp_2bhsNc9X6FO3i2wzTOgIH8jAe52, not ${quote(String(id), '"')}`,
         );
       }
     });
