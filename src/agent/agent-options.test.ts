@@ -65,6 +65,16 @@ describe('checkAgentOptions', () => {
       { ca: '/nonexistent/ca.pem' },
       /^cannot read the CA file \/nonexistent\/ca\.pem: ENOENT/,
     ],
+    [
+      'an unreadable CA in a list',
+      { ca: ['-----BEGIN CERTIFICATE-----\n…', '/nonexistent/b.pem'] },
+      /^cannot read the CA file \/nonexistent\/b\.pem: ENOENT/,
+    ],
+    [
+      'a malformed CA fingerprint',
+      { caFingerprint: 'sha1:abcd' },
+      /^--ca-fingerprint: the CA fingerprint must be a SHA-256 one/,
+    ],
   ])('refuses %s', (_what, change, message) => {
     expect(() => checkAgentOptions({ ...BASE, ...change })).toThrow(message);
   });

@@ -10,7 +10,7 @@ import { isIP, type AddressInfo } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
 import { hostnameProblem } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
-import { connect, type ConnectOptions } from '../sdk/index.js';
+import { connect, parseCaFingerprint, type ConnectOptions } from '../sdk/index.js';
 import { AgentStartupError } from './errors.js';
 import { createAgentApi } from './local-api.js';
 import { loadDefaultPolicy } from './policy.js';
@@ -22,8 +22,13 @@ export interface AgentOptions {
   /** The edge's agent listener, host:port. */
   serverAddr: string;
   authtoken: string | undefined;
-  /** The server's CA file (`<data-dir>/ca.pem`); undefined: system roots. */
-  ca: string | undefined;
+  /**
+   * CA files (`<data-dir>/ca.pem`) or PEM texts trusted on top of the system roots; undefined:
+   * the system roots alone.
+   */
+  ca: string | readonly string[] | undefined;
+  /** Pin the server's CA by its SHA-256 fingerprint (`sha256:AB:…`). */
+  caFingerprint?: string | undefined;
   /** Where the local API listens, host:port (port 0: any free port). */
   listen: string;
   /** The state file. */
@@ -96,13 +101,20 @@ export function checkAgentOptions(options: AgentOptions): void {
       );
     }
   }
-  if (options.ca !== undefined) {
+  const cas: readonly string[] = typeof options.ca === 'string' ? [options.ca] : (options.ca ?? []);
+  for (const ca of cas) {
+    if (ca.includes('-----BEGIN')) continue;
     try {
-      readFileSync(options.ca);
+      readFileSync(ca);
     } catch (err) {
-      throw new AgentStartupError(
-        `cannot read the CA file ${options.ca}: ${(err as Error).message}`,
-      );
+      throw new AgentStartupError(`cannot read the CA file ${ca}: ${(err as Error).message}`);
+    }
+  }
+  if (options.caFingerprint !== undefined) {
+    try {
+      parseCaFingerprint(options.caFingerprint);
+    } catch (err) {
+      throw new AgentStartupError(`--ca-fingerprint: ${(err as Error).message}`);
     }
   }
 }
@@ -174,6 +186,7 @@ export async function startAgent(options: AgentOptions, logger: Logger): Promise
         serverAddr: options.serverAddr,
         authtoken: options.authtoken!,
         ca: options.ca,
+        caFingerprint: options.caFingerprint,
         metadata: 'burrow agent',
         reconnect: { initialDelay: 250, maxDelay: 15_000 },
         ...options.connectOptions,

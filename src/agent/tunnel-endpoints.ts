@@ -3,7 +3,13 @@
  * tunnel is bound with the SDK, and what a refused or failed bind means for the API reply.
  */
 import { RpcError } from '../protocol/index.js';
-import { BurrowAgentError, type Endpoint, type Session } from '../sdk/index.js';
+import {
+  BurrowAgentError,
+  CLI_HINTS,
+  describeConnectError,
+  type Endpoint,
+  type Session,
+} from '../sdk/index.js';
 import { AgentApiError } from './errors.js';
 import {
   defaultPolicyFor,
@@ -57,12 +63,12 @@ export function isRefusal(err: unknown): err is BurrowAgentError {
 }
 
 /**
- * An error for logs and messages, with the server's code when it gave one.
- * @example describeError(err) // "The authtoken is malformed (ERR_NGROK_105)"
+ * An error for logs and messages, with the server's code when it gave one. Connection failures
+ * and authtoken refusals get a second line saying what to do, in the agent's flags.
+ * @example describeError(err) // "The authtoken is malformed (ERR_NGROK_105)\nCreate an authtoken with …"
  */
 export function describeError(err: unknown): string {
-  if (err instanceof BurrowAgentError && err.code) return `${err.message} (${err.code})`;
-  return err instanceof Error ? err.message : String(err);
+  return describeConnectError(err, CLI_HINTS);
 }
 
 /**

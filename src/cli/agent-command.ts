@@ -11,12 +11,14 @@ import {
   readAgentConfig,
   resolveTunnelSettings,
 } from './agent-config.js';
+import { trustOptions } from './ca-config.js';
 
 /** The flags of `burrow agent` as commander gives them. */
 export interface AgentFlags {
   server?: string;
   authtoken?: string;
   ca?: string;
+  caFingerprint?: string;
   config?: string;
   listen: string;
   state: string;
@@ -43,10 +45,11 @@ export async function runAgent(
     readAgentConfig(flags.config ?? agentConfigPath(env)),
   );
   const logger = io.logger ?? createLogger(flags.logLevel);
+  const trust = trustOptions(settings, (line) => io.stderr.write(`${line}\n`));
   const options: AgentOptions = {
     serverAddr: settings.serverAddr,
     authtoken: settings.authtoken,
-    ca: settings.ca,
+    ...trust,
     listen: flags.listen,
     statePath: flags.state,
     defaultPolicyPath: flags.defaultPolicy,

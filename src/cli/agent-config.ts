@@ -1,6 +1,6 @@
 /**
- * The agent config file of the CLI quick tunnels: the server, authtoken and CA of the user, so
- * `burrow http 3000` works without flags. It lives in the user's config folder, readable by the
+ * The agent config file of the CLI quick tunnels and the device agent: the server, authtoken and
+ * CAs of the user, so `burrow http 3000` works without flags. It lives in the user's config folder, readable by the
  * user alone because it holds a secret.
  */
 import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
@@ -16,6 +16,10 @@ export interface AgentConfig {
   authtoken?: string;
   /** Absolute path of the CA file that signed the agent listener's certificate. */
   ca?: string;
+  /** CA certificates (PEM) stored with `burrow config add-ca`, trusted on top of `ca`. */
+  ca_certs?: string[];
+  /** The pinned SHA-256 fingerprint of the server's CA (`sha256:AB:…`). */
+  ca_fingerprint?: string;
 }
 
 /** The agent listener of a `burrow server` with default flags. */
@@ -54,7 +58,17 @@ export function readAgentConfig(path: string): AgentConfig {
   const raw = readRaw(path);
   const text = (key: string): string | undefined =>
     typeof raw[key] === 'string' && raw[key] !== '' ? raw[key] : undefined;
-  return { server_addr: text('server_addr'), authtoken: text('authtoken'), ca: text('ca') };
+  const certs = typeof raw.ca_certs === 'string' ? [raw.ca_certs] : raw.ca_certs;
+  const caCerts = Array.isArray(certs)
+    ? certs.filter((c): c is string => typeof c === 'string' && c !== '')
+    : [];
+  return {
+    server_addr: text('server_addr'),
+    authtoken: text('authtoken'),
+    ca: text('ca'),
+    ca_certs: caCerts.length > 0 ? caCerts : undefined,
+    ca_fingerprint: text('ca_fingerprint'),
+  };
 }
 
 /**
@@ -80,16 +94,27 @@ export function writeAgentConfig(path: string, changes: AgentConfig): void {
 export interface TunnelSettings {
   serverAddr: string;
   authtoken: string | undefined;
+  /** The CA file of `--ca`, BURROW_CA or the config file's `ca`. */
   ca: string | undefined;
+  /** CAs stored with `burrow config add-ca` (PEM), trusted too. */
+  caCerts: string[] | undefined;
+  /** `--ca-fingerprint`, BURROW_CA_FINGERPRINT or the config file's `ca_fingerprint`. */
+  caFingerprint: string | undefined;
 }
 
 /**
  * Settings by precedence: flags, then environment (`BURROW_AUTHTOKEN`, `BURROW_SERVER_ADDR`,
- * `BURROW_CA`), then the config file, then the default server.
+ * `BURROW_CA`, `BURROW_CA_FINGERPRINT`), then the config file, then the default server. The CAs
+ * of `burrow config add-ca` are always kept (they add trust, they do not replace a `--ca`).
  * @example resolveTunnelSettings({ server: undefined, authtoken: 'x' }, process.env, readAgentConfig(path))
  */
 export function resolveTunnelSettings(
-  flags: { server?: string | undefined; authtoken?: string | undefined; ca?: string | undefined },
+  flags: {
+    server?: string | undefined;
+    authtoken?: string | undefined;
+    ca?: string | undefined;
+    caFingerprint?: string | undefined;
+  },
   env: NodeJS.ProcessEnv,
   file: AgentConfig,
 ): TunnelSettings {
@@ -99,6 +124,8 @@ export function resolveTunnelSettings(
     serverAddr: pick(flags.server, env.BURROW_SERVER_ADDR, file.server_addr) ?? DEFAULT_SERVER_ADDR,
     authtoken: pick(flags.authtoken, env.BURROW_AUTHTOKEN, file.authtoken),
     ca: pick(flags.ca, env.BURROW_CA, file.ca),
+    caCerts: file.ca_certs,
+    caFingerprint: pick(flags.caFingerprint, env.BURROW_CA_FINGERPRINT, file.ca_fingerprint),
   };
 }
 
@@ -114,6 +141,13 @@ export function addConnectionOptions(command: Command): Command {
       `the edge agent listener [env BURROW_SERVER_ADDR] (default: config file, else ${DEFAULT_SERVER_ADDR})`,
     )
     .option('--authtoken <token>', 'authtoken [env BURROW_AUTHTOKEN] (default: config file)')
-    .option('--ca <file>', "the server's CA certificate, <data-dir>/ca.pem [env BURROW_CA]")
+    .option(
+      '--ca <file>',
+      "the server's CA certificate, <data-dir>/ca.pem, trusted on top of the system roots [env BURROW_CA] (default: ./burrow-data/ca.pem when it exists)",
+    )
+    .option(
+      '--ca-fingerprint <sha256>',
+      "pin the server's CA by the SHA-256 fingerprint `burrow server` prints (sha256:AB:CD:…) [env BURROW_CA_FINGERPRINT]",
+    )
     .option('--config <file>', 'agent config file (default: ~/.config/burrow/config.yaml)');
 }

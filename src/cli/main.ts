@@ -4,6 +4,7 @@ import { createLogger } from '../core/logger.js';
 import { openStore } from '../store/index.js';
 import { serverRepositories, startServer } from './server.js';
 import { registerAgentCommand } from './agent-command.js';
+import { announceAgentListener } from './agent-hint.js';
 import { registerTunnelCommands } from './tunnel-commands.js';
 
 function collectFlags(
@@ -47,6 +48,7 @@ export function buildCli(): Command {
     const config = loadServerConfig(collectFlags(opts));
     const logger = createLogger(config.logLevel);
     const server = await startServer(config, logger);
+    if (server.edge) await announceAgentListener(server.edge, config, logger);
     let stopping = false;
     const stop = (signal: string) => {
       if (stopping) return;

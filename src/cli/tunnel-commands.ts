@@ -1,12 +1,14 @@
 /**
  * The CLI quick tunnels: `burrow http 3000`, `burrow tcp 22`, `burrow tls 443`, and
- * `burrow config add-authtoken` to store the server, token and CA once.
+ * `burrow config add-authtoken` / `add-ca` to store the server, token and CA once.
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import {
-  BurrowAgentError,
+  CLI_HINTS,
   connect,
+  describeConnectError,
+  parseCaFingerprint,
   parseLocalAddress,
   type Endpoint,
   type HttpExchange,
@@ -19,8 +21,16 @@ import {
   resolveTunnelSettings,
   writeAgentConfig,
 } from './agent-config.js';
+import { registerAddCa, trustOptions } from './ca-config.js';
 
 type TunnelProto = 'http' | 'tcp' | 'tls';
+
+interface AddAuthtokenFlags {
+  server?: string;
+  ca?: string;
+  caFingerprint?: string;
+  config?: string;
+}
 
 interface TunnelFlags {
   domain?: string;
@@ -29,6 +39,7 @@ interface TunnelFlags {
   server?: string;
   authtoken?: string;
   ca?: string;
+  caFingerprint?: string;
   config?: string;
 }
 
@@ -52,8 +63,7 @@ export function formatExchange(x: HttpExchange): string {
 }
 
 function describeError(err: unknown): string {
-  if (err instanceof BurrowAgentError && err.code) return `${err.message} (${err.code})`;
-  return err instanceof Error ? err.message : String(err);
+  return describeConnectError(err, CLI_HINTS);
 }
 
 function readPolicyFile(path: string | undefined): string | undefined {
@@ -107,13 +117,14 @@ export async function runTunnel(
       'no authtoken: pass --authtoken, set BURROW_AUTHTOKEN, or store one with `burrow config add-authtoken <token>`',
     );
   }
+  const trust = trustOptions(settings, (line) => io.err.write(`${line}\n`));
   let session: Session;
   let endpoint: Endpoint;
   try {
     session = await connect({
       serverAddr: settings.serverAddr,
       authtoken: settings.authtoken,
-      ca: settings.ca,
+      ...trust,
       metadata: `burrow ${proto} ${target}`,
     });
   } catch (err) {
@@ -167,7 +178,7 @@ export async function runTunnel(
 }
 
 /**
- * Register `http`, `tcp`, `tls` and `config add-authtoken` on the `burrow` program.
+ * Register `http`, `tcp`, `tls`, `config add-authtoken` and `config add-ca` on the `burrow` program.
  * @example registerTunnelCommands(program);
  */
 export function registerTunnelCommands(program: Command): void {
@@ -197,7 +208,7 @@ export function registerTunnelCommands(program: Command): void {
 
   const config = program
     .command('config')
-    .description("manage the agent config file of 'burrow http|tcp|tls'");
+    .description("manage the agent config file of 'burrow http|tcp|tls' and 'burrow agent'");
   config
     .command('add-authtoken')
     .description(
@@ -206,11 +217,21 @@ export function registerTunnelCommands(program: Command): void {
     .argument('<token>', 'the authtoken (POST /credentials)')
     .option('--server <host:port>', 'the edge agent listener to use by default')
     .option('--ca <file>', "the server's CA certificate file")
+    .option('--ca-fingerprint <sha256>', "the server CA's SHA-256 fingerprint, to pin it")
     .option('--config <file>', 'agent config file (default: ~/.config/burrow/config.yaml)')
-    .action((token: string, flags: { server?: string; ca?: string; config?: string }) => {
+    .action((token: string, flags: AddAuthtokenFlags) => {
       const path = flags.config ?? agentConfigPath();
       if (flags.ca !== undefined) readFileSync(flags.ca); // fail now, not at the first tunnel
-      writeAgentConfig(path, { authtoken: token, server_addr: flags.server, ca: flags.ca });
+      writeAgentConfig(path, {
+        authtoken: token,
+        server_addr: flags.server,
+        ca: flags.ca,
+        ca_fingerprint:
+          flags.caFingerprint === undefined
+            ? undefined
+            : `sha256:${parseCaFingerprint(flags.caFingerprint)}`,
+      });
       process.stdout.write(`Authtoken saved to ${path}\n`);
     });
+  registerAddCa(config);
 }

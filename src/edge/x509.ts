@@ -1,11 +1,9 @@
 /**
- * The one place that loads @peculiar/x509. Its dependency injection (tsyringe) refuses to load
- * unless the `Reflect` metadata API exists, and no polyfill package (reflect-metadata) is
- * installed, so this module installs a minimal, spec-shaped stand-in first. It only adds the three
- * functions tsyringe calls, and only when they are missing, so a real polyfill loaded earlier wins.
- * ES modules evaluate their imports in order, so the shim below runs before @peculiar/x509.
+ * The one place that loads @peculiar/x509. Its dependency injection (tsyringe) needs the `Reflect`
+ * metadata API, so the reflect-metadata polyfill is loaded first (ES modules evaluate their imports
+ * in order). acme-client's own copy of the library loads the same polyfill.
  */
-import './reflect-metadata-shim.js';
+import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
 import { webcrypto } from 'node:crypto';
 

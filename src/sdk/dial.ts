@@ -1,8 +1,23 @@
-import { readFileSync } from 'node:fs';
+/**
+ * The TLS connection to the agent listener, and its verification: the chain must lead to the
+ * system roots or a given CA, or, with a pinned fingerprint, to exactly the pinned certificate;
+ * the certificate must carry the name dialled. Nothing is written on the socket before both
+ * checks passed, so the authtoken never reaches a server that failed them.
+ */
+import { X509Certificate } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 import { BURROW_ALPN } from '../protocol/index.js';
+import {
+  BurrowConnectError,
+  connectFailureKind,
+  type ConnectFailure,
+  type PresentedCertificate,
+} from './connect-errors.js';
 import { BurrowAgentError } from './errors.js';
+import { formatFingerprint, trustAnchors, type EdgeTrust } from './trust.js';
+
+export { loadCa } from './trust.js';
 
 /** Where the agent listener is, split from `host:port`. */
 export interface ServerAddress {
@@ -23,27 +38,11 @@ export function parseServerAddr(addr: string): ServerAddress {
   return { host: (m[1] ?? m[2])!, port };
 }
 
-/**
- * The CA certificate(s) to trust, from PEM text, PEM bytes or the path of a PEM file.
- * @example loadCa('./burrow-data/ca.pem')
- */
-export function loadCa(ca: string | Buffer): string | Buffer {
-  if (Buffer.isBuffer(ca)) return ca;
-  if (ca.includes('-----BEGIN')) return ca;
-  try {
-    return readFileSync(ca);
-  } catch (err) {
-    throw new BurrowAgentError(
-      `cannot read the CA file '${ca}': ${(err as Error).message}. Pass the PEM text or the path of the server's ca.pem.`,
-      undefined,
-      { cause: err },
-    );
-  }
-}
-
+/** How dialEdge() connects: where, what it trusts, and its limits. */
 export interface DialOptions {
   address: ServerAddress;
-  ca: string | Buffer | undefined;
+  /** What to trust; a pinned certificate learnt on the first dial is kept in it for the next. */
+  trust: EdgeTrust;
   /** Name to verify the certificate against; default the host (no SNI for IP literals). */
   serverName: string | undefined;
   /** Offer ALPN `burrow/1` so both ends use the large stream window. */
@@ -51,12 +50,72 @@ export interface DialOptions {
   timeoutMs: number;
 }
 
+/** OpenSSL's words for the verification codes people search for, as Node would have thrown them. */
+const VERIFY_TEXT: Record<string, string> = {
+  SELF_SIGNED_CERT_IN_CHAIN: 'self-signed certificate in certificate chain',
+  DEPTH_ZERO_SELF_SIGNED_CERT: 'self-signed certificate',
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'unable to verify the first certificate',
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: 'unable to get local issuer certificate',
+  CERT_SIGNATURE_FAILURE: 'certificate signature failure',
+};
+
+/** Node's message, but OpenSSL's `…:SSL routines:ssl3_get_record:wrong version number:…` cut to its reason. */
+function errorText(err: NodeJS.ErrnoException): string {
+  const reason = /SSL routines:[^:]*:([^:]+):/.exec(err.message)?.[1];
+  return reason === undefined ? err.message : `${reason}, ${err.code ?? 'SSL error'}`;
+}
+
+function addressText({ host, port }: ServerAddress): string {
+  return net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/** `IP Address:0:0:0:0:0:0:0:1` → `::1`; `DNS:localhost` → `localhost`. */
+function altNames(subjectaltname: string | undefined): string[] {
+  if (!subjectaltname) return [];
+  return subjectaltname.split(', ').map((entry) => {
+    const value = entry.slice(entry.indexOf(':') + 1);
+    return entry.startsWith('IP Address:') && value.includes(':')
+      ? new URL(`http://[${value}]/`).hostname.slice(1, -1)
+      : value;
+  });
+}
+
+/** The chain as the server presented it (completed by Node from the trust store), leaf first. */
+function presentedChain(socket: tls.TLSSocket): Array<{ pem: string; cert: PresentedCertificate }> {
+  const chain: Array<{ pem: string; cert: PresentedCertificate }> = [];
+  const seen = new Set<string>();
+  let peer: tls.DetailedPeerCertificate | undefined = socket.getPeerCertificate(true);
+  while (peer?.raw && !seen.has(peer.fingerprint256)) {
+    seen.add(peer.fingerprint256);
+    // Typed as a string, but a subject with two CNs gives an array.
+    const cn: unknown = peer.subject?.CN;
+    const name = Array.isArray(cn) ? String(cn[0]) : typeof cn === 'string' ? cn : undefined;
+    chain.push({
+      pem: new X509Certificate(peer.raw).toString(),
+      cert: {
+        name: name ?? JSON.stringify(peer.subject),
+        fingerprint: formatFingerprint(peer.fingerprint256),
+        altNames: altNames(peer.subjectaltname),
+        validFrom: new Date(peer.valid_from),
+        validTo: new Date(peer.valid_to),
+      },
+    });
+    peer = peer.issuerCertificate;
+  }
+  return chain;
+}
+
 /**
- * Open the TLS connection to the agent listener, verifying the certificate against `ca` (or the
- * system roots without one).
- * @example const socket = await dialEdge({ address, ca, serverName: undefined, offerAlpn: true, timeoutMs: 10_000 });
+ * A TLS handshake that accepts any certificate, so that the caller can verify it and explain a
+ * refusal with the chain in hand (Node's own rejection destroys the socket before that). Node still
+ * verifies: `authorized` and `authorizationError` carry its verdict.
  */
-export function dialEdge(options: DialOptions): Promise<tls.TLSSocket> {
+function handshake(
+  options: DialOptions,
+  ca: string[],
+  alpn: string[],
+  failure: (f: Omit<ConnectFailure, 'address' | 'serverName'>) => BurrowConnectError,
+): Promise<tls.TLSSocket> {
   const { host, port } = options.address;
   const name = options.serverName ?? host;
   return new Promise((resolve, reject) => {
@@ -64,32 +123,112 @@ export function dialEdge(options: DialOptions): Promise<tls.TLSSocket> {
       host,
       port,
       ...(net.isIP(name) ? {} : { servername: name }),
-      ...(options.serverName !== undefined
-        ? { checkServerIdentity: (_h: string, cert) => tls.checkServerIdentity(name, cert) }
-        : {}),
-      ...(options.ca !== undefined ? { ca: options.ca } : {}),
-      ALPNProtocols: options.offerAlpn ? [BURROW_ALPN] : [],
+      checkServerIdentity: (_h: string, cert) => tls.checkServerIdentity(name, cert),
+      ca,
+      rejectUnauthorized: false,
+      ALPNProtocols: alpn,
       minVersion: 'TLSv1.2',
     });
     const timer = setTimeout(
-      () => fail(new Error(`no TLS connection within ${options.timeoutMs} ms`)),
+      () =>
+        fail(
+          failure({
+            kind: 'timeout',
+            code: undefined,
+            detail: 'timeout',
+            chain: [],
+            timeoutMs: options.timeoutMs,
+          }),
+        ),
       options.timeoutMs,
     );
     const fail = (err: Error): void => {
       clearTimeout(timer);
       socket.destroy();
-      reject(
-        new BurrowAgentError(`failed to connect to ${host}:${port}: ${err.message}`, undefined, {
-          cause: err,
-        }),
-      );
+      reject(err);
     };
-    socket.once('error', fail);
+    const onError = (err: NodeJS.ErrnoException): void => {
+      const code = err.code;
+      fail(failure({ kind: connectFailureKind(code), code, detail: errorText(err), chain: [] }));
+    };
+    socket.once('error', onError);
     socket.once('secureConnect', () => {
       clearTimeout(timer);
-      socket.off('error', fail);
-      socket.setKeepAlive(true, 30_000);
+      socket.off('error', onError);
+      // Until the caller listens: a reset while it verifies must not crash the process.
+      socket.on('error', () => undefined);
       resolve(socket);
     });
   });
+}
+
+/**
+ * Open the TLS connection to the agent listener and verify it: against the system roots plus the
+ * extra CAs, or with a pin against the pinned certificate. The first dial with a pin and no
+ * matching CA at hand takes one handshake to find the pinned certificate in the server's chain
+ * (sending nothing), then connects again trusting only that certificate, so OpenSSL checks every
+ * signature: a chain that merely *contains* a copy of the pinned CA proves nothing. Rejects with a
+ * BurrowConnectError that says what failed.
+ * @example const socket = await dialEdge({ address, trust, serverName: undefined, offerAlpn: true, timeoutMs: 10_000 });
+ */
+export async function dialEdge(options: DialOptions): Promise<tls.TLSSocket> {
+  const { trust } = options;
+  const address = addressText(options.address);
+  const serverName = options.serverName ?? options.address.host;
+  const failure = (f: Omit<ConnectFailure, 'address' | 'serverName'>, cause?: unknown) =>
+    new BurrowConnectError({ ...f, address, serverName }, { cause });
+
+  if (trust.pin !== undefined && trust.pinned === undefined) {
+    const probe = await handshake(options, trustAnchors(trust), [], failure);
+    const chain = presentedChain(probe);
+    probe.destroy();
+    const match = chain.find((c) => c.cert.fingerprint === formatFingerprint(trust.pin!));
+    if (!match) {
+      throw failure({
+        kind: 'pin-mismatch',
+        code: undefined,
+        detail: 'pinned certificate not presented',
+        chain: chain.map((c) => c.cert),
+        pin: formatFingerprint(trust.pin),
+      });
+    }
+    trust.pinned = match.pem;
+  }
+
+  const socket = await handshake(
+    options,
+    trustAnchors(trust),
+    options.offerAlpn ? [BURROW_ALPN] : [],
+    failure,
+  );
+  const chain = presentedChain(socket);
+  let problem: Omit<ConnectFailure, 'address' | 'serverName'> | undefined;
+  if (!socket.authorized) {
+    // Typed as an Error, but Node stores the code (or the message when there is none) here.
+    const code = String(socket.authorizationError);
+    const text = VERIFY_TEXT[code];
+    problem = {
+      kind: connectFailureKind(code),
+      code,
+      detail: text ? `${text}, ${code}` : code,
+      chain: chain.map((c) => c.cert),
+    };
+  } else if (
+    trust.pin !== undefined &&
+    !chain.some((c) => c.cert.fingerprint === formatFingerprint(trust.pin!))
+  ) {
+    problem = {
+      kind: 'pin-mismatch',
+      code: undefined,
+      detail: 'pinned certificate not in the verified chain',
+      chain: chain.map((c) => c.cert),
+      pin: formatFingerprint(trust.pin),
+    };
+  }
+  if (problem) {
+    socket.destroy();
+    throw failure(problem);
+  }
+  socket.setKeepAlive(true, 30_000);
+  return socket;
 }

@@ -32,3 +32,18 @@ export { parseLocalAddress, UPSTREAM_UNREACHABLE_CODE } from './forward.js';
 export type { ForwardTarget, LocalAddress } from './forward.js';
 export type { HttpExchange } from './http-observer.js';
 export { BurrowAgentError } from './errors.js';
+export {
+  BurrowConnectError,
+  CLI_HINTS,
+  describeConnectError,
+  describeConnectFailure,
+  SDK_HINTS,
+} from './connect-errors.js';
+export type {
+  ConnectFailure,
+  ConnectFailureKind,
+  ConnectHints,
+  PresentedCertificate,
+} from './connect-errors.js';
+export { certificateFingerprint, parseCaFingerprint } from './trust.js';
+export type { CaSource } from './trust.js';

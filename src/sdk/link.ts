@@ -45,7 +45,7 @@ export async function openLink(
 ): Promise<{ link: Link; identity: SessionIdentity }> {
   const socket = await dialEdge({
     address: settings.address,
-    ca: settings.ca,
+    trust: settings.trust,
     serverName: settings.serverName,
     offerAlpn: settings.largeWindow,
     timeoutMs: settings.connectTimeout,

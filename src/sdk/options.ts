@@ -1,8 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { arch, hostname, platform } from 'node:os';
 import type { Auth } from '../protocol/index.js';
-import { loadCa, parseServerAddr, type ServerAddress } from './dial.js';
+import { parseServerAddr, type ServerAddress } from './dial.js';
 import { BurrowAgentError } from './errors.js';
+import { resolveTrust, type CaSource, type EdgeTrust } from './trust.js';
 
 /** Options of connect(). Durations are in milliseconds. */
 export interface ConnectOptions {
@@ -10,8 +11,18 @@ export interface ConnectOptions {
   serverAddr?: string;
   /** An authtoken (POST /credentials). */
   authtoken: string;
-  /** The server's CA: PEM text, PEM bytes, or a file path (`<data-dir>/ca.pem`). Default: system roots. */
-  ca?: string | Buffer;
+  /**
+   * CA certificates to trust on top of the system roots: PEM text, PEM bytes, or a file path
+   * (`<data-dir>/ca.pem`), or a list of them.
+   */
+  ca?: CaSource | readonly CaSource[];
+  /**
+   * Pin the server's CA by its SHA-256 fingerprint (`sha256:AB:CD:…`, as `burrow server` prints
+   * it; colons, case and the prefix are optional): the connection is accepted only when the
+   * agent listener's chain verifies up to the certificate with this fingerprint, whether or not
+   * anything else trusts it. Nothing, the authtoken included, is sent before that check.
+   */
+  caFingerprint?: string;
   /** The name to verify the server certificate against; default the host of serverAddr. */
   serverName?: string;
   /** Free text about this agent, shown by the API (`/tunnel_sessions`). */
@@ -37,7 +48,7 @@ export interface SessionSettings {
   address: ServerAddress;
   serverAddr: string;
   authtoken: string;
-  ca: string | Buffer | undefined;
+  trust: EdgeTrust;
   serverName: string | undefined;
   metadata: string;
   heartbeatInterval: number;
@@ -94,7 +105,7 @@ export function resolveConnectOptions(options: ConnectOptions): SessionSettings 
     address: parseServerAddr(serverAddr),
     serverAddr,
     authtoken: options.authtoken.trim(),
-    ca: options.ca === undefined ? undefined : loadCa(options.ca),
+    trust: resolveTrust(options.ca, options.caFingerprint),
     serverName: options.serverName,
     metadata: options.metadata ?? '',
     heartbeatInterval: options.heartbeatInterval ?? 10_000,
@@ -141,7 +152,7 @@ export function authRequest(
       ServiceRun: false,
       ConfigVersion: '',
       CustomInterface: false,
-      CustomCAs: s.ca !== undefined,
+      CustomCAs: s.trust.extra.length > 0 || s.trust.pin !== undefined,
       ClientType: 'burrow-sdk',
     },
   };

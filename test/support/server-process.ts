@@ -44,15 +44,20 @@ export interface CliResult {
 }
 
 /**
- * Run `burrow <args>` to completion.
+ * Run `burrow <args>` to completion, in `options.cwd` (default the repository) with
+ * `options.env` added to the environment.
  * @example const { stdout } = await runBurrow(['api-key', 'create', '--data-dir', dir]);
  */
-export async function runBurrow(args: string[], timeoutMs = 20_000): Promise<CliResult> {
+export async function runBurrow(
+  args: string[],
+  timeoutMs = 20_000,
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<CliResult> {
   assertBuilt();
   const child = spawn(process.execPath, [BURROW_BIN, ...args], {
-    cwd: REPO_ROOT,
+    cwd: options.cwd ?? REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: cleanEnv(),
+    env: { ...cleanEnv(), ...options.env },
   });
   let stdout = '';
   let stderr = '';
@@ -160,6 +165,8 @@ export interface StartOptions {
    * benchmark, where reading and keeping every log line would cost the measuring process.
    */
   discardLogs?: boolean;
+  /** The folder the server runs in (default the repository), for a relative `--data-dir`. */
+  cwd?: string;
 }
 
 /**
@@ -213,7 +220,7 @@ async function launch(
     ...(options.args ?? []),
   ];
   const child = spawn(process.execPath, args, {
-    cwd: REPO_ROOT,
+    cwd: options.cwd ?? REPO_ROOT,
     stdio: ['ignore', options.discardLogs ? 'ignore' : 'pipe', 'pipe'],
     env: cleanEnv(),
   });
