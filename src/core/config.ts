@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { splitHostPort } from './hostname.js';
+import { hostnameProblem, splitHostPort } from './hostname.js';
 
 /**
  * Server configuration. Every option has a flag (`--api-listen`), an environment variable
@@ -38,6 +38,8 @@ export interface ServerConfig {
   acmeRenewAfter: number;
   /** First retry delay after a failed order, in seconds; doubles up to an hour. */
   acmeRetryMin: number;
+  /** The name agents dial: in the agent listener's certificate, and ordered by ACME when on. */
+  agentHostname: string;
   /** Authoritative DNS (UDP and TCP) host:port; empty: no DNS server. */
   dnsListen: string;
   /** Addresses the DNS server answers for the base domain and every name under it. */
@@ -182,6 +184,13 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
     name: 'acme-retry-min',
     description: 'seconds before the first retry of a failed order; doubles up to 3600',
     default: '60',
+  },
+  {
+    key: 'agentHostname',
+    name: 'agent-hostname',
+    description:
+      'the host name agents dial (e.g. connect.example.com): in the agent certificate, and given a trusted certificate when ACME is on',
+    default: '',
   },
   {
     key: 'dnsListen',
@@ -335,6 +344,7 @@ export function loadServerConfig(
     apiRateLimit: parseRateLimit(get('apiRateLimit')),
     logLevel,
     ...acmeConfig(get),
+    agentHostname: parseAgentHostname(get('agentHostname')),
     dnsListen: dnsListen ? parseListen('dns-listen', dnsListen) : '',
     publicIp: parsePublicIps(get('publicIp')),
   };
@@ -394,6 +404,17 @@ function acmeConfig(get: (key: keyof ServerConfig) => string): Pick<ServerConfig
     acmeRenewAfter: renewAfter,
     acmeRetryMin: retryMin,
   };
+}
+
+function parseAgentHostname(value: string): string {
+  const name = value.toLowerCase().replace(/\.$/, '');
+  if (name !== '' && hostnameProblem(name, false) !== undefined) {
+    throw new ConfigError(
+      'agent-hostname',
+      `'${value}' is not a host name like connect.example.com`,
+    );
+  }
+  return name;
 }
 
 function parsePublicIps(value: string): string[] {

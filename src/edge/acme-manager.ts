@@ -9,7 +9,13 @@ import {
   PROVISIONING_MESSAGE,
   type CertificateManagementStatus,
 } from '../store/reserved-domains.js';
-import { baseSubject, describeFailure, domainSubject, type AcmeSubject } from './acme-subjects.js';
+import {
+  baseSubject,
+  describeFailure,
+  domainSubject,
+  hostSubject,
+  type AcmeSubject,
+} from './acme-subjects.js';
 
 /** How Burrow talks to its ACME CA (`--acme-*` options). */
 export interface AcmeSettings {
@@ -30,6 +36,8 @@ export interface AcmeManagerOptions {
   baseDomain: string;
   /** Order `*.<baseDomain>` too (only when Burrow's DNS server answers for the base domain). */
   orderBaseWildcard: boolean;
+  /** Names the server answers on itself (`--agent-hostname`), ordered unless the base wildcard covers them. */
+  hostnames?: readonly string[];
   /** This process, as lease holder. */
   holder: string;
   logger: Logger;
@@ -57,7 +65,8 @@ const MAX_RETRY_MS = 60 * 60_000;
 export class AcmeManager {
   private readonly now: () => number;
   private readonly failures = new Map<string, number>();
-  private baseStatus: CertificateManagementStatus | null = null;
+  /** Status of subjects that have no reserved domain to record it in (base, hostnames). */
+  private readonly ownStatus = new Map<string, CertificateManagementStatus>();
   private client: acme.Client | undefined;
   private timer: NodeJS.Timeout | undefined;
   private running: Promise<void> | undefined;
@@ -91,9 +100,21 @@ export class AcmeManager {
     const { repos } = this.options;
     await repos.acme.purgeExpiredChallenges();
     const subjects = (await repos.domainCertificates.managed()).map(domainSubject);
-    if (this.options.orderBaseWildcard) {
-      const current = await repos.tlsCertificates.latestManaged('base');
-      subjects.push(baseSubject(this.options.baseDomain, current?.id ?? null, this.baseStatus));
+    const own = async (key: string) => ({
+      id: (await repos.tlsCertificates.latestManaged(key))?.id ?? null,
+      status: this.ownStatus.get(key) ?? null,
+    });
+    const { baseDomain, orderBaseWildcard } = this.options;
+    if (orderBaseWildcard) {
+      const { id, status } = await own('base');
+      subjects.push(baseSubject(baseDomain, id, status));
+    }
+    for (const name of this.options.hostnames ?? []) {
+      const underBase = name.endsWith(`.${baseDomain}`);
+      const oneLabel = underBase && !name.slice(0, -baseDomain.length - 1).includes('.');
+      if (orderBaseWildcard && oneLabel) continue;
+      const { id, status } = await own(`host:${name}`);
+      subjects.push(hostSubject(name, id, status));
     }
     for (const subject of subjects) {
       if (this.stopped) return;
@@ -219,8 +240,8 @@ export class AcmeManager {
     certificateId?: string,
   ): Promise<void> {
     subject.status = status;
-    if (subject.key === 'base') {
-      this.baseStatus = status;
+    if (subject.key === 'base' || subject.key.startsWith('host:')) {
+      this.ownStatus.set(subject.key, status);
       return;
     }
     await this.options.repos.domainCertificates.record(subject.key, status, certificateId);

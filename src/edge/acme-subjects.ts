@@ -61,6 +61,23 @@ export function baseSubject(
   };
 }
 
+/** The subject for a name the server itself answers on, such as `--agent-hostname` (HTTP-01). */
+export function hostSubject(
+  name: string,
+  certificateId: string | null,
+  status: CertificateManagementStatus | null,
+): AcmeSubject {
+  return {
+    key: `host:${name}`,
+    names: [name],
+    keyType: 'ecdsa',
+    challenge: 'http-01',
+    records: [`${name} A/AAAA <this server's public address> (port 80 reaches --http-listen)`],
+    certificateId,
+    status,
+  };
+}
+
 /**
  * Why an order failed, for `provisioning_job`: DNS_ERROR when the CA could not validate the
  * challenge (the user's records are missing or wrong), INTERNAL_ERROR otherwise.

@@ -10,8 +10,10 @@ import { AgentTunnel } from './agent-tunnel.js';
 import { BindPolicy, type AgentEdgeSettings } from './bind-policy.js';
 import { agentListenerCertificate, renewServerCertificate, type LocalCa } from './certificates.js';
 import { EndpointPolicies, type EndpointPolicyEvents } from './endpoint-policy.js';
+import type { AgentCertificatePicker } from './agent-listener-certificates.js';
 import { enforceHandshakeDeadline } from './handshake-deadline.js';
 import type { EdgeMetrics } from './metrics.js';
+import { RevocationWatch } from './revocation.js';
 import { ResumptionKeys } from './session-resumption.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
 
@@ -26,11 +28,18 @@ export interface AgentListenerOptions {
   settings: AgentEdgeSettings;
   /** Further names agents dial, for the listener certificate (loopback names are always in). */
   hosts?: readonly string[];
+  /**
+   * Serves a stored (ACME-issued or uploaded) certificate to agents that dial `--agent-hostname`,
+   * instead of the local CA's.
+   */
+  publicCertificate?: AgentCertificatePicker | undefined;
   /** Folder of real certificates (`<host>.pem` + `.key`) that win over the local CA. */
   certsDir?: string;
   limits?: Partial<SessionLimits>;
   /** Where endpoints' traffic policies send events (the API's source). Default: a log of its own. */
   policyEvents?: EndpointPolicyEvents | undefined;
+  /** How often live sessions' credentials are checked against the store (ms; 0: never). */
+  revocationCheckMs?: number | undefined;
 }
 
 /** A running agent listener. */
@@ -40,6 +49,8 @@ export interface AgentListener {
   port: number;
   /** Sessions connected now, authenticated or not. */
   sessions(): AgentSession[];
+  /** Closes sessions whose credential was revoked; `checkNow()` after a change in this process. */
+  revocation: RevocationWatch;
   /**
    * Stop accepting agents and send every session GOAWAY so agents reconnect (to another edge, or
    * to this one once it is back); resolves when they are gone or after `graceMs`.
@@ -103,6 +114,14 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     events: options.policyEvents ?? new PolicyEventLog({ logger }),
     ipPolicyRules: (ids) => options.repos.ipPolicies.rulesFor(ids),
   });
+  const live = new Set<AgentSession>();
+  const revocation = new RevocationWatch({
+    repos: options.repos,
+    sessions: () => live,
+    logger,
+    metrics: options.metrics,
+    intervalMs: options.revocationCheckMs ?? 1000,
+  });
   const ctx = {
     repos: options.repos,
     registry: options.registry,
@@ -114,13 +133,14 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     policy: new BindPolicy(options.repos, options.registry, options.settings),
     policies,
     serving: { logger, metrics: options.metrics, timeoutMs: limits.rpcTimeoutMs },
+    revocation,
   };
 
-  const live = new Set<AgentSession>();
   const server = tls.createServer({
     cert: cert.certPem,
     key: cert.keyPem,
     ALPNProtocols: [BURROW_ALPN],
+    ...(options.publicCertificate ? { SNICallback: options.publicCertificate.sniCallback } : {}),
     minVersion: 'TLSv1.2',
   });
   // Unauthenticated connections must not pile up: the handshake and then Auth each get a deadline.
@@ -133,12 +153,14 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
   });
   const unwatch = watchRegistry(options.registry, options.metrics);
   const renewal = renewServerCertificate(server, cert, obtain, { logger });
+  revocation.start();
 
   server.listen(Number(hp[2]), host);
   try {
     await once(server, 'listening');
   } catch (err) {
     renewal.stop();
+    revocation.stop();
     unwatch();
     policies.close();
     throw err;
@@ -163,11 +185,13 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     address,
     port,
     sessions: () => [...live],
+    revocation,
     drain,
     close() {
       closing ??= (async () => {
         await drain();
         renewal.stop();
+        revocation.stop();
         unwatch();
         policies.close();
         await stopAccepting();

@@ -83,6 +83,7 @@ export async function startCertificateManagement(options: {
       repos,
       baseDomain: config.baseDomain,
       orderBaseWildcard: dns !== undefined,
+      hostnames: config.agentHostname ? [config.agentHostname] : [],
       holder: `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`,
       logger,
       onIssued: options.onIssued,

@@ -4,6 +4,7 @@ import { isAtOrUnder, splitHostPort } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import { PolicyEventLog } from '../policy/index.js';
 import type { Repositories } from '../store/index.js';
+import { AgentCertificatePicker } from './agent-listener-certificates.js';
 import { startAgentListener, type AgentListener } from './agent-listener.js';
 import {
   acmeHttpChallenges,
@@ -32,6 +33,8 @@ export interface Edge {
   policyEvents: PolicyEventLog;
   /** TCP and TLS edges on live traffic, kept in sync with the store. */
   edges: EdgeRuntime;
+  /** A credential or bot user changed in this process: close revoked sessions now. */
+  credentialsChanged(): Promise<void>;
   /**
    * SIGTERM: stop accepting, let open requests finish for up to `graceMs`, tell agents to
    * reconnect elsewhere, then close everything.
@@ -82,6 +85,12 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     },
   });
 
+  const agentCertificates = new AgentCertificatePicker(
+    config.agentHostname || undefined,
+    storedCertificates(repos),
+    logger,
+  );
+
   // TCP edge hostports listen where TCP endpoints do; TLS edge names go before tunnels' on SNI.
   const edges = new EdgeRuntime({
     repos,
@@ -115,6 +124,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       logger,
       ca,
       certsDir: join(config.dataDir, CERTS_DIR),
+      hosts: config.agentHostname ? [config.agentHostname] : [],
+      publicCertificate: agentCertificates,
       policyEvents,
       settings: {
         baseDomain: config.baseDomain,
@@ -129,7 +140,10 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       config,
       repos,
       logger,
-      onIssued: () => certificates.clear(),
+      onIssued: () => {
+        certificates.clear();
+        agentCertificates.refresh();
+      },
     });
   } catch (err) {
     await management?.close();
@@ -172,6 +186,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     dnsAddress: management.dnsAddress,
     policyEvents,
     edges,
+    credentialsChanged: () => started.agents.revocation.checkNow(),
     drain,
     close: () => drain(0),
   };
