@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
 import ngrok from '@ngrok/ngrok';
@@ -21,6 +23,7 @@ import {
   createApiKey,
   E2E_SETTINGS,
   freePort,
+  REPO_ROOT,
   startBurrowServer,
   type BurrowServer,
 } from './support/server-process.js';
@@ -33,6 +36,47 @@ import {
  */
 
 const BASE = E2E_SETTINGS.baseDomain;
+/** The name agents dial; the base domain's wildcard certificate covers it. */
+const AGENT_HOST = `connect.${BASE}`;
+
+/**
+ * Run an @ngrok/ngrok agent in a child process that resolves `AGENT_HOST` to 127.0.0.1 (a private
+ * mount namespace with its own /etc/hosts: the agent must dial the name to check the certificate),
+ * trusting only `caPem`. Resolves with the URL it serves, or rejects with what it printed.
+ */
+async function agentByHostname(env: { PORT: string; CA: string; TOKEN: string; TO: string }) {
+  const hosts = join(mkdtempSync(join(tmpdir(), 'burrow-hosts-')), 'hosts');
+  writeFileSync(hosts, `127.0.0.1 ${AGENT_HOST}\n${readFileSync('/etc/hosts', 'utf8')}`);
+  const script = `
+    const { default: ngrok } = await import('@ngrok/ngrok');
+    const session = await new ngrok.SessionBuilder().serverAddr('${AGENT_HOST}:' + process.env.PORT)
+      .caCert(Buffer.from(process.env.CA)).authtoken(process.env.TOKEN).connect();
+    const listener = await session.httpEndpoint().listenAndForward(process.env.TO);
+    console.log(listener.url());
+    setInterval(() => undefined, 60_000);`;
+  const child = spawn(
+    'unshare',
+    [
+      '--mount',
+      '--fork',
+      'sh',
+      '-c',
+      `mount --bind ${hosts} /etc/hosts && exec "$0" "$@"`,
+      process.execPath,
+      '--input-type=module',
+      '-e',
+      script,
+    ],
+    { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let output = '';
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d));
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.setEncoding('utf8').once('data', (line: string) => resolve(line.trim()));
+    child.once('exit', (code) => reject(new Error(`agent exited ${code}: ${output}`)));
+  });
+  return { child, url };
+}
 
 /** The leaf certificate a TLS handshake for `name` on `port` presents, checked against `ca`. */
 async function servedCertificate(port: number, name: string, ca: string) {
@@ -62,6 +106,7 @@ describe('ACME certificates from pebble', () => {
     ...['--dns-listen', `127.0.0.1:${dnsPort}`],
     ...['--acme-directory', pebble.directoryUrl, '--acme-ca-cert', pebble.listenerCaFile],
     ...['--acme-retry-min', '1', '--log-level', 'debug'],
+    ...['--agent-hostname', AGENT_HOST],
     ...extra,
   ];
 
@@ -183,6 +228,22 @@ describe('ACME certificates from pebble', () => {
     expect(reply, pebble.output().slice(-2000)).toMatchObject({ status: 200 });
     const leaf = await servedCertificate(ports.https, host, pebbleRoot);
     expect(leaf.subjectAltName).toBe(`DNS:*.${BASE}`);
+  });
+
+  it('lets @ngrok/ngrok that trusts only the CA connect to the agent listener by its hostname', async () => {
+    const token = await createAuthtoken(api);
+    const agent = await agentByHostname({
+      PORT: String(ports.agent),
+      CA: pebbleRoot,
+      TOKEN: token,
+      TO: `http://127.0.0.1:${web.port}`,
+    });
+    try {
+      expect(agent.url).toMatch(new RegExp(`^https://[a-z0-9]+\\.${BASE.replace('.', '\\.')}:`));
+      expect(await curlTrusted(new URL(agent.url).hostname)).toMatchObject({ status: 200 });
+    } finally {
+      agent.child.kill('SIGKILL');
+    }
   });
 
   it('says DNS_ERROR with what to fix and when it retries, then succeeds once DNS is fixed', async () => {

@@ -65,7 +65,10 @@ export async function startCertificateManagement(options: {
       records: { txt: (name) => repos.acme.challengeValues('dns-01', name) },
       logger,
     });
-    logger.info({ address: dns.address, zone: config.baseDomain }, 'DNS server listening');
+    logger.info(
+      { address: dns.address, port: dns.port, zone: config.baseDomain },
+      'DNS server listening',
+    );
   }
   let acme: AcmeManager | undefined;
   if (config.acmeDirectory) {
@@ -92,7 +95,9 @@ export async function startCertificateManagement(options: {
     logger.info({ directory: config.acmeDirectory }, 'ACME certificate management on');
   }
   return {
-    dnsAddress: dns?.address,
+    dnsAddress:
+      dns &&
+      (dns.address.includes(':') ? `[${dns.address}]:${dns.port}` : `${dns.address}:${dns.port}`),
     async close() {
       await acme?.close();
       await dns?.close();

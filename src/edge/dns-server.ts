@@ -212,7 +212,7 @@ export function createDnsAnswerer(
     const name = normalizeName(q.name);
     const inClass = q.class === undefined || q.class === 'IN' || q.class === 'ANY';
     if (!inClass || !isInZone(name, zone)) return { rcode: RCODE.REFUSED, aa: false };
-    // Zone transfers are not offered: the records change by the second and are not secret-free.
+    // No zone transfers: the zone is computed per question; there is no list of names to send.
     if (q.type === 'AXFR' || q.type === 'IXFR') return { rcode: RCODE.REFUSED, aa: false };
     const apex = name === zone;
     let txt: string[] | undefined;
@@ -321,7 +321,9 @@ async function bindBoth(host: string, port: number): Promise<[dgram.Socket, net.
     });
     const tcp = net.createServer();
     try {
-      await started(tcp, (done) => tcp.listen({ host, port: udp.address().port }, done));
+      // The address UDP bound, so that a name such as `localhost` means the same for both.
+      const bound = udp.address();
+      await started(tcp, (done) => tcp.listen({ host: bound.address, port: bound.port }, done));
       return [udp, tcp];
     } catch (err) {
       udp.close();
