@@ -32,6 +32,16 @@ export interface BindServices {
   policies: EndpointPolicies;
   keys: ResumptionKeys;
   serving: RpcServing;
+  /** Asks the store whether the credential still stands, so no bind succeeds after revocation. */
+  revocation?: { refusal(credentialId: string): Promise<AgentError | undefined> } | undefined;
+}
+
+/** The session's credential, checked against the store (it may have been revoked elsewhere). */
+async function standingBinder(host: BindHost, s: BindServices): Promise<Binder> {
+  const binder = binderOf(host);
+  const refused = await s.revocation?.refusal(binder.credentialId);
+  if (refused) throw refused;
+  return binder;
 }
 
 /** Conflicts with a random name or port are retried with another one this many times. */
@@ -58,7 +68,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
     'Bind',
     s.serving,
     async (bind) => {
-      const binder = binderOf(host);
+      const binder = await standingBinder(host, s);
       const requestedId = text(bind.Id);
       const grant = requestedId
         ? s.keys.verifyBindToken(text(bind.Extra?.Token), requestedId, binder.credentialId)
@@ -176,7 +186,7 @@ export async function serveLabeled(
     'StartTunnelWithLabel',
     s.serving,
     async (request) => {
-      const binder = binderOf(host);
+      const binder = await standingBinder(host, s);
       const labels = s.policy.checkLabels(request.Labels, binder.acl);
       const id = newId(ID_PREFIX.tunnel);
       const tunnel = new AgentTunnel(

@@ -49,6 +49,11 @@ export const refusals = {
       CODES.agentInvalidToken,
       'The authtoken is invalid or has been revoked (its credential was deleted). Create a new one with POST /credentials.',
     ),
+  revoked: () =>
+    new AgentError(
+      CODES.agentInvalidToken,
+      'The authtoken was revoked: its credential was deleted, so its sessions are closed and its binds refused. Create a new authtoken with POST /credentials.',
+    ),
   ownerInactive: (ownerId: string) =>
     new AgentError(
       CODES.agentOwnerInactive,

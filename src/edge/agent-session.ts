@@ -108,6 +108,8 @@ export class AgentSession implements OnlineSession, BindHost {
   predecessorId: string | undefined;
 
   private auth: SessionAuth | undefined;
+  /** Set once the credential is revoked: every later RPC is refused with it. */
+  private revoked: AgentError | undefined;
   private authStarted = false;
   private registered = false;
   private readonly tunnels = new Set<AgentTunnel>();
@@ -133,6 +135,8 @@ export class AgentSession implements OnlineSession, BindHost {
   }
 
   get binder(): Binder | undefined {
+    // Read by binderOf() inside the RPC handlers: throwing makes the reply the revocation refusal.
+    if (this.revoked) throw this.revoked;
     return this.auth && { credentialId: this.auth.credentialId, acl: this.auth.acl };
   }
 
@@ -172,6 +176,20 @@ export class AgentSession implements OnlineSession, BindHost {
     if (this.gone) return;
     this.logger.info({ reason }, 'closing agent session');
     this.mux.goAway(ErrorCode.None, reason);
+  }
+
+  /**
+   * The credential was revoked: refuse further binds, take every endpoint offline now, and close
+   * with GOAWAY carrying the error text (its ERR_NGROK_ code); the transport is torn down a moment
+   * later in case the agent keeps its side open.
+   */
+  revoke(error: AgentError): void {
+    if (this.gone || this.revoked) return;
+    this.revoked = error;
+    for (const t of this.tunnels) if (!t.removed) this.ctx.registry.removeTunnel(t.id);
+    this.logger.info({ code: error.code }, 'closing agent session: credential revoked');
+    this.mux.goAway(ErrorCode.Internal, error.wireText);
+    setTimeout(() => this.mux.destroy(), 1000).unref();
   }
 
   /** Tell the agent one tunnel is gone (StopTunnel) and remove it. */

@@ -159,6 +159,28 @@ export class CredentialRepository {
     };
   }
 
+  /**
+   * Of `ids`, which credentials may still serve agents: present, and owned by an active user.
+   * Missing ids are revoked ('deleted'); an inactive (or deleted) bot owner gives 'inactive'. One
+   * query, cheap enough for the edge to run every second over its live sessions' credentials.
+   * @example const status = await credentials.standing(['cr_…']); status.get('cr_…') ?? 'deleted';
+   */
+  async standing(ids: readonly string[]): Promise<Map<string, 'ok' | 'inactive'>> {
+    const out = new Map<string, 'ok' | 'inactive'>();
+    if (ids.length === 0) return out;
+    const rows = await this.deps.db
+      .selectFrom('credentials')
+      .leftJoin('bot_users', 'bot_users.id', 'credentials.owner_id')
+      .select(['credentials.id as id', 'credentials.owner_id as owner_id', 'bot_users.active'])
+      .where('credentials.id', 'in', [...ids])
+      .execute();
+    for (const row of rows) {
+      const bot = row.owner_id.startsWith(`${ID_PREFIX.botUser}_`);
+      out.set(row.id, !bot || row.active === 1 ? 'ok' : 'inactive');
+    }
+    return out;
+  }
+
   /** The account user is always active; a bot user is active unless marked otherwise (or gone). */
   private async ownerActive(ownerId: string): Promise<boolean> {
     if (!ownerId.startsWith(`${ID_PREFIX.botUser}_`)) return true;
