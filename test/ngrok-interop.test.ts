@@ -121,8 +121,10 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against the agent listener (%s)', (k
     const open = await connect(await edge.token());
     const notReserved = await failure(open.httpEndpoint().domain('x.example.org').listen());
     expect(notReserved.errorCode).toBe('ERR_NGROK_319');
-    const cidr = await failure(open.httpEndpoint().allowCidr('10.0.0.0/8').listen());
-    expect(cidr.message).toMatch(/IPRestriction is not supported/);
+    const oidc = await failure(
+      open.httpEndpoint().oidc('https://id.example.com', 'client', 'secret').listen(),
+    );
+    expect(oidc.message).toMatch(/OIDC is not supported/);
     const policy = await failure(
       open
         .httpEndpoint()

@@ -6,10 +6,15 @@ import { CODES, BurrowError } from '../core/errors.js';
 import type { Repositories } from '../store/index.js';
 import { apiKeyRoutes } from './api-keys.js';
 import { installAuth } from './auth.js';
+import { dashboardRoutes } from './dashboard-static.js';
+import { policyValidationRoutes } from './policy-validation.js';
+import { sessionAuth, sessionRoutes } from './sessions.js';
+import { trafficRoutes } from './traffic.js';
 import { backendRoutes } from './backends.js';
 import { botUserRoutes } from './bot-users.js';
 import { certificateAuthorityRoutes } from './certificate-authorities.js';
 import { tlsCertificateRoutes } from './tls-certificates.js';
+import { acceptIdInUpdateBody } from './update-id.js';
 import { credentialRoutes } from './credentials.js';
 import { edgeRoutes } from './edges.js';
 import { ipPolicyRoutes } from './ip-policies.js';
@@ -21,6 +26,7 @@ import { reservedDomainRoutes } from './reserved-domains.js';
 import { NOTHING_ONLINE, type ApiContext, type OnlineState } from './context.js';
 import { installErrorHandlers } from './error-handler.js';
 import { SCHEMA_KEYWORDS } from './schemas.js';
+import { installRevocationNotice } from './revocation-notice.js';
 import { refuseUnstorableStrings } from './storable-input.js';
 import { clientErrorHandler, frameworkErrors, installClosingGuard } from './transport-errors.js';
 import { Uris } from './uris.js';
@@ -93,8 +99,9 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   });
   installErrorHandlers(app);
   installClosingGuard(app);
-  installAuth(app, options.repos.apiKeys, options.rateLimit);
+  installAuth(app, options.repos.apiKeys, options.rateLimit, sessionAuth(options.repos.users));
   refuseUnstorableStrings(app);
+  installRevocationNotice(app, ctx.online);
 
   // An empty body counts as {} so that creates whose fields are all optional need none.
   // JSON only: any other body type (text/plain included) is refused with ERR_NGROK_216.
@@ -126,6 +133,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     ) {
       request.body = {};
     }
+    acceptIdInUpdateBody(request);
   });
 
   await app.register(swagger, {
@@ -153,7 +161,15 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     );
   }
 
+  // The dashboard: sign-in (first: its hook gives keys made there an owner), its page and files,
+  // and what only it needs (policy checks as you type, traffic).
+  await sessionRoutes(app, options.repos.users, {
+    secureCookies: options.publicApiUrl.startsWith('https:'),
+  });
   for (const routes of ROUTES) await routes(app, ctx);
+  await dashboardRoutes(app);
+  await policyValidationRoutes(app);
+  await trafficRoutes(app, ctx);
   await app.ready();
   return app;
 }

@@ -3,6 +3,7 @@ import { AuthenticationError, BurrowError, CODES, RateLimitError } from '../core
 import { quote } from '../core/quote.js';
 import { SlidingWindowLimiter } from '../core/sliding-window.js';
 import type { ApiKeyRepository } from '../store/api-keys.js';
+import type { SessionAuth } from './sessions.js';
 
 export const SUPPORTED_VERSIONS = ['2'];
 
@@ -49,6 +50,7 @@ export function installAuth(
   app: FastifyInstance,
   apiKeys: ApiKeyRepository,
   rateLimit: { max: number; windowSeconds: number },
+  sessions?: SessionAuth,
 ): void {
   const limiter =
     rateLimit.max > 0
@@ -56,9 +58,16 @@ export function installAuth(
       : undefined;
   app.decorateRequest('apiKeyId', undefined);
   app.addHook('onRequest', async (request) => {
-    if (publicPath(request)) return;
+    if (publicPath(request) || sessions?.isPublic(request)) return;
     checkVersion(request);
     const header = request.headers.authorization;
+    // The dashboard: a signed-in person's session cookie stands in for an API key.
+    if (!header && sessions && (await sessions.authenticate(request))) {
+      const verdict = limiter?.take(request.userId!);
+      if (verdict && !verdict.allowed)
+        throw new RateLimitError(Math.ceil(verdict.retryAfterMs / 1000));
+      return;
+    }
     if (!header) {
       throw new AuthenticationError(
         CODES.missingAuth,

@@ -1,3 +1,4 @@
+import type { TrafficInspector } from '../edge/traffic-replay.js';
 import type { TunnelRegistry } from '../edge/tunnel-registry.js';
 import type { PolicyEventSource } from '../policy/events.js';
 import type { Repositories } from '../store/index.js';
@@ -14,6 +15,10 @@ export interface OnlineState {
   policyEvents?: PolicyEventSource | undefined;
   /** The edge's online sessions and tunnels (`/tunnel_sessions`, `/tunnels`, `/endpoints`); absent: none. */
   registry?: TunnelRegistry | undefined;
+  /** The edge's traffic inspector (`/traffic/...`, the dashboard's Traffic); absent: none. */
+  traffic?: TrafficInspector | undefined;
+  /** Called after a credential is deleted or a bot user changed, so the edge re-checks sessions now. */
+  credentialsChanged?: (() => void) | undefined;
 }
 
 export const NOTHING_ONLINE: OnlineState = {

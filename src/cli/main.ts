@@ -1,11 +1,13 @@
 import { Command, Option } from 'commander';
 import { ConfigError, loadServerConfig, SERVER_OPTIONS } from '../core/config.js';
 import { createLogger } from '../core/logger.js';
+import { logDestination } from '../core/log-format.js';
 import { openStore } from '../store/index.js';
 import { serverRepositories, startServer } from './server.js';
 import { registerAgentCommand } from './agent-command.js';
 import { announceAgentListener } from './agent-hint.js';
 import { registerTunnelCommands } from './tunnel-commands.js';
+import { registerUserCommand } from './user-command.js';
 
 function collectFlags(
   opts: Record<string, string | undefined>,
@@ -46,7 +48,10 @@ export function buildCli(): Command {
     program.command('server').description('run the management API and the edge'),
   ).action(async (opts: Record<string, string | undefined>) => {
     const config = loadServerConfig(collectFlags(opts));
-    const logger = createLogger(config.logLevel);
+    const logger = createLogger(
+      config.logLevel,
+      logDestination(config.logFormat, process.stdout.isTTY),
+    );
     const server = await startServer(config, logger);
     if (server.edge) await announceAgentListener(server.edge, config, logger);
     let stopping = false;
@@ -87,6 +92,11 @@ export function buildCli(): Command {
       }
     });
 
+  registerUserCommand(
+    program,
+    (cmd) => addServerOptions(cmd, ['data-dir', 'database']),
+    collectFlags,
+  );
   registerTunnelCommands(program);
   registerAgentCommand(program);
 

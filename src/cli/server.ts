@@ -9,6 +9,7 @@ import { buildApi } from '../api/app.js';
 import { onlineStateOf } from '../api/online.js';
 import { startEdge, type Edge } from '../edge/edge.js';
 import { validatePolicy } from '../policy/validate.js';
+import { announceDashboardSetup } from './dashboard-setup.js';
 import {
   createRepositories,
   openStore,
@@ -116,13 +117,23 @@ export async function startServer(
         rateLimit: config.apiRateLimit,
         logger: logger.child({ component: 'api' }),
         online: edge
-          ? { ...onlineStateOf(edge.registry), policyEvents: edge.policyEvents }
+          ? {
+              ...onlineStateOf(edge.registry),
+              policyEvents: edge.policyEvents,
+              traffic: edge.traffic,
+              credentialsChanged: () => void edge!.credentialsChanged(),
+            }
           : undefined,
         metrics: config.metricsListen ? undefined : renderMetrics,
       });
       await api.listen({ host, port });
       apiAddress = `${listenHost}:${port}`;
       logger.info({ address: apiAddress, database: store.location }, 'API listening');
+      await announceDashboardSetup(
+        repos,
+        explicitUrl ? config.publicApiUrl : `http://${apiAddress}`,
+        logger,
+      );
       if ((await repos.apiKeys.count()) === 0) {
         const where = config.database
           ? `--database '${store.location}'`

@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { hostnameProblem, splitHostPort } from './hostname.js';
+import { LIMIT_OPTIONS, parseLimits, type ServerLimits } from './limits.js';
 
 /**
  * Server configuration. Every option has a flag (`--api-listen`), an environment variable
@@ -44,6 +45,10 @@ export interface ServerConfig {
   dnsListen: string;
   /** Addresses the DNS server answers for the base domain and every name under it. */
   publicIp: string[];
+  /** Limits of every listener (limits.ts; one table in docs/security.md). */
+  limits: ServerLimits;
+  /** `auto`: coloured lines on a terminal, JSON otherwise; `json` or `pretty` force one. */
+  logFormat: 'auto' | 'json' | 'pretty';
 }
 
 /** One option as the CLI, the environment and config files see it. */
@@ -206,6 +211,15 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
       'comma-separated addresses the DNS server answers (A/AAAA) for the base domain and every name under it',
     default: '',
   },
+  {
+    key: 'logFormat',
+    name: 'log-format',
+    description:
+      'log lines: auto (readable and coloured on a terminal, JSON when piped), json or pretty',
+    default: 'auto',
+  },
+  // Limits (limits.ts): their values are read by parseLimits, not by key.
+  ...LIMIT_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'limits' })),
 ];
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -347,6 +361,8 @@ export function loadServerConfig(
     agentHostname: parseAgentHostname(get('agentHostname')),
     dnsListen: dnsListen ? parseListen('dns-listen', dnsListen) : '',
     publicIp: parsePublicIps(get('publicIp')),
+    limits: parseLimits(raw, (name, rule) => new ConfigError(name, rule)),
+    logFormat: parseLogFormat(get('logFormat')),
   };
 }
 
@@ -427,4 +443,11 @@ function parsePublicIps(value: string): string[] {
       throw new ConfigError('public-ip', `'${ip}' is not an IPv4 or IPv6 address`);
   }
   return ips;
+}
+
+function parseLogFormat(value: string): ServerConfig['logFormat'] {
+  if (value !== 'auto' && value !== 'json' && value !== 'pretty') {
+    throw new ConfigError('log-format', `'${value}' must be one of auto, json, pretty`);
+  }
+  return value;
 }

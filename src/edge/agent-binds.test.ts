@@ -193,18 +193,24 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     };
     expect((await bind(agent, 'https', unset)).URL).toMatch(/^https:/);
     const cases: [BindOpts, RegExp][] = [
+      // Enforced as policy rules, so refused only when the value cannot be enforced.
       [{ BasicAuth: { Credentials: [{ Username: 'a', CleartextPassword: 'b' }] } }, /BasicAuth/],
-      [{ IPRestriction: { AllowCIDRs: ['10.0.0.0/8'] } }, /IPRestriction/],
+      [{ IPRestriction: { AllowCIDRs: ['10.0.0.300/8'] } }, /IPRestriction/],
+      [{ WebhookVerification: { Provider: 'paypal', Secret: 's' } }, /WebhookVerification/],
       [{ ProxyProto: 2 }, /ProxyProto/],
-      [{ Compression: {} }, /Compression/],
       [{ OIDC: { IssuerUrl: 'https://idp' } }, /OIDC/],
-      [{ WebhookVerification: { Provider: 'github', Secret: 's' } }, /WebhookVerification/],
+      [{ OAuth: { Provider: 'google' } }, /OAuth/],
       [{ MutualTLSCA: { MutualTLSCA: 'AAAA' } }, /MutualTLSCA/],
     ];
     for (const [opts, message] of cases) {
       const err = await refused(bind(agent, 'https', opts));
       expect(err.message).toMatch(message);
     }
+    const enforced = await bind(agent, 'https', {
+      IPRestriction: { AllowCIDRs: ['10.0.0.0/8'] },
+      Compression: {},
+    });
+    expect(enforced.URL).toMatch(/^https:/);
     const tls = await refused(bind(agent, 'tls', { TLSTermination: { Cert: 'AA', Key: 'BB' } }));
     expect(tls.message).toMatch(/TLSTermination/);
     const internal = await refused(bind(agent, 'https', {}, { Extra: { Bindings: ['internal'] } }));

@@ -6,7 +6,7 @@ import { AgentTunnel, type TunnelHost } from './agent-tunnel.js';
 import type { Binder, BindPlan, BindPolicy } from './bind-policy.js';
 import { isSet } from './bind-options.js';
 import { legacyPolicyText } from './bind-traffic-policy.js';
-import type { EndpointPolicies } from './endpoint-policy.js';
+import { optionRulesOf, type EndpointPolicies } from './endpoint-policy.js';
 import type { ResumptionKeys } from './session-resumption.js';
 import { TunnelConflictError, type OnlineTunnel, type TunnelRegistry } from './tunnel-registry.js';
 
@@ -243,7 +243,12 @@ export async function servePatchTunnelState(
       }
       const compiled =
         policyText !== '' && tunnel.proto
-          ? await s.policy.checkTrafficPolicy(policyText, tunnel.proto, 'TrafficPolicy')
+          ? await s.policy.checkTrafficPolicy(
+              policyText,
+              tunnel.proto,
+              'TrafficPolicy',
+              optionRulesOf(tunnel),
+            )
           : undefined;
       if (compiled) s.policies.replace(tunnel, compiled, binder.credentialId);
       if (typeof patch.Metadata === 'string') tunnel.metadata = patch.Metadata;

@@ -54,6 +54,11 @@ export const refusals = {
       CODES.agentInvalidToken,
       'The authtoken was revoked: its credential was deleted, so its sessions are closed and its binds refused. Create a new authtoken with POST /credentials.',
     ),
+  tooManySessions: (max: number) =>
+    new AgentError(
+      'ERR_NGROK_108',
+      `This authtoken already holds ${max} agent sessions, the most one credential may hold (--agent-max-sessions-per-credential). Stop one, or use another authtoken.`,
+    ),
   ownerInactive: (ownerId: string) =>
     new AgentError(
       CODES.agentOwnerInactive,

@@ -11,6 +11,7 @@ import { BindPolicy, type AgentEdgeSettings } from './bind-policy.js';
 import { agentListenerCertificate, renewServerCertificate, type LocalCa } from './certificates.js';
 import { EndpointPolicies, type EndpointPolicyEvents } from './endpoint-policy.js';
 import type { AgentCertificatePicker } from './agent-listener-certificates.js';
+import { gateConnections, RefusalLog } from './connection-gate.js';
 import { enforceHandshakeDeadline } from './handshake-deadline.js';
 import type { EdgeMetrics } from './metrics.js';
 import { RevocationWatch } from './revocation.js';
@@ -40,6 +41,10 @@ export interface AgentListenerOptions {
   policyEvents?: EndpointPolicyEvents | undefined;
   /** How often live sessions' credentials are checked against the store (ms; 0: never). */
   revocationCheckMs?: number | undefined;
+  /** Open connections in all and per client IP (`--agent-max-connections[-per-ip]`). */
+  maxConnections?: { total: number; perIp: number } | undefined;
+  /** TLS handshake deadline (`--tls-handshake-timeout-ms`); default the Auth timeout. */
+  handshakeTimeoutMs?: number | undefined;
 }
 
 /** A running agent listener. */
@@ -144,7 +149,15 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     minVersion: 'TLSv1.2',
   });
   // Unauthenticated connections must not pile up: the handshake and then Auth each get a deadline.
-  enforceHandshakeDeadline(server, limits.authTimeoutMs, logger);
+  enforceHandshakeDeadline(server, options.handshakeTimeoutMs ?? limits.authTimeoutMs, logger);
+  if (options.maxConnections) {
+    const { total, perIp } = options.maxConnections;
+    gateConnections(
+      server,
+      { name: 'agent', maxTotal: total, maxPerIp: perIp },
+      new RefusalLog(logger, options.metrics),
+    );
+  }
   server.on('secureConnection', (socket: tls.TLSSocket) => {
     const session = new AgentSession(socket, ctx);
     live.add(session);

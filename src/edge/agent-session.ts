@@ -50,6 +50,8 @@ export interface SessionLimits {
   /** Accepted range of the agent's heartbeat interval and tolerance. */
   heartbeatMinMs: number;
   heartbeatMaxMs: number;
+  /** Sessions one credential may hold at once; Auth beyond is refused (ERR_NGROK_108). */
+  maxSessionsPerCredential: number;
 }
 
 export const DEFAULT_SESSION_LIMITS: SessionLimits = {
@@ -62,6 +64,7 @@ export const DEFAULT_SESSION_LIMITS: SessionLimits = {
   proxyStreamWaitMs: 10_000,
   heartbeatMinMs: 100,
   heartbeatMaxMs: 10 * 60_000,
+  maxSessionsPerCredential: 100,
 };
 
 /** Agent-opened RPC streams after Auth, by stream type. */
@@ -275,6 +278,13 @@ export class AgentSession implements OnlineSession, BindHost {
         if (!first) throw refusals.alreadyAuthenticated();
         const ok = await authenticateAgent(auth, this.ctx);
         if (this.gone) throw new AgentError(undefined, 'session closed', 'closed');
+        const held = this.ctx.registry
+          .listSessions()
+          .filter((s) => s.credentialId === ok.credentialId).length;
+        if (held >= this.ctx.limits.maxSessionsPerCredential) {
+          this.ctx.metrics.limitRefusals.with({ limit: 'agent_sessions_per_credential' }).inc();
+          throw refusals.tooManySessions(this.ctx.limits.maxSessionsPerCredential);
+        }
         this.accept(ok, auth.ClientId);
         return {
           Version: '3',

@@ -43,14 +43,26 @@ describe('checkBindOptions', () => {
     ).toBeUndefined();
   });
 
-  it('names the option it refuses', () => {
-    expect(refusal({ Auth: 'user:pass' })).toMatch(/Opts\.Auth/);
-    expect(refusal({ CircuitBreaker: { ErrorThreshold: 0.5 } })).toMatch(/CircuitBreaker/);
+  it('names the option it refuses, with the code', () => {
+    expect(refusal({ OAuth: { provider: 'google' } })).toMatch(/Opts\.OAuth.*login flow/);
+    expect(refusal({ OIDC: { issuer_url: 'https://id.example' } })).toMatch(/Opts\.OIDC/);
     expect(refusal({ WebsocketTCPConverter: {} })).toMatch(/WebsocketTCPConverter/);
     expect(refusal({ HostHeaderRewrite: true })).toMatch(/HostHeaderRewrite/);
-    expect(refusal({ IPRestriction: { AllowCIDRs: ['10.0.0.0/8'] } })).toMatch(/IPRestriction/);
-    expect(refusal({}, { IPPolicyRef: 'ipp_1' })).toMatch(/IPPolicyRef/);
+    expect(refusal({ ProxyProto: 2 })).toMatch(/ProxyProto/);
     expect(refusal({}, { Bindings: ['kubernetes'] })).toMatch(/"kubernetes"/);
+    try {
+      checkBindOptions({ OAuth: { provider: 'google' } }, undefined);
+    } catch (err) {
+      expect((err as AgentError).code).toBe('ERR_BURROW_UNSUPPORTED_OPTION');
+    }
+  });
+
+  it('leaves the options it enforces as policy rules to bind-option-rules.ts', () => {
+    expect(refusal({ Auth: 'user:pass' })).toBeUndefined();
+    expect(refusal({ CircuitBreaker: { error_threshold: 0.5 } })).toBeUndefined();
+    expect(refusal({ IPRestriction: { allow_cidrs: ['10.0.0.0/8'] } })).toBeUndefined();
+    expect(refusal({ Compression: {}, BasicAuth: { credentials: [] } })).toBeUndefined();
+    expect(refusal({}, { IPPolicyRef: 'ipp_1' })).toBeUndefined();
   });
 
   it('leaves traffic policies to bind-traffic-policy.ts, which enforces them', () => {

@@ -7,10 +7,12 @@ import { LABEL_LIMITS, labelProblem } from '../core/labels.js';
 import type { Bind } from '../protocol/index.js';
 import type { Repositories } from '../store/index.js';
 import { AgentError, refusals } from './agent-errors.js';
+import { optionRules, type OptionRules } from './bind-option-rules.js';
 import { checkBindOptions } from './bind-options.js';
 import {
   bindPolicyText,
   compileBindPolicy,
+  mergedPolicyText,
   type BindTrafficPolicy,
 } from './bind-traffic-policy.js';
 import type { BindGrant } from './session-resumption.js';
@@ -103,9 +105,16 @@ export class BindPolicy {
     }
     checkBindOptions(bind.Opts, bind.Extra);
     const given = bindPolicyText(bind.Opts);
-    const trafficPolicy = given
-      ? await this.checkTrafficPolicy(given.text, proto as TunnelProto, given.field)
-      : undefined;
+    const options = optionRules(bind.Opts, bind.Extra, proto as TunnelProto);
+    const trafficPolicy =
+      given || options
+        ? await this.checkTrafficPolicy(
+            given?.text ?? '',
+            proto as TunnelProto,
+            given?.field ?? 'TrafficPolicy',
+            options,
+          )
+        : undefined;
     const restored = grant && grant.random && grant.proto === proto ? grant : undefined;
     const plan =
       proto === 'tcp'
@@ -122,15 +131,27 @@ export class BindPolicy {
 
   /**
    * Check a bind's (or PatchTunnelState's) policy text for an endpoint of `proto` like the API
-   * checks edges' policies, and that the IP policies it names exist; throws the refusal.
+   * checks edges' policies, and that the IP policies it names exist; throws the refusal. With
+   * `options` (the rules of the bind's options), the policy that runs is those rules, then the
+   * text's; `text` may then be '' (no policy of its own).
    * @example await policy.checkTrafficPolicy(text, 'https', 'TrafficPolicy')
    */
   async checkTrafficPolicy(
     text: string,
     proto: TunnelProto,
     field: string,
+    options?: OptionRules,
   ): Promise<BindTrafficPolicy> {
-    const checked = { text, policy: compileBindPolicy(text, proto, field) };
+    let checked: BindTrafficPolicy;
+    if (!options) {
+      checked = { text, policy: compileBindPolicy(text, proto, field) };
+    } else {
+      // Each part alone first, so that an error names the option, or the agent's own rule.
+      compileBindPolicy(mergedPolicyText(options, undefined, proto), proto, 'Opts');
+      if (text !== '') compileBindPolicy(text, proto, field);
+      const merged = mergedPolicyText(options, text === '' ? undefined : text, proto);
+      checked = { text, policy: compileBindPolicy(merged, proto, field), options };
+    }
     const missing = await this.repos.ipPolicies.missing(checked.policy.ipPolicyIds);
     if (missing.length > 0) {
       throw new AgentError(

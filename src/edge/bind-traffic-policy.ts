@@ -5,15 +5,53 @@
  * protocol before anything is allocated.
  */
 import { ValidationError } from '../core/errors.js';
-import { compilePolicy, type CompiledPolicy, type PolicyProtocol } from '../policy/index.js';
+import {
+  compilePolicy,
+  parsePolicyDocument,
+  POLICY_PHASES_OF_DOCUMENT,
+  toPhases,
+  type CompiledPolicy,
+  type PolicyProtocol,
+} from '../policy/index.js';
 import type { BindOpts } from '../protocol/index.js';
 import { AgentError, refusals } from './agent-errors.js';
 import { isSet } from './bind-options.js';
+import type { OptionRules } from './bind-option-rules.js';
 
-/** A bind's policy, validated: the text the tunnel keeps (and the API shows) and its compiled form. */
+/**
+ * A bind's policy, validated: the text the tunnel keeps (and the API shows: the agent's own
+ * policy, '' when it sent none) and the compiled form that runs, which puts the rules of the
+ * bind's options (`options`) before the agent's policy.
+ */
 export interface BindTrafficPolicy {
   text: string;
   policy: CompiledPolicy;
+  /** The rules the bind's options added; kept so that PatchTunnelState keeps them too. */
+  options?: OptionRules | undefined;
+}
+
+/**
+ * The options' rules followed by the rules of policy `text` (either form), as one policy text in
+ * the phase form. `text` must already have been checked.
+ * @example mergedPolicyText(rules, 'on_http_request: [{actions: [{type: deny}]}]', 'https')
+ */
+export function mergedPolicyText(
+  options: OptionRules,
+  text: string | undefined,
+  protocol: PolicyProtocol,
+): string {
+  const own =
+    text === undefined ? undefined : toPhases(parsePolicyDocument(text, 'TrafficPolicy'), protocol);
+  const doc: Record<string, unknown> = {};
+  for (const phase of POLICY_PHASES_OF_DOCUMENT) {
+    const mine = (own?.[phase] ?? []).map(({ name, expressions, actions }) => ({
+      ...(name === undefined ? {} : { name }),
+      expressions,
+      actions,
+    }));
+    doc[phase] = [...options[phase], ...mine];
+  }
+  return JSON.stringify(doc);
 }
 
 type Mapping = Record<string, unknown>;

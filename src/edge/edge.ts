@@ -18,6 +18,9 @@ import { startIngress, type Ingress } from './ingress.js';
 import { EdgeMetrics } from './metrics.js';
 import { parseListenAddress } from './proxy.js';
 import { TunnelRegistry } from './tunnel-registry.js';
+import { TrafficLog } from './traffic-log.js';
+import { trafficInspector, type TrafficInspector } from './traffic-replay.js';
+import { trafficTap } from './traffic-tap.js';
 
 /** A running edge: the agent listener and the public ingress over one tunnel registry. */
 export interface Edge {
@@ -33,6 +36,8 @@ export interface Edge {
   policyEvents: PolicyEventLog;
   /** TCP and TLS edges on live traffic, kept in sync with the store. */
   edges: EdgeRuntime;
+  /** The last HTTP requests of each endpoint, in this process's memory (the dashboard's Traffic). */
+  traffic: TrafficInspector;
   /** A credential or bot user changed in this process: close revoked sessions now. */
   credentialsChanged(): Promise<void>;
   /**
@@ -66,6 +71,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const metrics = new EdgeMetrics();
   const policyEvents = new PolicyEventLog({ logger: logger.child({ component: 'policy' }) });
   const baseWildcard = `*.${config.baseDomain}`;
+  const trafficLog = new TrafficLog();
 
   // Certificates only for names this edge serves, so nobody can make it mint arbitrary ones.
   const certificates: CertificateStore = new CertificateStore({
@@ -115,6 +121,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       certificates,
       logger,
       tlsEdges: edges,
+      limits: config.limits,
+      tap: (req, res, tunnel) => trafficTap(trafficLog, req, res, tunnel),
     });
     agents = await startAgentListener({
       listen: config.agentListen,
@@ -127,6 +135,15 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       hosts: config.agentHostname ? [config.agentHostname] : [],
       publicCertificate: agentCertificates,
       policyEvents,
+      limits: {
+        authTimeoutMs: config.limits.agentAuthTimeoutMs,
+        maxSessionsPerCredential: config.limits.agentMaxSessionsPerCredential,
+      },
+      handshakeTimeoutMs: config.limits.tlsHandshakeTimeoutMs,
+      maxConnections: {
+        total: config.limits.agentMaxConnections,
+        perIp: config.limits.agentMaxConnectionsPerIp,
+      },
       settings: {
         baseDomain: config.baseDomain,
         tcpHost: config.tcpHost,
@@ -186,6 +203,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     dnsAddress: management.dnsAddress,
     policyEvents,
     edges,
+    traffic: trafficInspector(trafficLog, ingress.httpAddress),
     credentialsChanged: () => started.agents.revocation.checkNow(),
     drain,
     close: () => drain(0),

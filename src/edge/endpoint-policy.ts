@@ -18,7 +18,16 @@ import type {
   PolicyEventSink,
   PolicyRunner,
 } from '../policy/index.js';
+import type { OptionRules } from './bind-option-rules.js';
 import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from './tunnel-registry.js';
+
+/**
+ * The option rules of a tunnel's bind, for PatchTunnelState to keep.
+ * @example await policy.checkTrafficPolicy(text, tunnel.proto, 'TrafficPolicy', optionRulesOf(tunnel))
+ */
+export function optionRulesOf(tunnel: OnlineTunnel): OptionRules | undefined {
+  return tunnel.policy instanceof EndpointPolicy ? tunnel.policy.options : undefined;
+}
 
 /** Where runners send events, and how the events of an owner that is gone for good are dropped. */
 export interface EndpointPolicyEvents extends PolicyEventSink {
@@ -43,6 +52,8 @@ export class EndpointPolicy implements TunnelPolicy {
     readonly text: string,
     /** `<credential id>\n<bind id>`: binds whose tunnels share this state. */
     readonly bindKey: string,
+    /** The rules of the bind's options, which a PatchTunnelState policy keeps in front of it. */
+    readonly options?: OptionRules | undefined,
   ) {}
 
   get ownerId(): string {
@@ -101,7 +112,8 @@ export class EndpointPolicies {
    */
   attach(
     tunnel: OnlineTunnel,
-    compiled: { text: string; policy: CompiledPolicy } | undefined,
+    compiled:
+      { text: string; policy: CompiledPolicy; options?: OptionRules | undefined } | undefined,
     credentialId: string,
   ): void {
     const bindKey = `${credentialId}\n${tunnel.bindId}`;
@@ -125,7 +137,7 @@ export class EndpointPolicies {
    */
   replace(
     tunnel: OnlineTunnel,
-    compiled: { text: string; policy: CompiledPolicy },
+    compiled: { text: string; policy: CompiledPolicy; options?: OptionRules | undefined },
     credentialId: string,
   ): void {
     const current = tunnel.policy instanceof EndpointPolicy ? tunnel.policy : undefined;
@@ -144,7 +156,7 @@ export class EndpointPolicies {
 
   private install(
     tunnel: OnlineTunnel,
-    compiled: { text: string; policy: CompiledPolicy },
+    compiled: { text: string; policy: CompiledPolicy; options?: OptionRules | undefined },
     bindKey: string,
     previous: EndpointPolicy | undefined,
   ): void {
@@ -157,8 +169,9 @@ export class EndpointPolicies {
             events: this.options.events,
             ipPolicyRules: this.options.ipPolicyRules,
           });
-    tunnel.trafficPolicy = compiled.text;
-    tunnel.policy = new EndpointPolicy(runner, endpoint, compiled.text, bindKey);
+    // A bind with options but no policy of its own shows none (the options' rules hold secrets).
+    tunnel.trafficPolicy = compiled.text === '' ? undefined : compiled.text;
+    tunnel.policy = new EndpointPolicy(runner, endpoint, compiled.text, bindKey, compiled.options);
   }
 
   private readonly onRemoved = (tunnel: OnlineTunnel): void => {

@@ -13,6 +13,12 @@ export const INGRESS_ERRORS = {
   tunnelNotFound: { status: 404, code: 'ERR_NGROK_3200', title: 'Tunnel not found' },
   /** The tunnel exists but its agent or the service behind it could not be reached. */
   tunnelUnreachable: { status: 502, code: 'ERR_NGROK_3004', title: 'Bad gateway' },
+  /** The Host names another endpoint than the TLS connection's SNI (sni-host-match.ts). */
+  misdirected: {
+    status: 421,
+    code: 'ERR_BURROW_MISDIRECTED_REQUEST',
+    title: 'Misdirected Request',
+  },
   /** The request named no host at all. */
   missingHost: { status: 400, code: 'ERR_BURROW_MISSING_HOST', title: 'Missing Host header' },
   /** A plain HTTP request arrived on the HTTPS port. */
@@ -75,6 +81,8 @@ export function errorMessage(error: IngressError, host: string, detail?: string)
         `${detail ? ` (${detail})` : ''}. Check that the agent and the service it forwards to ` +
         'are running.'
       );
+    case INGRESS_ERRORS.misdirected.code:
+      return `This TLS connection was made for another name than ${host}. Open a new connection to ${host} (its name in the TLS SNI).`;
     case INGRESS_ERRORS.plainHttpOnHttpsPort.code:
       return 'This port speaks HTTPS (TLS). Use an https:// URL, or the HTTP port for http://.';
     default:

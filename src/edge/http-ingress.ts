@@ -14,6 +14,7 @@ import {
 } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
+import { DEFAULT_LIMITS, type ServerLimits } from '../core/limits.js';
 import type { Logger } from '../core/logger.js';
 import type { EndpointMeters } from './endpoint-meters.js';
 import { INGRESS_ERRORS, rawErrorResponse, sendErrorPage } from './error-pages.js';
@@ -26,6 +27,7 @@ import {
 } from './http-forwarding.js';
 import { answerAcmeChallenge, type AcmeChallengeLookup } from './acme-http-challenge.js';
 import { PublicConnections } from './http-connections.js';
+import { misdirected } from './sni-host-match.js';
 import { failRequest, writeUpstreamResponse } from './http-responses.js';
 import { runHttpRequestPolicy, runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
 import {
@@ -51,7 +53,17 @@ export interface HttpIngressOptions {
   keepAliveTimeoutMs?: number | undefined;
   /** ACME HTTP-01 answers, served before any routing (when ACME is on). */
   acmeChallenge?: AcmeChallengeLookup | undefined;
+  /** Header time, keep-alive, header bytes and count; default DEFAULT_LIMITS. */
+  limits?: HeaderLimits | undefined;
+  /** Told of every routed request (the traffic inspector, traffic-tap.ts). */
+  tap?: ((req: IncomingMessage, res: ServerResponse, tunnel: OnlineTunnel) => void) | undefined;
 }
+
+/** The ingress limits the HTTP server applies. */
+type HeaderLimits = Pick<
+  ServerLimits,
+  'headersTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes' | 'maxHeaderCount'
+>;
 
 function servesHttp(tunnel: OnlineTunnel): boolean {
   return tunnel.proto === 'http' || tunnel.proto === 'https';
@@ -75,10 +87,12 @@ export class HttpIngress {
   private readonly connectTimeoutMs: number | undefined;
   private readonly idleStreamMs: number | undefined;
   private readonly acmeChallenge: AcmeChallengeLookup | undefined;
+  private readonly tap: HttpIngressOptions['tap'];
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
   private readonly connections: PublicConnections;
   private readonly relays = new Set<Relay>();
   private draining = false;
+  private readonly maxHeaderCount: number;
 
   constructor(options: HttpIngressOptions) {
     this.registry = options.registry;
@@ -87,14 +101,20 @@ export class HttpIngress {
     this.connectTimeoutMs = options.connectTimeoutMs;
     this.idleStreamMs = options.idleStreamMs;
     this.acmeChallenge = options.acmeChallenge;
+    this.tap = options.tap;
     this.connections = new PublicConnections(options.meters);
     // Uploads may take longer than Node's 5-minute request timeout; headers may not dawdle.
+    const limits = options.limits ?? DEFAULT_LIMITS;
+    this.maxHeaderCount = limits.maxHeaderCount;
     this.server = createServer({
       requestTimeout: 0,
-      headersTimeout: 30_000,
+      headersTimeout: limits.headersTimeoutMs,
+      maxHeaderSize: limits.maxHeaderBytes,
       highWaterMark: INGRESS_HIGH_WATER_MARK,
     });
-    this.server.keepAliveTimeout = options.keepAliveTimeoutMs ?? 60_000;
+    // Node's own header limit counts all headers; ours is applied per request in onRequest.
+    this.server.maxHeadersCount = 0;
+    this.server.keepAliveTimeout = options.keepAliveTimeoutMs ?? limits.keepAliveTimeoutMs;
     this.server.on('connection', (socket: Duplex) =>
       this.connections.track(socket, socket as Socket),
     );
@@ -168,14 +188,27 @@ export class HttpIngress {
       sendErrorPage(req, res, INGRESS_ERRORS.tunnelNotFound, host);
       return undefined;
     }
+    if (misdirected(req, tunnel, (name) => this.registry.byHost(name))) {
+      this.meters.unrouted.request(INGRESS_ERRORS.misdirected.status);
+      sendErrorPage(req, res, INGRESS_ERRORS.misdirected, host);
+      return undefined;
+    }
     return tunnel;
   }
 
   private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     if (this.draining) res.shouldKeepAlive = false;
     if (answerAcmeChallenge(req, res, this.acmeChallenge)) return;
+    if (req.rawHeaders.length / 2 > this.maxHeaderCount) {
+      this.meters.unrouted.request(431);
+      res.shouldKeepAlive = false;
+      res.writeHead(431, { 'content-type': 'text/plain', connection: 'close' });
+      res.end(`Too many header fields: at most ${this.maxHeaderCount} are accepted.\n`);
+      return;
+    }
     const tunnel = this.route(req, res);
     if (!tunnel) return;
+    this.tap?.(req, res, tunnel);
     const meter = this.meters.of(tunnel);
     const state = this.connections.attribute(req.socket, meter);
     res.once('close', () => {
@@ -255,7 +288,9 @@ export class HttpIngress {
       if (!res.writableFinished) upstream.destroy();
     });
 
-    if (hasBody) req.pipe(upstream);
+    // A policy action (verify-webhook) may have read the body whole: send what it read.
+    if (flow?.body) upstream.end(flow.body);
+    else if (hasBody) req.pipe(upstream);
     else upstream.end();
   }
 
@@ -297,6 +332,11 @@ export class HttpIngress {
     if (!tunnel || !servesHttp(tunnel)) {
       this.meters.unrouted.request(INGRESS_ERRORS.tunnelNotFound.status);
       socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelNotFound, host ?? ''));
+      return;
+    }
+    if (misdirected(req, tunnel, (name) => this.registry.byHost(name))) {
+      this.meters.unrouted.request(INGRESS_ERRORS.misdirected.status);
+      socket.end(rawErrorResponse(INGRESS_ERRORS.misdirected, host ?? ''));
       return;
     }
     if (tunnel.policy && !flow) {

@@ -105,14 +105,52 @@ function connectionState(socket: Duplex): ConnectionPolicyState {
   return state;
 }
 
+/** The most a policy action (verify-webhook) may read of a request body into memory. */
+export const POLICY_BODY_LIMIT = 10 * 1024 * 1024;
+
+/** A request body read whole for a policy action, kept to be sent upstream instead of the stream. */
+interface BodyHolder {
+  body: Buffer | undefined;
+}
+
+/** Reads `req`'s body once, on first call; over {@link POLICY_BODY_LIMIT} it rejects. */
+function bodyReader(req: IncomingMessage, holder: BodyHolder): () => Promise<Buffer> {
+  let pending: Promise<Buffer> | undefined;
+  return () =>
+    (pending ??= new Promise<Buffer>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      const onData = (chunk: Buffer): void => {
+        size += chunk.length;
+        if (size > POLICY_BODY_LIMIT) {
+          req.off('data', onData);
+          reject(new Error(`the body is over ${POLICY_BODY_LIMIT} bytes`));
+          return;
+        }
+        chunks.push(chunk);
+      };
+      req.on('data', onData);
+      req.once('end', () => {
+        holder.body = Buffer.concat(chunks);
+        resolve(holder.body);
+      });
+      req.once('error', reject);
+    }));
+}
+
 /** The `req.*` input of a request as received. */
-function requestInputOf(req: IncomingMessage, encrypted: boolean): RequestInput {
+function requestInputOf(
+  req: IncomingMessage,
+  encrypted: boolean,
+  holder?: BodyHolder,
+): RequestInput {
   return {
     method: req.method ?? 'GET',
     url: req.url ?? '/',
     scheme: encrypted ? 'https' : 'http',
     headers: req.headers,
     version: req.httpVersion,
+    body: holder ? bodyReader(req, holder) : undefined,
   };
 }
 
@@ -129,6 +167,8 @@ export class HttpPolicyFlow {
     private readonly req: RequestInput,
     private readonly changes: HeaderChanges,
     private readonly vars: PolicyVars,
+    /** The body, when an action read it whole: send this upstream, the stream is spent. */
+    readonly body?: Buffer | undefined,
   ) {}
 
   /** The upstream request's raw headers with the policy's changes (X-Forwarded-* stay the ingress's). */
@@ -212,6 +252,8 @@ interface RequestOutcome {
   respond: (decision: RespondDecision) => void;
   close: () => void;
   fail: () => void;
+  /** Report the status the client got to these observers (circuit-breaker); plain requests only. */
+  observe?: (observers: ReadonlyArray<(status: number) => void>) => void;
 }
 
 /** on_tcp_connect (once per connection and policy), then on_http_request. */
@@ -223,7 +265,12 @@ function runRequestPhases(
   const socket = req.socket;
   const state = connectionState(socket);
   const runner = policy.runner;
-  const input = requestInputOf(req, (socket as Partial<TLSSocket>).encrypted === true);
+  const holder: BodyHolder = { body: undefined };
+  const input = requestInputOf(
+    req,
+    (socket as Partial<TLSSocket>).encrypted === true,
+    outcome.observe ? holder : undefined,
+  );
 
   const requestPhase = (vars: PolicyVars): void => {
     if (!runner.policy.has('on_http_request')) {
@@ -236,7 +283,10 @@ function runRequestPhases(
       else {
         // The ingress writes req.url as the request target, upstream and on upgrades alike.
         if (d.rewrite !== undefined) req.url = d.rewrite;
-        outcome.forward(new HttpPolicyFlow(policy, state.conn, input, d.headers, d.vars));
+        if (d.afterResponse) outcome.observe?.(d.afterResponse);
+        outcome.forward(
+          new HttpPolicyFlow(policy, state.conn, input, d.headers, d.vars, holder.body),
+        );
       }
     };
     settle(
@@ -293,6 +343,13 @@ export function runHttpRequestPolicy(
     fail: () => {
       drop();
       writeFailure(res);
+    },
+    observe: (observers) => {
+      res.once('close', () => {
+        // A client that left before any answer says nothing about the upstream's health.
+        if (!res.headersSent) return;
+        for (const observer of observers) observer(res.statusCode);
+      });
     },
   };
   try {

@@ -8,12 +8,14 @@ import type { Logger } from '../core/logger.js';
 import type { AcmeChallengeLookup } from './acme-http-challenge.js';
 import type { CertificateStore } from './certificate-store.js';
 import { EndpointMeters } from './endpoint-meters.js';
-import { HttpIngress } from './http-ingress.js';
+import { HttpIngress, type HttpIngressOptions } from './http-ingress.js';
 import type { EdgeMetrics } from './metrics.js';
 import { formatAddress, parseListenAddress } from './proxy.js';
 import { SniRouter, type SniRouterOptions } from './sni-router.js';
 import { TcpIngress } from './tcp-ingress.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
+import { DEFAULT_LIMITS, type ServerLimits } from '../core/limits.js';
+import { gateConnections, RefusalLog } from './connection-gate.js';
 
 export interface IngressOptions {
   /** `host:port` for plain HTTP; port 0 picks a free port. */
@@ -34,6 +36,10 @@ export interface IngressOptions {
   connectTimeoutMs?: number | undefined;
   /** ACME HTTP-01 answers (when ACME is on). */
   acmeChallenge?: AcmeChallengeLookup | undefined;
+  /** Told of every routed HTTP request (the traffic inspector). */
+  tap?: HttpIngressOptions['tap'];
+  /** Listener limits (`--ingress-max-connections`, `--headers-timeout-ms`, …); default DEFAULT_LIMITS. */
+  limits?: ServerLimits | undefined;
 }
 
 export interface Ingress {
@@ -74,12 +80,15 @@ async function listen(server: Server, address: string): Promise<string> {
 export async function startIngress(options: IngressOptions): Promise<Ingress> {
   const { registry, logger } = options;
   const meters = new EndpointMeters(options.metrics);
+  const limits = options.limits ?? DEFAULT_LIMITS;
   const http = new HttpIngress({
     registry,
     meters,
     logger,
+    limits,
     connectTimeoutMs: options.connectTimeoutMs,
     acmeChallenge: options.acmeChallenge,
+    tap: options.tap,
   });
   const sni = new SniRouter({
     registry,
@@ -90,7 +99,17 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     defaultCertificate: options.defaultCertificate,
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
+    handshakeTimeoutMs: limits.tlsHandshakeTimeoutMs,
   });
+  // One count per port: the HTTP and the HTTPS listener each admit up to the limits.
+  const refusals = new RefusalLog(logger, options.metrics);
+  const gate = {
+    name: 'ingress',
+    maxTotal: limits.ingressMaxConnections,
+    maxPerIp: limits.ingressMaxConnectionsPerIp,
+  };
+  gateConnections(http.server, gate, refusals);
+  gateConnections(sni.server, gate, refusals);
   const tcp = new TcpIngress({
     registry,
     meters,

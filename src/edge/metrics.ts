@@ -108,6 +108,12 @@ export class EdgeMetrics {
     'counter',
   );
 
+  readonly limitRefusals = new Metric(
+    'burrow_limit_refusals_total',
+    'Clients refused for going over a limit, by limit (docs/security.md).',
+    'counter',
+  );
+
   private readonly all: Metric[] = [
     this.sessions,
     this.tunnels,
@@ -117,6 +123,7 @@ export class EdgeMetrics {
     this.bytesOut,
     this.requests,
     this.agentErrors,
+    this.limitRefusals,
   ];
 
   /** The Prometheus text exposition of every metric. */

@@ -116,6 +116,7 @@ function buildEnvironment(phase: PolicyPhase): Environment {
     .registerVariable('endpoint', 'Endpoint')
     .registerVariable('time', 'Time')
     .registerVariable('vars', 'map<string, dyn>')
+    .registerVariable('actions', 'map<string, dyn>')
     .registerOperator('Url == string', (u: UrlVars, s: string) => u.raw === s)
     .registerFunction('string(Url): string', (u: UrlVars) => u.raw)
     .registerFunction('Url.size(): int', (u: UrlVars) => BigInt(u.raw.length))
@@ -229,7 +230,7 @@ function describe(error: unknown, phase: PolicyPhase, source: string): string {
     const phases = PHASE_VARIABLES[unknownVar];
     text += phases
       ? `; ${unknownVar} is only available in ${phases.join(' and ')}, not in ${phase}`
-      : '; the variables are conn, endpoint, time and vars, plus req (HTTP phases) and res (on_http_response)';
+      : '; the variables are conn, endpoint, time, vars and actions, plus req (HTTP phases) and res (on_http_response)';
   } else if (/^No such key: /.test(text)) {
     text += '; see docs/traffic-policy.md for the fields of conn, req, res, endpoint and time';
   } else {

@@ -25,6 +25,12 @@ export type PolicyEventOutcome =
   | 'restricted'
   | 'would-restrict'
   | 'unauthorized'
+  | 'circuit-open'
+  | 'would-circuit-open'
+  | 'webhook-refused'
+  | 'would-refuse-webhook'
+  | 'jwt-refused'
+  | 'would-refuse-jwt'
   | 'error';
 
 /** One event, as the API returns it. */

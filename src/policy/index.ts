@@ -108,7 +108,11 @@ export {
   isHttpProtocol,
   parsePolicyDocument,
   parsePolicyValue,
+  toPhases,
+  POLICY_PHASES as POLICY_PHASES_OF_DOCUMENT,
+  type PolicyAction,
   type PolicyDocument,
+  type PolicyRule,
   type PolicyPhase,
   type PolicyProtocol,
 } from './parse.js';

@@ -33,6 +33,14 @@ import {
 export type PolicyVars = Readonly<Record<string, unknown>>;
 
 const NO_VARS: PolicyVars = Object.freeze({});
+const NO_RESULTS: Readonly<Record<string, unknown>> = Object.freeze({});
+
+/**
+ * Where action results (`actions.ngrok.*`) ride along with the vars between phases: a symbol key,
+ * so callers carry them without knowing, and `vars` in CEL (string keys only) never shows them.
+ */
+const ACTION_RESULTS = Symbol('policy action results');
+type VarsWithResults = Record<string, unknown> & { [ACTION_RESULTS]?: Record<string, unknown> };
 
 export interface PolicyRunnerOptions {
   /** The edge or endpoint id: it keys the event ring and appears in every event. */
@@ -80,6 +88,8 @@ export type HttpRequestDecision =
       /** The new request target (path and query) when url-rewrite changed it. */
       rewrite: string | undefined;
       vars: PolicyVars;
+      /** Call each with the status the client got, once the response is written. */
+      afterResponse?: ReadonlyArray<(status: number) => void> | undefined;
     }
   | RespondDecision
   | { kind: 'close'; vars: PolicyVars };
@@ -121,6 +131,7 @@ class PhaseRun implements PhaseContext {
   rule: CompiledRule | undefined;
   actionIndex = -1;
   actionType = '';
+  observers: Array<(status: number) => void> | undefined;
   #edits: HeaderEdits | undefined;
   #varsCopied = false;
 
@@ -129,7 +140,38 @@ class PhaseRun implements PhaseContext {
     readonly activation: Activation,
     private readonly runner: PolicyRunner,
     private readonly message: ReqVars | ResVars | undefined,
+    private readonly body?: (() => Promise<Buffer>) | undefined,
   ) {}
+
+  requestBody(): Promise<Buffer> {
+    if (!this.body || this.phase !== 'on_http_request') {
+      return Promise.reject(new Error('the request body is not available in this phase'));
+    }
+    return this.body();
+  }
+
+  afterResponse(observer: (status: number) => void): void {
+    (this.observers ??= []).push(observer);
+  }
+
+  setActionResult(name: string, value: Record<string, unknown>): void {
+    this.copyVars();
+    const vars = this.activation.vars as VarsWithResults;
+    const previous = vars[ACTION_RESULTS] ?? {};
+    const ngrok = (previous.ngrok ?? {}) as Record<string, unknown>;
+    const results = { ...previous, ngrok: { ...ngrok, [name]: value } };
+    vars[ACTION_RESULTS] = results;
+    this.activation.actions = results;
+  }
+
+  private copyVars(): void {
+    if (this.#varsCopied) return;
+    const old = this.activation.vars as VarsWithResults;
+    const copy: VarsWithResults = { ...old };
+    if (old[ACTION_RESULTS]) copy[ACTION_RESULTS] = old[ACTION_RESULTS];
+    this.activation.vars = copy;
+    this.#varsCopied = true;
+  }
 
   get headers(): HeaderEdits | undefined {
     if (!this.message) return undefined;
@@ -145,10 +187,7 @@ class PhaseRun implements PhaseContext {
   }
 
   setVar(name: string, value: unknown): void {
-    if (!this.#varsCopied) {
-      this.activation.vars = { ...this.activation.vars };
-      this.#varsCopied = true;
-    }
+    this.copyVars();
     this.activation.vars[name] = value;
   }
 
@@ -241,7 +280,7 @@ export class PolicyRunner {
     }
     const activation = this.activation(input, vars);
     const req = (activation.req = new ReqVars(input.req));
-    const run = new PhaseRun('on_http_request', activation, this, req);
+    const run = new PhaseRun('on_http_request', activation, this, req, input.req.body);
     return then(this.execute(run, rules, 0, 0), (out): HttpRequestDecision => {
       if (out) return this.terminal(out, run);
       return {
@@ -249,6 +288,7 @@ export class PolicyRunner {
         headers: run.headerChanges(),
         rewrite: run.rewrite,
         vars: activation.vars,
+        afterResponse: run.observers,
       };
     });
   }
@@ -283,6 +323,7 @@ export class PolicyRunner {
       time: new TimeVars(this.now),
       // Read-only until set-vars copies it (PhaseRun.setVar), so callers' objects are not changed.
       vars: vars,
+      actions: (vars as VarsWithResults)[ACTION_RESULTS] ?? NO_RESULTS,
     };
   }
 

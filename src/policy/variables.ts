@@ -72,6 +72,11 @@ export interface RequestInput {
   host?: string | undefined;
   /** The HTTP version, e.g. `1.1`. */
   version?: string | undefined;
+  /**
+   * Reads the whole body (once); given by the ingress so that actions that need the body
+   * (verify-webhook) can have it. Without it those actions refuse the request.
+   */
+  body?: (() => Promise<Buffer>) | undefined;
 }
 
 /** An HTTP response from the upstream service. */
@@ -385,6 +390,8 @@ export interface Activation {
   endpoint: EndpointVars;
   time: TimeVars;
   vars: Record<string, unknown>;
+  /** Results of earlier actions: `actions.ngrok.jwt_validation`, … */
+  actions?: Record<string, unknown>;
   req?: ReqVars;
   res?: ResVars;
 }

@@ -330,13 +330,18 @@ export class MuxStream extends Duplex {
       }
       return;
     }
-    this.destroy(new MuxError(code, `stream ${this.id} reset by peer`, true));
+    const err = new MuxError(code, `stream ${this.id} reset by peer`, true);
+    // As in onSessionClosed: an owner not listening yet must not crash the process.
+    this.destroy(this.listenerCount('error') > 0 ? err : undefined);
   }
 
   /** @internal The session ended under the stream: destroyed, with `err` if it failed. */
   onSessionClosed(err: Error | undefined): void {
     this.forgotten = true;
     if (this.destroyed || (this.fin === Fin.Sent && this.remoteFin)) return;
-    this.destroy(err);
+    // A stream nobody listens to for 'error' (its owner got it and has not read from it yet)
+    // must not throw the session's failure at the process: the session's 'close' and wait()
+    // carry the reason. Found by fuzzing (protocol.fuzz.test.ts).
+    this.destroy(this.listenerCount('error') > 0 ? err : undefined);
   }
 }

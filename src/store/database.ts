@@ -5,6 +5,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, type Migration } from
 import pg from 'pg';
 import { initialMigration } from './migrations/0001-initial.js';
 import { certificatesMigration } from './migrations/0002-certificates.js';
+import { usersMigration } from './migrations/0003-users.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -34,6 +35,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
   return {
     '0001-initial': initialMigration(dialect),
     '0002-certificates': certificatesMigration(dialect),
+    '0003-users': usersMigration(dialect),
   };
 }
 

@@ -14,6 +14,7 @@ import { ReservedAddrRepository } from './reserved-addrs.js';
 import { ReservedDomainRepository } from './reserved-domains.js';
 import { SettingsRepository } from './settings.js';
 import { TlsCertificateRepository } from './tls-certificates.js';
+import { UserRepository } from './users.js';
 
 export { openStore, type Store, type StoreOptions } from './database.js';
 export type { Page, PageRequest } from './paging.js';
@@ -35,6 +36,7 @@ export interface Repositories {
   tlsCertificates: TlsCertificateRepository;
   domainCertificates: DomainCertificateRepository;
   acme: AcmeStateRepository;
+  users: UserRepository;
 }
 
 /**
@@ -63,5 +65,6 @@ export function createRepositories(
     tlsCertificates: new TlsCertificateRepository(deps),
     domainCertificates: new DomainCertificateRepository(store.db),
     acme: new AcmeStateRepository(store.db),
+    users: new UserRepository(store.db),
   };
 }

@@ -23,9 +23,18 @@ export async function resolveOwner(
       .executeTakeFirst();
     if (bot) return ownerId;
   }
+  // A dashboard user owns the keys they create there.
+  if (ownerId.startsWith('usr_')) {
+    const user = await db
+      .selectFrom('users')
+      .select('id')
+      .where('id', '=', ownerId)
+      .executeTakeFirst();
+    if (user) return ownerId;
+  }
   throw new ValidationError(
     CODES.invalidOwner,
     'owner_id',
-    `${quote(ownerId)} is neither the account's user (${account}) nor an existing bot user`,
+    `${quote(ownerId)} is neither the account's user (${account}), a dashboard user nor an existing bot user`,
   );
 }

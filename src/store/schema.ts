@@ -19,6 +19,9 @@ export interface Database {
   tls_certificates: TlsCertificatesTable;
   acme_challenges: AcmeChallengesTable;
   acme_leases: AcmeLeasesTable;
+  users: UsersTable;
+  user_sessions: UserSessionsTable;
+  user_setup_tokens: UserSetupTokensTable;
 }
 
 /** Columns every user-facing resource has. */
@@ -157,5 +160,27 @@ export interface AcmeChallengesTable {
 export interface AcmeLeasesTable {
   subject: string;
   holder: string;
+  expires_ms: number;
+}
+
+/** A dashboard user: a person with a name and a scrypt password hash (core/passwords.ts). */
+export interface UsersTable {
+  id: string;
+  name: string;
+  password_hash: string;
+  created_at: string;
+}
+
+/** A signed-in browser; the cookie holds the token, the table its SHA-256 only. */
+export interface UserSessionsTable {
+  token_hash: string;
+  user_id: string;
+  created_at: string;
+  expires_ms: number;
+}
+
+/** The first-start setup link's token, hashed; gone once used. */
+export interface UserSetupTokensTable {
+  token_hash: string;
   expires_ms: number;
 }

@@ -1,9 +1,11 @@
 import { addHeadersAction } from './add-headers.js';
 import { basicAuthAction } from './basic-auth.js';
+import { circuitBreakerAction } from './circuit-breaker.js';
 import { closeConnectionAction } from './close-connection.js';
 import { compressResponseAction } from './compress-response.js';
 import { customResponseAction } from './custom-response.js';
 import { denyAction } from './deny.js';
+import { jwtValidationAction } from './jwt-validation.js';
 import { logAction } from './log.js';
 import { rateLimitAction } from './rate-limit.js';
 import { redirectAction } from './redirect.js';
@@ -11,6 +13,7 @@ import { removeHeadersAction } from './remove-headers.js';
 import { restrictIpsAction } from './restrict-ips.js';
 import { setVarsAction } from './set-vars.js';
 import { urlRewriteAction } from './url-rewrite.js';
+import { verifyWebhookAction } from './verify-webhook.js';
 import type { ActionSpec } from './types.js';
 
 /**
@@ -21,10 +24,12 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
   [
     addHeadersAction,
     basicAuthAction,
+    circuitBreakerAction,
     closeConnectionAction,
     compressResponseAction,
     customResponseAction,
     denyAction,
+    jwtValidationAction,
     logAction,
     rateLimitAction,
     redirectAction,
@@ -32,20 +37,18 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
     restrictIpsAction,
     setVarsAction,
     urlRewriteAction,
+    verifyWebhookAction,
   ].map((spec) => [spec.type, spec]),
 );
 
 /** Action types of the API Burrow follows that it does not run; named so the error can say so. */
 export const UNSUPPORTED_ACTIONS = [
   'forward-internal',
-  'jwt-validation',
   'oauth',
   'oidc',
   'openid-connect',
   'saml',
-  'verify-webhook',
   'terminate-tls',
-  'circuit-breaker',
   'http-request',
   'owasp-crs-request',
   'owasp-crs-response',

@@ -63,6 +63,16 @@ export interface PhaseContext {
   ipPolicyRules(ids: readonly string[]): Promise<readonly IpPolicyRule[]>;
   /** The binding's clock, in milliseconds. */
   now(): number;
+  /**
+   * The whole request body (on_http_request), read on first call and then kept for the upstream;
+   * rejects when the ingress gave no body reader or the body is over its limit. Only actions that
+   * must see the body (verify-webhook) call it, so other policies keep streaming.
+   */
+  requestBody(): Promise<Buffer>;
+  /** Call `observer` with the status the client got, once the response is written (circuit-breaker). */
+  afterResponse(observer: (status: number) => void): void;
+  /** Publish an action's result as `actions.ngrok.<name>` for later expressions, in every later phase. */
+  setActionResult(name: string, value: Record<string, unknown>): void;
 }
 
 export type CompressionEncoding = 'br' | 'gzip' | 'deflate';

@@ -1,0 +1,94 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { BurrowError } from '../core/errors.js';
+import { validatePolicy } from '../policy/validate.js';
+
+const ValidationReply = Type.Object({
+  valid: Type.Boolean(),
+  error: Type.Optional(
+    Type.Object({
+      error_code: Type.Optional(Type.String()),
+      msg: Type.String(),
+      details: Type.Record(Type.String(), Type.String()),
+    }),
+  ),
+  location: Type.Optional(
+    Type.Object({
+      phase: Type.String(),
+      rule: Type.Optional(Type.Integer()),
+      rule_name: Type.Optional(Type.String()),
+      action: Type.Optional(Type.Integer()),
+      action_type: Type.Optional(Type.String()),
+    }),
+  ),
+});
+
+/** Where in the document the engine's message points: `phase X, rule N ("name"), action M (type)`. */
+const LOCATION =
+  /phase (\w+)(?:, rule (\d+)(?: \("((?:[^"\\]|\\.)*)"\))?)?(?:, action (\d+)(?: \(([^)]*)\))?)?/;
+
+/**
+ * The phase, rule and action a validation message names, for editors that point at them.
+ * @example policyLocation('value: phase on_tcp_connect, rule 0 ("Block"): …') // { phase: 'on_tcp_connect', rule: 0, rule_name: 'Block' }
+ */
+export function policyLocation(message: string) {
+  const m = LOCATION.exec(message);
+  if (!m) return undefined;
+  return {
+    phase: m[1]!,
+    ...(m[2] !== undefined ? { rule: Number(m[2]) } : {}),
+    ...(m[3] !== undefined ? { rule_name: m[3] } : {}),
+    ...(m[4] !== undefined ? { action: Number(m[4]) } : {}),
+    ...(m[5] !== undefined ? { action_type: m[5] } : {}),
+  };
+}
+
+/**
+ * `POST /traffic_policy/validate`: run a traffic policy through the engine that would run it,
+ * without saving anything, so editors can check as the user types. The answer is 200 either way:
+ * `{valid: true}`, or `{valid: false, error}` with the code, message and details (phase, rule,
+ * action) that saving would give.
+ * @example await policyValidationRoutes(app);
+ */
+export async function policyValidationRoutes(app: FastifyInstance): Promise<void> {
+  app.post(
+    '/traffic_policy/validate',
+    {
+      schema: {
+        tags: ['Traffic policy'],
+        summary: 'Validate a traffic policy without saving it',
+        body: Type.Object(
+          {
+            value: Type.String({ maxLength: 128 * 1024, description: 'the policy, JSON or YAML' }),
+            protocol: Type.Union(
+              [
+                Type.Literal('http'),
+                Type.Literal('https'),
+                Type.Literal('tcp'),
+                Type.Literal('tls'),
+              ],
+              { description: 'the protocol of the endpoint or edge it is for' },
+            ),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: ValidationReply },
+      },
+    },
+    async (request) => {
+      const { value, protocol } = request.body as { value: string; protocol: 'http' | 'tcp' };
+      try {
+        validatePolicy(value, protocol, 'value');
+        return { valid: true };
+      } catch (err) {
+        if (!(err instanceof BurrowError) || err.statusCode !== 400) throw err;
+        const location = policyLocation(err.message);
+        return {
+          valid: false,
+          error: { error_code: err.code, msg: err.message, details: err.details },
+          ...(location ? { location } : {}),
+        };
+      }
+    },
+  );
+}

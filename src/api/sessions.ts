@@ -1,0 +1,273 @@
+/**
+ * Dashboard sign-in: cookie sessions for people (store/users.ts), beside API keys.
+ *
+ * - `POST /auth/login`, `POST /auth/logout`, `GET /auth/session`, `GET /auth/setup/:token`,
+ *   `POST /auth/setup` (the first user, with the one-time link printed at first start).
+ * - The session cookie is HttpOnly, SameSite=Strict, and Secure when the API is reached over HTTPS.
+ * - CSRF: every change made with a session cookie must carry `X-CSRF-Token` (a value derived from
+ *   the session secret, which the page reads from `/auth/session`; another site can neither read
+ *   it nor set custom headers cross-origin without CORS, which this API never grants), and an
+ *   `Origin`, when sent, must be this API's own.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { AuthenticationError, BurrowError, RateLimitError } from '../core/errors.js';
+import { SlidingWindowLimiter } from '../core/sliding-window.js';
+import type { User, UserRepository } from '../store/users.js';
+
+export const SESSION_COOKIE = 'burrow_session';
+export const CSRF_HEADER = 'x-csrf-token';
+/** A session ends this long after sign-in, whatever happens in between. */
+export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
+/** Sign-in attempts per client address, and per user name, per minute. */
+const LOGIN_ATTEMPTS_PER_MINUTE = 10;
+
+/** Error codes of sign-in; Burrow's own, since the API reference has none for people. */
+export const SESSION_CODES = {
+  signInFailed: 'ERR_BURROW_SESSION_1',
+  sessionExpired: 'ERR_BURROW_SESSION_2',
+  csrf: 'ERR_BURROW_SESSION_3',
+  setupLink: 'ERR_BURROW_SESSION_4',
+} as const;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The dashboard user whose session cookie authenticated the request. */
+    userId: string | undefined;
+  }
+}
+
+/** The value of cookie `name` in a Cookie header, if present. */
+export function readCookie(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+/** The CSRF token of a session: derived, so nothing more is stored. */
+export function csrfTokenOf(sessionToken: string): string {
+  return createHash('sha256').update(`burrow-csrf:${sessionToken}`).digest('base64url');
+}
+
+function sameToken(a: string, b: string): boolean {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+}
+
+const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+function forbidden(message: string): BurrowError {
+  return new BurrowError(SESSION_CODES.csrf, 403, message);
+}
+
+/** A cross-site request carries another site's Origin; refuse it before anything is changed. */
+function checkOrigin(request: FastifyRequest): void {
+  const origin = request.headers.origin;
+  if (origin === undefined || origin === 'null') return;
+  let host: string;
+  try {
+    host = new URL(origin).host;
+  } catch {
+    throw forbidden('The Origin header is not a URL.');
+  }
+  if (host !== request.headers.host) {
+    throw forbidden(`Requests from ${origin} may not change anything here.`);
+  }
+}
+
+/** The session layer auth.ts consults when a request has no Authorization header. */
+export interface SessionAuth {
+  /** Paths served without any authentication: sign-in itself and the dashboard's files. */
+  isPublic(request: FastifyRequest): boolean;
+  /** Authenticate by session cookie (setting `request.userId`); false when there is no cookie. */
+  authenticate(request: FastifyRequest): Promise<boolean>;
+}
+
+/**
+ * The session layer over `users`.
+ * @example installAuth(app, repos.apiKeys, rateLimit, sessionAuth(repos.users));
+ */
+export function sessionAuth(users: UserRepository): SessionAuth {
+  return {
+    isPublic: (request) => {
+      const path = request.url.split('?')[0] ?? '';
+      return path === '/' || path.startsWith('/auth/') || path.startsWith('/dashboard/');
+    },
+    async authenticate(request) {
+      const secret = readCookie(request.headers.cookie, SESSION_COOKIE);
+      if (secret === undefined || secret === '') return false;
+      const session = await users.session(secret);
+      if (!session) {
+        throw new AuthenticationError(
+          SESSION_CODES.sessionExpired,
+          'Your dashboard session has ended. Sign in again.',
+        );
+      }
+      if (UNSAFE.has(request.method)) {
+        checkOrigin(request);
+        const header = request.headers[CSRF_HEADER];
+        if (typeof header !== 'string' || !sameToken(header, csrfTokenOf(secret))) {
+          throw forbidden(
+            `Changes made with a dashboard session need the ${CSRF_HEADER} header from GET /auth/session.`,
+          );
+        }
+      }
+      request.userId = session.user.id;
+      return true;
+    },
+  };
+}
+
+function sessionView(user: User, secret: string, expiresMs: number) {
+  return {
+    user: { id: user.id, name: user.name },
+    csrf_token: csrfTokenOf(secret),
+    expires_at: new Date(expiresMs).toISOString(),
+  };
+}
+
+const SessionSchema = Type.Object({
+  user: Type.Object({ id: Type.String(), name: Type.String() }),
+  csrf_token: Type.String(),
+  expires_at: Type.String(),
+});
+
+const Credentials = Type.Object(
+  { name: Type.String({ maxLength: 64 }), password: Type.String({ maxLength: 1024 }) },
+  { additionalProperties: false },
+);
+
+/**
+ * `/auth/*` routes, and API keys created with a session owned by the signed-in user.
+ * @example await sessionRoutes(app, repos.users, { secureCookies: false });
+ */
+export async function sessionRoutes(
+  app: FastifyInstance,
+  users: UserRepository,
+  options: { secureCookies: boolean },
+): Promise<void> {
+  const byAddress = new SlidingWindowLimiter(LOGIN_ATTEMPTS_PER_MINUTE, 60_000);
+  const byName = new SlidingWindowLimiter(LOGIN_ATTEMPTS_PER_MINUTE, 60_000);
+  app.decorateRequest('userId', undefined);
+
+  const setCookie = (
+    reply: FastifyReply,
+    request: FastifyRequest,
+    value: string,
+    maxAge: number,
+  ) => {
+    const secure = options.secureCookies || request.protocol === 'https' ? '; Secure' : '';
+    void reply.header(
+      'set-cookie',
+      `${SESSION_COOKIE}=${value}; Path=/; HttpOnly; SameSite=Strict; Max-Age=${maxAge}${secure}`,
+    );
+  };
+  const startSession = async (request: FastifyRequest, reply: FastifyReply, user: User) => {
+    const { token, expiresMs } = await users.startSession(user.id, SESSION_TTL_MS);
+    setCookie(reply, request, token, Math.floor(SESSION_TTL_MS / 1000));
+    void users.pruneSessions().catch(() => undefined);
+    return sessionView(user, token, expiresMs);
+  };
+
+  // Owner of keys made in the dashboard: the person who made them (unless the body names one).
+  app.addHook('preHandler', async (request) => {
+    if (request.userId === undefined || request.method !== 'POST') return;
+    if (request.routeOptions.url !== '/api_keys') return;
+    const body = request.body as { owner_id?: unknown } | undefined;
+    if (body && body.owner_id === undefined) body.owner_id = request.userId;
+  });
+
+  const hide = { hide: true };
+  app.get(
+    '/auth/session',
+    { schema: { ...hide, response: { 200: SessionSchema } } },
+    async (request) => {
+      const secret = readCookie(request.headers.cookie, SESSION_COOKIE);
+      const session = secret ? await users.session(secret) : undefined;
+      if (!secret || !session) {
+        throw new AuthenticationError(SESSION_CODES.sessionExpired, 'You are not signed in.');
+      }
+      return sessionView(session.user, secret, session.expiresMs);
+    },
+  );
+
+  app.post(
+    '/auth/login',
+    { schema: { ...hide, body: Credentials, response: { 200: SessionSchema } } },
+    async (request, reply) => {
+      checkOrigin(request);
+      const { name, password } = request.body as { name: string; password: string };
+      for (const verdict of [byAddress.take(request.ip), byName.take(name.toLowerCase())]) {
+        if (!verdict.allowed) {
+          const retry = Math.ceil(verdict.retryAfterMs / 1000);
+          void reply.header('retry-after', String(retry));
+          const err = new RateLimitError(retry);
+          err.message = `Too many sign-in attempts. Try again in ${retry} seconds.`;
+          throw err;
+        }
+      }
+      const user = await users.authenticate(name, password);
+      if (!user) {
+        throw new AuthenticationError(SESSION_CODES.signInFailed, 'Wrong user name or password.');
+      }
+      return startSession(request, reply, user);
+    },
+  );
+
+  app.post('/auth/logout', { schema: hide }, async (request, reply) => {
+    checkOrigin(request);
+    const secret = readCookie(request.headers.cookie, SESSION_COOKIE);
+    if (secret) {
+      const header = request.headers[CSRF_HEADER];
+      if (typeof header !== 'string' || !sameToken(header, csrfTokenOf(secret))) {
+        throw forbidden(`Signing out needs the ${CSRF_HEADER} header from GET /auth/session.`);
+      }
+      await users.endSession(secret);
+    }
+    setCookie(reply, request, '', 0);
+    return reply.status(204).send();
+  });
+
+  app.get(
+    '/auth/setup/:token',
+    { schema: { ...hide, params: Type.Object({ token: Type.String({ maxLength: 128 }) }) } },
+    async (request) => ({
+      valid: await users.setupTokenValid((request.params as { token: string }).token),
+    }),
+  );
+
+  app.post(
+    '/auth/setup',
+    {
+      schema: {
+        ...hide,
+        body: Type.Object(
+          {
+            token: Type.String({ maxLength: 128 }),
+            name: Type.String({ maxLength: 64 }),
+            password: Type.String({ maxLength: 1024 }),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 201: SessionSchema },
+      },
+    },
+    async (request, reply) => {
+      checkOrigin(request);
+      const body = request.body as { token: string; name: string; password: string };
+      const user = await users.createFirstUser(body.token, body.name, body.password);
+      if (!user) {
+        throw new BurrowError(
+          SESSION_CODES.setupLink,
+          403,
+          'This setup link has been used or has expired. Restart `burrow server` for a new one, or create a user with `burrow user add <name>`.',
+        );
+      }
+      return reply.status(201).send(await startSession(request, reply, user));
+    },
+  );
+}

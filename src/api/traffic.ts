@@ -1,0 +1,151 @@
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { BurrowError, CODES, NotFoundError } from '../core/errors.js';
+import type { CapturedBody, TrafficRecord } from '../edge/traffic-log.js';
+import { replayRefusal } from '../edge/traffic-replay.js';
+import type { ApiContext } from './context.js';
+
+function bodyView(body: CapturedBody | undefined) {
+  if (!body) return null;
+  const text = body.bytes.toString('utf8');
+  // Show text as text; anything that does not survive a UTF-8 round trip as base64.
+  const isText = Buffer.from(text, 'utf8').equals(body.bytes);
+  return {
+    text: isText ? text : null,
+    base64: isText ? null : body.bytes.toString('base64'),
+    size: body.size,
+    truncated: body.truncated,
+  };
+}
+
+function summary(r: TrafficRecord) {
+  return {
+    id: r.id,
+    host: r.host,
+    tunnel_id: r.tunnelId,
+    scheme: r.scheme,
+    started_at: r.startedAt,
+    method: r.method,
+    path: r.path,
+    status: r.status ?? null,
+    duration_ms: r.durationMs === undefined ? null : Math.round(r.durationMs * 10) / 10,
+    client_ip: r.clientIp,
+    replay_of: r.replayOf ?? null,
+    captured: r.requestBody !== undefined,
+  };
+}
+
+function detail(r: TrafficRecord) {
+  return {
+    ...summary(r),
+    request_headers: r.requestHeaders,
+    response_headers: r.responseHeaders,
+    request_body: bodyView(r.requestBody),
+    response_body: bodyView(r.responseBody),
+    replay_refusal: replayRefusal(r) ?? null,
+  };
+}
+
+const AFTER = /^tr_(\d+)$/;
+
+/**
+ * `/traffic`: the traffic inspector (edge/traffic-log.ts): the last requests of each HTTP endpoint
+ * this process's edge served, kept in memory only; `PUT /traffic/capture/:host` switches body
+ * capture for one host, and `POST /traffic/:id/replay` sends a request again. An API-only process
+ * has no edge and lists nothing.
+ * @example await trafficRoutes(app, ctx);
+ */
+export async function trafficRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+  const tags = ['Traffic inspector'];
+  const recordOr404 = (id: string): TrafficRecord => {
+    const found = ctx.online.traffic?.log.get(id);
+    if (!found) throw new NotFoundError();
+    return found;
+  };
+
+  app.get(
+    '/traffic',
+    {
+      schema: {
+        tags,
+        summary: 'List recent HTTP requests, newest first',
+        querystring: Type.Object(
+          {
+            host: Type.Optional(Type.String({ maxLength: 255 })),
+            after: Type.Optional(Type.String({ pattern: AFTER.source })),
+            limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$' })),
+          },
+          { additionalProperties: false },
+        ),
+      },
+    },
+    async (request) => {
+      const q = request.query as { host?: string; after?: string; limit?: string };
+      const inspector = ctx.online.traffic;
+      const afterSeq = q.after ? Number(AFTER.exec(q.after)![1]) : undefined;
+      const records = inspector?.log.list({
+        host: q.host,
+        afterSeq,
+        limit: Math.min(Number(q.limit ?? 100), 100),
+      });
+      return {
+        available: inspector !== undefined,
+        requests: (records ?? []).map(summary),
+        hosts: inspector?.log.hosts() ?? [],
+        captured_hosts: inspector?.log.capturedHosts() ?? [],
+      };
+    },
+  );
+
+  app.get(
+    '/traffic/:id',
+    { schema: { tags, summary: 'Get one request with headers and captured bodies' } },
+    async (request) => detail(recordOr404((request.params as { id: string }).id)),
+  );
+
+  app.post(
+    '/traffic/:id/replay',
+    {
+      schema: {
+        tags,
+        summary: 'Send a recorded request again, through the ingress',
+        body: Type.Object({}, { additionalProperties: false }),
+      },
+    },
+    async (request, reply) => {
+      const record = recordOr404((request.params as { id: string }).id);
+      const refusal = replayRefusal(record);
+      if (refusal) throw new BurrowError(CODES.invalidValue, 400, `Cannot replay: ${refusal}.`);
+      let status: number;
+      try {
+        ({ status } = await ctx.online.traffic!.replay(record));
+      } catch (err) {
+        throw new BurrowError(undefined, 502, `The replay failed: ${(err as Error).message}`);
+      }
+      return reply.status(201).send({ replay_of: record.id, status });
+    },
+  );
+
+  app.put(
+    '/traffic/capture/:host',
+    {
+      schema: {
+        tags,
+        summary: "Switch body capture for one endpoint's host",
+        params: Type.Object({
+          host: Type.String({ maxLength: 255, pattern: '^[A-Za-z0-9.*-]+$' }),
+        }),
+        body: Type.Object({ enabled: Type.Boolean() }, { additionalProperties: false }),
+      },
+    },
+    async (request) => {
+      const { host } = request.params as { host: string };
+      const { enabled } = request.body as { enabled: boolean };
+      const inspector = ctx.online.traffic;
+      if (!inspector)
+        throw new BurrowError(undefined, 409, 'This process runs no edge, so it sees no traffic.');
+      inspector.log.setCapture(host, enabled);
+      return { host: host.toLowerCase(), enabled };
+    },
+  );
+}

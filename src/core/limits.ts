@@ -1,0 +1,163 @@
+/**
+ * The limits of every listener, each a server option with a safe default. They live here, apart
+ * from config.ts, so the whole set is one block there and one table in docs/security.md.
+ */
+
+/** Limits as the server uses them (milliseconds, bytes, counts). */
+export interface ServerLimits {
+  /** Public ingress (HTTP and HTTPS ports): open connections in all and per client IP. */
+  ingressMaxConnections: number;
+  ingressMaxConnectionsPerIp: number;
+  /** Agent listener: open connections in all and per client IP. */
+  agentMaxConnections: number;
+  agentMaxConnectionsPerIp: number;
+  /** Every TLS listener: the handshake must finish this soon. */
+  tlsHandshakeTimeoutMs: number;
+  /** HTTP ingress: the request line and headers must arrive this soon (slowloris). */
+  headersTimeoutMs: number;
+  /** HTTP ingress: an idle keep-alive connection is closed after this long. */
+  keepAliveTimeoutMs: number;
+  /** HTTP ingress: bytes of request line plus headers (431 beyond). */
+  maxHeaderBytes: number;
+  /** HTTP ingress: header fields per request (431 beyond). */
+  maxHeaderCount: number;
+  /** Agents: Auth must arrive this soon after the TLS handshake. */
+  agentAuthTimeoutMs: number;
+  /** Agents: sessions one credential may hold at once. */
+  agentMaxSessionsPerCredential: number;
+}
+
+/** One limit option: flag/config name, the field it sets, its default, and its bounds. */
+export interface LimitSpec {
+  name: string;
+  field: keyof ServerLimits;
+  description: string;
+  default: string;
+  min: number;
+  max: number;
+}
+
+/**
+ * Every limit option. Appended to SERVER_OPTIONS (flags, BURROW_* variables, config keys).
+ * @example LIMIT_OPTIONS.find((o) => o.name === 'agent-auth-timeout-ms')?.default // '10000'
+ */
+export const LIMIT_OPTIONS: readonly LimitSpec[] = [
+  {
+    name: 'ingress-max-connections',
+    field: 'ingressMaxConnections',
+    description: 'open public connections (HTTP and HTTPS ports) in all; more are closed at once',
+    default: '10000',
+    min: 1,
+    max: 1_000_000,
+  },
+  {
+    name: 'ingress-max-connections-per-ip',
+    field: 'ingressMaxConnectionsPerIp',
+    description: 'open public connections per client IP',
+    default: '256',
+    min: 1,
+    max: 1_000_000,
+  },
+  {
+    name: 'agent-max-connections',
+    field: 'agentMaxConnections',
+    description: 'open agent connections in all',
+    default: '5000',
+    min: 1,
+    max: 1_000_000,
+  },
+  {
+    name: 'agent-max-connections-per-ip',
+    field: 'agentMaxConnectionsPerIp',
+    description: 'open agent connections per client IP',
+    default: '64',
+    min: 1,
+    max: 1_000_000,
+  },
+  {
+    name: 'tls-handshake-timeout-ms',
+    field: 'tlsHandshakeTimeoutMs',
+    description: 'a TLS handshake (ingress and agent listener) must finish within this many ms',
+    default: '10000',
+    min: 100,
+    max: 600_000,
+  },
+  {
+    name: 'headers-timeout-ms',
+    field: 'headersTimeoutMs',
+    description: 'HTTP ingress: the request line and headers must arrive within this many ms (408)',
+    default: '30000',
+    min: 100,
+    max: 600_000,
+  },
+  {
+    name: 'keep-alive-timeout-ms',
+    field: 'keepAliveTimeoutMs',
+    description: 'HTTP ingress: idle keep-alive connections close after this many ms',
+    default: '60000',
+    min: 100,
+    max: 3_600_000,
+  },
+  {
+    name: 'max-header-bytes',
+    field: 'maxHeaderBytes',
+    description: 'HTTP ingress: bytes of request line plus headers (431 beyond)',
+    default: '16384',
+    min: 1024,
+    max: 1_048_576,
+  },
+  {
+    name: 'max-header-count',
+    field: 'maxHeaderCount',
+    description: 'HTTP ingress: header fields per request (431 beyond)',
+    default: '100',
+    min: 8,
+    max: 10_000,
+  },
+  {
+    name: 'agent-auth-timeout-ms',
+    field: 'agentAuthTimeoutMs',
+    description: 'agents must authenticate within this many ms of the TLS handshake',
+    default: '10000',
+    min: 100,
+    max: 600_000,
+  },
+  {
+    name: 'agent-max-sessions-per-credential',
+    field: 'agentMaxSessionsPerCredential',
+    description: 'agent sessions one authtoken may hold at once (ERR_NGROK_108 beyond)',
+    default: '100',
+    min: 1,
+    max: 1_000_000,
+  },
+];
+
+/**
+ * The limits from option values (`raw(name, default)` gives a flag, variable, file value or the
+ * default). Throws `fail(name, rule)` for a value that is not an integer within bounds.
+ * @example parseLimits((name, def) => def, (name, rule) => new Error(`${name}: ${rule}`))
+ */
+export function parseLimits(
+  raw: (name: string, def: string) => string,
+  fail: (name: string, rule: string) => Error,
+): ServerLimits {
+  const out = {} as ServerLimits;
+  for (const spec of LIMIT_OPTIONS) {
+    const text = raw(spec.name, spec.default);
+    const value = Number(text);
+    if (!/^\d+$/.test(text) || value < spec.min || value > spec.max) {
+      throw fail(spec.name, `'${text}' must be a whole number from ${spec.min} to ${spec.max}`);
+    }
+    out[spec.field] = value;
+  }
+  return out;
+}
+
+/**
+ * The defaults, for code that runs without a server config (tests, embedders).
+ * @example startIngress({ ..., limits: DEFAULT_LIMITS })
+ */
+export const DEFAULT_LIMITS: ServerLimits = parseLimits(
+  (_name, def) => def,
+  (name, rule) => new Error(`${name}: ${rule}`),
+);

@@ -1,0 +1,50 @@
+import { describe, expect, it } from 'vitest';
+import { BODY_CAP, BodyBuffer, HOST_CAP, PER_HOST_CAP, TrafficLog } from './traffic-log.js';
+
+const record = (host: string) => ({
+  host,
+  tunnelId: 'tn_1',
+  scheme: 'http',
+  startedAt: new Date().toISOString(),
+  method: 'GET',
+  path: '/',
+  clientIp: '127.0.0.1',
+  requestHeaders: [],
+  status: undefined,
+  responseHeaders: [],
+  durationMs: undefined,
+  requestBody: undefined,
+  responseBody: undefined,
+  replayOf: undefined,
+});
+
+describe('TrafficLog', () => {
+  it('keeps a fixed number of requests per host and of hosts', () => {
+    const log = new TrafficLog();
+    for (let i = 0; i < PER_HOST_CAP + 10; i++) log.add(record('a.test'));
+    expect(log.list({ host: 'a.test', limit: 1000 })).toHaveLength(PER_HOST_CAP);
+    for (let i = 0; i < HOST_CAP + 5; i++) log.add(record(`h${i}.test`));
+    expect(log.hosts()).toHaveLength(HOST_CAP);
+    expect(log.hosts()).not.toContain('a.test');
+  });
+
+  it('lists newest first after a cursor and finds by id', () => {
+    const log = new TrafficLog();
+    const first = log.add(record('a.test'));
+    const second = log.add(record('a.test'));
+    expect(log.list({}).map((r) => r.id)).toEqual([second.id, first.id]);
+    expect(log.list({ afterSeq: first.seq }).map((r) => r.id)).toEqual([second.id]);
+    expect(log.get(first.id)).toBe(first);
+    expect(log.get('tr_999')).toBeUndefined();
+  });
+
+  it('caps captured bodies', () => {
+    const body = new BodyBuffer();
+    body.add(Buffer.alloc(BODY_CAP - 1));
+    body.add(Buffer.alloc(10));
+    const done = body.done();
+    expect(done.bytes.length).toBe(BODY_CAP);
+    expect(done.size).toBe(BODY_CAP + 9);
+    expect(done.truncated).toBe(true);
+  });
+});

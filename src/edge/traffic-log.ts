@@ -1,0 +1,137 @@
+/**
+ * The traffic inspector's memory: the last requests of each HTTP endpoint (by public host name),
+ * kept in this process only, with fixed caps so that it can never grow with traffic. Bodies are
+ * kept only for hosts whose capture is switched on, and only their first {@link BODY_CAP} bytes.
+ */
+
+/** Requests kept per host; the oldest goes first. */
+export const PER_HOST_CAP = 100;
+/** Hosts kept; the host that saw traffic least recently goes first. */
+export const HOST_CAP = 200;
+/** Bytes of each body kept when capture is on. */
+export const BODY_CAP = 64 * 1024;
+
+/** A captured body: at most {@link BODY_CAP} bytes, and whether more was sent. */
+export interface CapturedBody {
+  bytes: Buffer;
+  size: number;
+  truncated: boolean;
+}
+
+/** One request through the HTTP ingress, as the inspector shows it. */
+export interface TrafficRecord {
+  /** `tr_<n>`: increasing within the process, so `after` cursors are plain comparisons. */
+  id: string;
+  seq: number;
+  host: string;
+  tunnelId: string;
+  /** `http` or `https`: how the client reached the ingress. */
+  scheme: string;
+  startedAt: string;
+  method: string;
+  path: string;
+  clientIp: string;
+  requestHeaders: Array<[string, string]>;
+  /** Absent until the response has started. */
+  status: number | undefined;
+  responseHeaders: Array<[string, string]>;
+  /** Absent while the request is in flight. */
+  durationMs: number | undefined;
+  /** Present only when capture was on for the host when the request arrived. */
+  requestBody: CapturedBody | undefined;
+  responseBody: CapturedBody | undefined;
+  /** The record this one replays, when it came from the replay button. */
+  replayOf: string | undefined;
+}
+
+/** Accumulates one body up to the cap. */
+export class BodyBuffer {
+  private readonly chunks: Buffer[] = [];
+  private kept = 0;
+  size = 0;
+
+  add(chunk: Buffer | string): void {
+    const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    this.size += buf.length;
+    if (this.kept >= BODY_CAP) return;
+    const part = buf.subarray(0, BODY_CAP - this.kept);
+    this.chunks.push(Buffer.from(part));
+    this.kept += part.length;
+  }
+
+  done(): CapturedBody {
+    return { bytes: Buffer.concat(this.chunks), size: this.size, truncated: this.size > this.kept };
+  }
+}
+
+/**
+ * Per-host ring buffers of {@link TrafficRecord}s, and which hosts capture bodies.
+ * @example const log = new TrafficLog(); log.setCapture('app.example.com', true); log.list({ host: 'app.example.com' });
+ */
+export class TrafficLog {
+  private readonly byHost = new Map<string, TrafficRecord[]>();
+  private readonly capture = new Set<string>();
+  private seq = 0;
+
+  /** Bodies are captured for `host` from now on (or no longer). */
+  setCapture(host: string, enabled: boolean): void {
+    if (enabled) this.capture.add(host.toLowerCase());
+    else this.capture.delete(host.toLowerCase());
+  }
+
+  captures(host: string): boolean {
+    return this.capture.has(host.toLowerCase());
+  }
+
+  capturedHosts(): string[] {
+    return [...this.capture].sort();
+  }
+
+  /** Keep a new record (the tap fills in the response later); drops the oldest beyond the caps. */
+  add(record: Omit<TrafficRecord, 'id' | 'seq'>): TrafficRecord {
+    const seq = ++this.seq;
+    const full: TrafficRecord = { ...record, id: `tr_${seq}`, seq };
+    const host = record.host.toLowerCase();
+    let list = this.byHost.get(host);
+    if (list) this.byHost.delete(host);
+    else list = [];
+    // Re-inserting moves the host to the end of the Map's order: the first key is the least recent.
+    this.byHost.set(host, list);
+    list.push(full);
+    if (list.length > PER_HOST_CAP) list.shift();
+    while (this.byHost.size > HOST_CAP) this.byHost.delete(this.byHost.keys().next().value!);
+    return full;
+  }
+
+  /** Newest first; only `host`'s when given, only those after the cursor `afterSeq` when given. */
+  list(filter: {
+    host?: string | undefined;
+    afterSeq?: number | undefined;
+    limit?: number;
+  }): TrafficRecord[] {
+    const lists = filter.host
+      ? [this.byHost.get(filter.host.toLowerCase()) ?? []]
+      : [...this.byHost.values()];
+    const after = filter.afterSeq ?? 0;
+    return lists
+      .flat()
+      .filter((r) => r.seq > after)
+      .sort((a, b) => b.seq - a.seq)
+      .slice(0, filter.limit ?? PER_HOST_CAP);
+  }
+
+  get(id: string): TrafficRecord | undefined {
+    const seq = /^tr_(\d+)$/.exec(id)?.[1];
+    if (seq === undefined) return undefined;
+    for (const list of this.byHost.values()) {
+      const found = list.find((r) => r.seq === Number(seq));
+      if (found) return found;
+    }
+    return undefined;
+  }
+
+  /** Hosts with records, most recent traffic first. */
+  hosts(): string[] {
+    return [...this.byHost.keys()].reverse();
+  }
+}

@@ -1,0 +1,79 @@
+import { describe, expect, it } from 'vitest';
+import { bindPolicy, oneRule, sync } from '../../test-support/policy-fixtures.js';
+
+describe('circuit-breaker', () => {
+  it('opens after enough 5xx answers in the window, answers 503 while open, then closes', () => {
+    let now = 1_000_000;
+    const { runner, events, owner } = bindPolicy(
+      oneRule('on_http_request', [
+        {
+          type: 'circuit-breaker',
+          config: {
+            error_threshold: 0.5,
+            volume_threshold: 4,
+            window_duration: '10s',
+            tripped_duration: '5s',
+          },
+        },
+      ]),
+      'https',
+      { now: () => now },
+    );
+    const request = (upstreamStatus: number): number => {
+      const d = sync(
+        runner.onHttpRequest({
+          conn: { client_ip: '192.0.2.1' },
+          req: { method: 'GET', url: '/', headers: { host: 'a.test' } },
+        }),
+      );
+      if (d.kind === 'respond') return d.status;
+      for (const observe of d.kind === 'continue' ? (d.afterResponse ?? []) : [])
+        observe(upstreamStatus);
+      return upstreamStatus;
+    };
+    expect(request(200)).toBe(200);
+    expect(request(502)).toBe(502);
+    expect(request(200)).toBe(200);
+    expect(request(500)).toBe(500); // 2 of 4 failed: trips
+    expect(request(200)).toBe(503);
+    expect(events.eventsFor(owner)[0]!.outcome).toBe('circuit-open');
+    now += 5_001;
+    expect(request(200)).toBe(200); // closed again, with a fresh window
+    expect(request(500)).toBe(500);
+    expect(request(200)).toBe(200);
+  });
+
+  it('needs the volume threshold before it trips, and forgets errors outside the window', () => {
+    let now = 0;
+    const { runner } = bindPolicy(
+      oneRule('on_http_request', [{ type: 'circuit-breaker', config: { volume_threshold: 3 } }]),
+      'https',
+      { now: () => now },
+    );
+    const request = (status: number): number => {
+      const d = sync(
+        runner.onHttpRequest({
+          conn: { client_ip: '192.0.2.1' },
+          req: { method: 'GET', url: '/', headers: {} },
+        }),
+      );
+      if (d.kind !== 'continue') return d.kind === 'respond' ? d.status : 0;
+      for (const observe of d.afterResponse ?? []) observe(status);
+      return status;
+    };
+    request(500);
+    request(500);
+    now += 11_000;
+    request(500);
+    expect(request(200)).toBe(200);
+  });
+
+  it('refuses bad settings at save time', () => {
+    const bad = (config: Record<string, unknown>) => () =>
+      bindPolicy(oneRule('on_http_request', [{ type: 'circuit-breaker', config }]), 'https');
+    expect(bad({ error_threshold: 2 })).toThrow(/error_threshold/);
+    expect(bad({ error_threshold: 'half' })).toThrow(/error_threshold/);
+    expect(bad({ tripped_duration: 'forever' })).toThrow(/tripped_duration/);
+    expect(bad({ num_buckets: 500 })).toThrow(/num_buckets/);
+  });
+});

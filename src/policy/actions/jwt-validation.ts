@@ -1,0 +1,259 @@
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify } from 'jose';
+import { quote } from '../../core/quote.js';
+import type { ConfigReader } from './config.js';
+import { keyResolver } from './jwt-keys.js';
+import { parseDuration } from './rate-limit.js';
+import type { ActionSpec, CompiledAction, PhaseContext, Terminal } from './types.js';
+
+/** Signature algorithms a JWKS can carry keys for; `none` and shared-secret HS* are never taken. */
+const ALGORITHMS = [
+  'RS256',
+  'RS384',
+  'RS512',
+  'PS256',
+  'PS384',
+  'PS512',
+  'ES256',
+  'ES384',
+  'ES512',
+  'EdDSA',
+] as const;
+
+/** Where a token is read: a header (with a prefix such as `Bearer `) or a cookie. */
+interface TokenSource {
+  method: 'header' | 'cookie';
+  name: string;
+  prefix: string;
+}
+
+type Mapping = Record<string, unknown>;
+const isMapping = (v: unknown): v is Mapping =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** A nested mapping at `path`, or a 2203 naming it. */
+function section(config: ConfigReader, path: string, value: unknown, required: boolean): Mapping {
+  if (value === undefined || value === null) {
+    if (required) config.fail(path, 'is required');
+    return {};
+  }
+  if (!isMapping(value)) return config.fail(path, 'must be a mapping');
+  return value;
+}
+
+/** `allow_list: [{value: …}, …]` as strings. */
+function allowList(
+  config: ConfigReader,
+  path: string,
+  value: unknown,
+  required: boolean,
+): string[] {
+  const list = section(config, path, value, required).allow_list;
+  if (list === undefined || list === null) {
+    if (required) config.fail(`${path}.allow_list`, 'must list at least one {value: …}');
+    return [];
+  }
+  if (!Array.isArray(list)) return config.fail(`${path}.allow_list`, 'must be a list');
+  const out = list.map((item: unknown, i) => {
+    const v = isMapping(item) ? item.value : item;
+    if (typeof v !== 'string' || v === '') {
+      return config.fail(`${path}.allow_list[${i}]`, 'must be {value: "<text>"}');
+    }
+    return v;
+  });
+  if (required && out.length === 0)
+    config.fail(`${path}.allow_list`, 'must list at least one value');
+  return out;
+}
+
+function tokenSources(config: ConfigReader): TokenSource[] {
+  const http = section(config, 'http', config.value('http'), true);
+  const tokens = http.tokens;
+  if (!Array.isArray(tokens) || tokens.length === 0) {
+    return config.fail(
+      'http.tokens',
+      'must list at least one token source, e.g. [{type: jwt, method: header, name: Authorization, prefix: "Bearer "}]',
+    );
+  }
+  return tokens.map((t: unknown, i) => {
+    const at = `http.tokens[${i}]`;
+    if (!isMapping(t)) return config.fail(at, 'must be a mapping');
+    if (t.type !== undefined && t.type !== 'jwt') config.fail(`${at}.type`, 'must be "jwt"');
+    const method = t.method ?? 'header';
+    if (method !== 'header' && method !== 'cookie')
+      config.fail(`${at}.method`, 'must be header or cookie');
+    if (typeof t.name !== 'string' || t.name === '')
+      config.fail(`${at}.name`, 'must name the header or cookie');
+    const prefix = t.prefix ?? '';
+    if (typeof prefix !== 'string') config.fail(`${at}.prefix`, 'must be a string');
+    return { method, name: t.name, prefix };
+  });
+}
+
+/** The first token any source finds. */
+function findToken(c: PhaseContext, sources: readonly TokenSource[]): string | undefined {
+  const req = c.activation.req!;
+  for (const s of sources) {
+    if (s.method === 'header') {
+      for (const value of req.header(s.name)) {
+        if (s.prefix === '') return value.trim();
+        if (value.toLowerCase().startsWith(s.prefix.toLowerCase()))
+          return value.slice(s.prefix.length).trim();
+      }
+    } else {
+      for (const header of req.header('cookie')) {
+        for (const pair of header.split(';')) {
+          const eq = pair.indexOf('=');
+          if (eq > 0 && pair.slice(0, eq).trim() === s.name) {
+            const v = pair.slice(eq + 1).trim();
+            return v.startsWith(s.prefix) ? v.slice(s.prefix.length) : v;
+          }
+        }
+      }
+    }
+  }
+  return undefined;
+}
+
+/** JSON claims as CEL values: whole numbers become ints, so `claims.exp > 0` type-checks at run time. */
+function celValue(v: unknown): unknown {
+  if (typeof v === 'number' && Number.isSafeInteger(v)) return BigInt(v);
+  if (Array.isArray(v)) return v.map(celValue);
+  if (isMapping(v)) return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, celValue(x)]));
+  return v;
+}
+
+/** Why jose refused a token, in words a client can act on. */
+function reasonOf(err: unknown): string {
+  if (err instanceof joseErrors.JWTExpired) return 'the token has expired';
+  if (err instanceof joseErrors.JWTClaimValidationFailed) {
+    return `claim ${err.claim} is not acceptable (${err.reason})`;
+  }
+  if (err instanceof joseErrors.JOSEAlgNotAllowed)
+    return 'the token uses an algorithm that is not allowed';
+  if (err instanceof joseErrors.JWSSignatureVerificationFailed)
+    return 'the signature does not verify';
+  if (err instanceof joseErrors.JWKSNoMatchingKey)
+    return 'no signing key of the issuer matches the token';
+  if (err instanceof joseErrors.JWTInvalid || err instanceof joseErrors.JWSInvalid)
+    return 'the token is malformed';
+  if (err instanceof joseErrors.JWKSTimeout) return 'the signing keys could not be fetched in time';
+  return `the token could not be verified: ${(err as Error).message}`;
+}
+
+function refusal(reason: string): Terminal {
+  const description = reason.replace(/["\\]/g, "'").replace(/[^\x20-\x7e]/g, '?');
+  return {
+    kind: 'respond',
+    status: 401,
+    headers: {
+      'www-authenticate': `Bearer error="invalid_token", error_description="${description}"`,
+    },
+    body: '',
+  };
+}
+
+/**
+ * `jwt-validation`: requires a JWT (from the `http.tokens` sources: headers with a prefix, or
+ * cookies) signed with one of `jws.allowed_algorithms` by a key of `jws.keys.sources.additional_jkus`
+ * (or the issuer's discovered JWKS), issued by one of `issuer.allow_list`, for one of
+ * `audience.allow_list` (when given), within its `exp`/`nbf` give or take `lifetime.clock_skew`
+ * (default 30s). Refused: 401 with `WWW-Authenticate: Bearer error="invalid_token"`. Accepted:
+ * `actions.ngrok.jwt_validation.claims` (and `.tokens[0].claims`, `.tokens[0].header`) for later rules.
+ * @example { type: 'jwt-validation', config: { issuer: { allow_list: [{ value: 'https://id.example' }] }, audience: { allow_list: [{ value: 'api' }] }, http: { tokens: [{ type: 'jwt', method: 'header', name: 'Authorization', prefix: 'Bearer ' }] }, jws: { allowed_algorithms: ['RS256'], keys: { sources: { additional_jkus: ['https://id.example/jwks.json'] } } } } }
+ */
+export const jwtValidationAction: ActionSpec = {
+  type: 'jwt-validation',
+  phases: ['on_http_request'],
+  termination: 'conditionally',
+  configKeys: ['issuer', 'audience', 'http', 'jws', 'lifetime', 'enforce'],
+  compile(config) {
+    const issuers = allowList(config, 'issuer', config.value('issuer'), true);
+    const audiences = allowList(config, 'audience', config.value('audience'), false);
+    const sources = tokenSources(config);
+    const jws = section(config, 'jws', config.value('jws'), true);
+    const algs = jws.allowed_algorithms;
+    if (!Array.isArray(algs) || algs.length === 0) {
+      config.fail('jws.allowed_algorithms', `must list at least one of ${ALGORITHMS.join(', ')}`);
+    }
+    for (const alg of algs as unknown[]) {
+      if (!(ALGORITHMS as readonly unknown[]).includes(alg)) {
+        config.fail(
+          'jws.allowed_algorithms',
+          `may only hold ${ALGORITHMS.join(', ')}, not ${quote(String(alg), '"')} (unsigned and shared-secret tokens are never accepted)`,
+        );
+      }
+    }
+    const keys = section(config, 'jws.keys', jws.keys, false);
+    const jkus = section(config, 'jws.keys.sources', keys.sources, false).additional_jkus ?? [];
+    if (!Array.isArray(jkus))
+      return config.fail('jws.keys.sources.additional_jkus', 'must be a list of URLs');
+    for (const [i, url] of (jkus as unknown[]).entries()) {
+      if (typeof url !== 'string' || !/^https?:\/\/[^\s]+$/.test(url) || !URL.canParse(url)) {
+        config.fail(`jws.keys.sources.additional_jkus[${i}]`, 'must be an http(s) URL of a JWKS');
+      }
+    }
+    const lifetime = section(config, 'lifetime', config.value('lifetime'), false);
+    const skewText = lifetime.clock_skew ?? '30s';
+    const skewMs = typeof skewText === 'string' ? parseDuration(skewText) : undefined;
+    if (skewMs === undefined || skewMs > 600_000) {
+      return config.fail('lifetime.clock_skew', 'must be a duration of at most 10m, e.g. "30s"');
+    }
+    const enforce = config.boolean('enforce') ?? true;
+    const resolve = keyResolver(jkus as string[]);
+    const options = {
+      algorithms: algs as string[],
+      issuer: issuers,
+      ...(audiences.length > 0 ? { audience: audiences } : {}),
+      clockTolerance: Math.round(skewMs / 1000),
+      requiredClaims: ['exp'],
+    };
+
+    const verify = async (c: PhaseContext): Promise<string | undefined> => {
+      const token = findToken(c, sources);
+      if (token === undefined) return 'no token was sent';
+      let issuer: string | undefined;
+      try {
+        const header = decodeProtectedHeader(token);
+        if (typeof header.alg !== 'string' || !options.algorithms.includes(header.alg)) {
+          return `the token's algorithm ${quote(String(header.alg), '"')} is not allowed`;
+        }
+        issuer = decodeJwt(token).iss;
+      } catch {
+        return 'the token is malformed';
+      }
+      if (issuer === undefined || !issuers.includes(issuer))
+        return 'the token is not from an allowed issuer';
+      try {
+        const { payload, protectedHeader } = await jwtVerify(
+          token,
+          (h, t) => resolve(h, t, issuer),
+          { ...options, currentDate: new Date(c.now()) },
+        );
+        const claims = celValue(payload) as Mapping;
+        c.setActionResult('jwt_validation', {
+          claims,
+          tokens: [{ claims, header: celValue(protectedHeader) }],
+        });
+        return undefined;
+      } catch (err) {
+        return reasonOf(err);
+      }
+    };
+
+    const action: CompiledAction = {
+      alwaysTerminates: false,
+      run(c) {
+        return verify(c).then((problem) => {
+          if (problem === undefined) return undefined;
+          if (!enforce) {
+            c.event('would-refuse-jwt', `${problem} (enforce is false: let through)`);
+            return undefined;
+          }
+          c.event('jwt-refused', problem);
+          return refusal(problem);
+        });
+      },
+    };
+    return action;
+  },
+};

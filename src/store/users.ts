@@ -1,0 +1,194 @@
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { CODES, ConflictError, ValidationError } from '../core/errors.js';
+import { ID_PREFIX, newId } from '../core/ids.js';
+import { decoyHash, hashPassword, verifyPassword } from '../core/passwords.js';
+import { hashToken } from '../core/tokens.js';
+import { isUniqueViolation } from './database.js';
+import type { Database } from './schema.js';
+
+/** A dashboard user as the API shows it: never the password hash. */
+export interface User {
+  id: string;
+  name: string;
+  created_at: string;
+}
+
+/** A session found by its cookie token. */
+export interface UserSession {
+  user: User;
+  expiresMs: number;
+}
+
+/** Names: what people type to sign in; short, printable, no spaces at the ends. */
+const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
+/** Long enough to resist guessing at the sign-in rate limit; bounded so scrypt's input stays small. */
+export const PASSWORD_MIN = 8;
+const PASSWORD_MAX = 1024;
+
+function checkUserInput(name: string, password: string): void {
+  if (!NAME_RE.test(name)) {
+    throw new ValidationError(
+      CODES.invalidValue,
+      'name',
+      'a user name is 1-64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit',
+    );
+  }
+  if (password.length < PASSWORD_MIN || password.length > PASSWORD_MAX) {
+    throw new ValidationError(
+      CODES.invalidValue,
+      'password',
+      `a password has ${PASSWORD_MIN} to ${PASSWORD_MAX} characters`,
+    );
+  }
+}
+
+function token(): string {
+  return randomBytes(32).toString('base64url');
+}
+
+/**
+ * Dashboard users, their sessions and the first-start setup token. Secrets (session tokens, the
+ * setup token) are returned once and stored as SHA-256 hashes; passwords as scrypt hashes.
+ * @example const user = await users.create('ada', 'a long password'); const s = await users.startSession(user.id, 3600_000);
+ */
+export class UserRepository {
+  constructor(
+    private readonly db: Kysely<Database>,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async create(name: string, password: string): Promise<User> {
+    checkUserInput(name, password);
+    const user: User = {
+      id: newId(ID_PREFIX.user),
+      name,
+      created_at: new Date(this.now()).toISOString(),
+    };
+    try {
+      await this.db
+        .insertInto('users')
+        .values({ ...user, password_hash: await hashPassword(password) })
+        .execute();
+    } catch (err) {
+      if (isUniqueViolation(err))
+        throw new ConflictError(CODES.invalidValue, `a user named '${name}' already exists`);
+      throw err;
+    }
+    return user;
+  }
+
+  async count(): Promise<number> {
+    const row = await this.db
+      .selectFrom('users')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  async get(id: string): Promise<User | undefined> {
+    return this.db
+      .selectFrom('users')
+      .select(['id', 'name', 'created_at'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+  }
+
+  async list(): Promise<User[]> {
+    return this.db.selectFrom('users').select(['id', 'name', 'created_at']).orderBy('id').execute();
+  }
+
+  /** The user when `password` is theirs; takes as long for an unknown name as for a wrong password. */
+  async authenticate(name: string, password: string): Promise<User | undefined> {
+    const row = await this.db
+      .selectFrom('users')
+      .selectAll()
+      .where('name', '=', name)
+      .executeTakeFirst();
+    const ok = await verifyPassword(password, row?.password_hash ?? (await decoyHash()));
+    return row && ok ? { id: row.id, name: row.name, created_at: row.created_at } : undefined;
+  }
+
+  /** A new session for `userId`; the returned token goes into the cookie and is not kept. */
+  async startSession(userId: string, ttlMs: number): Promise<{ token: string; expiresMs: number }> {
+    const secret = token();
+    const expiresMs = this.now() + ttlMs;
+    await this.db
+      .insertInto('user_sessions')
+      .values({
+        token_hash: hashToken(secret),
+        user_id: userId,
+        created_at: new Date(this.now()).toISOString(),
+        expires_ms: expiresMs,
+      })
+      .execute();
+    return { token: secret, expiresMs };
+  }
+
+  /** The live session a cookie token names; expired ones are deleted on sight. */
+  async session(secret: string): Promise<UserSession | undefined> {
+    const row = await this.db
+      .selectFrom('user_sessions')
+      .innerJoin('users', 'users.id', 'user_sessions.user_id')
+      .select(['users.id', 'users.name', 'users.created_at', 'user_sessions.expires_ms'])
+      .where('user_sessions.token_hash', '=', hashToken(secret))
+      .executeTakeFirst();
+    if (!row) return undefined;
+    const expiresMs = Number(row.expires_ms);
+    if (expiresMs <= this.now()) {
+      await this.endSession(secret);
+      return undefined;
+    }
+    return { user: { id: row.id, name: row.name, created_at: row.created_at }, expiresMs };
+  }
+
+  async endSession(secret: string): Promise<void> {
+    await this.db.deleteFrom('user_sessions').where('token_hash', '=', hashToken(secret)).execute();
+  }
+
+  /** Drop every expired session (called now and then; a lookup also drops the one it finds). */
+  async pruneSessions(): Promise<void> {
+    await this.db.deleteFrom('user_sessions').where('expires_ms', '<=', this.now()).execute();
+  }
+
+  /**
+   * A fresh one-time setup token (the link printed at first start); any earlier one stops working,
+   * so only the newest link printed is valid.
+   */
+  async issueSetupToken(ttlMs: number): Promise<string> {
+    const secret = token();
+    await this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('user_setup_tokens').execute();
+      await trx
+        .insertInto('user_setup_tokens')
+        .values({ token_hash: hashToken(secret), expires_ms: this.now() + ttlMs })
+        .execute();
+    });
+    return secret;
+  }
+
+  /** True when `secret` is the live setup token and no user exists yet. */
+  async setupTokenValid(secret: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('user_setup_tokens')
+      .select('expires_ms')
+      .where('token_hash', '=', hashToken(secret))
+      .executeTakeFirst();
+    return row !== undefined && Number(row.expires_ms) > this.now() && (await this.count()) === 0;
+  }
+
+  /**
+   * Create the first user with the setup token, which is then spent. Deleting the token first
+   * means two browsers racing with one link cannot both create a user.
+   */
+  async createFirstUser(secret: string, name: string, password: string): Promise<User | undefined> {
+    checkUserInput(name, password);
+    if (!(await this.setupTokenValid(secret))) return undefined;
+    const res = await this.db
+      .deleteFrom('user_setup_tokens')
+      .where('token_hash', '=', hashToken(secret))
+      .executeTakeFirst();
+    if (res.numDeletedRows === 0n) return undefined;
+    return this.create(name, password);
+  }
+}

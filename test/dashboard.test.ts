@@ -1,0 +1,334 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
+import { until } from '../src/test-support/mux.js';
+import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
+import { CHROMIUM, launchBrowser, type TestBrowser } from './support/browser.js';
+import { curl } from './support/curl.js';
+import { edgeServerArgs, freeEdgePorts, type EdgePorts } from './support/edge-listeners.js';
+import { REPO_ROOT, startBurrowServer, type BurrowServer } from './support/server-process.js';
+
+/**
+ * The dashboard in Debian's Chromium (playwright-core) against a real `burrow server` process
+ * with its edge: first user from the setup link, sign-in and sign-out, an API key shown once, a
+ * bot user with an authtoken, a wildcard domain with its DNS records, a TCP edge with modules and
+ * a traffic policy the engine checks as it is typed, an agent stopped from the page, and requests
+ * in Traffic, one replayed. Each page's screenshot goes to docs/dashboard/ for docs/dashboard.md.
+ */
+
+const SHOTS = join(REPO_ROOT, 'docs', 'dashboard');
+const USER = 'ada';
+const PASSWORD = 'correct horse battery';
+const HOST = 'app.sitea.example.test';
+
+/** An @ngrok/ngrok agent in its own process serving `domain`, exiting when told to stop. */
+async function agentProcess(env: {
+  ADDR: string;
+  CA: string;
+  TOKEN: string;
+  TO: string;
+  DOMAIN: string;
+}) {
+  const script = `
+    const { default: ngrok } = await import('@ngrok/ngrok');
+    const session = await new ngrok.SessionBuilder().serverAddr(process.env.ADDR)
+      .caCert(Buffer.from(process.env.CA)).authtoken(process.env.TOKEN)
+      .handleStopCommand(() => process.exit(0)).connect();
+    const listener = await session.httpEndpoint().domain(process.env.DOMAIN).listenAndForward(process.env.TO);
+    console.log(listener.url());
+    setInterval(() => undefined, 60_000);`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const line = await Promise.race([
+    once(child.stdout.setEncoding('utf8'), 'data').then(([l]) => String(l)),
+    once(child, 'exit').then(([code]) => {
+      throw new Error(`the agent exited (${String(code)}) before it was online`);
+    }),
+  ]);
+  return { child, url: line.trim() };
+}
+
+describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
+  let db: TestDatabase;
+  let server: BurrowServer;
+  let ports: EdgePorts;
+  let browser: TestBrowser;
+  let page: Page;
+  let web: LocalServer;
+  let hits = 0;
+  let apiKey = '';
+  let authtoken = '';
+  let agent: ChildProcess | undefined;
+
+  const shot = (name: string) =>
+    page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  const open = async (name: string) => {
+    await page
+      .getByRole('navigation', { name: 'Main' })
+      .getByRole('link', { name, exact: true })
+      .click();
+    await page.getByRole('heading', { level: 1, name }).waitFor();
+  };
+  const api = (path: string) =>
+    curl([
+      `${server.url}${path}`,
+      '-H',
+      `Authorization: Bearer ${apiKey}`,
+      '-H',
+      'Service-Version: 2',
+    ]);
+
+  beforeAll(async () => {
+    web = await startHttpUpstream((req, res) => {
+      hits++;
+      res.writeHead(200, { 'content-type': 'text/plain' }).end(`hello from ${req.url}\n`);
+    });
+    db = await createTestDatabase('sqlite');
+    ports = await freeEdgePorts();
+    server = await startBurrowServer(db, { args: edgeServerArgs(ports) });
+    browser = await launchBrowser();
+    page = await browser.context.newPage();
+  });
+
+  afterAll(async () => {
+    agent?.kill('SIGKILL');
+    await browser?.close();
+    await server?.stop();
+    await web?.close();
+    await db?.drop();
+  });
+
+  it('the setup link printed at first start creates the first user, once', async () => {
+    await until(() => /#\/setup\/\S+/.test(server.stderr()), 5000);
+    const link = /(http:\/\/\S+#\/setup\/\S+)/.exec(server.stderr())![1]!;
+    // API clients asking for / see no change: the page is only for browsers.
+    expect((await curl([`${server.url}/`])).status).toBe(404);
+
+    await page.goto(link);
+    await page.getByRole('heading', { name: 'Create the first user' }).waitFor();
+    await shot('setup');
+    await page.getByLabel('User name').fill(USER);
+    await page.getByLabel('Password', { exact: true }).fill(PASSWORD);
+    await page.getByLabel('Password again').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Create user and sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+    expect(await page.locator('.who').textContent()).toContain(`Signed in as ${USER}`);
+
+    // The session cookie is HttpOnly and SameSite=Strict.
+    const cookie = (await browser.context.cookies()).find((c) => c.name === 'burrow_session');
+    expect(cookie?.httpOnly).toBe(true);
+    expect(cookie?.sameSite).toBe('Strict');
+  });
+
+  it('signs out; a wrong password fails clearly; the right one signs in; the setup link is spent', async () => {
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('heading', { name: 'Sign in to Burrow' }).waitFor();
+
+    const link = /(http:\/\/\S+#\/setup\/\S+)/.exec(server.stderr())![1]!;
+    await page.goto(link);
+    await page.getByRole('heading', { name: 'This setup link no longer works' }).waitFor();
+    await page.goto(`${server.url}/`);
+
+    await page.getByLabel('User name').fill(USER);
+    await page.getByLabel('Password').fill('not the password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect(page.getByRole('alert').textContent()).resolves.toContain(
+      'Wrong user name or password.',
+    );
+    await shot('sign-in');
+
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { level: 1, name: 'Overview' }).waitFor();
+  });
+
+  it('creates an API key: shown once, works with curl, not shown after a reload', async () => {
+    await open('API keys');
+    await page.getByText('No API keys yet').waitFor();
+    await page.getByLabel('Description').fill('from the dashboard');
+    await page.getByRole('button', { name: 'Create API key' }).click();
+    apiKey = (await page.getByTestId('secret').textContent()) ?? '';
+    expect(apiKey).toMatch(/^\S{30,}$/);
+    await page.getByRole('button', { name: 'Copy the API key' }).waitFor();
+    await shot('api-keys');
+
+    const listed = await api('/api_keys');
+    expect(listed.status).toBe(200);
+    expect(listed.body.keys).toHaveLength(1);
+    // Owned by the person who made it.
+    const me = (await page.evaluate(async () => (await fetch('/auth/session')).json())) as {
+      user: { id: string };
+    };
+    expect(listed.body.keys[0].owner_id).toBe(me.user.id);
+    expect(listed.body.keys[0].token).toBeNull();
+
+    await page.reload();
+    await page.getByRole('cell', { name: 'from the dashboard', exact: true }).waitFor();
+    expect(await page.getByTestId('secret').count()).toBe(0);
+    expect(await page.content()).not.toContain(apiKey);
+  });
+
+  it('creates a bot user, an authtoken it owns with ACL bind:*.sitea.example.test, and a wildcard domain', async () => {
+    await open('Bot users');
+    await page.getByLabel('Name').fill('sitea-agents');
+    await page.getByRole('button', { name: 'Create bot user' }).click();
+    await page.getByRole('cell', { name: 'sitea-agents', exact: true }).waitFor();
+    await shot('bot-users');
+
+    await open('Authtokens');
+    await page.getByLabel('Description').fill('sitea agent');
+    await page.getByLabel('Owner').selectOption({ label: 'Bot user sitea-agents' });
+    await page.getByLabel('Rule').fill('bind:*.sitea.example.test');
+    await page.getByRole('button', { name: 'Add rule' }).click();
+    await page.getByRole('button', { name: 'Create authtoken' }).click();
+    authtoken = (await page.getByTestId('secret').textContent()) ?? '';
+    expect(authtoken.length).toBeGreaterThan(30);
+    await page.getByRole('cell', { name: 'bind:*.sitea.example.test', exact: true }).waitFor();
+    await shot('authtokens');
+    const creds = await api('/credentials');
+    expect(creds.body.credentials[0].acl).toEqual(['bind:*.sitea.example.test']);
+    expect(creds.body.credentials[0].owner_id).toMatch(/^bot_/);
+
+    await open('Reserved domains');
+    await page.getByLabel('Domain', { exact: true }).fill('*.sitea.example.test');
+    await page.getByRole('button', { name: 'Reserve domain' }).click();
+    const table = page
+      .getByRole('table', { name: /DNS records to add for \*\.sitea\.example\.test/ })
+      .first();
+    await table.waitFor();
+    const rows = table.locator('tbody tr');
+    expect(await rows.count()).toBe(2);
+    const text = await table.textContent();
+    expect(text).toContain('*.sitea.example.test');
+    expect(text).toContain('_acme-challenge.sitea.example.test');
+    await page.getByTestId('certificate-status').first().waitFor();
+    await shot('reserved-domains');
+  });
+
+  it('creates a TCP edge with backend and IP restriction; a bad policy is refused with the engine message before saving', async () => {
+    await open('TCP addresses');
+    await page.getByLabel('Description').fill('ssh');
+    await page.getByRole('button', { name: 'Reserve an address' }).click();
+    const addr = (await page.locator('tbody td code').first().textContent()) ?? '';
+    expect(addr).toMatch(/:\d+$/);
+    await shot('tcp-addresses');
+
+    await open('Backends');
+    await page.getByLabel('Labels').fill('app=ssh');
+    await page.getByRole('button', { name: 'Create tunnel group' }).click();
+    await page.locator('code.chip', { hasText: 'app=ssh' }).waitFor();
+    await shot('backends');
+
+    await open('IP policies');
+    await page.getByLabel('Description').fill('office');
+    await page.getByRole('button', { name: 'Create IP policy' }).click();
+    await page.getByRole('heading', { name: 'office' }).waitFor();
+    await page.getByLabel('CIDR').fill('203.0.113.0/24');
+    await page.getByRole('button', { name: 'Add rule' }).click();
+    await page.getByText('203.0.113.0/24').waitFor();
+    await shot('ip-policies');
+
+    await open('Edges');
+    await page.getByLabel('Description').fill('acme tcp edge');
+    await page.getByRole('checkbox', { name: new RegExp(addr) }).check();
+    await page.getByLabel('Backend').selectOption({ label: 'Tunnel group: app=ssh' });
+    await page.getByRole('checkbox', { name: 'office' }).check();
+    await page.getByRole('button', { name: 'Create edge' }).click();
+    const edge = page.getByRole('region', { name: 'TCP edge acme tcp edge' });
+    await edge.waitFor();
+
+    await edge.getByRole('button', { name: 'Add traffic policy' }).click();
+    const editor = edge.getByLabel('Traffic policy (JSON or YAML)');
+    await editor.fill(
+      '{"on_tcp_connect": [{"name": "Block IP", "expressions": ["conn.client_ip =="], "actions": [{"type": "deny"}]}]}',
+    );
+    const alert = edge.getByRole('alert');
+    await alert.waitFor();
+    const message = (await alert.textContent()) ?? '';
+    expect(message).toContain('is not a valid expression');
+    expect(message).toContain('ERR_NGROK_2200');
+    expect(message).toContain('rule 0 “Block IP”');
+    expect(await edge.getByRole('button', { name: 'Save traffic policy' }).isDisabled()).toBe(true);
+    await shot('edges-policy-error');
+
+    await editor.fill(
+      `{"on_tcp_connect": [{"name": "Block IP", "expressions": ["conn.client_ip == '192.0.2.1'"], "actions": [{"type": "deny"}]}]}`,
+    );
+    await edge.getByText('The engine accepts this policy.').waitFor();
+    await edge.getByRole('button', { name: 'Save traffic policy' }).click();
+    await edge.locator('pre.policy').waitFor();
+    await shot('edges');
+
+    const edges = await api('/edges/tcp');
+    const saved = edges.body.tcp_edges[0];
+    expect(saved.hostports).toEqual([addr]);
+    expect(saved.backend.backend.id).toMatch(/^bkdtg_/);
+    expect(saved.ip_restriction.ip_policies).toHaveLength(1);
+    expect(saved.traffic_policy.value).toContain('192.0.2.1');
+  });
+
+  it('shows an agent connected with that authtoken under Agents', async () => {
+    const caPem = readFileSync(join(db.dataDir, 'ca.pem'), 'utf8');
+    const started = await agentProcess({
+      ADDR: `127.0.0.1:${ports.agent}`,
+      CA: caPem,
+      TOKEN: authtoken,
+      TO: `http://127.0.0.1:${web.port}`,
+      DOMAIN: HOST,
+    });
+    agent = started.child;
+    expect(started.url).toContain(HOST);
+    await open('Agents');
+    await page.getByText(HOST).first().waitFor();
+    await shot('agents');
+  });
+
+  it('shows requests through the HTTP endpoint in Traffic, live, and replays one to the service', async () => {
+    await open('Traffic');
+    await page.getByText('No requests yet').waitFor();
+    for (const path of ['/hello', '/world?x=1']) {
+      const res = await curl([`http://127.0.0.1:${ports.http}${path}`, '-H', `Host: ${HOST}`]);
+      expect(res.status).toBe(200);
+    }
+    expect(hits).toBe(2);
+    await page.getByRole('button', { name: 'Inspect GET /hello' }).click();
+    const detail = page.getByRole('region', { name: 'Request GET /hello' });
+    await detail.getByRole('table', { name: 'Request headers' }).waitFor();
+    expect(await detail.textContent()).toContain(`http://${HOST} from 127.0.0.1: 200`);
+    await detail.getByRole('button', { name: 'Replay' }).click();
+    await detail.getByText('Replayed: the service answered 200.').waitFor();
+    expect(hits).toBe(3);
+    await page.locator('.badge', { hasText: 'replay' }).first().waitFor();
+    await shot('traffic');
+
+    await open('Overview');
+    await page.locator('.stat .value').first().filter({ hasText: '1' }).waitFor();
+    await shot('overview');
+  });
+
+  it('stops the agent from the page', async () => {
+    await open('Agents');
+    const exited = once(agent!, 'exit');
+    await page.getByRole('button', { name: /^Stop agent ts_/ }).click();
+    await exited;
+    await page.getByText('No agent is connected').waitFor();
+  });
+
+  it('works at phone width and in dark mode', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await open('API keys');
+    await shot('phone-api-keys');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await page.setViewportSize({ width: 1280, height: 860 });
+    await open('Overview');
+    await shot('dark-overview');
+    await page.emulateMedia({ colorScheme: 'light' });
+  });
+});

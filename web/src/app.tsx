@@ -1,0 +1,251 @@
+import { useCallback, useEffect, useState, type FormEvent } from 'react';
+import { api, errorMessage, setCsrfToken, setSignedOutHandler } from './api';
+import { ErrorMessage, Field } from './components';
+import { go, PAGES, useRoute, type PagePath } from './routes';
+import { AgentsPage } from './pages/agents';
+import { ApiKeysPage } from './pages/api-keys';
+import { AuthtokensPage } from './pages/authtokens';
+import { BackendsPage } from './pages/backends';
+import { BotUsersPage } from './pages/bot-users';
+import { DomainsPage } from './pages/domains';
+import { EdgesPage } from './pages/edges';
+import { IpPoliciesPage } from './pages/ip-policies';
+import { OverviewPage } from './pages/overview';
+import { AddressesPage } from './pages/addresses';
+import { TrafficPage } from './pages/traffic';
+
+interface Session {
+  user: { id: string; name: string };
+  csrf_token: string;
+  expires_at: string;
+}
+
+const PAGE_COMPONENTS: Record<PagePath, () => React.JSX.Element> = {
+  overview: OverviewPage,
+  agents: AgentsPage,
+  traffic: TrafficPage,
+  edges: EdgesPage,
+  domains: DomainsPage,
+  addresses: AddressesPage,
+  'ip-policies': IpPoliciesPage,
+  backends: BackendsPage,
+  authtokens: AuthtokensPage,
+  'bot-users': BotUsersPage,
+  'api-keys': ApiKeysPage,
+};
+
+/** The dashboard: sign-in (or first-user setup), then the pages behind the navigation. */
+export function App() {
+  const route = useRoute();
+  const [session, setSession] = useState<Session | null | undefined>(undefined);
+  const signedIn = useCallback((s: Session | null) => {
+    setCsrfToken(s?.csrf_token ?? '');
+    setSession(s);
+  }, []);
+
+  useEffect(() => {
+    setSignedOutHandler(() => signedIn(null));
+    api<Session>('GET', '/auth/session').then(signedIn, () => signedIn(null));
+  }, [signedIn]);
+
+  if (session === undefined) return <p className="loading">Loading…</p>;
+  if (route[0] === 'setup' && !session) {
+    return <SetupPage token={route[1] ?? ''} onDone={signedIn} />;
+  }
+  if (!session) return <SignInPage onDone={signedIn} />;
+
+  const current: PagePath = PAGES.find((p) => p.path === route[0])?.path ?? 'overview';
+  const Page = PAGE_COMPONENTS[current];
+  const signOut = async () => {
+    try {
+      await api('POST', '/auth/logout');
+    } finally {
+      signedIn(null);
+      go('');
+    }
+  };
+  return (
+    <div className="layout">
+      <a
+        className="skip"
+        href="#main"
+        onClick={(e) => {
+          e.preventDefault();
+          document.getElementById('main')?.focus();
+        }}
+      >
+        Skip to content
+      </a>
+      <header className="topbar">
+        <span className="brand">Burrow</span>
+        <span className="who">
+          Signed in as <strong>{session.user.name}</strong>
+          <button type="button" className="secondary" onClick={() => void signOut()}>
+            Sign out
+          </button>
+        </span>
+      </header>
+      <nav aria-label="Main" className="sidenav">
+        <ul>
+          {PAGES.map((p) => (
+            <li key={p.path}>
+              <a href={`#/${p.path}`} aria-current={p.path === current ? 'page' : undefined}>
+                {p.name}
+              </a>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <main id="main" tabIndex={-1}>
+        <Page key={current} />
+      </main>
+    </div>
+  );
+}
+
+function SignInPage({ onDone }: { onDone: (s: Session) => void }) {
+  const [name, setName] = useState('');
+  const [password, setPassword] = useState('');
+  const [error, setError] = useState<string | undefined>(undefined);
+  const [busy, setBusy] = useState(false);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    setBusy(true);
+    try {
+      onDone(await api<Session>('POST', '/auth/login', { name, password }));
+      if (window.location.hash.startsWith('#/setup')) go('overview');
+    } catch (err) {
+      setError(errorMessage(err));
+      setPassword('');
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <main className="auth-page" id="main">
+      <form onSubmit={(e) => void submit(e)} className="card" aria-labelledby="signin-title">
+        <h1 id="signin-title">Sign in to Burrow</h1>
+        <ErrorMessage error={error} />
+        <Field label="User name">
+          {(p) => (
+            <input
+              {...p}
+              value={name}
+              onChange={(e) => setName(e.target.value)}
+              autoComplete="username"
+              required
+            />
+          )}
+        </Field>
+        <Field label="Password">
+          {(p) => (
+            <input
+              {...p}
+              type="password"
+              value={password}
+              onChange={(e) => setPassword(e.target.value)}
+              autoComplete="current-password"
+              required
+            />
+          )}
+        </Field>
+        <button type="submit" disabled={busy}>
+          Sign in
+        </button>
+        <p className="hint">
+          No user yet? Run <code>burrow user add &lt;name&gt;</code> on the server, or open the
+          setup link it printed at its first start.
+        </p>
+      </form>
+    </main>
+  );
+}
+
+function SetupPage({ token, onDone }: { token: string; onDone: (s: Session) => void }) {
+  const [valid, setValid] = useState<boolean | undefined>(undefined);
+  const [name, setName] = useState('');
+  const [password, setPassword] = useState('');
+  const [again, setAgain] = useState('');
+  const [error, setError] = useState<string | undefined>(undefined);
+  useEffect(() => {
+    api<{ valid: boolean }>('GET', `/auth/setup/${encodeURIComponent(token)}`).then(
+      (r) => setValid(r.valid),
+      () => setValid(false),
+    );
+  }, [token]);
+  const submit = async (e: FormEvent) => {
+    e.preventDefault();
+    if (password !== again) {
+      setError('The two passwords differ.');
+      return;
+    }
+    try {
+      const s = await api<Session>('POST', '/auth/setup', { token, name, password });
+      go('overview');
+      onDone(s);
+    } catch (err) {
+      setError(errorMessage(err));
+    }
+  };
+  if (valid === undefined) return <p className="loading">Checking the setup link…</p>;
+  if (!valid) {
+    return (
+      <main className="auth-page" id="main">
+        <div className="card">
+          <h1>This setup link no longer works</h1>
+          <p role="alert">
+            It has been used or has expired. Restart <code>burrow server</code> for a new one, or
+            create a user with <code>burrow user add &lt;name&gt;</code>.
+          </p>
+          <a href="#/">Go to sign-in</a>
+        </div>
+      </main>
+    );
+  }
+  return (
+    <main className="auth-page" id="main">
+      <form onSubmit={(e) => void submit(e)} className="card" aria-labelledby="setup-title">
+        <h1 id="setup-title">Create the first user</h1>
+        <p>This link works once. The user you create here can then sign in to this dashboard.</p>
+        <ErrorMessage error={error} />
+        <Field label="User name">
+          {(p) => (
+            <input
+              {...p}
+              value={name}
+              onChange={(e) => setName(e.target.value)}
+              autoComplete="username"
+              required
+            />
+          )}
+        </Field>
+        <Field label="Password" hint="At least 8 characters.">
+          {(p) => (
+            <input
+              {...p}
+              type="password"
+              value={password}
+              onChange={(e) => setPassword(e.target.value)}
+              autoComplete="new-password"
+              minLength={8}
+              required
+            />
+          )}
+        </Field>
+        <Field label="Password again">
+          {(p) => (
+            <input
+              {...p}
+              type="password"
+              value={again}
+              onChange={(e) => setAgain(e.target.value)}
+              autoComplete="new-password"
+              required
+            />
+          )}
+        </Field>
+        <button type="submit">Create user and sign in</button>
+      </form>
+    </main>
+  );
+}

@@ -1,0 +1,154 @@
+import { useState, type FormEvent } from 'react';
+import { api } from '../api';
+import {
+  DeleteButton,
+  EmptyState,
+  ErrorMessage,
+  Field,
+  PageHeader,
+  useAction,
+  useList,
+} from '../components';
+
+export interface Backend {
+  id: string;
+  description: string;
+  labels?: Record<string, string>;
+  tunnels?: Array<{ id: string }>;
+  backends?: string[];
+  address?: string;
+}
+
+const KINDS = [
+  { kind: 'tunnel_group', name: 'Tunnel group', what: 'online tunnels whose labels match' },
+  { kind: 'failover', name: 'Failover', what: 'other backends, tried in order' },
+  { kind: 'weighted', name: 'Weighted', what: 'other backends, by weight' },
+  { kind: 'static', name: 'Static address', what: 'a fixed host:port' },
+] as const;
+
+/** Every backend of every kind, for the edge form too. */
+export function useBackends() {
+  const lists = KINDS.map((k) => ({
+    ...k,
+    list: useList<Backend>(`/backends/${k.kind}`, 'backends'),
+  }));
+  const reload = async () => {
+    await Promise.all(lists.map((l) => l.list.reload()));
+  };
+  return { lists, reload };
+}
+
+function parseLabels(text: string): Record<string, string> {
+  const labels: Record<string, string> = {};
+  for (const part of text.split(/[\n,]/)) {
+    const t = part.trim();
+    if (!t) continue;
+    const eq = t.indexOf('=');
+    labels[eq < 0 ? t : t.slice(0, eq).trim()] = eq < 0 ? '' : t.slice(eq + 1).trim();
+  }
+  return labels;
+}
+
+/** Backends: where edges send traffic. Tunnel groups pick online tunnels by label. */
+export function BackendsPage() {
+  const { lists, reload } = useBackends();
+  const [labels, setLabels] = useState('');
+  const [description, setDescription] = useState('');
+  const action = useAction();
+  const create = async (e: FormEvent) => {
+    e.preventDefault();
+    const ok = await action.run(async () => {
+      await api('POST', '/backends/tunnel_group', { description, labels: parseLabels(labels) });
+      await reload();
+    });
+    if (ok) {
+      setLabels('');
+      setDescription('');
+    }
+  };
+  const empty = lists.every((l) => l.list.items?.length === 0);
+  return (
+    <>
+      <PageHeader title="Backends">
+        A backend says where an edge sends its traffic. A tunnel group sends it to the online
+        tunnels whose labels match, e.g. agents started with <code>--label app=ssh</code>.
+      </PageHeader>
+      <form
+        className="card inline-form"
+        onSubmit={(e) => void create(e)}
+        aria-label="Create a tunnel group backend"
+      >
+        <Field label="Labels" hint="key=value pairs, separated by commas, e.g. app=ssh">
+          {(p) => (
+            <input {...p} value={labels} onChange={(e) => setLabels(e.target.value)} required />
+          )}
+        </Field>
+        <Field label="Description">
+          {(p) => (
+            <input
+              {...p}
+              value={description}
+              onChange={(e) => setDescription(e.target.value)}
+              maxLength={255}
+            />
+          )}
+        </Field>
+        <button type="submit" disabled={action.busy}>
+          Create tunnel group
+        </button>
+        <ErrorMessage error={action.error} />
+      </form>
+      {empty ? (
+        <EmptyState>
+          No backends yet. Create a tunnel group for the labels your agents use.
+        </EmptyState>
+      ) : null}
+      {lists.map(({ kind, name, what, list }) =>
+        list.items && list.items.length > 0 ? (
+          <section key={kind} className="card" aria-label={`${name} backends`}>
+            <h2>
+              {name} <span className="muted">— {what}</span>
+            </h2>
+            <ErrorMessage error={list.error} />
+            <ul className="rows">
+              {list.items.map((b) => (
+                <li key={b.id}>
+                  <div>
+                    <strong>{b.description || b.id}</strong> <code className="muted">{b.id}</code>
+                    {b.labels ? (
+                      <div>
+                        {Object.entries(b.labels).map(([k, v]) => (
+                          <code key={k} className="chip">
+                            {k}={v}
+                          </code>
+                        ))}{' '}
+                        <span className="muted">{b.tunnels?.length ?? 0} tunnel(s) online</span>
+                      </div>
+                    ) : null}
+                    {b.address ? (
+                      <div>
+                        <code>{b.address}</code>
+                      </div>
+                    ) : null}
+                    {b.backends ? <div className="muted">{b.backends.join(', ')}</div> : null}
+                  </div>
+                  <DeleteButton
+                    name={`backend ${b.description || b.id}`}
+                    onDelete={() =>
+                      action
+                        .run(async () => {
+                          await api('DELETE', `/backends/${kind}/${b.id}`);
+                          await list.reload();
+                        })
+                        .then(() => undefined)
+                    }
+                  />
+                </li>
+              ))}
+            </ul>
+          </section>
+        ) : null,
+      )}
+    </>
+  );
+}

@@ -1,0 +1,177 @@
+import { useState, type FormEvent } from 'react';
+import { api, type Ref } from '../api';
+import {
+  CopyButton,
+  DeleteButton,
+  EmptyState,
+  ErrorMessage,
+  Field,
+  PageHeader,
+  useAction,
+  useList,
+} from '../components';
+
+interface ReservedDomain {
+  id: string;
+  domain: string;
+  description: string;
+  cname_target: string | null;
+  acme_challenge_cname_target: string | null;
+  certificate: Ref | null;
+  certificate_management_policy: { authority: string } | null;
+  certificate_management_status: {
+    renews_at: string | null;
+    provisioning_job: { msg: string; error_code: string | null; retries_at: string | null } | null;
+  } | null;
+}
+
+/** The DNS records a reserved domain needs, as rows of a table. */
+function dnsRecords(d: ReservedDomain): Array<{ type: string; name: string; value: string }> {
+  const rows: Array<{ type: string; name: string; value: string }> = [];
+  if (d.cname_target) rows.push({ type: 'CNAME', name: d.domain, value: d.cname_target });
+  if (d.acme_challenge_cname_target) {
+    rows.push({
+      type: 'CNAME',
+      name: `_acme-challenge.${d.domain.replace(/^\*\./, '')}`,
+      value: d.acme_challenge_cname_target,
+    });
+  }
+  return rows;
+}
+
+function DnsTable({ domain }: { domain: ReservedDomain }) {
+  const rows = dnsRecords(domain);
+  if (rows.length === 0)
+    return (
+      <p className="muted">No DNS records needed: this name is under the server's base domain.</p>
+    );
+  const asText = rows.map((r) => `${r.name}\t${r.type}\t${r.value}`).join('\n');
+  return (
+    <div className="table-wrap">
+      <table className="dns-records">
+        <caption>DNS records to add for {domain.domain} at your DNS provider</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Type</th>
+            <th scope="col">Value</th>
+            <th scope="col">
+              <span className="visually-hidden">Copy</span>
+            </th>
+          </tr>
+        </thead>
+        <tbody>
+          {rows.map((r) => (
+            <tr key={r.name}>
+              <td>
+                <code>{r.name}</code>
+              </td>
+              <td>{r.type}</td>
+              <td>
+                <code>{r.value}</code>
+              </td>
+              <td>
+                <CopyButton text={r.value} label={`Copy the ${r.type} value for ${r.name}`} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <CopyButton text={asText} label="Copy all records as text" />
+    </div>
+  );
+}
+
+function certificateStatus(d: ReservedDomain): string {
+  if (d.certificate && !d.certificate_management_policy)
+    return `Uploaded certificate ${d.certificate.id}`;
+  const status = d.certificate_management_status;
+  const job = status?.provisioning_job;
+  if (job) return job.error_code ? `Not issued yet: ${job.msg}` : `Being issued: ${job.msg}`;
+  if (d.certificate)
+    return status?.renews_at
+      ? `Issued; renews ${new Date(status.renews_at).toLocaleString()}`
+      : 'Issued';
+  return d.certificate_management_policy ? 'Waiting to be issued' : 'Served by the local CA';
+}
+
+/** Reserved domains: names (and wildcards) agents may serve, with their DNS records and certificates. */
+export function DomainsPage() {
+  // Polled, so certificate status shows as it changes.
+  const domains = useList<ReservedDomain>('/reserved_domains', 'reserved_domains', 5000);
+  const [domain, setDomain] = useState('');
+  const [created, setCreated] = useState<ReservedDomain | undefined>(undefined);
+  const action = useAction();
+  const create = async (e: FormEvent) => {
+    e.preventDefault();
+    const ok = await action.run(async () => {
+      setCreated(await api<ReservedDomain>('POST', '/reserved_domains', { domain: domain.trim() }));
+      await domains.reload();
+    });
+    if (ok) setDomain('');
+  };
+  return (
+    <>
+      <PageHeader title="Reserved domains">
+        Reserve a name, or a wildcard such as <code>*.sitea.example.com</code>, so that agents may
+        serve it (and every name under a wildcard). Then add the DNS records shown.
+      </PageHeader>
+      <form
+        className="card inline-form"
+        onSubmit={(e) => void create(e)}
+        aria-label="Reserve a domain"
+      >
+        <Field label="Domain" hint="e.g. app.example.com or *.sitea.example.com">
+          {(p) => (
+            <input {...p} value={domain} onChange={(e) => setDomain(e.target.value)} required />
+          )}
+        </Field>
+        <button type="submit" disabled={action.busy}>
+          Reserve domain
+        </button>
+        <ErrorMessage error={action.error} />
+      </form>
+      {created ? (
+        <section className="card created" aria-label={`DNS records for ${created.domain}`}>
+          <h2>Reserved {created.domain}: add these DNS records</h2>
+          <DnsTable domain={created} />
+        </section>
+      ) : null}
+      <ErrorMessage error={domains.error} />
+      {domains.items?.length === 0 ? (
+        <EmptyState>
+          No reserved domains yet. Reserve one above; agents can then bind it.
+        </EmptyState>
+      ) : (
+        domains.items?.map((d) => (
+          <section key={d.id} className="card" aria-label={d.domain}>
+            <div className="card-head">
+              <h2>{d.domain}</h2>
+              <DeleteButton
+                name={`domain ${d.domain}`}
+                onDelete={() =>
+                  action
+                    .run(async () => {
+                      await api('DELETE', `/reserved_domains/${d.id}`);
+                      await domains.reload();
+                    })
+                    .then(() => undefined)
+                }
+              />
+            </div>
+            <p>
+              Certificate:{' '}
+              <span className="status" data-testid="certificate-status">
+                {certificateStatus(d)}
+              </span>
+            </p>
+            <details>
+              <summary>DNS records</summary>
+              <DnsTable domain={d} />
+            </details>
+          </section>
+        ))
+      )}
+    </>
+  );
+}

@@ -1,0 +1,83 @@
+import { useEffect, useState } from 'react';
+import { api, errorMessage } from '../api';
+import { ErrorMessage, PageHeader } from '../components';
+
+interface Counts {
+  sessions: number;
+  tunnels: number;
+  endpoints: number;
+  lastHour: number;
+}
+
+/** Overview: what is online now and the traffic of the last hour, with first steps. */
+export function OverviewPage() {
+  const [counts, setCounts] = useState<Counts | undefined>(undefined);
+  const [error, setError] = useState<string | undefined>(undefined);
+  useEffect(() => {
+    const load = async () => {
+      try {
+        const [s, t, e, traffic] = await Promise.all([
+          api<{ tunnel_sessions: unknown[] }>('GET', '/tunnel_sessions?limit=100'),
+          api<{ tunnels: unknown[] }>('GET', '/tunnels?limit=100'),
+          api<{ endpoints: unknown[] }>('GET', '/endpoints?limit=100'),
+          api<{ requests: Array<{ started_at: string }> }>('GET', '/traffic?limit=100'),
+        ]);
+        const hourAgo = Date.now() - 3600_000;
+        setCounts({
+          sessions: s.tunnel_sessions.length,
+          tunnels: t.tunnels.length,
+          endpoints: e.endpoints.length,
+          lastHour: traffic.requests.filter((r) => Date.parse(r.started_at) > hourAgo).length,
+        });
+        setError(undefined);
+      } catch (err) {
+        setError(errorMessage(err));
+      }
+    };
+    void load();
+    const timer = setInterval(() => void load(), 5000);
+    return () => clearInterval(timer);
+  }, []);
+  const stat = (label: string, value: number | undefined, href: string, more = false) => (
+    <a className="stat card" href={href}>
+      <span className="value">
+        {value === undefined ? '…' : `${value}${more && value >= 100 ? '+' : ''}`}
+      </span>
+      <span className="label">{label}</span>
+    </a>
+  );
+  return (
+    <>
+      <PageHeader title="Overview">
+        What is online now, and the traffic of the last hour.
+      </PageHeader>
+      <ErrorMessage error={error} />
+      <div className="stats">
+        {stat('Agents online', counts?.sessions, '#/agents', true)}
+        {stat('Tunnels', counts?.tunnels, '#/agents', true)}
+        {stat('Endpoints', counts?.endpoints, '#/agents', true)}
+        {stat('Requests in the last hour', counts?.lastHour, '#/traffic', true)}
+      </div>
+      <section className="card">
+        <h2>Getting started</h2>
+        <ol>
+          <li>
+            Reserve a domain (<a href="#/domains">Reserved domains</a>) and add the DNS records it
+            shows.
+          </li>
+          <li>
+            Create a bot user and an authtoken for your agents (<a href="#/bot-users">Bot users</a>,{' '}
+            <a href="#/authtokens">Authtokens</a>).
+          </li>
+          <li>
+            Start an agent with that authtoken; it shows under <a href="#/agents">Agents</a>, its
+            requests under <a href="#/traffic">Traffic</a>.
+          </li>
+          <li>
+            For the API and CLI, create an <a href="#/api-keys">API key</a>.
+          </li>
+        </ol>
+      </section>
+    </>
+  );
+}

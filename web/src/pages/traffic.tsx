@@ -1,0 +1,250 @@
+import { useCallback, useEffect, useState } from 'react';
+import { api, errorMessage } from '../api';
+import { EmptyState, ErrorMessage, PageHeader, useAction } from '../components';
+
+interface RequestSummary {
+  id: string;
+  host: string;
+  scheme: string;
+  started_at: string;
+  method: string;
+  path: string;
+  status: number | null;
+  duration_ms: number | null;
+  client_ip: string;
+  replay_of: string | null;
+  captured: boolean;
+}
+
+interface Body {
+  text: string | null;
+  base64: string | null;
+  size: number;
+  truncated: boolean;
+}
+
+interface RequestDetail extends RequestSummary {
+  request_headers: Array<[string, string]>;
+  response_headers: Array<[string, string]>;
+  request_body: Body | null;
+  response_body: Body | null;
+  replay_refusal: string | null;
+}
+
+interface TrafficReply {
+  available: boolean;
+  requests: RequestSummary[];
+  hosts: string[];
+  captured_hosts: string[];
+}
+
+function Headers({ title, headers }: { title: string; headers: Array<[string, string]> }) {
+  return (
+    <div className="table-wrap">
+      <table className="headers">
+        <caption>{title}</caption>
+        <tbody>
+          {headers.map(([k, v], i) => (
+            <tr key={`${k}-${i}`}>
+              <th scope="row">{k}</th>
+              <td>{v}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+function BodyView({ title, body }: { title: string; body: Body | null }) {
+  if (!body)
+    return <p className="muted">{title}: not captured (switch capture on for this endpoint).</p>;
+  return (
+    <div>
+      <h4>
+        {title}{' '}
+        <span className="muted">
+          ({body.size} bytes{body.truncated ? ', cut at the capture limit' : ''})
+        </span>
+      </h4>
+      <pre className="body">{body.text ?? `base64: ${body.base64 ?? ''}`}</pre>
+    </div>
+  );
+}
+
+function Detail({ id, onReplayed }: { id: string; onReplayed: () => void }) {
+  const [detail, setDetail] = useState<RequestDetail | undefined>(undefined);
+  const [error, setError] = useState<string | undefined>(undefined);
+  const [replayed, setReplayed] = useState<string | undefined>(undefined);
+  const action = useAction();
+  useEffect(() => {
+    setReplayed(undefined);
+    api<RequestDetail>('GET', `/traffic/${id}`).then(setDetail, (err: unknown) =>
+      setError(errorMessage(err)),
+    );
+  }, [id]);
+  const replay = () =>
+    action.run(async () => {
+      const r = await api<{ status: number }>('POST', `/traffic/${id}/replay`, {});
+      setReplayed(`Replayed: the service answered ${r.status}.`);
+      onReplayed();
+    });
+  if (error) return <ErrorMessage error={error} />;
+  if (!detail) return <p className="loading">Loading…</p>;
+  return (
+    <section className="card detail" aria-label={`Request ${detail.method} ${detail.path}`}>
+      <div className="card-head">
+        <h2>
+          <code>
+            {detail.method} {detail.path}
+          </code>
+        </h2>
+        <button
+          type="button"
+          onClick={() => void replay()}
+          disabled={action.busy || detail.replay_refusal !== null}
+        >
+          Replay
+        </button>
+      </div>
+      {detail.replay_refusal ? <p className="hint">{detail.replay_refusal}</p> : null}
+      {replayed ? (
+        <p className="ok" role="status">
+          {replayed}
+        </p>
+      ) : null}
+      <ErrorMessage error={action.error} />
+      <p>
+        {detail.scheme}://{detail.host} from {detail.client_ip}: {detail.status ?? '…'} in{' '}
+        {detail.duration_ms ?? '…'} ms
+      </p>
+      <Headers title="Request headers" headers={detail.request_headers} />
+      <BodyView title="Request body" body={detail.request_body} />
+      <Headers title="Response headers" headers={detail.response_headers} />
+      <BodyView title="Response body" body={detail.response_body} />
+    </section>
+  );
+}
+
+/** Traffic: the last requests of each HTTP endpoint, live, with headers, bodies and replay. */
+export function TrafficPage() {
+  const [reply, setReply] = useState<TrafficReply | undefined>(undefined);
+  const [host, setHost] = useState('');
+  const [selected, setSelected] = useState<string | undefined>(undefined);
+  const [error, setError] = useState<string | undefined>(undefined);
+  const load = useCallback(async () => {
+    try {
+      setReply(
+        await api<TrafficReply>(
+          'GET',
+          `/traffic${host ? `?host=${encodeURIComponent(host)}` : ''}`,
+        ),
+      );
+      setError(undefined);
+    } catch (err) {
+      setError(errorMessage(err));
+    }
+  }, [host]);
+  useEffect(() => {
+    void load();
+    // Live: new requests show within a second or so.
+    const timer = setInterval(() => void load(), 1000);
+    return () => clearInterval(timer);
+  }, [load]);
+  const capture = useAction();
+  const setCapture = (h: string, enabled: boolean) =>
+    capture.run(async () => {
+      await api('PUT', `/traffic/capture/${encodeURIComponent(h)}`, { enabled });
+      await load();
+    });
+  const captured = new Set(reply?.captured_hosts ?? []);
+  return (
+    <>
+      <PageHeader title="Traffic">
+        The last requests of each HTTP endpoint, as they arrive. Kept in this server's memory only
+        (the last 100 per endpoint); bodies only for endpoints with capture on.
+      </PageHeader>
+      <ErrorMessage error={error ?? capture.error} />
+      {reply && !reply.available ? (
+        <EmptyState>This server runs no edge (--role api), so it sees no traffic.</EmptyState>
+      ) : null}
+      {reply?.hosts.length ? (
+        <div className="card inline-form">
+          <label>
+            Endpoint{' '}
+            <select value={host} onChange={(e) => setHost(e.target.value)}>
+              <option value="">All</option>
+              {reply.hosts.map((h) => (
+                <option key={h} value={h}>
+                  {h}
+                </option>
+              ))}
+            </select>
+          </label>
+          {reply.hosts
+            .filter((h) => !host || h === host)
+            .map((h) => (
+              <label key={h} className="switch">
+                <input
+                  type="checkbox"
+                  checked={captured.has(h)}
+                  onChange={(e) => void setCapture(h, e.target.checked)}
+                />{' '}
+                Capture bodies for {h}
+              </label>
+            ))}
+        </div>
+      ) : null}
+      {reply?.available && reply.requests.length === 0 ? (
+        <EmptyState>
+          No requests yet. Start an agent with an HTTP endpoint and send it a request; it shows here
+          at once.
+        </EmptyState>
+      ) : null}
+      {reply?.requests.length ? (
+        <div className="table-wrap">
+          <table className="traffic" aria-live="polite">
+            <caption className="visually-hidden">Recent requests</caption>
+            <thead>
+              <tr>
+                <th scope="col">Time</th>
+                <th scope="col">Method</th>
+                <th scope="col">Path</th>
+                <th scope="col">Status</th>
+                <th scope="col">Duration</th>
+                <th scope="col">Client</th>
+                <th scope="col">Host</th>
+              </tr>
+            </thead>
+            <tbody>
+              {reply.requests.map((r) => (
+                <tr key={r.id} className={r.id === selected ? 'selected' : undefined}>
+                  <td>{new Date(r.started_at).toLocaleTimeString()}</td>
+                  <td>{r.method}</td>
+                  <td>
+                    <button
+                      type="button"
+                      className="link"
+                      onClick={() => setSelected(r.id)}
+                      aria-label={`Inspect ${r.method} ${r.path}`}
+                    >
+                      {r.path}
+                    </button>
+                    {r.replay_of ? <span className="badge">replay</span> : null}
+                  </td>
+                  <td className={r.status && r.status >= 400 ? 'bad' : undefined}>
+                    {r.status ?? '…'}
+                  </td>
+                  <td>{r.duration_ms === null ? '…' : `${r.duration_ms} ms`}</td>
+                  <td>{r.client_ip}</td>
+                  <td>{r.host}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : null}
+      {selected ? <Detail id={selected} onReplayed={() => void load()} /> : null}
+    </>
+  );
+}
