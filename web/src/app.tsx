@@ -1,6 +1,7 @@
-import { useCallback, useEffect, useState, type FormEvent } from 'react';
+import { useCallback, useEffect, useId, useState, type ReactNode } from 'react';
 import { api, errorMessage, setCsrfToken, setSignedOutHandler } from './api';
-import { ErrorMessage, Field } from './components';
+import { ErrorMessage } from './components';
+import { TextField } from './fields';
 import { go, PAGES, useRoute, type PagePath } from './routes';
 import { AgentsPage } from './pages/agents';
 import { ApiKeysPage } from './pages/api-keys';
@@ -103,13 +104,87 @@ export function App() {
   );
 }
 
+/** A page of its own for signing in or setting up, outside the navigation. */
+function AuthPage({ children }: { children: ReactNode }) {
+  return (
+    <main className="auth-page" id="main">
+      {children}
+    </main>
+  );
+}
+
+/** The form of an {@link AuthPage}, named by its heading. */
+function AuthForm({
+  title,
+  onSubmit,
+  children,
+}: {
+  title: string;
+  onSubmit: () => Promise<void>;
+  children: ReactNode;
+}) {
+  const titleId = useId();
+  return (
+    <AuthPage>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          void onSubmit();
+        }}
+        className="card"
+        aria-labelledby={titleId}
+      >
+        <h1 id={titleId}>{title}</h1>
+        {children}
+      </form>
+    </AuthPage>
+  );
+}
+
+/** The user name and password fields; `isNew` when the password is being chosen, not entered. */
+function NameAndPassword({
+  name,
+  onName,
+  password,
+  onPassword,
+  isNew = false,
+}: {
+  name: string;
+  onName: (name: string) => void;
+  password: string;
+  onPassword: (password: string) => void;
+  isNew?: boolean;
+}) {
+  return (
+    <>
+      <TextField
+        label="User name"
+        value={name}
+        onChange={onName}
+        autoComplete="username"
+        required
+      />
+      <TextField
+        label="Password"
+        type="password"
+        value={password}
+        onChange={onPassword}
+        required
+        // Tells password managers whether to fill in a saved password or to offer a new one.
+        {...(isNew
+          ? { hint: 'At least 8 characters.', autoComplete: 'new-password', minLength: 8 }
+          : { autoComplete: 'current-password' })}
+      />
+    </>
+  );
+}
+
 function SignInPage({ onDone }: { onDone: (s: Session) => void }) {
   const [name, setName] = useState('');
   const [password, setPassword] = useState('');
   const [error, setError] = useState<string | undefined>(undefined);
   const [busy, setBusy] = useState(false);
-  const submit = async (e: FormEvent) => {
-    e.preventDefault();
+  const submit = async () => {
     setBusy(true);
     try {
       onDone(await api<Session>('POST', '/auth/login', { name, password }));
@@ -122,42 +197,17 @@ function SignInPage({ onDone }: { onDone: (s: Session) => void }) {
     }
   };
   return (
-    <main className="auth-page" id="main">
-      <form onSubmit={(e) => void submit(e)} className="card" aria-labelledby="signin-title">
-        <h1 id="signin-title">Sign in to Burrow</h1>
-        <ErrorMessage error={error} />
-        <Field label="User name">
-          {(p) => (
-            <input
-              {...p}
-              value={name}
-              onChange={(e) => setName(e.target.value)}
-              autoComplete="username"
-              required
-            />
-          )}
-        </Field>
-        <Field label="Password">
-          {(p) => (
-            <input
-              {...p}
-              type="password"
-              value={password}
-              onChange={(e) => setPassword(e.target.value)}
-              autoComplete="current-password"
-              required
-            />
-          )}
-        </Field>
-        <button type="submit" disabled={busy}>
-          Sign in
-        </button>
-        <p className="hint">
-          No user yet? Run <code>burrow user add &lt;name&gt;</code> on the server, or open the
-          setup link it printed at its first start.
-        </p>
-      </form>
-    </main>
+    <AuthForm title="Sign in to Burrow" onSubmit={submit}>
+      <ErrorMessage error={error} />
+      <NameAndPassword name={name} onName={setName} password={password} onPassword={setPassword} />
+      <button type="submit" disabled={busy}>
+        Sign in
+      </button>
+      <p className="hint">
+        No user yet? Run <code>burrow user add &lt;name&gt;</code> on the server, or open the setup
+        link it printed at its first start.
+      </p>
+    </AuthForm>
   );
 }
 
@@ -173,8 +223,7 @@ function SetupPage({ token, onDone }: { token: string; onDone: (s: Session) => v
       () => setValid(false),
     );
   }, [token]);
-  const submit = async (e: FormEvent) => {
-    e.preventDefault();
+  const submit = async () => {
     if (password !== again) {
       setError('The two passwords differ.');
       return;
@@ -190,7 +239,7 @@ function SetupPage({ token, onDone }: { token: string; onDone: (s: Session) => v
   if (valid === undefined) return <p className="loading">Checking the setup link…</p>;
   if (!valid) {
     return (
-      <main className="auth-page" id="main">
+      <AuthPage>
         <div className="card">
           <h1>This setup link no longer works</h1>
           <p role="alert">
@@ -199,53 +248,29 @@ function SetupPage({ token, onDone }: { token: string; onDone: (s: Session) => v
           </p>
           <a href="#/">Go to sign-in</a>
         </div>
-      </main>
+      </AuthPage>
     );
   }
   return (
-    <main className="auth-page" id="main">
-      <form onSubmit={(e) => void submit(e)} className="card" aria-labelledby="setup-title">
-        <h1 id="setup-title">Create the first user</h1>
-        <p>This link works once. The user you create here can then sign in to this dashboard.</p>
-        <ErrorMessage error={error} />
-        <Field label="User name">
-          {(p) => (
-            <input
-              {...p}
-              value={name}
-              onChange={(e) => setName(e.target.value)}
-              autoComplete="username"
-              required
-            />
-          )}
-        </Field>
-        <Field label="Password" hint="At least 8 characters.">
-          {(p) => (
-            <input
-              {...p}
-              type="password"
-              value={password}
-              onChange={(e) => setPassword(e.target.value)}
-              autoComplete="new-password"
-              minLength={8}
-              required
-            />
-          )}
-        </Field>
-        <Field label="Password again">
-          {(p) => (
-            <input
-              {...p}
-              type="password"
-              value={again}
-              onChange={(e) => setAgain(e.target.value)}
-              autoComplete="new-password"
-              required
-            />
-          )}
-        </Field>
-        <button type="submit">Create user and sign in</button>
-      </form>
-    </main>
+    <AuthForm title="Create the first user" onSubmit={submit}>
+      <p>This link works once. The user you create here can then sign in to this dashboard.</p>
+      <ErrorMessage error={error} />
+      <NameAndPassword
+        name={name}
+        onName={setName}
+        password={password}
+        onPassword={setPassword}
+        isNew
+      />
+      <TextField
+        label="Password again"
+        type="password"
+        value={again}
+        onChange={setAgain}
+        autoComplete="new-password"
+        required
+      />
+      <button type="submit">Create user and sign in</button>
+    </AuthForm>
   );
 }

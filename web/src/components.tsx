@@ -1,30 +1,4 @@
-import { useCallback, useEffect, useId, useRef, useState, type ReactNode } from 'react';
-import { api, errorMessage } from './api';
-
-/**
- * Load a list from the API: `key` is the list's field in the reply (`keys`, `bot_users`, …).
- * @example const keys = useList<ApiKey>('/api_keys', 'keys');
- */
-export function useList<T>(path: string, key: string, pollMs?: number) {
-  const [items, setItems] = useState<T[] | undefined>(undefined);
-  const [error, setError] = useState<string | undefined>(undefined);
-  const reload = useCallback(async () => {
-    try {
-      const reply = await api<Record<string, unknown>>('GET', path);
-      setItems((reply[key] as T[] | undefined) ?? []);
-      setError(undefined);
-    } catch (err) {
-      setError(errorMessage(err));
-    }
-  }, [path, key]);
-  useEffect(() => {
-    void reload();
-    if (!pollMs) return undefined;
-    const timer = setInterval(() => void reload(), pollMs);
-    return () => clearInterval(timer);
-  }, [reload, pollMs]);
-  return { items, error, reload };
-}
+import { useEffect, useRef, useState, type ReactNode } from 'react';
 
 /** An API error, announced to screen readers as it appears. */
 export function ErrorMessage({ error }: { error: string | undefined }) {
@@ -107,33 +81,14 @@ export function ShownOnce({
   );
 }
 
-/** A labelled form control; `hint` is read out with it. */
-export function Field({
-  label,
-  hint,
-  children,
-}: {
-  label: string;
-  hint?: ReactNode;
-  children: (props: { id: string; 'aria-describedby'?: string }) => ReactNode;
-}) {
-  const id = useId();
-  const hintId = `${id}-hint`;
-  return (
-    <div className="field">
-      <label htmlFor={id}>{label}</label>
-      {children(hint ? { id, 'aria-describedby': hintId } : { id })}
-      {hint ? (
-        <p className="hint" id={hintId}>
-          {hint}
-        </p>
-      ) : null}
-    </div>
-  );
-}
-
 /** A delete button that asks once more before deleting. */
-export function DeleteButton({ name, onDelete }: { name: string; onDelete: () => Promise<void> }) {
+export function DeleteButton({
+  name,
+  onDelete,
+}: {
+  name: string;
+  onDelete: () => Promise<unknown>;
+}) {
   const [asking, setAsking] = useState(false);
   if (!asking) {
     return (
@@ -164,27 +119,25 @@ export function DeleteButton({ name, onDelete }: { name: string; onDelete: () =>
   );
 }
 
-/** Run `action`, keeping its error for display; returns whether it succeeded. */
-export function useAction() {
-  const [error, setError] = useState<string | undefined>(undefined);
-  const [busy, setBusy] = useState(false);
-  const run = async (action: () => Promise<void>): Promise<boolean> => {
-    setBusy(true);
-    try {
-      await action();
-      setError(undefined);
-      return true;
-    } catch (err) {
-      setError(errorMessage(err));
-      return false;
-    } finally {
-      setBusy(false);
-    }
-  };
-  return { error, busy, run, setError };
-}
-
 /** A short date and time in the reader's locale. */
 export function When({ iso }: { iso: string }) {
   return <time dateTime={iso}>{new Date(iso).toLocaleString()}</time>;
+}
+
+/** Short values (labels, rules, host:ports) as a row of chips. */
+export function Chips({ values }: { values: string[] }) {
+  return (
+    <>
+      {values.map((v) => (
+        <code key={v} className="chip">
+          {v}
+        </code>
+      ))}
+    </>
+  );
+}
+
+/** Labels as `key=value` strings, the way agents are given them (`--label app=ssh`). */
+export function labelPairs(labels: Record<string, string>): string[] {
+  return Object.entries(labels).map(([k, v]) => `${k}=${v}`);
 }

@@ -146,3 +146,10 @@ export function PolicyEditor({
     </div>
   );
 }
+
+/** Why saving must wait for the editor (undefined: save may go ahead); only a policy the engine accepted, or none, is saved. */
+export function policyBlocksSave(state: PolicyState): string | undefined {
+  if (state === 'invalid') return 'Fix the traffic policy first: the engine refuses it.';
+  if (state === 'checking') return 'Checking the traffic policy…';
+  return undefined;
+}

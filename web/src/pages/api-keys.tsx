@@ -1,16 +1,8 @@
-import { useState, type FormEvent } from 'react';
-import { api } from '../api';
-import {
-  DeleteButton,
-  EmptyState,
-  ErrorMessage,
-  Field,
-  PageHeader,
-  ShownOnce,
-  useAction,
-  useList,
-  When,
-} from '../components';
+import { useState } from 'react';
+import { PageHeader, ShownOnce, When } from '../components';
+import { CreateForm, TextField } from '../fields';
+import { useResource } from '../hooks';
+import { ResourceTable } from '../resource';
 
 interface ApiKey {
   id: string;
@@ -22,17 +14,14 @@ interface ApiKey {
 
 /** API keys: create (the key shown once), list, delete. */
 export function ApiKeysPage() {
-  const keys = useList<ApiKey>('/api_keys', 'keys');
+  const keys = useResource<ApiKey>('/api_keys', 'keys');
   const [description, setDescription] = useState('');
   const [created, setCreated] = useState<ApiKey | undefined>(undefined);
-  const action = useAction();
-  const create = async (e: FormEvent) => {
-    e.preventDefault();
-    await action.run(async () => {
-      setCreated(await api<ApiKey>('POST', '/api_keys', { description }));
-      setDescription('');
-      await keys.reload();
-    });
+  const create = async () => {
+    const key = await keys.create({ description });
+    if (!key) return;
+    setCreated(key);
+    setDescription('');
   };
   return (
     <>
@@ -43,76 +32,35 @@ export function ApiKeysPage() {
       {created?.token ? (
         <ShownOnce what="API key" secret={created.token} onDone={() => setCreated(undefined)} />
       ) : null}
-      <form
-        className="card inline-form"
-        onSubmit={(e) => void create(e)}
-        aria-label="Create an API key"
+      <CreateForm
+        label="Create an API key"
+        submit="Create API key"
+        action={keys.action}
+        onSubmit={create}
       >
-        <Field label="Description" hint="What uses this key, e.g. “CI deploys”.">
-          {(p) => (
-            <input
-              {...p}
-              value={description}
-              onChange={(e) => setDescription(e.target.value)}
-              maxLength={255}
-            />
-          )}
-        </Field>
-        <button type="submit" disabled={action.busy}>
-          Create API key
-        </button>
-        <ErrorMessage error={action.error} />
-      </form>
-      <ErrorMessage error={keys.error} />
-      {keys.items?.length === 0 ? (
-        <EmptyState>No API keys yet. Create one above to use the API or the CLI.</EmptyState>
-      ) : (
-        <div className="table-wrap">
-          <table>
-            <caption className="visually-hidden">API keys</caption>
-            <thead>
-              <tr>
-                <th scope="col">Description</th>
-                <th scope="col">ID</th>
-                <th scope="col">Owner</th>
-                <th scope="col">Created</th>
-                <th scope="col">
-                  <span className="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {keys.items?.map((k) => (
-                <tr key={k.id}>
-                  <td>{k.description || <span className="muted">(none)</span>}</td>
-                  <td>
-                    <code>{k.id}</code>
-                  </td>
-                  <td>
-                    <code>{k.owner_id}</code>
-                  </td>
-                  <td>
-                    <When iso={k.created_at} />
-                  </td>
-                  <td>
-                    <DeleteButton
-                      name={`API key ${k.description || k.id}`}
-                      onDelete={() =>
-                        action
-                          .run(async () => {
-                            await api('DELETE', `/api_keys/${k.id}`);
-                            await keys.reload();
-                          })
-                          .then(() => undefined)
-                      }
-                    />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+        <TextField
+          label="Description"
+          hint="What uses this key, e.g. “CI deploys”."
+          value={description}
+          onChange={setDescription}
+          maxLength={255}
+        />
+      </CreateForm>
+      <ResourceTable
+        resource={keys}
+        caption="API keys"
+        empty="No API keys yet. Create one above to use the API or the CLI."
+        columns={[
+          {
+            header: 'Description',
+            cell: (k) => k.description || <span className="muted">(none)</span>,
+          },
+          { header: 'ID', cell: (k) => <code>{k.id}</code> },
+          { header: 'Owner', cell: (k) => <code>{k.owner_id}</code> },
+          { header: 'Created', cell: (k) => <When iso={k.created_at} /> },
+        ]}
+        deleteName={(k) => `API key ${k.description || k.id}`}
+      />
     </>
   );
 }

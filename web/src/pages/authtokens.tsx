@@ -1,16 +1,8 @@
-import { useState, type FormEvent } from 'react';
-import { api } from '../api';
-import {
-  DeleteButton,
-  EmptyState,
-  ErrorMessage,
-  Field,
-  PageHeader,
-  ShownOnce,
-  useAction,
-  useList,
-  When,
-} from '../components';
+import { useState } from 'react';
+import { Chips, PageHeader, ShownOnce, When } from '../components';
+import { CreateForm, SelectField, TextField } from '../fields';
+import { useList, useResource } from '../hooks';
+import { ResourceTable } from '../resource';
 import type { BotUser } from './bot-users';
 
 interface Credential {
@@ -24,14 +16,13 @@ interface Credential {
 
 /** Authtokens: what agents connect with, each owned by a user or bot user, limited by its ACL. */
 export function AuthtokensPage() {
-  const creds = useList<Credential>('/credentials', 'credentials');
+  const creds = useResource<Credential>('/credentials', 'credentials');
   const bots = useList<BotUser>('/bot_users', 'bot_users');
   const [description, setDescription] = useState('');
   const [owner, setOwner] = useState('');
   const [acl, setAcl] = useState<string[]>([]);
   const [rule, setRule] = useState('');
   const [created, setCreated] = useState<Credential | undefined>(undefined);
-  const action = useAction();
 
   const addRule = () => {
     const r = rule.trim();
@@ -39,24 +30,19 @@ export function AuthtokensPage() {
     setAcl((list) => (list.includes(r) ? list : [...list, r]));
     setRule('');
   };
-  const create = async (e: FormEvent) => {
-    e.preventDefault();
+  const create = async () => {
+    // A rule typed but not added yet is meant too.
     const pending = rule.trim() ? [...acl, rule.trim()] : acl;
-    const ok = await action.run(async () => {
-      setCreated(
-        await api<Credential>('POST', '/credentials', {
-          description,
-          acl: pending,
-          ...(owner ? { owner_id: owner } : {}),
-        }),
-      );
-      await creds.reload();
+    const token = await creds.create({
+      description,
+      acl: pending,
+      ...(owner ? { owner_id: owner } : {}),
     });
-    if (ok) {
-      setDescription('');
-      setAcl([]);
-      setRule('');
-    }
+    if (!token) return;
+    setCreated(token);
+    setDescription('');
+    setAcl([]);
+    setRule('');
   };
   const ownerName = (id: string) => bots.items?.find((b) => b.id === id)?.name ?? id;
 
@@ -69,33 +55,33 @@ export function AuthtokensPage() {
       {created?.token ? (
         <ShownOnce what="authtoken" secret={created.token} onDone={() => setCreated(undefined)} />
       ) : null}
-      <form className="card" onSubmit={(e) => void create(e)} aria-label="Create an authtoken">
-        <h2>New authtoken</h2>
-        <Field label="Description">
-          {(p) => (
-            <input
-              {...p}
-              value={description}
-              onChange={(e) => setDescription(e.target.value)}
-              maxLength={255}
-            />
-          )}
-        </Field>
-        <Field
+      <CreateForm
+        className="card"
+        title="New authtoken"
+        label="Create an authtoken"
+        submit="Create authtoken"
+        action={creds.action}
+        onSubmit={create}
+      >
+        <TextField
+          label="Description"
+          value={description}
+          onChange={setDescription}
+          maxLength={255}
+        />
+        <SelectField
           label="Owner"
           hint="A bot user keeps a fleet's tokens together; deactivating it stops them all."
+          value={owner}
+          onChange={setOwner}
         >
-          {(p) => (
-            <select {...p} value={owner} onChange={(e) => setOwner(e.target.value)}>
-              <option value="">The account (default)</option>
-              {bots.items?.map((b) => (
-                <option key={b.id} value={b.id}>
-                  Bot user {b.name}
-                </option>
-              ))}
-            </select>
-          )}
-        </Field>
+          <option value="">The account (default)</option>
+          {bots.items?.map((b) => (
+            <option key={b.id} value={b.id}>
+              Bot user {b.name}
+            </option>
+          ))}
+        </SelectField>
         <fieldset className="acl-editor">
           <legend>Access rules (ACL)</legend>
           <p className="hint" id="acl-help">
@@ -124,92 +110,47 @@ export function AuthtokensPage() {
             </ul>
           ) : null}
           <div className="inline-form">
-            <Field label="Rule">
-              {(p) => (
-                <input
-                  {...p}
-                  aria-describedby="acl-help"
-                  value={rule}
-                  placeholder="bind:*.example.com"
-                  onChange={(e) => setRule(e.target.value)}
-                  onKeyDown={(e) => {
-                    if (e.key === 'Enter') {
-                      e.preventDefault();
-                      addRule();
-                    }
-                  }}
-                />
-              )}
-            </Field>
+            <TextField
+              label="Rule"
+              aria-describedby="acl-help"
+              value={rule}
+              placeholder="bind:*.example.com"
+              onChange={setRule}
+              onKeyDown={(e) => {
+                // Enter adds the rule instead of submitting the whole form.
+                if (e.key === 'Enter') {
+                  e.preventDefault();
+                  addRule();
+                }
+              }}
+            />
             <button type="button" className="secondary" onClick={addRule}>
               Add rule
             </button>
           </div>
         </fieldset>
-        <button type="submit" disabled={action.busy}>
-          Create authtoken
-        </button>
-        <ErrorMessage error={action.error} />
-      </form>
-      <ErrorMessage error={creds.error} />
-      {creds.items?.length === 0 ? (
-        <EmptyState>
-          No authtokens yet. Create one, then start an agent with it:{' '}
-          <code>burrow agent --authtoken &lt;token&gt;</code>.
-        </EmptyState>
-      ) : (
-        <div className="table-wrap">
-          <table>
-            <caption className="visually-hidden">Authtokens</caption>
-            <thead>
-              <tr>
-                <th scope="col">Description</th>
-                <th scope="col">Owner</th>
-                <th scope="col">ACL</th>
-                <th scope="col">Created</th>
-                <th scope="col">
-                  <span className="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {creds.items?.map((c) => (
-                <tr key={c.id}>
-                  <td>{c.description || <code>{c.id}</code>}</td>
-                  <td>{ownerName(c.owner_id)}</td>
-                  <td>
-                    {c.acl.length ? (
-                      c.acl.map((r) => (
-                        <code key={r} className="chip">
-                          {r}
-                        </code>
-                      ))
-                    ) : (
-                      <span className="muted">anything</span>
-                    )}
-                  </td>
-                  <td>
-                    <When iso={c.created_at} />
-                  </td>
-                  <td>
-                    <DeleteButton
-                      name={`authtoken ${c.description || c.id}`}
-                      onDelete={() =>
-                        action
-                          .run(async () => {
-                            await api('DELETE', `/credentials/${c.id}`);
-                            await creds.reload();
-                          })
-                          .then(() => undefined)
-                      }
-                    />
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
+      </CreateForm>
+      <ResourceTable
+        resource={creds}
+        caption="Authtokens"
+        empty={
+          <>
+            No authtokens yet. Create one, then start an agent with it:{' '}
+            <code>burrow agent --authtoken &lt;token&gt;</code>.
+          </>
+        }
+        columns={[
+          { header: 'Description', cell: (c) => c.description || <code>{c.id}</code> },
+          { header: 'Owner', cell: (c) => ownerName(c.owner_id) },
+          {
+            header: 'ACL',
+            cell: (c) =>
+              c.acl.length ? <Chips values={c.acl} /> : <span className="muted">anything</span>,
+          },
+          { header: 'Created', cell: (c) => <When iso={c.created_at} /> },
+        ]}
+        deleteName={(c) => `authtoken ${c.description || c.id}`}
+      />
     </>
   );
 }

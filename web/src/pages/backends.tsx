@@ -1,14 +1,14 @@
-import { useState, type FormEvent } from 'react';
-import { api } from '../api';
+import { useState } from 'react';
 import {
+  Chips,
   DeleteButton,
   EmptyState,
   ErrorMessage,
-  Field,
+  labelPairs,
   PageHeader,
-  useAction,
-  useList,
 } from '../components';
+import { CreateForm, TextField } from '../fields';
+import { useAction, useList } from '../hooks';
 
 export interface Backend {
   id: string;
@@ -55,16 +55,11 @@ export function BackendsPage() {
   const [labels, setLabels] = useState('');
   const [description, setDescription] = useState('');
   const action = useAction();
-  const create = async (e: FormEvent) => {
-    e.preventDefault();
-    const ok = await action.run(async () => {
-      await api('POST', '/backends/tunnel_group', { description, labels: parseLabels(labels) });
-      await reload();
-    });
-    if (ok) {
-      setLabels('');
-      setDescription('');
-    }
+  const create = async () => {
+    const body = { description, labels: parseLabels(labels) };
+    if (!(await action.send('POST', '/backends/tunnel_group', body, reload))) return;
+    setLabels('');
+    setDescription('');
   };
   const empty = lists.every((l) => l.list.items?.length === 0);
   return (
@@ -73,31 +68,26 @@ export function BackendsPage() {
         A backend says where an edge sends its traffic. A tunnel group sends it to the online
         tunnels whose labels match, e.g. agents started with <code>--label app=ssh</code>.
       </PageHeader>
-      <form
-        className="card inline-form"
-        onSubmit={(e) => void create(e)}
-        aria-label="Create a tunnel group backend"
+      <CreateForm
+        label="Create a tunnel group backend"
+        submit="Create tunnel group"
+        action={action}
+        onSubmit={create}
       >
-        <Field label="Labels" hint="key=value pairs, separated by commas, e.g. app=ssh">
-          {(p) => (
-            <input {...p} value={labels} onChange={(e) => setLabels(e.target.value)} required />
-          )}
-        </Field>
-        <Field label="Description">
-          {(p) => (
-            <input
-              {...p}
-              value={description}
-              onChange={(e) => setDescription(e.target.value)}
-              maxLength={255}
-            />
-          )}
-        </Field>
-        <button type="submit" disabled={action.busy}>
-          Create tunnel group
-        </button>
-        <ErrorMessage error={action.error} />
-      </form>
+        <TextField
+          label="Labels"
+          hint="key=value pairs, separated by commas, e.g. app=ssh"
+          value={labels}
+          onChange={setLabels}
+          required
+        />
+        <TextField
+          label="Description"
+          value={description}
+          onChange={setDescription}
+          maxLength={255}
+        />
+      </CreateForm>
       {empty ? (
         <EmptyState>
           No backends yet. Create a tunnel group for the labels your agents use.
@@ -117,11 +107,7 @@ export function BackendsPage() {
                     <strong>{b.description || b.id}</strong> <code className="muted">{b.id}</code>
                     {b.labels ? (
                       <div>
-                        {Object.entries(b.labels).map(([k, v]) => (
-                          <code key={k} className="chip">
-                            {k}={v}
-                          </code>
-                        ))}{' '}
+                        <Chips values={labelPairs(b.labels)} />{' '}
                         <span className="muted">{b.tunnels?.length ?? 0} tunnel(s) online</span>
                       </div>
                     ) : null}
@@ -135,12 +121,7 @@ export function BackendsPage() {
                   <DeleteButton
                     name={`backend ${b.description || b.id}`}
                     onDelete={() =>
-                      action
-                        .run(async () => {
-                          await api('DELETE', `/backends/${kind}/${b.id}`);
-                          await list.reload();
-                        })
-                        .then(() => undefined)
+                      action.send('DELETE', `/backends/${kind}/${b.id}`, undefined, list.reload)
                     }
                   />
                 </li>

@@ -1,15 +1,9 @@
-import { useState, type FormEvent } from 'react';
-import { api, type Ref } from '../api';
-import {
-  CopyButton,
-  DeleteButton,
-  EmptyState,
-  ErrorMessage,
-  Field,
-  PageHeader,
-  useAction,
-  useList,
-} from '../components';
+import { useState } from 'react';
+import type { Ref } from '../api';
+import { CopyButton, DeleteButton, PageHeader } from '../components';
+import { CreateForm, TextField } from '../fields';
+import { useResource } from '../hooks';
+import { ResourceCard, ResourceList } from '../resource';
 
 interface ReservedDomain {
   id: string;
@@ -98,17 +92,16 @@ function certificateStatus(d: ReservedDomain): string {
 /** Reserved domains: names (and wildcards) agents may serve, with their DNS records and certificates. */
 export function DomainsPage() {
   // Polled, so certificate status shows as it changes.
-  const domains = useList<ReservedDomain>('/reserved_domains', 'reserved_domains', 5000);
+  const domains = useResource<ReservedDomain>('/reserved_domains', 'reserved_domains', {
+    pollMs: 5000,
+  });
   const [domain, setDomain] = useState('');
   const [created, setCreated] = useState<ReservedDomain | undefined>(undefined);
-  const action = useAction();
-  const create = async (e: FormEvent) => {
-    e.preventDefault();
-    const ok = await action.run(async () => {
-      setCreated(await api<ReservedDomain>('POST', '/reserved_domains', { domain: domain.trim() }));
-      await domains.reload();
-    });
-    if (ok) setDomain('');
+  const create = async () => {
+    const reserved = await domains.create({ domain: domain.trim() });
+    if (!reserved) return;
+    setCreated(reserved);
+    setDomain('');
   };
   return (
     <>
@@ -116,62 +109,55 @@ export function DomainsPage() {
         Reserve a name, or a wildcard such as <code>*.sitea.example.com</code>, so that agents may
         serve it (and every name under a wildcard). Then add the DNS records shown.
       </PageHeader>
-      <form
-        className="card inline-form"
-        onSubmit={(e) => void create(e)}
-        aria-label="Reserve a domain"
+      <CreateForm
+        label="Reserve a domain"
+        submit="Reserve domain"
+        action={domains.action}
+        onSubmit={create}
       >
-        <Field label="Domain" hint="e.g. app.example.com or *.sitea.example.com">
-          {(p) => (
-            <input {...p} value={domain} onChange={(e) => setDomain(e.target.value)} required />
-          )}
-        </Field>
-        <button type="submit" disabled={action.busy}>
-          Reserve domain
-        </button>
-        <ErrorMessage error={action.error} />
-      </form>
+        <TextField
+          label="Domain"
+          hint="e.g. app.example.com or *.sitea.example.com"
+          value={domain}
+          onChange={setDomain}
+          required
+        />
+      </CreateForm>
       {created ? (
         <section className="card created" aria-label={`DNS records for ${created.domain}`}>
           <h2>Reserved {created.domain}: add these DNS records</h2>
           <DnsTable domain={created} />
         </section>
       ) : null}
-      <ErrorMessage error={domains.error} />
-      {domains.items?.length === 0 ? (
-        <EmptyState>
-          No reserved domains yet. Reserve one above; agents can then bind it.
-        </EmptyState>
-      ) : (
-        domains.items?.map((d) => (
-          <section key={d.id} className="card" aria-label={d.domain}>
-            <div className="card-head">
-              <h2>{d.domain}</h2>
-              <DeleteButton
-                name={`domain ${d.domain}`}
-                onDelete={() =>
-                  action
-                    .run(async () => {
-                      await api('DELETE', `/reserved_domains/${d.id}`);
-                      await domains.reload();
-                    })
-                    .then(() => undefined)
-                }
-              />
-            </div>
-            <p>
-              Certificate:{' '}
-              <span className="status" data-testid="certificate-status">
-                {certificateStatus(d)}
-              </span>
-            </p>
-            <details>
-              <summary>DNS records</summary>
-              <DnsTable domain={d} />
-            </details>
-          </section>
-        ))
-      )}
+      <ResourceList
+        items={domains.items}
+        error={domains.error}
+        empty="No reserved domains yet. Reserve one above; agents can then bind it."
+      >
+        {(items) =>
+          items.map((d) => (
+            <ResourceCard
+              key={d.id}
+              label={d.domain}
+              title={d.domain}
+              actions={
+                <DeleteButton name={`domain ${d.domain}`} onDelete={() => domains.remove(d)} />
+              }
+            >
+              <p>
+                Certificate:{' '}
+                <span className="status" data-testid="certificate-status">
+                  {certificateStatus(d)}
+                </span>
+              </p>
+              <details>
+                <summary>DNS records</summary>
+                <DnsTable domain={d} />
+              </details>
+            </ResourceCard>
+          ))
+        }
+      </ResourceList>
     </>
   );
 }

@@ -1,189 +1,52 @@
-import { useState, type FormEvent } from 'react';
-import { api, type Ref } from '../api';
-import {
-  DeleteButton,
-  EmptyState,
-  ErrorMessage,
-  Field,
-  PageHeader,
-  useAction,
-  useList,
-} from '../components';
-import { PolicyEditor, type PolicyState } from '../policy-editor';
+import { useState, type ReactNode } from 'react';
+import { EmptyState, ErrorMessage, labelPairs, PageHeader } from '../components';
+import { Checkbox, CreateForm, SelectField, TextField } from '../fields';
+import { useAction, useList } from '../hooks';
+import { PolicyEditor, policyBlocksSave, type PolicyState } from '../policy-editor';
 import type { ReservedAddr } from './addresses';
 import { useBackends } from './backends';
+import { EdgeCard, type Edge, type EdgeType } from './edge-card';
 import type { IpPolicy } from './ip-policies';
 
-type EdgeType = 'tcp' | 'tls';
-
-interface Edge {
-  id: string;
-  description: string;
-  hostports: string[] | null;
-  backend: { enabled: boolean; backend: Ref } | null;
-  ip_restriction: { enabled: boolean; ip_policies: Ref[] } | null;
-  traffic_policy: { enabled: boolean; value: string } | null;
-  tls_termination?: { enabled: boolean; terminate_at: string; min_version: string | null } | null;
-  mutual_tls?: { enabled: boolean; certificate_authorities: Ref[] } | null;
-}
-
-/** Save is only offered for a policy the engine accepted (or for none). */
-function policyBlocksSave(state: PolicyState): string | undefined {
-  if (state === 'invalid') return 'Fix the traffic policy first: the engine refuses it.';
-  if (state === 'checking') return 'Checking the traffic policy…';
-  return undefined;
-}
-
-function TrafficPolicyModule({
-  type,
-  edge,
-  onSaved,
+/**
+ * A fieldset of checkboxes choosing some of `items` by their `value`; `none` says what it means
+ * that there are none to choose from yet.
+ */
+function CheckList<T extends { id: string }>({
+  legend,
+  items,
+  none,
+  value,
+  chosen,
+  onChange,
+  children,
 }: {
-  type: EdgeType;
-  edge: Edge;
-  onSaved: () => Promise<void>;
+  legend: string;
+  items: T[] | undefined;
+  none: string;
+  value: (item: T) => string;
+  chosen: string[];
+  onChange: (chosen: string[]) => void;
+  children: (item: T) => ReactNode;
 }) {
-  const [editing, setEditing] = useState(false);
-  const [text, setText] = useState(edge.traffic_policy?.value ?? '');
-  const [state, setState] = useState<PolicyState>('empty');
-  const action = useAction();
-  const save = async () => {
-    const ok = await action.run(async () => {
-      if (text.trim() === '') await api('DELETE', `/edges/${type}/${edge.id}/traffic_policy`);
-      else await api('PUT', `/edges/${type}/${edge.id}/traffic_policy`, { value: text });
-      await onSaved();
-    });
-    if (ok) setEditing(false);
-  };
-  const blocked = policyBlocksSave(state);
   return (
-    <div className="module">
-      <h3>Traffic policy</h3>
-      {!editing ? (
-        <>
-          {edge.traffic_policy ? (
-            <pre className="policy">{edge.traffic_policy.value}</pre>
-          ) : (
-            <p className="muted">None.</p>
-          )}
-          <button type="button" className="secondary" onClick={() => setEditing(true)}>
-            {edge.traffic_policy ? 'Edit traffic policy' : 'Add traffic policy'}
-          </button>
-        </>
-      ) : (
-        <>
-          <PolicyEditor protocol={type} value={text} onChange={setText} onState={setState} />
-          <div className="actions">
-            <button
-              type="button"
-              onClick={() => void save()}
-              disabled={action.busy || blocked !== undefined}
-            >
-              Save traffic policy
-            </button>
-            <button type="button" className="secondary" onClick={() => setEditing(false)}>
-              Cancel
-            </button>
-          </div>
-          {blocked ? <p className="hint">{blocked}</p> : null}
-          <ErrorMessage error={action.error} />
-        </>
-      )}
-    </div>
-  );
-}
-
-function EdgeCard({
-  type,
-  edge,
-  reload,
-}: {
-  type: EdgeType;
-  edge: Edge;
-  reload: () => Promise<void>;
-}) {
-  const action = useAction();
-  const title = edge.description || edge.id;
-  return (
-    <section className="card" aria-label={`${type.toUpperCase()} edge ${title}`}>
-      <div className="card-head">
-        <h2>
-          {title} <span className="badge">{type.toUpperCase()}</span>
-        </h2>
-        <DeleteButton
-          name={`edge ${title}`}
-          onDelete={() =>
-            action
-              .run(async () => {
-                await api('DELETE', `/edges/${type}/${edge.id}`);
-                await reload();
-              })
-              .then(() => undefined)
-          }
-        />
-      </div>
-      <ErrorMessage error={action.error} />
-      <p>
-        {(edge.hostports ?? []).map((h) => (
-          <code key={h} className="chip">
-            {h}
-          </code>
-        ))}{' '}
-        <code className="muted">{edge.id}</code>
-      </p>
-      <div className="modules">
-        <div className="module">
-          <h3>Backend</h3>
-          {edge.backend ? (
-            <code>{edge.backend.backend.id}</code>
-          ) : (
-            <p className="muted">None: connections are refused.</p>
-          )}
-        </div>
-        <div className="module">
-          <h3>IP restriction</h3>
-          {edge.ip_restriction ? (
-            edge.ip_restriction.ip_policies.map((p) => (
-              <code key={p.id} className="chip">
-                {p.id}
-              </code>
-            ))
-          ) : (
-            <p className="muted">None: every address may connect.</p>
-          )}
-        </div>
-        {type === 'tls' ? (
-          <>
-            <div className="module">
-              <h3>TLS termination</h3>
-              {edge.tls_termination ? (
-                <p>
-                  At the {edge.tls_termination.terminate_at}
-                  {edge.tls_termination.min_version
-                    ? `, TLS ≥ ${edge.tls_termination.min_version}`
-                    : ''}
-                </p>
-              ) : (
-                <p className="muted">Passed through to the agent.</p>
-              )}
-            </div>
-            <div className="module">
-              <h3>Mutual TLS</h3>
-              {edge.mutual_tls ? (
-                edge.mutual_tls.certificate_authorities.map((c) => (
-                  <code key={c.id} className="chip">
-                    {c.id}
-                  </code>
-                ))
-              ) : (
-                <p className="muted">Off.</p>
-              )}
-            </div>
-          </>
-        ) : null}
-        <TrafficPolicyModule type={type} edge={edge} onSaved={reload} />
-      </div>
-    </section>
+    <fieldset>
+      <legend>{legend}</legend>
+      {items?.length === 0 ? <p className="hint">{none}</p> : null}
+      {items?.map((item) => {
+        const v = value(item);
+        return (
+          <Checkbox
+            key={item.id}
+            checked={chosen.includes(v)}
+            onChange={(on) => onChange(on ? [...chosen, v] : chosen.filter((x) => x !== v))}
+          >
+            {' '}
+            {children(item)}
+          </Checkbox>
+        );
+      })}
+    </fieldset>
   );
 }
 
@@ -200,35 +63,33 @@ function CreateEdge({ onCreated }: { onCreated: () => Promise<void> }) {
   const [policy, setPolicy] = useState('');
   const [policyState, setPolicyState] = useState<PolicyState>('empty');
   const action = useAction();
-  const toggle = (list: string[], v: string, on: boolean) =>
-    on ? [...list, v] : list.filter((x) => x !== v);
-  const create = async (e: FormEvent) => {
-    e.preventDefault();
-    const ok = await action.run(async () => {
-      const ports =
-        type === 'tcp' ? hostports : tlsHostports.split(/[\s,]+/).filter((h) => h !== '');
-      await api('POST', `/edges/${type}`, {
-        description,
-        hostports: ports,
-        ...(backendId ? { backend: { backend_id: backendId } } : {}),
-        ...(ipPolicyIds.length ? { ip_restriction: { ip_policy_ids: ipPolicyIds } } : {}),
-        ...(policy.trim() ? { traffic_policy: { value: policy } } : {}),
-      });
-      await onCreated();
-    });
-    if (ok) {
-      setDescription('');
-      setHostports([]);
-      setTlsHostports('');
-      setBackendId('');
-      setIpPolicyIds([]);
-      setPolicy('');
-    }
+  const create = async () => {
+    const ports = type === 'tcp' ? hostports : tlsHostports.split(/[\s,]+/).filter((h) => h !== '');
+    const body = {
+      description,
+      hostports: ports,
+      ...(backendId ? { backend: { backend_id: backendId } } : {}),
+      ...(ipPolicyIds.length ? { ip_restriction: { ip_policy_ids: ipPolicyIds } } : {}),
+      ...(policy.trim() ? { traffic_policy: { value: policy } } : {}),
+    };
+    if (!(await action.send('POST', `/edges/${type}`, body, onCreated))) return;
+    setDescription('');
+    setHostports([]);
+    setTlsHostports('');
+    setBackendId('');
+    setIpPolicyIds([]);
+    setPolicy('');
   };
-  const blocked = policyBlocksSave(policyState);
   return (
-    <form className="card" onSubmit={(e) => void create(e)} aria-label="Create an edge">
-      <h2>New edge</h2>
+    <CreateForm
+      className="card"
+      title="New edge"
+      label="Create an edge"
+      submit="Create edge"
+      action={action}
+      onSubmit={create}
+      blocked={policyBlocksSave(policyState)}
+    >
       <fieldset className="radio-row">
         <legend>Type</legend>
         {(['tcp', 'tls'] as const).map((t) => (
@@ -244,79 +105,60 @@ function CreateEdge({ onCreated }: { onCreated: () => Promise<void> }) {
           </label>
         ))}
       </fieldset>
-      <Field label="Description">
-        {(p) => (
-          <input
-            {...p}
-            value={description}
-            onChange={(e) => setDescription(e.target.value)}
-            maxLength={255}
-          />
-        )}
-      </Field>
+      <TextField
+        label="Description"
+        value={description}
+        onChange={setDescription}
+        maxLength={255}
+      />
       {type === 'tcp' ? (
-        <fieldset>
-          <legend>Addresses</legend>
-          {addrs.items?.length === 0 ? (
-            <p className="hint">Reserve a TCP address first (TCP addresses page).</p>
-          ) : null}
-          {addrs.items?.map((a) => (
-            <label key={a.id} className="check">
-              <input
-                type="checkbox"
-                checked={hostports.includes(a.addr)}
-                onChange={(e) => setHostports((l) => toggle(l, a.addr, e.target.checked))}
-              />{' '}
+        <CheckList
+          legend="Addresses"
+          items={addrs.items}
+          none="Reserve a TCP address first (TCP addresses page)."
+          value={(a) => a.addr}
+          chosen={hostports}
+          onChange={setHostports}
+        >
+          {(a) => (
+            <>
               <code>{a.addr}</code> {a.description}
-            </label>
-          ))}
-        </fieldset>
+            </>
+          )}
+        </CheckList>
       ) : (
-        <Field
+        <TextField
           label="Host names with port"
           hint="Names of reserved domains, e.g. app.example.com:443"
-        >
-          {(p) => (
-            <input {...p} value={tlsHostports} onChange={(e) => setTlsHostports(e.target.value)} />
-          )}
-        </Field>
+          value={tlsHostports}
+          onChange={setTlsHostports}
+        />
       )}
-      <Field label="Backend" hint="Where the edge sends connections (Backends page).">
-        {(p) => (
-          <select {...p} value={backendId} onChange={(e) => setBackendId(e.target.value)}>
-            <option value="">None</option>
-            {lists.flatMap(({ name, list }) =>
-              (list.items ?? []).map((b) => (
-                <option key={b.id} value={b.id}>
-                  {name}:{' '}
-                  {b.description ||
-                    (b.labels
-                      ? Object.entries(b.labels)
-                          .map(([k, v]) => `${k}=${v}`)
-                          .join(', ')
-                      : b.id)}
-                </option>
-              )),
-            )}
-          </select>
+      <SelectField
+        label="Backend"
+        hint="Where the edge sends connections (Backends page)."
+        value={backendId}
+        onChange={setBackendId}
+      >
+        <option value="">None</option>
+        {lists.flatMap(({ name, list }) =>
+          (list.items ?? []).map((b) => (
+            <option key={b.id} value={b.id}>
+              {name}: {b.description || (b.labels ? labelPairs(b.labels).join(', ') : b.id)}
+            </option>
+          )),
         )}
-      </Field>
-      <fieldset>
-        <legend>IP restriction</legend>
-        {policies.items?.length === 0 ? (
-          <p className="hint">No IP policies yet (IP policies page): every address may connect.</p>
-        ) : null}
-        {policies.items?.map((pol) => (
-          <label key={pol.id} className="check">
-            <input
-              type="checkbox"
-              checked={ipPolicyIds.includes(pol.id)}
-              onChange={(e) => setIpPolicyIds((l) => toggle(l, pol.id, e.target.checked))}
-            />{' '}
-            {pol.description || pol.id}
-          </label>
-        ))}
-      </fieldset>
+      </SelectField>
+      <CheckList
+        legend="IP restriction"
+        items={policies.items}
+        none="No IP policies yet (IP policies page): every address may connect."
+        value={(pol) => pol.id}
+        chosen={ipPolicyIds}
+        onChange={setIpPolicyIds}
+      >
+        {(pol) => pol.description || pol.id}
+      </CheckList>
       <PolicyEditor
         protocol={type}
         value={policy}
@@ -324,12 +166,7 @@ function CreateEdge({ onCreated }: { onCreated: () => Promise<void> }) {
         onState={setPolicyState}
         label="Traffic policy (optional, JSON or YAML)"
       />
-      <button type="submit" disabled={action.busy || blocked !== undefined}>
-        Create edge
-      </button>
-      {blocked ? <p className="hint">{blocked}</p> : null}
-      <ErrorMessage error={action.error} />
-    </form>
+    </CreateForm>
   );
 }
 

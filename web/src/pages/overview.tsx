@@ -1,6 +1,6 @@
-import { useEffect, useState } from 'react';
-import { api, errorMessage } from '../api';
+import { api } from '../api';
 import { ErrorMessage, PageHeader } from '../components';
+import { useLoad } from '../hooks';
 
 interface Counts {
   sessions: number;
@@ -9,35 +9,26 @@ interface Counts {
   lastHour: number;
 }
 
+/** How much is online now, and how many requests came in the last hour (counted up to 100). */
+async function loadCounts(): Promise<Counts> {
+  const [s, t, e, traffic] = await Promise.all([
+    api<{ tunnel_sessions: unknown[] }>('GET', '/tunnel_sessions?limit=100'),
+    api<{ tunnels: unknown[] }>('GET', '/tunnels?limit=100'),
+    api<{ endpoints: unknown[] }>('GET', '/endpoints?limit=100'),
+    api<{ requests: Array<{ started_at: string }> }>('GET', '/traffic?limit=100'),
+  ]);
+  const hourAgo = Date.now() - 3600_000;
+  return {
+    sessions: s.tunnel_sessions.length,
+    tunnels: t.tunnels.length,
+    endpoints: e.endpoints.length,
+    lastHour: traffic.requests.filter((r) => Date.parse(r.started_at) > hourAgo).length,
+  };
+}
+
 /** Overview: what is online now and the traffic of the last hour, with first steps. */
 export function OverviewPage() {
-  const [counts, setCounts] = useState<Counts | undefined>(undefined);
-  const [error, setError] = useState<string | undefined>(undefined);
-  useEffect(() => {
-    const load = async () => {
-      try {
-        const [s, t, e, traffic] = await Promise.all([
-          api<{ tunnel_sessions: unknown[] }>('GET', '/tunnel_sessions?limit=100'),
-          api<{ tunnels: unknown[] }>('GET', '/tunnels?limit=100'),
-          api<{ endpoints: unknown[] }>('GET', '/endpoints?limit=100'),
-          api<{ requests: Array<{ started_at: string }> }>('GET', '/traffic?limit=100'),
-        ]);
-        const hourAgo = Date.now() - 3600_000;
-        setCounts({
-          sessions: s.tunnel_sessions.length,
-          tunnels: t.tunnels.length,
-          endpoints: e.endpoints.length,
-          lastHour: traffic.requests.filter((r) => Date.parse(r.started_at) > hourAgo).length,
-        });
-        setError(undefined);
-      } catch (err) {
-        setError(errorMessage(err));
-      }
-    };
-    void load();
-    const timer = setInterval(() => void load(), 5000);
-    return () => clearInterval(timer);
-  }, []);
+  const { data: counts, error } = useLoad(loadCounts, 5000);
   const stat = (label: string, value: number | undefined, href: string, more = false) => (
     <a className="stat card" href={href}>
       <span className="value">

@@ -1,6 +1,8 @@
 import { useCallback, useEffect, useState } from 'react';
-import { api, errorMessage } from '../api';
-import { EmptyState, ErrorMessage, PageHeader, useAction } from '../components';
+import { api } from '../api';
+import { EmptyState, ErrorMessage, PageHeader } from '../components';
+import { Checkbox } from '../fields';
+import { useAction, useLoad } from '../hooks';
 
 interface RequestSummary {
   id: string;
@@ -73,16 +75,13 @@ function BodyView({ title, body }: { title: string; body: Body | null }) {
 }
 
 function Detail({ id, onReplayed }: { id: string; onReplayed: () => void }) {
-  const [detail, setDetail] = useState<RequestDetail | undefined>(undefined);
-  const [error, setError] = useState<string | undefined>(undefined);
+  const { data: detail, error } = useLoad(
+    useCallback(() => api<RequestDetail>('GET', `/traffic/${id}`), [id]),
+  );
   const [replayed, setReplayed] = useState<string | undefined>(undefined);
   const action = useAction();
-  useEffect(() => {
-    setReplayed(undefined);
-    api<RequestDetail>('GET', `/traffic/${id}`).then(setDetail, (err: unknown) =>
-      setError(errorMessage(err)),
-    );
-  }, [id]);
+  // What a replay said belongs to the request it replayed.
+  useEffect(() => setReplayed(undefined), [id]);
   const replay = () =>
     action.run(async () => {
       const r = await api<{ status: number }>('POST', `/traffic/${id}/replay`, {});
@@ -128,35 +127,21 @@ function Detail({ id, onReplayed }: { id: string; onReplayed: () => void }) {
 
 /** Traffic: the last requests of each HTTP endpoint, live, with headers, bodies and replay. */
 export function TrafficPage() {
-  const [reply, setReply] = useState<TrafficReply | undefined>(undefined);
   const [host, setHost] = useState('');
   const [selected, setSelected] = useState<string | undefined>(undefined);
-  const [error, setError] = useState<string | undefined>(undefined);
-  const load = useCallback(async () => {
-    try {
-      setReply(
-        await api<TrafficReply>(
-          'GET',
-          `/traffic${host ? `?host=${encodeURIComponent(host)}` : ''}`,
-        ),
-      );
-      setError(undefined);
-    } catch (err) {
-      setError(errorMessage(err));
-    }
-  }, [host]);
-  useEffect(() => {
-    void load();
-    // Live: new requests show within a second or so.
-    const timer = setInterval(() => void load(), 1000);
-    return () => clearInterval(timer);
-  }, [load]);
+  const query = host ? `?host=${encodeURIComponent(host)}` : '';
+  // Live: new requests show within a second or so.
+  const {
+    data: reply,
+    error,
+    reload,
+  } = useLoad(
+    useCallback(() => api<TrafficReply>('GET', `/traffic${query}`), [query]),
+    1000,
+  );
   const capture = useAction();
   const setCapture = (h: string, enabled: boolean) =>
-    capture.run(async () => {
-      await api('PUT', `/traffic/capture/${encodeURIComponent(h)}`, { enabled });
-      await load();
-    });
+    capture.send('PUT', `/traffic/capture/${encodeURIComponent(h)}`, { enabled }, reload);
   const captured = new Set(reply?.captured_hosts ?? []);
   return (
     <>
@@ -184,14 +169,15 @@ export function TrafficPage() {
           {reply.hosts
             .filter((h) => !host || h === host)
             .map((h) => (
-              <label key={h} className="switch">
-                <input
-                  type="checkbox"
-                  checked={captured.has(h)}
-                  onChange={(e) => void setCapture(h, e.target.checked)}
-                />{' '}
+              <Checkbox
+                key={h}
+                className="switch"
+                checked={captured.has(h)}
+                onChange={(on) => void setCapture(h, on)}
+              >
+                {' '}
                 Capture bodies for {h}
-              </label>
+              </Checkbox>
             ))}
         </div>
       ) : null}
@@ -244,7 +230,7 @@ export function TrafficPage() {
           </table>
         </div>
       ) : null}
-      {selected ? <Detail id={selected} onReplayed={() => void load()} /> : null}
+      {selected ? <Detail id={selected} onReplayed={() => void reload()} /> : null}
     </>
   );
 }

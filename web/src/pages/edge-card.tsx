@@ -1,0 +1,163 @@
+import { useState, type ReactNode } from 'react';
+import { api, type Ref } from '../api';
+import { Chips, DeleteButton, ErrorMessage } from '../components';
+import { useAction } from '../hooks';
+import { PolicyEditor, policyBlocksSave, type PolicyState } from '../policy-editor';
+import { ResourceCard } from '../resource';
+
+export type EdgeType = 'tcp' | 'tls';
+
+export interface Edge {
+  id: string;
+  description: string;
+  hostports: string[] | null;
+  backend: { enabled: boolean; backend: Ref } | null;
+  ip_restriction: { enabled: boolean; ip_policies: Ref[] } | null;
+  traffic_policy: { enabled: boolean; value: string } | null;
+  tls_termination?: { enabled: boolean; terminate_at: string; min_version: string | null } | null;
+  mutual_tls?: { enabled: boolean; certificate_authorities: Ref[] } | null;
+}
+
+/** One module of an edge: its name, then its settings or what happens without it. */
+function Module({ title, children }: { title: string; children: ReactNode }) {
+  return (
+    <div className="module">
+      <h3>{title}</h3>
+      {children}
+    </div>
+  );
+}
+
+function TrafficPolicyModule({
+  type,
+  edge,
+  onSaved,
+}: {
+  type: EdgeType;
+  edge: Edge;
+  onSaved: () => Promise<void>;
+}) {
+  const [editing, setEditing] = useState(false);
+  const [text, setText] = useState(edge.traffic_policy?.value ?? '');
+  const [state, setState] = useState<PolicyState>('empty');
+  const action = useAction();
+  const save = async () => {
+    const ok = await action.run(async () => {
+      // An empty document removes the policy.
+      if (text.trim() === '') await api('DELETE', `/edges/${type}/${edge.id}/traffic_policy`);
+      else await api('PUT', `/edges/${type}/${edge.id}/traffic_policy`, { value: text });
+      await onSaved();
+    });
+    if (ok) setEditing(false);
+  };
+  const blocked = policyBlocksSave(state);
+  if (!editing) {
+    return (
+      <Module title="Traffic policy">
+        {edge.traffic_policy ? (
+          <pre className="policy">{edge.traffic_policy.value}</pre>
+        ) : (
+          <p className="muted">None.</p>
+        )}
+        <button type="button" className="secondary" onClick={() => setEditing(true)}>
+          {edge.traffic_policy ? 'Edit traffic policy' : 'Add traffic policy'}
+        </button>
+      </Module>
+    );
+  }
+  return (
+    <Module title="Traffic policy">
+      <PolicyEditor protocol={type} value={text} onChange={setText} onState={setState} />
+      <div className="actions">
+        <button
+          type="button"
+          onClick={() => void save()}
+          disabled={action.busy || blocked !== undefined}
+        >
+          Save traffic policy
+        </button>
+        <button type="button" className="secondary" onClick={() => setEditing(false)}>
+          Cancel
+        </button>
+      </div>
+      {blocked ? <p className="hint">{blocked}</p> : null}
+      <ErrorMessage error={action.error} />
+    </Module>
+  );
+}
+
+/** One TCP or TLS edge as a card: its addresses, its modules, and delete. */
+export function EdgeCard({
+  type,
+  edge,
+  reload,
+}: {
+  type: EdgeType;
+  edge: Edge;
+  reload: () => Promise<void>;
+}) {
+  const action = useAction();
+  const title = edge.description || edge.id;
+  const TYPE = type.toUpperCase();
+  return (
+    <ResourceCard
+      label={`${TYPE} edge ${title}`}
+      title={
+        <>
+          {title} <span className="badge">{TYPE}</span>
+        </>
+      }
+      actions={
+        <DeleteButton
+          name={`edge ${title}`}
+          onDelete={() => action.send('DELETE', `/edges/${type}/${edge.id}`, undefined, reload)}
+        />
+      }
+    >
+      <ErrorMessage error={action.error} />
+      <p>
+        <Chips values={edge.hostports ?? []} /> <code className="muted">{edge.id}</code>
+      </p>
+      <div className="modules">
+        <Module title="Backend">
+          {edge.backend ? (
+            <code>{edge.backend.backend.id}</code>
+          ) : (
+            <p className="muted">None: connections are refused.</p>
+          )}
+        </Module>
+        <Module title="IP restriction">
+          {edge.ip_restriction ? (
+            <Chips values={edge.ip_restriction.ip_policies.map((p) => p.id)} />
+          ) : (
+            <p className="muted">None: every address may connect.</p>
+          )}
+        </Module>
+        {type === 'tls' ? (
+          <>
+            <Module title="TLS termination">
+              {edge.tls_termination ? (
+                <p>
+                  At the {edge.tls_termination.terminate_at}
+                  {edge.tls_termination.min_version
+                    ? `, TLS ≥ ${edge.tls_termination.min_version}`
+                    : ''}
+                </p>
+              ) : (
+                <p className="muted">Passed through to the agent.</p>
+              )}
+            </Module>
+            <Module title="Mutual TLS">
+              {edge.mutual_tls ? (
+                <Chips values={edge.mutual_tls.certificate_authorities.map((c) => c.id)} />
+              ) : (
+                <p className="muted">Off.</p>
+              )}
+            </Module>
+          </>
+        ) : null}
+        <TrafficPolicyModule type={type} edge={edge} onSaved={reload} />
+      </div>
+    </ResourceCard>
+  );
+}
