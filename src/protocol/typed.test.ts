@@ -115,6 +115,33 @@ describe('heartbeat', () => {
     a.destroy();
   });
 
+  it('holds a peer that sends nonces and never reads the echoes to its windows', async () => {
+    const { client, server } = await pair();
+    new TypedSession(server);
+    const stream = openTypedStream(client, HEARTBEAT_STREAM_TYPE);
+    stream.on('error', () => {});
+    stream.pause(); // never read the echoes
+    const nonces = Buffer.alloc(64 * 1024, 7);
+    let sent = 0;
+    // Write for a second, as fast as the session lets us.
+    const until = Date.now() + 1000;
+    while (Date.now() < until) {
+      sent += nonces.length;
+      if (!stream.write(nonces)) {
+        await Promise.race([
+          new Promise((resolve) => stream.once('drain', resolve)),
+          new Promise((resolve) => setTimeout(resolve, 50)),
+        ]);
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    sent -= stream.writableLength; // what never left our side
+    // Without back-pressure the echoing side would take everything we write (megabytes queued
+    // as echoes); with it, at most our window of nonces plus its window of echoes gets through.
+    expect(sent).toBeLessThan(4 * client.window);
+    expect(server.closed).toBe(false);
+  });
+
   it('declares the session dead when echoes stop (interval + tolerance)', async () => {
     const { client, server } = await pair();
     // A peer that accepts the heartbeat stream but never answers it.

@@ -29,18 +29,23 @@ export function openTypedStream(session: MuxSession, type: number, payload?: Buf
 }
 
 /**
- * Echo every 4-byte heartbeat nonce back on `stream`, one write per nonce, until it ends.
+ * Echo every 4-byte heartbeat nonce back on `stream` until it ends. The complete nonces of each
+ * chunk go out in one write, and reading pauses while the echoes are not taken: a peer that sends
+ * nonces and never reads the answers is then held to one flow-control window, instead of making
+ * us queue echoes without bound.
  * @example echoHeartbeats(stream)
  */
 export function echoHeartbeats(stream: MuxStream): void {
   let partial = Buffer.alloc(0);
   stream.on('data', (chunk: Buffer) => {
-    let data = partial.length > 0 ? Buffer.concat([partial, chunk]) : chunk;
-    while (data.length >= 4) {
-      stream.write(Buffer.from(data.subarray(0, 4)));
-      data = data.subarray(4);
+    const data = partial.length > 0 ? Buffer.concat([partial, chunk]) : chunk;
+    const whole = data.length - (data.length % 4);
+    partial = Buffer.from(data.subarray(whole));
+    if (whole === 0) return;
+    if (!stream.write(Buffer.from(data.subarray(0, whole)))) {
+      stream.pause();
+      stream.once('drain', () => stream.resume());
     }
-    partial = Buffer.from(data);
   });
   stream.on('end', () => stream.end());
   stream.on('error', () => {
