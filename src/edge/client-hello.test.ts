@@ -70,6 +70,17 @@ describe('scanClientHello', () => {
     expect(scanClientHello(split.subarray(0, split.length - 1)).kind).toBe('incomplete');
   });
 
+  it('refuses a ClientHello split into many tiny records, after reading only a few', async () => {
+    const hello = await captureHello('tiny.burrow.test');
+    const tiny = reframe(hello, 1);
+    expect(scanClientHello(tiny)).toEqual({
+      kind: 'invalid',
+      reason: 'ClientHello split into too many records',
+    });
+    // Judged from the first records: the rest of a trickle is never waited for.
+    expect(scanClientHello(tiny.subarray(0, 6 * 17)).kind).toBe('invalid');
+  });
+
   it('tells plain text from TLS', () => {
     expect(scanClientHello(Buffer.from('GET / HTTP/1.1\r\n'))).toEqual({ kind: 'not-tls' });
   });

@@ -9,6 +9,8 @@ export const MAX_CLIENT_HELLO_BYTES = 32 * 1024;
 const RECORD_HEADER = 5;
 const CONTENT_HANDSHAKE = 0x16;
 const HANDSHAKE_CLIENT_HELLO = 0x01;
+/** Records a ClientHello may be split into before we give up on it. */
+const MAX_CLIENT_HELLO_RECORDS = 16;
 const EXTENSION_SERVER_NAME = 0x0000;
 const NAME_TYPE_HOST = 0x00;
 
@@ -111,6 +113,7 @@ export function scanClientHello(buf: Buffer): ClientHelloScan {
   }
   const fragments: Buffer[] = [];
   let handshakeBytes = 0;
+  let helloLength: number | undefined;
   let offset = 0;
   while (offset + RECORD_HEADER <= buf.length) {
     if (buf[offset] !== CONTENT_HANDSHAKE) {
@@ -120,19 +123,27 @@ export function scanClientHello(buf: Buffer): ClientHelloScan {
     if (length === 0) return { kind: 'invalid', reason: 'empty handshake record' };
     if (offset + RECORD_HEADER + length > buf.length) break;
     fragments.push(buf.subarray(offset + RECORD_HEADER, offset + RECORD_HEADER + length));
+    // Real clients send one record, two at most; thousands of tiny ones only cost us CPU, since
+    // the scan starts over at every read until the hello is whole.
+    if (fragments.length > MAX_CLIENT_HELLO_RECORDS) {
+      return { kind: 'invalid', reason: 'ClientHello split into too many records' };
+    }
     handshakeBytes += length;
     offset += RECORD_HEADER + length;
-    if (handshakeBytes < 4) continue;
-    const handshake = fragments.length === 1 ? fragments[0]! : Buffer.concat(fragments);
-    if (handshake[0] !== HANDSHAKE_CLIENT_HELLO) {
-      return { kind: 'invalid', reason: 'first handshake message is not a ClientHello' };
+    if (helloLength === undefined && handshakeBytes >= 4) {
+      const head = fragments.length === 1 ? fragments[0]! : Buffer.concat(fragments);
+      if (head[0] !== HANDSHAKE_CLIENT_HELLO) {
+        return { kind: 'invalid', reason: 'first handshake message is not a ClientHello' };
+      }
+      helloLength = head.readUIntBE(1, 3);
+      if (helloLength + 4 > MAX_CLIENT_HELLO_BYTES) {
+        return { kind: 'invalid', reason: 'ClientHello too large' };
+      }
     }
-    const helloLength = handshake.readUIntBE(1, 3);
-    if (helloLength + 4 > MAX_CLIENT_HELLO_BYTES) {
-      return { kind: 'invalid', reason: 'ClientHello too large' };
-    }
-    if (handshakeBytes >= helloLength + 4)
+    if (helloLength !== undefined && handshakeBytes >= helloLength + 4) {
+      const handshake = fragments.length === 1 ? fragments[0]! : Buffer.concat(fragments);
       return parseHelloBody(handshake.subarray(4, 4 + helloLength));
+    }
   }
   if (buf.length > MAX_CLIENT_HELLO_BYTES + RECORD_HEADER * 8) {
     return { kind: 'invalid', reason: 'ClientHello too large' };
