@@ -41,6 +41,7 @@ export async function serveRpc<K extends MessageName>(
   serving: RpcServing,
   handle: (request: MessageTypes[K]) => Promise<object>,
   failure: (err: AgentError, request: MessageTypes[K] | undefined) => object,
+  maxBytes: number = MAX_RPC_BYTES,
 ): Promise<{ ok: boolean; error?: AgentError }> {
   stream.on('error', () => {
     // A reset stream is the agent's business; the session reports its own failure.
@@ -48,7 +49,7 @@ export async function serveRpc<K extends MessageName>(
   let request: MessageTypes[K] | undefined;
   try {
     request = await readMessage(stream, name, {
-      maxBytes: MAX_RPC_BYTES,
+      maxBytes,
       timeoutMs: serving.timeoutMs,
     });
     writeReply(stream, await handle(request));

@@ -6,6 +6,7 @@ import {
   RpcError,
   StreamType,
   call,
+  openTypedStream,
   readMessage,
   writeReply,
   type MuxStream,
@@ -126,6 +127,21 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
     await agent.auth({ AuthToken: token });
     const again = await refusal(agent.auth({ AuthToken: token }));
     expect(again.message).toMatch(/already authenticated/);
+  });
+
+  it('reads at most 64 KiB of Auth, and takes one heartbeat stream before Auth', async () => {
+    const big = await connect();
+    const err = await refusal(big.auth({ AuthToken: token, Metadata: 'x'.repeat(100 * 1024) }));
+    expect(err.message).toMatch(/longer than 65536 bytes/);
+    const agent = await connect();
+    const first = openTypedStream(agent.mux, StreamType.Heartbeat);
+    const second = openTypedStream(agent.mux, StreamType.Heartbeat);
+    second.on('error', () => {});
+    await nextEvent(second, 'close');
+    first.write(Buffer.from([1, 2, 3, 4]));
+    const echo = await nextEvent<Buffer>(first, 'data');
+    expect(echo).toEqual(Buffer.from([1, 2, 3, 4]));
+    expect(agent.mux.closed).toBe(false);
   });
 
   it('closes a session that does not authenticate in time', async () => {

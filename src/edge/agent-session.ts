@@ -67,6 +67,11 @@ export const DEFAULT_SESSION_LIMITS: SessionLimits = {
   maxSessionsPerCredential: 100,
 };
 
+/** Heartbeat streams one authenticated session may open (agents open one). */
+const MAX_HEARTBEAT_STREAMS = 4;
+/** An Auth request is small (a token, versions, metadata); before Auth we read no more than this. */
+const MAX_AUTH_BYTES = 64 * 1024;
+
 /** Agent-opened RPC streams after Auth, by stream type. */
 const RPC_HANDLERS: Record<number, (h: BindHost, s: BindServices, st: MuxStream) => Promise<void>> =
   {
@@ -114,6 +119,7 @@ export class AgentSession implements OnlineSession, BindHost {
   /** Set once the credential is revoked: every later RPC is refused with it. */
   private revoked: AgentError | undefined;
   private authStarted = false;
+  private heartbeatStreams = 0;
   private registered = false;
   private readonly tunnels = new Set<AgentTunnel>();
   private readonly logger: Logger;
@@ -246,12 +252,19 @@ export class AgentSession implements OnlineSession, BindHost {
 
   private dispatch(stream: MuxStream, type: number): void {
     if (type === StreamType.Heartbeat) {
+      // Agents open one; a few spare for reconnect races, never many (each may hold a window).
+      if (++this.heartbeatStreams > (this.auth ? MAX_HEARTBEAT_STREAMS : 1)) {
+        stream.reset(ErrorCode.StreamRefused);
+        return;
+      }
       echoHeartbeats(stream);
       stream.on('data', () => this.onBeat());
       return;
     }
     if (type === StreamType.Auth) {
-      void this.serveAuth(stream);
+      // A second Auth is refused without reading it: before Auth, nothing else may cost us memory.
+      if (this.authStarted) refuseRpc(stream, refusals.alreadyAuthenticated(), this.ctx.serving);
+      else void this.serveAuth(stream);
       return;
     }
     const handler = RPC_HANDLERS[type];
@@ -268,14 +281,12 @@ export class AgentSession implements OnlineSession, BindHost {
   }
 
   private async serveAuth(stream: MuxStream): Promise<void> {
-    const first = !this.authStarted;
     this.authStarted = true;
     const result = await serveRpc(
       stream,
       'Auth',
       this.ctx.serving,
       async (auth) => {
-        if (!first) throw refusals.alreadyAuthenticated();
         const ok = await authenticateAgent(auth, this.ctx);
         if (this.gone) throw new AgentError(undefined, 'session closed', 'closed');
         const held = this.ctx.registry
@@ -308,8 +319,9 @@ export class AgentSession implements OnlineSession, BindHost {
         };
       },
       (err) => ({ Version: '3', ClientId: '', Error: err.wireText, Extra: {} }),
+      MAX_AUTH_BYTES,
     );
-    if (!result.ok && first && !this.auth) {
+    if (!result.ok && !this.auth) {
       // The refusal is in the transport before GOAWAY: writes are ordered.
       if (stream.writableFinished) this.close('authentication failed');
       else stream.once('finish', () => this.close('authentication failed'));
