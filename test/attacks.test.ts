@@ -163,6 +163,22 @@ describe('attacks on a burrow server process', () => {
     await expectServing();
   });
 
+  it('mints certificates only for names it may serve, not for any invented name', async () => {
+    const handshake = (servername: string) =>
+      new Promise<string>((resolve) => {
+        const socket = tls.connect({ port: ports.https, host: '127.0.0.1', servername, ca: caPem });
+        socket.once('secureConnect', () => {
+          socket.destroy();
+          resolve('ok');
+        });
+        socket.once('error', () => resolve('refused'));
+      });
+    expect(await handshake('random1.burrow.test')).toBe('ok');
+    expect(await handshake('a.b.burrow.test')).toBe('refused');
+    expect(await handshake('x.y.z.burrow.test')).toBe('refused');
+    await expectServing();
+  });
+
   it('closes stalled TLS handshakes on the agent listener and the HTTPS ingress', async () => {
     for (const { name, result, openedAt } of stalled) {
       const { closed } = await result;

@@ -22,6 +22,10 @@ import { TrafficLog } from './traffic-log.js';
 import { trafficInspector, type TrafficInspector } from './traffic-replay.js';
 import { trafficTap } from './traffic-tap.js';
 
+function isOneLabelUnder(name: string, domain: string): boolean {
+  return name.endsWith(`.${domain}`) && !name.slice(0, -domain.length - 1).includes('.');
+}
+
 /** A running edge: the agent listener and the public ingress over one tunnel registry. */
 export interface Edge {
   registry: TunnelRegistry;
@@ -82,7 +86,9 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     nameAllowed: async (name) =>
       registry.byHost(name) !== undefined ||
       edges.servesName(name) ||
-      isAtOrUnder(name, config.baseDomain) ||
+      // Random names are one label under the base domain; deeper ones are served only when a
+      // tunnel or reservation has them, else every invented name would cost a certificate.
+      isOneLabelUnder(name, config.baseDomain) ||
       (await repos.reservedDomains.findCovering(name)) !== undefined,
     sanFor: async (name) => {
       if (isAtOrUnder(name, config.baseDomain)) return wildcardSanFor(name, baseWildcard);
