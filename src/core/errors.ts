@@ -116,6 +116,7 @@ export const CODES = {
   bindUsedByEdge: 'ERR_NGROK_381',
   bindNoLabels: 'ERR_NGROK_394',
   bindLabelNotPermitted: 'ERR_NGROK_399',
+  bindTooManyTunnels: 'ERR_NGROK_324',
   // Remote commands to agents (API)
   agentRestartUnsupported: 'ERR_NGROK_804',
   agentStopUnsupported: 'ERR_NGROK_805',

@@ -4,6 +4,7 @@ import { refusals, type AgentError } from './agent-errors.js';
 import { serveRpc, type RpcServing } from './agent-rpc.js';
 import { AgentTunnel, type TunnelHost } from './agent-tunnel.js';
 import type { Binder, BindPlan, BindPolicy } from './bind-policy.js';
+import { checkBindLimits } from './bind-limits.js';
 import { isSet } from './bind-options.js';
 import { legacyPolicyText } from './bind-traffic-policy.js';
 import { optionRulesOf, type EndpointPolicies } from './endpoint-policy.js';
@@ -22,6 +23,8 @@ export interface BindHost extends TunnelHost {
   adopt(tunnel: AgentTunnel, replaced: OnlineTunnel | undefined): void;
   /** The session's live tunnel with this bind id (or tunnel id), if any. */
   ownTunnel(id: string): AgentTunnel | undefined;
+  /** Tunnels the session serves now. */
+  liveTunnelCount(): number;
 }
 
 /** Shared by every session of a listener. */
@@ -37,8 +40,13 @@ export interface BindServices {
 }
 
 /** The session's credential, checked against the store (it may have been revoked elsewhere). */
-async function standingBinder(host: BindHost, s: BindServices): Promise<Binder> {
+async function standingBinder(
+  host: BindHost,
+  s: BindServices,
+  text: { metadata: string; forwardsTo: string },
+): Promise<Binder> {
   const binder = binderOf(host);
+  checkBindLimits(host.liveTunnelCount(), text);
   const refused = await s.revocation?.refusal(binder.credentialId);
   if (refused) throw refused;
   return binder;
@@ -68,7 +76,10 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
     'Bind',
     s.serving,
     async (bind) => {
-      const binder = await standingBinder(host, s);
+      const binder = await standingBinder(host, s, {
+        metadata: text(bind.Extra?.Metadata),
+        forwardsTo: text(bind.ForwardsTo),
+      });
       const requestedId = text(bind.Id);
       const grant = requestedId
         ? s.keys.verifyBindToken(text(bind.Extra?.Token), requestedId, binder.credentialId)
@@ -186,7 +197,10 @@ export async function serveLabeled(
     'StartTunnelWithLabel',
     s.serving,
     async (request) => {
-      const binder = await standingBinder(host, s);
+      const binder = await standingBinder(host, s, {
+        metadata: text(request.Metadata),
+        forwardsTo: text(request.ForwardsTo),
+      });
       const labels = s.policy.checkLabels(request.Labels, binder.acl);
       const id = newId(ID_PREFIX.tunnel);
       const tunnel = new AgentTunnel(
