@@ -6,6 +6,7 @@ import {
   policyValueProblem,
 } from './document-limits.js';
 import { parsePolicyDocument, parsePolicyValue } from './parse.js';
+import { UrlVars } from './variables.js';
 
 const { maxDepth, maxBytes } = POLICY_DOCUMENT_LIMITS;
 
@@ -75,5 +76,25 @@ describe('traffic policy document limits', () => {
     }
     const deep = JSON.parse('['.repeat(40) + ']'.repeat(40)) as unknown;
     expect(() => parsePolicyValue({ inbound: deep }, 'policy')).toThrow(/levels deep/);
+  });
+});
+
+describe('what a policy may cost per request', () => {
+  it('refuses more than 100 rules in one list, naming the list', () => {
+    const rules = Array.from({ length: 101 }, () => ({ actions: [{ type: 'deny' }] }));
+    expect(() => parsePolicyValue({ on_http_request: rules }, 'traffic_policy.value')).toThrow(
+      /on_http_request has 101 rules; the limit is 100/,
+    );
+    expect(() =>
+      parsePolicyValue({ on_http_request: rules.slice(1) }, 'traffic_policy.value'),
+    ).not.toThrow();
+  });
+
+  it('shows policies at most 256 query parameters and 32 values of each', () => {
+    const query = Array.from({ length: 4000 }, (_, i) => `x=${i}`).join('&');
+    const many = new UrlVars('https', 'app.example.com', `/?${query}`).query_params;
+    expect(many.get('x')).toHaveLength(32);
+    const names = Array.from({ length: 1000 }, (_, i) => `p${i}=1`).join('&');
+    expect(new UrlVars('https', 'app.example.com', `/?${names}`).query_params.size).toBe(256);
   });
 });

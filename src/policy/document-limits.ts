@@ -15,6 +15,8 @@ export const POLICY_DOCUMENT_LIMITS = {
   maxBytes: 128 * 1024,
   /** Nesting of mappings and lists; a policy needs about 6 (phase, rule, actions, config, …). */
   maxDepth: 32,
+  /** Rules in one list (phase); each runs on every request or connection of its phase. */
+  maxRulesPerList: 100,
 } as const;
 
 type Collection = CST.BlockMap | CST.BlockSequence | CST.FlowCollection;

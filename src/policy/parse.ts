@@ -1,7 +1,11 @@
 import { quote } from '../core/quote.js';
 import { parseDocument } from 'yaml';
 import { CODES, ValidationError } from '../core/errors.js';
-import { policyTextProblem, policyValueProblem } from './document-limits.js';
+import {
+  POLICY_DOCUMENT_LIMITS,
+  policyTextProblem,
+  policyValueProblem,
+} from './document-limits.js';
 
 /**
  * Traffic policy documents: parsing and shape checks. A document is JSON or YAML in one of two
@@ -271,6 +275,13 @@ function parseList(raw: unknown, list: PolicyListName, field: string): PolicyRul
       CODES.policyUnparseable,
       field,
       `${list} must be a list of rules, not ${describeValue(raw)}`,
+    );
+  }
+  if (raw.length > POLICY_DOCUMENT_LIMITS.maxRulesPerList) {
+    throw new ValidationError(
+      CODES.policyUnparseable,
+      field,
+      `${list} has ${raw.length} rules; the limit is ${POLICY_DOCUMENT_LIMITS.maxRulesPerList} per list, so that no request waits on thousands of them`,
     );
   }
   return raw.map((rule: unknown, i) => parseRule(rule, list, i, field));

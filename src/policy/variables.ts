@@ -258,10 +258,14 @@ export class UrlVars {
   get query_params(): Map<string, string[]> {
     if (this.#params) return this.#params;
     const params = new Map<string, string[]>();
+    let seen = 0;
     for (const [k, v] of new URLSearchParams(this.query)) {
+      // Policies see a bounded query: lists feed comprehensions, and a request with thousands of
+      // repeated parameters must not make every rule iterate thousands of times squared.
+      if (++seen > QUERY_LIMITS.maxParams) break;
       const list = params.get(k);
-      if (list) list.push(v);
-      else params.set(k, [v]);
+      if (!list) params.set(k, [v]);
+      else if (list.length < QUERY_LIMITS.maxValuesPerName) list.push(v);
     }
     return (this.#params = params);
   }
@@ -269,6 +273,9 @@ export class UrlVars {
     return this.raw;
   }
 }
+
+/** How much of a query string policies see (documented in docs/traffic-policy.md). */
+export const QUERY_LIMITS = { maxParams: 256, maxValuesPerName: 32 } as const;
 
 /** Shared by `req` and `res`: the header map, rebuilt after the phase edits headers. */
 abstract class MessageVars {
