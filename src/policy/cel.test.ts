@@ -235,3 +235,22 @@ describe('compile-time checks', () => {
     ).toMatch(/nested 3 deep/);
   });
 });
+
+describe('expression depth, bounded before anything recurses over the tree', () => {
+  it.each([
+    ['a run of prefix operators', `${'!'.repeat(1022)}true`, /run of more than 32/],
+    ['a long binary chain', `1${' + 1'.repeat(500)} > 0`, /nests \d+ levels deep; the limit is 32/],
+  ])('refuses %s', (_name, source, message) => {
+    expect(() => compileExpression(source, 'on_tcp_connect', 'condition')).toThrow(message);
+  });
+
+  it('still takes ordinary expressions with a few operators', () => {
+    expect(() =>
+      compileExpression(
+        "!!(conn.client_ip == '192.0.2.1') && -1 < 0",
+        'on_tcp_connect',
+        'condition',
+      ),
+    ).not.toThrow();
+  });
+});

@@ -174,6 +174,30 @@ function environmentFor(phase: PolicyPhase): Environment {
   return env;
 }
 
+/** More than maxDepth prefix operators in a row (whitespace between them allowed). */
+const UNARY_RUN = new RegExp(`[!-](?:\\s*[!-]){${EXPRESSION_LIMITS.maxDepth},}`);
+
+/**
+ * The depth of the parsed tree, measured with an explicit stack: everything after the parser
+ * (the checker, evaluation, `inspect`) recurses over the tree, so a tree too deep is refused here.
+ */
+function astDepth(root: unknown): number {
+  const stack: [unknown, number][] = [[root, 0]];
+  let max = 0;
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (Array.isArray(node)) {
+      for (const child of node) stack.push([child, depth]);
+      continue;
+    }
+    if (!isNode(node)) continue;
+    if (depth + 1 > max) max = depth + 1;
+    if (max > EXPRESSION_LIMITS.maxDepth) return max;
+    stack.push([node.args, depth + 1]);
+  }
+  return max;
+}
+
 function isNode(value: unknown): value is ASTNode {
   return typeof value === 'object' && value !== null && 'op' in value && 'args' in value;
 }
@@ -258,6 +282,12 @@ export function compileExpression(
       `the expression is ${source.length} characters long; the limit is ${EXPRESSION_LIMITS.maxLength}`,
     );
   }
+  // The parser recurses once per prefix operator before any depth limit of its own applies.
+  if (UNARY_RUN.test(source)) {
+    throw new ExpressionError(
+      `the expression has a run of more than ${EXPRESSION_LIMITS.maxDepth} ! or - operators`,
+    );
+  }
   const env = environmentFor(phase);
   let parsed: ReturnType<Environment['parse']>;
   let checked: TypeCheckResult;
@@ -265,6 +295,12 @@ export function compileExpression(
     parsed = env.parse(source);
   } catch (err) {
     throw new ExpressionError(describe(err, phase, source));
+  }
+  const depth = astDepth(parsed.ast);
+  if (depth > EXPRESSION_LIMITS.maxDepth) {
+    throw new ExpressionError(
+      `the expression nests ${depth} levels deep; the limit is ${EXPRESSION_LIMITS.maxDepth}`,
+    );
   }
   inspect(parsed.ast, 0);
   try {
