@@ -3,7 +3,7 @@ import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RpcError } from '../protocol/index.js';
 import { connectTestAgent, startTestAgentEdge } from '../test-support/agent-edge.js';
-import { gateConnections, RefusalLog } from './connection-gate.js';
+import { clientKey, gateConnections, RefusalLog } from './connection-gate.js';
 import { EdgeMetrics } from './metrics.js';
 
 describe('listener limits', () => {
@@ -66,5 +66,16 @@ describe('listener limits', () => {
     } finally {
       await edge.close();
     }
+  });
+});
+
+describe('clientKey', () => {
+  it('counts IPv4 addresses each on their own and IPv6 ones by /64', () => {
+    expect(clientKey('192.0.2.7')).toBe('192.0.2.7');
+    expect(clientKey('::ffff:192.0.2.7')).toBe('192.0.2.7');
+    expect(clientKey('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('2001:0db8:0001:0002:ffff:ffff:ffff:ffff')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(clientKey('::1')).toBe('0:0:0:0::/64');
   });
 });

@@ -1,4 +1,4 @@
-import type { Server, Socket } from 'node:net';
+import { isIPv6, type Server, type Socket } from 'node:net';
 import type { Logger } from '../core/logger.js';
 import type { EdgeMetrics } from './metrics.js';
 
@@ -37,6 +37,27 @@ export interface GateLimits {
 }
 
 /**
+ * Who a connection counts against: its IPv4 address, or the /64 of an IPv6 one, since one
+ * IPv6 client is usually given a whole /64 and could otherwise open the per-IP limit once per
+ * address in it.
+ * @example clientKey('2001:db8:1:2:aaaa::1') // '2001:db8:1:2::/64'
+ */
+export function clientKey(address: string): string {
+  const ip = address.replace(/^::ffff:/, '');
+  if (!isIPv6(ip)) return ip;
+  const [head = '', tail = ''] = ip.split('::');
+  const left = head === '' ? [] : head.split(':');
+  const right = tail === '' ? [] : tail.split(':');
+  const groups = ip.includes('::')
+    ? [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right]
+    : left;
+  return `${groups
+    .slice(0, 4)
+    .map((g) => parseInt(g, 16).toString(16))
+    .join(':')}::/64`;
+}
+
+/**
  * Caps the open connections of a listener, in all and per client IP. Installed first on the
  * server's 'connection' event, so a refused socket is destroyed before anything reads from it
  * (a closed connection is the refusal every protocol understands); other clients are unaffected.
@@ -48,7 +69,7 @@ export function gateConnections(server: Server, limits: GateLimits, log: Refusal
   let total = 0;
   const perIp = new Map<string, number>();
   server.prependListener('connection', (socket: Socket) => {
-    const ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    const ip = clientKey(socket.remoteAddress ?? '');
     const mine = perIp.get(ip) ?? 0;
     const over =
       total >= limits.maxTotal
