@@ -35,3 +35,23 @@ describe('SlidingWindowLimiter', () => {
     expect(l.take('k', t + 100 + retryAfterMs).allowed).toBe(true);
   });
 });
+
+describe('SlidingWindowLimiter memory', () => {
+  it('keeps at most maxKeys buckets, dropping the least recently used', () => {
+    const limiter = new SlidingWindowLimiter(1, 60_000, 3);
+    const now = 1_000_000;
+    for (const key of ['a', 'b', 'c']) expect(limiter.take(key, now).allowed).toBe(true);
+    expect(limiter.take('a', now).allowed).toBe(false); // 'a' is now the most recent
+    expect(limiter.take('d', now).allowed).toBe(true); // evicts 'b'
+    expect(limiter.take('b', now).allowed).toBe(true); // forgotten, so allowed again
+    expect(limiter.take('a', now).allowed).toBe(false); // still remembered
+  });
+
+  it('treats long keys by digest, the same key still the same bucket', () => {
+    const limiter = new SlidingWindowLimiter(1, 60_000);
+    const long = 'k'.repeat(10_000);
+    expect(limiter.take(long, 5).allowed).toBe(true);
+    expect(limiter.take(long, 6).allowed).toBe(false);
+    expect(limiter.take(`${long}x`, 7).allowed).toBe(true);
+  });
+});

@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+
 /**
  * A sliding-window rate limiter: the count of the current fixed window plus the previous window's
  * count weighted by how much of it still overlaps the sliding window. Memory is two counters per
@@ -11,20 +13,36 @@ export class SlidingWindowLimiter {
   >();
   private lastSweep = 0;
 
+  /**
+   * @param maxKeys buckets kept at once; past it the least recently used goes (keys can come from
+   *   request data, such as a header a rate-limit rule names, so their number must be bounded)
+   */
   constructor(
     readonly capacity: number,
     readonly windowMs: number,
+    readonly maxKeys = 100_000,
   ) {}
 
   /** Count one event for `key`; when refused, `retryAfterMs` says when a retry can succeed. */
-  take(key: string, now = Date.now()): { allowed: boolean; retryAfterMs: number } {
+  take(rawKey: string, now = Date.now()): { allowed: boolean; retryAfterMs: number } {
     this.sweep(now);
+    // Long keys are kept as a fixed-size digest: memory per bucket does not grow with the input.
+    const key =
+      rawKey.length > 64 ? createHash('sha256').update(rawKey).digest('base64url') : rawKey;
     const window = Math.floor(now / this.windowMs);
     let b = this.buckets.get(key);
-    if (!b) {
+    if (b) {
+      // Re-inserted so that Map order is least recently used first.
+      this.buckets.delete(key);
+      this.buckets.set(key, b);
+    } else {
+      if (this.buckets.size >= this.maxKeys) {
+        this.buckets.delete(this.buckets.keys().next().value!);
+      }
       b = { window, current: 0, previous: 0 };
       this.buckets.set(key, b);
-    } else if (b.window !== window) {
+    }
+    if (b.window !== window) {
       b.previous = b.window === window - 1 ? b.current : 0;
       b.current = 0;
       b.window = window;
