@@ -247,6 +247,40 @@ describe('EDNS, truncation and TCP', () => {
   });
 });
 
+describe('one client cannot take every TCP slot', () => {
+  it('refuses a seventeenth connection from one address while others still get in', async () => {
+    const server = await startDnsServer({ listen: '127.0.0.1:0', zone: ZONE, records: source });
+    const held: net.Socket[] = [];
+    try {
+      for (let i = 0; i < 16; i++) {
+        const socket = net.connect(server.port, '127.0.0.1');
+        socket.on('error', () => undefined);
+        await new Promise((resolve) => socket.on('connect', resolve));
+        held.push(socket);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      // Same address (127.0.0.1): refused. Another loopback address: served.
+      expect(await tcpExchange(server.port, [framed(query(ZONE, 'SOA'))], 1)).toEqual([]);
+      const other = net.connect({
+        port: server.port,
+        host: '127.0.0.1',
+        localAddress: '127.0.0.2',
+      });
+      other.on('error', () => undefined);
+      await new Promise((resolve) => other.on('connect', resolve));
+      other.write(framed(query(ZONE, 'SOA')));
+      const [reply] = (await new Promise((resolve) => other.once('data', (d) => resolve([d])))) as [
+        Buffer,
+      ];
+      expect(dnsPacket.decode(reply.subarray(2)).answers?.[0]?.type).toBe('SOA');
+      other.destroy();
+    } finally {
+      for (const socket of held) socket.destroy();
+      await server.close();
+    }
+  });
+});
+
 describe('bad input', () => {
   it('answers NOTIMP to other opcodes and FORMERR to zero or several questions', async () => {
     const notify = dnsPacket.encode({

@@ -77,6 +77,9 @@ const TCP_PIPELINE_LIMIT = 32;
 const TCP_UNREAD_LIMIT = 256 * 1024;
 /** UDP queries answered at once; more are dropped (the resolver retries) rather than queued. */
 const UDP_INFLIGHT_LIMIT = 1024;
+/** TCP connections one client address may hold, so one client cannot take every slot. */
+const MAX_TCP_PER_PEER = 16;
+const MAX_TCP_LIFETIME_MS = 120_000;
 const TXT_TTL = 5;
 
 /** Lowercase, without the trailing dot: the form names are compared and looked up in. */
@@ -350,6 +353,7 @@ export async function startDnsServer(options: DnsServerOptions): Promise<DnsServ
   const idleMs = options.tcpIdleTimeoutMs ?? 10_000;
   const [udp, tcp] = await bindBoth(host, port);
   const connections = new Set<net.Socket>();
+  const perPeer = new Map<string, number>();
   let inflight = 0;
 
   udp.on('error', (err) => logger?.warn({ err: err.message }, 'DNS UDP socket error'));
@@ -371,12 +375,22 @@ export async function startDnsServer(options: DnsServerOptions): Promise<DnsServ
   tcp.on('error', (err) => logger?.warn({ err: err.message }, 'DNS TCP server error'));
   tcp.on('connection', (socket) => {
     socket.on('error', (err) => logger?.debug({ err: err.message }, 'DNS TCP connection error'));
-    if (connections.size >= maxConnections) {
-      logger?.debug({ peer: socket.remoteAddress }, 'too many DNS TCP connections: refused');
+    const peer = socket.remoteAddress ?? '';
+    const mine = perPeer.get(peer) ?? 0;
+    if (connections.size >= maxConnections || mine >= MAX_TCP_PER_PEER) {
+      logger?.debug({ peer }, 'too many DNS TCP connections: refused');
       socket.destroy();
       return;
     }
     connections.add(socket);
+    perPeer.set(peer, mine + 1);
+    socket.once('close', () => {
+      const left = (perPeer.get(peer) ?? 1) - 1;
+      if (left > 0) perPeer.set(peer, left);
+      else perPeer.delete(peer);
+    });
+    // Resolvers reconnect as they need; no connection holds a slot for ever.
+    setTimeout(() => socket.destroy(), MAX_TCP_LIFETIME_MS).unref();
     serveTcp(socket);
   });
 
