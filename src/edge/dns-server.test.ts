@@ -269,9 +269,7 @@ describe('one client cannot take every TCP slot', () => {
       other.on('error', () => undefined);
       await new Promise((resolve) => other.on('connect', resolve));
       other.write(framed(query(ZONE, 'SOA')));
-      const [reply] = (await new Promise((resolve) => other.once('data', (d) => resolve([d])))) as [
-        Buffer,
-      ];
+      const reply = await new Promise<Buffer>((resolve) => other.once('data', resolve));
       expect(dnsPacket.decode(reply.subarray(2)).answers?.[0]?.type).toBe('SOA');
       other.destroy();
     } finally {
