@@ -6,6 +6,8 @@ import { CODES, BurrowError } from '../core/errors.js';
 import type { Repositories } from '../store/index.js';
 import { apiKeyRoutes } from './api-keys.js';
 import { installAuth } from './auth.js';
+import { auditEventRoutes } from './audit-events.js';
+import { installAuditTrail } from './audit-trail.js';
 import { dashboardRoutes } from './dashboard-static.js';
 import { policyValidationRoutes } from './policy-validation.js';
 import { sessionAuth, sessionRoutes } from './sessions.js';
@@ -56,6 +58,7 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
   edgeRoutes,
   policyEventRoutes,
   onlineRoutes,
+  auditEventRoutes,
 ];
 
 const BODY_LIMIT = 1024 * 1024;
@@ -101,6 +104,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   installClosingGuard(app);
   installAuth(app, options.repos.apiKeys, options.rateLimit, sessionAuth(options.repos.users));
   refuseUnstorableStrings(app);
+  installAuditTrail(app, options.repos.auditEvents);
   installRevocationNotice(app, ctx.online);
 
   // An empty body counts as {} so that creates whose fields are all optional need none.

@@ -9,6 +9,7 @@ import {
 } from '../core/errors.js';
 import { quote, shorten, spellInvisible } from '../core/quote.js';
 import { textProblem, type TextKind } from '../core/text-rules.js';
+import { storeError } from './store-errors.js';
 
 interface AjvError {
   keyword: string;
@@ -214,6 +215,9 @@ function toBurrowError(err: FastifyError, request: FastifyRequest): BurrowError 
   }
   const known = frameworkError(err, request);
   if (known) return known;
+  // Disk full, database restarting: 503 with a message, and logged as a 5xx below.
+  const store = storeError(err);
+  if (store) return store;
   if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
     // Another client error from Fastify or Node (e.g. the client aborted the body): its message is
     // ours to show, and the backstop in errorBody bounds it.

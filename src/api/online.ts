@@ -4,6 +4,7 @@ import { NotFoundError } from '../core/errors.js';
 import type { OnlineSession, OnlineTunnel, TunnelRegistry } from '../edge/tunnel-registry.js';
 import type { Page, PageRequest } from '../store/paging.js';
 import type { TunnelGroupBackend } from '../store/backend-kinds.js';
+import { cloudEndpointRoutes, cloudEndpointView } from './cloud-endpoints.js';
 import type { ApiContext, OnlineState } from './context.js';
 import { listEnvelope, pageRequest } from './paging.js';
 import { Body, IdParams, ListOf, ListQuery, Nullable, Ref } from './schemas.js';
@@ -63,14 +64,16 @@ const EndpointSchema = Type.Object({
   hostport: Type.String(),
   host: Type.String(),
   port: Type.Integer(),
-  type: Type.String({ description: 'always "ephemeral": endpoints of agent binds' }),
+  type: Type.String({
+    description: '"ephemeral" (agent endpoints) or "cloud" (POST /endpoints, no agent)',
+  }),
   metadata: Type.String(),
   description: Type.String(),
   domain: Nullable(Ref),
   tcp_addr: Nullable(Ref),
-  tunnel: Ref,
+  tunnel: Nullable(Ref),
   edge: Type.Null(),
-  tunnel_session: Ref,
+  tunnel_session: Nullable(Ref),
   upstream_url: Type.String(),
   traffic_policy: Type.String(),
   bindings: Type.Array(Type.String()),
@@ -168,14 +171,15 @@ function endpointView(t: OnlineTunnel, registry: TunnelRegistry, uris: Uris) {
     tunnel_session: uris.ref(t.sessionId),
     upstream_url: t.forwardsTo,
     traffic_policy: t.trafficPolicy ?? '',
-    bindings: ['public'],
-    pooling_enabled: false,
+    bindings: [t.internal !== undefined ? 'internal' : 'public'],
+    pooling_enabled: t.pooling === true,
   };
 }
 
 /** Endpoints exist for addressed tunnels only; labeled tunnels are reached through edges. */
 function endpointTunnels(registry: TunnelRegistry | undefined): OnlineTunnel[] {
-  return (registry?.listTunnels() ?? []).filter((t) => !t.labels);
+  // Cloud endpoints are listed from the store, online or not (cloud-endpoints.ts).
+  return (registry?.listTunnels() ?? []).filter((t) => !t.labels && !t.cloud);
 }
 
 async function allTunnelGroups(ctx: ApiContext): Promise<TunnelGroupBackend[]> {
@@ -281,7 +285,10 @@ export async function onlineRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     TunnelSchema,
     async (req) => {
       const reg = registry();
-      const page = pageOf(reg?.listTunnels() ?? [], req);
+      const page = pageOf(
+        (reg?.listTunnels() ?? []).filter((t) => !t.cloud),
+        req,
+      );
       const backends = page.items.some((t) => t.labels) ? await allTunnelGroups(ctx) : [];
       return {
         items: page.items.map((t) => tunnelView(t, reg!, uris, backends)),
@@ -315,10 +322,17 @@ export async function onlineRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     EndpointSchema,
     async (req) => {
       const reg = registry();
-      const withIds = endpointTunnels(reg).map((t) => ({ id: endpointIdOf(t.id), t }));
-      const page = pageOf(withIds, req);
+      const agents = endpointTunnels(reg).map((t) => ({ id: endpointIdOf(t.id), t, c: undefined }));
+      const clouds = (await ctx.repos.cloudEndpoints.all()).map((c) => ({
+        id: c.id,
+        t: undefined,
+        c,
+      }));
+      const page = pageOf([...agents, ...clouds], req);
       return {
-        items: page.items.map(({ t }) => endpointView(t, reg!, uris)),
+        items: page.items.map(({ t, c }) =>
+          c ? cloudEndpointView(c, uris) : endpointView(t, reg!, uris),
+        ),
         nextBeforeId: page.nextBeforeId,
       };
     },
@@ -338,8 +352,11 @@ export async function onlineRoutes(app: FastifyInstance, ctx: ApiContext): Promi
       const id = (request.params as { id: string }).id;
       const reg = registry();
       const t = endpointTunnels(reg).find((x) => endpointIdOf(x.id) === id);
-      if (!reg || !t) throw new NotFoundError();
-      return endpointView(t, reg, uris);
+      if (reg && t) return endpointView(t, reg, uris);
+      const cloud = await ctx.repos.cloudEndpoints.get(id);
+      if (!cloud) throw new NotFoundError();
+      return cloudEndpointView(cloud, uris);
     },
   );
+  await cloudEndpointRoutes(app, ctx, EndpointSchema);
 }

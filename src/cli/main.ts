@@ -6,6 +6,7 @@ import { openStore } from '../store/index.js';
 import { serverRepositories, startServer } from './server.js';
 import { registerAgentCommand } from './agent-command.js';
 import { announceAgentListener } from './agent-hint.js';
+import { registerEndpointCommand } from './endpoint-command.js';
 import { registerTunnelCommands } from './tunnel-commands.js';
 import { registerUserCommand } from './user-command.js';
 
@@ -99,6 +100,7 @@ export function buildCli(): Command {
   );
   registerTunnelCommands(program);
   registerAgentCommand(program);
+  registerEndpointCommand(program);
 
   return program;
 }

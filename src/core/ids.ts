@@ -27,6 +27,7 @@ export const ID_PREFIX = {
   tunnel: 'tn',
   endpoint: 'ep',
   operation: 'op',
+  auditEvent: 'aud',
 } as const;
 
 export type IdPrefix = (typeof ID_PREFIX)[keyof typeof ID_PREFIX];

@@ -25,6 +25,8 @@ export interface ServerLimits {
   agentAuthTimeoutMs: number;
   /** Agents: sessions one credential may hold at once. */
   agentMaxSessionsPerCredential: number;
+  /** Public ingress: 1 = every connection starts with a PROXY protocol v1/v2 header (opt-in). */
+  ingressProxyProtocol: number;
 }
 
 /** One limit option: flag/config name, the field it sets, its default, and its bounds. */
@@ -129,6 +131,15 @@ export const LIMIT_OPTIONS: readonly LimitSpec[] = [
     default: '100',
     min: 1,
     max: 1_000_000,
+  },
+  {
+    name: 'ingress-proxy-protocol',
+    field: 'ingressProxyProtocol',
+    description:
+      '1: HTTP and HTTPS ingress connections must start with a PROXY protocol v1/v2 header (behind a load balancer), others are closed; 0: off',
+    default: '0',
+    min: 0,
+    max: 1,
   },
 ];
 

@@ -214,7 +214,9 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     const tls = await refused(bind(agent, 'tls', { TLSTermination: { Cert: 'AA', Key: 'BB' } }));
     expect(tls.message).toMatch(/TLSTermination/);
     const internal = await refused(bind(agent, 'https', {}, { Extra: { Bindings: ['internal'] } }));
-    expect(internal.message).toMatch(/Bindings/);
+    expect(internal.message).toMatch(/must have a name ending in '\.internal'/);
+    const k8s = await refused(bind(agent, 'https', {}, { Extra: { Bindings: ['kubernetes'] } }));
+    expect(k8s.message).toMatch(/Bindings/);
   });
 
   it('registers labeled tunnels for edges, with the label ACL (399) and at least one label (394)', async () => {

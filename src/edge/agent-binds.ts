@@ -104,6 +104,8 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
             metadata: text(bind.Extra?.Metadata),
             domainId: plan.domainId,
             addrId: plan.addrId,
+            internal: plan.internal,
+            pooling: plan.pooling,
           },
           host,
         );
@@ -116,7 +118,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
         } catch (err) {
           if (!(err instanceof TunnelConflictError)) throw err;
           if (plan.random && attempt < RANDOM_RETRIES) continue;
-          throw refusals.alreadyOnline(where(plan));
+          throw refusals.alreadyOnline(where(plan), err.holder.sessionId);
         }
         return bindReply(bind, plan, bindId, tunnelId, s.keys, binder);
       }
@@ -133,7 +135,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
 }
 
 function where(plan: BindPlan): string {
-  return plan.hostname ?? plan.url;
+  return plan.internal ?? plan.hostname ?? plan.url;
 }
 
 function bindReply(
@@ -243,9 +245,9 @@ export async function servePatchTunnelState(
       const binder = binderOf(host);
       const tunnel = host.ownTunnel(text(patch.TunnelId));
       if (!tunnel) throw refusals.unknownTunnel(text(patch.TunnelId));
-      if (patch.PoolingEnabled === true) {
-        throw refusals.unsupportedOption('PoolingEnabled', 'endpoint pooling is not supported');
-      }
+      // Pooling is decided at bind time (the pool is joined then); a later change applies to
+      // the next conflict check only.
+      if (typeof patch.PoolingEnabled === 'boolean') tunnel.pooling = patch.PoolingEnabled;
       const given: unknown = patch.TrafficPolicy;
       const policyText = !isSet(given)
         ? ''

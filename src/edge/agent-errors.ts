@@ -28,6 +28,9 @@ export class AgentError extends Error {
   }
 }
 
+/** Internal endpoints outside `.internal`: the catalogue follows no code of the API for it. */
+export const INTERNAL_NAME_CODE = 'ERR_BURROW_INTERNAL_NAME';
+
 /**
  * The refusals of agent sessions and binds, one constructor per situation, so the codes and the
  * wording live in one place (docs/agents.md lists them).
@@ -117,10 +120,15 @@ export const refusals = {
       CODES.bindUsedByEdge,
       `'${what}' is already reserved by the edge ${edgeId}, so agents cannot bind it directly. Start a labeled tunnel matching the edge's backend instead, or remove the hostport from the edge.`,
     ),
-  alreadyOnline: (what: string) =>
+  alreadyOnline: (what: string, owner?: string) =>
     new AgentError(
       CODES.bindAlreadyOnline,
-      `The endpoint '${what}' is already online (bound by another agent session). Stop that agent, or bind another name; endpoint pooling is not supported.`,
+      `The endpoint '${what}' is already online (bound by another agent session${owner ? ` ${owner}` : ''}). Stop that agent, bind another name, or enable pooling on every endpoint of this URL (pooling_enabled) to share its traffic.`,
+    ),
+  internalName: (what: string) =>
+    new AgentError(
+      INTERNAL_NAME_CODE,
+      `The internal endpoint '${what}' must have a name ending in '.internal' (e.g. https://api.internal or tcp://db.internal:5432): internal endpoints are reached only by forward-internal, never on a public name.`,
     ),
   noLabels: () =>
     new AgentError(

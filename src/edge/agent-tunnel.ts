@@ -114,6 +114,9 @@ export class AgentTunnel implements OnlineTunnel {
   readonly startedAt = nowRfc3339();
   readonly domainId: string | undefined;
   readonly addrId: string | undefined;
+  readonly internal: string | undefined;
+  /** Changed by PatchTunnelState's PoolingEnabled. */
+  pooling: boolean | undefined;
   /** Set when the tunnel is unbound or replaced; connect() then fails at once. */
   removed = false;
 
@@ -133,6 +136,8 @@ export class AgentTunnel implements OnlineTunnel {
     this.metadata = init.metadata;
     this.domainId = init.domainId;
     this.addrId = init.addrId;
+    this.internal = init.internal;
+    this.pooling = init.pooling;
   }
 
   async connect(info: ProxyInfo): Promise<Duplex> {

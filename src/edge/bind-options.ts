@@ -63,7 +63,7 @@ export function isSet(value: unknown): boolean {
  * Throw the refusal for the first option that is set but not enforced, naming it. Accepts the
  * options a plain endpoint needs (names, addresses, LocalUrlScheme, MutualTLSAtAgent), the
  * traffic policy (`TrafficPolicy`, `Policy`: checked by bind-traffic-policy.ts), the options
- * bind-option-rules.ts enforces, and only the public binding.
+ * bind-option-rules.ts enforces, and one binding, public or internal.
  * @example checkBindOptions({ Domain: 'a.example.com', BasicAuth: null }, undefined) // fine
  */
 export function checkBindOptions(opts: BindOpts | undefined, extra: BindExtra | undefined): void {
@@ -76,11 +76,13 @@ export function checkBindOptions(opts: BindOpts | undefined, extra: BindExtra | 
   }
   if (extra) {
     const bindings = Array.isArray(extra.Bindings) ? extra.Bindings : [];
-    const other = bindings.find((b) => typeof b !== 'string' || b.toLowerCase() !== 'public');
-    if (other !== undefined) {
+    const other = bindings.find(
+      (b) => typeof b !== 'string' || !['public', 'internal'].includes(b.toLowerCase()),
+    );
+    if (other !== undefined || bindings.length > 1) {
       throw unsupported(
-        `Extra.Bindings ${JSON.stringify(other)}`,
-        'every endpoint of this server is public; only the "public" binding exists',
+        `Extra.Bindings ${JSON.stringify(other ?? bindings)}`,
+        'an endpoint has one binding, "public" or "internal"',
       );
     }
   }

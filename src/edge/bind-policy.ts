@@ -50,7 +50,14 @@ export interface BindPlan {
   random: boolean;
   /** The bind's traffic policy (TrafficPolicy or Policy), validated for `proto`. */
   trafficPolicy?: BindTrafficPolicy | undefined;
+  /** Internal endpoints: `name.internal` or `name.internal:port` (see OnlineTunnel.internal). */
+  internal?: string | undefined;
+  /** Extra.PoolingEnabled: share the URL with other pooling endpoints. */
+  pooling?: boolean | undefined;
 }
+
+/** Suffix of internal endpoints' names. */
+export const INTERNAL_SUFFIX = '.internal';
 
 const PROTOS: ReadonlySet<string> = new Set(['http', 'https', 'tcp', 'tls']);
 /** Random-name attempts before giving up; with 36^10 names a second one is already unlikely. */
@@ -115,18 +122,60 @@ export class BindPolicy {
             options,
           )
         : undefined;
+    const pooling = bind.Extra?.PoolingEnabled === true;
+    const poolable = (holder: OnlineTunnel): boolean =>
+      mayReplace(holder) ||
+      (pooling && this.registry.poolOf(holder).every((m) => m.pooling === true));
+    const internal = this.internalPlan(bind, proto as TunnelProto, binder, poolable);
+    if (internal) return { ...internal, pooling, ...(trafficPolicy ? { trafficPolicy } : {}) };
     const restored = grant && grant.random && grant.proto === proto ? grant : undefined;
     const plan =
       proto === 'tcp'
-        ? await this.planTcp(this.requestedAddr(bind), binder, restored, mayReplace)
+        ? await this.planTcp(this.requestedAddr(bind), binder, restored, poolable)
         : await this.planName(
             proto as TunnelProto,
             this.requestedName(bind),
             binder,
             restored,
-            mayReplace,
+            poolable,
           );
-    return trafficPolicy ? { ...plan, trafficPolicy } : plan;
+    const pooled = { ...plan, pooling };
+    return trafficPolicy ? { ...pooled, trafficPolicy } : pooled;
+  }
+
+  /**
+   * An internal endpoint's plan (binding `internal`, or a name ending `.internal`), or undefined
+   * for a public bind. Internal names need no reservation (nobody outside reaches them) but the
+   * ACL still applies; one outside `.internal` is refused.
+   */
+  private internalPlan(
+    bind: Bind,
+    proto: TunnelProto,
+    binder: Binder,
+    poolable: (holder: OnlineTunnel) => boolean,
+  ): BindPlan | undefined {
+    const bindings = bind.Extra?.Bindings ?? [];
+    const asked = bindings.some((b) => typeof b === 'string' && b.toLowerCase() === 'internal');
+    const requested = proto === 'tcp' ? this.requestedAddr(bind) : this.requestedName(bind);
+    const raw = requested === undefined ? '' : normalizeName(requested);
+    const host = proto === 'tcp' ? (splitHostPort(raw)?.host ?? raw) : raw;
+    const isInternal = host.endsWith(INTERNAL_SUFFIX);
+    if (!asked && !isInternal) return undefined;
+    if (!isInternal) throw refusals.internalName(requested ?? '(a random name)');
+    const label = host.slice(0, -INTERNAL_SUFFIX.length);
+    if (label === '' || hostnameProblem(`${label}.example`, false)) {
+      throw refusals.badRequest(`'${requested}' is not a valid internal name`);
+    }
+    if (proto === 'tcp' && !splitHostPort(raw)) {
+      throw refusals.badRequest(
+        `the internal TCP address '${requested}' must have the form name.internal:port`,
+      );
+    }
+    if (!aclPermits(binder.acl, { kind: 'domain', name: host })) throw refusals.aclName(host);
+    const holder = this.registry.holder({ internal: raw });
+    if (holder && !poolable(holder)) throw refusals.alreadyOnline(raw, holder.sessionId);
+    const url = proto === 'tcp' ? `tcp://${raw}` : `${proto}://${raw}`;
+    return { proto, url, internal: raw, random: false };
   }
 
   /**
@@ -274,7 +323,9 @@ export class BindPolicy {
       `${name}:443`,
     ]);
     if (edge) throw refusals.usedByEdge(name, edge.edge_id);
-    if (!this.free({ hostname: name }, mayReplace)) throw refusals.alreadyOnline(name);
+    if (!this.free({ hostname: name }, mayReplace)) {
+      throw refusals.alreadyOnline(name, this.registry.holder({ hostname: name })?.sessionId);
+    }
     return this.namePlan(proto, name, domainId, false);
   }
 
@@ -350,7 +401,9 @@ export class BindPolicy {
     if (!reserved) throw refusals.addrNotReserved(addr);
     const edge = await this.repos.edges.edgeForHostport([addr]);
     if (edge) throw refusals.usedByEdge(addr, edge.edge_id);
-    if (!this.free({ port: hp.port }, mayReplace)) throw refusals.alreadyOnline(addr);
+    if (!this.free({ port: hp.port }, mayReplace)) {
+      throw refusals.alreadyOnline(addr, this.registry.holder({ port: hp.port })?.sessionId);
+    }
     return {
       proto: 'tcp',
       port: hp.port,

@@ -13,6 +13,7 @@ import {
   type CertificateManagement,
 } from './certificate-management.js';
 import { CERTS_DIR, CertificateStore, LocalCa, wildcardSanFor } from './certificates.js';
+import { CloudEndpoints } from './cloud-endpoints.js';
 import { EdgeRuntime } from './edge-runtime.js';
 import { startIngress, type Ingress } from './ingress.js';
 import { EdgeMetrics } from './metrics.js';
@@ -117,6 +118,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   let agents: AgentListener | undefined;
   let ingress: Ingress | undefined;
   let management: CertificateManagement | undefined;
+  let cloud: CloudEndpoints | undefined;
   try {
     ingress = await startIngress({
       acmeChallenge: config.acmeDirectory ? acmeHttpChallenges(repos) : undefined,
@@ -159,6 +161,22 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       },
     });
     await edges.start();
+    const httpsPort = portOf(ingress.httpsAddress);
+    const httpPort = portOf(ingress.httpAddress);
+    cloud = new CloudEndpoints({
+      repos,
+      registry,
+      policyEvents,
+      logger,
+      // The URL agents' endpoints get: the ingress port unless it is the scheme's default.
+      publicUrl: (proto, where) =>
+        proto === 'tcp'
+          ? `tcp://${config.tcpHost}:${where}`
+          : proto === 'http'
+            ? `http://${where}${httpPort === 80 ? '' : `:${httpPort}`}`
+            : `${proto}://${where}${httpsPort === 443 ? '' : `:${httpsPort}`}`,
+    });
+    await cloud.start();
     management = await startCertificateManagement({
       config,
       repos,
@@ -169,6 +187,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       },
     });
   } catch (err) {
+    cloud?.close();
     await management?.close();
     await edges.close();
     await agents?.close();
@@ -196,6 +215,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         Math.min(graceMs, 5000),
       );
       await started.agents.close();
+      cloud?.close();
       await started.ingress.close();
       await started.management.close();
     })());

@@ -19,6 +19,7 @@ import type {
   PolicyRunner,
 } from '../policy/index.js';
 import type { OptionRules } from './bind-option-rules.js';
+import { internalOnline } from './internal-routing.js';
 import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from './tunnel-registry.js';
 
 /**
@@ -168,6 +169,7 @@ export class EndpointPolicies {
             ownerId: previous?.ownerId ?? tunnel.id,
             events: this.options.events,
             ipPolicyRules: this.options.ipPolicyRules,
+            internalOnline: (url) => internalOnline(this.options.registry, url),
           });
     // A bind with options but no policy of its own shows none (the options' rules hold secrets).
     tunnel.trafficPolicy = compiled.text === '' ? undefined : compiled.text;

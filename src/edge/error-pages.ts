@@ -19,6 +19,20 @@ export const INGRESS_ERRORS = {
     code: 'ERR_BURROW_MISDIRECTED_REQUEST',
     title: 'Misdirected Request',
   },
+  /** A cloud endpoint's traffic policy neither answered nor forwarded the request. */
+  cloudUnanswered: {
+    status: 502,
+    code: 'ERR_BURROW_CLOUD_ENDPOINT_UNHANDLED',
+    title: 'Not handled by the endpoint',
+  },
+  /** forward-internal named an internal endpoint that is not online, or an invalid one. */
+  internalOffline: {
+    status: 502,
+    code: 'ERR_BURROW_INTERNAL_ENDPOINT_OFFLINE',
+    title: 'Internal endpoint offline',
+  },
+  /** forward-internal went in a loop, or over the hop limit. */
+  forwardLoop: { status: 508, code: 'ERR_BURROW_FORWARD_LOOP', title: 'Loop Detected' },
   /** The request named no host at all. */
   missingHost: { status: 400, code: 'ERR_BURROW_MISSING_HOST', title: 'Missing Host header' },
   /** A plain HTTP request arrived on the HTTPS port. */
@@ -83,6 +97,11 @@ export function errorMessage(error: IngressError, host: string, detail?: string)
       );
     case INGRESS_ERRORS.misdirected.code:
       return `This TLS connection was made for another name than ${host}. Open a new connection to ${host} (its name in the TLS SNI).`;
+    case INGRESS_ERRORS.cloudUnanswered.code:
+      return `The cloud endpoint ${host} has no agent behind it, and its traffic policy neither answered this request nor forwarded it (add a custom-response, redirect or forward-internal rule that matches it).`;
+    case INGRESS_ERRORS.internalOffline.code:
+    case INGRESS_ERRORS.forwardLoop.code:
+      return detail ?? `The request for ${host} could not be forwarded.`;
     case INGRESS_ERRORS.plainHttpOnHttpsPort.code:
       return 'This port speaks HTTPS (TLS). Use an https:// URL, or the HTTP port for http://.';
     default:

@@ -38,6 +38,7 @@ import {
   relay,
   type Relay,
 } from './proxy.js';
+import { carriedBody, followForward } from './http-forward-internal.js';
 import { TunnelAgent, type TunnelRequestArgs } from './tunnel-agent.js';
 import type { OnlineTunnel, ProxyInfo, TunnelRegistry } from './tunnel-registry.js';
 
@@ -209,6 +210,20 @@ export class HttpIngress {
     const tunnel = this.route(req, res);
     if (!tunnel) return;
     this.tap?.(req, res, tunnel);
+    this.serve(req, res, this.registry.pick(tunnel), []);
+  };
+
+  /**
+   * Serve a request at `tunnel` (a pool member already picked): its policy, then its agent, a
+   * forward-internal to the next endpoint, or for a cloud endpoint the error page. `chain` names
+   * the endpoints the request went through before this one.
+   */
+  private serve(
+    req: IncomingMessage,
+    res: ServerResponse,
+    tunnel: OnlineTunnel,
+    chain: readonly string[],
+  ): void {
     const meter = this.meters.of(tunnel);
     const state = this.connections.attribute(req.socket, meter);
     res.once('close', () => {
@@ -218,11 +233,36 @@ export class HttpIngress {
     });
     const policy = tunnel.policy;
     if (policy) {
-      runHttpRequestPolicy(req, res, policy, (flow) => this.forward(req, res, tunnel, 0, flow));
+      runHttpRequestPolicy(req, res, policy, (flow) =>
+        this.afterPolicy(req, res, tunnel, chain, flow),
+      );
       return;
     }
-    this.forward(req, res, tunnel, 0);
-  };
+    this.afterPolicy(req, res, tunnel, chain, undefined);
+  }
+
+  private afterPolicy(
+    req: IncomingMessage,
+    res: ServerResponse,
+    tunnel: OnlineTunnel,
+    chain: readonly string[],
+    flow: HttpPolicyFlow | undefined,
+  ): void {
+    if (flow?.forwardInternal) {
+      const next = followForward(this.registry, req, res, tunnel, chain, flow);
+      if (next === 'answered') return;
+      if (next) {
+        this.serve(req, res, next.next, next.chain);
+        return;
+      }
+    }
+    if (tunnel.cloud) {
+      if (!req.complete) req.resume();
+      sendErrorPage(req, res, INGRESS_ERRORS.cloudUnanswered, req.headers.host ?? '');
+      return;
+    }
+    this.forward(req, res, tunnel, 0, flow);
+  }
 
   private forward(
     req: IncomingMessage,
@@ -257,7 +297,7 @@ export class HttpIngress {
       failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
       return;
     }
-    const hasBody = requestHasBody(req);
+    const hasBody = requestHasBody(req) && carriedBody(req) === undefined;
 
     upstream.on('response', (up) => this.respond(req, res, up, flow));
     upstream.on('continue', () => {
@@ -276,6 +316,15 @@ export class HttpIngress {
         this.forward(req, res, tunnel, 1, flow);
         return;
       }
+      // A pool member whose agent just went: a request without a body goes to another member.
+      const successor =
+        attempt === 0 && !hasBody && !stillOnline && tunnel.pooling === true
+          ? this.registry.holder({ hostname: tunnel.hostname, internal: tunnel.internal })
+          : undefined;
+      if (successor && successor !== tunnel) {
+        this.forward(req, res, this.registry.pick(successor), 1, flow);
+        return;
+      }
       this.logger?.debug(
         { err, tunnel: tunnel.id, host: req.headers.host },
         'tunnel request failed',
@@ -289,7 +338,8 @@ export class HttpIngress {
     });
 
     // A policy action (verify-webhook) may have read the body whole: send what it read.
-    if (flow?.body) upstream.end(flow.body);
+    const body = flow?.body ?? carriedBody(req);
+    if (body) upstream.end(body);
     else if (hasBody) req.pipe(upstream);
     else upstream.end();
   }
@@ -326,22 +376,25 @@ export class HttpIngress {
     socket: Duplex,
     head: Buffer,
     flow: HttpPolicyFlow | undefined,
+    picked?: OnlineTunnel,
   ): void {
     const host = routingHost(req.headers.host);
-    const tunnel = host === undefined ? undefined : this.registry.byHost(host);
-    if (!tunnel || !servesHttp(tunnel)) {
+    const found = host === undefined ? undefined : this.registry.byHost(host);
+    if (!found || !servesHttp(found)) {
       this.meters.unrouted.request(INGRESS_ERRORS.tunnelNotFound.status);
       socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelNotFound, host ?? ''));
       return;
     }
-    if (misdirected(req, tunnel, (name) => this.registry.byHost(name))) {
+    if (misdirected(req, found, (name) => this.registry.byHost(name))) {
       this.meters.unrouted.request(INGRESS_ERRORS.misdirected.status);
       socket.end(rawErrorResponse(INGRESS_ERRORS.misdirected, host ?? ''));
       return;
     }
+    // Pooled endpoints: the policy and the relay of one upgrade belong to one member.
+    const tunnel = picked ?? this.registry.pick(found);
     if (tunnel.policy && !flow) {
       runUpgradePolicy(req, socket, tunnel.policy, (admitted) =>
-        this.upgrade(req, socket, head, admitted),
+        this.upgrade(req, socket, head, admitted, tunnel),
       );
       return;
     }

@@ -12,6 +12,7 @@ import {
   NO_HEADER_CHANGES,
   type CompressionEncoding,
   type ConnInput,
+  type ForwardInternal,
   type HeaderChanges,
   type HttpRequestDecision,
   type HttpResponseDecision,
@@ -205,6 +206,8 @@ export class HttpPolicyFlow {
     private readonly vars: PolicyVars,
     /** The body, when an action read it whole: send this upstream, the stream is spent. */
     readonly body?: Buffer | undefined,
+    /** forward-internal chose an internal endpoint for the request. */
+    readonly forwardInternal?: ForwardInternal | undefined,
   ) {}
 
   /** The upstream request's raw headers with the policy's changes (X-Forwarded-* stay the ingress's). */
@@ -321,7 +324,15 @@ function runRequestPhases(
         if (d.rewrite !== undefined) req.url = d.rewrite;
         if (d.afterResponse) outcome.observe?.(d.afterResponse);
         outcome.forward(
-          new HttpPolicyFlow(policy, state.conn, input, d.headers, d.vars, holder.body),
+          new HttpPolicyFlow(
+            policy,
+            state.conn,
+            input,
+            d.headers,
+            d.vars,
+            holder.body,
+            d.forwardInternal,
+          ),
         );
       }
     };

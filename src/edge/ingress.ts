@@ -16,6 +16,7 @@ import { TcpIngress } from './tcp-ingress.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
 import { DEFAULT_LIMITS, type ServerLimits } from '../core/limits.js';
 import { gateConnections, RefusalLog } from './connection-gate.js';
+import { proxyProtocolFront } from './proxy-protocol-front.js';
 
 export interface IngressOptions {
   /** `host:port` for plain HTTP; port 0 picks a free port. */
@@ -122,14 +123,24 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     meters.tunnelRemoved(tunnel);
   };
 
+  // Behind a load balancer: listen on a front that reads the PROXY header, then hands over.
+  const front = (server: Server): Server =>
+    limits.ingressProxyProtocol === 1
+      ? proxyProtocolFront(server, {
+          timeoutMs: limits.tlsHandshakeTimeoutMs,
+          onRefused: (peer) => refusals.refused(peer, 'ingress_proxy_protocol'),
+        })
+      : server;
+  const httpListener = front(http.server);
+  const httpsListener = front(sni.server);
   let httpAddress: string;
   let httpsAddress: string;
   try {
-    httpAddress = await listen(http.server, options.httpListen);
-    httpsAddress = await listen(sni.server, options.httpsListen);
+    httpAddress = await listen(httpListener, options.httpListen);
+    httpsAddress = await listen(httpsListener, options.httpsListen);
   } catch (err) {
-    http.server.close();
-    sni.server.close();
+    httpListener.close();
+    httpsListener.close();
     throw err;
   }
   registry.on('tunnel-removed', onRemoved);
@@ -141,8 +152,8 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   const openConnections = (): number =>
     http.openConnections + sni.openConnections + tcp.openConnections;
   const stopAccepting = async (): Promise<void> => {
-    if (http.server.listening) http.server.close();
-    if (sni.server.listening) sni.server.close();
+    if (httpListener.listening) httpListener.close();
+    if (httpsListener.listening) httpsListener.close();
     await tcp.stopAccepting();
   };
 

@@ -3,7 +3,13 @@
  * `conn.*` variables, and the gate that lets a connection through to its tunnel or closes it.
  */
 import type { Duplex } from 'node:stream';
-import type { ConnInput, PolicyVars, TcpConnectDecision, TlsInput } from '../policy/index.js';
+import type {
+  ConnInput,
+  ForwardInternal,
+  PolicyVars,
+  TcpConnectDecision,
+  TlsInput,
+} from '../policy/index.js';
 import { clientIp } from './proxy.js';
 import type { TunnelPolicy } from './tunnel-registry.js';
 
@@ -45,7 +51,7 @@ export function admitConnection(
   policy: TunnelPolicy | undefined,
   socket: Duplex,
   conn: () => ConnInput,
-  admitted: (vars: PolicyVars) => void,
+  admitted: (vars: PolicyVars, forwardInternal?: ForwardInternal) => void,
 ): void {
   if (!policy || !policy.runner.policy.has('on_tcp_connect')) {
     admitted(NO_VARS);
@@ -53,7 +59,7 @@ export function admitConnection(
   }
   const apply = (decision: TcpConnectDecision): void => {
     if (decision.kind === 'close') socket.destroy();
-    else if (!socket.destroyed) admitted(decision.vars);
+    else if (!socket.destroyed) admitted(decision.vars, decision.forwardInternal);
   };
   let decision: TcpConnectDecision | Promise<TcpConnectDecision>;
   try {

@@ -128,8 +128,10 @@ export class SniRouter {
 
   private dispatch(socket: Socket, hello: Buffer, serverName: string | undefined): void {
     if (serverName !== undefined && this.options.tlsEdges?.route(socket, hello, serverName)) return;
-    const tunnel = serverName === undefined ? undefined : this.options.registry.byHost(serverName);
-    if (tunnel?.proto === 'tls') {
+    const found = serverName === undefined ? undefined : this.options.registry.byHost(serverName);
+    if (found?.proto === 'tls') {
+      // Pooled TLS endpoints: the next member, round robin.
+      const tunnel = this.options.registry.pick(found);
       // The endpoint's on_tcp_connect first: TLS facts are the ClientHello's (offered version).
       const conn = () =>
         connInputOf(socket, { sni: serverName, version: offeredTlsVersion(hello) });

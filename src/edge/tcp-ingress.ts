@@ -6,6 +6,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../core/logger.js';
 import type { EndpointMeters } from './endpoint-meters.js';
+import { refusalText, resolveInternal } from './internal-routing.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
 import { clientAddr, INGRESS_HIGH_WATER_MARK, relayThroughTunnel, type Relay } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
@@ -136,12 +137,44 @@ export class TcpIngress {
     }
     socket.on('error', () => socket.destroy());
     socket.pause();
-    // The endpoint's on_tcp_connect first: a connection it closes never reaches the agent.
+    this.admit(port, socket, this.options.registry.pick(tunnel), []);
+  }
+
+  /**
+   * The endpoint's on_tcp_connect first (a connection it closes never reaches an agent); then
+   * its agent, or the internal endpoint forward-internal chose (in-process, with `chain` against
+   * loops). A cloud endpoint whose policy forwards nowhere closes the connection.
+   */
+  private admit(port: number, socket: Socket, tunnel: OnlineTunnel, chain: string[]): void {
     admitConnection(
       tunnel.policy,
       socket,
       () => connInputOf(socket),
-      () => this.relayToTunnel(port, socket, tunnel),
+      (_vars, forward) => {
+        if (forward) {
+          const resolved = resolveInternal(this.options.registry, forward.url, chain, tunnel);
+          if ('next' in resolved && resolved.next.proto === 'tcp') {
+            this.admit(port, socket, resolved.next, resolved.chain);
+            return;
+          }
+          const offline = !('next' in resolved) && resolved.kind === 'offline';
+          if (!offline || forward.onError === 'halt' || tunnel.cloud) {
+            const why =
+              'next' in resolved ? `${forward.url} is not a tcp endpoint` : refusalText(resolved);
+            this.options.logger?.debug(
+              { port, tunnel: tunnel.id, why },
+              'forward-internal refused',
+            );
+            socket.destroy();
+            return;
+          }
+        }
+        if (tunnel.cloud) {
+          socket.destroy();
+          return;
+        }
+        this.relayToTunnel(port, socket, tunnel);
+      },
     );
   }
 

@@ -78,6 +78,15 @@ export interface OnlineTunnel {
   domainId?: string | undefined;
   /** The reserved address (`ra_…`) a tcp tunnel serves, when it is reserved. */
   addrId?: string | undefined;
+  /**
+   * Internal endpoints (binding `internal`): `name.internal` (http, https, tls) or
+   * `name.internal:port` (tcp). Never on a public listener: only forward-internal reaches them.
+   */
+  internal?: string | undefined;
+  /** Shares its name or port with other pooling endpoints, round robin (Extra.PoolingEnabled). */
+  pooling?: boolean | undefined;
+  /** A cloud endpoint (POST /endpoints): no agent behind it, its traffic policy answers. */
+  cloud?: boolean | undefined;
   /** Open one proxied connection to the agent; the stream carries the public connection's bytes. */
   connect(info: ProxyInfo): Promise<Duplex>;
 }
@@ -91,6 +100,14 @@ export class TunnelConflictError extends Error {
     super(message);
     this.name = 'TunnelConflictError';
   }
+}
+
+/** Where a tunnel is reached, as one string; labeled tunnels have no key (they never conflict). */
+function poolKey(tunnel: Pick<OnlineTunnel, 'hostname' | 'port' | 'internal'>): string | undefined {
+  if (tunnel.internal !== undefined) return `i:${tunnel.internal}`;
+  if (tunnel.hostname !== undefined) return `h:${tunnel.hostname}`;
+  if (tunnel.port !== undefined) return `p:${tunnel.port}`;
+  return undefined;
 }
 
 function wildcardSuffix(hostname: string): string | undefined {
@@ -118,6 +135,10 @@ export class TunnelRegistry extends EventEmitter {
   private readonly wildcards = new Map<string, OnlineTunnel>();
   private readonly ports = new Map<number, OnlineTunnel>();
   private readonly labeled = new Set<OnlineTunnel>();
+  /** Internal endpoints by key (`api.internal`, `db.internal:5432`). */
+  private readonly internals = new Map<string, OnlineTunnel>();
+  /** Every member of a pooled name or port by its key; the maps above hold the first member. */
+  private readonly pools = new Map<string, { members: OnlineTunnel[]; next: number }>();
 
   addSession(session: OnlineSession): void {
     this.sessions.set(session.id, session);
@@ -154,51 +175,112 @@ export class TunnelRegistry extends EventEmitter {
     options: { takeoverFrom?: string | undefined } = {},
   ): OnlineTunnel | undefined {
     const holder = this.holderOf(tunnel);
+    let replaced: OnlineTunnel | undefined;
     if (holder) {
-      const sameAgent =
-        holder.sessionId === options.takeoverFrom ||
-        (holder.sessionId === tunnel.sessionId && holder.bindId === tunnel.bindId);
-      if (!sameAgent) {
-        const where = tunnel.hostname ?? `port ${tunnel.port}`;
+      const members = this.pools.get(poolKey(tunnel) ?? '')?.members ?? [holder];
+      const mine = members.find(
+        (m) =>
+          m.sessionId === options.takeoverFrom ||
+          (m.sessionId === tunnel.sessionId && m.bindId === tunnel.bindId),
+      );
+      // Pooling joins only when every member pools too: one that did not asked to be alone.
+      const joins = tunnel.pooling === true && members.every((m) => m.pooling === true);
+      if (!mine && !joins) {
+        const where = tunnel.internal ?? tunnel.hostname ?? `port ${tunnel.port}`;
         throw new TunnelConflictError(
           holder,
-          `${where} is already served by another online tunnel (${holder.id})`,
+          `${where} is already served by another online tunnel (${holder.id} of session ${holder.sessionId})`,
         );
       }
-      this.removeTunnel(holder.id);
+      if (mine) {
+        this.removeTunnel(mine.id);
+        replaced = mine;
+      }
     }
     this.tunnels.set(tunnel.id, tunnel);
-    if (tunnel.hostname !== undefined) {
+    const key = poolKey(tunnel);
+    if (key !== undefined) {
+      const pool = this.pools.get(key) ?? { members: [], next: 0 };
+      pool.members.push(tunnel);
+      this.pools.set(key, pool);
+    }
+    if (tunnel.internal !== undefined) {
+      if (!this.internals.has(tunnel.internal)) this.internals.set(tunnel.internal, tunnel);
+    } else if (tunnel.hostname !== undefined) {
       const suffix = wildcardSuffix(tunnel.hostname);
-      if (suffix) this.wildcards.set(suffix, tunnel);
-      else this.hosts.set(tunnel.hostname, tunnel);
+      const map = suffix ? this.wildcards : this.hosts;
+      const at: string = suffix ?? tunnel.hostname;
+      if (!map.has(at)) map.set(at, tunnel);
     } else if (tunnel.port !== undefined) {
-      this.ports.set(tunnel.port, tunnel);
+      if (!this.ports.has(tunnel.port)) this.ports.set(tunnel.port, tunnel);
     } else {
       this.labeled.add(tunnel);
     }
     this.emit('tunnel-added', tunnel);
-    return holder;
+    return replaced;
   }
 
   removeTunnel(id: string): OnlineTunnel | undefined {
     const tunnel = this.tunnels.get(id);
     if (!tunnel) return undefined;
     this.tunnels.delete(id);
-    if (tunnel.hostname !== undefined) {
-      const suffix = wildcardSuffix(tunnel.hostname);
-      if (suffix) {
-        if (this.wildcards.get(suffix) === tunnel) this.wildcards.delete(suffix);
-      } else if (this.hosts.get(tunnel.hostname) === tunnel) {
-        this.hosts.delete(tunnel.hostname);
+    const key = poolKey(tunnel);
+    let successor: OnlineTunnel | undefined;
+    if (key !== undefined) {
+      const pool = this.pools.get(key);
+      if (pool) {
+        pool.members = pool.members.filter((m) => m !== tunnel);
+        if (pool.members.length === 0) this.pools.delete(key);
+        successor = pool.members[0];
       }
+    }
+    const unset = <K>(map: Map<K, OnlineTunnel>, at: K): void => {
+      if (map.get(at) !== tunnel) return;
+      if (successor) map.set(at, successor);
+      else map.delete(at);
+    };
+    if (tunnel.internal !== undefined) {
+      unset(this.internals, tunnel.internal);
+    } else if (tunnel.hostname !== undefined) {
+      const suffix = wildcardSuffix(tunnel.hostname);
+      if (suffix) unset(this.wildcards, suffix);
+      else unset(this.hosts, tunnel.hostname);
     } else if (tunnel.port !== undefined) {
-      if (this.ports.get(tunnel.port) === tunnel) this.ports.delete(tunnel.port);
+      unset(this.ports, tunnel.port);
     } else {
       this.labeled.delete(tunnel);
     }
     this.emit('tunnel-removed', tunnel);
     return tunnel;
+  }
+
+  /**
+   * The member of `tunnel`'s pool that serves the next request or connection, round robin; the
+   * tunnel itself when it does not pool. A removed member is out of the pool at once.
+   * @example const target = registry.pick(registry.byHost(host)!);
+   */
+  pick(tunnel: OnlineTunnel): OnlineTunnel {
+    const key = poolKey(tunnel);
+    const pool = key === undefined ? undefined : this.pools.get(key);
+    if (!pool || pool.members.length < 2) return tunnel;
+    pool.next = (pool.next + 1) % pool.members.length;
+    return pool.members[pool.next]!;
+  }
+
+  /** Every online member of the pool that `tunnel` belongs to (itself alone without pooling). */
+  poolOf(tunnel: OnlineTunnel): readonly OnlineTunnel[] {
+    const key = poolKey(tunnel);
+    return (key === undefined ? undefined : this.pools.get(key)?.members) ?? [tunnel];
+  }
+
+  /**
+   * The internal endpoint at `key` (`api.internal`, `db.internal:5432`), pooled members round
+   * robin; public listeners never call this.
+   * @example registry.internal('api.internal')
+   */
+  internal(key: string): OnlineTunnel | undefined {
+    const head = this.internals.get(key);
+    return head && this.pick(head);
   }
 
   tunnel(id: string): OnlineTunnel | undefined {
@@ -231,6 +313,7 @@ export class TunnelRegistry extends EventEmitter {
   holder(where: {
     hostname?: string | undefined;
     port?: number | undefined;
+    internal?: string | undefined;
   }): OnlineTunnel | undefined {
     return this.holderOf(where);
   }
@@ -241,7 +324,10 @@ export class TunnelRegistry extends EventEmitter {
     return [...this.labeled].filter((t) => wanted.every(([k, v]) => t.labels?.[k] === v));
   }
 
-  private holderOf(tunnel: Pick<OnlineTunnel, 'hostname' | 'port'>): OnlineTunnel | undefined {
+  private holderOf(
+    tunnel: Pick<OnlineTunnel, 'hostname' | 'port' | 'internal'>,
+  ): OnlineTunnel | undefined {
+    if (tunnel.internal !== undefined) return this.internals.get(tunnel.internal);
     if (tunnel.hostname !== undefined) {
       const suffix = wildcardSuffix(tunnel.hostname);
       return suffix ? this.wildcards.get(suffix) : this.hosts.get(tunnel.hostname);

@@ -69,6 +69,7 @@ export {
 } from './compile.js';
 export {
   PolicyRunner,
+  type ForwardInternal,
   type HttpRequestDecision,
   type HttpRequestInput,
   type HttpResponseDecision,

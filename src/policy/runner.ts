@@ -54,6 +54,14 @@ export interface PolicyRunnerOptions {
   ipPolicyRules?: ((ids: readonly string[]) => Promise<readonly IpPolicyRule[]>) | undefined;
   /** Clock in milliseconds (rate-limit windows, `time.now`, event times); default Date.now. */
   now?: (() => number) | undefined;
+  /** Whether an internal endpoint serves a URL now (forward-internal `on_error: continue`). */
+  internalOnline?: ((url: string) => boolean) | undefined;
+}
+
+/** Where forward-internal hands a request or connection, and what to do when it cannot. */
+export interface ForwardInternal {
+  url: string;
+  onError: 'continue' | 'halt';
 }
 
 export interface TcpConnectInput {
@@ -69,7 +77,8 @@ export interface HttpResponseInput extends HttpRequestInput {
 }
 
 export type TcpConnectDecision =
-  { kind: 'continue'; vars: PolicyVars } | { kind: 'close'; vars: PolicyVars };
+  | { kind: 'continue'; vars: PolicyVars; forwardInternal?: ForwardInternal | undefined }
+  | { kind: 'close'; vars: PolicyVars };
 
 /** An answer for the client: status, lower-case headers, and a (possibly empty) body. */
 export interface RespondDecision {
@@ -90,6 +99,8 @@ export type HttpRequestDecision =
       vars: PolicyVars;
       /** Call each with the status the client got, once the response is written. */
       afterResponse?: ReadonlyArray<(status: number) => void> | undefined;
+      /** forward-internal ended the phase: hand the request to this internal endpoint. */
+      forwardInternal?: ForwardInternal | undefined;
     }
   | RespondDecision
   | { kind: 'close'; vars: PolicyVars };
@@ -230,6 +241,10 @@ class PhaseRun implements PhaseContext {
   now(): number {
     return this.runner.now();
   }
+
+  internalOnline(url: string): boolean | undefined {
+    return this.runner.internalOnline?.(url);
+  }
 }
 
 /**
@@ -242,6 +257,8 @@ export class PolicyRunner {
   readonly now: () => number;
   private readonly events: PolicyEventSink;
   private readonly lookup: PolicyRunnerOptions['ipPolicyRules'];
+  /** @internal See PolicyRunnerOptions.internalOnline. */
+  readonly internalOnline: PolicyRunnerOptions['internalOnline'];
   private readonly states = new WeakMap<object, unknown>();
 
   constructor(
@@ -252,6 +269,7 @@ export class PolicyRunner {
     this.events = options.events ?? DISCARD_EVENTS;
     this.lookup = options.ipPolicyRules;
     this.now = options.now ?? Date.now;
+    this.internalOnline = options.internalOnline;
     if (policy.ipPolicyIds.length > 0 && !this.lookup) {
       throw new Error(
         `the policy of ${this.ownerId} uses ip_policies: pass ipPolicyRules to bind()`,
@@ -265,10 +283,13 @@ export class PolicyRunner {
     const vars = input.vars ?? NO_VARS;
     if (rules.length === 0) return { kind: 'continue', vars };
     const run = new PhaseRun('on_tcp_connect', this.activation(input, vars), this, undefined);
-    return then(this.execute(run, rules, 0, 0), (out): TcpConnectDecision => ({
-      kind: out ? 'close' : 'continue',
-      vars: run.activation.vars,
-    }));
+    return then(this.execute(run, rules, 0, 0), (out): TcpConnectDecision => {
+      const vars = run.activation.vars;
+      if (out?.kind === 'forward-internal') {
+        return { kind: 'continue', vars, forwardInternal: { url: out.url, onError: out.onError } };
+      }
+      return { kind: out ? 'close' : 'continue', vars };
+    });
   }
 
   /** on_http_request: forward (with changes), answer directly, or close. */
@@ -282,13 +303,14 @@ export class PolicyRunner {
     const req = (activation.req = new ReqVars(input.req));
     const run = new PhaseRun('on_http_request', activation, this, req, input.req.body);
     return then(this.execute(run, rules, 0, 0), (out): HttpRequestDecision => {
-      if (out) return this.terminal(out, run);
+      if (out && out.kind !== 'forward-internal') return this.terminal(out, run);
       return {
         kind: 'continue',
         headers: run.headerChanges(),
         rewrite: run.rewrite,
         vars: activation.vars,
         afterResponse: run.observers,
+        forwardInternal: out && { url: out.url, onError: out.onError },
       };
     });
   }
@@ -327,7 +349,10 @@ export class PolicyRunner {
     };
   }
 
-  private terminal(out: Terminal, run: PhaseRun): HttpRequestDecision {
+  private terminal(
+    out: Exclude<Terminal, { kind: 'forward-internal' }>,
+    run: PhaseRun,
+  ): HttpRequestDecision {
     if (out.kind === 'close') return { kind: 'close', vars: run.activation.vars };
     return { ...out, vars: run.activation.vars };
   }

@@ -93,12 +93,10 @@ describe('validatePolicy refuses, naming phase, rule, action and fix', () => {
     expect(typo.message).toMatch(
       /action 0 \(add-header\): unknown action type 'add-header'; did you mean 'add-headers'\? The supported types are: add-headers, basic-auth,/,
     );
-    const unsupported = refusal(
-      request({ type: 'forward-internal', config: { url: 'https://x.internal' } }),
-    );
+    const unsupported = refusal(request({ type: 'oauth', config: { provider: 'google' } }));
     expect(unsupported.code).toBe('ERR_NGROK_2201');
     expect(unsupported.message).toMatch(
-      /action type 'forward-internal' is not supported by Burrow\. The supported types/,
+      /action type 'oauth' is not supported by Burrow\. The supported types/,
     );
   });
 
@@ -287,7 +285,7 @@ describe('validatePolicy refuses, naming phase, rule, action and fix', () => {
     );
     expect(err.code).toBe('ERR_NGROK_2205');
     expect(err.message).toBe(
-      `${FIELD}: phase on_tcp_connect, rule 0 ("tag"), action 0 (add-headers): action type 'add-headers' is not supported for protocol tls: it works on HTTP only (on_http_request, on_http_response). On TLS endpoints use close-connection, deny, log, restrict-ips, set-vars.`,
+      `${FIELD}: phase on_tcp_connect, rule 0 ("tag"), action 0 (add-headers): action type 'add-headers' is not supported for protocol tls: it works on HTTP only (on_http_request, on_http_response). On TLS endpoints use close-connection, deny, forward-internal, log, restrict-ips, set-vars.`,
     );
   });
 

@@ -6,6 +6,8 @@ import pg from 'pg';
 import { initialMigration } from './migrations/0001-initial.js';
 import { certificatesMigration } from './migrations/0002-certificates.js';
 import { usersMigration } from './migrations/0003-users.js';
+import { endpointsMigration } from './migrations/0004-endpoints.js';
+import { auditMigration } from './migrations/0005-audit.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -36,6 +38,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0001-initial': initialMigration(dialect),
     '0002-certificates': certificatesMigration(dialect),
     '0003-users': usersMigration(dialect),
+    '0004-endpoints': endpointsMigration(dialect),
+    '0005-audit': auditMigration(dialect),
   };
 }
 
@@ -86,6 +90,11 @@ export async function openStore(options: StoreOptions): Promise<Store> {
           `burrow: database connection lost (${err.message}); reconnecting on demand\n`,
         ));
     pool.on('error', onError);
+    // The pool listens for errors only on idle clients. A client checked out (inside a transaction,
+    // or between Kysely's acquire and its first query) that the server terminates emits 'error'
+    // with no listener, which killed the process. Its pending and next queries fail on their own
+    // (the caller answers 503) and the pool discards it on release, so here it only needs a listener.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
   } else {
     dialect = 'sqlite';

@@ -1,8 +1,10 @@
 import { AcmeStateRepository } from './acme.js';
 import { ApiKeyRepository } from './api-keys.js';
+import { AuditEventRepository } from './audit-events.js';
 import { BackendRepository } from './backends.js';
 import { BotUserRepository } from './bot-users.js';
 import { CertificateAuthorityRepository } from './certificate-authorities.js';
+import { CloudEndpointRepository } from './cloud-endpoints.js';
 import { CredentialRepository } from './credentials.js';
 import { DomainCertificateRepository } from './domain-certificates.js';
 import type { Store } from './database.js';
@@ -18,6 +20,7 @@ import { UserRepository } from './users.js';
 
 export { openStore, type Store, type StoreOptions } from './database.js';
 export type { Page, PageRequest } from './paging.js';
+export type { CloudEndpoint } from './cloud-endpoints.js';
 export type { RepoDeps, StoreHooks, StoreSettings, TrafficPolicyValidator } from './deps.js';
 
 /** Every repository, over one store. */
@@ -37,6 +40,8 @@ export interface Repositories {
   domainCertificates: DomainCertificateRepository;
   acme: AcmeStateRepository;
   users: UserRepository;
+  auditEvents: AuditEventRepository;
+  cloudEndpoints: CloudEndpointRepository;
 }
 
 /**
@@ -66,5 +71,7 @@ export function createRepositories(
     domainCertificates: new DomainCertificateRepository(store.db),
     acme: new AcmeStateRepository(store.db),
     users: new UserRepository(store.db),
+    auditEvents: new AuditEventRepository(store.db),
+    cloudEndpoints: new CloudEndpointRepository(deps),
   };
 }

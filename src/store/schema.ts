@@ -22,6 +22,7 @@ export interface Database {
   users: UsersTable;
   user_sessions: UserSessionsTable;
   user_setup_tokens: UserSetupTokensTable;
+  audit_events: AuditEventsTable;
 }
 
 /** Columns every user-facing resource has. */
@@ -183,4 +184,20 @@ export interface UserSessionsTable {
 export interface UserSetupTokensTable {
   token_hash: string;
   expires_ms: number;
+}
+
+/** One change made through the API or dashboard (migration 0005-audit). */
+export interface AuditEventsTable {
+  id: string;
+  created_at: string;
+  /** The request's Operation-Id. */
+  operation_id: string;
+  /** 'api_key', 'user' (dashboard session) or 'none' (sign-in and setup, before a principal). */
+  actor_type: string;
+  actor_id: string | null;
+  method: string;
+  path: string;
+  status_code: number;
+  resource_id: string | null;
+  client_ip: string;
 }

@@ -5,6 +5,7 @@ import { closeConnectionAction } from './close-connection.js';
 import { compressResponseAction } from './compress-response.js';
 import { customResponseAction } from './custom-response.js';
 import { denyAction } from './deny.js';
+import { forwardInternalAction } from './forward-internal.js';
 import { jwtValidationAction } from './jwt-validation.js';
 import { logAction } from './log.js';
 import { rateLimitAction } from './rate-limit.js';
@@ -29,6 +30,7 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
     compressResponseAction,
     customResponseAction,
     denyAction,
+    forwardInternalAction,
     jwtValidationAction,
     logAction,
     rateLimitAction,
@@ -43,7 +45,6 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
 
 /** Action types of the API Burrow follows that it does not run; named so the error can say so. */
 export const UNSUPPORTED_ACTIONS = [
-  'forward-internal',
   'oauth',
   'oidc',
   'openid-connect',

@@ -30,7 +30,9 @@ export type Terminal =
       headers: Readonly<Record<string, string>>;
       body: string;
     }
-  | { kind: 'close' };
+  | { kind: 'close' }
+  /** forward-internal: hand the request or connection to an internal endpoint. */
+  | { kind: 'forward-internal'; url: string; onError: 'continue' | 'halt' };
 
 /** What running an action gives: undefined continues with the next action. */
 export type ActionOutcome = Terminal | undefined;
@@ -71,6 +73,11 @@ export interface PhaseContext {
   requestBody(): Promise<Buffer>;
   /** Call `observer` with the status the client got, once the response is written (circuit-breaker). */
   afterResponse(observer: (status: number) => void): void;
+  /**
+   * Whether an internal endpoint serves `url` now (forward-internal's on_error: continue); undefined
+   * when the runner was given no way to tell.
+   */
+  internalOnline(url: string): boolean | undefined;
   /** Publish an action's result as `actions.ngrok.<name>` for later expressions, in every later phase. */
   setActionResult(name: string, value: Record<string, unknown>): void;
 }

@@ -1,0 +1,124 @@
+/**
+ * The cost of the forward-internal hop: keep-alive requests through a cloud endpoint whose policy
+ * forwards to an internal endpoint (`https://bench.internal`), against the same agent's public
+ * endpoint reached directly, both forwarding to one local service. The hop is in-process (no new
+ * connection), so the goal is a ratio of at least 0.9. Rounds are interleaved so drift hits both.
+ *
+ *   node --import tsx bench/forward-internal.ts
+ *   DURATION=5 CONNECTIONS=50 ROUNDS=3 node --import tsx bench/forward-internal.ts
+ *
+ * Processes as in bench/policy-tunnel.ts: the edge, the Burrow SDK agent, the local service, one
+ * load generator per measurement, and this coordinating process.
+ */
+import { CloudEndpoints } from '../src/edge/cloud-endpoints.js';
+import { fmt, machine, markdownTable } from './report.js';
+import { startBulkService } from './support/bulk.js';
+import { keepAliveLoad, median, type RateResult } from './support/load.js';
+import { answer, fail, RoleProcesses } from './support/roles.js';
+import { connectAgent, startBenchEdge, type EdgeAddress } from './support/sdk-agent.js';
+
+const DURATION = Number(process.env.DURATION ?? 5);
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const CLOUD_HOST = 'front.bench.example';
+
+type EdgeInfo = EdgeAddress & { httpPort: number };
+
+async function serveEdge(): Promise<void> {
+  const { edge, info } = await startBenchEdge();
+  await edge.repos.cloudEndpoints.create({
+    url: `http://${CLOUD_HOST}`,
+    bindings: ['public'],
+    traffic_policy: JSON.stringify({
+      on_http_request: [
+        { actions: [{ type: 'forward-internal', config: { url: 'https://bench.internal' } }] },
+      ],
+    }),
+  });
+  const cloud = new CloudEndpoints({
+    repos: edge.repos,
+    registry: edge.registry,
+    publicUrl: (proto, where) => `${proto}://${where}`,
+  });
+  await cloud.start();
+  answer(info);
+}
+
+async function serveAgent(spec: { edge: EdgeInfo; service: number }): Promise<void> {
+  const session = await connectAgent(spec.edge);
+  const direct = await session.httpEndpoint({ scheme: 'http', forward: spec.service });
+  await session.httpEndpoint({ domain: 'bench.internal', forward: spec.service });
+  answer([new URL(direct.url!).hostname, CLOUD_HOST]);
+}
+
+const roles = new RoleProcesses(import.meta.url);
+
+async function main(): Promise<void> {
+  const edge = await roles.start<EdgeInfo>('edge');
+  const service = await roles.start<{ http: number }>('service');
+  const hosts = await roles.start<string[]>('agent', { edge, service: service.http });
+  const names = ['agent endpoint, directly', 'cloud endpoint → forward-internal → agent'];
+  for (const host of hosts) {
+    await roles.start<RateResult>('load', { port: edge.httpPort, host, warmup: true });
+  }
+  const results = hosts.map(() => [] as RateResult[]);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let i = 0; i < hosts.length; i++) {
+      results[i]!.push(
+        await roles.start<RateResult>('load', { port: edge.httpPort, host: hosts[i] }),
+      );
+      process.stderr.write(`round ${round + 1}: ${names[i]} done\n`);
+    }
+  }
+  const base = median(results[0]!.map((r) => r.rate));
+  const rows = names.map((name, i) => {
+    const rs = results[i]!;
+    const rps = median(rs.map((r) => r.rate));
+    return [
+      name,
+      fmt(rps),
+      fmt(rps / base, 2),
+      `${fmt(median(rs.map((r) => r.p50)), 1)} / ${fmt(median(rs.map((r) => r.p99)), 1)}`,
+      String(rs.reduce((n, r) => n + r.errors, 0)),
+    ];
+  });
+  console.log(
+    `\nforward-internal hop, ${machine()}; ${CONNECTIONS} keep-alive connections, ` +
+      `${DURATION} s per run, median of ${ROUNDS} interleaved rounds.\n`,
+  );
+  console.log(markdownTable(['route', 'req/s', 'ratio', 'p50 / p99 ms', 'errors'], rows));
+}
+
+function shutdown(code: number): void {
+  roles.killAll();
+  process.exit(code);
+}
+
+const role = process.argv[2];
+const arg = process.argv[3] ? (JSON.parse(process.argv[3]) as unknown) : undefined;
+if (role === 'edge') {
+  serveEdge().catch(fail);
+} else if (role === 'service') {
+  startBulkService().then(answer, fail);
+} else if (role === 'agent') {
+  serveAgent(arg as { edge: EdgeInfo; service: number }).catch(fail);
+} else if (role === 'load') {
+  const spec = arg as { port: number; host: string; warmup?: boolean };
+  keepAliveLoad({
+    port: spec.port,
+    host: spec.host,
+    connections: CONNECTIONS,
+    seconds: spec.warmup ? 1 : DURATION,
+  }).then((result) => {
+    answer(result);
+    process.exit(0);
+  }, fail);
+} else {
+  main().then(
+    () => shutdown(0),
+    (err: unknown) => {
+      console.error(err);
+      shutdown(1);
+    },
+  );
+}

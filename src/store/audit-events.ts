@@ -1,0 +1,67 @@
+import type { Kysely } from 'kysely';
+import { ID_PREFIX, newId } from '../core/ids.js';
+import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import type { AuditEventsTable, Database } from './schema.js';
+
+/** Who made a change: an API key, a dashboard user, or nobody yet (sign-in, first-user setup). */
+export type AuditActorType = 'api_key' | 'user' | 'none';
+
+/** One recorded change. Holds no body, header or token: only who, what, when and from where. */
+export interface AuditEvent {
+  id: string;
+  created_at: string;
+  operation_id: string;
+  actor_type: AuditActorType;
+  actor_id: string | null;
+  method: string;
+  path: string;
+  status_code: number;
+  resource_id: string | null;
+  client_ip: string;
+}
+
+/** What the API records; id and time are added here. */
+export type AuditEventInput = Omit<AuditEvent, 'id' | 'created_at'>;
+
+function fromRow(row: AuditEventsTable): AuditEvent {
+  const actor = row.actor_type;
+  return {
+    ...row,
+    actor_type: actor === 'api_key' || actor === 'user' ? actor : 'none',
+    // PostgreSQL returns integer columns as numbers, SQLite too; Number() keeps both exact.
+    status_code: Number(row.status_code),
+  };
+}
+
+/**
+ * The audit trail, append-only: nothing in Burrow updates or deletes a row.
+ * @example await auditEvents.record({ operation_id: 'op_…', actor_type: 'api_key', actor_id: 'ak_…', method: 'POST', path: '/ip_policies', status_code: 201, resource_id: 'ipp_…', client_ip: '127.0.0.1' });
+ */
+export class AuditEventRepository {
+  constructor(private readonly db: Kysely<Database>) {}
+
+  async record(input: AuditEventInput): Promise<AuditEvent> {
+    const row: AuditEventsTable = {
+      id: newId(ID_PREFIX.auditEvent),
+      created_at: nowRfc3339(),
+      ...input,
+    };
+    await this.db.insertInto('audit_events').values(row).execute();
+    return fromRow(row);
+  }
+
+  async get(id: string): Promise<AuditEvent | undefined> {
+    const row = await this.db
+      .selectFrom('audit_events')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && fromRow(row);
+  }
+
+  /** Newest first, paged like every other list. */
+  async list(page: PageRequest): Promise<Page<AuditEvent>> {
+    const res = await selectPage(this.db.selectFrom('audit_events').selectAll(), page);
+    return { items: res.items.map(fromRow), nextBeforeId: res.nextBeforeId };
+  }
+}
