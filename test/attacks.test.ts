@@ -121,9 +121,10 @@ describe('attacks on a burrow server process', () => {
       socket.write(Buffer.concat([header, Buffer.alloc(16 * 1024)]));
       const { closed, bytes } = await received;
       expect(closed).toBe(true);
+      // Over --agent-max-frame-bytes (judged on the header, before the window): FrameSize.
       expect(decodeFrames(bytes).at(-1)).toMatchObject({
         type: 'goaway',
-        code: ErrorCode.FlowControl,
+        code: ErrorCode.FrameSize,
       });
     }
     await expectServing();

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
@@ -13,6 +13,7 @@ import {
 } from '../src/test-support/ingress.js';
 import { readAll } from '../src/test-support/mux.js';
 import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
+import { refusalOf, spawnNgrokAgent } from './support/ngrok-agents.js';
 import { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,
@@ -23,7 +24,6 @@ import {
 } from './support/edge-listeners.js';
 import {
   createApiKey,
-  REPO_ROOT,
   runBurrow,
   startBurrowServer,
   type BurrowServer,
@@ -34,16 +34,6 @@ import {
  * endpoints (stored, no agent), internal endpoints (never public), forward-internal routed by
  * CEL, endpoint pooling with an agent killed mid-traffic, and bad input refused clearly.
  */
-
-/** What a rejected promise was rejected with (ngrok errors carry `errorCode`). */
-async function failure(p: Promise<unknown>): Promise<{ errorCode?: string; message: string }> {
-  try {
-    await p;
-  } catch (err) {
-    return err as { errorCode?: string; message: string };
-  }
-  throw new Error('expected a refusal');
-}
 
 /** One GET on the plain HTTP ingress with a Host header, over `agent` (keep-alive). */
 function get(
@@ -71,31 +61,6 @@ function get(
     req.on('error', reject);
     req.end();
   });
-}
-
-/** An @ngrok/ngrok agent in its own process (so killing it drops its connection at once). */
-async function pooledAgent(env: {
-  ADDR: string;
-  CA: string;
-  TOKEN: string;
-  TO: string;
-  NAME: string;
-}) {
-  const script = `
-    const { default: ngrok } = await import('@ngrok/ngrok');
-    const session = await new ngrok.SessionBuilder().serverAddr(process.env.ADDR)
-      .caCert(Buffer.from(process.env.CA)).authtoken(process.env.TOKEN).connect();
-    const listener = await session.httpEndpoint().scheme('HTTP').domain(process.env.NAME)
-      .poolingEnabled(true).listenAndForward(process.env.TO);
-    console.log(listener.url());
-    setInterval(() => undefined, 60_000);`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const [line] = (await once(child.stdout.setEncoding('utf8'), 'data')) as [string];
-  return { child, url: line.trim() };
 }
 
 const until = async (check: () => Promise<boolean>, ms = 10_000): Promise<void> => {
@@ -335,22 +300,22 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
 
   it('pools two agents on one URL round robin; a killed one leaves the pool at once', async () => {
     const name = 'pool.burrow.test';
-    const env = (who: string) =>
-      upstream(who).then((to) => ({
-        ADDR: `127.0.0.1:${ports.agent}`,
-        CA: caPem,
-        TOKEN: authtoken,
-        TO: to,
-        NAME: name,
-      }));
-    const a = await pooledAgent(await env('A'));
-    const b = await pooledAgent(await env('B'));
+    const pooledAgent = async (who: string) =>
+      spawnNgrokAgent({
+        addr: `127.0.0.1:${ports.agent}`,
+        ca: caPem,
+        token: authtoken,
+        to: await upstream(who),
+        listener: `session.httpEndpoint().scheme('HTTP').domain(${JSON.stringify(name)}).poolingEnabled(true)`,
+      });
+    const a = await pooledAgent('A');
+    const b = await pooledAgent('B');
     children.push(a.child, b.child);
     expect(a.url).toBe(b.url);
 
     // Without pooling, a third agent is refused with the code and the owner's session.
     const session = await connect();
-    const refused = await failure(session.httpEndpoint().scheme('HTTP').domain(name).listen());
+    const refused = await refusalOf(session.httpEndpoint().scheme('HTTP').domain(name).listen());
     expect(refused.errorCode, refused.message).toBe('ERR_NGROK_334');
     expect(refused.message).toMatch(/ts_[0-9A-Za-z]{27}/);
 
@@ -416,7 +381,7 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
     expect(outside.status).toBe(400);
     expect(outside.body.error_code).toBe('ERR_BURROW_INTERNAL_NAME');
     const session = await connect();
-    const agentOutside = await failure(
+    const agentOutside = await refusalOf(
       session.httpEndpoint().domain('app.example.com').binding('internal').listen(),
     );
     expect(agentOutside.message).toMatch(/ERR_BURROW_INTERNAL_NAME|\.internal/);

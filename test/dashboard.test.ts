@@ -4,6 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CA_EXTENSIONS, certificateMaker } from '../src/test-support/certificates.js';
 import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
 import { until } from '../src/test-support/mux.js';
 import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
@@ -55,7 +56,12 @@ async function agentProcess(env: {
   return { child, url: line.trim() };
 }
 
-describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
+describe('the dashboard in Chromium', () => {
+  // .ci/run installs Debian's chromium; without it this must fail, not pass by skipping.
+  it('has Chromium to drive', () => {
+    expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install chromium`).toBe(true);
+  });
+
   let db: TestDatabase;
   let server: BurrowServer;
   let ports: EdgePorts;
@@ -95,6 +101,8 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     server = await startBurrowServer(db, { args: edgeServerArgs(ports) });
     browser = await launchBrowser();
     page = await browser.context.newPage();
+    // Fail a step with playwright's message (what it waited for) before vitest's 30 s timeout.
+    page.setDefaultTimeout(15_000);
   });
 
   afterAll(async () => {
@@ -313,12 +321,191 @@ describe.skipIf(!existsSync(CHROMIUM))('the dashboard in Chromium', () => {
     await shot('overview');
   });
 
+  it('lists agent and cloud endpoints with their type; creates and deletes a cloud endpoint', async () => {
+    const url = 'http://cloud.sitea.example.test';
+    await open('Endpoints');
+    const agentRow = page.getByRole('row', { name: new RegExp(HOST.replace(/\./g, '\\.')) });
+    await agentRow.waitFor();
+    expect(await agentRow.textContent()).toContain('ephemeral');
+
+    await page.getByLabel('URL').fill(url);
+    await page.getByLabel('Description').fill('cloud door');
+    await page
+      .getByLabel(/^Traffic policy/)
+      .fill(
+        'on_http_request:\n  - actions:\n      - type: custom-response\n        config:\n          status_code: 200\n          content: hello from the cloud\n',
+      );
+    await page.getByText('The engine accepts this policy.').waitFor();
+    await page.getByRole('button', { name: 'Create cloud endpoint' }).click();
+    const row = page.getByRole('row', { name: /cloud\.sitea\.example\.test/ });
+    await row.waitFor();
+    expect(await row.textContent()).toContain('cloud door');
+    await shot('endpoints');
+
+    const listed = await api('/endpoints');
+    const cloud = listed.body.endpoints.find((e: { type: string }) => e.type === 'cloud');
+    expect(cloud.url).toBe(url);
+    expect(cloud.traffic_policy).toContain('custom-response');
+    const served = await curl([
+      `http://127.0.0.1:${ports.http}/`,
+      '-H',
+      'Host: cloud.sitea.example.test',
+    ]);
+    expect(served.text).toContain('hello from the cloud');
+
+    await page.getByRole('button', { name: `Delete endpoint ${url}` }).click();
+    await page.getByRole('button', { name: `Really delete endpoint ${url}` }).click();
+    await row.waitFor({ state: 'detached' });
+    const after = await api('/endpoints');
+    expect(after.body.endpoints.some((e: { type: string }) => e.type === 'cloud')).toBe(false);
+  });
+
   it('stops the agent from the page', async () => {
     await open('Agents');
     const exited = once(agent!, 'exit');
     await page.getByRole('button', { name: /^Stop agent ts_/ }).click();
     await exited;
     await page.getByText('No agent is connected').waitFor();
+  });
+
+  it('creates failover, weighted and static backends', async () => {
+    await open('Backends');
+    await page.getByRole('radio', { name: 'Static address' }).check();
+    await page.getByLabel('Address', { exact: true }).fill('web.internal:8443');
+    await page.getByRole('checkbox', { name: 'Connect with TLS' }).check();
+    await page.getByLabel('Description').fill('static web');
+    await page.getByRole('button', { name: 'Create static backend' }).click();
+    await page.locator('code', { hasText: 'web.internal:8443' }).waitFor();
+
+    await page.getByRole('radio', { name: 'Failover' }).check();
+    await page.getByRole('checkbox', { name: 'Tunnel group: app=ssh', exact: true }).check();
+    await page.getByRole('checkbox', { name: 'Static address: static web', exact: true }).check();
+    await page.getByLabel('Description').fill('ha');
+    await page.getByRole('button', { name: 'Create failover backend' }).click();
+    await page.getByRole('region', { name: 'Failover backends' }).waitFor();
+
+    await page.getByRole('radio', { name: 'Weighted' }).check();
+    await page.getByLabel('Weight of Tunnel group: app=ssh').fill('90');
+    await page.getByLabel('Weight of Static address: static web').fill('10');
+    await page.getByLabel('Description').fill('split');
+    await page.getByRole('button', { name: 'Create weighted backend' }).click();
+    await page.getByRole('region', { name: 'Weighted backends' }).waitFor();
+    await shot('backends-kinds');
+
+    const statics = (await api('/backends/static')).body.backends;
+    expect(statics[0]).toMatchObject({ address: 'web.internal:8443', tls: { enabled: true } });
+    const group = (await api('/backends/tunnel_group')).body.backends[0].id as string;
+    const failover = (await api('/backends/failover')).body.backends[0];
+    expect(failover.backends).toEqual([group, statics[0].id]);
+    const weighted = (await api('/backends/weighted')).body.backends[0];
+    expect(weighted.backends).toEqual({ [group]: 90, [statics[0].id]: 10 });
+  });
+
+  it('uploads a TLS certificate (its key never shown back) and switches a domain between it and a managed one', async () => {
+    const name = 'secure.example.test';
+    const maker = certificateMaker();
+    const chain = maker.make(`/CN=${name}`, [`subjectAltName=DNS:${name}`]);
+    const key = maker.lastKey();
+    maker.cleanup();
+
+    await open('Reserved domains');
+    await page.getByLabel('Domain', { exact: true }).fill(name);
+    await page.getByRole('button', { name: 'Reserve domain' }).click();
+    const card = page.getByRole('region', { name, exact: true });
+    await card.waitFor();
+    const choice = card.getByLabel(`Certificate for ${name}`, { exact: true });
+    expect(await choice.inputValue()).toBe('managed');
+
+    await page.getByLabel('Certificate name').fill('bought');
+    await page.getByLabel('Certificate chain (PEM)').fill(chain);
+    await page.getByLabel('Private key (PEM)').fill(key);
+    await page.getByRole('button', { name: 'Upload certificate' }).click();
+    await page.getByRole('cell', { name: 'bought', exact: true }).waitFor();
+    expect(await page.getByLabel('Private key (PEM)').inputValue()).toBe('');
+    const keyBody = key.split('\n')[1]!;
+    expect(await page.content()).not.toContain(keyBody);
+    const certs = await api('/tls_certificates');
+    expect(certs.text).not.toContain(keyBody);
+    const certId = certs.body.tls_certificates[0].id as string;
+
+    await choice.selectOption(certId);
+    await card.getByRole('button', { name: `Use this certificate for ${name}` }).click();
+    await card.getByTestId('certificate-ref').filter({ hasText: certId }).waitFor();
+    expect(await card.getByTestId('certificate-status').textContent()).toContain(
+      'Uploaded certificate',
+    );
+    await shot('reserved-domains-certificates');
+    const uploaded = (await api('/reserved_domains')).body.reserved_domains.find(
+      (d: { domain: string }) => d.domain === name,
+    );
+    expect(uploaded.certificate.id).toBe(certId);
+    expect(uploaded.certificate_management_policy).toBeNull();
+
+    await choice.selectOption('managed');
+    await card.getByRole('button', { name: `Use this certificate for ${name}` }).click();
+    await card.getByTestId('certificate-ref').filter({ hasText: 'none yet' }).waitFor();
+    const managed = (await api('/reserved_domains')).body.reserved_domains.find(
+      (d: { domain: string }) => d.domain === name,
+    );
+    expect(managed.certificate_management_policy.authority).toBe('letsencrypt');
+  });
+
+  it("edits a TLS edge's TLS termination and mutual TLS, with a CA uploaded and deleted there", async () => {
+    const maker = certificateMaker();
+    const caPem = maker.make('/CN=Dashboard Client CA', CA_EXTENSIONS);
+    maker.cleanup();
+
+    await open('Edges');
+    const cas = page.getByRole('region', { name: 'Certificate authorities' });
+    await cas.getByLabel('CA name').fill('client CA');
+    await cas.getByLabel('CA certificate (PEM)').fill(caPem);
+    await cas.getByRole('button', { name: 'Upload certificate authority' }).click();
+    await cas.getByRole('cell', { name: 'client CA', exact: true }).waitFor();
+
+    await page.getByRole('radio', { name: 'TLS' }).check();
+    await page.getByLabel('Description').fill('acme tls edge');
+    await page.getByLabel('Host names with port').fill(`secure.example.test:${ports.https}`);
+    await page.getByRole('button', { name: 'Create edge' }).click();
+    const edge = page.getByRole('region', { name: 'TLS edge acme tls edge' });
+    await edge.waitFor();
+
+    await edge.getByRole('button', { name: 'Edit TLS termination' }).click();
+    await edge.getByLabel('Terminate at').selectOption('edge');
+    await edge.getByLabel('Minimum TLS version').selectOption('1.3');
+    await edge.getByRole('button', { name: 'Save TLS termination' }).click();
+    await edge
+      .getByTestId('tls-termination')
+      .filter({ hasText: 'At the edge, TLS ≥ 1.3' })
+      .waitFor();
+
+    await edge.getByRole('button', { name: 'Edit mutual TLS' }).click();
+    await edge.getByRole('checkbox', { name: 'client CA' }).check();
+    await edge.getByRole('button', { name: 'Save mutual TLS' }).click();
+    await edge.getByTestId('mutual-tls').filter({ hasText: 'client CA' }).waitFor();
+    await shot('edges-tls');
+
+    const saved = (await api('/edges/tls')).body.tls_edges[0];
+    expect(saved.tls_termination).toMatchObject({ terminate_at: 'edge', min_version: '1.3' });
+    expect(saved.mutual_tls.certificate_authorities[0].id).toMatch(/^ca_/);
+
+    // A CA still in use is kept, with the API's message.
+    await cas
+      .getByRole('button', { name: 'Delete certificate authority client CA', exact: true })
+      .click();
+    await cas
+      .getByRole('button', { name: 'Really delete certificate authority client CA' })
+      .click();
+    await expect(cas.getByRole('alert').textContent()).resolves.toContain('ERR_NGROK_7401');
+
+    await edge.getByRole('button', { name: 'Edit mutual TLS' }).click();
+    await edge.getByRole('button', { name: 'Turn off mutual TLS' }).click();
+    await edge.getByText('Off: clients need no certificate.').waitFor();
+    // The refused delete still asks; now it goes through.
+    await cas
+      .getByRole('button', { name: 'Really delete certificate authority client CA' })
+      .click();
+    await cas.getByText('No certificate authorities yet').waitFor();
+    expect((await api('/edges/tls')).body.tls_edges[0].mutual_tls).toBeNull();
   });
 
   it('works at phone width and in dark mode', async () => {

@@ -2,6 +2,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { refusalOf } from './support/ngrok-agents.js';
 import type { OnlineTunnel } from '../src/edge/tunnel-registry.js';
 import { startTestAgentEdge, type TestAgentEdge } from '../src/test-support/agent-edge.js';
 import { edgeFixtures } from '../src/test-support/edge-fixtures.js';
@@ -23,16 +24,6 @@ async function request(tunnel: OnlineTunnel, path: string): Promise<string> {
   });
   stream.end(`GET ${path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`);
   return String(await readAll(stream));
-}
-
-/** What a rejected promise was rejected with (ngrok errors carry `errorCode`). */
-async function failure(p: Promise<unknown>): Promise<{ errorCode?: string; message: string }> {
-  try {
-    await p;
-  } catch (err) {
-    return err as { errorCode?: string; message: string };
-  }
-  throw new Error('expected a refusal');
 }
 
 describe.each(DATABASE_KINDS)('@ngrok/ngrok against the agent listener (%s)', (kind) => {
@@ -109,23 +100,23 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against the agent listener (%s)', (k
 
   it('surfaces refusals with their errorCode', async () => {
     const revoked = `${'A'.repeat(27)}_${'b'.repeat(32)}`;
-    expect((await failure(builder('garbage').connect())).errorCode).toBe('ERR_NGROK_105');
-    expect((await failure(builder(revoked).connect())).errorCode).toBe('ERR_NGROK_107');
+    expect((await refusalOf(builder('garbage').connect())).errorCode).toBe('ERR_NGROK_105');
+    expect((await refusalOf(builder(revoked).connect())).errorCode).toBe('ERR_NGROK_107');
     const bot = await edge.repos.botUsers.create({ name: `off-${kind}`, active: false });
-    const inactive = await failure(builder(await edge.token({ owner_id: bot.id })).connect());
+    const inactive = await refusalOf(builder(await edge.token({ owner_id: bot.id })).connect());
     expect(inactive.errorCode).toBe('ERR_NGROK_636');
 
     const confined = await connect(await edge.token({ acl: ['bind:*.sitea.example.com'] }));
-    const acl = await failure(confined.httpEndpoint().domain('app.example.com').listen());
+    const acl = await refusalOf(confined.httpEndpoint().domain('app.example.com').listen());
     expect(acl.errorCode).toBe('ERR_NGROK_316');
     const open = await connect(await edge.token());
-    const notReserved = await failure(open.httpEndpoint().domain('x.example.org').listen());
+    const notReserved = await refusalOf(open.httpEndpoint().domain('x.example.org').listen());
     expect(notReserved.errorCode).toBe('ERR_NGROK_319');
-    const oidc = await failure(
+    const oidc = await refusalOf(
       open.httpEndpoint().oidc('https://id.example.com', 'client', 'secret').listen(),
     );
     expect(oidc.message).toMatch(/OIDC is not supported/);
-    const policy = await failure(
+    const policy = await refusalOf(
       open
         .httpEndpoint()
         .trafficPolicy('{"on_http_request":[{"actions":[{"type":"teleport"}]}]}')

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
@@ -29,12 +28,8 @@ import {
   ingressCurl,
   type EdgePorts,
 } from './support/edge-listeners.js';
-import {
-  createApiKey,
-  REPO_ROOT,
-  startBurrowServer,
-  type BurrowServer,
-} from './support/server-process.js';
+import { refusalOf, spawnNgrokAgent } from './support/ngrok-agents.js';
+import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
 
 /**
  * The unmodified @ngrok/ngrok package (ngrok-rust inside) against a real `burrow server` process
@@ -42,16 +37,6 @@ import {
  * endpoint, a reconnect over a cut TCP connection, refusals with their codes, keep-alive through
  * the tunnel, metrics, logs, error pages, an agent killed mid-request and a SIGTERM drain.
  */
-
-/** What a rejected promise was rejected with (ngrok errors carry `errorCode`). */
-async function failure(p: Promise<unknown>): Promise<{ errorCode?: string; message: string }> {
-  try {
-    await p;
-  } catch (err) {
-    return err as { errorCode?: string; message: string };
-  }
-  throw new Error('expected a refusal');
-}
 
 /** One GET on 127.0.0.1:`port` with a Host header, through `agent`; says whether it reused a connection. */
 function get(
@@ -87,24 +72,6 @@ function get(
 function metric(text: string, series: string): number | undefined {
   const line = text.split('\n').find((l) => l.startsWith(`${series} `));
   return line === undefined ? undefined : Number(line.slice(series.length + 1));
-}
-
-/** An @ngrok/ngrok agent in its own process, forwarding a random https URL to `to`. */
-async function agentProcess(env: { ADDR: string; CA: string; TOKEN: string; TO: string }) {
-  const script = `
-    const { default: ngrok } = await import('@ngrok/ngrok');
-    const session = await new ngrok.SessionBuilder().serverAddr(process.env.ADDR)
-      .caCert(Buffer.from(process.env.CA)).authtoken(process.env.TOKEN).connect();
-    const listener = await session.httpEndpoint().listenAndForward(process.env.TO);
-    console.log(listener.url());
-    setInterval(() => undefined, 60_000);`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const [line] = (await once(child.stdout.setEncoding('utf8'), 'data')) as [string];
-  return { child, url: line.trim() };
 }
 
 describe.each(DATABASE_KINDS)('@ngrok/ngrok against a burrow server process (%s)', (kind) => {
@@ -269,23 +236,23 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against a burrow server process (%s)
   });
 
   it('refuses with the errorCode of each case', async () => {
-    expect((await failure(builder('not-a-token').connect())).errorCode).toBe('ERR_NGROK_105');
+    expect((await refusalOf(builder('not-a-token').connect())).errorCode).toBe('ERR_NGROK_105');
     const revoked = await api.post('/credentials', {});
     tokens.push(revoked.body.token as string);
     expect((await api.delete(`/credentials/${revoked.body.id}`)).status).toBe(204);
-    expect((await failure(builder(revoked.body.token as string).connect())).errorCode).toBe(
+    expect((await refusalOf(builder(revoked.body.token as string).connect())).errorCode).toBe(
       'ERR_NGROK_107',
     );
     const bot = await api.post('/bot_users', { name: `inactive-${kind}`, active: false });
     expect(bot.status, bot.text).toBe(201);
-    const inactive = await failure(builder(await token({ owner_id: bot.body.id })).connect());
+    const inactive = await refusalOf(builder(await token({ owner_id: bot.body.id })).connect());
     expect(inactive.errorCode).toBe('ERR_NGROK_636');
 
     const confined = await connect(await token({ acl: ['bind:*.mine.example.com'] }));
-    const acl = await failure(confined.httpEndpoint().domain('other.example.com').listen());
+    const acl = await refusalOf(confined.httpEndpoint().domain('other.example.com').listen());
     expect(acl.errorCode).toBe('ERR_NGROK_316');
     const open = await connect();
-    const notReserved = await failure(open.httpEndpoint().domain('free.example.org').listen());
+    const notReserved = await refusalOf(open.httpEndpoint().domain('free.example.org').listen());
     expect(notReserved.errorCode).toBe('ERR_NGROK_319');
     expect(notReserved.message).toContain('free.example.org');
   });
@@ -350,11 +317,11 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against a burrow server process (%s)
   });
 
   it('answers 502 at once when the agent dies mid-request, then 404', async () => {
-    const agent = await agentProcess({
-      ADDR: `127.0.0.1:${ports.agent}`,
-      CA: caPem,
-      TOKEN: await token(),
-      TO: `http://127.0.0.1:${web.port}`,
+    const agent = await spawnNgrokAgent({
+      addr: `127.0.0.1:${ports.agent}`,
+      ca: caPem,
+      token: await token(),
+      to: `http://127.0.0.1:${web.port}`,
     });
     try {
       expect(await curlUrl(agent.url, '/alive')).toMatchObject({ status: 200 });

@@ -1,10 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
 import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
+import { spawnNgrokAgent, type NgrokAgent } from './support/ngrok-agents.js';
 import { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,
@@ -13,12 +12,7 @@ import {
   ingressCurl,
   type EdgePorts,
 } from './support/edge-listeners.js';
-import {
-  createApiKey,
-  REPO_ROOT,
-  startBurrowServer,
-  type BurrowServer,
-} from './support/server-process.js';
+import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
 
 /**
  * Revocation that bites, with real processes: two `burrow server --role all` on one PostgreSQL,
@@ -36,52 +30,25 @@ async function until(check: () => boolean | Promise<boolean>, ms: number): Promi
   }
 }
 
-interface AgentProcess {
-  child: ChildProcess;
-  url: string;
-  /** Lines the agent printed after its URL (disconnection reports). */
-  lines: string[];
-}
-
-async function agentProcess(env: { ADDR: string; CA: string; TOKEN: string; TO: string }) {
-  const script = `
-    const { default: ngrok } = await import('@ngrok/ngrok');
-    const session = await new ngrok.SessionBuilder().serverAddr(process.env.ADDR)
-      .caCert(Buffer.from(process.env.CA)).authtoken(process.env.TOKEN)
-      .handleDisconnection((addr, err) => { console.log('disconnected ' + err); return true; })
-      .connect();
-    const listener = await session.httpEndpoint().listenAndForward(process.env.TO);
-    console.log(listener.url());
-    setInterval(() => undefined, 60_000);`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const out = child.stdout.setEncoding('utf8');
-  const [first] = (await once(out, 'data')) as [string];
-  const agent: AgentProcess = { child, url: first.trim().split('\n')[0]!, lines: [] };
-  out.on('data', (d: string) => agent.lines.push(...d.trim().split('\n')));
-  return agent;
-}
-
 describe('revocation across two server processes on one PostgreSQL', () => {
   let db: TestDatabase;
   const servers: BurrowServer[] = [];
   const ports: EdgePorts[] = [];
   const apis: CurlApi[] = [];
-  const agents: AgentProcess[] = [];
+  const agents: NgrokAgent[] = [];
   let caPem: string;
   let web: LocalServer;
 
   /** An agent on server `i` with a new authtoken (body: credential fields). */
-  async function agentOn(i: number, body: object = {}): Promise<AgentProcess> {
+  async function agentOn(i: number, body: object = {}): Promise<NgrokAgent> {
     const token = await createAuthtoken(apis[0]!, body);
-    const agent = await agentProcess({
-      ADDR: `127.0.0.1:${ports[i]!.agent}`,
-      CA: caPem,
-      TOKEN: token,
-      TO: `http://127.0.0.1:${web.port}`,
+    const agent = await spawnNgrokAgent({
+      addr: `127.0.0.1:${ports[i]!.agent}`,
+      ca: caPem,
+      token,
+      to: `http://127.0.0.1:${web.port}`,
+      // Reports each disconnection on stdout, for the test to wait on.
+      session: `.handleDisconnection((addr, err) => { console.log('disconnected ' + err); return true; })`,
     });
     agents.push(agent);
     return agent;

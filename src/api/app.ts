@@ -2,7 +2,7 @@ import swagger from '@fastify/swagger';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { Logger } from '../core/logger.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
-import { CODES, BurrowError } from '../core/errors.js';
+import { CODES, BurrowError, ValidationError } from '../core/errors.js';
 import type { Repositories } from '../store/index.js';
 import { apiKeyRoutes } from './api-keys.js';
 import { installAuth } from './auth.js';
@@ -26,7 +26,8 @@ import { policyEventRoutes } from './policy-events.js';
 import { reservedAddrRoutes } from './reserved-addrs.js';
 import { reservedDomainRoutes } from './reserved-domains.js';
 import { NOTHING_ONLINE, type ApiContext, type OnlineState } from './context.js';
-import { installErrorHandlers } from './error-handler.js';
+import { fieldPath, installErrorHandlers } from './error-handler.js';
+import { deeperThan } from './json-depth.js';
 import { SCHEMA_KEYWORDS } from './schemas.js';
 import { installRevocationNotice } from './revocation-notice.js';
 import { refuseUnstorableStrings } from './storable-input.js';
@@ -41,6 +42,10 @@ export interface ApiOptions {
   online?: OnlineState | undefined;
   /** Prometheus text for `GET /metrics` (served without key or version header); absent: no route. */
   metrics?: (() => string) | undefined;
+  /** Body size and JSON depth (`--api-max-body-bytes`, `--api-max-json-depth`); default 1 MiB / 64. */
+  limits?: { maxBodyBytes: number; maxJsonDepth: number } | undefined;
+  /** Told of each refusal for a limit (client IP, metric label): counted and logged once a minute. */
+  refused?: ((ip: string, limit: string) => void) | undefined;
 }
 
 /** Route plugins, one per resource, in the order they appear in the API description. */
@@ -61,16 +66,17 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
   auditEventRoutes,
 ];
 
-const BODY_LIMIT = 1024 * 1024;
+const DEFAULT_API_LIMITS = { maxBodyBytes: 1024 * 1024, maxJsonDepth: 64 };
 
 /**
  * The management API as a Fastify app, not yet listening.
  * @example const app = await buildApi({ repos, publicApiUrl: 'http://127.0.0.1:4000', rateLimit: { max: 0, windowSeconds: 60 } });
  */
 export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
+  const { maxBodyBytes, maxJsonDepth } = options.limits ?? DEFAULT_API_LIMITS;
   const app: FastifyInstance = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger | undefined,
-    bodyLimit: BODY_LIMIT,
+    bodyLimit: maxBodyBytes,
     genReqId: () => newId(ID_PREFIX.operation),
     // Errors of the router and of Node's HTTP parser, and requests that arrive while the server
     // closes, get the same body and Operation-Id header as every other error (transport-errors.ts).
@@ -101,6 +107,9 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     void reply.header('Ngrok-Operation-Id', request.operationId);
   });
   installErrorHandlers(app);
+  app.addHook('onError', async (request, _reply, err) => {
+    if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') options.refused?.(request.ip, 'api_body_bytes');
+  });
   installClosingGuard(app);
   installAuth(app, options.repos.apiKeys, options.rateLimit, sessionAuth(options.repos.users));
   refuseUnstorableStrings(app);
@@ -112,12 +121,13 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(
     'application/json',
-    { parseAs: 'string', bodyLimit: BODY_LIMIT },
-    (_req, body, done) => {
+    { parseAs: 'string', bodyLimit: maxBodyBytes },
+    (req, body, done) => {
       const text = String(body);
       if (text.trim() === '') return done(null, {});
+      let parsed: unknown;
       try {
-        done(null, JSON.parse(text));
+        parsed = JSON.parse(text);
       } catch (err) {
         done(
           new BurrowError(
@@ -127,7 +137,23 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
           ),
           undefined,
         );
+        return;
       }
+      // Before schema validation and every other walk of the body: a deep body costs them all.
+      const deep = deeperThan(parsed, maxJsonDepth);
+      if (deep) {
+        options.refused?.(req.ip, 'api_json_depth');
+        const field = fieldPath(deep);
+        return done(
+          new ValidationError(
+            CODES.invalidValue,
+            field,
+            `nested deeper than ${maxJsonDepth} levels of objects and arrays (the server's --api-max-json-depth)`,
+          ),
+          undefined,
+        );
+      }
+      done(null, parsed);
     },
   );
   app.addHook('preValidation', async (request) => {

@@ -182,7 +182,8 @@ function frameworkError(err: FastifyError, request: FastifyRequest): BurrowError
       return new BurrowError(
         CODES.unreadableBody,
         413,
-        'The request body is too large (limit 1 MiB).',
+        `The request body is too large: the limit is ${request.routeOptions.bodyLimit} bytes (the server's --api-max-body-bytes).`,
+        { field: 'body', rule: `at most ${request.routeOptions.bodyLimit} bytes` },
       );
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':

@@ -7,6 +7,7 @@ import { splitHostPort } from '../core/hostname.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { buildApi } from '../api/app.js';
 import { onlineStateOf } from '../api/online.js';
+import { RefusalLog } from '../edge/connection-gate.js';
 import { startEdge, type Edge } from '../edge/edge.js';
 import { validatePolicy } from '../policy/validate.js';
 import { announceDashboardSetup } from './dashboard-setup.js';
@@ -111,11 +112,19 @@ export async function startServer(
       const port = askedPort === 0 ? await freePort(host) : askedPort;
       const listenHost = host.includes(':') ? `[${host}]` : host;
       const explicitUrl = config.publicApiUrl !== `http://${config.apiListen}`;
+      const apiLogger = logger.child({ component: 'api' });
+      // Counted in the edge's /metrics when this process runs one; logged either way.
+      const apiRefusals = new RefusalLog(apiLogger, edge?.metrics);
       api = await buildApi({
         repos,
         publicApiUrl: explicitUrl ? config.publicApiUrl : `http://${listenHost}:${port}`,
         rateLimit: config.apiRateLimit,
-        logger: logger.child({ component: 'api' }),
+        logger: apiLogger,
+        limits: {
+          maxBodyBytes: config.limits.apiMaxBodyBytes,
+          maxJsonDepth: config.limits.apiMaxJsonDepth,
+        },
+        refused: (ip, limit) => apiRefusals.refused(ip, limit),
         online: edge
           ? {
               ...onlineStateOf(edge.registry),

@@ -25,8 +25,22 @@ export interface ServerLimits {
   agentAuthTimeoutMs: number;
   /** Agents: sessions one credential may hold at once. */
   agentMaxSessionsPerCredential: number;
-  /** Public ingress: 1 = every connection starts with a PROXY protocol v1/v2 header (opt-in). */
+  /** Public ingress (HTTP, HTTPS, TCP ports): 1 = a PROXY v1/v2 header first (opt-in). */
   ingressProxyProtocol: number;
+  /** Agent listener: 1 = every connection starts with a PROXY v1/v2 header (opt-in). */
+  agentProxyProtocol: number;
+  /** Agents: streams the agent may hold open at once in one session (RST beyond). */
+  agentMaxStreamsPerSession: number;
+  /** Agents: tunnels (binds) online at once in one session (ERR_NGROK_324 beyond). */
+  agentMaxTunnelsPerSession: number;
+  /** Agents: bytes of the largest muxado DATA frame accepted (GOAWAY FrameSize beyond). */
+  agentMaxFrameBytes: number;
+  /** Agents: bytes of one RPC request (Bind, Unbind, …) accepted. */
+  agentMaxRpcBytes: number;
+  /** API: bytes of a request body (413 beyond). */
+  apiMaxBodyBytes: number;
+  /** API: nesting depth of a JSON body (400 beyond). */
+  apiMaxJsonDepth: number;
 }
 
 /** One limit option: flag/config name, the field it sets, its default, and its bounds. */
@@ -136,10 +150,68 @@ export const LIMIT_OPTIONS: readonly LimitSpec[] = [
     name: 'ingress-proxy-protocol',
     field: 'ingressProxyProtocol',
     description:
-      '1: HTTP and HTTPS ingress connections must start with a PROXY protocol v1/v2 header (behind a load balancer), others are closed; 0: off',
+      '1: HTTP, HTTPS and TCP endpoint connections must start with a PROXY protocol v1/v2 header (behind a load balancer), others are closed; 0: off',
     default: '0',
     min: 0,
     max: 1,
+  },
+  {
+    name: 'agent-proxy-protocol',
+    field: 'agentProxyProtocol',
+    description:
+      '1: agent connections must start with a PROXY protocol v1/v2 header (behind a load balancer), others are closed; 0: off',
+    default: '0',
+    min: 0,
+    max: 1,
+  },
+  {
+    name: 'agent-max-streams-per-session',
+    field: 'agentMaxStreamsPerSession',
+    description: 'streams an agent may hold open at once in one session (RST StreamRefused beyond)',
+    default: '1024',
+    min: 8,
+    max: 1_000_000,
+  },
+  {
+    name: 'agent-max-tunnels-per-session',
+    field: 'agentMaxTunnelsPerSession',
+    description: 'tunnels (binds) online at once in one agent session (ERR_NGROK_324 beyond)',
+    default: '1000',
+    min: 1,
+    max: 1_000_000,
+  },
+  {
+    name: 'agent-max-frame-bytes',
+    field: 'agentMaxFrameBytes',
+    description:
+      'largest muxado DATA frame accepted from an agent (GOAWAY FrameSize beyond; the header allows 16 MiB)',
+    default: String(4 * 1024 * 1024),
+    min: 16 * 1024,
+    max: 0xffffff,
+  },
+  {
+    name: 'agent-max-rpc-bytes',
+    field: 'agentMaxRpcBytes',
+    description: 'bytes of one agent RPC request (Bind, Unbind, …); larger ones are refused',
+    default: String(1024 * 1024),
+    min: 4096,
+    max: 64 * 1024 * 1024,
+  },
+  {
+    name: 'api-max-body-bytes',
+    field: 'apiMaxBodyBytes',
+    description: 'bytes of an API request body (413 beyond)',
+    default: String(1024 * 1024),
+    min: 1024,
+    max: 64 * 1024 * 1024,
+  },
+  {
+    name: 'api-max-json-depth',
+    field: 'apiMaxJsonDepth',
+    description: 'nesting depth of an API JSON body (400 beyond)',
+    default: '64',
+    min: 4,
+    max: 10_000,
   },
 ];
 

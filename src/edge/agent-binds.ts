@@ -4,7 +4,7 @@ import { refusals, type AgentError } from './agent-errors.js';
 import { serveRpc, type RpcServing } from './agent-rpc.js';
 import { AgentTunnel, type TunnelHost } from './agent-tunnel.js';
 import type { Binder, BindPlan, BindPolicy } from './bind-policy.js';
-import { checkBindLimits } from './bind-limits.js';
+import { BIND_LIMITS, checkBindLimits } from './bind-limits.js';
 import { isSet } from './bind-options.js';
 import { legacyPolicyText } from './bind-traffic-policy.js';
 import { optionRulesOf, type EndpointPolicies } from './endpoint-policy.js';
@@ -35,6 +35,8 @@ export interface BindServices {
   policies: EndpointPolicies;
   keys: ResumptionKeys;
   serving: RpcServing;
+  /** Tunnels online at once per session (`--agent-max-tunnels-per-session`). */
+  maxTunnelsPerSession?: number | undefined;
   /** Asks the store whether the credential still stands, so no bind succeeds after revocation. */
   revocation?: { refusal(credentialId: string): Promise<AgentError | undefined> } | undefined;
 }
@@ -46,7 +48,10 @@ async function standingBinder(
   text: { metadata: string; forwardsTo: string },
 ): Promise<Binder> {
   const binder = binderOf(host);
-  checkBindLimits(host.liveTunnelCount(), text);
+  const live = host.liveTunnelCount();
+  const max = s.maxTunnelsPerSession ?? BIND_LIMITS.maxTunnelsPerSession;
+  if (live >= max) s.serving.refused?.('agent_tunnels_per_session');
+  checkBindLimits(live, text, max);
   const refused = await s.revocation?.refusal(binder.credentialId);
   if (refused) throw refused;
   return binder;

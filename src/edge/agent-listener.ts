@@ -13,6 +13,7 @@ import { EndpointPolicies, type EndpointPolicyEvents } from './endpoint-policy.j
 import type { AgentCertificatePicker } from './agent-listener-certificates.js';
 import { gateConnections, RefusalLog } from './connection-gate.js';
 import { enforceHandshakeDeadline } from './handshake-deadline.js';
+import { proxyProtocolFront } from './proxy-protocol-front.js';
 import type { EdgeMetrics } from './metrics.js';
 import { RevocationWatch } from './revocation.js';
 import { ResumptionKeys } from './session-resumption.js';
@@ -45,6 +46,11 @@ export interface AgentListenerOptions {
   maxConnections?: { total: number; perIp: number } | undefined;
   /** TLS handshake deadline (`--tls-handshake-timeout-ms`); default the Auth timeout. */
   handshakeTimeoutMs?: number | undefined;
+  /**
+   * `--agent-proxy-protocol 1`: every connection starts with a PROXY v1/v2 header (behind a load
+   * balancer); sessions, per-IP limits and logs see the client address it names.
+   */
+  proxyProtocol?: boolean | undefined;
 }
 
 /** A running agent listener. */
@@ -120,6 +126,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     ipPolicyRules: (ids) => options.repos.ipPolicies.rulesFor(ids),
   });
   const live = new Set<AgentSession>();
+  const refusalLog = new RefusalLog(logger, options.metrics);
   const revocation = new RevocationWatch({
     repos: options.repos,
     sessions: () => live,
@@ -139,6 +146,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     policies,
     serving: { logger, metrics: options.metrics, timeoutMs: limits.rpcTimeoutMs },
     revocation,
+    refusals: refusalLog,
   };
 
   const server = tls.createServer({
@@ -152,12 +160,16 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
   enforceHandshakeDeadline(server, options.handshakeTimeoutMs ?? limits.authTimeoutMs, logger);
   if (options.maxConnections) {
     const { total, perIp } = options.maxConnections;
-    gateConnections(
-      server,
-      { name: 'agent', maxTotal: total, maxPerIp: perIp },
-      new RefusalLog(logger, options.metrics),
-    );
+    gateConnections(server, { name: 'agent', maxTotal: total, maxPerIp: perIp }, refusalLog);
   }
+  // The header is read before the TLS server sees the socket, so the gate counts the real client.
+  const listener = options.proxyProtocol
+    ? proxyProtocolFront(server, {
+        timeoutMs: options.handshakeTimeoutMs ?? limits.authTimeoutMs,
+        onRefused: (peer) => refusalLog.refused(peer, 'agent_proxy_protocol'),
+        handOverPaused: true,
+      })
+    : server;
   server.on('secureConnection', (socket: tls.TLSSocket) => {
     const session = new AgentSession(socket, ctx);
     live.add(session);
@@ -168,9 +180,9 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
   const renewal = renewServerCertificate(server, cert, obtain, { logger });
   revocation.start();
 
-  server.listen(Number(hp[2]), host);
+  listener.listen(Number(hp[2]), host);
   try {
-    await once(server, 'listening');
+    await once(listener, 'listening');
   } catch (err) {
     renewal.stop();
     revocation.stop();
@@ -178,14 +190,14 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     policies.close();
     throw err;
   }
-  const port = (server.address() as AddressInfo).port;
+  const port = (listener.address() as AddressInfo).port;
   const address = `${listenHost}:${port}`;
   logger.info({ address, certificate: cert.source }, 'agent listener ready');
 
   let closing: Promise<void> | undefined;
   let stopped: Promise<void> | undefined;
   const stopAccepting = (): Promise<void> =>
-    (stopped ??= new Promise<void>((resolve) => server.close(() => resolve())));
+    (stopped ??= new Promise<void>((resolve) => listener.close(() => resolve())));
   const drain = async (message = 'the edge is shutting down; reconnect', graceMs = 5000) => {
     void stopAccepting();
     const ended = [...live].map((s) => s.mux.wait());

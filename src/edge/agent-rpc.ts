@@ -17,6 +17,10 @@ export interface RpcServing {
   logger: Logger;
   metrics: EdgeMetrics;
   timeoutMs: number;
+  /** Bytes of one request (`--agent-max-rpc-bytes`); default MAX_RPC_BYTES. */
+  maxBytes?: number | undefined;
+  /** Told of a refusal for going over a limit (metric label), to count and log it per client. */
+  refused?: ((limit: string) => void) | undefined;
 }
 
 /** The refusal for an unexpected failure: the agent learns nothing internal, the log does. */
@@ -41,7 +45,7 @@ export async function serveRpc<K extends MessageName>(
   serving: RpcServing,
   handle: (request: MessageTypes[K]) => Promise<object>,
   failure: (err: AgentError, request: MessageTypes[K] | undefined) => object,
-  maxBytes: number = MAX_RPC_BYTES,
+  maxBytes: number = serving.maxBytes ?? MAX_RPC_BYTES,
 ): Promise<{ ok: boolean; error?: AgentError }> {
   stream.on('error', () => {
     // A reset stream is the agent's business; the session reports its own failure.
@@ -55,6 +59,10 @@ export async function serveRpc<K extends MessageName>(
     writeReply(stream, await handle(request));
     return { ok: true };
   } catch (err) {
+    // The scanner's RangeError for an object past maxBytes (depth has its own message).
+    if (request === undefined && err instanceof RangeError && /longer than/.test(err.message)) {
+      serving.refused?.('agent_rpc_bytes');
+    }
     const error =
       err instanceof AgentError
         ? err

@@ -30,6 +30,7 @@ import { AgentError, refusals } from './agent-errors.js';
 import { refuseRpc, serveRpc } from './agent-rpc.js';
 import { StreamLimiter, TunnelUnavailableError, type AgentTunnel } from './agent-tunnel.js';
 import type { Binder } from './bind-policy.js';
+import type { RefusalLog } from './connection-gate.js';
 import type { EdgeMetrics } from './metrics.js';
 import type { OnlineSession, OnlineTunnel } from './tunnel-registry.js';
 
@@ -52,6 +53,14 @@ export interface SessionLimits {
   heartbeatMaxMs: number;
   /** Sessions one credential may hold at once; Auth beyond is refused (ERR_NGROK_108). */
   maxSessionsPerCredential: number;
+  /** Streams the agent may hold open at once; more are refused with RST StreamRefused. */
+  maxStreamsPerSession: number;
+  /** Tunnels online at once; a Bind beyond is refused (ERR_NGROK_324). */
+  maxTunnelsPerSession: number;
+  /** Largest DATA frame accepted; a larger one ends the session (GOAWAY FrameSize). */
+  maxFrameBytes: number;
+  /** Bytes of one RPC request after Auth (Auth itself is held to MAX_AUTH_BYTES). */
+  maxRpcBytes: number;
 }
 
 export const DEFAULT_SESSION_LIMITS: SessionLimits = {
@@ -65,6 +74,10 @@ export const DEFAULT_SESSION_LIMITS: SessionLimits = {
   heartbeatMinMs: 100,
   heartbeatMaxMs: 10 * 60_000,
   maxSessionsPerCredential: 100,
+  maxStreamsPerSession: 1024,
+  maxTunnelsPerSession: 1000,
+  maxFrameBytes: 4 * 1024 * 1024,
+  maxRpcBytes: 1024 * 1024,
 };
 
 /** Heartbeat streams one authenticated session may open (agents open one). */
@@ -89,6 +102,8 @@ export interface AgentSessionContext extends BindServices {
   logger: Logger;
   limits: SessionLimits;
   region: string;
+  /** Counts each refusal in /metrics and logs it once per client per minute. */
+  refusals?: RefusalLog | undefined;
 }
 
 /**
@@ -126,17 +141,29 @@ export class AgentSession implements OnlineSession, BindHost {
   private authTimer: NodeJS.Timeout | undefined;
   private livenessTimer: NodeJS.Timeout | undefined;
   private takeoverTimer: NodeJS.Timeout | undefined;
+  /** The listener's services with this session's limits, and refusals counted against its IP. */
+  private readonly services: AgentSessionContext;
 
   constructor(
     socket: TLSSocket,
     private readonly ctx: AgentSessionContext,
   ) {
+    this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+    const refused = (limit: string): void => ctx.refusals?.refused(this.ip, limit);
     this.mux = new MuxSession(socket, {
       role: 'server',
       window: windowForAlpn(socket.alpnProtocol),
+      maxIncomingStreams: ctx.limits.maxStreamsPerSession,
+      maxIncomingFrameSize: ctx.limits.maxFrameBytes,
+      onLimit: (limit) =>
+        refused(limit === 'streams' ? 'agent_streams_per_session' : 'agent_frame_bytes'),
     });
+    this.services = {
+      ...ctx,
+      maxTunnelsPerSession: ctx.limits.maxTunnelsPerSession,
+      serving: { ...ctx.serving, maxBytes: ctx.limits.maxRpcBytes, refused },
+    };
     this.transport = socket.alpnProtocol === BURROW_ALPN ? BURROW_ALPN : 'ngrok/2';
-    this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
     this.region = ctx.region;
     const { maxProxyStreams, maxQueuedProxyStreams, proxyStreamWaitMs } = ctx.limits;
     this.limiter = new StreamLimiter(maxProxyStreams, maxQueuedProxyStreams, proxyStreamWaitMs);
@@ -277,7 +304,7 @@ export class AgentSession implements OnlineSession, BindHost {
       refuseRpc(stream, refusals.notAuthenticated(), this.ctx.serving);
       return;
     }
-    void handler(this, this.ctx, stream);
+    void handler(this, this.services, stream);
   }
 
   private async serveAuth(stream: MuxStream): Promise<void> {
@@ -285,7 +312,7 @@ export class AgentSession implements OnlineSession, BindHost {
     const result = await serveRpc(
       stream,
       'Auth',
-      this.ctx.serving,
+      this.services.serving,
       async (auth) => {
         const ok = await authenticateAgent(auth, this.ctx);
         if (this.gone) throw new AgentError(undefined, 'session closed', 'closed');
@@ -293,7 +320,10 @@ export class AgentSession implements OnlineSession, BindHost {
           .listSessions()
           .filter((s) => s.credentialId === ok.credentialId).length;
         if (held >= this.ctx.limits.maxSessionsPerCredential) {
-          this.ctx.metrics.limitRefusals.with({ limit: 'agent_sessions_per_credential' }).inc();
+          if (this.ctx.refusals)
+            this.ctx.refusals.refused(this.ip, 'agent_sessions_per_credential');
+          else
+            this.ctx.metrics.limitRefusals.with({ limit: 'agent_sessions_per_credential' }).inc();
           throw refusals.tooManySessions(this.ctx.limits.maxSessionsPerCredential);
         }
         this.accept(ok, auth.ClientId);

@@ -3,7 +3,8 @@ import { AgentError, refusals } from './agent-errors.js';
 
 /** What one agent session may hold: each tunnel costs memory on the edge for as long as it lives. */
 export const BIND_LIMITS = {
-  /** Tunnels (endpoints and labeled tunnels) online at once per session. */
+  /** Tunnels (endpoints and labeled tunnels) online at once per session; the default of the
+   * `--agent-max-tunnels-per-session` option, which callers pass in. */
   maxTunnelsPerSession: 1000,
   /** Bytes of UTF-8 in a bind's Metadata, as the API allows for any resource's metadata. */
   maxMetadataBytes: 4096,
@@ -13,13 +14,14 @@ export const BIND_LIMITS = {
 
 /**
  * Refuse a bind that would take the session past its tunnel limit or that carries oversized text.
- * @example checkBindLimits(host.liveTunnelCount(), { metadata, forwardsTo });
+ * @example checkBindLimits(host.liveTunnelCount(), { metadata, forwardsTo }, 1000);
  */
 export function checkBindLimits(
   liveTunnels: number,
   text: { metadata: string; forwardsTo: string },
+  maxTunnelsPerSession: number = BIND_LIMITS.maxTunnelsPerSession,
 ): void {
-  const { maxTunnelsPerSession, maxMetadataBytes, maxForwardsToBytes } = BIND_LIMITS;
+  const { maxMetadataBytes, maxForwardsToBytes } = BIND_LIMITS;
   if (liveTunnels >= maxTunnelsPerSession) {
     throw new AgentError(
       CODES.bindTooManyTunnels,

@@ -146,7 +146,12 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       limits: {
         authTimeoutMs: config.limits.agentAuthTimeoutMs,
         maxSessionsPerCredential: config.limits.agentMaxSessionsPerCredential,
+        maxStreamsPerSession: config.limits.agentMaxStreamsPerSession,
+        maxTunnelsPerSession: config.limits.agentMaxTunnelsPerSession,
+        maxFrameBytes: config.limits.agentMaxFrameBytes,
+        maxRpcBytes: config.limits.agentMaxRpcBytes,
       },
+      proxyProtocol: config.limits.agentProxyProtocol === 1,
       handshakeTimeoutMs: config.limits.tlsHandshakeTimeoutMs,
       maxConnections: {
         total: config.limits.agentMaxConnections,

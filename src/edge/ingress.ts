@@ -3,7 +3,7 @@
  * `--https-listen`, and one port per TCP endpoint, all forwarding into online tunnels.
  */
 import { once } from 'node:events';
-import type { AddressInfo, Server } from 'node:net';
+import type { AddressInfo, Server, ServerOpts } from 'node:net';
 import type { Logger } from '../core/logger.js';
 import type { AcmeChallengeLookup } from './acme-http-challenge.js';
 import type { CertificateStore } from './certificate-store.js';
@@ -16,6 +16,7 @@ import { TcpIngress } from './tcp-ingress.js';
 import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
 import { DEFAULT_LIMITS, type ServerLimits } from '../core/limits.js';
 import { gateConnections, RefusalLog } from './connection-gate.js';
+import { answerParserErrors } from './http-parser-refusals.js';
 import { proxyProtocolFront } from './proxy-protocol-front.js';
 
 export interface IngressOptions {
@@ -111,26 +112,29 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   };
   gateConnections(http.server, gate, refusals);
   gateConnections(sni.server, gate, refusals);
+  answerParserErrors(http.server, refusals);
+  // Behind a load balancer: listen on a front that reads the PROXY header, then hands over.
+  const front = (server: Server, socketOptions?: ServerOpts): Server =>
+    limits.ingressProxyProtocol === 1
+      ? proxyProtocolFront(server, {
+          timeoutMs: limits.tlsHandshakeTimeoutMs,
+          onRefused: (peer) => refusals.refused(peer, 'ingress_proxy_protocol'),
+          socketOptions,
+        })
+      : server;
   const tcp = new TcpIngress({
     registry,
     meters,
     bindHost: options.tcpBindHost ?? parseListenAddress(options.httpListen).host,
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
+    front,
   });
   const onRemoved = (tunnel: OnlineTunnel): void => {
     http.tunnelRemoved(tunnel);
     meters.tunnelRemoved(tunnel);
   };
 
-  // Behind a load balancer: listen on a front that reads the PROXY header, then hands over.
-  const front = (server: Server): Server =>
-    limits.ingressProxyProtocol === 1
-      ? proxyProtocolFront(server, {
-          timeoutMs: limits.tlsHandshakeTimeoutMs,
-          onRefused: (peer) => refusals.refused(peer, 'ingress_proxy_protocol'),
-        })
-      : server;
   const httpListener = front(http.server);
   const httpsListener = front(sni.server);
   let httpAddress: string;

@@ -7,8 +7,10 @@ import { DEFAULT_LIMITS } from '../core/limits.js';
 import { PROXY_V2_SIGNATURE } from '../protocol/proxy-protocol.js';
 import {
   fakeTunnel,
+  freePort,
   listenLocal,
   metricValue,
+  startTcpUpstream,
   startTestIngress,
   type FakeTunnel,
   type LocalServer,
@@ -104,5 +106,40 @@ describe('ingress with --ingress-proxy-protocol 1', () => {
     await once(silent, 'close');
     expect(Date.now() - started).toBeLessThan(3000);
     expect(refusals()).toBe(before + 3);
+  });
+
+  it('TCP endpoint ports too: the header is read, the rest relayed half-open; none, refused', async () => {
+    // Answers after the client's FIN: half-close must travel through the front.
+    const counter = await startTcpUpstream((socket) => {
+      let bytes = 0;
+      socket.on('data', (c: Buffer) => (bytes += c.length));
+      socket.on('end', () => socket.end(`received ${bytes}`));
+    });
+    const port = await freePort();
+    const tcp = fakeTunnel({ proto: 'tcp', port, upstreamPort: counter.port });
+    t.registry.addTunnel(tcp);
+    try {
+      await t.ingress.tcp.listening(port);
+      const socket = await dial(port);
+      socket.write(Buffer.concat([v2Header([192, 0, 2, 44], 5555), Buffer.alloc(1000)]));
+      socket.end();
+      let text = '';
+      socket.setEncoding('utf8').on('data', (c: string) => (text += c));
+      await once(socket, 'end');
+      expect(text).toBe('received 1000');
+      expect(tcp.connects.at(-1)?.clientAddr).toBe('192.0.2.44:5555');
+
+      const refusals = () =>
+        metricValue(t.metrics, 'burrow_limit_refusals_total', { limit: 'ingress_proxy_protocol' });
+      const before = refusals();
+      const bare = await dial(port);
+      bare.write('hello');
+      await once(bare, 'close');
+      expect(refusals()).toBe(before + 1);
+      expect(tcp.connects).toHaveLength(1);
+    } finally {
+      t.registry.removeTunnel(tcp.id);
+      await counter.close();
+    }
   });
 });

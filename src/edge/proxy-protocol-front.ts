@@ -4,7 +4,7 @@
  * socket to the real server (HTTP ingress or SNI router), which then sees the real client in its
  * limits, IP policies, X-Forwarded-For, `conn.client_ip` and logs.
  */
-import { createServer, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type ServerOpts, type Socket } from 'node:net';
 import {
   parseProxyProtocol,
   ProxyProtocolError,
@@ -16,6 +16,16 @@ export interface ProxyProtocolFrontOptions {
   timeoutMs: number;
   /** Told of each refused connection (no, bad or late header), with the peer's own address. */
   onRefused?: ((peer: string, reason: string) => void) | undefined;
+  /**
+   * Socket options of the inner server, applied here since the front accepts the sockets
+   * (a TCP endpoint relays half-closed connections: `allowHalfOpen`).
+   */
+  socketOptions?: ServerOpts | undefined;
+  /**
+   * Hand the socket over paused. A `tls.Server` needs it: it takes the bytes after the header from
+   * the socket's buffer a tick later, and a flowing socket would have emitted them to nobody.
+   */
+  handOverPaused?: boolean | undefined;
 }
 
 /** The native handle's peer lookup, which every socket over it (TLS included) asks. */
@@ -51,7 +61,7 @@ function reportPeer(socket: Socket, source: ProxiedAddress): void {
  * @example const front = proxyProtocolFront(http.server, { timeoutMs: 10_000 }); front.listen(8080);
  */
 export function proxyProtocolFront(inner: Server, options: ProxyProtocolFrontOptions): Server {
-  return createServer((socket) => {
+  return createServer(options.socketOptions ?? {}, (socket) => {
     const peer = socket.remoteAddress ?? '';
     let buffered: Buffer = Buffer.alloc(0);
     const refuse = (reason: string): void => {
@@ -79,6 +89,7 @@ export function proxyProtocolFront(inner: Server, options: ProxyProtocolFrontOpt
       // later), and one that pauses and resumes on its own (the SNI router) must find it flowing.
       if (header.source) reportPeer(socket, header.source);
       const rest = buffered.subarray(header.length);
+      if (options.handOverPaused) socket.pause();
       if (rest.length > 0) socket.unshift(rest);
       inner.emit('connection', socket);
     };

@@ -3,7 +3,7 @@
  * tunnel and closed when no tunnel holds the port any more. Each accepted connection becomes a
  * raw relay through a tunnel stream.
  */
-import { createServer, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type ServerOpts, type Socket } from 'node:net';
 import type { Logger } from '../core/logger.js';
 import type { EndpointMeters } from './endpoint-meters.js';
 import { refusalText, resolveInternal } from './internal-routing.js';
@@ -18,6 +18,11 @@ export interface TcpIngressOptions {
   bindHost: string;
   logger?: Logger | undefined;
   connectTimeoutMs?: number | undefined;
+  /**
+   * What to listen on in place of each port's server, given its socket options: the PROXY
+   * protocol front with `--ingress-proxy-protocol 1`. Default: the server itself.
+   */
+  front?: ((server: Server, socketOptions: ServerOpts) => Server) | undefined;
 }
 
 function isTcpTunnel(tunnel: OnlineTunnel): tunnel is OnlineTunnel & { port: number } {
@@ -83,10 +88,13 @@ export class TcpIngress {
       });
       return;
     }
-    const server = createServer(
-      { allowHalfOpen: true, noDelay: true, highWaterMark: INGRESS_HIGH_WATER_MARK },
-      (socket) => this.onConnection(port, socket),
-    );
+    const socketOptions: ServerOpts = {
+      allowHalfOpen: true,
+      noDelay: true,
+      highWaterMark: INGRESS_HIGH_WATER_MARK,
+    };
+    const inner = createServer(socketOptions, (socket) => this.onConnection(port, socket));
+    const server = this.options.front?.(inner, socketOptions) ?? inner;
     this.listeners.set(port, server);
     const started = new Promise<void>((resolve) => {
       server.once('listening', () => {

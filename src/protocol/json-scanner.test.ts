@@ -69,6 +69,16 @@ describe('JsonObjectScanner', () => {
     expect(() => scanner.push(Buffer.from('4567890'))).toThrow(RangeError);
   });
 
+  it('refuses an object over its limit that ends within one chunk, and takes one at it', () => {
+    expect(() => new JsonObjectScanner(16).push(Buffer.from('{"a":"0123456789"}'))).toThrow(
+      /longer than 16 bytes/,
+    );
+    const scanner = new JsonObjectScanner(16);
+    expect(scanner.push(Buffer.from('{"a":"'))).toBe(-1);
+    expect(() => scanner.push(Buffer.from('0123456789"}'))).toThrow(RangeError);
+    expect(new JsonObjectScanner(16).push(Buffer.from('{"a":"01234567"}'))).toBe(16);
+  });
+
   it('refuses nesting deeper than its limit, arrays and objects alike, before any parse', () => {
     const deepArrays = `{"Opts":${'['.repeat(64)}`;
     expect(() => new JsonObjectScanner().push(Buffer.from(deepArrays))).toThrow(

@@ -62,7 +62,12 @@ export class JsonObjectScanner {
       } else if (c === 0x7d) {
         this.nesting--;
         if (--this.depth === 0) {
+          // Checked here too: an object that ends within one chunk is bounded like a longer one.
+          const length = this.seen + i + 1;
           this.reset();
+          if (length > this.maxBytes) {
+            throw new RangeError(`JSON object longer than ${this.maxBytes} bytes`);
+          }
           return i + 1;
         }
       }

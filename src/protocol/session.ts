@@ -8,6 +8,7 @@ import {
   FrameError,
   FrameFlag,
   FrameParser,
+  MAX_FRAME_LENGTH,
   STREAM_ID_MASK,
   encodeGoAway,
   encodeRst,
@@ -33,6 +34,10 @@ export interface MuxSessionOptions {
   acceptBacklog?: number;
   /** Peer-opened streams open at once; more are refused with RST StreamRefused. */
   maxIncomingStreams?: number;
+  /** Largest DATA payload accepted from the peer; a larger frame ends the session (FrameSize). */
+  maxIncomingFrameSize?: number;
+  /** Told when the peer goes over maxIncomingStreams or maxIncomingFrameSize (for metrics). */
+  onLimit?: (limit: 'streams' | 'frame_size') => void;
   /** Bytes queued in the transport before the scheduler waits for 'drain'. */
   writeBufferSize?: number;
 }
@@ -80,6 +85,8 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private readonly parser: FrameParser;
   private readonly accepted: AcceptQueue<MuxStream>;
   private readonly maxIncomingStreams: number;
+  private readonly maxIncomingFrameSize: number;
+  private readonly onLimit: ((limit: 'streams' | 'frame_size') => void) | undefined;
   private nextLocalId: number;
   private lastRemoteId = 0;
   private incomingOpen = 0;
@@ -101,6 +108,8 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.maxFrameSize = Math.min(options.maxFrameSize ?? DEFAULT_MAX_FRAME, this.window, 0xffffff);
     this.accepted = new AcceptQueue(options.acceptBacklog ?? 128);
     this.maxIncomingStreams = options.maxIncomingStreams ?? 1024;
+    this.maxIncomingFrameSize = options.maxIncomingFrameSize ?? MAX_FRAME_LENGTH;
+    this.onLimit = options.onLimit;
     this.writer = new FrameWriter(
       transport,
       Math.max(options.writeBufferSize ?? DEFAULT_WRITE_BUFFER, transport.writableHighWaterMark),
@@ -252,6 +261,14 @@ export class MuxSession extends EventEmitter implements StreamHost {
 
   private onDataStart(id: number, flags: number, length: number): void {
     this.receiving = null;
+    // Judged on the header, before a byte of the payload is taken in.
+    if (length > this.maxIncomingFrameSize) {
+      this.onLimit?.('frame_size');
+      throw new FrameError(
+        ErrorCode.FrameSize,
+        `DATA frame of ${length} bytes on stream ${id}; the limit is ${this.maxIncomingFrameSize}`,
+      );
+    }
     let stream = this.streams.get(id);
     if (flags & FrameFlag.Syn) {
       if (this.isLocalId(id)) {
@@ -267,6 +284,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
       }
       this.lastRemoteId = id;
       if (this.incomingOpen >= this.maxIncomingStreams) {
+        this.onLimit?.('streams');
         this.sendReset(id, ErrorCode.StreamRefused);
         return;
       }

@@ -34,6 +34,10 @@ function checkUserInput(name: string, password: string): void {
       'a user name is 1-64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit',
     );
   }
+  checkPassword(password);
+}
+
+function checkPassword(password: string): void {
   if (password.length < PASSWORD_MIN || password.length > PASSWORD_MAX) {
     throw new ValidationError(
       CODES.invalidValue,
@@ -96,6 +100,48 @@ export class UserRepository {
 
   async list(): Promise<User[]> {
     return this.db.selectFrom('users').select(['id', 'name', 'created_at']).orderBy('id').execute();
+  }
+
+  /**
+   * Delete the user named `name` with their sessions (also removed here, since SQLite enforces the
+   * cascade only with foreign keys switched on); false when there is no such user.
+   */
+  async deleteByName(name: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const row = await trx
+        .selectFrom('users')
+        .select('id')
+        .where('name', '=', name)
+        .executeTakeFirst();
+      if (!row) return false;
+      await trx.deleteFrom('user_sessions').where('user_id', '=', row.id).execute();
+      await trx.deleteFrom('users').where('id', '=', row.id).execute();
+      return true;
+    });
+  }
+
+  /**
+   * Give the user named `name` a new password and end all their sessions, so a leaked session
+   * does not outlive the password change; false when there is no such user.
+   */
+  async setPassword(name: string, password: string): Promise<boolean> {
+    checkPassword(password);
+    const hash = await hashPassword(password);
+    return this.db.transaction().execute(async (trx) => {
+      const row = await trx
+        .selectFrom('users')
+        .select('id')
+        .where('name', '=', name)
+        .executeTakeFirst();
+      if (!row) return false;
+      await trx
+        .updateTable('users')
+        .set({ password_hash: hash })
+        .where('id', '=', row.id)
+        .execute();
+      await trx.deleteFrom('user_sessions').where('user_id', '=', row.id).execute();
+      return true;
+    });
   }
 
   /** The user when `password` is theirs; takes as long for an unknown name as for a wrong password. */

@@ -50,7 +50,12 @@ export interface TestAgentEdge {
  */
 export async function startTestAgentEdge(
   kind: 'sqlite' | 'postgres',
-  options: { limits?: Partial<SessionLimits> } = {},
+  options: {
+    limits?: Partial<SessionLimits>;
+    /** `--agent-proxy-protocol 1` (the header deadline is handshakeTimeoutMs). */
+    proxyProtocol?: boolean;
+    handshakeTimeoutMs?: number;
+  } = {},
 ): Promise<TestAgentEdge> {
   const db = await createTestDatabase(kind);
   const store = await openStore({ database: db.database, dataDir: db.dataDir });
@@ -67,6 +72,8 @@ export async function startTestAgentEdge(
     ca,
     settings: TEST_AGENT_SETTINGS,
     limits: options.limits,
+    proxyProtocol: options.proxyProtocol,
+    handshakeTimeoutMs: options.handshakeTimeoutMs,
   });
   return {
     listener,

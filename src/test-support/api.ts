@@ -1,5 +1,5 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import { buildApi } from '../api/app.js';
+import { buildApi, type ApiOptions } from '../api/app.js';
 import type { OnlineState } from '../api/context.js';
 import { validatePolicy } from '../policy/validate.js';
 import {
@@ -65,6 +65,8 @@ export interface TestApiOptions {
   rateLimit?: { max: number; windowSeconds: number };
   settings?: Partial<StoreSettings>;
   online?: OnlineState;
+  limits?: ApiOptions['limits'];
+  refused?: ApiOptions['refused'];
 }
 
 /** Open `kind`'s database, build the API over it, create an API key. */
@@ -80,6 +82,8 @@ export async function createTestApi(
     publicApiUrl: TEST_BASE_URL,
     rateLimit: options.rateLimit ?? { max: 0, windowSeconds: 60 },
     online: options.online,
+    limits: options.limits,
+    refused: options.refused,
   });
   const key = (await repos.apiKeys.create({ description: 'test' })).token!;
   return {

@@ -10,6 +10,7 @@ import { BackendsPage } from './pages/backends';
 import { BotUsersPage } from './pages/bot-users';
 import { DomainsPage } from './pages/domains';
 import { EdgesPage } from './pages/edges';
+import { EndpointsPage } from './pages/endpoints';
 import { IpPoliciesPage } from './pages/ip-policies';
 import { OverviewPage } from './pages/overview';
 import { AddressesPage } from './pages/addresses';
@@ -26,6 +27,7 @@ const PAGE_COMPONENTS: Record<PagePath, () => React.JSX.Element> = {
   agents: AgentsPage,
   traffic: TrafficPage,
   edges: EdgesPage,
+  endpoints: EndpointsPage,
   domains: DomainsPage,
   addresses: AddressesPage,
   'ip-policies': IpPoliciesPage,

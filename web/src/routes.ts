@@ -6,6 +6,7 @@ export const PAGES = [
   { path: 'agents', name: 'Agents' },
   { path: 'traffic', name: 'Traffic' },
   { path: 'edges', name: 'Edges' },
+  { path: 'endpoints', name: 'Endpoints' },
   { path: 'domains', name: 'Reserved domains' },
   { path: 'addresses', name: 'TCP addresses' },
   { path: 'ip-policies', name: 'IP policies' },

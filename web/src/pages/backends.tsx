@@ -1,4 +1,3 @@
-import { useState } from 'react';
 import {
   Chips,
   DeleteButton,
@@ -7,16 +6,18 @@ import {
   labelPairs,
   PageHeader,
 } from '../components';
-import { CreateForm, TextField } from '../fields';
 import { useAction, useList } from '../hooks';
+import { CreateBackend, memberName } from './backend-form';
 
 export interface Backend {
   id: string;
   description: string;
   labels?: Record<string, string>;
   tunnels?: Array<{ id: string }>;
-  backends?: string[];
+  /** Failover: ids in order; weighted: id → weight. */
+  backends?: string[] | Record<string, number>;
   address?: string;
+  tls?: { enabled: boolean };
 }
 
 const KINDS = [
@@ -25,6 +26,8 @@ const KINDS = [
   { kind: 'weighted', name: 'Weighted', what: 'other backends, by weight' },
   { kind: 'static', name: 'Static address', what: 'a fixed host:port' },
 ] as const;
+
+export type BackendKind = (typeof KINDS)[number]['kind'];
 
 /** Every backend of every kind, for the edge form too. */
 export function useBackends() {
@@ -38,29 +41,23 @@ export function useBackends() {
   return { lists, reload };
 }
 
-function parseLabels(text: string): Record<string, string> {
-  const labels: Record<string, string> = {};
-  for (const part of text.split(/[\n,]/)) {
-    const t = part.trim();
-    if (!t) continue;
-    const eq = t.indexOf('=');
-    labels[eq < 0 ? t : t.slice(0, eq).trim()] = eq < 0 ? '' : t.slice(eq + 1).trim();
-  }
-  return labels;
+/** The members of a failover backend (in order) or a weighted one (with their weights). */
+function Members({ backends }: { backends: string[] | Record<string, number> }) {
+  const values = Array.isArray(backends)
+    ? backends.map((id, i) => `${i + 1}. ${id}`)
+    : Object.entries(backends).map(([id, w]) => `${id} × ${w}`);
+  return (
+    <div>
+      <Chips values={values} />
+    </div>
+  );
 }
 
 /** Backends: where edges send traffic. Tunnel groups pick online tunnels by label. */
 export function BackendsPage() {
   const { lists, reload } = useBackends();
-  const [labels, setLabels] = useState('');
-  const [description, setDescription] = useState('');
+  // Shared by the delete buttons: a refused delete (still in use) shows its message once.
   const action = useAction();
-  const create = async () => {
-    const body = { description, labels: parseLabels(labels) };
-    if (!(await action.send('POST', '/backends/tunnel_group', body, reload))) return;
-    setLabels('');
-    setDescription('');
-  };
   const empty = lists.every((l) => l.list.items?.length === 0);
   return (
     <>
@@ -68,26 +65,13 @@ export function BackendsPage() {
         A backend says where an edge sends its traffic. A tunnel group sends it to the online
         tunnels whose labels match, e.g. agents started with <code>--label app=ssh</code>.
       </PageHeader>
-      <CreateForm
-        label="Create a tunnel group backend"
-        submit="Create tunnel group"
-        action={action}
-        onSubmit={create}
-      >
-        <TextField
-          label="Labels"
-          hint="key=value pairs, separated by commas, e.g. app=ssh"
-          value={labels}
-          onChange={setLabels}
-          required
-        />
-        <TextField
-          label="Description"
-          value={description}
-          onChange={setDescription}
-          maxLength={255}
-        />
-      </CreateForm>
+      <CreateBackend
+        members={lists.flatMap(({ name, list }) =>
+          (list.items ?? []).map((b) => ({ id: b.id, name: memberName(name, b) })),
+        )}
+        onCreated={reload}
+      />
+      <ErrorMessage error={action.error} />
       {empty ? (
         <EmptyState>
           No backends yet. Create a tunnel group for the labels your agents use.
@@ -114,9 +98,10 @@ export function BackendsPage() {
                     {b.address ? (
                       <div>
                         <code>{b.address}</code>
+                        {b.tls?.enabled ? <span className="badge">TLS</span> : null}
                       </div>
                     ) : null}
-                    {b.backends ? <div className="muted">{b.backends.join(', ')}</div> : null}
+                    {b.backends ? <Members backends={b.backends} /> : null}
                   </div>
                   <DeleteButton
                     name={`backend ${b.description || b.id}`}

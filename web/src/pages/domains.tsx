@@ -4,6 +4,8 @@ import { CopyButton, DeleteButton, PageHeader } from '../components';
 import { CreateForm, TextField } from '../fields';
 import { useResource } from '../hooks';
 import { ResourceCard, ResourceList } from '../resource';
+import { DomainCertificate } from './domain-certificate';
+import { TlsCertificates, type TlsCertificate } from './tls-certificates';
 
 interface ReservedDomain {
   id: string;
@@ -95,6 +97,10 @@ export function DomainsPage() {
   const domains = useResource<ReservedDomain>('/reserved_domains', 'reserved_domains', {
     pollMs: 5000,
   });
+  const certs = useResource<TlsCertificate>('/tls_certificates', 'tls_certificates');
+  const reloadAll = async () => {
+    await Promise.all([domains.reload(), certs.reload()]);
+  };
   const [domain, setDomain] = useState('');
   const [created, setCreated] = useState<ReservedDomain | undefined>(undefined);
   const create = async () => {
@@ -150,6 +156,7 @@ export function DomainsPage() {
                   {certificateStatus(d)}
                 </span>
               </p>
+              <DomainCertificate domain={d} certs={certs.items} onSaved={reloadAll} />
               <details>
                 <summary>DNS records</summary>
                 <DnsTable domain={d} />
@@ -158,6 +165,7 @@ export function DomainsPage() {
           ))
         }
       </ResourceList>
+      <TlsCertificates certs={certs} />
     </>
   );
 }

@@ -1,9 +1,12 @@
-import { useState, type ReactNode } from 'react';
+import { useState } from 'react';
 import { api, type Ref } from '../api';
 import { Chips, DeleteButton, ErrorMessage } from '../components';
 import { useAction } from '../hooks';
 import { PolicyEditor, policyBlocksSave, type PolicyState } from '../policy-editor';
 import { ResourceCard } from '../resource';
+import { Module } from './edge-module';
+import type { CertificateAuthority } from './certificate-authorities';
+import { MutualTlsModule, TlsTerminationModule } from './edge-tls-modules';
 
 export type EdgeType = 'tcp' | 'tls';
 
@@ -16,16 +19,6 @@ export interface Edge {
   traffic_policy: { enabled: boolean; value: string } | null;
   tls_termination?: { enabled: boolean; terminate_at: string; min_version: string | null } | null;
   mutual_tls?: { enabled: boolean; certificate_authorities: Ref[] } | null;
-}
-
-/** One module of an edge: its name, then its settings or what happens without it. */
-function Module({ title, children }: { title: string; children: ReactNode }) {
-  return (
-    <div className="module">
-      <h3>{title}</h3>
-      {children}
-    </div>
-  );
 }
 
 function TrafficPolicyModule({
@@ -91,10 +84,13 @@ export function EdgeCard({
   type,
   edge,
   reload,
+  cas,
 }: {
   type: EdgeType;
   edge: Edge;
   reload: () => Promise<void>;
+  /** The certificate authorities mutual TLS may pick (TLS edges only). */
+  cas?: CertificateAuthority[];
 }) {
   const action = useAction();
   const title = edge.description || edge.id;
@@ -135,25 +131,8 @@ export function EdgeCard({
         </Module>
         {type === 'tls' ? (
           <>
-            <Module title="TLS termination">
-              {edge.tls_termination ? (
-                <p>
-                  At the {edge.tls_termination.terminate_at}
-                  {edge.tls_termination.min_version
-                    ? `, TLS ≥ ${edge.tls_termination.min_version}`
-                    : ''}
-                </p>
-              ) : (
-                <p className="muted">Passed through to the agent.</p>
-              )}
-            </Module>
-            <Module title="Mutual TLS">
-              {edge.mutual_tls ? (
-                <Chips values={edge.mutual_tls.certificate_authorities.map((c) => c.id)} />
-              ) : (
-                <p className="muted">Off.</p>
-              )}
-            </Module>
+            <TlsTerminationModule edge={edge} onSaved={reload} />
+            <MutualTlsModule edge={edge} cas={cas} onSaved={reload} />
           </>
         ) : null}
         <TrafficPolicyModule type={type} edge={edge} onSaved={reload} />

@@ -1,10 +1,11 @@
 import { useState, type ReactNode } from 'react';
 import { EmptyState, ErrorMessage, labelPairs, PageHeader } from '../components';
 import { Checkbox, CreateForm, SelectField, TextField } from '../fields';
-import { useAction, useList } from '../hooks';
+import { useAction, useList, useResource } from '../hooks';
 import { PolicyEditor, policyBlocksSave, type PolicyState } from '../policy-editor';
 import type { ReservedAddr } from './addresses';
 import { useBackends } from './backends';
+import { CertificateAuthorities, type CertificateAuthority } from './certificate-authorities';
 import { EdgeCard, type Edge, type EdgeType } from './edge-card';
 import type { IpPolicy } from './ip-policies';
 
@@ -174,6 +175,10 @@ function CreateEdge({ onCreated }: { onCreated: () => Promise<void> }) {
 export function EdgesPage() {
   const tcp = useList<Edge>('/edges/tcp', 'tcp_edges');
   const tls = useList<Edge>('/edges/tls', 'tls_edges');
+  const cas = useResource<CertificateAuthority>(
+    '/certificate_authorities',
+    'certificate_authorities',
+  );
   const reload = async () => {
     await Promise.all([tcp.reload(), tls.reload()]);
   };
@@ -195,8 +200,9 @@ export function EdgesPage() {
         <EdgeCard key={e.id} type="tcp" edge={e} reload={reload} />
       ))}
       {tls.items?.map((e) => (
-        <EdgeCard key={e.id} type="tls" edge={e} reload={reload} />
+        <EdgeCard key={e.id} type="tls" edge={e} reload={reload} cas={cas.items} />
       ))}
+      <CertificateAuthorities cas={cas} />
     </>
   );
 }

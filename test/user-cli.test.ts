@@ -1,0 +1,108 @@
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openStore } from '../src/store/index.js';
+import { UserRepository } from '../src/store/users.js';
+import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
+import {
+  BURROW_BIN,
+  databaseArgs,
+  REPO_ROOT,
+  runBurrow,
+  type CliResult,
+} from './support/server-process.js';
+
+/**
+ * `burrow user add|list|delete|passwd` against a real data folder, the way an operator runs them:
+ * passwords on stdin (runBurrow gives no stdin, so commands that read one are spawned here).
+ */
+
+/** Run `burrow args…` with `input` on its stdin. */
+function burrowWithStdin(args: string[], input: string): Promise<CliResult> {
+  const child = spawn(process.execPath, [BURROW_BIN, ...args], {
+    cwd: REPO_ROOT,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  child.stdin.end(input);
+  return new Promise((resolve) =>
+    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })),
+  );
+}
+
+describe('burrow user', () => {
+  let db: TestDatabase;
+  const args = () => databaseArgs(db);
+
+  /** Whether `password` signs `name` in, checked in the store the commands changed. */
+  const signsIn = async (name: string, password: string) => {
+    const store = await openStore({ database: db.database, dataDir: db.dataDir });
+    try {
+      return (await new UserRepository(store.db).authenticate(name, password)) !== undefined;
+    } finally {
+      await store.close();
+    }
+  };
+
+  beforeAll(async () => {
+    db = await createTestDatabase('sqlite');
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it('lists nobody at first, then the users added, one a line', async () => {
+    const empty = await runBurrow(['user', 'list', ...args()]);
+    expect(empty.code).toBe(0);
+    expect(empty.stdout).toBe('');
+    expect(empty.stderr).toContain('No dashboard users yet');
+
+    for (const name of ['ada', 'grace']) {
+      const added = await burrowWithStdin(['user', 'add', name, ...args()], 'first password\n');
+      expect(added.code, added.stderr).toBe(0);
+    }
+    const listed = await runBurrow(['user', 'list', ...args()]);
+    expect(listed.code).toBe(0);
+    const rows = listed.stdout
+      .trim()
+      .split('\n')
+      .map((l) => l.split('\t'));
+    expect(rows.map((r) => r[0]).sort()).toEqual(['ada', 'grace']);
+    expect(rows[0]![1]).toMatch(/^usr_/);
+  });
+
+  it('passwd sets a new password read from stdin; the old one stops working', async () => {
+    const res = await burrowWithStdin(['user', 'passwd', 'ada', ...args()], 'second password\n');
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toContain('Changed the password of ada');
+    expect(await signsIn('ada', 'second password')).toBe(true);
+    expect(await signsIn('ada', 'first password')).toBe(false);
+
+    const short = await burrowWithStdin(['user', 'passwd', 'ada', ...args()], 'short\n');
+    expect(short.code).toBe(1);
+    expect(short.stderr).toContain('a password has 8 to');
+    const unknown = await burrowWithStdin(['user', 'passwd', 'nobody', ...args()], 'long enough\n');
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain("no dashboard user is named 'nobody'");
+  });
+
+  it('delete removes a user; deleting an unknown one fails clearly', async () => {
+    const res = await runBurrow(['user', 'delete', 'grace', ...args()]);
+    expect(res.code, res.stderr).toBe(0);
+    expect(res.stderr).toContain('Deleted dashboard user grace');
+    const listed = await runBurrow(['user', 'list', ...args()]);
+    expect(
+      listed.stdout
+        .trim()
+        .split('\n')
+        .map((l) => l.split('\t')[0]),
+    ).toEqual(['ada']);
+    expect(await signsIn('grace', 'first password')).toBe(false);
+
+    const again = await runBurrow(['user', 'delete', 'grace', ...args()]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("no dashboard user is named 'grace'");
+  });
+});
