@@ -128,7 +128,11 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     bindHost: options.tcpBindHost ?? parseListenAddress(options.httpListen).host,
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
-    front,
+    // Each TCP endpoint port gets the ingress's connection caps, like the HTTP and HTTPS ports.
+    front: (server, socketOptions) => {
+      gateConnections(server, gate, refusals);
+      return front(server, socketOptions);
+    },
   });
   const onRemoved = (tunnel: OnlineTunnel): void => {
     http.tunnelRemoved(tunnel);
