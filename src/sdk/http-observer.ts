@@ -62,6 +62,8 @@ function parseHead(head: string): Parsed | undefined {
 class MessageReader {
   private head: Buffer[] = [];
   private headBytes = 0;
+  /** The last bytes of the head so far, where a terminator may have begun. */
+  private tail = Buffer.alloc(0);
   body: BodyState = { kind: 'none' };
 
   constructor(
@@ -85,32 +87,39 @@ class MessageReader {
     return true;
   }
 
-  /** Index after the head, -1 when the head continues, -2 when it is broken. */
-  private readHead(chunk: Buffer, at: number): number {
+  /**
+   * Index after the head, -1 when the head continues, -2 when it is broken. Each piece is searched
+   * once (with the last 3 bytes before it, for a terminator split across pieces), and the head is
+   * joined once, when it is complete: a head arriving in tiny pieces costs linear time.
+   */
+  private readHead(chunk: Buffer, from: number): number {
+    let at = from;
+    if (this.headBytes === 0) {
+      // Leading blank lines between messages are allowed (RFC 9112 §2.2).
+      while (at < chunk.length && (chunk[at] === 0x0d || chunk[at] === 0x0a)) at++;
+      if (at === chunk.length) return -1;
+    }
     const piece = chunk.subarray(at);
+    const before = this.headBytes;
+    const window = this.tail.length > 0 ? Buffer.concat([this.tail, piece]) : piece;
+    const hit = window.indexOf(CRLF2);
     this.head.push(piece);
     this.headBytes += piece.length;
-    const joined = this.head.length === 1 ? piece : Buffer.concat(this.head);
-    // Leading blank lines between messages are allowed (RFC 9112 §2.2).
-    let start = 0;
-    while (joined[start] === 0x0d || joined[start] === 0x0a) start++;
-    const end = joined.indexOf(CRLF2, start);
-    if (end < 0) {
+    if (hit < 0) {
       if (this.headBytes > MAX_HEAD) return -2;
-      if (start > 0) {
-        this.head = [joined.subarray(start)];
-        this.headBytes = joined.length - start;
-      }
+      this.tail = Buffer.from(window.subarray(Math.max(0, window.length - 3)));
       return -1;
     }
-    const parsed = parseHead(joined.toString('latin1', start, end));
+    const end = before - this.tail.length + hit;
+    const joined = this.head.length === 1 ? piece : Buffer.concat(this.head);
+    const parsed = parseHead(joined.toString('latin1', 0, end));
     this.head = [];
     this.headBytes = 0;
+    this.tail = Buffer.alloc(0);
     if (!parsed) return -2;
     this.onHead(parsed);
-    const consumed = end + 4 - (joined.length - piece.length);
     if (this.body.kind === 'none') this.onBodyEnd();
-    return at + consumed;
+    return at + (end + 4 - before);
   }
 
   private skipBody(chunk: Buffer, at: number): number {
