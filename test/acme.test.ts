@@ -58,7 +58,8 @@ async function agentByHostname(env: { PORT: string; CA: string; TOKEN: string; T
     'unshare',
     [
       '--mount',
-      '--fork',
+      // The agent dies with unshare: killing the child the test holds must not orphan it.
+      '--kill-child',
       'sh',
       '-c',
       `mount --bind ${hosts} /etc/hosts && exec "$0" "$@"`,
