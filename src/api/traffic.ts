@@ -1,7 +1,12 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { BurrowError, CODES, NotFoundError } from '../core/errors.js';
-import type { CapturedBody, TrafficRecord } from '../edge/traffic-log.js';
+import {
+  headerPairs,
+  outgoingPairs,
+  type CapturedBody,
+  type TrafficRecord,
+} from '../edge/traffic-log.js';
 import { replayRefusal } from '../edge/traffic-replay.js';
 import type { ApiContext } from './context.js';
 
@@ -24,7 +29,7 @@ function summary(r: TrafficRecord) {
     host: r.host,
     tunnel_id: r.tunnelId,
     scheme: r.scheme,
-    started_at: r.startedAt,
+    started_at: new Date(r.startedAt).toISOString(),
     method: r.method,
     path: r.path,
     status: r.status ?? null,
@@ -38,8 +43,8 @@ function summary(r: TrafficRecord) {
 function detail(r: TrafficRecord) {
   return {
     ...summary(r),
-    request_headers: r.requestHeaders,
-    response_headers: r.responseHeaders,
+    request_headers: headerPairs(r.requestHeaders),
+    response_headers: outgoingPairs(r.responseHeaders),
     request_body: bodyView(r.requestBody),
     response_body: bodyView(r.responseBody),
     replay_refusal: replayRefusal(r) ?? null,

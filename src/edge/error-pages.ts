@@ -33,6 +33,12 @@ export const INGRESS_ERRORS = {
   },
   /** forward-internal went in a loop, or over the hop limit. */
   forwardLoop: { status: 508, code: 'ERR_BURROW_FORWARD_LOOP', title: 'Loop Detected' },
+  /** More header fields than `--max-header-count` allows. */
+  tooManyHeaders: {
+    status: 431,
+    code: 'ERR_BURROW_TOO_MANY_HEADERS',
+    title: 'Request Header Fields Too Large',
+  },
   /** The request named no host at all. */
   missingHost: { status: 400, code: 'ERR_BURROW_MISSING_HOST', title: 'Missing Host header' },
   /** A plain HTTP request arrived on the HTTPS port. */
@@ -104,7 +110,9 @@ export function errorMessage(error: IngressError, host: string, detail?: string)
       return detail ?? `The request for ${host} could not be forwarded.`;
     case INGRESS_ERRORS.plainHttpOnHttpsPort.code:
       return 'This port speaks HTTPS (TLS). Use an https:// URL, or the HTTP port for http://.';
-    default:
+    case INGRESS_ERRORS.tooManyHeaders.code:
+      return `The request has more header fields than the ${detail ?? ''} this server accepts (--max-header-count). Send fewer.`;
+    case INGRESS_ERRORS.missingHost.code:
       return 'The request has no Host header, so it cannot be routed to a tunnel.';
   }
 }

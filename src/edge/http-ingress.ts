@@ -56,6 +56,8 @@ export interface HttpIngressOptions {
   acmeChallenge?: AcmeChallengeLookup | undefined;
   /** Header time, keep-alive, header bytes and count; default DEFAULT_LIMITS. */
   limits?: HeaderLimits | undefined;
+  /** Told when a client goes over a limit the server enforces itself (for /metrics and logs). */
+  onLimit?: ((clientIp: string, limit: string) => void) | undefined;
   /** Told of every routed request (the traffic inspector, traffic-tap.ts). */
   tap?: ((req: IncomingMessage, res: ServerResponse, tunnel: OnlineTunnel) => void) | undefined;
 }
@@ -89,6 +91,7 @@ export class HttpIngress {
   private readonly idleStreamMs: number | undefined;
   private readonly acmeChallenge: AcmeChallengeLookup | undefined;
   private readonly tap: HttpIngressOptions['tap'];
+  private readonly onLimit: HttpIngressOptions['onLimit'];
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
   private readonly connections: PublicConnections;
   private readonly relays = new Set<Relay>();
@@ -103,6 +106,7 @@ export class HttpIngress {
     this.idleStreamMs = options.idleStreamMs;
     this.acmeChallenge = options.acmeChallenge;
     this.tap = options.tap;
+    this.onLimit = options.onLimit;
     this.connections = new PublicConnections(options.meters);
     // Uploads may take longer than Node's 5-minute request timeout; headers may not dawdle.
     const limits = options.limits ?? DEFAULT_LIMITS;
@@ -189,7 +193,7 @@ export class HttpIngress {
       sendErrorPage(req, res, INGRESS_ERRORS.tunnelNotFound, host);
       return undefined;
     }
-    if (misdirected(req, tunnel, (name) => this.registry.byHost(name))) {
+    if (misdirected(req, host, tunnel, (name) => this.registry.byHost(name))) {
       this.meters.unrouted.request(INGRESS_ERRORS.misdirected.status);
       sendErrorPage(req, res, INGRESS_ERRORS.misdirected, host);
       return undefined;
@@ -201,10 +205,16 @@ export class HttpIngress {
     if (this.draining) res.shouldKeepAlive = false;
     if (answerAcmeChallenge(req, res, this.acmeChallenge)) return;
     if (req.rawHeaders.length / 2 > this.maxHeaderCount) {
-      this.meters.unrouted.request(431);
+      this.meters.unrouted.request(INGRESS_ERRORS.tooManyHeaders.status);
+      this.onLimit?.(clientIp(req.socket), 'ingress_header_count');
       res.shouldKeepAlive = false;
-      res.writeHead(431, { 'content-type': 'text/plain', connection: 'close' });
-      res.end(`Too many header fields: at most ${this.maxHeaderCount} are accepted.\n`);
+      sendErrorPage(
+        req,
+        res,
+        INGRESS_ERRORS.tooManyHeaders,
+        routingHost(req.headers.host) ?? '',
+        String(this.maxHeaderCount),
+      );
       return;
     }
     const tunnel = this.route(req, res);
@@ -297,7 +307,9 @@ export class HttpIngress {
       failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
       return;
     }
-    const hasBody = requestHasBody(req) && carriedBody(req) === undefined;
+    // A policy action (verify-webhook) or an earlier endpoint may have read the body whole.
+    const readBody = flow?.body ?? carriedBody(req);
+    const hasBody = requestHasBody(req) && readBody === undefined;
 
     upstream.on('response', (up) => this.respond(req, res, up, flow));
     upstream.on('continue', () => {
@@ -337,9 +349,7 @@ export class HttpIngress {
       if (!res.writableFinished) upstream.destroy();
     });
 
-    // A policy action (verify-webhook) may have read the body whole: send what it read.
-    const body = flow?.body ?? carriedBody(req);
-    if (body) upstream.end(body);
+    if (readBody) upstream.end(readBody);
     else if (hasBody) req.pipe(upstream);
     else upstream.end();
   }
@@ -380,14 +390,14 @@ export class HttpIngress {
   ): void {
     const host = routingHost(req.headers.host);
     const found = host === undefined ? undefined : this.registry.byHost(host);
-    if (!found || !servesHttp(found)) {
+    if (host === undefined || !found || !servesHttp(found)) {
       this.meters.unrouted.request(INGRESS_ERRORS.tunnelNotFound.status);
       socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelNotFound, host ?? ''));
       return;
     }
-    if (misdirected(req, found, (name) => this.registry.byHost(name))) {
+    if (misdirected(req, host, found, (name) => this.registry.byHost(name))) {
       this.meters.unrouted.request(INGRESS_ERRORS.misdirected.status);
-      socket.end(rawErrorResponse(INGRESS_ERRORS.misdirected, host ?? ''));
+      socket.end(rawErrorResponse(INGRESS_ERRORS.misdirected, host));
       return;
     }
     // Pooled endpoints: the policy and the relay of one upgrade belong to one member.

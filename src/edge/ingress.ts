@@ -83,6 +83,8 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   const { registry, logger } = options;
   const meters = new EndpointMeters(options.metrics);
   const limits = options.limits ?? DEFAULT_LIMITS;
+  // One count per port: the HTTP and the HTTPS listener each admit up to the limits.
+  const refusals = new RefusalLog(logger, options.metrics);
   const http = new HttpIngress({
     registry,
     meters,
@@ -91,6 +93,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     connectTimeoutMs: options.connectTimeoutMs,
     acmeChallenge: options.acmeChallenge,
     tap: options.tap,
+    onLimit: (ip, limit) => refusals.refused(ip, limit),
   });
   const sni = new SniRouter({
     registry,
@@ -103,8 +106,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     connectTimeoutMs: options.connectTimeoutMs,
     handshakeTimeoutMs: limits.tlsHandshakeTimeoutMs,
   });
-  // One count per port: the HTTP and the HTTPS listener each admit up to the limits.
-  const refusals = new RefusalLog(logger, options.metrics);
+  // One count per port: the HTTP, the HTTPS and each TCP listener admit up to the limits.
   const gate = {
     name: 'ingress',
     maxTotal: limits.ingressMaxConnections,

@@ -12,16 +12,18 @@ import type { OnlineTunnel } from './tunnel-registry.js';
 
 /**
  * True when `req` arrived over TLS with an SNI, and the endpoint that SNI names is not `tunnel`,
- * the endpoint its Host routes to. A connection made for a name a wildcard endpoint serves may
+ * the endpoint its Host (`host`, as routed) routes to. The common case, SNI and Host alike, needs
+ * no second lookup. A connection made for a name a wildcard endpoint serves may
  * carry requests for any name that same endpoint serves; a name with an endpoint of its own is
  * another endpoint. Plain HTTP and TLS without SNI (served with the operator's default
  * certificate, routed by Host) are not checked.
  *
  * @example
- * if (misdirected(req, tunnel, (name) => registry.byHost(name))) send421();
+ * if (misdirected(req, host, tunnel, (name) => registry.byHost(name))) send421();
  */
 export function misdirected(
   req: IncomingMessage,
+  host: string,
   tunnel: OnlineTunnel,
   byHost: (name: string) => OnlineTunnel | undefined,
 ): boolean {
@@ -29,5 +31,6 @@ export function misdirected(
   if (socket.encrypted !== true) return false;
   const sni = socket.servername;
   if (typeof sni !== 'string' || sni === '') return false;
-  return byHost(sni.toLowerCase().replace(/\.$/, '')) !== tunnel;
+  const name = sni.toLowerCase().replace(/\.$/, '');
+  return name !== host && byHost(name) !== tunnel;
 }

@@ -3,6 +3,7 @@
  * kept in this process only, with fixed caps so that it can never grow with traffic. Bodies are
  * kept only for hosts whose capture is switched on, and only their first {@link BODY_CAP} bytes.
  */
+import type { OutgoingHttpHeaders } from 'node:http';
 
 /** Requests kept per host; the oldest goes first. */
 export const PER_HOST_CAP = 100;
@@ -10,6 +11,29 @@ export const PER_HOST_CAP = 100;
 export const HOST_CAP = 200;
 /** Bytes of each body kept when capture is on. */
 export const BODY_CAP = 64 * 1024;
+
+/**
+ * Names and values alternating (Node's `rawHeaders`) as `[name, value]` pairs.
+ * @example headerPairs(['Host', 'a.example.com']) // [['Host', 'a.example.com']]
+ */
+export function headerPairs(raw: readonly string[]): Array<[string, string]> {
+  const pairs: Array<[string, string]> = [];
+  for (let i = 0; i + 1 < raw.length; i += 2) pairs.push([raw[i]!, raw[i + 1]!]);
+  return pairs;
+}
+
+/**
+ * Response headers as `[name, value]` pairs, one per value.
+ * @example outgoingPairs({ 'set-cookie': ['a=1', 'b=2'] }) // [['set-cookie', 'a=1'], ['set-cookie', 'b=2']]
+ */
+export function outgoingPairs(headers: OutgoingHttpHeaders): Array<[string, string]> {
+  const pairs: Array<[string, string]> = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined) continue;
+    for (const v of Array.isArray(value) ? value : [value]) pairs.push([name, String(v)]);
+  }
+  return pairs;
+}
 
 /** A captured body: at most {@link BODY_CAP} bytes, and whether more was sent. */
 export interface CapturedBody {
@@ -27,14 +51,20 @@ export interface TrafficRecord {
   tunnelId: string;
   /** `http` or `https`: how the client reached the ingress. */
   scheme: string;
-  startedAt: string;
+  /** Epoch milliseconds. */
+  startedAt: number;
   method: string;
   path: string;
   clientIp: string;
-  requestHeaders: Array<[string, string]>;
+  /**
+   * As Node read them: names and values alternating. Kept as they are and paired only when shown
+   * (see {@link headerPairs}): every request is recorded, few are ever looked at.
+   */
+  requestHeaders: readonly string[];
   /** Absent until the response has started. */
   status: number | undefined;
-  responseHeaders: Array<[string, string]>;
+  /** As `res.getHeaders()` gave them once the response was sent; empty until then. */
+  responseHeaders: OutgoingHttpHeaders;
   /** Absent while the request is in flight. */
   durationMs: number | undefined;
   /** Present only when capture was on for the host when the request arrived. */

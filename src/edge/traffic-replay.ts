@@ -1,7 +1,7 @@
 import { request } from 'node:http';
 import { splitHostPort } from '../core/hostname.js';
 import { REPLAY_HEADER } from './traffic-tap.js';
-import type { TrafficLog, TrafficRecord } from './traffic-log.js';
+import { headerPairs, type TrafficLog, type TrafficRecord } from './traffic-log.js';
 
 /** Headers a replay must not copy: the connection's own, and those Node sets from the body. */
 const SKIPPED = new Set([
@@ -18,7 +18,7 @@ const SKIPPED = new Set([
 
 /** Why a record cannot be replayed, or undefined when it can. */
 export function replayRefusal(record: TrafficRecord): string | undefined {
-  const sentBody = record.requestHeaders.some(
+  const sentBody = headerPairs(record.requestHeaders).some(
     ([k, v]) =>
       (k.toLowerCase() === 'content-length' && v !== '0') ||
       k.toLowerCase() === 'transfer-encoding',
@@ -50,7 +50,7 @@ export function trafficInspector(log: TrafficLog, httpAddress: string): TrafficI
     replay(record) {
       const refusal = replayRefusal(record);
       if (refusal) return Promise.reject(new Error(refusal));
-      const headers: Array<[string, string]> = record.requestHeaders.filter(
+      const headers: Array<[string, string]> = headerPairs(record.requestHeaders).filter(
         ([k]) => !SKIPPED.has(k.toLowerCase()),
       );
       headers.push([REPLAY_HEADER, record.id]);

@@ -12,21 +12,6 @@ import type { OnlineTunnel } from './tunnel-registry.js';
 /** Header set on replayed requests so the inspector can link a replay to its original. */
 export const REPLAY_HEADER = 'x-burrow-replay-of';
 
-function headerPairs(raw: string[]): Array<[string, string]> {
-  const pairs: Array<[string, string]> = [];
-  for (let i = 0; i + 1 < raw.length; i += 2) pairs.push([raw[i]!, raw[i + 1]!]);
-  return pairs;
-}
-
-function responseHeaderPairs(res: ServerResponse): Array<[string, string]> {
-  const pairs: Array<[string, string]> = [];
-  for (const [name, value] of Object.entries(res.getHeaders())) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) pairs.push([name, String(v)]);
-  }
-  return pairs;
-}
-
 type WriteArgs = [chunk: unknown, ...rest: unknown[]];
 
 /**
@@ -48,13 +33,13 @@ export function trafficTap(
     host,
     tunnelId: tunnel.id,
     scheme: (req.socket as Duplex & { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
-    startedAt: new Date().toISOString(),
+    startedAt: Date.now(),
     method: req.method ?? 'GET',
     path: req.url ?? '/',
     clientIp: clientIp(req.socket),
-    requestHeaders: headerPairs(req.rawHeaders),
+    requestHeaders: req.rawHeaders,
     status: undefined,
-    responseHeaders: [],
+    responseHeaders: {},
     durationMs: undefined,
     requestBody: undefined,
     responseBody: undefined,
@@ -89,7 +74,7 @@ export function trafficTap(
   }
   res.once('close', () => {
     record.status = res.headersSent ? res.statusCode : 499;
-    record.responseHeaders = res.headersSent ? responseHeaderPairs(res) : [];
+    if (res.headersSent) record.responseHeaders = res.getHeaders();
     record.durationMs = Number(process.hrtime.bigint() - started) / 1e6;
     record.requestBody = requestBody?.done();
     record.responseBody = responseBody?.done();

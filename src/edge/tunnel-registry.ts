@@ -260,6 +260,9 @@ export class TunnelRegistry extends EventEmitter {
    * @example const target = registry.pick(registry.byHost(host)!);
    */
   pick(tunnel: OnlineTunnel): OnlineTunnel {
+    // Only pooling tunnels share (every member of a pool pools): the rest need no lookup, and
+    // this runs for every request.
+    if (tunnel.pooling !== true) return tunnel;
     const key = poolKey(tunnel);
     const pool = key === undefined ? undefined : this.pools.get(key);
     if (!pool || pool.members.length < 2) return tunnel;

@@ -330,9 +330,13 @@ export class MuxStream extends Duplex {
       }
       return;
     }
-    const err = new MuxError(code, `stream ${this.id} reset by peer`, true);
-    // As in onSessionClosed: an owner not listening yet must not crash the process.
-    this.destroy(this.listenerCount('error') > 0 ? err : undefined);
+    // As in onSessionClosed: an owner not listening yet must not crash the process. The error (and
+    // its stack trace) is built only for an owner who will hear it.
+    this.destroy(
+      this.listenerCount('error') > 0
+        ? new MuxError(code, `stream ${this.id} reset by peer`, true)
+        : undefined,
+    );
   }
 
   /** @internal The session ended under the stream: destroyed, with `err` if it failed. */
