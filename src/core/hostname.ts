@@ -1,3 +1,5 @@
+import { isIP } from 'node:net';
+
 /**
  * DNS names as Burrow accepts them: lowercase LDH labels of 1-63 characters, at most 253 in all,
  * at least two labels. A wildcard `*` may only be the whole first label.
@@ -48,4 +50,25 @@ export function splitHostPort(value: string): { host: string; port: number } | u
   const port = Number(m[2]);
   if (!Number.isInteger(port) || port < 1 || port > 65535) return undefined;
   return { host: m[1]!, port };
+}
+
+/**
+ * True when `name` is exactly one label under `domain`: what a certificate for `*.<domain>`
+ * covers, and the shape of random endpoint names under the base domain.
+ * @example isOneLabelUnder('app.example.com', 'example.com') // true
+ * @example isOneLabelUnder('a.b.example.com', 'example.com') // false
+ */
+export function isOneLabelUnder(name: string, domain: string): boolean {
+  return name.endsWith(`.${domain}`) && !name.slice(0, -domain.length - 1).includes('.');
+}
+
+/**
+ * True when certificate name `san` covers host `name` as TLS clients match: exactly, or a
+ * wildcard standing for one label (never for an IP address).
+ * @example certificateNameCovers('*.example.com', 'app.example.com') // true
+ * @example certificateNameCovers('*.example.com', 'a.b.example.com') // false
+ */
+export function certificateNameCovers(san: string, name: string): boolean {
+  if (san === name) return true;
+  return san.startsWith('*.') && isIP(name) === 0 && isOneLabelUnder(name, san.slice(2));
 }

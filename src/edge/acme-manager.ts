@@ -2,6 +2,7 @@ import { generateKeyPairSync } from 'node:crypto';
 import { Agent as HttpsAgent } from 'node:https';
 import { rootCertificates } from 'node:tls';
 import * as acme from 'acme-client';
+import { isOneLabelUnder } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import type { Repositories } from '../store/index.js';
 import { nowRfc3339 } from '../store/paging.js';
@@ -110,9 +111,8 @@ export class AcmeManager {
       subjects.push(baseSubject(baseDomain, id, status));
     }
     for (const name of this.options.hostnames ?? []) {
-      const underBase = name.endsWith(`.${baseDomain}`);
-      const oneLabel = underBase && !name.slice(0, -baseDomain.length - 1).includes('.');
-      if (orderBaseWildcard && oneLabel) continue;
+      // The base wildcard covers it already.
+      if (orderBaseWildcard && isOneLabelUnder(name, baseDomain)) continue;
       const { id, status } = await own(`host:${name}`);
       subjects.push(hostSubject(name, id, status));
     }

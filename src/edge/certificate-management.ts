@@ -22,17 +22,7 @@ export interface CertificateManagement {
 export function storedCertificates(
   repos: Pick<Repositories, 'tlsCertificates'>,
 ): (name: string) => Promise<StoredCertificate | undefined> {
-  return async (name) => {
-    const found = await repos.tlsCertificates.servableFor(name);
-    return (
-      found && {
-        id: found.id,
-        certificatePem: found.certificatePem,
-        privateKeyPem: found.privateKeyPem,
-        notAfter: found.notAfter,
-      }
-    );
-  };
+  return (name) => repos.tlsCertificates.servableFor(name);
 }
 
 /**

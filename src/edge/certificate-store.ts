@@ -1,9 +1,9 @@
 import { createSecureContext, type SecureContext, type SecureContextOptions } from 'node:tls';
+import { certificateNameCovers } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import {
   canonicalCertificateNames,
   certificateNameProblem,
-  isIpLiteral,
   normalizeCertificateName,
 } from './certificate-names.js';
 import {
@@ -195,7 +195,7 @@ export class CertificateStore {
     }
     if (!resolution) {
       const sans = canonicalCertificateNames((await this.options.sanFor?.(name)) ?? [name]);
-      if (!sans.some((san) => sanCovers(san, name))) {
+      if (!sans.some((san) => certificateNameCovers(san, name))) {
         throw new Error(`sanFor("${name}") returned ${sans.join(', ')}, which does not cover it`);
       }
       resolution = { key: `ca:${sans.join(',')}`, checkedAt: now, kind: 'local-ca', sans };
@@ -283,12 +283,4 @@ export class CertificateStore {
   private context(cert: string, key: string): SecureContext {
     return createSecureContext({ ...this.options.secureContextOptions, cert, key });
   }
-}
-
-/** True when SAN `san` matches `name` the way TLS clients match: a wildcard covers one label. */
-function sanCovers(san: string, name: string): boolean {
-  if (san === name) return true;
-  if (!san.startsWith('*.') || isIpLiteral(name)) return false;
-  const dot = name.indexOf('.');
-  return dot > 0 && name.slice(dot) === san.slice(1);
 }

@@ -9,12 +9,12 @@ import {
   RCODE,
   createDnsAnswerer,
   encodeWithin,
-  parseListen,
   startDnsServer,
   txtStrings,
   udpAnswerLimit,
   type DnsServer,
 } from './dns-server.js';
+import { parseListenAddress } from './proxy.js';
 
 const ZONE = 'burrow.example.com';
 const CHALLENGE = `kjrplmqa.acme-challenge.${ZONE}`;
@@ -362,10 +362,10 @@ describe("Node's resolver end to end", () => {
 
 describe('helpers', () => {
   it('parses listen addresses', () => {
-    expect(parseListen('127.0.0.1:53')).toEqual({ host: '127.0.0.1', port: 53 });
-    expect(parseListen('[::1]:0')).toEqual({ host: '::1', port: 0 });
-    expect(() => parseListen('127.0.0.1')).toThrow(/host:port/);
-    expect(() => parseListen('[::1]:70000')).toThrow(/host:port/);
+    expect(parseListenAddress('127.0.0.1:53')).toEqual({ host: '127.0.0.1', port: 53 });
+    expect(parseListenAddress('[::1]:0')).toEqual({ host: '::1', port: 0 });
+    expect(() => parseListenAddress('127.0.0.1')).toThrow(/host:port/);
+    expect(() => parseListenAddress('[::1]:70000')).toThrow(/host:port/);
   });
 
   it('splits long TXT values into 255-byte strings', async () => {

@@ -12,6 +12,7 @@ import net from 'node:net';
 import dnsPacket from 'dns-packet';
 import type { Answer, DecodedPacket, OptAnswer, Packet, Question, SoaAnswer } from 'dns-packet';
 import type { Logger } from '../core/logger.js';
+import { parseListenAddress } from './proxy.js';
 
 /** Where TXT answers come from (pending ACME challenges). */
 export interface DnsRecordSource {
@@ -93,17 +94,6 @@ export function normalizeName(name: string): string {
  */
 export function isInZone(name: string, zone: string): boolean {
   return name === zone || name.endsWith('.' + zone);
-}
-
-/**
- * Split `host:port` (`[v6]:port`); port 0..65535.
- * @example parseListen('[::1]:0') // { host: '::1', port: 0 }
- */
-export function parseListen(listen: string): { host: string; port: number } {
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(listen);
-  const port = Number(m?.[3]);
-  if (!m || port > 65535) throw new Error(`listen: '${listen}' is not host:port ([v6]:port)`);
-  return { host: m[1] ?? m[2]!, port };
 }
 
 /**
@@ -346,7 +336,7 @@ async function bindBoth(host: string, port: number): Promise<[dgram.Socket, net.
  * await dns.close();
  */
 export async function startDnsServer(options: DnsServerOptions): Promise<DnsServer> {
-  const { host, port } = parseListen(options.listen);
+  const { host, port } = parseListenAddress(options.listen);
   const logger = options.logger;
   const answer = createDnsAnswerer(options);
   const maxConnections = options.maxTcpConnections ?? 256;

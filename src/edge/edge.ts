@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { ServerConfig } from '../core/config.js';
-import { isAtOrUnder, splitHostPort } from '../core/hostname.js';
+import { isAtOrUnder, isOneLabelUnder, splitHostPort } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import { PolicyEventLog } from '../policy/index.js';
 import type { Repositories } from '../store/index.js';
@@ -22,10 +22,6 @@ import { TunnelRegistry } from './tunnel-registry.js';
 import { TrafficLog } from './traffic-log.js';
 import { trafficInspector, type TrafficInspector } from './traffic-replay.js';
 import { trafficTap } from './traffic-tap.js';
-
-function isOneLabelUnder(name: string, domain: string): boolean {
-  return name.endsWith(`.${domain}`) && !name.slice(0, -domain.length - 1).includes('.');
-}
 
 /** A running edge: the agent listener and the public ingress over one tunnel registry. */
 export interface Edge {

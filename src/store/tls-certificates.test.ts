@@ -1,10 +1,10 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../core/errors.js';
-import { createTestRepositories } from '../test-support/api.js';
+import { withTestStore } from '../test-support/api.js';
 import { certificateMaker } from '../test-support/certificates.js';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
-import { openStore, type Repositories, type Store } from './index.js';
-import { parseCertificateAndKey, sanCoversName } from './tls-certificates.js';
+import { DATABASE_KINDS } from '../test-support/stores.js';
+import { certificateNameCovers } from '../core/hostname.js';
+import { parseCertificateAndKey } from './tls-certificates.js';
 
 const maker = certificateMaker();
 afterAll(() => maker.cleanup());
@@ -53,84 +53,75 @@ describe('parseCertificateAndKey', () => {
   });
 
   it('matches names as TLS clients do: a wildcard covers exactly one label', () => {
-    expect(sanCoversName('*.example.com', 'a.example.com')).toBe(true);
-    expect(sanCoversName('*.example.com', 'a.b.example.com')).toBe(false);
-    expect(sanCoversName('*.example.com', 'example.com')).toBe(false);
-    expect(sanCoversName('app.example.com', 'app.example.com')).toBe(true);
+    expect(certificateNameCovers('*.example.com', 'a.example.com')).toBe(true);
+    expect(certificateNameCovers('*.example.com', 'a.b.example.com')).toBe(false);
+    expect(certificateNameCovers('*.example.com', 'example.com')).toBe(false);
+    expect(certificateNameCovers('app.example.com', 'app.example.com')).toBe(true);
   });
 });
 
 describe.each(DATABASE_KINDS)('TlsCertificateRepository (%s)', (kind) => {
-  let db: TestDatabase;
-  let store: Store;
-  let repos: Repositories;
-  beforeAll(async () => {
-    db = await createTestDatabase(kind);
-    store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createTestRepositories(store);
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
-  });
+  const t = withTestStore(kind);
 
   it('stores a certificate without ever returning its key, and serves the longest-lived match', async () => {
-    const short = await repos.tlsCertificates.create(leaf('DNS:*.serve.example.com', { days: 5 }));
-    const long = await repos.tlsCertificates.create({
+    const short = await t.repos.tlsCertificates.create(
+      leaf('DNS:*.serve.example.com', { days: 5 }),
+    );
+    const long = await t.repos.tlsCertificates.create({
       ...leaf('DNS:*.serve.example.com', { days: 50 }),
       description: 'long',
     });
-    expect(JSON.stringify(await repos.tlsCertificates.get(long.id))).not.toMatch(/PRIVATE KEY/);
-    expect(JSON.stringify(await repos.tlsCertificates.list({ limit: 100 }))).not.toMatch(
+    expect(JSON.stringify(await t.repos.tlsCertificates.get(long.id))).not.toMatch(/PRIVATE KEY/);
+    expect(JSON.stringify(await t.repos.tlsCertificates.list({ limit: 100 }))).not.toMatch(
       /PRIVATE KEY/,
     );
-    const served = await repos.tlsCertificates.servableFor('x.serve.example.com');
+    const served = await t.repos.tlsCertificates.servableFor('x.serve.example.com');
     expect(served?.id).toBe(long.id);
     expect(served?.privateKeyPem).toMatch(/PRIVATE KEY/);
-    expect(await repos.tlsCertificates.servableFor('x.y.serve.example.com')).toBeUndefined();
+    expect(await t.repos.tlsCertificates.servableFor('x.y.serve.example.com')).toBeUndefined();
     // Once the longer one is past its end, the other serves.
     const later = new Date(Date.now() + 20 * 86_400_000);
-    expect((await repos.tlsCertificates.servableFor('x.serve.example.com', later))?.id).toBe(
+    expect((await t.repos.tlsCertificates.servableFor('x.serve.example.com', later))?.id).toBe(
       long.id,
     );
     const muchLater = new Date(Date.now() + 60 * 86_400_000);
     expect(
-      await repos.tlsCertificates.servableFor('x.serve.example.com', muchLater),
+      await t.repos.tlsCertificates.servableFor('x.serve.example.com', muchLater),
     ).toBeUndefined();
     expect(short.id).not.toBe(long.id);
   });
 
   it('refuses to delete a certificate a reserved domain serves, naming the domain', async () => {
-    const cert = await repos.tlsCertificates.create(leaf('DNS:held.example.com'));
-    const domain = await repos.reservedDomains.create({
+    const cert = await t.repos.tlsCertificates.create(leaf('DNS:held.example.com'));
+    const domain = await t.repos.reservedDomains.create({
       domain: 'held.example.com',
       certificate_id: cert.id,
     });
     expect(domain.certificate_id).toBe(cert.id);
     expect(domain.certificate_management_policy).toBeNull();
-    await expect(repos.tlsCertificates.delete(cert.id)).rejects.toThrow(/held\.example\.com/);
-    expect(await repos.reservedDomains.detachCertificate(domain.id)).toBe(true);
-    expect(await repos.tlsCertificates.delete(cert.id)).toBe(true);
+    await expect(t.repos.tlsCertificates.delete(cert.id)).rejects.toThrow(/held\.example\.com/);
+    expect(await t.repos.reservedDomains.detachCertificate(domain.id)).toBe(true);
+    expect(await t.repos.tlsCertificates.delete(cert.id)).toBe(true);
   });
 
   it('refuses a certificate and a policy together (434) and an unknown certificate', async () => {
-    const cert = await repos.tlsCertificates.create(leaf('DNS:both.example.com'));
+    const cert = await t.repos.tlsCertificates.create(leaf('DNS:both.example.com'));
     await expect(
-      repos.reservedDomains.create({
+      t.repos.reservedDomains.create({
         domain: 'both.example.com',
         certificate_id: cert.id,
         certificate_management_policy: {},
       }),
     ).rejects.toMatchObject({ code: 'ERR_NGROK_434', field: 'certificate_id' });
     await expect(
-      repos.reservedDomains.create({ domain: 'both.example.com', certificate_id: 'cert_nope' }),
+      t.repos.reservedDomains.create({ domain: 'both.example.com', certificate_id: 'cert_nope' }),
     ).rejects.toMatchObject({ code: 'ERR_NGROK_7406', field: 'certificate_id' });
   });
 
   it('leases a subject to one holder at a time and hands it over when it lapses', async () => {
     let now = 1_000_000;
     const { AcmeStateRepository } = await import('./acme.js');
-    const acme = new AcmeStateRepository(store.db, () => now);
+    const acme = new AcmeStateRepository(t.store.db, () => now);
     expect(await acme.lease('rd_1', 'node-a', 1000)).toBe(true);
     expect(await acme.lease('rd_1', 'node-b', 1000)).toBe(false);
     expect(await acme.lease('rd_1', 'node-a', 1000)).toBe(true);

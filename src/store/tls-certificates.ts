@@ -2,6 +2,7 @@ import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
+import { certificateNameCovers } from '../core/hostname.js';
 import { certificateFields } from '../core/x509-fields.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns, type DescribedInput } from './described.js';
@@ -174,18 +175,6 @@ function toView(row: TlsCertificatesTable): TlsCertificate {
 }
 
 /**
- * True when certificate name `san` covers host `name` as TLS clients match: exactly, or a
- * wildcard standing for one label.
- * @example sanCoversName('*.example.com', 'app.example.com') // true
- */
-export function sanCoversName(san: string, name: string): boolean {
-  if (san === name) return true;
-  if (!san.startsWith('*.')) return false;
-  const dot = name.indexOf('.');
-  return dot > 0 && name.slice(dot) === san.slice(1);
-}
-
-/**
  * TLS certificates: uploaded through the API, or issued by ACME for reserved domains and the base
  * domain. Private keys go in and never come out, except to the edge through `servableFor`.
  * @example const cert = await certs.create({ certificate_pem, private_key_pem });
@@ -285,7 +274,7 @@ export class TlsCertificateRepository {
     let best: ServableCertificate | undefined;
     for (const row of rows) {
       const dnsNames = JSON.parse(row.dns_names) as string[];
-      if (!dnsNames.some((san) => sanCoversName(san, name))) continue;
+      if (!dnsNames.some((san) => certificateNameCovers(san, name))) continue;
       const notAfter = new Date(row.not_after);
       if (best && best.notAfter >= notAfter) continue;
       best = {

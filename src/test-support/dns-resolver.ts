@@ -18,9 +18,9 @@ import {
   encodeWithin,
   isInZone,
   normalizeName,
-  parseListen,
   udpAnswerLimit,
 } from '../edge/dns-server.js';
+import { parseListenAddress } from '../edge/proxy.js';
 
 /** A zone whose names are answered by asking its authoritative server. */
 export interface DelegatedZone {
@@ -68,7 +68,7 @@ function edns(): OptAnswer {
 
 /** One question to an authoritative server over UDP; SERVFAIL when it is silent or truncates. */
 function askUpstream(address: string, question: Question, timeoutMs: number): Promise<Outcome> {
-  const { host, port } = parseListen(address);
+  const { host, port } = parseListenAddress(address);
   const id = randomInt(0x10000);
   const query = dnsPacket.encode({
     type: 'query',
@@ -116,7 +116,7 @@ function askUpstream(address: string, question: Question, timeoutMs: number): Pr
  * await resolver.close();
  */
 export async function startTestResolver(options: TestResolverOptions = {}): Promise<TestResolver> {
-  const { host, port } = parseListen(options.listen ?? '127.0.0.1:0');
+  const { host, port } = parseListenAddress(options.listen ?? '127.0.0.1:0');
   const defaultA = options.defaultA === undefined ? '127.0.0.1' : options.defaultA;
   const delegated = options.delegated && {
     zone: normalizeName(options.delegated.zone),
