@@ -12,9 +12,8 @@
  */
 import { CloudEndpoints } from '../src/edge/cloud-endpoints.js';
 import { fmt, machine, markdownTable } from './report.js';
-import { startBulkService } from './support/bulk.js';
-import { keepAliveLoad, median, type RateResult } from './support/load.js';
-import { answer, fail, RoleProcesses } from './support/roles.js';
+import { median, runTunnelBench, type RateResult } from './support/load.js';
+import { answer, RoleProcesses } from './support/roles.js';
 import { connectAgent, startBenchEdge, type EdgeAddress } from './support/sdk-agent.js';
 
 const DURATION = Number(process.env.DURATION ?? 5);
@@ -89,36 +88,4 @@ async function main(): Promise<void> {
   console.log(markdownTable(['route', 'req/s', 'ratio', 'p50 / p99 ms', 'errors'], rows));
 }
 
-function shutdown(code: number): void {
-  roles.killAll();
-  process.exit(code);
-}
-
-const role = process.argv[2];
-const arg = process.argv[3] ? (JSON.parse(process.argv[3]) as unknown) : undefined;
-if (role === 'edge') {
-  serveEdge().catch(fail);
-} else if (role === 'service') {
-  startBulkService().then(answer, fail);
-} else if (role === 'agent') {
-  serveAgent(arg as { edge: EdgeInfo; service: number }).catch(fail);
-} else if (role === 'load') {
-  const spec = arg as { port: number; host: string; warmup?: boolean };
-  keepAliveLoad({
-    port: spec.port,
-    host: spec.host,
-    connections: CONNECTIONS,
-    seconds: spec.warmup ? 1 : DURATION,
-  }).then((result) => {
-    answer(result);
-    process.exit(0);
-  }, fail);
-} else {
-  main().then(
-    () => shutdown(0),
-    (err: unknown) => {
-      console.error(err);
-      shutdown(1);
-    },
-  );
-}
+runTunnelBench(roles, { main, serveEdge, serveAgent, connections: CONNECTIONS, seconds: DURATION });

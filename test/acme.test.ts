@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { certificateMaker } from '../src/test-support/certificates.js';
 import { startTestResolver, type TestResolver } from '../src/test-support/dns-resolver.js';
@@ -27,6 +27,7 @@ import {
   startBurrowServer,
   type BurrowServer,
 } from './support/server-process.js';
+import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
  * Real certificates from a real ACME CA (Debian's pebble): HTTP-01 through the HTTP ingress,
@@ -127,11 +128,11 @@ describe('ACME certificates from pebble', () => {
   const issued = (d: Record<string, unknown>) => d.certificate !== null;
 
   async function agentSession(): Promise<ngrok.Session> {
-    const session = await new ngrok.SessionBuilder()
-      .serverAddr(`127.0.0.1:${ports.agent}`)
-      .caCert(readFileSync(join(db.dataDir, 'ca.pem')))
-      .authtoken(await createAuthtoken(api))
-      .connect();
+    const session = await connectNgrok(
+      ports,
+      readFileSync(join(db.dataDir, 'ca.pem')),
+      await createAuthtoken(api),
+    );
     sessions.push(session);
     return session;
   }

@@ -1,20 +1,18 @@
 import { createHash, createHmac } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { join } from 'node:path';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
-import { CurlApi } from './support/curl.js';
+import type { TestDatabase } from '../src/test-support/stores.js';
+import type { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,
-  edgeServerArgs,
-  freeEdgePorts,
   ingressCurl,
   type EdgePorts,
+  startEdgeServer,
 } from './support/edge-listeners.js';
-import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
+import type { BurrowServer } from './support/server-process.js';
+import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
  * The bind options of the unmodified @ngrok/ngrok SDK, set through its own builder, against a real
@@ -59,18 +57,9 @@ describe('@ngrok/ngrok bind options enforced by a burrow server process', () => 
     b.listenAndForward(`http://127.0.0.1:${web.port}`).then((l) => l.url()!);
 
   beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-    ports = await freeEdgePorts();
-    server = await startBurrowServer(db, { args: edgeServerArgs(ports) });
-    api = new CurlApi(server.url, await createApiKey(db));
-    caFile = join(db.dataDir, 'ca.pem');
-    caPem = readFileSync(caFile, 'utf8');
+    ({ db, ports, server, api, caFile, caPem } = await startEdgeServer('sqlite'));
     web = await startHttpUpstream(upstreamHandler);
-    session = await new ngrok.SessionBuilder()
-      .serverAddr(`127.0.0.1:${ports.agent}`)
-      .caCert(Buffer.from(caPem))
-      .authtoken(await createAuthtoken(api))
-      .connect();
+    session = await connectNgrok(ports, caPem, await createAuthtoken(api));
   }, 60_000);
   afterAll(async () => {
     await session?.close().catch(() => undefined);

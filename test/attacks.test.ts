@@ -1,9 +1,7 @@
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
-import { join } from 'node:path';
 import tls from 'node:tls';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   ErrorCode,
@@ -13,16 +11,16 @@ import {
   encodeFrameHeader,
 } from '../src/protocol/frame.js';
 import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
-import { CurlApi } from './support/curl.js';
+import type { TestDatabase } from '../src/test-support/stores.js';
+import type { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,
-  edgeServerArgs,
-  freeEdgePorts,
   ingressCurl,
   type EdgePorts,
+  startEdgeServer,
 } from './support/edge-listeners.js';
-import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
+import type { BurrowServer } from './support/server-process.js';
+import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
  * Inputs that once took the whole `burrow server` process down, sent to a real process as an
@@ -73,23 +71,14 @@ describe('attacks on a burrow server process', () => {
   async function expectServing(): Promise<void> {
     expect(server.process.exitCode).toBeNull();
     expect((await api.get('/bot_users')).status).toBe(200);
-    const session = await new ngrok.SessionBuilder()
-      .serverAddr(`127.0.0.1:${ports.agent}`)
-      .caCert(Buffer.from(caPem))
-      .authtoken(await createAuthtoken(api))
-      .connect();
+    const session = await connectNgrok(ports, caPem, await createAuthtoken(api));
     sessions.push(session);
     const listener = await session.httpEndpoint().listenAndForward(`http://127.0.0.1:${web.port}`);
     expect(await curlUrl(listener.url()!, '/alive')).toMatchObject({ status: 200, text: 'alive' });
   }
 
   beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-    ports = await freeEdgePorts();
-    server = await startBurrowServer(db, { args: edgeServerArgs(ports) });
-    api = new CurlApi(server.url, await createApiKey(db));
-    caFile = join(db.dataDir, 'ca.pem');
-    caPem = readFileSync(caFile, 'utf8');
+    ({ db, ports, server, api, caFile, caPem } = await startEdgeServer('sqlite'));
     web = await startHttpUpstream((_req, res) => res.end('alive'));
     // Handshakes that stall: opened first so their deadline runs while the other tests do.
     const silent = net.connect(ports.agent, '127.0.0.1');
@@ -148,11 +137,7 @@ describe('attacks on a burrow server process', () => {
   );
 
   it('refuses a deeply nested traffic policy in an agent bind, and keeps serving', async () => {
-    const session = await new ngrok.SessionBuilder()
-      .serverAddr(`127.0.0.1:${ports.agent}`)
-      .caCert(Buffer.from(caPem))
-      .authtoken(await createAuthtoken(api))
-      .connect();
+    const session = await connectNgrok(ports, caPem, await createAuthtoken(api));
     sessions.push(session);
     for (let i = 0; i < 2; i++) {
       const bind = session

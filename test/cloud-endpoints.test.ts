@@ -1,9 +1,7 @@
 import type { ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import http from 'node:http';
-import { join } from 'node:path';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
 import {
@@ -12,22 +10,18 @@ import {
   type LocalServer,
 } from '../src/test-support/ingress.js';
 import { readAll } from '../src/test-support/mux.js';
-import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
-import { refusalOf, spawnNgrokAgent } from './support/ngrok-agents.js';
+import type { TestDatabase } from '../src/test-support/stores.js';
+import { refusalOf, spawnNgrokAgent, connectNgrok } from './support/ngrok-agents.js';
 import { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,
   edgeServerArgs,
-  freeEdgePorts,
   ingressCurl,
   type EdgePorts,
+  startEdgeServer,
+  hostGet,
 } from './support/edge-listeners.js';
-import {
-  createApiKey,
-  runBurrow,
-  startBurrowServer,
-  type BurrowServer,
-} from './support/server-process.js';
+import { runBurrow, startBurrowServer, type BurrowServer } from './support/server-process.js';
 
 /**
  * Today's routing model with the unmodified @ngrok/ngrok against a real `burrow server`: cloud
@@ -36,31 +30,9 @@ import {
  */
 
 /** One GET on the plain HTTP ingress with a Host header, over `agent` (keep-alive). */
-function get(
-  port: number,
-  host: string,
-  path: string,
-  agent: http.Agent,
-): Promise<{ status: number; body: string; code: string | undefined }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: '127.0.0.1', port, path, headers: { Host: host }, agent },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (c: string) => (body += c));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            body,
-            code: res.headers['burrow-error-code'] as string | undefined,
-          }),
-        );
-      },
-    );
-    req.setTimeout(10_000, () => req.destroy(new Error(`GET ${path} timed out`)));
-    req.on('error', reject);
-    req.end();
-  });
+async function get(port: number, host: string, path: string, agent: http.Agent) {
+  const { status, body, headers } = await hostGet(port, host, path, agent);
+  return { status, body, code: headers['burrow-error-code'] as string | undefined };
 }
 
 const until = async (check: () => Promise<boolean>, ms = 10_000): Promise<void> => {
@@ -94,11 +66,7 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
     return `http://127.0.0.1:${up.port}`;
   };
   const connect = async (): Promise<ngrok.Session> => {
-    const session = await new ngrok.SessionBuilder()
-      .serverAddr(`127.0.0.1:${ports.agent}`)
-      .caCert(Buffer.from(caPem))
-      .authtoken(authtoken)
-      .connect();
+    const session = await connectNgrok(ports, caPem, authtoken);
     sessions.push(session);
     return session;
   };
@@ -115,12 +83,7 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
     });
 
   beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-    ports = await freeEdgePorts();
-    server = await startBurrowServer(db, { args: edgeServerArgs(ports) });
-    api = new CurlApi(server.url, await createApiKey(db));
-    caFile = join(db.dataDir, 'ca.pem');
-    caPem = readFileSync(caFile, 'utf8');
+    ({ db, ports, server, api, caFile, caPem } = await startEdgeServer('sqlite'));
     authtoken = await createAuthtoken(api);
     await reserve('app.example.com');
     await reserve('down.example.com');

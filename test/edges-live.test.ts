@@ -8,7 +8,7 @@ import {
   type Socket,
 } from 'node:net';
 import { join } from 'node:path';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type Session } from '../src/sdk/index.js';
 import { certificateMaker } from '../src/test-support/certificates.js';
@@ -34,6 +34,7 @@ import {
   type EdgePorts,
 } from './support/edge-listeners.js';
 import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
+import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
  * TCP and TLS edges end to end: a real `burrow server --role all`, agents from @ngrok/ngrok and
@@ -149,11 +150,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
       }),
     );
 
-    const ngrokSession = await new ngrok.SessionBuilder()
-      .serverAddr(`127.0.0.1:${ports.agent}`)
-      .caCert(readFileSync(caFile))
-      .authtoken(await token())
-      .connect();
+    const ngrokSession = await connectNgrok(ports, readFileSync(caFile), await token());
     ngrokSessions.push(ngrokSession);
     const ngrokListener = await ngrokSession
       .labeledListener()

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
 import { until } from '../src/test-support/mux.js';
@@ -15,6 +15,7 @@ import {
   type EdgePorts,
 } from './support/edge-listeners.js';
 import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
+import { connectNgrok } from './support/ngrok-agents.js';
 
 /** Size of the download the cut interrupts; the upstream sends it slowly so the cut lands inside. */
 const DOWNLOAD_BYTES = 8 * 1024 * 1024;
@@ -115,11 +116,7 @@ describe('agent link cut mid-download', () => {
 
   it('gives the public client a clean error at once, and the agent comes back with the same URL', async () => {
     const caPem = readFileSync(join(db.dataDir, 'ca.pem'));
-    session = await new ngrok.SessionBuilder()
-      .serverAddr(relay.addr)
-      .caCert(caPem)
-      .authtoken(await createAuthtoken(api))
-      .connect();
+    session = await connectNgrok(relay.addr, caPem, await createAuthtoken(api));
     const listener = await session
       .httpEndpoint()
       .scheme('HTTP')

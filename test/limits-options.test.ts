@@ -1,16 +1,10 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
-import { CurlApi } from './support/curl.js';
-import {
-  createAuthtoken,
-  edgeServerArgs,
-  freeEdgePorts,
-  type EdgePorts,
-} from './support/edge-listeners.js';
-import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
+import type { TestDatabase } from '../src/test-support/stores.js';
+import type { CurlApi } from './support/curl.js';
+import { createAuthtoken, type EdgePorts, startEdgeServer } from './support/edge-listeners.js';
+import type { BurrowServer } from './support/server-process.js';
+import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
  * The limit options of issue 14 reach a real `burrow server`: set by flags, enforced with each
@@ -32,21 +26,14 @@ describe('limit options on a burrow server process', () => {
   };
 
   beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-    ports = await freeEdgePorts();
-    server = await startBurrowServer(db, {
-      args: [
-        ...edgeServerArgs(ports),
-        '--api-max-body-bytes',
-        '4096',
-        '--api-max-json-depth',
-        '8',
-        '--agent-max-tunnels-per-session',
-        '1',
-      ],
-    });
-    api = new CurlApi(server.url, await createApiKey(db));
-    caPem = readFileSync(join(db.dataDir, 'ca.pem'), 'utf8');
+    ({ db, ports, server, api, caPem } = await startEdgeServer('sqlite', [
+      '--api-max-body-bytes',
+      '4096',
+      '--api-max-json-depth',
+      '8',
+      '--agent-max-tunnels-per-session',
+      '1',
+    ]));
   }, 60_000);
   afterAll(async () => {
     await Promise.all(sessions.map((s) => s.close().catch(() => undefined)));
@@ -68,11 +55,7 @@ describe('limit options on a burrow server process', () => {
   });
 
   it('agent: a second tunnel on one session is refused with ERR_NGROK_324, and counted', async () => {
-    const session = await new ngrok.SessionBuilder()
-      .serverAddr(`127.0.0.1:${ports.agent}`)
-      .caCert(Buffer.from(caPem))
-      .authtoken(await createAuthtoken(api))
-      .connect();
+    const session = await connectNgrok(ports, caPem, await createAuthtoken(api));
     sessions.push(session);
     await session.tcpEndpoint().listen();
     const second = await session

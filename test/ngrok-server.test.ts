@@ -5,7 +5,7 @@ import http from 'node:http';
 import net from 'node:net';
 import { join } from 'node:path';
 import tls from 'node:tls';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LocalCa } from '../src/edge/certificates.js';
 import {
@@ -27,8 +27,9 @@ import {
   freeEdgePorts,
   ingressCurl,
   type EdgePorts,
+  hostGet,
 } from './support/edge-listeners.js';
-import { refusalOf, spawnNgrokAgent } from './support/ngrok-agents.js';
+import { refusalOf, spawnNgrokAgent, ngrokSession } from './support/ngrok-agents.js';
 import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
 
 /**
@@ -39,33 +40,9 @@ import { createApiKey, startBurrowServer, type BurrowServer } from './support/se
  */
 
 /** One GET on 127.0.0.1:`port` with a Host header, through `agent`; says whether it reused a connection. */
-function get(
-  port: number,
-  host: string,
-  path: string,
-  agent: http.Agent | false = false,
-): Promise<{ status: number; body: string; reused: boolean; ms: number }> {
-  const started = Date.now();
-  return new Promise((resolve, reject) => {
-    const req = http.request(
-      { host: '127.0.0.1', port, path, headers: { Host: host }, agent },
-      (res) => {
-        let body = '';
-        res.setEncoding('utf8').on('data', (c: string) => (body += c));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            body,
-            reused: req.reusedSocket,
-            ms: Date.now() - started,
-          }),
-        );
-      },
-    );
-    req.setTimeout(10_000, () => req.destroy(new Error(`GET ${path} timed out`)));
-    req.on('error', reject);
-    req.end();
-  });
+async function get(port: number, host: string, path: string, agent: http.Agent | false = false) {
+  const { status, body, reused, ms } = await hostGet(port, host, path, agent);
+  return { status, body, reused, ms };
 }
 
 /** The value of one series in a Prometheus text exposition (undefined when absent). */
@@ -93,10 +70,7 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against a burrow server process (%s)
     return created;
   };
   const builder = (authtoken: string, serverAddr = `127.0.0.1:${ports.agent}`) =>
-    new ngrok.SessionBuilder()
-      .serverAddr(serverAddr)
-      .caCert(Buffer.from(caPem))
-      .authtoken(authtoken);
+    ngrokSession(serverAddr, caPem, authtoken);
   const connect = async (authtoken?: string, serverAddr?: string): Promise<ngrok.Session> => {
     const session = await builder(authtoken ?? (await token()), serverAddr).connect();
     sessions.push(session);

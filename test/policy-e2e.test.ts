@@ -26,6 +26,7 @@ import {
   type EdgePorts,
 } from './support/edge-listeners.js';
 import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
+import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
  * Traffic policies of agent endpoints on live traffic: a real `burrow server` (API and edge), real
@@ -86,11 +87,7 @@ describe.each(DATABASE_KINDS)('traffic policies on agent endpoints (%s)', (kind)
     return session;
   };
   const ngrokSession = async (): Promise<ngrok.Session> => {
-    const session = await new ngrok.SessionBuilder()
-      .serverAddr(`127.0.0.1:${ports.agent}`)
-      .caCert(readFileSync(caFile))
-      .authtoken(await token())
-      .connect();
+    const session = await connectNgrok(ports, readFileSync(caFile), await token());
     ngrokSessions.push(session);
     return session;
   };

@@ -1,17 +1,13 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
-import { curl, CurlApi } from './support/curl.js';
-import {
-  createAuthtoken,
-  edgeServerArgs,
-  freeEdgePorts,
-  type EdgePorts,
-} from './support/edge-listeners.js';
-import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
+import type { TestDatabase } from '../src/test-support/stores.js';
+import type { CurlApi } from './support/curl.js';
+import { curl } from './support/curl.js';
+import { createAuthtoken, type EdgePorts, startEdgeServer } from './support/edge-listeners.js';
+import type { BurrowServer } from './support/server-process.js';
+import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
  * Host must match SNI on the HTTPS ingress, with curl against a real `burrow server`: the URL's
@@ -38,20 +34,17 @@ describe('HTTPS ingress: Host must match SNI', () => {
     ]);
 
   beforeAll(async () => {
-    db = await createTestDatabase('sqlite');
-    ports = await freeEdgePorts();
-    server = await startBurrowServer(db, { args: edgeServerArgs(ports) });
-    const api = new CurlApi(server.url, await createApiKey(db));
-    caFile = join(db.dataDir, 'ca.pem');
+    let api: CurlApi;
+    ({ db, ports, server, api, caFile } = await startEdgeServer('sqlite'));
     web = await startHttpUpstream((req, res) => res.end(`host ${req.headers.host ?? ''}`));
     for (const domain of ['app.example.com', '*.sitea.example.com', 'special.sitea.example.com']) {
       expect((await api.post('/reserved_domains', { domain })).status).toBe(201);
     }
-    const session = await new ngrok.SessionBuilder()
-      .serverAddr(`127.0.0.1:${ports.agent}`)
-      .caCert(Buffer.from(readFileSync(caFile, 'utf8')))
-      .authtoken(await createAuthtoken(api))
-      .connect();
+    const session = await connectNgrok(
+      ports,
+      readFileSync(caFile, 'utf8'),
+      await createAuthtoken(api),
+    );
     sessions.push(session);
     for (const domain of ['app.example.com', '*.sitea.example.com', 'special.sitea.example.com']) {
       await session.httpEndpoint().domain(domain).listenAndForward(`http://127.0.0.1:${web.port}`);

@@ -1,6 +1,8 @@
 /** Load generation shared by the benchmarks: closed-loop workers, keep-alive HTTP, best-of runs. */
 import autocannon from 'autocannon';
 import { percentile } from '../report.js';
+import { startBulkService } from './bulk.js';
+import { answer, runRoles, type RoleProcesses } from './roles.js';
 
 /** Rate and latency of a load run. */
 export interface RateResult {
@@ -73,6 +75,29 @@ export async function keepAliveLoad(spec: {
 }
 
 /**
+ * The `load` role of a tunnel benchmark: `keepAliveLoad` on `{ port, host }` for `seconds`
+ * (one second for a warm-up run, whose figures are not used), then answer with the result and exit.
+ * @example runRoles(roles, { main, load: keepAliveLoadRole(CONNECTIONS, DURATION) });
+ */
+export function keepAliveLoadRole(
+  connections: number,
+  seconds: number,
+): (arg: unknown) => Promise<void> {
+  return async (arg) => {
+    const spec = arg as { port: number; host: string; warmup?: boolean };
+    answer(
+      await keepAliveLoad({
+        port: spec.port,
+        host: spec.host,
+        connections,
+        seconds: spec.warmup ? 1 : seconds,
+      }),
+    );
+    process.exit(0);
+  };
+}
+
+/**
  * The largest of `runs` results of `measure`, by `value` (the number itself by default).
  * @example const mibPerS = await bestOf(3, () => tcpBulk(port, 'up', bytes));
  */
@@ -92,4 +117,29 @@ export async function bestOf<T>(
 /** The median of `values` (the upper one of an even count). */
 export function median(values: number[]): number {
   return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+}
+
+/**
+ * The roles of a benchmark through a tunnel, run with `runRoles`: `edge`, `service` (the bulk
+ * service), `agent` (told the edge's answer and the service's HTTP port), `load` (keep-alive load
+ * on one host, see `keepAliveLoadRole`) and `main`, the parent.
+ * @example runTunnelBench(roles, { main, serveEdge, serveAgent, connections: 50, seconds: 5 });
+ */
+export function runTunnelBench<Edge>(
+  roles: RoleProcesses,
+  bench: {
+    main: () => Promise<void>;
+    serveEdge: () => Promise<void>;
+    serveAgent: (spec: { edge: Edge; service: number }) => Promise<void>;
+    connections: number;
+    seconds: number;
+  },
+): void {
+  runRoles(roles, {
+    main: bench.main,
+    edge: bench.serveEdge,
+    service: () => startBulkService().then(answer),
+    agent: (arg) => bench.serveAgent(arg as { edge: Edge; service: number }),
+    load: keepAliveLoadRole(bench.connections, bench.seconds),
+  });
 }

@@ -81,3 +81,36 @@ export function exitOnSignals(): void {
     process.once(signal, () => process.exit(130));
   }
 }
+
+/** What a script does in each child role (given the role's JSON argument), and as the parent. */
+export interface RoleHandlers {
+  /** The parent: runs when no known role is named; every child is killed when it ends. */
+  main: () => Promise<void>;
+  [role: string]: (arg: unknown) => Promise<unknown>;
+}
+
+/**
+ * Run the role named by `argv[2]` (with `argv[3]` parsed as its JSON argument), exiting non-zero
+ * if it fails; without one, run `main`, then kill every child of `roles` and exit 0 (1 on error).
+ * @example runRoles(roles, { main, service: () => startBulkService().then(answer) });
+ */
+export function runRoles(roles: RoleProcesses, handlers: RoleHandlers): void {
+  const role = process.argv[2];
+  const arg = process.argv[3] ? (JSON.parse(process.argv[3]) as unknown) : undefined;
+  const handler = role !== undefined && role !== 'main' ? handlers[role] : undefined;
+  if (handler) {
+    handler(arg).catch(fail);
+    return;
+  }
+  const shutdown = (code: number): never => {
+    roles.killAll();
+    process.exit(code);
+  };
+  handlers.main().then(
+    () => shutdown(0),
+    (err: unknown) => {
+      console.error(err);
+      shutdown(1);
+    },
+  );
+}

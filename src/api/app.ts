@@ -133,7 +133,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
           new BurrowError(
             CODES.malformedJson,
             400,
-            `The request body is not valid JSON: ${(err as Error).message}`,
+            `The request body is not valid JSON (${(err as Error).message}). Send a JSON object, or no body at all.`,
           ),
           undefined,
         );
@@ -148,7 +148,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
           new ValidationError(
             CODES.invalidValue,
             field,
-            `nested deeper than ${maxJsonDepth} levels of objects and arrays (the server's --api-max-json-depth)`,
+            `nested deeper than ${maxJsonDepth} levels of objects and arrays (the server's --api-max-json-depth): send a flatter body`,
           ),
           undefined,
         );

@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { shorten } from '../core/quote.js';
 import type {
   AuditActorType,
   AuditEventInput,
@@ -14,7 +15,7 @@ const NOT_CHANGES = new Set(['/traffic_policy/validate']);
 /** Path parameters whose values are secrets: recorded as `:name`, never as the value. */
 const SECRET_PARAM = /token|secret|password|key$/i;
 
-/** Longest path recorded; longer ones are cut (paths are bounded by the router anyway). */
+/** Longest path recorded; longer ones are cut, with '…' (paths are bounded by the router anyway). */
 const MAX_PATH_CHARS = 512;
 
 /**
@@ -30,7 +31,7 @@ export function auditPath(request: FastifyRequest): string {
       path = path.split(encodeURIComponent(value)).join(`:${name}`).split(value).join(`:${name}`);
     }
   }
-  return path.length > MAX_PATH_CHARS ? path.slice(0, MAX_PATH_CHARS) : path;
+  return shorten(path, MAX_PATH_CHARS);
 }
 
 /** `id` (or `user.id`) of a JSON reply, read only to name what changed; nothing else is kept. */

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
 import { DATABASE_KINDS } from '../test-support/stores.js';
+import { BIDI, ZERO_WIDTH } from '../test-support/text-fixtures.js';
 
 describe.each(DATABASE_KINDS)('bot users API (%s)', (kind) => {
   let api: TestApi;
@@ -79,26 +80,9 @@ describe.each(DATABASE_KINDS)('bot users API (%s)', (kind) => {
 
   it('refuses NUL, controls, bidirectional overrides and zero-width characters in names', async () => {
     const refused = [
-      '\u0000',
-      '\u0007',
-      '\t',
-      '\n',
-      '\r',
-      '\u007F',
-      '\u0085',
-      '\u202A',
-      '\u202B',
-      '\u202C',
-      '\u202D',
-      '\u202E',
-      '\u2066',
-      '\u2067',
-      '\u2068',
-      '\u2069',
-      '\u200B',
-      '\u200C',
-      '\u200D',
-      '\uFEFF',
+      ...['\u0000', '\u0007', '\t', '\n', '\r', '\u007F', '\u0085'],
+      ...BIDI,
+      ...ZERO_WIDTH,
     ];
     const { body: bot } = await api.call('POST', '/bot_users', { name: 'to be renamed' });
     for (const ch of refused) {

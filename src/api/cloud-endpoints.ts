@@ -8,6 +8,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { CODES, NotFoundError, ValidationError } from '../core/errors.js';
 import { isAtOrUnder } from '../core/hostname.js';
+import { quote } from '../core/quote.js';
 import { parseCloudEndpointUrl, type CloudEndpointTarget } from '../edge/cloud-endpoint-url.js';
 import { validatePolicy } from '../policy/validate.js';
 import type { CloudEndpoint, Repositories } from '../store/index.js';
@@ -64,12 +65,15 @@ export async function checkCloudEndpoint(
   if (typeof target === 'string') invalid('url', target);
   const binding = (bindings?.[0] ?? (target.internal ? 'internal' : 'public')).toLowerCase();
   if (binding !== 'public' && binding !== 'internal') {
-    invalid('bindings', `must be ["public"] or ["internal"], not ${JSON.stringify(bindings)}`);
+    invalid(
+      'bindings',
+      `must be ["public"] or ["internal"], not ${quote(JSON.stringify(bindings))}`,
+    );
   }
   if (binding === 'internal' && !target.internal) {
     invalid(
       'url',
-      `an internal endpoint's URL must end in '.internal' (e.g. https://api.internal), not '${rawUrl}'`,
+      `an internal endpoint's URL must end in '.internal' (e.g. https://api.internal), not ${quote(rawUrl)}`,
       'ERR_BURROW_INTERNAL_NAME',
     );
   }
@@ -80,7 +84,7 @@ export async function checkCloudEndpoint(
   if (target.addr && !(await repos.reservedAddrs.findByAddr(target.addr))) {
     invalid(
       'url',
-      `the TCP address '${target.addr}' is not reserved: reserve one with POST /reserved_addrs and use its addr`,
+      `the TCP address ${quote(target.addr)} is not reserved: reserve one with POST /reserved_addrs and use its addr`,
       CODES.bindNotReserved,
     );
   }
@@ -98,7 +102,7 @@ async function checkName(repos: Repositories, name: string): Promise<void> {
   if (!owned) {
     invalid(
       'url',
-      `the domain '${name}' is not reserved: reserve it (or a wildcard covering it) with POST /reserved_domains first, or use a name under ${base}`,
+      `the domain ${quote(name)} is not reserved: reserve it (or a wildcard covering it) with POST /reserved_domains first, or use a name under ${base}`,
       CODES.bindNotReserved,
     );
   }
@@ -107,7 +111,11 @@ async function checkName(repos: Repositories, name: string): Promise<void> {
     `${name}:443`,
   ]);
   if (edge)
-    invalid('url', `'${name}' is a hostport of the edge ${edge.edge_id}`, CODES.bindUsedByEdge);
+    invalid(
+      'url',
+      `${quote(name)} is a hostport of the edge ${edge.edge_id}: remove it from that edge's hostports, or use another name`,
+      CODES.bindUsedByEdge,
+    );
 }
 
 /**

@@ -182,12 +182,16 @@ function frameworkError(err: FastifyError, request: FastifyRequest): BurrowError
       return new BurrowError(
         CODES.unreadableBody,
         413,
-        `The request body is too large: the limit is ${request.routeOptions.bodyLimit} bytes (the server's --api-max-body-bytes).`,
+        `The request body is too large: the limit is ${request.routeOptions.bodyLimit} bytes (the server's --api-max-body-bytes). Send a smaller body, or split the change into several requests.`,
         { field: 'body', rule: `at most ${request.routeOptions.bodyLimit} bytes` },
       );
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new BurrowError(CODES.malformedJson, 400, 'The request body is not valid JSON.');
+      return new BurrowError(
+        CODES.malformedJson,
+        400,
+        'The request body is not valid JSON. Send a JSON object, or no body at all.',
+      );
     case 'FST_ERR_BAD_URL':
       return new BurrowError(
         CODES.invalidValue,

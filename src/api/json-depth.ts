@@ -4,12 +4,23 @@
  * recursive code anywhere on the way would overflow the stack: they are refused before any of it.
  */
 
-/** A container met on the walk, with how it was reached (the path is built only when reported). */
-interface Visit {
+/** How a value met on an iterative walk was reached; the path is built only when reported. */
+export interface Reached {
+  key: string | number | undefined;
+  parent: Reached | undefined;
+}
+
+/** The field path from the walk's root to `visit` (empty for the root itself). */
+export function pathOf(visit: Reached): (string | number)[] {
+  const parts: (string | number)[] = [];
+  for (let v: Reached | undefined = visit; v?.key !== undefined; v = v.parent) parts.push(v.key);
+  return parts.reverse();
+}
+
+/** A container met on the depth walk. */
+interface Visit extends Reached {
   value: unknown;
   depth: number;
-  key: string | number | undefined;
-  parent: Visit | undefined;
 }
 
 /**
@@ -23,11 +34,7 @@ export function deeperThan(root: unknown, max: number): (string | number)[] | un
     const visit = stack.pop()!;
     const { value, depth } = visit;
     if (value === null || typeof value !== 'object') continue;
-    if (depth > max) {
-      const path: (string | number)[] = [];
-      for (let v: Visit | undefined = visit; v?.key !== undefined; v = v.parent) path.push(v.key);
-      return path.reverse();
-    }
+    if (depth > max) return pathOf(visit);
     const entries: [string | number, unknown][] = Array.isArray(value)
       ? value.map((item, i): [number, unknown] => [i, item])
       : Object.entries(value as Record<string, unknown>);

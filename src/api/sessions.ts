@@ -13,6 +13,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthenticationError, BurrowError, RateLimitError } from '../core/errors.js';
+import { quote } from '../core/quote.js';
 import { SlidingWindowLimiter } from '../core/sliding-window.js';
 import type { User, UserRepository } from '../store/users.js';
 
@@ -72,10 +73,14 @@ function checkOrigin(request: FastifyRequest): void {
   try {
     host = new URL(origin).host;
   } catch {
-    throw forbidden('The Origin header is not a URL.');
+    throw forbidden(
+      `The Origin header ${quote(origin)} is not a URL. Send the request from the dashboard, or use an API key.`,
+    );
   }
   if (host !== request.headers.host) {
-    throw forbidden(`Requests from ${origin} may not change anything here.`);
+    throw forbidden(
+      `Requests from ${quote(origin)} may not change anything here. Use the dashboard served by this API, or an API key.`,
+    );
   }
 }
 

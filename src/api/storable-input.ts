@@ -2,18 +2,11 @@ import type { FastifyInstance } from 'fastify';
 import { CODES, ValidationError } from '../core/errors.js';
 import { storableProblem } from '../core/text-rules.js';
 import { fieldPath } from './error-handler.js';
+import { pathOf, type Reached } from './json-depth.js';
 
-/** A value met on the walk, with how it was reached (the path is built only when reported). */
-interface Visit {
+/** A value met on the walk. */
+interface Visit extends Reached {
   value: unknown;
-  key: string | number | undefined;
-  parent: Visit | undefined;
-}
-
-function pathOf(visit: Visit): (string | number)[] {
-  const parts: (string | number)[] = [];
-  for (let v: Visit | undefined = visit; v?.key !== undefined; v = v.parent) parts.push(v.key);
-  return parts.reverse();
 }
 
 /**

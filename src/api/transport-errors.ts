@@ -43,7 +43,7 @@ function parserError(code: string | undefined): BurrowError {
       return new BurrowError(
         CODES.unreadableBody,
         400,
-        `The request is not valid HTTP/1.1 (${code ?? 'parse error'}).`,
+        `The request is not valid HTTP/1.1 (${code ?? 'parse error'}). Check the client or proxy that sent it.`,
       );
   }
 }

@@ -51,13 +51,16 @@ export async function callApi(
   return parsed;
 }
 
+/** The API of a server run with its defaults (`--api-listen 127.0.0.1:4000`). */
+const DEFAULT_API_URL = 'http://127.0.0.1:4000';
+
 function targetOf(opts: { apiUrl?: string; apiKey?: string }): ApiTarget {
   if (!opts.apiKey) {
     throw new Error(
       'an API key is needed: pass --api-key or set BURROW_API_KEY (burrow api-key create makes one)',
     );
   }
-  return { apiUrl: opts.apiUrl ?? 'http://127.0.0.1:4000', apiKey: opts.apiKey };
+  return { apiUrl: opts.apiUrl ?? DEFAULT_API_URL, apiKey: opts.apiKey };
 }
 
 function withApi(cmd: Command): Command {
@@ -65,7 +68,7 @@ function withApi(cmd: Command): Command {
     .addOption(
       new Option('--api-url <url>', 'management API base URL')
         .env('BURROW_API_URL')
-        .default('http://127.0.0.1:4000'),
+        .default(DEFAULT_API_URL),
     )
     .addOption(new Option('--api-key <key>', 'API key').env('BURROW_API_KEY'));
 }

@@ -2,6 +2,7 @@ import { createInterface } from 'node:readline';
 import { Writable } from 'node:stream';
 import type { Command } from 'commander';
 import { loadServerConfig } from '../core/config.js';
+import { quote } from '../core/quote.js';
 import { openStore } from '../store/index.js';
 import { PASSWORD_MIN, type UserRepository } from '../store/users.js';
 import { serverRepositories } from './server.js';
@@ -62,6 +63,10 @@ async function withUsers<T>(
   }
 }
 
+function noSuchUser(name: string): Error {
+  return new Error(`no dashboard user is named ${quote(name)}; burrow user list shows the names`);
+}
+
 /**
  * `burrow user add|list|delete|passwd`: manage dashboard users directly in the database (for the
  * first user without the setup link, and to recover from a lost password).
@@ -102,7 +107,7 @@ export function registerUserCommand(
       .description('delete a dashboard user and end their sessions (their API keys stay)'),
   ).action(async (name: string, opts: Record<string, string | undefined>) => {
     const deleted = await withUsers(opts, flags, (users) => users.deleteByName(name));
-    if (!deleted) throw new Error(`no dashboard user is named '${name}'`);
+    if (!deleted) throw noSuchUser(name);
     process.stderr.write(`Deleted dashboard user ${name}.\n`);
   });
 
@@ -115,7 +120,7 @@ export function registerUserCommand(
   ).action(async (name: string, opts: Record<string, string | undefined>) => {
     const password = await readPassword();
     const changed = await withUsers(opts, flags, (users) => users.setPassword(name, password));
-    if (!changed) throw new Error(`no dashboard user is named '${name}'`);
+    if (!changed) throw noSuchUser(name);
     process.stderr.write(`Changed the password of ${name}; their sessions have ended.\n`);
   });
 }

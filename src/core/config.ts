@@ -378,7 +378,10 @@ type AcmeKeys =
 function acmeConfig(get: (key: keyof ServerConfig) => string): Pick<ServerConfig, AcmeKeys> {
   const directory = get('acmeDirectory');
   if (directory && !/^https?:\/\/[^/]+/.test(directory)) {
-    throw new ConfigError('acme-directory', `'${directory}' must be an https:// URL`);
+    throw new ConfigError(
+      'acme-directory',
+      `'${directory}' must be the directory URL, e.g. https://acme-staging-v02.api.letsencrypt.org/directory (http:// only for a CA on this machine)`,
+    );
   }
   const caFile = get('acmeCaCert');
   let caPem = '';
@@ -386,10 +389,16 @@ function acmeConfig(get: (key: keyof ServerConfig) => string): Pick<ServerConfig
     try {
       caPem = readFileSync(caFile, 'utf8');
     } catch (err) {
-      throw new ConfigError('acme-ca-cert', `cannot read ${caFile}: ${(err as Error).message}`);
+      throw new ConfigError(
+        'acme-ca-cert',
+        `cannot read ${caFile}: ${(err as Error).message}; give the path of a readable PEM file`,
+      );
     }
     if (!caPem.includes('-----BEGIN CERTIFICATE-----')) {
-      throw new ConfigError('acme-ca-cert', `${caFile} holds no PEM certificate`);
+      throw new ConfigError(
+        'acme-ca-cert',
+        `${caFile} holds no PEM certificate: give a file with a -----BEGIN CERTIFICATE----- block`,
+      );
     }
   }
   const kid = get('acmeEabKid');
@@ -427,7 +436,7 @@ function parseAgentHostname(value: string): string {
   if (name !== '' && hostnameProblem(name, false) !== undefined) {
     throw new ConfigError(
       'agent-hostname',
-      `'${value}' is not a host name like connect.example.com`,
+      `'${value}' must be a host name like connect.example.com`,
     );
   }
   return name;
@@ -440,7 +449,10 @@ function parsePublicIps(value: string): string[] {
     .filter((v) => v !== '');
   for (const ip of ips) {
     if (isIP(ip) === 0)
-      throw new ConfigError('public-ip', `'${ip}' is not an IPv4 or IPv6 address`);
+      throw new ConfigError(
+        'public-ip',
+        `'${ip}' must be an IPv4 or IPv6 address, e.g. 203.0.113.7`,
+      );
   }
   return ips;
 }

@@ -41,4 +41,12 @@ describe('limit options', () => {
       expect(row!.split('|')[2]!.trim().split(' ')[0]!.replace(/,/g, ''), o.name).toBe(o.default);
     }
   });
+
+  it('are each a row of docs/configuration.md with their environment variable and default', () => {
+    const doc = readFileSync(new URL('../../docs/configuration.md', import.meta.url), 'utf8');
+    for (const o of LIMIT_OPTIONS) {
+      const env = `BURROW_${o.name.toUpperCase().replace(/-/g, '_')}`;
+      expect(doc, o.name).toContain(`| \`--${o.name}\` | \`${env}\` | \`${o.default}\` |`);
+    }
+  });
 });

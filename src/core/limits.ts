@@ -1,7 +1,10 @@
 /**
  * The limits of every listener, each a server option with a safe default. They live here, apart
- * from config.ts, so the whole set is one block there and one table in docs/security.md.
+ * from config.ts, so the whole set is one block there, and one table in docs/security.md (what each
+ * protects) and one in docs/configuration.md (flag, variable, default).
  */
+
+import { quote } from './quote.js';
 
 /** Limits as the server uses them (milliseconds, bytes, counts). */
 export interface ServerLimits {
@@ -229,7 +232,10 @@ export function parseLimits(
     const text = raw(spec.name, spec.default);
     const value = Number(text);
     if (!/^\d+$/.test(text) || value < spec.min || value > spec.max) {
-      throw fail(spec.name, `'${text}' must be a whole number from ${spec.min} to ${spec.max}`);
+      throw fail(
+        spec.name,
+        `${quote(text)} must be a whole number from ${spec.min} to ${spec.max}`,
+      );
     }
     out[spec.field] = value;
   }

@@ -1,19 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { BIDI, ZERO_WIDTH } from '../test-support/text-fixtures.js';
 import { storableProblem, textProblem } from './text-rules.js';
 
-/** Every character issue 10 names, and a few more of the same kinds. */
-const BIDI = [
-  '\u202A',
-  '\u202B',
-  '\u202C',
-  '\u202D',
-  '\u202E',
-  '\u2066',
-  '\u2067',
-  '\u2068',
-  '\u2069',
-];
-const ZERO_WIDTH = ['\u200B', '\u200C', '\u200D', '\uFEFF'];
+/** C0 and C1 controls and DEL; BIDI and ZERO_WIDTH are every other character issue 10 names. */
 const CONTROLS = ['\0', '\u0001', '\u001B', '\r', '\u007F', '\u0080', '\u0085', '\u009F'];
 
 describe('textProblem', () => {

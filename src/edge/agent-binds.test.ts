@@ -1,6 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
-  RpcError,
   StreamType,
   call,
   readProxyHeader,
@@ -14,6 +13,7 @@ import {
   startTestAgentEdge,
   type TestAgent,
   type TestAgentEdge,
+  expectRpcError,
 } from '../test-support/agent-edge.js';
 import { readAll, until } from '../test-support/mux.js';
 import { DATABASE_KINDS } from '../test-support/stores.js';
@@ -41,14 +41,6 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
       Extra: {},
       ...more,
     });
-  async function refused(p: Promise<unknown>): Promise<RpcError> {
-    const err = await p.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(RpcError);
-    return err as RpcError;
-  }
 
   beforeAll(async () => {
     edge = await startTestAgentEdge(kind, {
@@ -103,14 +95,14 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
 
   it('refuses names that are not reserved (319) or wildcards not reserved exactly (321)', async () => {
     const { agent } = await agentWith();
-    const notReserved = await refused(bind(agent, 'https', { Domain: 'other.example.org' }));
+    const notReserved = await expectRpcError(bind(agent, 'https', { Domain: 'other.example.org' }));
     expect(notReserved.errorCode).toBe('ERR_NGROK_319');
     expect(notReserved.message).toMatch(/other\.example\.org/);
-    const wild = await refused(bind(agent, 'https', { Domain: '*.x.sitea.example.com' }));
+    const wild = await expectRpcError(bind(agent, 'https', { Domain: '*.x.sitea.example.com' }));
     expect(wild.errorCode).toBe('ERR_NGROK_321');
-    const bad = await refused(bind(agent, 'https', { Domain: 'not_a name' }));
+    const bad = await expectRpcError(bind(agent, 'https', { Domain: 'not_a name' }));
     expect(bad.errorCode).toBe('ERR_NGROK_801');
-    const proto = await refused(bind(agent, 'ftp'));
+    const proto = await expectRpcError(bind(agent, 'ftp'));
     expect(proto.errorCode).toBe('ERR_NGROK_801');
   });
 
@@ -119,15 +111,15 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     expect((await bind(agent, 'https', { Domain: 'dev2.sitea.example.com' })).URL).toBe(
       'https://dev2.sitea.example.com:8443',
     );
-    expect((await refused(bind(agent, 'https', { Domain: 'app.example.com' }))).errorCode).toBe(
-      'ERR_NGROK_316',
-    );
-    expect((await refused(bind(agent, 'https'))).errorCode).toBe('ERR_NGROK_316');
+    expect(
+      (await expectRpcError(bind(agent, 'https', { Domain: 'app.example.com' }))).errorCode,
+    ).toBe('ERR_NGROK_316');
+    expect((await expectRpcError(bind(agent, 'https'))).errorCode).toBe('ERR_NGROK_316');
     const addr = await fx.reservedAddr();
-    expect((await refused(bind(agent, 'tcp', { Addr: addr.addr }))).errorCode).toBe(
+    expect((await expectRpcError(bind(agent, 'tcp', { Addr: addr.addr }))).errorCode).toBe(
       'ERR_NGROK_308',
     );
-    expect((await refused(bind(agent, 'tcp'))).errorCode).toBe('ERR_NGROK_356');
+    expect((await expectRpcError(bind(agent, 'tcp'))).errorCode).toBe('ERR_NGROK_356');
   });
 
   it('binds a reserved TCP address and a random free port; refuses unreserved addresses (319)', async () => {
@@ -145,9 +137,11 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     expect(
       await edge.repos.reservedAddrs.findByAddr(`tcp.burrow.test:${randomPort}`),
     ).toBeUndefined();
-    const notReserved = await refused(bind(agent, 'tcp', { Addr: 'tcp.burrow.test:20999' }));
+    const notReserved = await expectRpcError(bind(agent, 'tcp', { Addr: 'tcp.burrow.test:20999' }));
     expect(notReserved.errorCode).toBe('ERR_NGROK_319');
-    const otherHost = await refused(bind(agent, 'tcp', { URL: `tcp://elsewhere.test:${port}` }));
+    const otherHost = await expectRpcError(
+      bind(agent, 'tcp', { URL: `tcp://elsewhere.test:${port}` }),
+    );
     expect(otherHost.errorCode).toBe('ERR_NGROK_319');
   });
 
@@ -155,15 +149,17 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     const first = await agentWith();
     const second = await agentWith();
     await bind(first.agent, 'https', { Domain: 'dup.sitea.example.com' });
-    const dup = await refused(bind(second.agent, 'https', { Domain: 'dup.sitea.example.com' }));
+    const dup = await expectRpcError(
+      bind(second.agent, 'https', { Domain: 'dup.sitea.example.com' }),
+    );
     expect(dup.errorCode).toBe('ERR_NGROK_334');
-    const sameSession = await refused(
+    const sameSession = await expectRpcError(
       bind(first.agent, 'tls', { Domain: 'dup.sitea.example.com' }),
     );
     expect(sameSession.errorCode).toBe('ERR_NGROK_334');
     const addr = await fx.reservedAddr();
     await bind(first.agent, 'tcp', { Addr: addr.addr });
-    expect((await refused(bind(second.agent, 'tcp', { Addr: addr.addr }))).errorCode).toBe(
+    expect((await expectRpcError(bind(second.agent, 'tcp', { Addr: addr.addr }))).errorCode).toBe(
       'ERR_NGROK_334',
     );
 
@@ -171,12 +167,12 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     const edgeAddr = await fx.reservedAddr();
     const tls = await edge.repos.edges.create('tls', { hostports: [`${edged.domain}:8443`] });
     await edge.repos.edges.create('tcp', { hostports: [edgeAddr.addr] });
-    const byName = await refused(bind(second.agent, 'https', { Domain: edged.domain }));
+    const byName = await expectRpcError(bind(second.agent, 'https', { Domain: edged.domain }));
     expect(byName.errorCode).toBe('ERR_NGROK_381');
     expect(byName.message).toContain(tls.id);
-    expect((await refused(bind(second.agent, 'tcp', { Addr: edgeAddr.addr }))).errorCode).toBe(
-      'ERR_NGROK_381',
-    );
+    expect(
+      (await expectRpcError(bind(second.agent, 'tcp', { Addr: edgeAddr.addr }))).errorCode,
+    ).toBe('ERR_NGROK_381');
   });
 
   it('refuses security options it does not enforce, and accepts them unset', async () => {
@@ -203,7 +199,7 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
       [{ MutualTLSCA: { MutualTLSCA: 'AAAA' } }, /MutualTLSCA/],
     ];
     for (const [opts, message] of cases) {
-      const err = await refused(bind(agent, 'https', opts));
+      const err = await expectRpcError(bind(agent, 'https', opts));
       expect(err.message).toMatch(message);
     }
     const enforced = await bind(agent, 'https', {
@@ -211,11 +207,17 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
       Compression: {},
     });
     expect(enforced.URL).toMatch(/^https:/);
-    const tls = await refused(bind(agent, 'tls', { TLSTermination: { Cert: 'AA', Key: 'BB' } }));
+    const tls = await expectRpcError(
+      bind(agent, 'tls', { TLSTermination: { Cert: 'AA', Key: 'BB' } }),
+    );
     expect(tls.message).toMatch(/TLSTermination/);
-    const internal = await refused(bind(agent, 'https', {}, { Extra: { Bindings: ['internal'] } }));
+    const internal = await expectRpcError(
+      bind(agent, 'https', {}, { Extra: { Bindings: ['internal'] } }),
+    );
     expect(internal.message).toMatch(/must have a name ending in '\.internal'/);
-    const k8s = await refused(bind(agent, 'https', {}, { Extra: { Bindings: ['kubernetes'] } }));
+    const k8s = await expectRpcError(
+      bind(agent, 'https', {}, { Extra: { Bindings: ['kubernetes'] } }),
+    );
     expect(k8s.message).toMatch(/Bindings/);
   });
 
@@ -238,13 +240,15 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     expect(edge.registry.matchingLabels({ edge: 'edghts_2' })).toMatchObject([
       { id: ok.Id, labels: { edge: 'edghts_2' }, url: undefined },
     ]);
-    const err = await refused(call(open.mux, StreamType.StartTunnelWithLabel, { Labels: {} }));
+    const err = await expectRpcError(
+      call(open.mux, StreamType.StartTunnelWithLabel, { Labels: {} }),
+    );
     expect(err.errorCode).toBe('ERR_NGROK_394');
   });
 
   it('refuses a label the ACL does not allow (399)', async () => {
     const { agent } = await agentWith(['bind:edge=*']);
-    const err = await refused(
+    const err = await expectRpcError(
       call(agent.mux, StreamType.StartTunnelWithLabel, { Labels: { edge: 'e', app: 'x' } }),
     );
     expect(err.errorCode).toBe('ERR_NGROK_399');
@@ -257,13 +261,13 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     const b = await bind(agent, 'https', {}, { Id: 'patch-me' });
     await call(agent.mux, StreamType.PatchTunnelState, { TunnelId: 'patch-me', Metadata: 'v2' });
     expect(edge.registry.tunnel(b.Extra.TunnelID!)!.metadata).toBe('v2');
-    const policy = await refused(
+    const policy = await expectRpcError(
       call(agent.mux, StreamType.PatchTunnelState, { TunnelId: 'patch-me', TrafficPolicy: 'x: 1' }),
     );
     expect(policy.errorCode).toBe('ERR_NGROK_2236');
     expect(policy.message).toMatch(/TrafficPolicy/);
     expect(edge.registry.tunnel(b.Extra.TunnelID!)!.policy).toBeUndefined();
-    const unknown = await refused(
+    const unknown = await expectRpcError(
       call(agent.mux, StreamType.PatchTunnelState, { TunnelId: 'nope' }),
     );
     expect(unknown.message).toMatch(/nope/);
@@ -315,7 +319,7 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
     const thief = await connectTestAgent(edge);
     agents.push(thief);
     await thief.auth({ AuthToken: token, Cookie: 'forged.cookie' }, { ClientId: auth.ClientId });
-    const err = await refused(
+    const err = await expectRpcError(
       bind(thief, 'https', { Domain: 'mine.sitea.example.com' }, { Id: 'x' }),
     );
     expect(err.errorCode).toBe('ERR_NGROK_334');

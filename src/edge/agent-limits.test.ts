@@ -1,10 +1,11 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ErrorCode, MuxError, RpcError, StreamType, call } from '../protocol/index.js';
+import { ErrorCode, MuxError, StreamType, call } from '../protocol/index.js';
 import {
   connectTestAgent,
   startTestAgentEdge,
   type TestAgent,
   type TestAgentEdge,
+  expectRpcError,
 } from '../test-support/agent-edge.js';
 
 /** The per-session agent limits (docs/security.md): each refused with the protocol's answer. */
@@ -28,14 +29,6 @@ describe('agent session limits', () => {
       Opts: {},
       Extra: { Metadata: metadata },
     });
-  const rpcError = async (p: Promise<unknown>): Promise<RpcError> => {
-    const err = await p.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(RpcError);
-    return err as RpcError;
-  };
 
   beforeAll(async () => {
     edge = await startTestAgentEdge('sqlite', {
@@ -57,7 +50,7 @@ describe('agent session limits', () => {
     const agent = await authed();
     await bind(agent);
     await bind(agent);
-    const err = await rpcError(bind(agent));
+    const err = await expectRpcError(bind(agent));
     expect(err.errorCode).toBe('ERR_NGROK_324');
     expect(refusals('agent_tunnels_per_session')).toBe(1);
     const other = await authed();
@@ -66,7 +59,7 @@ describe('agent session limits', () => {
 
   it('refuses an RPC request over the message size; the session goes on', async () => {
     const agent = await authed();
-    const err = await rpcError(bind(agent, 'x'.repeat(5000)));
+    const err = await expectRpcError(bind(agent, 'x'.repeat(5000)));
     expect(err.message).toMatch(/longer than 4096 bytes/);
     expect(refusals('agent_rpc_bytes')).toBe(1);
     expect((await bind(agent, 'small')).URL).toMatch(/^tcp:\/\//);

@@ -3,7 +3,6 @@ import {
   BURROW_ALPN,
   BURROW_WINDOW,
   DEFAULT_WINDOW,
-  RpcError,
   StreamType,
   call,
   openTypedStream,
@@ -16,6 +15,7 @@ import {
   startTestAgentEdge,
   type TestAgent,
   type TestAgentEdge,
+  expectRpcError,
 } from '../test-support/agent-edge.js';
 import { nextEvent, until } from '../test-support/mux.js';
 import { DATABASE_KINDS } from '../test-support/stores.js';
@@ -31,14 +31,6 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
     const agent = await connectTestAgent(edge, { alpn });
     agents.push(agent);
     return agent;
-  };
-  const refusal = async (p: Promise<unknown>) => {
-    const err = await p.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(RpcError);
-    return err as RpcError;
   };
 
   beforeAll(async () => {
@@ -98,7 +90,7 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
     ];
     for (const [bad, code] of cases) {
       const agent = await connect();
-      const err = await refusal(agent.auth({ AuthToken: bad }));
+      const err = await expectRpcError(agent.auth({ AuthToken: bad }));
       expect(err.errorCode).toBe(code);
       await agent.mux.wait();
       expect(agent.mux.closed).toBe(true);
@@ -108,10 +100,10 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
 
   it('refuses heartbeat settings out of range (111, 112)', async () => {
     let agent = await connect();
-    let err = await refusal(agent.auth({ AuthToken: token, HeartbeatInterval: 1 }));
+    let err = await expectRpcError(agent.auth({ AuthToken: token, HeartbeatInterval: 1 }));
     expect(err.errorCode).toBe('ERR_NGROK_111');
     agent = await connect();
-    err = await refusal(
+    err = await expectRpcError(
       agent.auth({ AuthToken: token, HeartbeatInterval: 0, HeartbeatTolerance: 3600e9 }),
     );
     expect(err.errorCode).toBe('ERR_NGROK_112');
@@ -119,19 +111,21 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
 
   it('refuses RPCs before Auth and a second Auth', async () => {
     const agent = await connect();
-    const early = await refusal(
+    const early = await expectRpcError(
       call(agent.mux, StreamType.Bind, { Proto: 'https', Opts: {}, Extra: {} }),
     );
     expect(early.errorCode).toBe('ERR_NGROK_801');
     expect(early.message).toMatch(/authenticate/);
     await agent.auth({ AuthToken: token });
-    const again = await refusal(agent.auth({ AuthToken: token }));
+    const again = await expectRpcError(agent.auth({ AuthToken: token }));
     expect(again.message).toMatch(/already authenticated/);
   });
 
   it('reads at most 64 KiB of Auth, and takes one heartbeat stream before Auth', async () => {
     const big = await connect();
-    const err = await refusal(big.auth({ AuthToken: token, Metadata: 'x'.repeat(100 * 1024) }));
+    const err = await expectRpcError(
+      big.auth({ AuthToken: token, Metadata: 'x'.repeat(100 * 1024) }),
+    );
     expect(err.message).toMatch(/longer than 65536 bytes/);
     const agent = await connect();
     const first = openTypedStream(agent.mux, StreamType.Heartbeat);

@@ -1,11 +1,12 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { compilePolicy, PolicyEventLog } from '../policy/index.js';
-import { RpcError, StreamType, call, type BindOpts } from '../protocol/index.js';
+import { StreamType, call, type BindOpts } from '../protocol/index.js';
 import {
   connectTestAgent,
   startTestAgentEdge,
   type TestAgent,
   type TestAgentEdge,
+  expectRpcError,
 } from '../test-support/agent-edge.js';
 import { edgeFixtures } from '../test-support/edge-fixtures.js';
 import { fakeTunnel } from '../test-support/ingress.js';
@@ -34,14 +35,6 @@ describe.each(DATABASE_KINDS)('binds with traffic policies (%s)', (kind) => {
       Opts: opts,
       Extra: {},
     });
-  async function refused(p: Promise<unknown>): Promise<RpcError> {
-    const err = await p.then(
-      () => undefined,
-      (e: unknown) => e,
-    );
-    expect(err).toBeInstanceOf(RpcError);
-    return err as RpcError;
-  }
 
   beforeAll(async () => {
     edge = await startTestAgentEdge(kind);
@@ -154,7 +147,7 @@ describe.each(DATABASE_KINDS)('binds with traffic policies (%s)', (kind) => {
       ],
     ];
     for (const [proto, opts, code, message] of cases) {
-      const err = await refused(bind(proto, opts));
+      const err = await expectRpcError(bind(proto, opts));
       expect([proto, err.errorCode]).toEqual([proto, code]);
       expect(err.message).toMatch(message);
     }
@@ -188,7 +181,7 @@ describe.each(DATABASE_KINDS)('binds with traffic policies (%s)', (kind) => {
       Labels: { edge: 'e' },
     });
     expect(edge.registry.tunnel(labeled.Id)!.policy).toBeUndefined();
-    const err = await refused(
+    const err = await expectRpcError(
       call(agent.mux, StreamType.PatchTunnelState, {
         TunnelId: labeled.Id,
         TrafficPolicy: DENY_BOTS,

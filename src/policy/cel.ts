@@ -2,6 +2,7 @@ import { quote, shorten } from '../core/quote.js';
 import { Environment, type ASTNode, type TypeCheckResult } from '@marcbachmann/cel-js';
 import { parseCidr, parseIp, type Cidr } from '../core/cidr.js';
 import { CEL_TYPES } from './cel-types.js';
+import { deepest } from './document-limits.js';
 import type { PolicyPhase } from './parse.js';
 import { compileRegex } from './regex.js';
 import type { Activation, ReqVars, ResVars } from './variables.js';
@@ -178,24 +179,20 @@ function environmentFor(phase: PolicyPhase): Environment {
 const UNARY_RUN = new RegExp(`[!-](?:\\s*[!-]){${EXPRESSION_LIMITS.maxDepth},}`);
 
 /**
- * The depth of the parsed tree, measured with an explicit stack: everything after the parser
- * (the checker, evaluation, `inspect`) recurses over the tree, so a tree too deep is refused here.
+ * The nodes directly below `node` (its args, looking through lists), or undefined for a value
+ * that is no node. Everything after the parser (the checker, evaluation, `inspect`) recurses over
+ * the tree, so its depth is measured first with document-limits' iterative walk.
  */
-function astDepth(root: unknown): number {
-  const stack: [unknown, number][] = [[root, 0]];
-  let max = 0;
-  while (stack.length > 0) {
-    const [node, depth] = stack.pop()!;
-    if (Array.isArray(node)) {
-      for (const child of node) stack.push([child, depth]);
-      continue;
-    }
-    if (!isNode(node)) continue;
-    if (depth + 1 > max) max = depth + 1;
-    if (max > EXPRESSION_LIMITS.maxDepth) return max;
-    stack.push([node.args, depth + 1]);
+function astChildren(node: unknown): ASTNode[] | undefined {
+  if (!isNode(node)) return undefined;
+  const out: ASTNode[] = [];
+  const pending: unknown[] = [node.args];
+  while (pending.length > 0) {
+    const v = pending.pop();
+    if (Array.isArray(v)) pending.push(...(v as unknown[]));
+    else if (isNode(v)) out.push(v);
   }
-  return max;
+  return out;
 }
 
 function isNode(value: unknown): value is ASTNode {
@@ -296,7 +293,7 @@ export function compileExpression(
   } catch (err) {
     throw new ExpressionError(describe(err, phase, source));
   }
-  const depth = astDepth(parsed.ast);
+  const depth = deepest([parsed.ast], astChildren, EXPRESSION_LIMITS.maxDepth);
   if (depth > EXPRESSION_LIMITS.maxDepth) {
     throw new ExpressionError(
       `the expression nests ${depth} levels deep; the limit is ${EXPRESSION_LIMITS.maxDepth}`,

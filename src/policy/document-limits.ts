@@ -36,7 +36,11 @@ function* nested(token: Collection): Generator<CST.Token> {
 }
 
 /** The deepest nesting in `roots`, walking with an explicit stack; stops once past `limit`. */
-function deepest<T>(roots: T[], children: (node: T) => Iterable<T> | undefined, limit: number) {
+export function deepest<T>(
+  roots: T[],
+  children: (node: T) => Iterable<T> | undefined,
+  limit: number,
+) {
   const stack: [T, number][] = roots.map((root) => [root, 0]);
   let max = 0;
   while (stack.length > 0) {

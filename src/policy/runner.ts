@@ -1,6 +1,7 @@
 import type {
   ActionOutcome,
   CompressionEncoding,
+  ForwardInternal,
   PhaseContext,
   Terminal,
 } from './actions/types.js';
@@ -58,11 +59,7 @@ export interface PolicyRunnerOptions {
   internalOnline?: ((url: string) => boolean) | undefined;
 }
 
-/** Where forward-internal hands a request or connection, and what to do when it cannot. */
-export interface ForwardInternal {
-  url: string;
-  onError: 'continue' | 'halt';
-}
+export type { ForwardInternal } from './actions/types.js';
 
 export interface TcpConnectInput {
   conn: ConnInput;

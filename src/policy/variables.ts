@@ -275,7 +275,7 @@ export class UrlVars {
 }
 
 /** How much of a query string policies see (documented in docs/traffic-policy.md). */
-export const QUERY_LIMITS = { maxParams: 256, maxValuesPerName: 32 } as const;
+const QUERY_LIMITS = { maxParams: 256, maxValuesPerName: 32 } as const;
 
 /** Shared by `req` and `res`: the header map, rebuilt after the phase edits headers. */
 abstract class MessageVars {

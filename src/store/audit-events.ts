@@ -7,18 +7,7 @@ import type { AuditEventsTable, Database } from './schema.js';
 export type AuditActorType = 'api_key' | 'user' | 'none';
 
 /** One recorded change. Holds no body, header or token: only who, what, when and from where. */
-export interface AuditEvent {
-  id: string;
-  created_at: string;
-  operation_id: string;
-  actor_type: AuditActorType;
-  actor_id: string | null;
-  method: string;
-  path: string;
-  status_code: number;
-  resource_id: string | null;
-  client_ip: string;
-}
+export type AuditEvent = Omit<AuditEventsTable, 'actor_type'> & { actor_type: AuditActorType };
 
 /** What the API records; id and time are added here. */
 export type AuditEventInput = Omit<AuditEvent, 'id' | 'created_at'>;

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestRepositories } from '../test-support/api.js';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
+import { describe, expect, it } from 'vitest';
+import { withTestStore } from '../test-support/api.js';
+import { DATABASE_KINDS } from '../test-support/stores.js';
 import { checkAddress, checkLabels } from './backend-kinds.js';
-import { openStore, type Repositories, type Store } from './index.js';
 
 describe('backend field checks', () => {
   it('copies a valid label map and throws the label codes otherwise', () => {
@@ -25,77 +24,69 @@ describe('backend field checks', () => {
 });
 
 describe.each(DATABASE_KINDS)('BackendRepository (%s)', (kind) => {
-  let db: TestDatabase;
-  let store: Store;
-  let repos: Repositories;
-  beforeAll(async () => {
-    db = await createTestDatabase(kind);
-    store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createTestRepositories(store);
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
-  });
+  const t = withTestStore(kind);
 
   it('gets a backend of any type by id, with its type and fields', async () => {
-    const tg = await repos.backends.tunnelGroups.create({ labels: { app: 'web' } });
-    const fo = await repos.backends.failovers.create({ backends: [tg.id] });
-    const wd = await repos.backends.weighted.create({ backends: { [tg.id]: 3 } });
-    const sc = await repos.backends.statics.create({ address: 'web:80', tls: { enabled: true } });
-    expect(await repos.backends.get(tg.id)).toEqual({
+    const tg = await t.repos.backends.tunnelGroups.create({ labels: { app: 'web' } });
+    const fo = await t.repos.backends.failovers.create({ backends: [tg.id] });
+    const wd = await t.repos.backends.weighted.create({ backends: { [tg.id]: 3 } });
+    const sc = await t.repos.backends.statics.create({ address: 'web:80', tls: { enabled: true } });
+    expect(await t.repos.backends.get(tg.id)).toEqual({
       ...tg,
       type: 'tunnel_group',
       labels: { app: 'web' },
     });
-    expect(await repos.backends.get(fo.id)).toMatchObject({ type: 'failover', backends: [tg.id] });
-    expect(await repos.backends.get(wd.id)).toMatchObject({
+    expect(await t.repos.backends.get(fo.id)).toMatchObject({
+      type: 'failover',
+      backends: [tg.id],
+    });
+    expect(await t.repos.backends.get(wd.id)).toMatchObject({
       type: 'weighted',
       backends: { [tg.id]: 3 },
     });
-    expect(await repos.backends.get(sc.id)).toMatchObject({
+    expect(await t.repos.backends.get(sc.id)).toMatchObject({
       type: 'static',
       address: 'web:80',
       tls: { enabled: true },
     });
-    const any = await repos.backends.get(tg.id);
+    const any = await t.repos.backends.get(tg.id);
     expect(any?.labels).toEqual({ app: 'web' });
-    expect((await repos.backends.get(sc.id))?.labels).toBeUndefined();
-    expect(await repos.backends.get('bkdtg_missing')).toBeUndefined();
+    expect((await t.repos.backends.get(sc.id))?.labels).toBeUndefined();
+    expect(await t.repos.backends.get('bkdtg_missing')).toBeUndefined();
   });
 
   it('tells whether a backend exists, whatever its type', async () => {
-    const sc = await repos.backends.statics.create({ address: 'db:5432' });
-    expect(await repos.backends.exists(sc.id)).toBe(true);
-    expect(await repos.backends.exists('bkdsc_missing')).toBe(false);
-    await repos.backends.statics.delete(sc.id);
-    expect(await repos.backends.exists(sc.id)).toBe(false);
+    const sc = await t.repos.backends.statics.create({ address: 'db:5432' });
+    expect(await t.repos.backends.exists(sc.id)).toBe(true);
+    expect(await t.repos.backends.exists('bkdsc_missing')).toBe(false);
+    await t.repos.backends.statics.delete(sc.id);
+    expect(await t.repos.backends.exists(sc.id)).toBe(false);
   });
 
   it('records member references and drops them when the backend goes', async () => {
-    const a = await repos.backends.tunnelGroups.create({ labels: { n: 'a' } });
-    const b = await repos.backends.tunnelGroups.create({ labels: { n: 'b' } });
-    const fo = await repos.backends.failovers.create({ backends: [a.id, b.id] });
+    const a = await t.repos.backends.tunnelGroups.create({ labels: { n: 'a' } });
+    const b = await t.repos.backends.tunnelGroups.create({ labels: { n: 'b' } });
+    const fo = await t.repos.backends.failovers.create({ backends: [a.id, b.id] });
     const refs = async () =>
-      (await store.db.selectFrom('refs').select('to_id').where('from_id', '=', fo.id).execute())
+      (await t.store.db.selectFrom('refs').select('to_id').where('from_id', '=', fo.id).execute())
         .map((r) => r.to_id)
         .sort();
     expect(await refs()).toEqual([a.id, b.id].sort());
-    await repos.backends.failovers.update(fo.id, { backends: [b.id] });
+    await t.repos.backends.failovers.update(fo.id, { backends: [b.id] });
     expect(await refs()).toEqual([b.id]);
-    await repos.backends.failovers.update(fo.id, { description: 'members untouched' });
+    await t.repos.backends.failovers.update(fo.id, { description: 'members untouched' });
     expect(await refs()).toEqual([b.id]);
-    expect(await repos.backends.failovers.delete(fo.id)).toBe(true);
+    expect(await t.repos.backends.failovers.delete(fo.id)).toBe(true);
     expect(await refs()).toEqual([]);
   });
 
   it('leaves nothing behind when a create fails validation', async () => {
-    const before = await store.db.selectFrom('backends').select('id').execute();
+    const before = await t.store.db.selectFrom('backends').select('id').execute();
     await expect(
-      repos.backends.failovers.create({ backends: ['bkdtg_missing'] }),
+      t.repos.backends.failovers.create({ backends: ['bkdtg_missing'] }),
     ).rejects.toMatchObject({
       code: 'ERR_NGROK_6514',
     });
-    expect(await store.db.selectFrom('backends').select('id').execute()).toEqual(before);
+    expect(await t.store.db.selectFrom('backends').select('id').execute()).toEqual(before);
   });
 });

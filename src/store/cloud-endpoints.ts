@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Kysely } from 'kysely';
 import { CODES, ConflictError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
+import { quote } from '../core/quote.js';
 import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
 import { nowRfc3339, type Page, type PageRequest } from './paging.js';
@@ -60,7 +61,7 @@ function toEndpoint(row: CloudEndpointsTable): CloudEndpoint {
 function urlTaken(url: string): ConflictError {
   return new ConflictError(
     CODES.bindAlreadyOnline,
-    `A cloud endpoint with the url '${url}' already exists. Update that endpoint (PATCH /endpoints/{id}) or delete it first.`,
+    `A cloud endpoint with the url ${quote(url)} already exists. Update that endpoint (PATCH /endpoints/{id}) or delete it first.`,
   );
 }
 

@@ -1,8 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestRepositories } from '../test-support/api.js';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
+import { describe, expect, it } from 'vitest';
+import { withTestStore } from '../test-support/api.js';
+import { DATABASE_KINDS } from '../test-support/stores.js';
 import { normalizeAcl } from './credentials.js';
-import { openStore, type Repositories, type Store } from './index.js';
 
 describe('normalizeAcl', () => {
   it('lowercases names and addresses and keeps labels and the allow-all form as written', () => {
@@ -33,41 +32,30 @@ describe('normalizeAcl', () => {
 });
 
 describe.each(DATABASE_KINDS)('CredentialRepository.authenticate (%s)', (kind) => {
-  let db: TestDatabase;
-  let store: Store;
-  let repos: Repositories;
-  beforeAll(async () => {
-    db = await createTestDatabase(kind);
-    store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createTestRepositories(store);
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
-  });
+  const t = withTestStore(kind);
 
   it('returns the credential, its ACL and owner for the right token', async () => {
-    const cred = await repos.credentials.create({ acl: ['bind:*.SiteA.example.com'] });
-    const auth = await repos.credentials.authenticate(cred.token!);
+    const cred = await t.repos.credentials.create({ acl: ['bind:*.SiteA.example.com'] });
+    const auth = await t.repos.credentials.authenticate(cred.token!);
     expect(auth).toEqual({
       credential: {
         id: cred.id,
         acl: ['bind:*.sitea.example.com'],
-        owner_id: await repos.settings.accountUserId(),
+        owner_id: await t.repos.settings.accountUserId(),
       },
       ownerActive: true,
     });
   });
 
   it('refuses a wrong secret for an existing credential id', async () => {
-    const cred = await repos.credentials.create({});
+    const cred = await t.repos.credentials.create({});
     const [idBody, secret] = cred.token!.split('_') as [string, string];
     const flipped = secret.slice(0, -1) + (secret.endsWith('A') ? 'B' : 'A');
-    expect(await repos.credentials.authenticate(`${idBody}_${flipped}`)).toBeUndefined();
+    expect(await t.repos.credentials.authenticate(`${idBody}_${flipped}`)).toBeUndefined();
     // Another credential's secret does not open this one.
-    const other = await repos.credentials.create({});
+    const other = await t.repos.credentials.create({});
     const otherSecret = other.token!.split('_')[1]!;
-    expect(await repos.credentials.authenticate(`${idBody}_${otherSecret}`)).toBeUndefined();
+    expect(await t.repos.credentials.authenticate(`${idBody}_${otherSecret}`)).toBeUndefined();
   });
 
   it.each([
@@ -78,44 +66,44 @@ describe.each(DATABASE_KINDS)('CredentialRepository.authenticate (%s)', (kind) =
     'cr_2f0000000000000000000000000',
     '../../etc/passwd_aaaaaaaaaaaaaaaaaaaa',
   ])('refuses a garbled or unknown token %j', async (token) => {
-    expect(await repos.credentials.authenticate(token)).toBeUndefined();
+    expect(await t.repos.credentials.authenticate(token)).toBeUndefined();
   });
 
   it('refuses an API key presented as an authtoken', async () => {
-    const key = await repos.apiKeys.create({});
-    expect(await repos.credentials.authenticate(key.token!)).toBeUndefined();
+    const key = await t.repos.apiKeys.create({});
+    expect(await t.repos.credentials.authenticate(key.token!)).toBeUndefined();
   });
 
   it('refuses the token of a deleted credential', async () => {
-    const cred = await repos.credentials.create({});
-    expect(await repos.credentials.delete(cred.id)).toBe(true);
-    expect(await repos.credentials.authenticate(cred.token!)).toBeUndefined();
+    const cred = await t.repos.credentials.create({});
+    expect(await t.repos.credentials.delete(cred.id)).toBe(true);
+    expect(await t.repos.credentials.authenticate(cred.token!)).toBeUndefined();
   });
 
   it('reports ownerActive false while the owning bot user is inactive', async () => {
-    const bot = await repos.botUsers.create({ name: 'edge-test-bot' });
-    const cred = await repos.credentials.create({ owner_id: bot.id, acl: ['bind:app=web'] });
-    expect(await repos.credentials.authenticate(cred.token!)).toEqual({
+    const bot = await t.repos.botUsers.create({ name: 'edge-test-bot' });
+    const cred = await t.repos.credentials.create({ owner_id: bot.id, acl: ['bind:app=web'] });
+    expect(await t.repos.credentials.authenticate(cred.token!)).toEqual({
       credential: { id: cred.id, acl: ['bind:app=web'], owner_id: bot.id },
       ownerActive: true,
     });
-    await repos.botUsers.update(bot.id, { active: false });
-    expect((await repos.credentials.authenticate(cred.token!))?.ownerActive).toBe(false);
-    await repos.botUsers.update(bot.id, { active: true });
-    expect((await repos.credentials.authenticate(cred.token!))?.ownerActive).toBe(true);
+    await t.repos.botUsers.update(bot.id, { active: false });
+    expect((await t.repos.credentials.authenticate(cred.token!))?.ownerActive).toBe(false);
+    await t.repos.botUsers.update(bot.id, { active: true });
+    expect((await t.repos.credentials.authenticate(cred.token!))?.ownerActive).toBe(true);
   });
 
   it('sees an ACL change at the next authentication', async () => {
-    const cred = await repos.credentials.create({ acl: ['bind:a.example.com'] });
-    await repos.credentials.update(cred.id, { acl: ['bind:b.example.com'] });
-    expect((await repos.credentials.authenticate(cred.token!))?.credential.acl).toEqual([
+    const cred = await t.repos.credentials.create({ acl: ['bind:a.example.com'] });
+    await t.repos.credentials.update(cred.id, { acl: ['bind:b.example.com'] });
+    expect((await t.repos.credentials.authenticate(cred.token!))?.credential.acl).toEqual([
       'bind:b.example.com',
     ]);
   });
 
   it('stores only a hash of the token', async () => {
-    const cred = await repos.credentials.create({});
-    const row = await store.db
+    const cred = await t.repos.credentials.create({});
+    const row = await t.store.db
       .selectFrom('credentials')
       .selectAll()
       .where('id', '=', cred.id)

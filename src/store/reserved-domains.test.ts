@@ -1,7 +1,6 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestRepositories } from '../test-support/api.js';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
-import { openStore, type Repositories, type Store } from './index.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { withTestStore } from '../test-support/api.js';
+import { DATABASE_KINDS } from '../test-support/stores.js';
 import { normalizeDomain } from './reserved-domains.js';
 
 describe('normalizeDomain', () => {
@@ -12,39 +11,30 @@ describe('normalizeDomain', () => {
 });
 
 describe.each(DATABASE_KINDS)('ReservedDomainRepository lookups (%s)', (kind) => {
-  let db: TestDatabase;
-  let store: Store;
-  let repos: Repositories;
+  const t = withTestStore(kind);
   beforeAll(async () => {
-    db = await createTestDatabase(kind);
-    store = await openStore({ database: db.database, dataDir: db.dataDir });
-    repos = createTestRepositories(store);
     for (const domain of [
       '*.example.com',
       '*.sitea.example.com',
       'exact.sitea.example.com',
       'plain.example.net',
     ])
-      await repos.reservedDomains.create({ domain });
-  });
-  afterAll(async () => {
-    await store.close();
-    await db.drop();
+      await t.repos.reservedDomains.create({ domain });
   });
 
   it('findByDomain finds exact names only, case-insensitively', async () => {
-    expect((await repos.reservedDomains.findByDomain('Plain.Example.net'))?.domain).toBe(
+    expect((await t.repos.reservedDomains.findByDomain('Plain.Example.net'))?.domain).toBe(
       'plain.example.net',
     );
-    expect((await repos.reservedDomains.findByDomain('*.sitea.example.com'))?.domain).toBe(
+    expect((await t.repos.reservedDomains.findByDomain('*.sitea.example.com'))?.domain).toBe(
       '*.sitea.example.com',
     );
-    expect(await repos.reservedDomains.findByDomain('dev1.sitea.example.com')).toBeUndefined();
+    expect(await t.repos.reservedDomains.findByDomain('dev1.sitea.example.com')).toBeUndefined();
   });
 
   it('findCovering prefers the exact name, then the longest covering wildcard', async () => {
     const covering = async (name: string) =>
-      (await repos.reservedDomains.findCovering(name))?.domain;
+      (await t.repos.reservedDomains.findCovering(name))?.domain;
     expect(await covering('exact.sitea.example.com')).toBe('exact.sitea.example.com');
     expect(await covering('dev1.sitea.example.com')).toBe('*.sitea.example.com');
     expect(await covering('a.b.DEV1.sitea.example.com')).toBe('*.sitea.example.com');
@@ -58,8 +48,8 @@ describe.each(DATABASE_KINDS)('ReservedDomainRepository lookups (%s)', (kind) =>
   });
 
   it('counts a wildcard domain under the base domain as the server’s', async () => {
-    expect(repos.reservedDomains.isServerDomain('*.team.burrow.test')).toBe(true);
-    expect(repos.reservedDomains.isServerDomain('burrow.test')).toBe(true);
-    expect(repos.reservedDomains.isServerDomain('xburrow.test')).toBe(false);
+    expect(t.repos.reservedDomains.isServerDomain('*.team.burrow.test')).toBe(true);
+    expect(t.repos.reservedDomains.isServerDomain('burrow.test')).toBe(true);
+    expect(t.repos.reservedDomains.isServerDomain('xburrow.test')).toBe(false);
   });
 });

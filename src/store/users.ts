@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Kysely } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { decoyHash, hashPassword, verifyPassword } from '../core/passwords.js';
@@ -107,16 +107,8 @@ export class UserRepository {
    * cascade only with foreign keys switched on); false when there is no such user.
    */
   async deleteByName(name: string): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      const row = await trx
-        .selectFrom('users')
-        .select('id')
-        .where('name', '=', name)
-        .executeTakeFirst();
-      if (!row) return false;
-      await trx.deleteFrom('user_sessions').where('user_id', '=', row.id).execute();
-      await trx.deleteFrom('users').where('id', '=', row.id).execute();
-      return true;
+    return this.endSessionsOf(name, async (trx, id) => {
+      await trx.deleteFrom('users').where('id', '=', id).execute();
     });
   }
 
@@ -127,6 +119,19 @@ export class UserRepository {
   async setPassword(name: string, password: string): Promise<boolean> {
     checkPassword(password);
     const hash = await hashPassword(password);
+    return this.endSessionsOf(name, async (trx, id) => {
+      await trx.updateTable('users').set({ password_hash: hash }).where('id', '=', id).execute();
+    });
+  }
+
+  /**
+   * In one transaction: end every session of the user named `name`, then `change` them; false
+   * (and nothing done) when there is no such user.
+   */
+  private async endSessionsOf(
+    name: string,
+    change: (trx: Transaction<Database>, id: string) => Promise<void>,
+  ): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
       const row = await trx
         .selectFrom('users')
@@ -134,12 +139,8 @@ export class UserRepository {
         .where('name', '=', name)
         .executeTakeFirst();
       if (!row) return false;
-      await trx
-        .updateTable('users')
-        .set({ password_hash: hash })
-        .where('id', '=', row.id)
-        .execute();
       await trx.deleteFrom('user_sessions').where('user_id', '=', row.id).execute();
+      await change(trx, row.id);
       return true;
     });
   }

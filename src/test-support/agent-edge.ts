@@ -1,5 +1,6 @@
 import tls from 'node:tls';
 import { pino } from 'pino';
+import { expect } from 'vitest';
 import { startAgentListener, type AgentListener } from '../edge/agent-listener.js';
 import type { SessionLimits } from '../edge/agent-session.js';
 import type { AgentEdgeSettings } from '../edge/bind-policy.js';
@@ -12,6 +13,7 @@ import {
   type AuthResp,
   type Heartbeat,
   MuxSession,
+  RpcError,
   StreamType,
   TypedSession,
   call,
@@ -137,4 +139,17 @@ export async function connectTestAgent(
     },
     close: () => mux.destroy(),
   };
+}
+
+/**
+ * What `p` rejected with, asserting it is an RpcError (the edge's refusal of an RPC).
+ * @example expect((await expectRpcError(agent.bind(req))).errorCode).toBe('ERR_NGROK_324');
+ */
+export async function expectRpcError(p: Promise<unknown>): Promise<RpcError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(RpcError);
+  return err as RpcError;
 }

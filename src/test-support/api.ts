@@ -1,4 +1,5 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { afterAll, beforeAll } from 'vitest';
 import { buildApi, type ApiOptions } from '../api/app.js';
 import type { OnlineState } from '../api/context.js';
 import { validatePolicy } from '../policy/validate.js';
@@ -34,6 +35,39 @@ export function createTestRepositories(
     { ...TEST_STORE_SETTINGS, ...settings },
     { validateTrafficPolicy: validatePolicy },
   );
+}
+
+/** A store over a fresh database, with its repositories; read the fields inside tests and hooks. */
+export interface TestStore {
+  readonly db: TestDatabase;
+  readonly store: Store;
+  readonly repos: Repositories;
+}
+
+/**
+ * Open a store over a fresh database of `kind` in `beforeAll` (repositories as in
+ * `createTestRepositories(store, settings)`), close and drop it in `afterAll`. A suite's own
+ * `beforeAll` registered after this call runs once the store is open.
+ * (Here rather than in stores.ts, which this module already imports.)
+ * @example
+ * const t = withTestStore(kind);
+ * it('creates', async () => expect(await t.repos.credentials.create({})).toBeDefined());
+ */
+export function withTestStore(
+  kind: TestDatabase['name'],
+  settings: Partial<StoreSettings> = {},
+): TestStore {
+  const opened = {} as { db: TestDatabase; store: Store; repos: Repositories };
+  beforeAll(async () => {
+    opened.db = await createTestDatabase(kind);
+    opened.store = await openStore({ database: opened.db.database, dataDir: opened.db.dataDir });
+    opened.repos = createTestRepositories(opened.store, settings);
+  });
+  afterAll(async () => {
+    await opened.store?.close();
+    await opened.db?.drop();
+  });
+  return opened;
 }
 
 /** An in-process API over a fresh database, with an API key, for route tests. */

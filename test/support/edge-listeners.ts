@@ -3,9 +3,13 @@
  * tests start it, and the pieces every such test needs: authtokens from the API and curl at the
  * ingress port that serves a public URL.
  */
+import { readFileSync } from 'node:fs';
+import http from 'node:http';
+import { join } from 'node:path';
 import { expect } from 'vitest';
-import { curl, type CurlApi, type CurlReply } from './curl.js';
-import { freePort } from './server-process.js';
+import { createTestDatabase, type TestDatabase } from '../../src/test-support/stores.js';
+import { curl, CurlApi, type CurlReply } from './curl.js';
+import { createApiKey, freePort, startBurrowServer, type BurrowServer } from './server-process.js';
 
 /** The agent listener and the HTTP and HTTPS ingress ports. */
 export interface EdgePorts {
@@ -32,6 +36,35 @@ export function edgeServerArgs(ports: EdgePorts): string[] {
     ...['--http-listen', `127.0.0.1:${ports.http}`],
     ...['--https-listen', `127.0.0.1:${ports.https}`],
   ];
+}
+
+/** A `burrow server --role all` on a fresh database, and what a test reaches it with. */
+export interface EdgeServer {
+  db: TestDatabase;
+  ports: EdgePorts;
+  server: BurrowServer;
+  /** The API, with a fresh API key. */
+  api: CurlApi;
+  /** The server's CA certificate: its file in the data folder, and the PEM in it. */
+  caFile: string;
+  caPem: string;
+}
+
+/**
+ * Create a database of `kind` and start a server on it with its edge listeners on free ports
+ * (`extraArgs` after `edgeServerArgs`), with an API key; the test stops the server and drops `db`.
+ * @example ({ db, ports, server, api, caFile, caPem } = await startEdgeServer('sqlite'));
+ */
+export async function startEdgeServer(
+  kind: TestDatabase['name'],
+  extraArgs: string[] = [],
+): Promise<EdgeServer> {
+  const db = await createTestDatabase(kind);
+  const ports = await freeEdgePorts();
+  const server = await startBurrowServer(db, { args: [...edgeServerArgs(ports), ...extraArgs] });
+  const api = new CurlApi(server.url, await createApiKey(db));
+  const caFile = join(db.dataDir, 'ca.pem');
+  return { db, ports, server, api, caFile, caPem: readFileSync(caFile, 'utf8') };
 }
 
 /**
@@ -67,4 +100,48 @@ export function ingressCurl(
       ...extra,
     ]);
   };
+}
+
+/** What `hostGet` got, with whether it reused a keep-alive connection and how long it took. */
+export interface HostReply {
+  status: number;
+  body: string;
+  headers: http.IncomingHttpHeaders;
+  reused: boolean;
+  ms: number;
+}
+
+/**
+ * One GET on 127.0.0.1:`port` with a Host header, through `agent` (`false`: a connection of its
+ * own), failing after 10 s.
+ * @example const res = await hostGet(ports.http, 'app.example.com', '/', keepAlive);
+ */
+export function hostGet(
+  port: number,
+  host: string,
+  path: string,
+  agent: http.Agent | false = false,
+): Promise<HostReply> {
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: '127.0.0.1', port, path, headers: { Host: host }, agent },
+      (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (c: string) => (body += c));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            body,
+            headers: res.headers,
+            reused: req.reusedSocket,
+            ms: Date.now() - started,
+          }),
+        );
+      },
+    );
+    req.setTimeout(10_000, () => req.destroy(new Error(`GET ${path} timed out`)));
+    req.on('error', reject);
+    req.end();
+  });
 }

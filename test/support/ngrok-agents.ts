@@ -1,10 +1,42 @@
 /**
  * The unmodified @ngrok/ngrok as the end-to-end tests run it: in a child process of its own, since
  * `session.close()` keeps the TCP connection until the process exits (killing the child is how a
- * test drops an agent at once), and the way its refusals are read.
+ * test drops an agent at once), in-process sessions for tests that keep the agent in the test
+ * process, and the way its refusals are read.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import ngrok from '@ngrok/ngrok';
+import type { EdgePorts } from './edge-listeners.js';
 import { REPO_ROOT } from './server-process.js';
+
+/**
+ * An in-process @ngrok/ngrok session builder for the agent listener at 127.0.0.1:`ports.agent`
+ * (or the `host:port` given), trusting `ca` and authenticating with `token`; add options, then
+ * `.connect()`.
+ * @example const session = await ngrokSession(ports, caPem, token).handleStopCommand(stop).connect();
+ */
+export function ngrokSession(
+  ports: Pick<EdgePorts, 'agent'> | string,
+  ca: string | Buffer,
+  token: string,
+): ngrok.SessionBuilder {
+  return new ngrok.SessionBuilder()
+    .serverAddr(typeof ports === 'string' ? ports : `127.0.0.1:${ports.agent}`)
+    .caCert(typeof ca === 'string' ? Buffer.from(ca) : ca)
+    .authtoken(token);
+}
+
+/**
+ * `ngrokSession(ports, ca, token).connect()`: a connected in-process session with no other options.
+ * @example const session = await connectNgrok(ports, caPem, await createAuthtoken(api));
+ */
+export function connectNgrok(
+  ports: Pick<EdgePorts, 'agent'> | string,
+  ca: string | Buffer,
+  token: string,
+): Promise<ngrok.Session> {
+  return ngrokSession(ports, ca, token).connect();
+}
 
 export interface NgrokAgentOptions {
   /** `host:port` of the agent listener. */

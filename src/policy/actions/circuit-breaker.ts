@@ -1,10 +1,7 @@
-import { quote } from '../../core/quote.js';
-import type { ConfigReader } from './config.js';
-import { parseDuration } from './rate-limit.js';
 import type { ActionSpec, CompiledAction, Terminal } from './types.js';
 
 /** What counts and when it trips: the action's config, in milliseconds. */
-export interface BreakerSettings {
+interface BreakerSettings {
   /** Share of errors (0–1) in the window that trips the breaker. */
   errorThreshold: number;
   /** Fewer requests than this in the window never trip it (one early 502 is not an outage). */
@@ -23,7 +20,7 @@ export interface BreakerSettings {
  * const b = new CircuitBreaker({ errorThreshold: 0.5, volumeThreshold: 2, windowMs: 10_000, trippedMs: 5_000, buckets: 10 });
  * b.record(500, 0); b.record(500, 1); b.isOpen(2) // true
  */
-export class CircuitBreaker {
+class CircuitBreaker {
   private readonly totals: number[];
   private readonly errors: number[];
   private readonly slotOf: number[];
@@ -75,14 +72,7 @@ export class CircuitBreaker {
   }
 }
 
-function duration(config: ConfigReader, key: string, fallback: number): number {
-  const text = config.string(key);
-  if (text === undefined) return fallback;
-  const ms = parseDuration(text);
-  if (ms === undefined) config.fail(key, `must be a duration like "10s", not ${quote(text, '"')}`);
-  if (ms < 1000 || ms > 3_600_000) config.fail(key, `must be from 1s to 1h, not ${text}`);
-  return ms;
-}
+const BREAKER_DURATION = { min: 1000, max: 3_600_000, range: '1s to 1h', example: '"10s"' };
 
 /**
  * `circuit-breaker`: counts the answers of the endpoint (5xx are errors) over a rolling window;
@@ -115,8 +105,8 @@ export const circuitBreakerAction: ActionSpec = {
     const settings: BreakerSettings = {
       errorThreshold,
       volumeThreshold: config.integer('volume_threshold', { min: 1, max: 1_000_000 }) ?? 10,
-      windowMs: duration(config, 'window_duration', 10_000),
-      trippedMs: duration(config, 'tripped_duration', 10_000),
+      windowMs: config.duration('window_duration', BREAKER_DURATION) ?? 10_000,
+      trippedMs: config.duration('tripped_duration', BREAKER_DURATION) ?? 10_000,
       buckets: config.integer('num_buckets', { min: 1, max: 128 }) ?? 10,
     };
     const enforce = config.boolean('enforce') ?? true;

@@ -1,10 +1,44 @@
 import { CODES, ValidationError } from '../../core/errors.js';
+import { quote, shorten } from '../../core/quote.js';
 import { describeValue } from '../parse.js';
 
-type Mapping = Record<string, unknown>;
+export type Mapping = Record<string, unknown>;
 
-const isMapping = (v: unknown): v is Mapping =>
+/** A plain mapping (not null, not a list). */
+export const isMapping = (v: unknown): v is Mapping =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const DURATION_UNITS: Record<string, number> = {
+  h: 3_600_000,
+  m: 60_000,
+  s: 1000,
+  ms: 1,
+  us: 0.001,
+  µs: 0.001,
+  ns: 0.000001,
+};
+
+/**
+ * A Go duration (`60s`, `1m30s`, `1h`) in milliseconds, or undefined when it is not one.
+ * @example parseDuration('1m30s') // 90000
+ */
+export function parseDuration(text: string): number | undefined {
+  if (!/^(\d+(\.\d+)?(h|m|s|ms|us|µs|ns))+$/.test(text)) return undefined;
+  let total = 0;
+  for (const [, n, , unit] of text.matchAll(/(\d+(\.\d+)?)(h|ms|m|s|us|µs|ns)/g)) {
+    total += Number(n) * DURATION_UNITS[unit!]!;
+  }
+  return total;
+}
+
+/** Bounds of a duration setting: `min`/`max` in ms, spelled `range` (e.g. "60s to 24h") in errors. */
+export interface DurationRange {
+  min: number;
+  max: number;
+  range: string;
+  example: string;
+  required?: boolean;
+}
 
 /**
  * Typed access to an action's config that refuses what it cannot use, naming the key and the
@@ -100,6 +134,29 @@ export class ConfigReader {
     if (v === undefined) return undefined;
     if (typeof v !== 'boolean') return this.shape(key, 'true or false', v);
     return v;
+  }
+
+  /** A Go duration at `key` (e.g. "30s") in milliseconds, within `bounds`. */
+  duration(key: string, bounds: DurationRange): number | undefined {
+    return this.durationAt(key, this.value(key), bounds);
+  }
+
+  /** Like duration(), for a `value` nested below the config's own keys (`path` names it). */
+  durationAt(path: string, value: unknown, bounds: DurationRange): number | undefined {
+    if (value === undefined || value === null) {
+      if (bounds.required) this.fail(path, `is required, e.g. ${bounds.example}`);
+      return undefined;
+    }
+    if (typeof value !== 'string')
+      return this.shape(path, `a duration like ${bounds.example}`, value);
+    const ms = parseDuration(value);
+    if (ms === undefined) {
+      this.fail(path, `must be a duration like ${bounds.example}, not ${quote(value, '"')}`);
+    }
+    if (ms < bounds.min || ms > bounds.max) {
+      this.fail(path, `must be from ${bounds.range}, not ${shorten(value)}`);
+    }
+    return ms;
   }
 
   /** A list of strings with `min`..`max` entries. */

@@ -1,3 +1,4 @@
+import { quote } from '../../core/quote.js';
 import type { ActionSpec } from './types.js';
 
 /** Internal endpoints' names end with this; a URL elsewhere is public and refused. */
@@ -43,11 +44,11 @@ export const forwardInternalAction: ActionSpec = {
     if (!templated) {
       const target =
         internalTarget(url) ??
-        config.fail('url', `must be a URL such as https://api.internal, not '${url}'`);
+        config.fail('url', `must be a URL such as https://api.internal, not ${quote(url)}`);
       if (!target.host.endsWith(INTERNAL_SUFFIX) || target.host === INTERNAL_SUFFIX.slice(1)) {
         config.fail(
           'url',
-          `must name an internal endpoint (a host ending in '${INTERNAL_SUFFIX}', e.g. https://api.internal); '${url}' is public. Use a redirect to send clients elsewhere.`,
+          `must name an internal endpoint (a host ending in '${INTERNAL_SUFFIX}', e.g. https://api.internal); ${quote(url)} is public. Use a redirect to send clients elsewhere.`,
         );
       }
       const tcpPhase = ctx.phase === 'on_tcp_connect';
@@ -55,18 +56,19 @@ export const forwardInternalAction: ActionSpec = {
         config.fail(
           'url',
           tcpPhase
-            ? `must be a tcp:// or tls:// internal URL in on_tcp_connect, not '${url}'`
-            : `must be an http:// or https:// internal URL in on_http_request, not '${url}'`,
+            ? `must be a tcp:// or tls:// internal URL in on_tcp_connect, not ${quote(url)}`
+            : `must be an http:// or https:// internal URL in on_http_request, not ${quote(url)}`,
         );
       }
     }
     const binding = config.string('binding') ?? 'internal';
-    if (binding !== 'internal') config.fail('binding', `must be "internal", not "${binding}"`);
+    if (binding !== 'internal')
+      config.fail('binding', `must be "internal", not ${quote(binding, '"')}`);
     const given = config.string('on_error') ?? 'halt';
     const onError: 'halt' | 'continue' =
       given === 'halt' || given === 'continue'
         ? given
-        : config.fail('on_error', `must be "halt" or "continue", not "${given}"`);
+        : config.fail('on_error', `must be "halt" or "continue", not ${quote(given, '"')}`);
     const template = ctx.template(url, 'url');
     return {
       alwaysTerminates: onError === 'halt',

@@ -1,8 +1,7 @@
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify } from 'jose';
 import { quote } from '../../core/quote.js';
-import type { ConfigReader } from './config.js';
+import { isMapping, type ConfigReader, type Mapping } from './config.js';
 import { keyResolver } from './jwt-keys.js';
-import { parseDuration } from './rate-limit.js';
 import type { ActionSpec, CompiledAction, PhaseContext, Terminal } from './types.js';
 
 /** Signature algorithms a JWKS can carry keys for; `none` and shared-secret HS* are never taken. */
@@ -24,19 +23,23 @@ interface TokenSource {
   method: 'header' | 'cookie';
   name: string;
   prefix: string;
+  /** `prefix` lowercased once, for the case-insensitive header match. */
+  lowerPrefix: string;
 }
 
-type Mapping = Record<string, unknown>;
-const isMapping = (v: unknown): v is Mapping =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** A nested mapping at `path`, or a 2203 naming it. */
-function section(config: ConfigReader, path: string, value: unknown, required: boolean): Mapping {
+/** A nested mapping at `path`, or a refusal naming it (with `example` of what to write). */
+function section(
+  config: ConfigReader,
+  path: string,
+  value: unknown,
+  required: boolean,
+  example: string,
+): Mapping {
   if (value === undefined || value === null) {
-    if (required) config.fail(path, 'is required');
+    if (required) config.fail(path, `is required, e.g. ${example}`);
     return {};
   }
-  if (!isMapping(value)) return config.fail(path, 'must be a mapping');
+  if (!isMapping(value)) return config.fail(path, `must be a mapping, e.g. ${example}`);
   return value;
 }
 
@@ -47,7 +50,7 @@ function allowList(
   value: unknown,
   required: boolean,
 ): string[] {
-  const list = section(config, path, value, required).allow_list;
+  const list = section(config, path, value, required, '{allow_list: [{value: "…"}]}').allow_list;
   if (list === undefined || list === null) {
     if (required) config.fail(`${path}.allow_list`, 'must list at least one {value: …}');
     return [];
@@ -65,18 +68,23 @@ function allowList(
   return out;
 }
 
+const TOKEN_EXAMPLE = '{type: jwt, method: header, name: Authorization, prefix: "Bearer "}';
+const TOKENS_EXAMPLE = `[${TOKEN_EXAMPLE}]`;
+const HTTP_EXAMPLE = `{tokens: ${TOKENS_EXAMPLE}}`;
+const JKUS_EXAMPLE = '{sources: {additional_jkus: ["https://…/jwks.json"]}}';
+
 function tokenSources(config: ConfigReader): TokenSource[] {
-  const http = section(config, 'http', config.value('http'), true);
+  const http = section(config, 'http', config.value('http'), true, HTTP_EXAMPLE);
   const tokens = http.tokens;
   if (!Array.isArray(tokens) || tokens.length === 0) {
     return config.fail(
       'http.tokens',
-      'must list at least one token source, e.g. [{type: jwt, method: header, name: Authorization, prefix: "Bearer "}]',
+      `must list at least one token source, e.g. ${TOKENS_EXAMPLE}`,
     );
   }
   return tokens.map((t: unknown, i) => {
     const at = `http.tokens[${i}]`;
-    if (!isMapping(t)) return config.fail(at, 'must be a mapping');
+    if (!isMapping(t)) return config.fail(at, `must be a mapping, e.g. ${TOKEN_EXAMPLE}`);
     if (t.type !== undefined && t.type !== 'jwt') config.fail(`${at}.type`, 'must be "jwt"');
     const method = t.method ?? 'header';
     if (method !== 'header' && method !== 'cookie')
@@ -85,7 +93,7 @@ function tokenSources(config: ConfigReader): TokenSource[] {
       config.fail(`${at}.name`, 'must name the header or cookie');
     const prefix = t.prefix ?? '';
     if (typeof prefix !== 'string') config.fail(`${at}.prefix`, 'must be a string');
-    return { method, name: t.name, prefix };
+    return { method, name: t.name, prefix, lowerPrefix: prefix.toLowerCase() };
   });
 }
 
@@ -96,7 +104,7 @@ function findToken(c: PhaseContext, sources: readonly TokenSource[]): string | u
     if (s.method === 'header') {
       for (const value of req.header(s.name)) {
         if (s.prefix === '') return value.trim();
-        if (value.toLowerCase().startsWith(s.prefix.toLowerCase()))
+        if (value.slice(0, s.prefix.length).toLowerCase() === s.lowerPrefix)
           return value.slice(s.prefix.length).trim();
       }
     } else {
@@ -170,7 +178,7 @@ export const jwtValidationAction: ActionSpec = {
     const issuers = allowList(config, 'issuer', config.value('issuer'), true);
     const audiences = allowList(config, 'audience', config.value('audience'), false);
     const sources = tokenSources(config);
-    const jws = section(config, 'jws', config.value('jws'), true);
+    const jws = section(config, 'jws', config.value('jws'), true, '{allowed_algorithms: [RS256]}');
     const algs = jws.allowed_algorithms;
     if (!Array.isArray(algs) || algs.length === 0) {
       config.fail('jws.allowed_algorithms', `must list at least one of ${ALGORITHMS.join(', ')}`);
@@ -183,8 +191,15 @@ export const jwtValidationAction: ActionSpec = {
         );
       }
     }
-    const keys = section(config, 'jws.keys', jws.keys, false);
-    const jkus = section(config, 'jws.keys.sources', keys.sources, false).additional_jkus ?? [];
+    const keys = section(config, 'jws.keys', jws.keys, false, JKUS_EXAMPLE);
+    const jkus =
+      section(
+        config,
+        'jws.keys.sources',
+        keys.sources,
+        false,
+        '{additional_jkus: ["https://…/jwks.json"]}',
+      ).additional_jkus ?? [];
     if (!Array.isArray(jkus))
       return config.fail('jws.keys.sources.additional_jkus', 'must be a list of URLs');
     for (const [i, url] of (jkus as unknown[]).entries()) {
@@ -192,12 +207,20 @@ export const jwtValidationAction: ActionSpec = {
         config.fail(`jws.keys.sources.additional_jkus[${i}]`, 'must be an http(s) URL of a JWKS');
       }
     }
-    const lifetime = section(config, 'lifetime', config.value('lifetime'), false);
-    const skewText = lifetime.clock_skew ?? '30s';
-    const skewMs = typeof skewText === 'string' ? parseDuration(skewText) : undefined;
-    if (skewMs === undefined || skewMs > 600_000) {
-      return config.fail('lifetime.clock_skew', 'must be a duration of at most 10m, e.g. "30s"');
-    }
+    const lifetime = section(
+      config,
+      'lifetime',
+      config.value('lifetime'),
+      false,
+      '{clock_skew: 30s}',
+    );
+    const skewMs =
+      config.durationAt('lifetime.clock_skew', lifetime.clock_skew, {
+        min: 0,
+        max: 600_000,
+        range: '0s to 10m',
+        example: '"30s"',
+      }) ?? 30_000;
     const enforce = config.boolean('enforce') ?? true;
     const resolve = keyResolver(jkus as string[]);
     const options = {

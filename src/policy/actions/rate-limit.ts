@@ -5,37 +5,20 @@ import { celToString } from '../cel-types.js';
 import type { ConfigReader } from './config.js';
 import type { ActionSpec, CompiledAction } from './types.js';
 
-const UNITS: Record<string, number> = {
-  h: 3_600_000,
-  m: 60_000,
-  s: 1000,
-  ms: 1,
-  us: 0.001,
-  µs: 0.001,
-  ns: 0.000001,
-};
-
-/**
- * A Go duration (`60s`, `1m30s`, `1h`) in milliseconds, or undefined when it is not one.
- * @example parseDuration('1m30s') // 90000
- */
-export function parseDuration(text: string): number | undefined {
-  if (!/^(\d+(\.\d+)?(h|m|s|ms|us|µs|ns))+$/.test(text)) return undefined;
-  let total = 0;
-  for (const [, n, , unit] of text.matchAll(/(\d+(\.\d+)?)(h|ms|m|s|us|µs|ns)/g)) {
-    total += Number(n) * UNITS[unit!]!;
-  }
-  return total;
-}
+/** Re-exported for callers that parsed durations here before ConfigReader.duration existed. */
+export { parseDuration } from './config.js';
 
 function readRate(config: ConfigReader): number {
-  const text = config.string('rate', { required: true, example: '"60s"' })!;
-  const ms = parseDuration(text);
-  if (ms === undefined)
-    config.fail('rate', `must be a duration like "60s", "5m" or "1h", not ${quote(text, '"')}`);
-  if (ms < 60_000 || ms > 86_400_000)
-    config.fail('rate', `must be from 60s to 24h, not ${shorten(text)}`);
-  if (ms % 10_000 !== 0) config.fail('rate', `must be a multiple of 10s, not ${shorten(text)}`);
+  const ms = config.duration('rate', {
+    min: 60_000,
+    max: 86_400_000,
+    range: '60s to 24h',
+    example: '"60s", "5m" or "1h"',
+    required: true,
+  })!;
+  if (ms % 10_000 !== 0) {
+    config.fail('rate', `must be a multiple of 10s, not ${shorten(config.string('rate')!)}`);
+  }
   return ms;
 }
 

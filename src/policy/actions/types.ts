@@ -32,7 +32,13 @@ export type Terminal =
     }
   | { kind: 'close' }
   /** forward-internal: hand the request or connection to an internal endpoint. */
-  | { kind: 'forward-internal'; url: string; onError: 'continue' | 'halt' };
+  | ({ kind: 'forward-internal' } & ForwardInternal);
+
+/** Where forward-internal hands a request or connection, and what to do when it cannot. */
+export interface ForwardInternal {
+  url: string;
+  onError: 'continue' | 'halt';
+}
 
 /** What running an action gives: undefined continues with the next action. */
 export type ActionOutcome = Terminal | undefined;

@@ -13,12 +13,12 @@ export interface WebhookRequest {
   body: Buffer;
   /** The full public URL the sender called (Twilio signs it). */
   url: string;
-  /** The same URL with its port written out or dropped: Twilio may sign either. */
-  urlVariants: readonly string[];
+  /** The URL as sent and with its port written out or dropped (Twilio may sign either); only Twilio asks, so it is worked out on demand. */
+  urlVariants(): readonly string[];
 }
 
 /** What a check found: accepted (with a key to spot replays) or refused with the reason. */
-export type WebhookVerdict =
+type WebhookVerdict =
   | { ok: true; replayKey?: string | undefined; expiresAt?: number | undefined }
   | { ok: false; reason: string };
 
@@ -74,6 +74,7 @@ function freshSeconds(text: string | undefined, now: number, toleranceMs: number
 }
 
 const FIVE_MINUTES = 300_000;
+const TEN_MINUTES = 600_000;
 
 /** `v0=<hex HMAC-SHA256("v0:<ts>:<body>")>` with a seconds timestamp: Slack and Zoom. */
 function v0Provider(
@@ -126,18 +127,6 @@ function standardProvider(name: string, prefix: string): WebhookProvider {
   };
 }
 
-const github: WebhookProvider = {
-  name: 'github',
-  verify(req, secret) {
-    const signature = req.header('x-hub-signature-256');
-    if (signature === undefined) return missing('x-hub-signature-256');
-    if (!signature.startsWith('sha256=')) return mismatch;
-    return sameDigest(hmac('sha256', secret, req.body), signature.slice(7), 'hex')
-      ? { ok: true }
-      : mismatch;
-  },
-};
-
 const gitlab: WebhookProvider = {
   name: 'gitlab',
   verify(req, secret) {
@@ -146,17 +135,6 @@ const gitlab: WebhookProvider = {
     return sameText(token, secret)
       ? { ok: true }
       : { ok: false, reason: 'the token does not match' };
-  },
-};
-
-const shopify: WebhookProvider = {
-  name: 'shopify',
-  verify(req, secret) {
-    const signature = req.header('x-shopify-hmac-sha256');
-    if (signature === undefined) return missing('x-shopify-hmac-sha256');
-    return sameDigest(hmac('sha256', secret, req.body), signature.trim(), 'base64')
-      ? { ok: true }
-      : mismatch;
   },
 };
 
@@ -185,7 +163,7 @@ const stripe: WebhookProvider = {
 
 const twitch: WebhookProvider = {
   name: 'twitch',
-  toleranceMs: 600_000,
+  toleranceMs: TEN_MINUTES,
   verify(req, secret, now) {
     const id = req.header('twitch-eventsub-message-id');
     const ts = req.header('twitch-eventsub-message-timestamp');
@@ -194,14 +172,14 @@ const twitch: WebhookProvider = {
     if (signature === undefined) return missing('twitch-eventsub-message-signature');
     const at = ts === undefined ? NaN : Date.parse(ts);
     if (Number.isNaN(at)) return { ok: false, reason: 'no valid timestamp' };
-    if (Math.abs(now - at) > 600_000) {
+    if (Math.abs(now - at) > TEN_MINUTES) {
       return { ok: false, reason: 'the timestamp is more than 10 minutes from now' };
     }
     if (!signature.startsWith('sha256=')) return mismatch;
     const expected = hmac('sha256', secret, id, ts!, req.body);
     if (!sameDigest(expected, signature.slice(7), 'hex')) return mismatch;
     // Twitch resends a message with its id; its documentation says to drop ids already seen.
-    return { ok: true, replayKey: id, expiresAt: at + 600_000 };
+    return { ok: true, replayKey: id, expiresAt: at + TEN_MINUTES };
   },
 };
 
@@ -227,7 +205,7 @@ const twilio: WebhookProvider = {
       params.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
       suffix = params.map(([k, v]) => k + v).join('');
     }
-    for (const url of req.urlVariants) {
+    for (const url of req.urlVariants()) {
       if (sameDigest(hmac('sha1', secret, url + suffix), signature.trim(), 'base64')) {
         return { ok: true };
       }
@@ -240,9 +218,9 @@ const twilio: WebhookProvider = {
  * The generic HMAC check: `<prefix><digest of the body>` (or of `<timestamp>.<body>`) in `header`.
  * @example hmacProvider({ header: 'x-signature', algorithm: 'sha256', encoding: 'hex', prefix: 'sha256=' })
  */
-export function hmacProvider(s: HmacSettings): WebhookProvider {
+export function hmacProvider(s: HmacSettings, name = 'hmac'): WebhookProvider {
   return {
-    name: 'hmac',
+    name,
     ...(s.timestampHeader ? { toleranceMs: FIVE_MINUTES } : {}),
     verify(req, secret, now) {
       const signature = req.header(s.header);
@@ -272,9 +250,16 @@ export function hmacProvider(s: HmacSettings): WebhookProvider {
  */
 export const WEBHOOK_PROVIDERS: ReadonlyMap<string, WebhookProvider> = new Map(
   [
-    github,
+    // GitHub and Shopify sign the bare body: the generic check with their header and encoding.
+    hmacProvider(
+      { header: 'x-hub-signature-256', algorithm: 'sha256', encoding: 'hex', prefix: 'sha256=' },
+      'github',
+    ),
+    hmacProvider(
+      { header: 'x-shopify-hmac-sha256', algorithm: 'sha256', encoding: 'base64', prefix: '' },
+      'shopify',
+    ),
     gitlab,
-    shopify,
     stripe,
     twilio,
     twitch,
