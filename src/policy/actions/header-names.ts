@@ -1,20 +1,8 @@
+import { FRAMING_HEADERS } from '../../core/http-framing.js';
 import { quote } from '../../core/quote.js';
 import { isHeaderName } from '../headers.js';
 import type { ConfigReader } from './config.js';
 
-/**
- * Headers a policy may not add or remove: they frame the message or the connection, and the
- * ingress owns them.
- */
-export const FRAMING_HEADERS = [
-  'connection',
-  'content-length',
-  'keep-alive',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-];
 
 /**
  * Check header name `name` (found at `config.<key>`) and return it lower-cased.
@@ -33,10 +21,10 @@ export function checkHeaderName(
     );
   }
   const lower = name.toLowerCase();
-  if (FRAMING_HEADERS.includes(lower)) {
+  if (FRAMING_HEADERS.has(lower)) {
     config.fail(
       key,
-      `cannot ${verb} '${lower}': the edge manages framing headers (${FRAMING_HEADERS.join(', ')})`,
+      `cannot ${verb} '${lower}': the edge manages framing headers (${[...FRAMING_HEADERS].join(', ')})`,
     );
   }
   return lower;
