@@ -13,7 +13,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import autocannon, { type Result } from 'autocannon';
 import { openStore } from '../src/store/index.js';
-import { createTestDatabase } from '../src/test-support/stores.js';
+import { createTestDatabase } from '../test/support/stores.js';
 import { createApiKey, startBurrowServer } from '../test/support/server-process.js';
 import { databaseVersion, insertTcpEdges } from './bulk-edges.js';
 import { fmt, markdownTable, percentile } from './report.js';

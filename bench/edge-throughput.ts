@@ -10,9 +10,9 @@
  * ingress, edge runtime, SQLite store), the SDK agent, the local service, and this process as the
  * public client.
  */
-import { EdgeRuntime } from '../src/edge/edge-runtime.js';
-import { edgeFixtures } from '../src/test-support/edge-fixtures.js';
-import { freePort } from '../src/test-support/ingress.js';
+import { EdgeRuntime } from '../src/edge/ingress/edge-runtime.js';
+import { edgeFixtures } from '../test/support/edge-fixtures.js';
+import { freePort } from '../test/support/ingress.js';
 import { fmt, machine, markdownTable } from './report.js';
 import { MIB, startBulkService, tcpBulk, tcpPing, type ServicePorts } from './support/bulk.js';
 import { closedLoop } from './support/load.js';

@@ -21,7 +21,7 @@ import {
   SAMPLE_RESPONSE,
   TEN_RULE_HTTP_POLICY,
   TLS_SAMPLE_POLICY,
-} from '../src/test-support/policy-fixtures.js';
+} from '../test/support/policy-fixtures.js';
 import { fmt, markdownTable } from './report.js';
 
 const { values: opts } = parseArgs({

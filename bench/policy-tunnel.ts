@@ -16,7 +16,7 @@
  */
 import type { AddressInfo } from 'node:net';
 import { createServer as createHttpServer } from 'node:http';
-import { TEN_RULE_HTTP_POLICY } from '../src/test-support/policy-fixtures.js';
+import { TEN_RULE_HTTP_POLICY } from '../test/support/policy-fixtures.js';
 import { fmt, machine, markdownTable } from './report.js';
 import { median, runTunnelBench, type RateResult } from './support/load.js';
 import { answer, RoleProcesses } from './support/roles.js';

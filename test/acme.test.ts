@@ -7,11 +7,11 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { certificateMaker } from '../src/test-support/certificates.js';
-import { startTestResolver, type TestResolver } from '../src/test-support/dns-resolver.js';
-import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import { startPebble, type Pebble } from '../src/test-support/pebble.js';
-import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
+import { certificateMaker } from './support/certificates.js';
+import { startTestResolver, type TestResolver } from './support/dns-resolver.js';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { startPebble, type Pebble } from './support/pebble.js';
+import { createTestDatabase, type TestDatabase } from './support/stores.js';
 import { curl, CurlApi } from './support/curl.js';
 import {
   createAuthtoken,

@@ -2,8 +2,8 @@ import { createHash, createHmac } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import type { TestDatabase } from '../src/test-support/stores.js';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import type { TestDatabase } from './support/stores.js';
 import type { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,

@@ -10,8 +10,8 @@ import {
   decodeFrames,
   encodeFrameHeader,
 } from '../src/protocol/frame.js';
-import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import type { TestDatabase } from '../src/test-support/stores.js';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import type { TestDatabase } from './support/stores.js';
 import type { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,

@@ -6,13 +6,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  startHttpUpstream,
-  startTcpUpstream,
-  type LocalServer,
-} from '../src/test-support/ingress.js';
-import { readAll, until } from '../src/test-support/mux.js';
-import { startSdkTestEdge, type SdkTestEdge } from '../src/test-support/sdk-edge.js';
+import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support/ingress.js';
+import { readAll, until } from './support/mux.js';
+import { startSdkTestEdge, type SdkTestEdge } from './support/sdk-edge.js';
 import { curl } from './support/curl.js';
 import { BURROW_BIN, REPO_ROOT } from './support/server-process.js';
 

@@ -4,13 +4,9 @@ import http from 'node:http';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
-import {
-  startHttpUpstream,
-  startTcpUpstream,
-  type LocalServer,
-} from '../src/test-support/ingress.js';
-import { readAll } from '../src/test-support/mux.js';
-import type { TestDatabase } from '../src/test-support/stores.js';
+import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support/ingress.js';
+import { readAll } from './support/mux.js';
+import type { TestDatabase } from './support/stores.js';
 import { refusalOf, spawnNgrokAgent, connectNgrok } from './support/ngrok-agents.js';
 import { CurlApi } from './support/curl.js';
 import {

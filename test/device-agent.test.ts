@@ -4,13 +4,9 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import { until } from '../src/test-support/mux.js';
-import {
-  createTestDatabase,
-  DATABASE_KINDS,
-  type TestDatabase,
-} from '../src/test-support/stores.js';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { until } from './support/mux.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from './support/stores.js';
 import { curl, CurlApi, type CurlReply } from './support/curl.js';
 import { edgeServerArgs, ingressCurl } from './support/edge-listeners.js';
 import {
@@ -23,7 +19,7 @@ import {
 } from './support/server-process.js';
 
 /**
- * The device agent as interface.md tells it, with real processes: `burrow server` (API and
+ * The device agent as docs/device-agent.md tells it, with real processes: `burrow server` (API and
  * edge), the walkthrough's setup through the API with curl (a wildcard reserved domain, a bot
  * user, an authtoken owned by it with the ACL `bind:*.sitea.<domain>`), then `burrow agent`
  * started in a folder holding the sample's test.json, driven with curl, killed and started again,
@@ -33,7 +29,7 @@ import {
 
 const SITE = 'sitea.burrow.test';
 
-/** The sample's test.json (reference-api.md §5): add a header to every response. */
+/** The sample's test.json (docs/device-agent.md, step 6): add a header to every response. */
 const TEST_JSON = {
   inbound: [],
   outbound: [
@@ -90,7 +86,7 @@ function spawnAgent(cwd: string, args: string[], env: NodeJS.ProcessEnv): AgentP
   return { child, logs, stderr: () => stderr, exit };
 }
 
-describe.each(DATABASE_KINDS)('burrow agent, the walkthrough of interface.md (%s)', (kind) => {
+describe.each(DATABASE_KINDS)('burrow agent, the docs/device-agent.md walkthrough (%s)', (kind) => {
   let db: TestDatabase;
   let server: BurrowServer;
   let api: CurlApi;

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type Session } from '../src/sdk/index.js';
-import { certificateMaker } from '../src/test-support/certificates.js';
-import { clientPki } from '../src/test-support/client-certificates.js';
+import { certificateMaker } from './support/certificates.js';
+import { clientPki } from './support/client-certificates.js';
 import {
   startEchoServer,
   startTlsEchoServer,
@@ -20,12 +20,8 @@ import {
   tlsExchange,
   TLS_SAMPLE,
   type Exchange,
-} from '../src/test-support/edge-traffic.js';
-import {
-  createTestDatabase,
-  DATABASE_KINDS,
-  type TestDatabase,
-} from '../src/test-support/stores.js';
+} from './support/edge-traffic.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from './support/stores.js';
 import { CurlApi, type CurlReply } from './support/curl.js';
 import {
   createAuthtoken,

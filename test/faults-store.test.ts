@@ -10,7 +10,7 @@ import {
   DATABASE_KINDS,
   PG_ADMIN_URL,
   type TestDatabase,
-} from '../src/test-support/stores.js';
+} from './support/stores.js';
 import { apiCall, listAll, type BurstReply } from './support/api-burst.js';
 import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
 

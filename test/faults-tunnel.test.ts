@@ -3,10 +3,10 @@ import http from 'node:http';
 import { join } from 'node:path';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import { until } from '../src/test-support/mux.js';
-import { startRelay, type Relay } from '../src/test-support/sdk-edge.js';
-import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { until } from './support/mux.js';
+import { startRelay, type Relay } from './support/sdk-edge.js';
+import { createTestDatabase, type TestDatabase } from './support/stores.js';
 import { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,

@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalCa } from '../src/edge/certificates.js';
-import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import { until } from '../src/test-support/mux.js';
+import { LocalCa } from '../src/edge/certificates/certificates.js';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { until } from './support/mux.js';
 import { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,

@@ -1,9 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createTestDatabase,
-  DATABASE_KINDS,
-  type TestDatabase,
-} from '../src/test-support/stores.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from './support/stores.js';
 import { CurlApi } from './support/curl.js';
 import {
   createApiKey,
@@ -13,7 +9,7 @@ import {
 } from './support/server-process.js';
 
 /**
- * The request and reply samples of interface.md, sent with curl to a real `burrow server`: a
+ * The request and reply samples of docs/api/*.md, sent with curl to a real `burrow server`: a
  * reserved wildcard domain, a bot user, and a TCP edge built from a reserved address, a
  * tunnel-group backend and an IP policy, through its whole life; then the traffic policy module of
  * a TLS edge on the reserved domain.
@@ -22,7 +18,7 @@ import {
 const RFC3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
 const idOf = (prefix: string) => new RegExp(`^${prefix}_[0-9A-Za-z]{27}$`);
 
-/** The TCP sample policy of the API docs (reference-api.md §4.1), in the older form. */
+/** A TCP sample policy in the older form (docs/traffic-policy.md): deny one client IP. */
 const TCP_POLICY = JSON.stringify({
   inbound: [
     {
@@ -34,7 +30,7 @@ const TCP_POLICY = JSON.stringify({
   outbound: [],
 });
 
-/** The TLS edge sample of interface.md: log, then deny, connections whose TLS version has 1.3. */
+/** TLS edge sample (docs/api/edges.md): log, then deny, connections whose TLS version has 1.3. */
 const TLS_POLICY = JSON.stringify({
   inbound: [
     {
@@ -49,7 +45,7 @@ const TLS_POLICY = JSON.stringify({
   outbound: [],
 });
 
-describe.each(DATABASE_KINDS)('interface.md flows with curl (%s)', (kind) => {
+describe.each(DATABASE_KINDS)('management API flows with curl (%s)', (kind) => {
   let db: TestDatabase;
   let server: BurrowServer;
   let api: CurlApi;

@@ -1,21 +1,28 @@
 import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
 /**
- * decisions.md, "Shape of the code": a layer imports only from the layers listed before it.
- * Tests and src/test-support may import anything; nothing else may import test-support.
+ * The shape of the code: src/ is split into layers, one top folder each, and a layer imports only
+ * from itself and the layers listed before it (core is imported by everything, cli by nothing).
+ * A file's layer is the top folder under src/ it sits in, however deep: src/edge/ingress/http/x.ts
+ * is in `edge`. Production code (every file under src/ that is not a `*.test.ts`) never imports
+ * from test/: test helpers live in test/support/, and only tests (the `*.test.ts` files under src/,
+ * test/ and bench/) may import them. tsconfig.build.json compiles src/ alone, so such an import
+ * would not build either.
  */
 const LAYERS = ['core', 'store', 'policy', 'protocol', 'edge', 'sdk', 'api', 'agent', 'cli'];
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const SRC = join(ROOT, 'src');
+const TEST = join(ROOT, 'test');
 
+/** Every production file under src/, in nested folders too (tests excluded). */
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === 'test-support' ? [] : sourceFiles(path);
+    if (entry.isDirectory()) return sourceFiles(path);
     return entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts') ? [path] : [];
   });
 }
@@ -28,7 +35,12 @@ function relativeImports(text: string): string[] {
   return specifiers;
 }
 
-/** The top folder under src/ a path sits in ('' for a file directly in src/). */
+/** Whether `path` is `dir` or inside it. */
+function isInside(path: string, dir: string): boolean {
+  return path === dir || path.startsWith(dir + sep);
+}
+
+/** The top folder under src/ a path sits in, at any depth ('' for a file directly in src/). */
 function layerOf(path: string): string {
   const parts = relative(SRC, path).split(/[\\/]/);
   return parts.length > 1 ? parts[0]! : '';
@@ -37,7 +49,6 @@ function layerOf(path: string): string {
 /** Why `from` may not import `to`, or undefined when it may. */
 function violation(fromLayer: string, toLayer: string): string | undefined {
   if (fromLayer === toLayer) return undefined;
-  if (toLayer === 'test-support') return `${fromLayer} imports test-support, which only tests may`;
   const from = LAYERS.indexOf(fromLayer);
   const to = LAYERS.indexOf(toLayer);
   if (from < 0) return `${fromLayer || 'src/'} is not a layer`;
@@ -46,13 +57,19 @@ function violation(fromLayer: string, toLayer: string): string | undefined {
   return undefined;
 }
 
+/** Why production file `file` may not import `target` (absolute paths), or undefined. */
+function importViolation(file: string, target: string): string | undefined {
+  if (isInside(target, TEST)) return 'production code must not import from test/';
+  if (!isInside(target, SRC)) return undefined;
+  return violation(layerOf(file), layerOf(target));
+}
+
 function violations(): string[] {
   const found: string[] = [];
   for (const file of sourceFiles(SRC)) {
     for (const specifier of relativeImports(readFileSync(file, 'utf8'))) {
       const target = resolve(dirname(file), specifier);
-      if (!target.startsWith(SRC)) continue;
-      const why = violation(layerOf(file), layerOf(target));
+      const why = importViolation(file, target);
       if (why) found.push(`${relative(ROOT, file)} → ${relative(ROOT, target)}: ${why}`);
     }
   }
@@ -67,13 +84,36 @@ describe('layering', () => {
       ),
     ).toEqual(['./a.js', '../store/b.js', './c.js', '../policy/d.js']);
     expect(violation('store', 'policy')).toMatch(/store must not import policy/);
-    expect(violation('api', 'test-support')).toMatch(/test-support/);
     expect(violation('policy', 'store')).toBeUndefined();
     expect(violation('cli', 'core')).toBeUndefined();
+    expect(violation('test-support', 'core')).toMatch(/not a layer/);
   });
 
-  it('src/ imports only from earlier layers', () => {
-    expect(sourceFiles(SRC).length).toBeGreaterThan(100);
+  it('takes the layer from the top folder under src/, however deep the file is', () => {
+    expect(layerOf(join(SRC, 'edge', 'ingress.ts'))).toBe('edge');
+    expect(layerOf(join(SRC, 'edge', 'ingress', 'http', 'server.ts'))).toBe('edge');
+    expect(layerOf(join(SRC, 'index.ts'))).toBe('');
+    const nested = join(SRC, 'edge', 'ingress', 'http', 'server.ts');
+    expect(importViolation(nested, join(SRC, 'edge', 'tunnel-registry.ts'))).toBeUndefined();
+    expect(importViolation(nested, join(SRC, 'protocol', 'index.ts'))).toBeUndefined();
+    expect(importViolation(nested, join(SRC, 'api', 'app.ts'))).toMatch(/edge must not import api/);
+  });
+
+  it('rejects any import of test/ from production code', () => {
+    expect(importViolation(join(SRC, 'api', 'app.ts'), join(TEST, 'support', 'api.ts'))).toMatch(
+      /must not import from test\//,
+    );
+    expect(importViolation(join(SRC, 'core', 'ids.ts'), join(ROOT, 'node_modules', 'x.js'))).toBe(
+      undefined,
+    );
+  });
+
+  it('src/ imports only from earlier layers, and never from test/', () => {
+    const files = sourceFiles(SRC);
+    expect(files.length).toBeGreaterThan(100);
+    expect(
+      files.filter((file) => !LAYERS.includes(layerOf(file))).map((f) => relative(ROOT, f)),
+    ).toEqual([]);
     expect(violations()).toEqual([]);
   });
 });

@@ -1,6 +1,6 @@
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { TestDatabase } from '../src/test-support/stores.js';
+import type { TestDatabase } from './support/stores.js';
 import type { CurlApi } from './support/curl.js';
 import { createAuthtoken, type EdgePorts, startEdgeServer } from './support/edge-listeners.js';
 import type { BurrowServer } from './support/server-process.js';

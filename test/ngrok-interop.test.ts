@@ -3,11 +3,11 @@ import type { AddressInfo } from 'node:net';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { refusalOf } from './support/ngrok-agents.js';
-import type { OnlineTunnel } from '../src/edge/tunnel-registry.js';
-import { startTestAgentEdge, type TestAgentEdge } from '../src/test-support/agent-edge.js';
-import { edgeFixtures } from '../src/test-support/edge-fixtures.js';
-import { readAll, until } from '../src/test-support/mux.js';
-import { DATABASE_KINDS } from '../src/test-support/stores.js';
+import type { OnlineTunnel } from '../src/edge/registry/tunnel-registry.js';
+import { startTestAgentEdge, type TestAgentEdge } from './support/agent-edge.js';
+import { edgeFixtures } from './support/edge-fixtures.js';
+import { readAll, until } from './support/mux.js';
+import { DATABASE_KINDS } from './support/stores.js';
 
 /**
  * The unmodified @ngrok/ngrok package (ngrok-rust inside) against Burrow's agent listener: if it

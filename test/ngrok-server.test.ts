@@ -7,19 +7,11 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalCa } from '../src/edge/certificates.js';
-import {
-  startHttpUpstream,
-  startTcpUpstream,
-  type LocalServer,
-} from '../src/test-support/ingress.js';
-import { readAll, until } from '../src/test-support/mux.js';
-import { startRelay, type Relay } from '../src/test-support/sdk-edge.js';
-import {
-  createTestDatabase,
-  DATABASE_KINDS,
-  type TestDatabase,
-} from '../src/test-support/stores.js';
+import { LocalCa } from '../src/edge/certificates/certificates.js';
+import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support/ingress.js';
+import { readAll, until } from './support/mux.js';
+import { startRelay, type Relay } from './support/sdk-edge.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from './support/stores.js';
 import { curl, CurlApi } from './support/curl.js';
 import {
   createAuthtoken,

@@ -5,18 +5,10 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalCa } from '../src/edge/certificates.js';
+import { LocalCa } from '../src/edge/certificates/certificates.js';
 import { BurrowAgentError, connect, type Session } from '../src/sdk/index.js';
-import {
-  startHttpUpstream,
-  startTcpUpstream,
-  type LocalServer,
-} from '../src/test-support/ingress.js';
-import {
-  createTestDatabase,
-  DATABASE_KINDS,
-  type TestDatabase,
-} from '../src/test-support/stores.js';
+import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support/ingress.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from './support/stores.js';
 import { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { createTestDatabase, type TestDatabase } from './support/stores.js';
 import { spawnNgrokAgent, type NgrokAgent } from './support/ngrok-agents.js';
 import { CurlApi } from './support/curl.js';
 import {

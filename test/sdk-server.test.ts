@@ -6,18 +6,10 @@ import { join } from 'node:path';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BurrowAgentError, connect, type Session } from '../src/sdk/index.js';
-import { LocalCa } from '../src/edge/certificates.js';
-import {
-  startHttpUpstream,
-  startTcpUpstream,
-  type LocalServer,
-} from '../src/test-support/ingress.js';
-import { nextEvent, readAll } from '../src/test-support/mux.js';
-import {
-  createTestDatabase,
-  DATABASE_KINDS,
-  type TestDatabase,
-} from '../src/test-support/stores.js';
+import { LocalCa } from '../src/edge/certificates/certificates.js';
+import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support/ingress.js';
+import { nextEvent, readAll } from './support/mux.js';
+import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from './support/stores.js';
 import { CurlApi } from './support/curl.js';
 import {
   createAuthtoken,

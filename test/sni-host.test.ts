@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpUpstream, type LocalServer } from '../src/test-support/ingress.js';
-import type { TestDatabase } from '../src/test-support/stores.js';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import type { TestDatabase } from './support/stores.js';
 import type { CurlApi } from './support/curl.js';
 import { curl } from './support/curl.js';
 import { createAuthtoken, type EdgePorts, startEdgeServer } from './support/edge-listeners.js';

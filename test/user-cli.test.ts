@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../src/store/index.js';
 import { UserRepository } from '../src/store/users.js';
-import { createTestDatabase, type TestDatabase } from '../src/test-support/stores.js';
+import { createTestDatabase, type TestDatabase } from './support/stores.js';
 import {
   BURROW_BIN,
   databaseArgs,

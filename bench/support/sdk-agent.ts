@@ -1,6 +1,6 @@
 /** The edge of the in-process test server and Burrow SDK agents, as benchmark roles use them. */
 import { connect, type Session } from '../../src/sdk/index.js';
-import { startSdkTestEdge, type SdkTestEdge } from '../../src/test-support/sdk-edge.js';
+import { startSdkTestEdge, type SdkTestEdge } from '../../test/support/sdk-edge.js';
 
 /** What an agent needs to reach an edge, passed to agent roles as JSON. */
 export interface EdgeAddress {

@@ -7,10 +7,14 @@ import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '../sdk/index.js';
-import { startHttpUpstream, startTcpUpstream, type LocalServer } from '../test-support/ingress.js';
-import { readAll, until } from '../test-support/mux.js';
-import { startSdkTestEdge, type SdkTestEdge } from '../test-support/sdk-edge.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import {
+  startHttpUpstream,
+  startTcpUpstream,
+  type LocalServer,
+} from '../../test/support/ingress.js';
+import { readAll, until } from '../../test/support/mux.js';
+import { startSdkTestEdge, type SdkTestEdge } from '../../test/support/sdk-edge.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 import { startAgent, type AgentOptions, type RunningAgent } from './agent.js';
 import { AgentStartupError } from './errors.js';
 import { NODE_STATE_FS, StateFile } from './state-file.js';

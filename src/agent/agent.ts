@@ -1,5 +1,5 @@
 /**
- * `burrow agent`: the device agent of interface.md. It serves a REST API on `--listen` (and,
+ * `burrow agent`: the device agent (docs/device-agent.md). It serves a REST API on `--listen` (and,
  * with `--expose`, through a tunnel at that domain) that creates, lists and deletes tunnels,
  * keeps them in the state file, and recreates them at start.
  */
@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
 import { isIP, type AddressInfo } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
+import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import { hostnameProblem } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import { connect, parseCaFingerprint, type ConnectOptions } from '../sdk/index.js';
@@ -63,14 +64,13 @@ export interface RunningAgent {
  */
 export function parseListen(value: string): { host: string; port: number } {
   const text = value.trim();
-  const m = /^(?:(\[[0-9a-fA-F:.]+\]|[^:[\]\s]+):)?(\d{1,5})$/.exec(text);
-  const port = Number(m?.[2]);
-  if (!m || port > 65535) {
+  const hp = parseHostPort(/^\d+$/.test(text) ? `127.0.0.1:${text}` : text);
+  if (!hp) {
     throw new AgentStartupError(
       `--listen must be <host>:<port> like 127.0.0.1:8000 (port 0 picks a free one), got '${value}'`,
     );
   }
-  return { host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port };
+  return hp;
 }
 
 /**
@@ -128,10 +128,10 @@ async function listen(server: Server, host: string, port: number): Promise<strin
   try {
     await once(server, 'listening');
   } catch (err) {
-    throw new Error(`cannot listen on ${host}:${port}: ${(err as Error).message}`);
+    throw new Error(`cannot listen on ${formatHostPort(host, port)}: ${(err as Error).message}`);
   }
   const addr = server.address() as AddressInfo;
-  return addr.family === 'IPv6' ? `[${addr.address}]:${addr.port}` : `${addr.address}:${addr.port}`;
+  return formatHostPort(addr.address, addr.port);
 }
 
 /**

@@ -1,5 +1,7 @@
+import { BurrowError, CODES } from '../core/errors.js';
+
 /**
- * Errors of the device agent. The local REST API answers every failure with a JSON body
+ * Errors of the device agent, all BurrowErrors (src/core/errors.ts). The local REST API answers every failure with a JSON body
  * `{ "error": "<what was wrong and how to fix it>", "code"?: "ERR_NGROK_nnn", "field"?: "<name>" }`;
  * startup problems stop the agent before it serves anything.
  */
@@ -14,20 +16,25 @@ export interface AgentErrorBody {
 }
 
 /**
- * A failed local API request: its HTTP status and JSON body.
+ * A failed local API request: its HTTP status (`status`, the same as `statusCode`) and JSON body.
  * @example throw new AgentApiError(404, `no tunnel has the url_part 'x'`);
  */
-export class AgentApiError extends Error {
-  readonly status: number;
-  readonly code: string | undefined;
+export class AgentApiError extends BurrowError {
   readonly field: string | undefined;
 
-  constructor(status: number, message: string, details: { code?: string; field?: string } = {}) {
-    super(message);
-    this.name = 'AgentApiError';
-    this.status = status;
-    this.code = details.code;
+  constructor(
+    status: number,
+    message: string,
+    details: { code?: string; field?: string } = {},
+    options?: { cause?: unknown },
+  ) {
+    super(details.code, status, message, details.field ? { field: details.field } : {}, options);
     this.field = details.field;
+  }
+
+  /** The HTTP status of the reply. */
+  get status(): number {
+    return this.statusCode;
   }
 
   /** The reply body. */
@@ -41,12 +48,12 @@ export class AgentApiError extends Error {
 
 /**
  * A problem that stops the agent at start (bad flags, an invalid default policy, a corrupt state
- * file): the CLI prints the message and exits 2. The message names the file or flag to fix.
+ * file): the CLI prints the message and exits 2. The message names the file or flag to fix. Its
+ * code is `ERR_BURROW_AGENT_STARTUP`.
  * @example throw new AgentStartupError('--expose needs --api-token (or BURROW_AGENT_API_TOKEN)');
  */
-export class AgentStartupError extends Error {
+export class AgentStartupError extends BurrowError {
   constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'AgentStartupError';
+    super(CODES.agentStartup, 500, message, {}, options);
   }
 }

@@ -5,7 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AgentStartupError } from './errors.js';
 import { defaultPolicyFor, loadDefaultPolicy, policyJson } from './policy.js';
 
-/** The test.json of the device-agent sample (reference-api.md §5). */
+/** The test.json of the device-agent walkthrough (docs/device-agent.md, step 6). */
 const SAMPLE_TEST_JSON =
   '{"inbound": [], "outbound": [{"expressions": [], "name": "Add headers to requests", "actions": [{"type": "add-headers", "config": {"headers": {"is-ngrok": "0000000000"}}}]}]}';
 

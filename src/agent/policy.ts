@@ -11,7 +11,7 @@ import { BurrowError } from '../core/errors.js';
 import { compileDocument, compilePolicy, parsePolicyValue } from '../policy/index.js';
 import { AgentApiError, AgentStartupError } from './errors.js';
 
-/** The protocols a device-agent tunnel can have (`http` is the one of interface.md). */
+/** The protocols a device-agent tunnel can have (`http` is the default, docs/device-agent.md). */
 export const TUNNEL_PROTOCOLS = ['http', 'tcp', 'tls'] as const;
 export type TunnelProtocol = (typeof TUNNEL_PROTOCOLS)[number];
 

@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fsp from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
+import { BurrowError, CODES } from '../core/errors.js';
 import { TUNNEL_PROTOCOLS, type PolicyValue, type TunnelProtocol } from './policy.js';
 import { parseForwardsTo } from './tunnel-input.js';
 
@@ -59,16 +60,23 @@ export const NODE_STATE_FS: StateFileSystem = {
   },
 };
 
-/** The state file exists but cannot be read or understood. The file is left untouched. */
-export class StateFileError extends Error {
+/**
+ * The state file exists but cannot be read or understood. The file is left untouched. Its code is
+ * `ERR_BURROW_AGENT_STATE_FILE`.
+ */
+export class StateFileError extends BurrowError {
   constructor(
     readonly path: string,
     problem: string,
+    options?: { cause?: unknown },
   ) {
     super(
+      CODES.agentStateFile,
+      500,
       `the state file ${path} ${problem}. It was left as it is: repair it, or move it away to start with no tunnels`,
+      {},
+      options,
     );
-    this.name = 'StateFileError';
   }
 }
 

@@ -81,7 +81,7 @@ describe('parseDomain', () => {
 });
 
 describe('parseTunnelRequest', () => {
-  it('takes the interface.md body, protocol defaulting to http, policy to null', () => {
+  it('takes the docs/device-agent.md body, protocol defaulting to http, policy to null', () => {
     expect(
       parseTunnelRequest({ forwards_to: 'localhost:8001', domain: 'device1.sitea.burrow.test' }),
     ).toEqual({

@@ -5,7 +5,8 @@
  */
 import { isIP } from 'node:net';
 import { CODES } from '../core/errors.js';
-import { hostnameProblem, splitHostPort, type HostnameProblem } from '../core/hostname.js';
+import { parseHostPort } from '../core/host-port.js';
+import { hostnameProblem, type HostnameProblem } from '../core/hostname.js';
 import { AgentApiError } from './errors.js';
 import { checkPolicy, TUNNEL_PROTOCOLS, type PolicyValue, type TunnelProtocol } from './policy.js';
 
@@ -98,7 +99,7 @@ export function parseDomain(value: unknown, protocol: TunnelProtocol): string {
   if (typeof value !== 'string') throw invalid(field, `must be a string: ${shape}`);
   const name = value.trim().toLowerCase();
   if (protocol === 'tcp') {
-    const hostPort = splitHostPort(name);
+    const hostPort = parseHostPort(name, { minPort: 1 });
     if (!hostPort || hostnameProblem(hostPort.host, false) !== undefined) {
       throw invalid(field, `must be ${shape} (got '${value}')`);
     }

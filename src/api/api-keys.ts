@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { ApiKey, ApiKeyCreate, ApiKeyUpdate } from '../store/api-keys.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata, Nullable } from './schemas.js';
@@ -22,7 +21,7 @@ export async function apiKeyRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
-  registerCrud<ApiKey, ApiKeyCreate, ApiKeyUpdate>(
+  registerCrud(
     app,
     {
       path: 'api_keys',

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApi, type TestApi } from '../test-support/api.js';
+import { createTestApi, type TestApi } from '../../test/support/api.js';
 
 /** `--api-max-body-bytes` and `--api-max-json-depth`: refused in the API's error shape, counted. */
 describe('API body limits', () => {

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApi, type TestApi } from '../test-support/api.js';
-import { fuzzRuns, reportFuzz } from '../test-support/fuzz.js';
+import { createTestApi, type TestApi } from '../../test/support/api.js';
+import { fuzzRuns, reportFuzz } from '../../test/support/fuzz.js';
 
 /**
  * Fuzzing the management API from its own OpenAPI document: for every operation with a JSON

@@ -5,7 +5,7 @@ import { ID_PREFIX, newId } from '../core/ids.js';
 import { CODES, BurrowError, ValidationError } from '../core/errors.js';
 import type { Repositories } from '../store/index.js';
 import { apiKeyRoutes } from './api-keys.js';
-import { installAuth } from './auth.js';
+import { installAuth, installRateLimit } from './auth.js';
 import { auditEventRoutes } from './audit-events.js';
 import { installAuditTrail } from './audit-trail.js';
 import { dashboardRoutes } from './dashboard-static.js';
@@ -41,7 +41,7 @@ export interface ApiOptions {
   logger?: Logger | undefined;
   online?: OnlineState | undefined;
   /** Prometheus text for `GET /metrics` (served without key or version header); absent: no route. */
-  metrics?: (() => string) | undefined;
+  metrics?: (() => string | Promise<string>) | undefined;
   /** Body size and JSON depth (`--api-max-body-bytes`, `--api-max-json-depth`); default 1 MiB / 64. */
   limits?: { maxBodyBytes: number; maxJsonDepth: number } | undefined;
   /** Told of each refusal for a limit (client IP, metric label): counted and logged once a minute. */
@@ -111,7 +111,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') options.refused?.(request.ip, 'api_body_bytes');
   });
   installClosingGuard(app);
-  installAuth(app, options.repos.apiKeys, options.rateLimit, sessionAuth(options.repos.users));
+  installAuth(app, options.repos.apiKeys, sessionAuth(options.repos.users));
+  await installRateLimit(app, options.rateLimit);
   refuseUnstorableStrings(app);
   installAuditTrail(app, options.repos.auditEvents);
   installRevocationNotice(app, ctx.online);
@@ -187,7 +188,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const metrics = options.metrics;
   if (metrics) {
     app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
-      reply.type('text/plain; version=0.0.4').send(metrics()),
+      reply.type('text/plain; version=0.0.4').send(await metrics()),
     );
   }
 

@@ -1,3 +1,4 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
@@ -27,9 +28,10 @@ export const AuditEventSchema = Type.Object({
  * @example await auditEventRoutes(app, ctx); // GET /audit_events?limit=20
  */
 export async function auditEventRoutes(
-  app: FastifyInstance,
+  fastify: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const collectionUri = uris.collection('audit_events');
   const view = (e: AuditEvent) => ({
     id: e.id,
@@ -55,7 +57,7 @@ export async function auditEventRoutes(
       },
     },
     async (request) => {
-      const req = pageRequest(request.query as { before_id?: string; limit?: string });
+      const req = pageRequest(request.query);
       const page = await repos.auditEvents.list(req);
       return listEnvelope(
         'audit_events',
@@ -76,7 +78,7 @@ export async function auditEventRoutes(
       },
     },
     async (request) => {
-      const id = (request.params as { id: string }).id;
+      const id = request.params.id;
       const event = await repos.auditEvents.get(id);
       if (!event) throw new NotFoundError(`The audit event ${id} was not found.`);
       return view(event);

@@ -1,7 +1,7 @@
+import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuthenticationError, BurrowError, CODES, RateLimitError } from '../core/errors.js';
 import { quote } from '../core/quote.js';
-import { SlidingWindowLimiter } from '../core/sliding-window.js';
 import type { ApiKeyRepository } from '../store/api-keys.js';
 import type { SessionAuth } from './sessions.js';
 
@@ -43,31 +43,21 @@ declare module 'fastify' {
 }
 
 /**
- * Version check, API-key authentication and per-key rate limiting, in that order, for every route
- * but the public ones.
+ * Version check and API-key (or dashboard session) authentication, in that order, for every route
+ * but the public ones. {@link installRateLimit} then limits what each key may do.
  */
 export function installAuth(
   app: FastifyInstance,
   apiKeys: ApiKeyRepository,
-  rateLimit: { max: number; windowSeconds: number },
   sessions?: SessionAuth,
 ): void {
-  const limiter =
-    rateLimit.max > 0
-      ? new SlidingWindowLimiter(rateLimit.max, rateLimit.windowSeconds * 1000)
-      : undefined;
   app.decorateRequest('apiKeyId', undefined);
   app.addHook('onRequest', async (request) => {
     if (publicPath(request) || sessions?.isPublic(request)) return;
     checkVersion(request);
     const header = request.headers.authorization;
     // The dashboard: a signed-in person's session cookie stands in for an API key.
-    if (!header && sessions && (await sessions.authenticate(request))) {
-      const verdict = limiter?.take(request.userId!);
-      if (verdict && !verdict.allowed)
-        throw new RateLimitError(Math.ceil(verdict.retryAfterMs / 1000));
-      return;
-    }
+    if (!header && sessions && (await sessions.authenticate(request))) return;
     if (!header) {
       throw new AuthenticationError(
         CODES.missingAuth,
@@ -89,9 +79,47 @@ export function installAuth(
       );
     }
     request.apiKeyId = key.id;
-    if (limiter) {
-      const verdict = limiter.take(key.id);
-      if (!verdict.allowed) throw new RateLimitError(Math.ceil(verdict.retryAfterMs / 1000));
-    }
   });
+}
+
+/** Rate-limit buckets kept at once; past it the least recently used key's count is forgotten. */
+const RATE_LIMIT_KEYS = 100_000;
+
+/**
+ * Per-key rate limiting (`--api-rate-limit`, `max` per `windowSeconds`; `max` 0 turns it off) with
+ * @fastify/rate-limit: `max` requests per fixed window for each API key, or for each signed-in
+ * person on the dashboard. Requests without either (the public paths) are not counted. Runs after
+ * {@link installAuth}'s hook, which names the key; over the limit the answer is 429 ERR_NGROK_226
+ * with Retry-After, through the error handler like every other error. Covers the not-found
+ * handler too, since the hook is the app's own rather than each route's.
+ * @example await installRateLimit(app, { max: 1200, windowSeconds: 60 });
+ */
+export async function installRateLimit(
+  app: FastifyInstance,
+  rateLimit: { max: number; windowSeconds: number },
+): Promise<void> {
+  if (rateLimit.max <= 0) return;
+  await app.register(fastifyRateLimit, {
+    global: false,
+    max: rateLimit.max,
+    timeWindow: rateLimit.windowSeconds * 1000,
+    cache: RATE_LIMIT_KEYS,
+    keyGenerator: (request) => request.apiKeyId ?? request.userId ?? '',
+    allowList: (_request, key) => key === '',
+    // Only Retry-After, which the error handler sets from the RateLimitError.
+    addHeadersOnExceeding: {
+      'x-ratelimit-limit': false,
+      'x-ratelimit-remaining': false,
+      'x-ratelimit-reset': false,
+    },
+    addHeaders: {
+      'x-ratelimit-limit': false,
+      'x-ratelimit-remaining': false,
+      'x-ratelimit-reset': false,
+      'retry-after': false,
+    },
+    errorResponseBuilder: (_request, context) =>
+      new RateLimitError(Math.max(1, Math.ceil(context.ttl / 1000))),
+  });
+  app.addHook('onRequest', app.rateLimit());
 }

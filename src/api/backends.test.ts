@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../core/ids.js';
 import { setRefs } from '../store/refs.js';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 import type { OnlineState } from './context.js';
 
 /** Online tunnels by id and labels; `tunnelsMatching` is the superset match the edge implements. */

@@ -1,4 +1,10 @@
-import { Type, type TProperties, type TSchema } from '@sinclair/typebox';
+import {
+  Type,
+  type Static,
+  type TOptional,
+  type TProperties,
+  type TSchema,
+} from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { LABEL_LIMITS } from '../core/labels.js';
 import { MAX_WEIGHT, type Backend } from '../store/backend-kinds.js';
@@ -51,7 +57,7 @@ export const StaticBackendSchema = Type.Object({
 });
 
 /** Create takes the type's own fields (required) plus description and metadata. */
-function createBody(own: TProperties) {
+function createBody<P extends TProperties>(own: P) {
   return Body({
     description: Type.Optional(Description),
     metadata: Type.Optional(Metadata),
@@ -60,8 +66,10 @@ function createBody(own: TProperties) {
 }
 
 /** Update takes every field as optional. */
-function updateBody(own: TProperties) {
-  const optional = Object.fromEntries(Object.entries(own).map(([k, v]) => [k, Type.Optional(v)]));
+function updateBody<P extends TProperties>(own: P) {
+  const optional = Object.fromEntries(
+    Object.entries(own).map(([k, v]) => [k, Type.Optional(v)]),
+  ) as { [K in keyof P]: TOptional<P[K]> };
   return Body({
     description: Type.Optional(Description),
     metadata: Type.Optional(Metadata),
@@ -86,11 +94,15 @@ export async function backendRoutes(
     metadata: b.metadata,
   });
   /** One backend type: its CRUD routes under `backends/<type>`, listed under `backends`. */
-  const register = <B extends Backend, C, U>(
+  const register = <B extends Backend, CP extends TProperties, UP extends TProperties = CP>(
     type: string,
     item: TSchema,
-    fields: { create: TProperties; update?: TProperties },
-    repo: CrudRepository<B, C, U>,
+    fields: { create: CP; update?: UP },
+    repo: CrudRepository<
+      B,
+      Static<ReturnType<typeof createBody<CP>>>,
+      Static<ReturnType<typeof updateBody<UP>>>
+    >,
     view: (b: B) => object,
   ): void => {
     const path = `backends/${type}`;
@@ -103,7 +115,8 @@ export async function backendRoutes(
         tag: 'Backends',
         item,
         createBody: createBody(fields.create),
-        updateBody: updateBody(fields.update ?? fields.create),
+        // Without its own update fields a type updates the create fields (UP defaults to CP).
+        updateBody: updateBody((fields.update ?? fields.create) as UP),
         repo,
         view: (b) => ({ ...common(b), ...view(b) }),
       },

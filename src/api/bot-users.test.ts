@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
-import { BIDI, ZERO_WIDTH } from '../test-support/text-fixtures.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
+import { BIDI, ZERO_WIDTH } from '../../test/support/text-fixtures.js';
 
 describe.each(DATABASE_KINDS)('bot users API (%s)', (kind) => {
   let api: TestApi;
@@ -10,7 +10,7 @@ describe.each(DATABASE_KINDS)('bot users API (%s)', (kind) => {
   });
   afterAll(async () => api.close());
 
-  it('creates a bot user as in interface.md: 201, active true by default', async () => {
+  it('creates a bot user as in docs/api/bot-users.md: 201, active true by default', async () => {
     const res = await api.call('POST', '/bot_users', { name: 'new bot user from API' });
     expect(res.status).toBe(201);
     expect(res.body).toEqual({

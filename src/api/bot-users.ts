@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { BotUser, BotUserCreate, BotUserUpdate } from '../store/bot-users.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Name } from './schemas.js';
@@ -18,7 +17,7 @@ export async function botUserRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
-  registerCrud<BotUser, BotUserCreate, BotUserUpdate>(
+  registerCrud(
     app,
     {
       path: 'bot_users',

@@ -1,8 +1,9 @@
 import { X509Certificate } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { CA_EXTENSIONS, certificateMaker } from '../test-support/certificates.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { CA_EXTENSIONS, certificateMaker } from '../../test/support/certificates.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
+import { parseCaPem } from '../store/certificate-authorities.js';
 
 const maker = certificateMaker();
 // The CA of the brief's openssl command, one with usages, a second CA, and a leaf.
@@ -162,5 +163,36 @@ describe.each(DATABASE_KINDS)('certificate authorities API (%s)', (kind) => {
     await api.store.db.deleteFrom('refs').where('from_id', '=', edgeId).execute();
     expect((await api.call('DELETE', `/certificate_authorities/${id}`)).status).toBe(204);
     expect(await api.repos.certificateAuthorities.missing([id])).toEqual([id]);
+  });
+});
+
+describe('parseCaPem fields', () => {
+  const ca = (subject: string, extensions: string[], key: 'ec' | 'rsa' = 'ec') =>
+    parseCaPem(maker.make(subject, [...CA_EXTENSIONS, ...extensions], { key }));
+
+  it('reads every key usage bit and names unknown extended key usages by OID', () => {
+    const parsed = ca('/O=Acme/CN=Test CA', [
+      'keyUsage=critical,digitalSignature,keyCertSign,cRLSign,decipherOnly,keyAgreement',
+      'extendedKeyUsage=serverAuth,clientAuth,1.2.3.4.5',
+    ]);
+    expect(parsed).toMatchObject({
+      subject_common_name: 'Test CA',
+      key_usages: ['digital_signature', 'key_agreement', 'cert_sign', 'crl_sign', 'decipher_only'],
+      extended_key_usages: ['server_auth', 'client_auth', '1.2.3.4.5'],
+    });
+  });
+
+  it('keeps the CN as stored (UTF-8, commas, quotes), the most specific one, or empty', () => {
+    expect(ca('/CN=Café, "Ops" CA', []).subject_common_name).toBe('Café, "Ops" CA');
+    expect(ca('/CN=Root/CN=Leaf', []).subject_common_name).toBe('Leaf');
+    expect(ca('/O=Only Org', []).subject_common_name).toBe('');
+  });
+
+  it('reads RSA certificates too', () => {
+    expect(ca('/CN=RSA CA', ['keyUsage=keyCertSign'], 'rsa')).toMatchObject({
+      subject_common_name: 'RSA CA',
+      key_usages: ['cert_sign'],
+      extended_key_usages: [],
+    });
   });
 });

@@ -1,10 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type {
-  CertificateAuthority,
-  CertificateAuthorityCreate,
-  CertificateAuthorityUpdate,
-} from '../store/certificate-authorities.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata } from './schemas.js';
@@ -28,7 +23,7 @@ export async function certificateAuthorityRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
-  registerCrud<CertificateAuthority, CertificateAuthorityCreate, CertificateAuthorityUpdate>(
+  registerCrud(
     app,
     {
       path: 'certificate_authorities',

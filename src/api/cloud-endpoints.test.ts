@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 const customResponse = JSON.stringify({
   on_http_request: [{ actions: [{ type: 'custom-response', config: { body: 'hi' } }] }],

@@ -4,12 +4,16 @@
  * endpoints. A URL is checked like a bind's: a name must be reserved (or covered by a reserved
  * wildcard, or under the base domain), a TCP address reserved, an internal URL end in `.internal`.
  */
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { CODES, NotFoundError, ValidationError } from '../core/errors.js';
 import { isAtOrUnder } from '../core/hostname.js';
 import { quote } from '../core/quote.js';
-import { parseCloudEndpointUrl, type CloudEndpointTarget } from '../edge/cloud-endpoint-url.js';
+import {
+  parseCloudEndpointUrl,
+  type CloudEndpointTarget,
+} from '../edge/registry/cloud-endpoint-url.js';
 import { validatePolicy } from '../policy/validate.js';
 import type { CloudEndpoint, Repositories } from '../store/index.js';
 import type { ApiContext } from './context.js';
@@ -36,16 +40,6 @@ const UpdateBody = Body({
   description: Type.Optional(Description),
   metadata: Type.Optional(Metadata),
 });
-
-type CreateInput = {
-  type?: string;
-  url: string;
-  traffic_policy?: string;
-  bindings?: string[];
-  pooling_enabled?: boolean;
-  description?: string;
-  metadata?: string;
-};
 
 function invalid(field: string, message: string, code: string = CODES.invalidValue): never {
   throw new ValidationError(code, field, message);
@@ -162,10 +156,11 @@ export function cloudEndpointView(ep: CloudEndpoint, uris: Uris) {
  * @example await cloudEndpointRoutes(app, ctx, EndpointSchema);
  */
 export async function cloudEndpointRoutes(
-  app: FastifyInstance,
+  fastify: FastifyInstance,
   ctx: ApiContext,
   item: ReturnType<typeof Type.Object>,
 ): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { repos, uris } = ctx;
   const tags = ['Endpoints'];
   app.post(
@@ -179,7 +174,7 @@ export async function cloudEndpointRoutes(
       },
     },
     async (request, reply) => {
-      const body = request.body as CreateInput;
+      const body = request.body;
       if (body.type !== undefined && body.type !== 'cloud') {
         invalid(
           'type',
@@ -211,10 +206,10 @@ export async function cloudEndpointRoutes(
       },
     },
     async (request) => {
-      const id = (request.params as { id: string }).id;
+      const id = request.params.id;
       const current = await repos.cloudEndpoints.get(id);
       if (!current) throw new NotFoundError();
-      const patch = request.body as Partial<CreateInput>;
+      const patch = request.body;
       const url = patch.url ?? current.url;
       const policy = patch.traffic_policy ?? current.traffic_policy;
       const bindings = patch.bindings ?? (patch.url !== undefined ? undefined : current.bindings);
@@ -240,7 +235,7 @@ export async function cloudEndpointRoutes(
       },
     },
     async (request, reply) => {
-      if (!(await repos.cloudEndpoints.delete((request.params as { id: string }).id))) {
+      if (!(await repos.cloudEndpoints.delete(request.params.id))) {
         throw new NotFoundError();
       }
       return reply.status(204).send();

@@ -1,5 +1,5 @@
-import type { TrafficInspector } from '../edge/traffic-replay.js';
-import type { TunnelRegistry } from '../edge/tunnel-registry.js';
+import type { TrafficInspector } from '../edge/metrics/traffic-replay.js';
+import type { TunnelRegistry } from '../edge/registry/tunnel-registry.js';
 import type { PolicyEventSource } from '../policy/events.js';
 import type { Repositories } from '../store/index.js';
 import type { Uris } from './uris.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 describe.each(DATABASE_KINDS)('API conventions (%s)', (kind) => {
   let api: TestApi;
@@ -267,6 +267,38 @@ describe('API rate limiting', () => {
       expect(res.status).toBe(429);
       expect(res.body.error_code).toBe('ERR_NGROK_226');
       expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it('keeps the error shape and headers, counts per key and leaves public paths alone', async () => {
+    const api = await createTestApi('sqlite', { rateLimit: { max: 2, windowSeconds: 60 } });
+    try {
+      expect((await api.call('GET', '/bot_users')).headers['x-ratelimit-limit']).toBeUndefined();
+      // Unknown paths count too: the limit is on the key, not on the routes.
+      expect((await api.call('GET', '/no_such_resource')).status).toBe(404);
+      const res = await api.call('GET', '/bot_users');
+      expect(res.status).toBe(429);
+      expect(res.body).toEqual({
+        error_code: 'ERR_NGROK_226',
+        status_code: 429,
+        msg: expect.stringMatching(
+          /^Too many requests: the API rate limit is exceeded\. Retry after \d+ seconds\.$/,
+        ),
+        details: { operation_id: res.headers['operation-id'] },
+      });
+      const retryAfter = Number(res.headers['retry-after']);
+      expect(Number.isInteger(retryAfter) && retryAfter > 0 && retryAfter <= 60).toBe(true);
+      expect(res.body.msg).toContain(`${retryAfter} seconds`);
+      expect(Object.keys(res.headers).filter((h) => h.includes('ratelimit'))).toEqual([]);
+      // Another key has its own budget; the public paths are not limited at all.
+      const other = (await api.repos.apiKeys.create({ description: 'other' })).token!;
+      const auth = { authorization: `Bearer ${other}` };
+      expect((await api.call('GET', '/bot_users', undefined, auth)).status).toBe(200);
+      for (let i = 0; i < 3; i++) {
+        expect((await api.call('GET', '/openapi.json')).status).toBe(200);
+      }
     } finally {
       await api.close();
     }

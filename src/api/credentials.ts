@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { Credential, CredentialCreate, CredentialUpdate } from '../store/credentials.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata, Nullable } from './schemas.js';
@@ -31,7 +30,7 @@ export async function credentialRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
-  registerCrud<Credential, CredentialCreate, CredentialUpdate>(
+  registerCrud(
     app,
     {
       path: 'credentials',

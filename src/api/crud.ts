@@ -1,4 +1,5 @@
-import type { TSchema } from '@sinclair/typebox';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Static, TSchema } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
 import type { Page, PageRequest } from '../store/paging.js';
@@ -14,8 +15,11 @@ export interface CrudRepository<T, C, U> {
   delete(id: string): Promise<boolean>;
 }
 
-/** How a resource appears in the API. */
-export interface CrudSpec<T, C, U> {
+/**
+ * How a resource appears in the API. The request types come from the body schemas (the repository
+ * must take what they describe).
+ */
+export interface CrudSpec<T, CB extends TSchema, UB extends TSchema> {
   /** Collection path without leading slash, e.g. `bot_users` or `edges/tcp`. */
   path: string;
   /** Key of the list envelope, e.g. `bot_users`. */
@@ -25,9 +29,9 @@ export interface CrudSpec<T, C, U> {
   tag: string;
   /** Response schema of one item. */
   item: TSchema;
-  createBody: TSchema;
-  updateBody: TSchema;
-  repo: CrudRepository<T, C, U>;
+  createBody: CB;
+  updateBody: UB;
+  repo: CrudRepository<T, Static<CB>, Static<UB>>;
   /** Turn a stored item into its API shape (adds `uri`, turns ids into refs). */
   view(item: T): unknown;
   /** Whether create may be called without a body (every field optional). */
@@ -44,11 +48,12 @@ export function found<T>(value: T | undefined): T {
  * Register create (201), get, list (paged), PATCH update and delete (204) for one resource.
  * @example registerCrud(app, { path: 'bot_users', listKey: 'bot_users', ... })
  */
-export function registerCrud<T, C, U>(
-  app: FastifyInstance,
-  spec: CrudSpec<T, C, U>,
+export function registerCrud<T, CB extends TSchema, UB extends TSchema>(
+  fastify: FastifyInstance,
+  spec: CrudSpec<T, CB, UB>,
   collectionUri: string,
 ): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const tags = [spec.tag];
   app.post(
     `/${spec.path}`,
@@ -61,7 +66,7 @@ export function registerCrud<T, C, U>(
       },
     },
     async (request, reply) => {
-      const created = await spec.repo.create((request.body ?? {}) as C);
+      const created = await spec.repo.create(request.body);
       return reply.status(201).send(spec.view(created));
     },
   );
@@ -76,7 +81,7 @@ export function registerCrud<T, C, U>(
       },
     },
     async (request) => {
-      const req = pageRequest(request.query as { before_id?: string; limit?: string });
+      const req = pageRequest(request.query);
       const page = await spec.repo.list(req);
       return listEnvelope(
         spec.listKey,
@@ -96,7 +101,7 @@ export function registerCrud<T, C, U>(
         response: { 200: spec.item },
       },
     },
-    async (request) => spec.view(found(await spec.repo.get((request.params as { id: string }).id))),
+    async (request) => spec.view(found(await spec.repo.get(request.params.id))),
   );
   app.patch(
     `/${spec.path}/:id`,
@@ -109,12 +114,7 @@ export function registerCrud<T, C, U>(
         response: { 200: spec.item },
       },
     },
-    async (request) =>
-      spec.view(
-        found(
-          await spec.repo.update((request.params as { id: string }).id, (request.body ?? {}) as U),
-        ),
-      ),
+    async (request) => spec.view(found(await spec.repo.update(request.params.id, request.body))),
   );
   app.delete(
     `/${spec.path}/:id`,
@@ -127,8 +127,7 @@ export function registerCrud<T, C, U>(
       },
     },
     async (request, reply) => {
-      if (!(await spec.repo.delete((request.params as { id: string }).id)))
-        throw new NotFoundError();
+      if (!(await spec.repo.delete(request.params.id))) throw new NotFoundError();
       return reply.status(204).send();
     },
   );

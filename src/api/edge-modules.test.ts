@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findReferrer } from '../store/refs.js';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { edgeFixtures, type EdgeFixtures } from '../test-support/edge-fixtures.js';
-import { TLS_SAMPLE_POLICY as TLS_SAMPLE_POLICY_COMPACT } from '../test-support/policy-fixtures.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { edgeFixtures, type EdgeFixtures } from '../../test/support/edge-fixtures.js';
+import { TLS_SAMPLE_POLICY as TLS_SAMPLE_POLICY_COMPACT } from '../../test/support/policy-fixtures.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 
-/** The TLS-edge policy sample of reference-api.md §4.1, pretty-printed as a client might send it. */
+/** The TLS-edge policy sample of docs/api/edges.md, pretty-printed as a client might send it. */
 const TLS_SAMPLE_POLICY = JSON.stringify(JSON.parse(TLS_SAMPLE_POLICY_COMPACT), null, 2);
 
 const BLOCK_IP_POLICY =

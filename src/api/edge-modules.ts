@@ -1,11 +1,7 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
-import {
-  EDGE_MODULES,
-  type EdgeType,
-  type ModuleMutates,
-  type ModuleName,
-} from '../store/edges.js';
+import { EDGE_MODULES, type EdgeType, type ModuleName } from '../store/edges.js';
 import type { ApiContext } from './context.js';
 import { found } from './crud.js';
 import { MODULE_SCHEMAS } from './edge-schemas.js';
@@ -26,11 +22,12 @@ const LABELS: Record<ModuleName, string> = {
  * @example edgeModuleRoutes(app, ctx, 'tls', 'TLS edges')
  */
 export function edgeModuleRoutes(
-  app: FastifyInstance,
+  fastify: FastifyInstance,
   { repos, uris }: ApiContext,
   type: EdgeType,
   tag: string,
 ): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const tags = [tag];
   for (const name of EDGE_MODULES[type]) {
     const path = `/edges/${type}/:id/${name}`;
@@ -48,10 +45,10 @@ export function edgeModuleRoutes(
         },
       },
       async (request) => {
-        const { id } = request.params as { id: string };
-        const input = request.body as ModuleMutates[typeof name];
-        const edge = found(await repos.edges.setModule(type, id, name, input));
-        return moduleView(uris, edge, name);
+        const { id } = request.params;
+        const edge = found(await repos.edges.setModule(type, id, name, request.body));
+        // Just set, so never null.
+        return moduleView(uris, edge, name)!;
       },
     );
     app.get(
@@ -65,7 +62,7 @@ export function edgeModuleRoutes(
         },
       },
       async (request) => {
-        const { id } = request.params as { id: string };
+        const { id } = request.params;
         const edge = found(await repos.edges.get(id, type));
         const view = moduleView(uris, edge, name);
         if (view === null) {
@@ -87,7 +84,7 @@ export function edgeModuleRoutes(
         },
       },
       async (request, reply) => {
-        const { id } = request.params as { id: string };
+        const { id } = request.params;
         if (!(await repos.edges.deleteModule(type, id, name))) throw new NotFoundError();
         return reply.status(204).send();
       },

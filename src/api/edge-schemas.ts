@@ -55,13 +55,13 @@ export const TlsTerminationModule = Type.Object({
 });
 
 /** Request and reply schema of each module, by name. */
-export const MODULE_SCHEMAS: Record<ModuleName, { mutate: TSchema; reply: TSchema }> = {
+export const MODULE_SCHEMAS = {
   backend: { mutate: BackendMutate, reply: BackendModule },
   ip_restriction: { mutate: IpRestrictionMutate, reply: IpRestrictionModule },
   mutual_tls: { mutate: MutualTlsMutate, reply: MutualTlsModule },
   tls_termination: { mutate: TlsTerminationMutate, reply: TlsTerminationModule },
   traffic_policy: { mutate: TrafficPolicyMutate, reply: TrafficPolicyModule },
-};
+} satisfies Record<ModuleName, { mutate: TSchema; reply: TSchema }>;
 
 const Hostports = Type.Array(Type.String(), {
   description:
@@ -92,16 +92,19 @@ export function edgeSchema(type: EdgeType): TSchema {
   });
 }
 
+const mod = <T extends TSchema>(schema: T) => Type.Optional(Nullable(schema));
+const TLS_MODULES = {
+  mutual_tls: mod(MutualTlsMutate),
+  tls_termination: mod(TlsTerminationMutate),
+};
+
 /**
  * The create and PATCH body of a TCP or TLS edge. Modules accept null so that a PATCH that tries
  * to remove one gets a message pointing at the module's DELETE path instead of a type error.
  */
-export function edgeBody(type: EdgeType): TSchema {
-  const mod = (schema: TSchema) => Type.Optional(Nullable(schema));
-  const tls: TProperties =
-    type === 'tls'
-      ? { mutual_tls: mod(MutualTlsMutate), tls_termination: mod(TlsTerminationMutate) }
-      : {};
+export function edgeBody(type: EdgeType) {
+  // A TCP edge's body refuses the TLS-only modules; typed as the TLS one's, it covers both.
+  const tls = type === 'tls' ? TLS_MODULES : ({} as typeof TLS_MODULES);
   return Body({
     description: Type.Optional(Description),
     metadata: Type.Optional(Metadata),

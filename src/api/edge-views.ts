@@ -1,11 +1,16 @@
+import type { Static } from '@sinclair/typebox';
 import type { Edge, EdgeModules, ModuleName } from '../store/edges.js';
+import type { MODULE_SCHEMAS } from './edge-schemas.js';
 import type { Uris } from './uris.js';
+
+/** A module in its reply shape (MODULE_SCHEMAS' `reply`), whichever module it is. */
+export type ModuleView = Static<(typeof MODULE_SCHEMAS)[ModuleName]['reply']>;
 
 /**
  * One module in its reply shape (ids become refs), or null when unset.
  * @example moduleView(uris, edge, 'backend') // { enabled: true, backend: { id, uri } }
  */
-export function moduleView(uris: Uris, modules: EdgeModules, name: ModuleName): unknown {
+export function moduleView(uris: Uris, modules: EdgeModules, name: ModuleName): ModuleView | null {
   switch (name) {
     case 'backend': {
       const m = modules.backend;
@@ -35,7 +40,7 @@ export function moduleView(uris: Uris, modules: EdgeModules, name: ModuleName): 
   }
 }
 
-/** An edge in its reply shape; `policy` is always null (decisions.md). */
+/** An edge in its reply shape; `policy` is always null (docs/api/edges.md says why). */
 export function edgeView(uris: Uris, edge: Edge): Record<string, unknown> {
   const view: Record<string, unknown> = {
     id: edge.id,

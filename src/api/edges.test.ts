@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { edgeFixtures, type EdgeFixtures } from '../test-support/edge-fixtures.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { edgeFixtures, type EdgeFixtures } from '../../test/support/edge-fixtures.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 const RFC3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
 

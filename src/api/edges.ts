@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { Edge, EdgeInput, EdgeType } from '../store/edges.js';
+import type { EdgeType } from '../store/edges.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { edgeModuleRoutes } from './edge-modules.js';
@@ -17,7 +17,7 @@ export async function edgeRoutes(app: FastifyInstance, ctx: ApiContext): Promise
   const edges = repos.edges;
   for (const type of ['tcp', 'tls'] as const) {
     const body = edgeBody(type);
-    registerCrud<Edge, EdgeInput, EdgeInput>(
+    registerCrud(
       app,
       {
         path: `edges/${type}`,

@@ -1,10 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EndpointPolicies } from '../edge/endpoint-policy.js';
-import { TunnelRegistry } from '../edge/tunnel-registry.js';
+import { EndpointPolicies } from '../edge/binds/endpoint-policy.js';
+import { TunnelRegistry } from '../edge/registry/tunnel-registry.js';
 import { compilePolicy, PolicyEventLog } from '../policy/index.js';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { fakeTunnel } from '../test-support/ingress.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { fakeTunnel } from '../../test/support/ingress.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 const DENY_ALL = 'on_tcp_connect: [{name: nobody, actions: [{type: deny}]}]';
 

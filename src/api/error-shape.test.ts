@@ -1,7 +1,12 @@
 import { connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApi, TEST_BASE_URL, type TestApi, type TestReply } from '../test-support/api.js';
+import {
+  createTestApi,
+  TEST_BASE_URL,
+  type TestApi,
+  type TestReply,
+} from '../../test/support/api.js';
 import { buildApi } from './app.js';
 
 /**

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ipAllowed } from '../core/cidr.js';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 describe.each(DATABASE_KINDS)('IP policies API (%s)', (kind) => {
   let api: TestApi;

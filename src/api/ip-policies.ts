@@ -1,6 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { IpPolicy, IpPolicyCreate, IpPolicyUpdate } from '../store/ip-policies.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata } from './schemas.js';
@@ -22,7 +21,7 @@ export async function ipPolicyRoutes(
     description: Type.Optional(Description),
     metadata: Type.Optional(Metadata),
   };
-  registerCrud<IpPolicy, IpPolicyCreate, IpPolicyUpdate>(
+  registerCrud(
     app,
     {
       path: 'ip_policies',

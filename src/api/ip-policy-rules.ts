@@ -1,10 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type {
-  IpPolicyRule,
-  IpPolicyRuleCreate,
-  IpPolicyRuleUpdate,
-} from '../store/ip-policy-rules.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata, Ref } from './schemas.js';
@@ -29,7 +24,7 @@ export async function ipPolicyRuleRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
-  registerCrud<IpPolicyRule, IpPolicyRuleCreate, IpPolicyRuleUpdate>(
+  registerCrud(
     app,
     {
       path: 'ip_policy_rules',

@@ -1,9 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ID_PREFIX, newId } from '../core/ids.js';
-import { AgentCommandError } from '../edge/agent-commands.js';
-import { TunnelRegistry, type OnlineSession, type OnlineTunnel } from '../edge/tunnel-registry.js';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { AgentCommandError } from '../edge/sessions/agent-commands.js';
+import {
+  TunnelRegistry,
+  type OnlineSession,
+  type OnlineTunnel,
+} from '../edge/registry/tunnel-registry.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 import { onlineStateOf } from './online.js';
 
 function fakeSession(calls: string[], overrides: Partial<OnlineSession> = {}): OnlineSession {

@@ -1,7 +1,12 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
-import type { OnlineSession, OnlineTunnel, TunnelRegistry } from '../edge/tunnel-registry.js';
+import type {
+  OnlineSession,
+  OnlineTunnel,
+  TunnelRegistry,
+} from '../edge/registry/tunnel-registry.js';
 import type { Page, PageRequest } from '../store/paging.js';
 import type { TunnelGroupBackend } from '../store/backend-kinds.js';
 import { cloudEndpointRoutes, cloudEndpointView } from './cloud-endpoints.js';
@@ -194,13 +199,14 @@ async function allTunnelGroups(ctx: ApiContext): Promise<TunnelGroupBackend[]> {
 }
 
 function listRoute(
-  app: FastifyInstance,
+  fastify: FastifyInstance,
   path: string,
   tag: string,
   item: TSchema,
   list: (req: PageRequest) => Promise<Page<unknown>>,
   collectionUri: string,
 ): void {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.get(
     `/${path}`,
     {
@@ -212,18 +218,19 @@ function listRoute(
       },
     },
     async (request) => {
-      const req = pageRequest(request.query as { before_id?: string; limit?: string });
+      const req = pageRequest(request.query);
       return listEnvelope(path, await list(req), collectionUri, req);
     },
   );
 }
 
 /**
- * The online-only views (reference-api.md §1.11, §1.12): `/tunnel_sessions` with the Stop and
+ * The online-only views (docs/api/tunnel-sessions.md, …): `/tunnel_sessions` with the Stop and
  * Restart commands, `/tunnels` and `/endpoints`. They list the edge's in-memory state; an
  * API-only process has none and lists nothing.
  */
-export async function onlineRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const { uris } = ctx;
   const registry = (): TunnelRegistry | undefined => ctx.online.registry;
   const sessionOr404 = (id: string): OnlineSession => {
@@ -256,7 +263,7 @@ export async function onlineRoutes(app: FastifyInstance, ctx: ApiContext): Promi
         response: { 200: TunnelSessionSchema },
       },
     },
-    async (request) => sessionView(sessionOr404((request.params as { id: string }).id), uris),
+    async (request) => sessionView(sessionOr404(request.params.id), uris),
   );
   for (const command of ['stop', 'restart'] as const) {
     app.post(
@@ -271,7 +278,7 @@ export async function onlineRoutes(app: FastifyInstance, ctx: ApiContext): Promi
         },
       },
       async (request, reply) => {
-        const session = sessionOr404((request.params as { id: string }).id);
+        const session = sessionOr404(request.params.id);
         await (command === 'stop' ? session.stop() : session.restart());
         return reply.status(204).send();
       },
@@ -309,7 +316,7 @@ export async function onlineRoutes(app: FastifyInstance, ctx: ApiContext): Promi
     },
     async (request) => {
       const reg = registry();
-      const t = reg?.tunnel((request.params as { id: string }).id);
+      const t = reg?.tunnel(request.params.id);
       if (!reg || !t) throw new NotFoundError();
       return tunnelView(t, reg, uris, t.labels ? await allTunnelGroups(ctx) : []);
     },
@@ -349,7 +356,7 @@ export async function onlineRoutes(app: FastifyInstance, ctx: ApiContext): Promi
       },
     },
     async (request) => {
-      const id = (request.params as { id: string }).id;
+      const id = request.params.id;
       const reg = registry();
       const t = endpointTunnels(reg).find((x) => endpointIdOf(x.id) === id);
       if (reg && t) return endpointView(t, reg, uris);

@@ -1,7 +1,8 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
-import type { OnlineTunnel } from '../edge/tunnel-registry.js';
+import type { OnlineTunnel } from '../edge/registry/tunnel-registry.js';
 import type { ApiContext } from './context.js';
 import { found } from './crud.js';
 import { IdParams, Nullable } from './schemas.js';
@@ -37,7 +38,8 @@ const EventList = Type.Object({
  * `GET /endpoints/{id}/traffic_policy/events` while they are online.
  * @example GET /edges/tls/edgtls_…/traffic_policy/events → { events: [...], uri }
  */
-export async function policyEventRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+export async function policyEventRoutes(fastify: FastifyInstance, ctx: ApiContext): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   for (const type of ['tcp', 'tls'] as const) {
     app.get(
       `/edges/${type}/:id/traffic_policy/events`,
@@ -50,10 +52,10 @@ export async function policyEventRoutes(app: FastifyInstance, ctx: ApiContext): 
         },
       },
       async (request) => {
-        const { id } = request.params as { id: string };
+        const { id } = request.params;
         found(await ctx.repos.edges.get(id, type));
         return {
-          events: ctx.online.policyEvents?.eventsFor(id) ?? [],
+          events: [...(ctx.online.policyEvents?.eventsFor(id) ?? [])],
           uri: ctx.uris.collection(`edges/${type}/${id}/traffic_policy/events`),
         };
       },
@@ -85,12 +87,12 @@ export async function policyEventRoutes(app: FastifyInstance, ctx: ApiContext): 
         },
       },
       async (request) => {
-        const { id } = request.params as { id: string };
+        const { id } = request.params;
         const tunnel = find(id);
         if (!tunnel) throw new NotFoundError();
         const owner = tunnel.policy?.ownerId;
         return {
-          events: owner === undefined ? [] : (ctx.online.policyEvents?.eventsFor(owner) ?? []),
+          events: owner === undefined ? [] : [...(ctx.online.policyEvents?.eventsFor(owner) ?? [])],
           uri: ctx.uris.collection(`${path}/${id}/traffic_policy/events`),
         };
       },

@@ -1,3 +1,4 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { BurrowError } from '../core/errors.js';
@@ -50,7 +51,8 @@ export function policyLocation(message: string) {
  * action) that saving would give.
  * @example await policyValidationRoutes(app);
  */
-export async function policyValidationRoutes(app: FastifyInstance): Promise<void> {
+export async function policyValidationRoutes(fastify: FastifyInstance): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.post(
     '/traffic_policy/validate',
     {
@@ -76,7 +78,7 @@ export async function policyValidationRoutes(app: FastifyInstance): Promise<void
       },
     },
     async (request) => {
-      const { value, protocol } = request.body as { value: string; protocol: 'http' | 'tcp' };
+      const { value, protocol } = request.body;
       try {
         validatePolicy(value, protocol, 'value');
         return { valid: true };

@@ -1,10 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type {
-  ReservedAddr,
-  ReservedAddrCreate,
-  ReservedAddrUpdate,
-} from '../store/reserved-addrs.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata, Name, Nullable, Ref } from './schemas.js';
@@ -28,7 +23,7 @@ export async function reservedAddrRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
-  registerCrud<ReservedAddr, ReservedAddrCreate, ReservedAddrUpdate>(
+  registerCrud(
     app,
     {
       path: 'reserved_addrs',

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LOCAL_CA_MESSAGE } from '../store/reserved-domains.js';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 const RFC3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/;
 

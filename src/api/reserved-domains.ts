@@ -1,11 +1,8 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
-import type {
-  ReservedDomain,
-  ReservedDomainCreate,
-  ReservedDomainUpdate,
-} from '../store/reserved-domains.js';
+import type { ReservedDomain } from '../store/reserved-domains.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, IdParams, Metadata, Name, Nullable, Ref } from './schemas.js';
@@ -74,9 +71,10 @@ const Region = Name('deprecated; accepted and ignored', 64);
  * @example await reservedDomainRoutes(app, ctx)
  */
 export async function reservedDomainRoutes(
-  app: FastifyInstance,
+  fastify: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const view = (d: ReservedDomain) => ({
     id: d.id,
     uri: uris.of(d.id),
@@ -93,7 +91,7 @@ export async function reservedDomainRoutes(
     http_endpoint_configuration: null,
     https_endpoint_configuration: null,
   });
-  registerCrud<ReservedDomain, ReservedDomainCreate, ReservedDomainUpdate>(
+  registerCrud(
     app,
     {
       path: 'reserved_domains',
@@ -135,7 +133,7 @@ export async function reservedDomainRoutes(
       },
     },
     async (request, reply) => {
-      const { id } = request.params as { id: string };
+      const { id } = request.params;
       if (!(await repos.reservedDomains.deleteCertificateManagementPolicy(id)))
         throw new NotFoundError();
       return reply.status(204).send();
@@ -153,7 +151,7 @@ export async function reservedDomainRoutes(
       },
     },
     async (request, reply) => {
-      const { id } = request.params as { id: string };
+      const { id } = request.params;
       if (!(await repos.reservedDomains.detachCertificate(id))) throw new NotFoundError();
       return reply.status(204).send();
     },

@@ -10,6 +10,7 @@
  *   `Origin`, when sent, must be this API's own.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthenticationError, BurrowError, RateLimitError } from '../core/errors.js';
@@ -94,7 +95,7 @@ export interface SessionAuth {
 
 /**
  * The session layer over `users`.
- * @example installAuth(app, repos.apiKeys, rateLimit, sessionAuth(repos.users));
+ * @example installAuth(app, repos.apiKeys, sessionAuth(repos.users));
  */
 export function sessionAuth(users: UserRepository): SessionAuth {
   return {
@@ -151,10 +152,11 @@ const Credentials = Type.Object(
  * @example await sessionRoutes(app, repos.users, { secureCookies: false });
  */
 export async function sessionRoutes(
-  app: FastifyInstance,
+  fastify: FastifyInstance,
   users: UserRepository,
   options: { secureCookies: boolean },
 ): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const byAddress = new SlidingWindowLimiter(LOGIN_ATTEMPTS_PER_MINUTE, 60_000);
   const byName = new SlidingWindowLimiter(LOGIN_ATTEMPTS_PER_MINUTE, 60_000);
   app.decorateRequest('userId', undefined);
@@ -205,7 +207,7 @@ export async function sessionRoutes(
     { schema: { ...hide, body: Credentials, response: { 200: SessionSchema } } },
     async (request, reply) => {
       checkOrigin(request);
-      const { name, password } = request.body as { name: string; password: string };
+      const { name, password } = request.body;
       for (const verdict of [byAddress.take(request.ip), byName.take(name.toLowerCase())]) {
         if (!verdict.allowed) {
           const retry = Math.ceil(verdict.retryAfterMs / 1000);
@@ -241,7 +243,7 @@ export async function sessionRoutes(
     '/auth/setup/:token',
     { schema: { ...hide, params: Type.Object({ token: Type.String({ maxLength: 128 }) }) } },
     async (request) => ({
-      valid: await users.setupTokenValid((request.params as { token: string }).token),
+      valid: await users.setupTokenValid(request.params.token),
     }),
   );
 
@@ -263,7 +265,7 @@ export async function sessionRoutes(
     },
     async (request, reply) => {
       checkOrigin(request);
-      const body = request.body as { token: string; name: string; password: string };
+      const body = request.body;
       const user = await users.createFirstUser(body.token, body.name, body.password);
       if (!user) {
         throw new BurrowError(

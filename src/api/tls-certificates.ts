@@ -1,7 +1,5 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import type { DescribedInput } from '../store/described.js';
-import type { TlsCertificate, TlsCertificateCreate } from '../store/tls-certificates.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata } from './schemas.js';
@@ -37,7 +35,7 @@ export async function tlsCertificateRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
-  registerCrud<TlsCertificate, TlsCertificateCreate, DescribedInput>(
+  registerCrud(
     app,
     {
       path: 'tls_certificates',

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compilePolicy, PolicyEventLog } from '../policy/index.js';
-import { createTestApi, TEST_BASE_URL, type TestApi } from '../test-support/api.js';
-import { CONN_TLS12, CONN_TLS13, TLS_SAMPLE_POLICY } from '../test-support/policy-fixtures.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { CONN_TLS12, CONN_TLS13, TLS_SAMPLE_POLICY } from '../../test/support/policy-fixtures.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 /** A policy whose expression names a field conn does not have. */
 const BAD_EXPRESSION = JSON.stringify({

@@ -1,3 +1,4 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { BurrowError, CODES, NotFoundError } from '../core/errors.js';
@@ -6,9 +7,10 @@ import {
   outgoingPairs,
   type CapturedBody,
   type TrafficRecord,
-} from '../edge/traffic-log.js';
-import { replayRefusal } from '../edge/traffic-replay.js';
+} from '../edge/metrics/traffic-log.js';
+import { replayRefusal } from '../edge/metrics/traffic-replay.js';
 import type { ApiContext } from './context.js';
+import { IdParams } from './schemas.js';
 
 function bodyView(body: CapturedBody | undefined) {
   if (!body) return null;
@@ -60,7 +62,8 @@ const AFTER = /^tr_(\d+)$/;
  * has no edge and lists nothing.
  * @example await trafficRoutes(app, ctx);
  */
-export async function trafficRoutes(app: FastifyInstance, ctx: ApiContext): Promise<void> {
+export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): Promise<void> {
+  const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const tags = ['Traffic inspector'];
   const recordOr404 = (id: string): TrafficRecord => {
     const found = ctx.online.traffic?.log.get(id);
@@ -85,7 +88,7 @@ export async function trafficRoutes(app: FastifyInstance, ctx: ApiContext): Prom
       },
     },
     async (request) => {
-      const q = request.query as { host?: string; after?: string; limit?: string };
+      const q = request.query;
       const inspector = ctx.online.traffic;
       const afterSeq = q.after ? Number(AFTER.exec(q.after)![1]) : undefined;
       const records = inspector?.log.list({
@@ -104,8 +107,14 @@ export async function trafficRoutes(app: FastifyInstance, ctx: ApiContext): Prom
 
   app.get(
     '/traffic/:id',
-    { schema: { tags, summary: 'Get one request with headers and captured bodies' } },
-    async (request) => detail(recordOr404((request.params as { id: string }).id)),
+    {
+      schema: {
+        tags,
+        summary: 'Get one request with headers and captured bodies',
+        params: IdParams,
+      },
+    },
+    async (request) => detail(recordOr404(request.params.id)),
   );
 
   app.post(
@@ -114,11 +123,12 @@ export async function trafficRoutes(app: FastifyInstance, ctx: ApiContext): Prom
       schema: {
         tags,
         summary: 'Send a recorded request again, through the ingress',
+        params: IdParams,
         body: Type.Object({}, { additionalProperties: false }),
       },
     },
     async (request, reply) => {
-      const record = recordOr404((request.params as { id: string }).id);
+      const record = recordOr404(request.params.id);
       const refusal = replayRefusal(record);
       if (refusal) throw new BurrowError(CODES.invalidValue, 400, `Cannot replay: ${refusal}.`);
       let status: number;
@@ -144,8 +154,8 @@ export async function trafficRoutes(app: FastifyInstance, ctx: ApiContext): Prom
       },
     },
     async (request) => {
-      const { host } = request.params as { host: string };
-      const { enabled } = request.body as { enabled: boolean };
+      const { host } = request.params;
+      const { enabled } = request.body;
       const inspector = ctx.online.traffic;
       if (!inspector)
         throw new BurrowError(undefined, 409, 'This process runs no edge, so it sees no traffic.');

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestApi, type TestApi } from '../test-support/api.js';
+import { createTestApi, type TestApi } from '../../test/support/api.js';
 
 describe('updates with the id in the body, as the API reference lists it', () => {
   let api: TestApi;

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalCa } from '../edge/certificates.js';
+import { LocalCa } from '../edge/certificates/certificates.js';
 import { agentConnectHint } from './agent-hint.js';
 
 describe('the agent hint of burrow server', () => {

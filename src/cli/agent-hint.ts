@@ -3,11 +3,11 @@
  * this machine and on another one, with the SHA-256 fingerprint of the server's CA so that a
  * remote agent can pin it on first contact instead of copying ca.pem around.
  */
-import { isIP } from 'node:net';
 import { join, relative, sep } from 'node:path';
 import type { ServerConfig } from '../core/config.js';
+import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import type { Logger } from '../core/logger.js';
-import { CERTS_DIR, findCertificateFile } from '../edge/certificates.js';
+import { CERTS_DIR, findCertificateFile } from '../edge/certificates/certificates.js';
 import type { Edge } from '../edge/edge.js';
 import { certificateFingerprint } from '../sdk/index.js';
 import { DEFAULT_DATA_DIR } from './ca-config.js';
@@ -37,12 +37,8 @@ export interface AgentHint {
 }
 
 function splitAddress(address: string): { host: string; port: string } {
-  const m = /^\[?(.*?)\]?:(\d+)$/.exec(address);
-  return { host: m?.[1] ?? address, port: m?.[2] ?? '4443' };
-}
-
-function hostPort(host: string, port: string): string {
-  return isIP(host) === 6 ? `[${host}]:${port}` : `${host}:${port}`;
+  const hp = parseHostPort(address, { allowEmptyHost: true });
+  return { host: hp?.host ?? address, port: String(hp?.port ?? 4443) };
 }
 
 function isLoopback(host: string): boolean {
@@ -60,7 +56,7 @@ export function agentConnectHint(input: AgentHintInput): AgentHint {
   const unspecified = host === '0.0.0.0' || host === '::' || host === '';
   const fingerprint = certificateFingerprint(input.caPem);
 
-  const localAddress = hostPort(unspecified ? '127.0.0.1' : host, port);
+  const localAddress = formatHostPort(unspecified ? '127.0.0.1' : host, port);
   const inFolder = input.caPath === join(input.cwd, DEFAULT_DATA_DIR, 'ca.pem');
   const caShown = relative(input.cwd, input.caPath).startsWith(`..${sep}`)
     ? input.caPath
@@ -73,7 +69,7 @@ export function agentConnectHint(input: AgentHintInput): AgentHint {
   const remoteHost = unspecified ? '<this-host>' : host;
   const remote = [
     'burrow http 3000',
-    `--server ${hostPort(remoteHost, port)}`,
+    `--server ${formatHostPort(remoteHost, port)}`,
     '--authtoken <token>',
   ];
   if (!input.realCertificate) remote.push(`--ca-fingerprint ${fingerprint}`);

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalCa } from '../edge/certificates.js';
+import { LocalCa } from '../edge/certificates/certificates.js';
 import { readAgentConfig, resolveTunnelSettings } from './agent-config.js';
 import { addCa, localServerCa, readCaSource, trustOptions } from './ca-config.js';
 

@@ -3,11 +3,11 @@ import { createServer as createNetServer } from 'node:net';
 import { once } from 'node:events';
 import type { FastifyInstance } from 'fastify';
 import type { ServerConfig } from '../core/config.js';
-import { splitHostPort } from '../core/hostname.js';
+import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { buildApi } from '../api/app.js';
 import { onlineStateOf } from '../api/online.js';
-import { RefusalLog } from '../edge/connection-gate.js';
+import { RefusalLog } from '../edge/ingress/connection-gate.js';
 import { startEdge, type Edge } from '../edge/edge.js';
 import { validatePolicy } from '../policy/validate.js';
 import { announceDashboardSetup } from './dashboard-setup.js';
@@ -42,15 +42,16 @@ export function serverRepositories(store: Store, config: ServerConfig): Reposito
     baseDomain: config.baseDomain,
     tcpHost: config.tcpHost,
     tcpPorts: config.tcpPorts,
-    httpsPort: splitHostPort(config.httpsListen)?.port ?? 443,
+    httpsPort: parseHostPort(config.httpsListen, { minPort: 1 })?.port ?? 443,
     acmeEnabled: config.acmeDirectory !== '',
   };
   return createRepositories(store, settings, { validateTrafficPolicy: validatePolicy });
 }
 
 function hostAndPort(listen: string): { host: string; port: number } {
-  const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(listen)!;
-  return { host: m[1]!.replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+  const hp = parseHostPort(listen);
+  if (!hp) throw new Error(`'${listen}' is not host:port`); // config checked it already
+  return hp;
 }
 
 /** A free port on `host`, for `--api-listen host:0` (the API's uris need the port before it binds). */
@@ -63,7 +64,10 @@ async function freePort(host: string): Promise<number> {
   return port;
 }
 
-async function startMetricsListener(listen: string, render: () => string): Promise<Server> {
+async function startMetricsListener(
+  listen: string,
+  render: () => Promise<string>,
+): Promise<Server> {
   const server = createHttpServer((req, res) => {
     if (req.url?.split('?')[0] !== '/metrics') {
       res
@@ -71,7 +75,13 @@ async function startMetricsListener(listen: string, render: () => string): Promi
         .end('Not Found: metrics are at /metrics\n');
       return;
     }
-    res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(render());
+    render().then(
+      (text) => res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4' }).end(text),
+      (err: unknown) =>
+        res
+          .writeHead(500, { 'content-type': 'text/plain' })
+          .end(`metrics failed: ${err instanceof Error ? err.message : String(err)}\n`),
+    );
   });
   const { host, port } = hostAndPort(listen);
   server.listen(port, host);
@@ -102,7 +112,7 @@ export async function startServer(
     if (config.role !== 'api') {
       edge = await startEdge({ config, repos, logger });
     }
-    const renderMetrics = edge ? () => edge!.metrics.render() : undefined;
+    const renderMetrics = edge ? () => edge!.metrics.metrics() : undefined;
     if (renderMetrics && config.metricsListen) {
       metricsServer = await startMetricsListener(config.metricsListen, renderMetrics);
       logger.info({ address: config.metricsListen }, 'metrics listening');
@@ -110,14 +120,13 @@ export async function startServer(
     if (config.role !== 'edge') {
       const { host, port: askedPort } = hostAndPort(config.apiListen);
       const port = askedPort === 0 ? await freePort(host) : askedPort;
-      const listenHost = host.includes(':') ? `[${host}]` : host;
       const explicitUrl = config.publicApiUrl !== `http://${config.apiListen}`;
       const apiLogger = logger.child({ component: 'api' });
       // Counted in the edge's /metrics when this process runs one; logged either way.
       const apiRefusals = new RefusalLog(apiLogger, edge?.metrics);
       api = await buildApi({
         repos,
-        publicApiUrl: explicitUrl ? config.publicApiUrl : `http://${listenHost}:${port}`,
+        publicApiUrl: explicitUrl ? config.publicApiUrl : `http://${formatHostPort(host, port)}`,
         rateLimit: config.apiRateLimit,
         logger: apiLogger,
         limits: {
@@ -136,7 +145,7 @@ export async function startServer(
         metrics: config.metricsListen ? undefined : renderMetrics,
       });
       await api.listen({ host, port });
-      apiAddress = `${listenHost}:${port}`;
+      apiAddress = formatHostPort(host, port);
       logger.info({ address: apiAddress, database: store.location }, 'API listening');
       await announceDashboardSetup(
         repos,

@@ -1,5 +1,6 @@
 import { isIP } from 'node:net';
-import { hostnameProblem, splitHostPort } from './hostname.js';
+import { parseHostPort } from './host-port.js';
+import { hostnameProblem } from './hostname.js';
 import { labelProblem } from './labels.js';
 import { quote } from './quote.js';
 
@@ -49,7 +50,7 @@ export function parseAclRule(rule: string): AclRule | { error: string } {
     if (problem) return { error: `label rule ${quote(rule)}: ${problem.message}` };
     return { kind: 'label', key, value: val };
   }
-  const hp = splitHostPort(value);
+  const hp = parseHostPort(value, { minPort: 1, keepBrackets: true });
   if (hp) {
     const host = hp.host.toLowerCase();
     if (!isAddrHost(host)) {

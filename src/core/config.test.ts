@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { ConfigError, loadServerConfig } from './config.js';
 
 describe('loadServerConfig', () => {
-  it('has the defaults of decisions.md', () => {
+  it('has the defaults of docs/configuration.md', () => {
     const c = loadServerConfig({}, {});
     expect(c).toMatchObject({
       database: '',

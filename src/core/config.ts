@@ -2,7 +2,9 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { hostnameProblem, splitHostPort } from './hostname.js';
+import { BurrowError, CODES } from './errors.js';
+import { parseHostPort } from './host-port.js';
+import { hostnameProblem } from './hostname.js';
 import { LIMIT_OPTIONS, parseLimits, type ServerLimits } from './limits.js';
 
 /**
@@ -224,11 +226,13 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-/** A configuration value that cannot be used; the message names the option and the rule. */
-export class ConfigError extends Error {
-  constructor(option: string, rule: string) {
-    super(`--${option}: ${rule}`);
-    this.name = 'ConfigError';
+/**
+ * A configuration value that cannot be used; the message names the option and the rule. Its code
+ * is `ERR_BURROW_CONFIG`.
+ */
+export class ConfigError extends BurrowError {
+  constructor(option: string, rule: string, options?: { cause?: unknown }) {
+    super(CODES.invalidConfig, 500, `--${option}: ${rule}`, {}, options);
   }
 }
 
@@ -237,7 +241,7 @@ function envName(name: string): string {
 }
 
 function parseListen(name: string, value: string): string {
-  if (!splitHostPort(value))
+  if (!parseHostPort(value, { minPort: 1 }))
     throw new ConfigError(name, `'${value}' must be host:port, e.g. 127.0.0.1:4000`);
   return value;
 }

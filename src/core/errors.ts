@@ -1,10 +1,17 @@
 /**
- * The error catalogue. Every error Burrow reports carries a stable `ERR_NGROK_nnn` code (the codes
- * of the API and agent protocol Burrow is compatible with, so existing clients can match on them)
- * and, for the API, an HTTP status. Subclasses group errors by how a client should react.
+ * The error catalogue, and the root of every error class Burrow throws (BurrowError). Every error
+ * Burrow reports carries a stable string code: `ERR_NGROK_nnn` (the codes of the API and agent
+ * protocol Burrow is compatible with, so existing clients can match on them), or `ERR_BURROW_*`
+ * for what that catalogue has no code for. The same code appears in logs, API bodies
+ * (`error_code`), ingress error pages (`Burrow-Error-Code`), agent replies and SDK errors
+ * (`err.code`); docs/errors.md lists them all. Errors carry an HTTP status for where they reach
+ * HTTP, and the error they wrap as the standard `cause`. Subclasses group errors by how a client
+ * should react.
  *
  * @example
  * throw new ValidationError(CODES.descriptionTooLong, 'description', 'must be at most 255 bytes of UTF-8');
+ * @example
+ * throw new BurrowError(CODES.agentUnreachable, 502, 'the agent did not answer', {}, { cause: err });
  */
 
 /** Codes by name. Values are the wire codes; names say what went wrong. */
@@ -106,6 +113,7 @@ export const CODES = {
   agentOwnerInactive: 'ERR_NGROK_636',
   agentNoToken: 'ERR_NGROK_4018',
   agentBadRequest: 'ERR_NGROK_801',
+  agentTooManySessions: 'ERR_NGROK_108',
   // Agent binds
   bindAddrNotPermitted: 'ERR_NGROK_308',
   bindNameNotPermitted: 'ERR_NGROK_316',
@@ -122,11 +130,99 @@ export const CODES = {
   agentStopUnsupported: 'ERR_NGROK_805',
   agentCommandFailed: 'ERR_NGROK_808',
   agentUnreachable: 'ERR_NGROK_810',
+  // Ingress (error pages and the Burrow-Error-Code header) and agents' forwarding
+  tunnelNotFound: 'ERR_NGROK_3200',
+  tunnelUnreachable: 'ERR_NGROK_3004',
+  upstreamUnreachable: 'ERR_NGROK_8012',
+  // Burrow's own codes: no ngrok code fits
+  internalName: 'ERR_BURROW_INTERNAL_NAME',
+  unsupportedOption: 'ERR_BURROW_UNSUPPORTED_OPTION',
+  certificateRefused: 'ERR_BURROW_CERTIFICATE_REFUSED',
+  storeFull: 'ERR_BURROW_STORE_FULL',
+  storeUnavailable: 'ERR_BURROW_STORE_UNAVAILABLE',
+  signInFailed: 'ERR_BURROW_SESSION_1',
+  sessionExpired: 'ERR_BURROW_SESSION_2',
+  csrfRefused: 'ERR_BURROW_SESSION_3',
+  setupLinkInvalid: 'ERR_BURROW_SESSION_4',
+  misdirectedRequest: 'ERR_BURROW_MISDIRECTED_REQUEST',
+  cloudEndpointUnhandled: 'ERR_BURROW_CLOUD_ENDPOINT_UNHANDLED',
+  internalEndpointOffline: 'ERR_BURROW_INTERNAL_ENDPOINT_OFFLINE',
+  forwardLoop: 'ERR_BURROW_FORWARD_LOOP',
+  tooManyHeaders: 'ERR_BURROW_TOO_MANY_HEADERS',
+  missingHost: 'ERR_BURROW_MISSING_HOST',
+  plainHttpOnHttpsPort: 'ERR_BURROW_PLAIN_HTTP_ON_HTTPS_PORT',
+  tunnelConnectTimeout: 'ERR_BURROW_TUNNEL_CONNECT_TIMEOUT',
+  policyFailed: 'ERR_BURROW_POLICY_FAILED',
+  // Process start-up (CLI)
+  invalidConfig: 'ERR_BURROW_CONFIG',
+  agentStartup: 'ERR_BURROW_AGENT_STARTUP',
+  agentStateFile: 'ERR_BURROW_AGENT_STATE_FILE',
+  // Agent sessions' muxado layer: one per wire error number (MUX_WIRE_CODES), see MuxError
+  muxNone: 'ERR_BURROW_MUX_NONE',
+  muxProtocol: 'ERR_BURROW_MUX_PROTOCOL',
+  muxInternal: 'ERR_BURROW_MUX_INTERNAL',
+  muxFlowControl: 'ERR_BURROW_MUX_FLOW_CONTROL',
+  muxStreamClosed: 'ERR_BURROW_MUX_STREAM_CLOSED',
+  muxStreamRefused: 'ERR_BURROW_MUX_STREAM_REFUSED',
+  muxStreamCancelled: 'ERR_BURROW_MUX_STREAM_CANCELLED',
+  muxStreamReset: 'ERR_BURROW_MUX_STREAM_RESET',
+  muxFrameSize: 'ERR_BURROW_MUX_FRAME_SIZE',
+  muxAcceptQueueFull: 'ERR_BURROW_MUX_ACCEPT_QUEUE_FULL',
+  muxEnhanceYourCalm: 'ERR_BURROW_MUX_ENHANCE_YOUR_CALM',
+  muxRemoteGoneAway: 'ERR_BURROW_MUX_REMOTE_GONE_AWAY',
+  muxStreamsExhausted: 'ERR_BURROW_MUX_STREAMS_EXHAUSTED',
+  muxWriteTimeout: 'ERR_BURROW_MUX_WRITE_TIMEOUT',
+  muxSessionClosed: 'ERR_BURROW_MUX_SESSION_CLOSED',
+  muxPeerEof: 'ERR_BURROW_MUX_PEER_EOF',
+  muxUnknown: 'ERR_BURROW_MUX_UNKNOWN',
 } as const;
+
+/**
+ * Muxado's error numbers, as RST and GOAWAY frames carry them on the wire (ErrorCode in
+ * src/protocol/frame.ts), and the string code each has everywhere else.
+ */
+export const MUX_WIRE_CODES: Readonly<Record<number, ErrorCode>> = {
+  0: CODES.muxNone,
+  1: CODES.muxProtocol,
+  2: CODES.muxInternal,
+  3: CODES.muxFlowControl,
+  4: CODES.muxStreamClosed,
+  5: CODES.muxStreamRefused,
+  6: CODES.muxStreamCancelled,
+  7: CODES.muxStreamReset,
+  8: CODES.muxFrameSize,
+  9: CODES.muxAcceptQueueFull,
+  10: CODES.muxEnhanceYourCalm,
+  11: CODES.muxRemoteGoneAway,
+  12: CODES.muxStreamsExhausted,
+  13: CODES.muxWriteTimeout,
+  14: CODES.muxSessionClosed,
+  15: CODES.muxPeerEof,
+  0xff: CODES.muxUnknown,
+};
+
+/**
+ * The string code of a muxado wire error number (`ERR_BURROW_MUX_UNKNOWN` for numbers muxado
+ * does not define).
+ * @example muxCode(5) // 'ERR_BURROW_MUX_STREAM_REFUSED'
+ */
+export function muxCode(wireCode: number): ErrorCode {
+  return MUX_WIRE_CODES[wireCode] ?? CODES.muxUnknown;
+}
+
+/**
+ * The HTTP status of errors that are not about an HTTP request (agent sessions, start-up): what
+ * they become if one reaches the API anyway.
+ */
+export const NO_HTTP_STATUS = 500;
 
 export type ErrorCode = (typeof CODES)[keyof typeof CODES];
 
-/** Base class: a code (absent for plain 404s), an HTTP status and string details. */
+/**
+ * The root of Burrow's errors (as UndiciError and FastifyError are of theirs): a string code
+ * (absent only for plain 404s), the HTTP status it maps to, string details, and, when it wraps
+ * another failure, that failure as the standard `cause`.
+ */
 export class BurrowError extends Error {
   readonly code: string | undefined;
   readonly statusCode: number;
@@ -137,8 +233,9 @@ export class BurrowError extends Error {
     statusCode: number,
     message: string,
     details: Record<string, string> = {},
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
     this.name = new.target.name;
     this.code = code;
     this.statusCode = statusCode;

@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { parseHostPort } from './host-port.js';
 
 /**
  * DNS names as Burrow accepts them: lowercase LDH labels of 1-63 characters, at most 253 in all,
@@ -43,13 +44,13 @@ export function domainCovers(domain: string, name: string): boolean {
   return name.endsWith(domain.slice(1));
 }
 
-/** Split `host:port` (IPv6 in brackets). Port must be 1..65535. */
+/**
+ * Split `host:port` (IPv6 kept in brackets). Port must be 1..65535.
+ * @deprecated Use parseHostPort from ./host-port.js; this is
+ * `parseHostPort(value, { minPort: 1, keepBrackets: true })`, kept for callers being edited.
+ */
 export function splitHostPort(value: string): { host: string; port: number } | undefined {
-  const m = /^(\[[0-9a-fA-F:.]+\]|[^:[\]]+):(\d{1,5})$/.exec(value);
-  if (!m) return undefined;
-  const port = Number(m[2]);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) return undefined;
-  return { host: m[1]!, port };
+  return parseHostPort(value, { minPort: 1, keepBrackets: true });
 }
 
 /**

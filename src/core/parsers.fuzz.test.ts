@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { fuzzRuns, reportFuzz } from '../test-support/fuzz.js';
+import { fuzzRuns, reportFuzz } from '../../test/support/fuzz.js';
 import { aclPermits, parseAcl, parseAclRule } from './acl.js';
 import { cidrContains, enclosingCidr, formatCidr, parseCidr, parseIp } from './cidr.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BIDI, ZERO_WIDTH } from '../test-support/text-fixtures.js';
+import { BIDI, ZERO_WIDTH } from '../../test/support/text-fixtures.js';
 import { storableProblem, textProblem } from './text-rules.js';
 
 /** C0 and C1 controls and DEL; BIDI and ZERO_WIDTH are every other character issue 10 names. */

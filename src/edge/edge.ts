@@ -1,27 +1,33 @@
 import { join } from 'node:path';
 import type { ServerConfig } from '../core/config.js';
-import { isAtOrUnder, isOneLabelUnder, splitHostPort } from '../core/hostname.js';
+import { parseHostPort } from '../core/host-port.js';
+import { isAtOrUnder, isOneLabelUnder } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import { PolicyEventLog } from '../policy/index.js';
 import type { Repositories } from '../store/index.js';
-import { AgentCertificatePicker } from './agent-listener-certificates.js';
-import { startAgentListener, type AgentListener } from './agent-listener.js';
+import { AgentCertificatePicker } from './sessions/agent-listener-certificates.js';
+import { startAgentListener, type AgentListener } from './sessions/agent-listener.js';
 import {
   acmeHttpChallenges,
   startCertificateManagement,
   storedCertificates,
   type CertificateManagement,
-} from './certificate-management.js';
-import { CERTS_DIR, CertificateStore, LocalCa, wildcardSanFor } from './certificates.js';
-import { CloudEndpoints } from './cloud-endpoints.js';
-import { EdgeRuntime } from './edge-runtime.js';
-import { startIngress, type Ingress } from './ingress.js';
-import { EdgeMetrics } from './metrics.js';
-import { parseListenAddress } from './proxy.js';
-import { TunnelRegistry } from './tunnel-registry.js';
-import { TrafficLog } from './traffic-log.js';
-import { trafficInspector, type TrafficInspector } from './traffic-replay.js';
-import { trafficTap } from './traffic-tap.js';
+} from './certificates/certificate-management.js';
+import {
+  CERTS_DIR,
+  CertificateStore,
+  LocalCa,
+  wildcardSanFor,
+} from './certificates/certificates.js';
+import { CloudEndpoints } from './registry/cloud-endpoints.js';
+import { EdgeRuntime } from './ingress/edge-runtime.js';
+import { startIngress, type Ingress } from './ingress/ingress.js';
+import { EdgeMetrics } from './metrics/metrics.js';
+import { parseListenAddress } from './ingress/proxy.js';
+import { TunnelRegistry } from './registry/tunnel-registry.js';
+import { TrafficLog } from './metrics/traffic-log.js';
+import { trafficInspector, type TrafficInspector } from './metrics/traffic-replay.js';
+import { trafficExchangeTap, trafficTap } from './metrics/traffic-tap.js';
 
 /** A running edge: the agent listener and the public ingress over one tunnel registry. */
 export interface Edge {
@@ -56,7 +62,7 @@ export interface EdgeOptions {
 }
 
 function portOf(listen: string): number {
-  return splitHostPort(listen.replace(/:0$/, ':1'))?.port ?? 0;
+  return parseHostPort(listen)?.port ?? 0;
 }
 
 /**
@@ -127,6 +133,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       tlsEdges: edges,
       limits: config.limits,
       tap: (req, res, tunnel) => trafficTap(trafficLog, req, res, tunnel),
+      exchangeTap: trafficExchangeTap(trafficLog),
     });
     agents = await startAgentListener({
       listen: config.agentListen,

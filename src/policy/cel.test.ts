@@ -4,7 +4,7 @@ import {
   CONN_TLS13,
   SAMPLE_REQUEST,
   SAMPLE_RESPONSE,
-} from '../test-support/policy-fixtures.js';
+} from '../../test/support/policy-fixtures.js';
 import { compileExpression, EXPRESSION_LIMITS, ExpressionError, inCidrRange } from './cel.js';
 import type { PolicyPhase } from './parse.js';
 import {

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { quote } from '../core/quote.js';
 import { CODES, ValidationError } from '../core/errors.js';
 import { ConfigReader } from './actions/config.js';
@@ -169,7 +170,7 @@ export function compileDocument(
 }
 
 const CACHE_LIMIT = 256;
-const cache = new Map<string, CompiledPolicy>();
+const cache = new LRUCache<string, CompiledPolicy>({ max: CACHE_LIMIT });
 
 /**
  * Parse, validate and compile a policy (JSON or YAML text, either form, or an already parsed
@@ -187,17 +188,9 @@ export function compilePolicy(
   if (typeof source !== 'string') return compileDocument(source, options);
   const key = `${options.protocol}\n${source}`;
   const hit = cache.get(key);
-  if (hit) {
-    cache.delete(key);
-    cache.set(key, hit);
-    return hit;
-  }
+  if (hit) return hit;
   const field = options.field ?? 'traffic_policy';
   const policy = compileDocument(parsePolicyDocument(source, field), options);
-  if (cache.size >= CACHE_LIMIT) {
-    const oldest = cache.keys().next();
-    if (!oldest.done) cache.delete(oldest.value);
-  }
   cache.set(key, policy);
   return policy;
 }

@@ -19,7 +19,7 @@ import {
   fixtureExpressions,
   SAMPLE_REQUEST,
   SAMPLE_RESPONSE,
-} from '../test-support/policy-fixtures.js';
+} from '../../test/support/policy-fixtures.js';
 import { compileExpression, inCidrRange } from './cel.js';
 import { CEL_TYPES } from './cel-types.js';
 import {

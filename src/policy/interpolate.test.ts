@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CONN_TLS13, SAMPLE_REQUEST } from '../test-support/policy-fixtures.js';
+import { CONN_TLS13, SAMPLE_REQUEST } from '../../test/support/policy-fixtures.js';
 import { ExpressionError } from './cel.js';
 import { compileTemplate } from './interpolate.js';
 import { ConnVars, EndpointVars, ReqVars, TimeVars, type Activation } from './variables.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../core/errors.js';
-import { TLS_SAMPLE_POLICY } from '../test-support/policy-fixtures.js';
+import { TLS_SAMPLE_POLICY } from '../../test/support/policy-fixtures.js';
 import { parsePolicyDocument, parsePolicyValue, ruleLabel, toPhases } from './parse.js';
 
 const FIELD = 'traffic_policy.value';

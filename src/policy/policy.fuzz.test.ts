@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../core/errors.js';
-import { fuzzRuns, reportFuzz } from '../test-support/fuzz.js';
+import { fuzzRuns, reportFuzz } from '../../test/support/fuzz.js';
 import { compilePolicy } from './compile.js';
 import { parsePolicyDocument } from './parse.js';
 

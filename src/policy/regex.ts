@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { RE2JS } from 're2js';
 
 /**
@@ -8,7 +9,7 @@ import { RE2JS } from 're2js';
  */
 
 const CACHE_LIMIT = 256;
-const cache = new Map<string, RE2JS>();
+const cache = new LRUCache<string, RE2JS>({ max: CACHE_LIMIT });
 
 /**
  * The compiled pattern; throws an Error whose message says what is wrong with it.
@@ -22,10 +23,6 @@ export function compileRegex(pattern: string): RE2JS {
     compiled = RE2JS.compile(pattern);
   } catch (err) {
     throw new Error(describeRegexError(err), { cause: err });
-  }
-  if (cache.size >= CACHE_LIMIT) {
-    const oldest = cache.keys().next();
-    if (!oldest.done) cache.delete(oldest.value);
   }
   cache.set(pattern, compiled);
   return compiled;

@@ -10,7 +10,7 @@ import {
   TCP_SAMPLE_POLICY,
   TLS_SAMPLE_POLICY,
   TLS_SAMPLE_POLICY_PHASES,
-} from '../test-support/policy-fixtures.js';
+} from '../../test/support/policy-fixtures.js';
 import { compilePolicy } from './compile.js';
 import { NO_HEADER_CHANGES } from './headers.js';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ValidationError } from '../core/errors.js';
-import { FIXTURE_POLICIES } from '../test-support/policy-fixtures.js';
+import { FIXTURE_POLICIES } from '../../test/support/policy-fixtures.js';
 import type { PolicyProtocol } from './parse.js';
 import { validatePolicy } from './validate.js';
 

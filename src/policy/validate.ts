@@ -7,7 +7,7 @@ import type { PolicyProtocol } from './parse.js';
  * agent binds, the device agent). Validating is compiling: a policy that passes is exactly one
  * the engine can run, and the compiled result is cached for when traffic arrives.
  *
- * Codes (reference-api.md §2.2): 2236 unparseable; 2200 bad expression (also in `${}` and
+ * Codes (docs/traffic-policy.md, Errors): 2236 unparseable; 2200 bad expression (also in `${}` and
  * bucket_key); 2201 unknown action type; 2202 action in the wrong phase; 2203 config of the
  * wrong shape or with unknown keys; 2204 config value out of range; 2205 action unsupported on the
  * protocol; 2206 rule without actions; 2207 action after one that always ends the phase; 2230

@@ -1,3 +1,4 @@
+import { parseHostPort } from '../core/host-port.js';
 import {
   canonicalHeaderName,
   firstHeader,
@@ -6,6 +7,9 @@ import {
   type HeaderChanges,
   type HeaderInput,
 } from './headers.js';
+
+/** A Host header: `host[:port]`, an IPv6 host kept in brackets as the policy variables show it. */
+const HOST_HEADER = { port: 'optional', keepBrackets: true, allowEmptyHost: true } as const;
 
 /**
  * The variables expressions see (`conn`, `req`, `res`, `endpoint`, `time`), built from the plain
@@ -246,9 +250,9 @@ export class UrlVars {
     const q = target.indexOf('?');
     this.raw_path = q < 0 ? target : target.slice(0, q);
     this.query = q < 0 ? '' : target.slice(q + 1);
-    const m = /^(\[[^\]]*\]|[^:]*)(?::(\d+))?$/.exec(hostHeader);
-    this.host = (m?.[1] ?? hostHeader).toLowerCase();
-    this.port = m?.[2] ? BigInt(m[2]) : scheme === 'https' ? 443n : 80n;
+    const hp = parseHostPort(hostHeader, HOST_HEADER);
+    this.host = (hp?.host ?? hostHeader).toLowerCase();
+    this.port = hp?.port !== undefined ? BigInt(hp.port) : scheme === 'https' ? 443n : 80n;
     this.origin = `${scheme}://${hostHeader}`;
     this.raw = this.origin + target;
   }

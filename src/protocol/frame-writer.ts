@@ -1,10 +1,15 @@
 /**
  * The write side of a muxado session: control frames (window updates, resets) go first, then one
  * DATA frame per ready stream per turn, round-robin, so a bulk stream cannot starve the others.
- * Writing stops while the transport holds more than `writeBufferSize`; when the peer also stops
- * reading our control frames, the session stops reading from it until the transport drains.
+ * Everything one turn produces goes out corked, as one writev. Window updates are coalesced: a
+ * stream that owes credit is queued once and its increment is read when the turn's frames are
+ * written, so it sends at most one WNDINC per turn with all it has consumed by then, and the
+ * turn's control frames are encoded into one buffer. Writing stops while the transport holds more
+ * than `writeBufferSize`; when the peer also stops reading our control frames, the session stops
+ * reading from it until the transport drains.
  */
 import type { Duplex, Writable } from 'node:stream';
+import { FRAME_HEADER_SIZE, FrameType, encodeFrameHeader } from './frame.js';
 
 /** Control frames queued behind a stalled transport before we stop reading from it. */
 const MAX_CONTROL_BACKLOG = 4096;
@@ -18,14 +23,32 @@ export interface ScheduledStream {
   writeFrame(out: Writable): void;
 }
 
+/** A stream that owes its peer window credit (MuxStream). */
+export interface CreditedStream {
+  readonly id: number;
+  /** Set while the stream waits in the control queue, so it is queued once per turn. */
+  creditQueued: boolean;
+  /** The increment to send now (bytes consumed and not yet credited), 0 for none; marks it sent. */
+  takeCredit(): number;
+}
+
+/** WNDINC: header and a 4-byte increment. */
+const WNDINC_SIZE = FRAME_HEADER_SIZE + 4;
+
+function isEncoded(entry: Buffer | CreditedStream): entry is Buffer {
+  return entry instanceof Uint8Array;
+}
+
 /**
  * @example
  * const writer = new FrameWriter(socket, 512 * 1024);
- * writer.queueControl(encodeWndInc(3, 65536));
+ * writer.queueControl(encodeRst(3, ErrorCode.StreamCancelled));
+ * writer.queueCredit(stream); // a WNDINC for what it has consumed, on the next turn
  * writer.schedule(stream); // its frames go out on the next turn
  */
 export class FrameWriter {
-  private readonly control: Buffer[] = [];
+  /** Encoded control frames and streams owing credit, in the order they were queued. */
+  private readonly control: (Buffer | CreditedStream)[] = [];
   private rotation: ScheduledStream[] = [];
   private rotationHead = 0;
   private pumpScheduled = false;
@@ -50,7 +73,18 @@ export class FrameWriter {
   /** Send `frame` ahead of any DATA frame. */
   queueControl(frame: Buffer): void {
     if (this.stopped) return;
-    this.control.push(frame);
+    this.pushControl(frame);
+  }
+
+  /** Send `stream` a WNDINC on the next turn, for whatever it has consumed by then. */
+  queueCredit(stream: CreditedStream): void {
+    if (this.stopped || stream.creditQueued) return;
+    stream.creditQueued = true;
+    this.pushControl(stream);
+  }
+
+  private pushControl(entry: Buffer | CreditedStream): void {
+    this.control.push(entry);
     if (this.waitingForDrain && this.control.length > MAX_CONTROL_BACKLOG && !this.readPaused) {
       // The peer sends but does not read: stop reading until it does.
       this.readPaused = true;
@@ -88,8 +122,8 @@ export class FrameWriter {
           break;
         }
         if (this.control.length > 0) {
-          out.write(this.control.length === 1 ? this.control[0]! : Buffer.concat(this.control));
-          this.control.length = 0;
+          const frames = this.takeControl();
+          if (frames.length > 0) out.write(frames);
           continue;
         }
         const stream = this.nextInRotation();
@@ -106,6 +140,34 @@ export class FrameWriter {
       out.uncork();
     }
   };
+
+  /** The queued control frames as one buffer (WNDINCs encoded now, with their current credit). */
+  private takeControl(): Buffer {
+    const entries = this.control;
+    const only = entries.length === 1 ? entries[0]! : undefined;
+    if (only && isEncoded(only)) {
+      entries.length = 0;
+      return only;
+    }
+    let size = 0;
+    for (const entry of entries) size += isEncoded(entry) ? entry.length : WNDINC_SIZE;
+    const out = Buffer.allocUnsafe(size);
+    let at = 0;
+    for (const entry of entries) {
+      if (isEncoded(entry)) {
+        at += entry.copy(out, at);
+        continue;
+      }
+      entry.creditQueued = false;
+      const increment = entry.takeCredit();
+      if (increment <= 0) continue;
+      encodeFrameHeader(FrameType.WndInc, 0, entry.id, 4, out, at);
+      out.writeUInt32BE(increment, at + FRAME_HEADER_SIZE);
+      at += WNDINC_SIZE;
+    }
+    entries.length = 0;
+    return at === size ? out : out.subarray(0, at);
+  }
 
   private nextInRotation(): ScheduledStream | undefined {
     if (this.rotationHead >= this.rotation.length) {

@@ -1,5 +1,5 @@
 /**
- * muxado framing (agent-protocol.md §3.1): an 8-byte big-endian header (uint24 length, type<<4 |
+ * muxado framing (docs/protocol.md §2): an 8-byte big-endian header (uint24 length, type<<4 |
  * flags, uint32 stream id) and a body. This module encodes frames and parses a byte stream into
  * frames incrementally. DATA bodies are handed on as slices of the chunks they arrived in, so bulk
  * data is never copied or concatenated by the parser.
@@ -185,6 +185,8 @@ export class FrameParser {
   private streamId = 0;
   private remaining = 0;
   private control: Buffer = Buffer.alloc(0);
+  /** The body of RST and WNDINC (4 bytes), reused: it is read before the next frame starts. */
+  private readonly controlWord = Buffer.allocUnsafe(4);
   private controlFill = 0;
   private controlSkip = 0;
 
@@ -281,7 +283,7 @@ export class FrameParser {
   }
 
   private beginControl(keep: number, skip: number): void {
-    this.control = Buffer.allocUnsafe(keep);
+    this.control = keep === 4 ? this.controlWord : Buffer.allocUnsafe(keep);
     this.controlFill = 0;
     this.controlSkip = skip;
     this.state = State.ControlBody;

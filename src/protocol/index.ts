@@ -15,6 +15,7 @@ export * from './accept-queue.js';
 export * from './stream.js';
 export * from './session.js';
 export * from './window.js';
+export * from './slab-reads.js';
 export * from './json-scanner.js';
 export * from './reader.js';
 export * from './typed.js';

@@ -1,6 +1,6 @@
 /**
  * Finds where one JSON object ends in a byte stream that has no EOF: RPC requests arrive on a
- * stream the caller keeps open (agent-protocol.md §4.2), so the responder must find the closing
+ * stream the caller keeps open (docs/protocol.md §5.2), so the responder must find the closing
  * brace itself. The scanner tracks brace depth outside strings and string/escape state, so braces
  * and escaped quotes inside strings are skipped. It looks at bytes only: every byte of a UTF-8
  * multibyte sequence is >= 0x80 and can never be mistaken for `{`, `}`, `"` or `\`.

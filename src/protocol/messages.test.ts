@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { captured, readAll, sessionPair, socketPair, until } from '../test-support/mux.js';
+import { captured, readAll, sessionPair, socketPair, until } from '../../test/support/mux.js';
 import { FrameFlag, decodeFrames, encodeData } from './frame.js';
 import { StreamType, decodeMessage, type ProxyHeader } from './messages.js';
 import {

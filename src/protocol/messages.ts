@@ -1,7 +1,7 @@
 import { HEARTBEAT_STREAM_TYPE } from './typed.js';
 
 /**
- * The tunnel RPC messages (agent-protocol.md §4–5) with canonical PascalCase keys.
+ * The tunnel RPC messages (docs/protocol.md §5–§6) with canonical PascalCase keys.
  *
  * Canonical spelling: Rust's where the Rust SDK has the field (it is the only case-sensitive
  * reader), Go's otherwise. Go decodes keys case-insensitively, so anything built or echoed in
@@ -12,7 +12,7 @@ import { HEARTBEAT_STREAM_TYPE } from './typed.js';
  * fields are base64 strings. Values are not checked here: the edge validates what it uses.
  */
 
-/** Stream types of the tunnel RPC layer (§4.1). */
+/** Stream types of the tunnel RPC layer (docs/protocol.md §5.1). */
 export const StreamType = {
   Auth: 0,
   Bind: 1,

@@ -1,7 +1,7 @@
 import { Duplex } from 'node:stream';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { fuzzRuns, reportFuzz } from '../test-support/fuzz.js';
+import { fuzzRuns, reportFuzz } from '../../test/support/fuzz.js';
 import {
   ErrorCode,
   FrameError,

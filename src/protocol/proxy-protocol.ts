@@ -1,6 +1,6 @@
 /**
  * The PROXY protocol (HAProxy, versions 1 and 2) that a load balancer sends first on each
- * connection to say who the client is. Parsing only; `src/edge/proxy-protocol-front.ts` applies it
+ * connection to say who the client is. Parsing only; `src/edge/ingress/proxy-protocol-front.ts` applies it
  * to sockets. Not to be confused with proxy-header.ts, the ngrok ProxyHeader sent to agents.
  * Spec: https://www.haproxy.org/download/2.9/doc/proxy-protocol.txt
  */

@@ -7,7 +7,7 @@ import type { MuxStream } from './stream.js';
 import { openTypedStream } from './typed.js';
 
 /**
- * The RPC pattern (agent-protocol.md §4.2): the caller opens a typed stream and writes one JSON
+ * The RPC pattern (docs/protocol.md §5.2): the caller opens a typed stream and writes one JSON
  * object without half-closing; the responder writes one JSON object and then FINs. A non-empty
  * top-level `Error` in a reply means failure.
  */

@@ -7,7 +7,7 @@ import {
   sessionPair,
   socketPair,
   until,
-} from '../test-support/mux.js';
+} from '../../test/support/mux.js';
 import { MuxError } from './errors.js';
 import {
   ErrorCode,
@@ -77,7 +77,7 @@ describe('MuxSession with a misbehaving peer', () => {
     raw.write(Buffer.concat(frames));
     const reason = (await session.wait()) as MuxError;
     expect(reason).toBeInstanceOf(MuxError);
-    expect(reason.code).toBe(code);
+    expect(reason.wireCode).toBe(code);
     await closed;
     const goAway = decodeFrames(received.bytes()).at(-1);
     expect(goAway).toMatchObject({ type: 'goaway', code });
@@ -103,7 +103,7 @@ describe('MuxSession with a misbehaving peer', () => {
       const header = encodeFrameHeader(FrameType.Data, FrameFlag.Syn, 3, 0xffffff);
       raw.write(Buffer.concat([header, Buffer.alloc(2048)]));
       const reason = (await session.wait()) as MuxError;
-      expect(reason.code).toBe(ErrorCode.FlowControl);
+      expect(reason.wireCode).toBe(ErrorCode.FlowControl);
       await closed;
       expect(decodeFrames(received.bytes()).at(-1)).toMatchObject({
         type: 'goaway',
@@ -120,7 +120,7 @@ describe('MuxSession with a misbehaving peer', () => {
     await until(() => session.streamCount === 1);
     raw.write(Buffer.from('garbage that fails the session'));
     const reason = (await session.wait()) as MuxError;
-    expect(reason.code).toBe(ErrorCode.Protocol);
+    expect(reason.wireCode).toBe(ErrorCode.Protocol);
     await expect(session.accept()).rejects.toThrow();
   });
 
@@ -130,7 +130,7 @@ describe('MuxSession with a misbehaving peer', () => {
     const stream = await session.accept();
     const failed = nextEvent<MuxError>(stream, 'error');
     raw.write(Buffer.from('this is not muxado at all'));
-    expect((await failed).code).toBe(ErrorCode.Protocol);
+    expect((await failed).wireCode).toBe(ErrorCode.Protocol);
   });
 
   it('answers data on an unknown stream with RST StreamClosed and ignores a bare FIN', async () => {
@@ -167,9 +167,9 @@ describe('MuxSession with a misbehaving peer', () => {
     const gone = nextEvent<MuxError>(unprocessed, 'error');
     await new Promise((resolve) => setTimeout(resolve, 20));
     raw.write(Buffer.concat([encodeGoAway(3, ErrorCode.None, 'draining'), encodeRst(3, 1)]));
-    expect((await gone).code).toBe(ErrorCode.RemoteGoneAway);
+    expect((await gone).wireCode).toBe(ErrorCode.RemoteGoneAway);
     const reason = (await session.wait()) as MuxError;
-    expect(reason.code).toBe(ErrorCode.RemoteGoneAway);
+    expect(reason.wireCode).toBe(ErrorCode.RemoteGoneAway);
     expect(session.remoteGoAway).toEqual({ lastStreamId: 3, code: 0, message: 'draining' });
     // The RST after the GOAWAY was never parsed: stream 3 just closed.
     await until(() => processed.destroyed);

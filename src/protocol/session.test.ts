@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { nextEvent, readAll, sessionPair, tlsPair, until } from '../test-support/mux.js';
+import { nextEvent, readAll, sessionPair, tlsPair, until } from '../../test/support/mux.js';
 import { MuxError } from './errors.js';
 import { ErrorCode, decodeFrames } from './frame.js';
 import { MuxSession } from './session.js';
@@ -179,7 +179,7 @@ describe('MuxSession', () => {
       mine.reset(ErrorCode.StreamRefused);
       const err = await error;
       expect(err).toBeInstanceOf(MuxError);
-      expect(err.code).toBe(ErrorCode.StreamRefused);
+      expect(err.wireCode).toBe(ErrorCode.StreamRefused);
       expect(err.remote).toBe(true);
       expect(client.closed || server.closed).toBe(false);
       // A plain destroy() sends StreamCancelled.
@@ -188,7 +188,7 @@ describe('MuxSession', () => {
       const secondAccepted = await server.accept();
       const cancelled = nextEvent<MuxError>(secondAccepted, 'error');
       second.destroy();
-      expect((await cancelled).code).toBe(ErrorCode.StreamCancelled);
+      expect((await cancelled).wireCode).toBe(ErrorCode.StreamCancelled);
       server.on('stream', echo);
       const third = client.openStream();
       third.end('still alive');
@@ -233,7 +233,7 @@ describe('MuxSession', () => {
     const streams = [1, 2, 3].map(() => client.openStream());
     const refused = nextEvent<MuxError>(streams[2]!, 'error');
     streams.forEach((s) => s.write('x'));
-    expect((await refused).code).toBe(ErrorCode.AcceptQueueFull);
+    expect((await refused).wireCode).toBe(ErrorCode.AcceptQueueFull);
     expect((await server.accept()).id).toBe(3);
     expect((await server.accept()).id).toBe(5);
   });
@@ -244,7 +244,7 @@ describe('MuxSession', () => {
     const streams = [1, 2, 3].map(() => client.openStream());
     const refused = nextEvent<MuxError>(streams[2]!, 'error');
     streams.forEach((s) => s.write('x'));
-    expect((await refused).code).toBe(ErrorCode.StreamRefused);
+    expect((await refused).wireCode).toBe(ErrorCode.StreamRefused);
   });
 
   it('GOAWAY: the peer hears it, both sides refuse new streams and close', async () => {
@@ -261,10 +261,10 @@ describe('MuxSession', () => {
       code: ErrorCode.EnhanceYourCalm,
       message: 'too many requests',
     });
-    expect((await openError).code).toBe(ErrorCode.EnhanceYourCalm);
+    expect((await openError).wireCode).toBe(ErrorCode.EnhanceYourCalm);
     const reason = await client.wait();
-    expect((reason as MuxError).code).toBe(ErrorCode.EnhanceYourCalm);
-    expect(((await server.wait()) as MuxError).code).toBe(ErrorCode.EnhanceYourCalm);
+    expect((reason as MuxError).wireCode).toBe(ErrorCode.EnhanceYourCalm);
+    expect(((await server.wait()) as MuxError).wireCode).toBe(ErrorCode.EnhanceYourCalm);
     expect(() => client.openStream()).toThrow(MuxError);
     expect(() => server.openStream()).toThrow(MuxError);
     await expect(server.accept()).rejects.toBeInstanceOf(MuxError);
@@ -274,7 +274,7 @@ describe('MuxSession', () => {
     const { client, server } = await pair();
     client.close();
     expect(await client.wait()).toBeUndefined();
-    expect(((await server.wait()) as MuxError).code).toBe(ErrorCode.RemoteGoneAway);
+    expect(((await server.wait()) as MuxError).wireCode).toBe(ErrorCode.RemoteGoneAway);
   });
 
   it('ends the session when the transport drops; open streams close without ending', async () => {
@@ -286,7 +286,7 @@ describe('MuxSession', () => {
     let errored = false;
     stream.on('error', () => (errored = true));
     server.destroy();
-    expect(((await client.wait()) as MuxError).code).toBe(ErrorCode.PeerEOF);
+    expect(((await client.wait()) as MuxError).wireCode).toBe(ErrorCode.PeerEOF);
     await until(() => stream.destroyed);
     expect(stream.readableEnded).toBe(false);
     expect(errored).toBe(false);

@@ -12,7 +12,6 @@ import {
   STREAM_ID_MASK,
   encodeGoAway,
   encodeRst,
-  encodeWndInc,
   type FrameSink,
 } from './frame.js';
 import { MuxStream, type StreamHost } from './stream.js';
@@ -203,8 +202,8 @@ export class MuxSession extends EventEmitter implements StreamHost {
   }
 
   /** @internal */
-  sendWindowUpdate(streamId: number, increment: number): void {
-    this.writer.queueControl(encodeWndInc(streamId, increment));
+  sendWindowUpdate(stream: MuxStream): void {
+    this.writer.queueCredit(stream);
   }
 
   /** @internal */

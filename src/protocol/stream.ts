@@ -7,7 +7,8 @@ import { MuxError } from './errors.js';
 export interface StreamHost {
   /** The stream has frames to send (data within its window, or a FIN). */
   scheduleSend(stream: MuxStream): void;
-  sendWindowUpdate(streamId: number, increment: number): void;
+  /** The stream owes its peer credit: send a WNDINC for `stream.takeCredit()` on the next turn. */
+  sendWindowUpdate(stream: MuxStream): void;
   sendReset(streamId: number, code: number): void;
   /** The stream needs no more frames routed to it. */
   forgetStream(stream: MuxStream): void;
@@ -30,8 +31,9 @@ const enum Fin {
  * Flow control: writes are framed only within the send window (the peer's receive window), and a
  * write's callback runs once its bytes are framed, so `write()` returns false and 'drain' waits
  * while the window is shut. Received data is buffered up to the receive window and credited back
- * with WNDINC as the application consumes it, in batches of `window / 4`, so a slow reader holds
- * at most one window of memory per stream.
+ * with WNDINC as the application consumes it, in batches of at least `window / 4` and at most one
+ * WNDINC per turn (the increment is read when the session writes it), so a slow reader holds at
+ * most one window of memory per stream.
  *
  * @example
  * const stream = session.openStream();
@@ -41,6 +43,8 @@ const enum Fin {
 export class MuxStream extends Duplex {
   /** @internal Set by the session while the stream waits in its send rotation. */
   inSendRotation = false;
+  /** @internal Set by the session while a WNDINC for this stream waits to be written. */
+  creditQueued = false;
 
   private sendWindow: number;
   private readonly queue: Buffer[] = [];
@@ -197,12 +201,23 @@ export class MuxStream extends Duplex {
   }
 
   private creditConsumed(): void {
-    if (this.remoteFin || this.forgotten) return;
-    const owed = this.received - this.readableLength - this.credited;
-    if (owed >= this.creditThreshold) {
-      this.credited += owed;
-      this.host.sendWindowUpdate(this.id, owed);
+    if (this.creditQueued || this.remoteFin || this.forgotten) return;
+    if (this.received - this.readableLength - this.credited >= this.creditThreshold) {
+      this.host.sendWindowUpdate(this);
     }
+  }
+
+  /**
+   * @internal The WNDINC increment to send now: everything consumed and not yet credited (it
+   * only grows between the request and the write). 0 once the peer has finished or the stream is
+   * gone, when credit is of no use.
+   */
+  takeCredit(): number {
+    if (this.remoteFin || this.forgotten) return 0;
+    const owed = this.received - this.readableLength - this.credited;
+    if (owed <= 0) return 0;
+    this.credited += owed;
+    return owed;
   }
 
   private forget(): void {

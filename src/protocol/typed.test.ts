@@ -6,7 +6,7 @@ import {
   sessionPair,
   socketPair,
   until,
-} from '../test-support/mux.js';
+} from '../../test/support/mux.js';
 import type { MuxError } from './errors.js';
 import { ErrorCode, FrameFlag, decodeFrames, encodeData } from './frame.js';
 import { MuxSession } from './session.js';
@@ -77,7 +77,7 @@ describe('typed streams', () => {
     const stream = client.openStream();
     stream.write('ab'); // half a type
     const err = await nextEvent<MuxError>(stream, 'error');
-    expect(err.code).toBe(ErrorCode.Protocol);
+    expect(err.wireCode).toBe(ErrorCode.Protocol);
   });
 });
 

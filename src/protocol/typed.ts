@@ -8,7 +8,7 @@ import type { MuxSession } from './session.js';
 import type { MuxStream } from './stream.js';
 
 /**
- * Typed streams (agent-protocol.md §3.3): the opener's first 4 bytes are a big-endian uint32
+ * Typed streams (docs/protocol.md §4): the opener's first 4 bytes are a big-endian uint32
  * stream type. Type 0xFFFFFFFF is the heartbeat: the opener writes 4-byte nonces and the other
  * side echoes them.
  */

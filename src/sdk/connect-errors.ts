@@ -4,6 +4,7 @@
  * two lines. The first line says what happened, the second what to do, in the words of whoever
  * reads it: SDK option names for programs, flags for the `burrow` commands (`hints`).
  */
+import { hostOfHostPort } from '../core/host-port.js';
 import { BurrowAgentError } from './errors.js';
 
 /** What went wrong, roughly: each kind has its own advice. */
@@ -166,7 +167,7 @@ function whatHappened(f: ConnectFailure, hints: ConnectHints, now: Date): string
     case 'refused':
       return 'the connection was refused: nothing listens there';
     case 'unresolved':
-      return `the host ${f.address.replace(/:\d+$/, '')} is not known (${f.code ?? f.detail})`;
+      return `the host ${hostOfHostPort(f.address)} is not known (${f.code ?? f.detail})`;
     case 'unreachable':
       return `the network cannot reach it (${f.code ?? f.detail})`;
     case 'timeout':

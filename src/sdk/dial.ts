@@ -7,7 +7,8 @@
 import { X509Certificate } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
-import { BURROW_ALPN } from '../protocol/index.js';
+import { formatHostPort, parseHostPort } from '../core/host-port.js';
+import { BURROW_ALPN, slabReads } from '../protocol/index.js';
 import {
   BurrowConnectError,
   connectFailureKind,
@@ -30,12 +31,11 @@ export interface ServerAddress {
  * @example parseServerAddr('edge.example.com:4443') // { host: 'edge.example.com', port: 4443 }
  */
 export function parseServerAddr(addr: string): ServerAddress {
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]+))(?::(\d{1,5}))?$/.exec(addr.trim());
-  const port = m?.[3] === undefined ? 443 : Number(m[3]);
-  if (!m || port < 1 || port > 65535) {
+  const hp = parseHostPort(addr.trim(), { port: 'optional', minPort: 1 });
+  if (!hp || /\s/.test(hp.host)) {
     throw new BurrowAgentError(`serverAddr must be host:port (e.g. 127.0.0.1:4443), got '${addr}'`);
   }
-  return { host: (m[1] ?? m[2])!, port };
+  return { host: hp.host, port: hp.port ?? 443 };
 }
 
 /** How dialEdge() connects: where, what it trusts, and its limits. */
@@ -66,7 +66,7 @@ function errorText(err: NodeJS.ErrnoException): string {
 }
 
 function addressText({ host, port }: ServerAddress): string {
-  return net.isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
+  return formatHostPort(host, port);
 }
 
 /** `IP Address:0:0:0:0:0:0:0:1` → `::1`; `DNS:localhost` → `localhost`. */
@@ -119,7 +119,9 @@ function handshake(
   const { host, port } = options.address;
   const name = options.serverName ?? host;
   return new Promise((resolve, reject) => {
-    const socket = tls.connect({
+    // The link carries every proxied byte: read it into slabs rather than a buffer per TLS record.
+    const reads = slabReads();
+    const connectOptions: tls.ConnectionOptions & { onread: net.OnReadOpts } = {
       host,
       port,
       ...(net.isIP(name) ? {} : { servername: name }),
@@ -128,7 +130,10 @@ function handshake(
       rejectUnauthorized: false,
       ALPNProtocols: alpn,
       minVersion: 'TLSv1.2',
-    });
+      onread: reads.onread,
+    };
+    const socket = tls.connect(connectOptions);
+    reads.attach(socket);
     const timer = setTimeout(
       () =>
         fail(

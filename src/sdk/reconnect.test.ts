@@ -1,11 +1,11 @@
 import { once } from 'node:events';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentSession } from '../edge/agent-session.js';
-import { edgeFixtures } from '../test-support/edge-fixtures.js';
-import { httpRequest, startHttpUpstream, type LocalServer } from '../test-support/ingress.js';
-import { nextEvent, until } from '../test-support/mux.js';
-import { startRelay, startSdkTestEdge, type SdkTestEdge } from '../test-support/sdk-edge.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import type { AgentSession } from '../edge/sessions/agent-session.js';
+import { edgeFixtures } from '../../test/support/edge-fixtures.js';
+import { httpRequest, startHttpUpstream, type LocalServer } from '../../test/support/ingress.js';
+import { nextEvent, until } from '../../test/support/mux.js';
+import { startRelay, startSdkTestEdge, type SdkTestEdge } from '../../test/support/sdk-edge.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 import {
   BurrowAgentError,
   connect,

@@ -22,7 +22,7 @@ export interface ServerStreamHost {
 }
 
 /**
- * Serve one stream the server opened (agent-protocol.md §4.1): proxied connections (3), the
+ * Serve one stream the server opened (docs/protocol.md §5.1): proxied connections (3), the
  * Restart (4) and Stop (5) commands, Update (6, refused: the SDK does not update itself) and
  * StopTunnel (9). Any other type is refused.
  * @example typed.on('stream', (stream, type) => serveServerStream(session, mux, stream, type));

@@ -5,17 +5,17 @@ import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { LocalCa } from '../edge/certificates.js';
-import { readAll } from '../test-support/mux.js';
+import { LocalCa } from '../edge/certificates/certificates.js';
+import { readAll } from '../../test/support/mux.js';
 import {
   freePort,
   httpRequest,
   startHttpUpstream,
   startTcpUpstream,
   type LocalServer,
-} from '../test-support/ingress.js';
-import { startSdkTestEdge, type SdkTestEdge } from '../test-support/sdk-edge.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+} from '../../test/support/ingress.js';
+import { startSdkTestEdge, type SdkTestEdge } from '../../test/support/sdk-edge.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 import {
   connect,
   type ConnectOptions,

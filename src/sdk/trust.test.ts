@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LocalCa } from '../edge/certificates.js';
+import { LocalCa } from '../edge/certificates/certificates.js';
 import { BurrowAgentError } from './errors.js';
 import {
   certificateFingerprint,

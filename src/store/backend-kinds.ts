@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 import { CODES, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, type IdPrefix } from '../core/ids.js';
-import { splitHostPort } from '../core/hostname.js';
+import { parseHostPort } from '../core/host-port.js';
 import { LABEL_LIMITS, labelProblem } from '../core/labels.js';
 import { quote, shorten } from '../core/quote.js';
 import { missingIds } from './refs.js';
@@ -127,7 +127,7 @@ const HOST_LABEL_RE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
  * @example checkAddress('Web.internal:8080') // 'web.internal:8080'
  */
 export function checkAddress(address: string): string {
-  const hp = splitHostPort(address);
+  const hp = parseHostPort(address, { minPort: 1, keepBrackets: true });
   const host = hp?.host.toLowerCase() ?? '';
   const hostOk = host.startsWith('[')
     ? isIP(host.slice(1, -1)) === 6

@@ -1,8 +1,10 @@
 import { X509Certificate } from 'node:crypto';
+// @peculiar/x509's dependency injection (tsyringe) needs the Reflect metadata API loaded first.
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
 import type { Kysely } from 'kysely';
 import { CODES, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
-import { certificateFields } from '../core/x509-fields.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns } from './described.js';
 import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
@@ -44,6 +46,56 @@ function invalidPem(message: string): ValidationError {
 }
 
 const PEM_BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----[\s\S]*?-----END \1-----/g;
+
+/** RFC 5280 KeyUsage bits by the snake_case names the API uses, in bit order. */
+const KEY_USAGE_NAMES: [x509.KeyUsageFlags, string][] = [
+  [x509.KeyUsageFlags.digitalSignature, 'digital_signature'],
+  [x509.KeyUsageFlags.nonRepudiation, 'content_commitment'],
+  [x509.KeyUsageFlags.keyEncipherment, 'key_encipherment'],
+  [x509.KeyUsageFlags.dataEncipherment, 'data_encipherment'],
+  [x509.KeyUsageFlags.keyAgreement, 'key_agreement'],
+  [x509.KeyUsageFlags.keyCertSign, 'cert_sign'],
+  [x509.KeyUsageFlags.cRLSign, 'crl_sign'],
+  [x509.KeyUsageFlags.encipherOnly, 'encipher_only'],
+  [x509.KeyUsageFlags.decipherOnly, 'decipher_only'],
+];
+
+/** Extended key usage OIDs by API name; others are reported as their dotted OID. */
+const EXTENDED_KEY_USAGE_NAMES: Record<string, string> = {
+  '2.5.29.37.0': 'any',
+  '1.3.6.1.5.5.7.3.1': 'server_auth',
+  '1.3.6.1.5.5.7.3.2': 'client_auth',
+  '1.3.6.1.5.5.7.3.3': 'code_signing',
+  '1.3.6.1.5.5.7.3.4': 'email_protection',
+  '1.3.6.1.5.5.7.3.5': 'ipsec_end_system',
+  '1.3.6.1.5.5.7.3.6': 'ipsec_tunnel',
+  '1.3.6.1.5.5.7.3.7': 'ipsec_user',
+  '1.3.6.1.5.5.7.3.8': 'time_stamping',
+  '1.3.6.1.5.5.7.3.9': 'ocsp_signing',
+};
+
+/**
+ * The subject CN as stored (the last, most specific one; '' when none) and the key usages by name
+ * ([] when the extension is absent): Node's X509Certificate has no API for either. Throws when
+ * the DER is not a certificate.
+ */
+function certificateFields(der: Uint8Array): {
+  subjectCommonName: string;
+  keyUsages: string[];
+  extendedKeyUsages: string[];
+} {
+  const cert = new x509.X509Certificate(der);
+  const keyUsage = cert.getExtension(x509.KeyUsagesExtension)?.usages ?? 0;
+  const extended = cert.getExtension(x509.ExtendedKeyUsageExtension)?.usages ?? [];
+  return {
+    subjectCommonName: cert.subjectName.getField('CN').at(-1) ?? '',
+    keyUsages: KEY_USAGE_NAMES.filter(([flag]) => keyUsage & flag).map(([, name]) => name),
+    extendedKeyUsages: Array.from(extended, (usage) => {
+      const oid = String(usage);
+      return EXTENDED_KEY_USAGE_NAMES[oid] ?? oid;
+    }),
+  };
+}
 
 /**
  * Check that `pem` is exactly one CA certificate and read what the API shows of it.

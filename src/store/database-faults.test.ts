@@ -1,7 +1,7 @@
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { openStore } from './database.js';
-import { createTestDatabase, PG_ADMIN_URL } from '../test-support/stores.js';
+import { createTestDatabase, PG_ADMIN_URL } from '../../test/support/stores.js';
 
 describe('openStore on PostgreSQL, connection terminated while checked out', () => {
   it('fails the transaction instead of crashing the process, and serves the next query', async () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { openStore } from './database.js';
-import { createTestDatabase, PG_ADMIN_URL } from '../test-support/stores.js';
+import { createTestDatabase, PG_ADMIN_URL } from '../../test/support/stores.js';
 
 describe('openStore on PostgreSQL', () => {
   it('survives the server terminating its idle connections, and reconnects on demand', async () => {

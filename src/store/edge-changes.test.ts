@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createTestRepositories, TEST_STORE_SETTINGS } from '../test-support/api.js';
-import { edgeFixtures, type EdgeFixtures } from '../test-support/edge-fixtures.js';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
+import { createTestRepositories, TEST_STORE_SETTINGS } from '../../test/support/api.js';
+import { edgeFixtures, type EdgeFixtures } from '../../test/support/edge-fixtures.js';
+import {
+  createTestDatabase,
+  DATABASE_KINDS,
+  type TestDatabase,
+} from '../../test/support/stores.js';
 import { openStore, type Repositories, type Store } from './index.js';
 
 /** What the edge runtime relies on: a 'change' after every committed edge write, and only then. */

@@ -1,5 +1,6 @@
 import type { Transaction } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
+import { parseHostPort } from '../core/host-port.js';
 import { quote, shorten } from '../core/quote.js';
 import type { Db, StoreSettings } from './deps.js';
 import type { EdgeType } from './edge-modules.js';
@@ -10,9 +11,6 @@ export interface ResolvedHostport {
   hostport: string;
   target_id: string;
 }
-
-// A host is a name (a wildcard `*.` first label included) or a bracketed IPv6 address.
-const HOSTPORT_RE = /^(\[[0-9a-f:.]+\]|[^\s:[\]/]+):(\d+)$/;
 
 function example(type: EdgeType, settings: StoreSettings): string {
   return type === 'tcp'
@@ -27,23 +25,28 @@ function parseHostport(
   type: EdgeType,
   settings: StoreSettings,
 ): { host: string; port: number } {
-  const m = HOSTPORT_RE.exec(value.trim().toLowerCase());
-  if (!m) {
+  // A host is a name (a wildcard `*.` first label included) or a bracketed IPv6 address.
+  const text = value.trim().toLowerCase();
+  const hp = /[\s/]/.test(text) ? undefined : parseHostPort(text, { keepBrackets: true });
+  if (hp && hp.port >= 1) return hp;
+  // A host with a port out of range is told apart from text that is no hostport at all.
+  const digits = /:(\d+)$/.exec(text)?.[1];
+  if (
+    digits === undefined ||
+    /[\s/]/.test(text) ||
+    !parseHostPort(`${text.slice(0, -digits.length)}1`)
+  ) {
     throw new ValidationError(
       CODES.hostportFormat,
       field,
       `must be 'hostname:portnumber', e.g. '${example(type, settings)}'; got ${quote(value)}`,
     );
   }
-  const port = Number(m[2]);
-  if (port < 1 || port > 65535) {
-    throw new ValidationError(
-      CODES.hostportPortRange,
-      field,
-      `the port must be from 1 to 65535; got ${shorten(m[2]!, 12)} in ${quote(value)}`,
-    );
-  }
-  return { host: m[1]!, port };
+  throw new ValidationError(
+    CODES.hostportPortRange,
+    field,
+    `the port must be from 1 to 65535; got ${shorten(digits, 12)} in ${quote(value)}`,
+  );
 }
 
 /** The reserved address and the reserved domain `host:port` could stand on (ids, when they exist). */

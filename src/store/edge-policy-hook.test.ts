@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../core/errors.js';
-import { TEST_STORE_SETTINGS } from '../test-support/api.js';
-import { createTestDatabase, DATABASE_KINDS, type TestDatabase } from '../test-support/stores.js';
+import { TEST_STORE_SETTINGS } from '../../test/support/api.js';
+import {
+  createTestDatabase,
+  DATABASE_KINDS,
+  type TestDatabase,
+} from '../../test/support/stores.js';
 import { checkPolicyWellFormed } from './edge-modules.js';
 import { createRepositories, openStore, type Store } from './index.js';
 

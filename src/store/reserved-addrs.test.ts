@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { withTestStore } from '../test-support/api.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { withTestStore } from '../../test/support/api.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 describe.each(DATABASE_KINDS)('ReservedAddrRepository (%s)', (kind) => {
   const t = withTestStore(kind, {

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
-import { withTestStore } from '../test-support/api.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { withTestStore } from '../../test/support/api.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 import { normalizeDomain } from './reserved-domains.js';
 
 describe('normalizeDomain', () => {

@@ -1,8 +1,8 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { ValidationError } from '../core/errors.js';
-import { withTestStore } from '../test-support/api.js';
-import { certificateMaker } from '../test-support/certificates.js';
-import { DATABASE_KINDS } from '../test-support/stores.js';
+import { withTestStore } from '../../test/support/api.js';
+import { certificateMaker } from '../../test/support/certificates.js';
+import { DATABASE_KINDS } from '../../test/support/stores.js';
 import { certificateNameCovers } from '../core/hostname.js';
 import { parseCertificateAndKey } from './tls-certificates.js';
 

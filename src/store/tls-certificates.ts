@@ -1,9 +1,11 @@
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
+// @peculiar/x509's dependency injection (tsyringe) needs the Reflect metadata API loaded first.
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
 import type { Kysely } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { certificateNameCovers } from '../core/hostname.js';
-import { certificateFields } from '../core/x509-fields.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns, type DescribedInput } from './described.js';
 import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
@@ -123,7 +125,8 @@ export function parseCertificateAndKey(certificatePem: string, keyPem: string): 
   let commonName = '';
   let issuerName = '';
   try {
-    commonName = certificateFields(leaf.raw).subjectCommonName;
+    // The CN as stored (Node prints the subject with OpenSSL escaping); the last is the most specific.
+    commonName = new x509.X509Certificate(leaf.raw).subjectName.getField('CN').at(-1) ?? '';
     issuerName = /(?:^|\n)CN=([^\n]*)/.exec(leaf.issuer)?.[1] ?? '';
   } catch {
     throw new ValidationError(

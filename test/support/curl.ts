@@ -52,7 +52,7 @@ export async function curl(args: string[]): Promise<CurlReply> {
 }
 
 /**
- * The management API through curl, with the headers of the interface.md samples:
+ * The management API through curl, with the headers docs/api.md asks for:
  * `Authorization: Bearer <key>`, `Service-Version: 2` and, with a body, `Content-Type`.
  * @example const edge = await new CurlApi(server.url, key).post('/edges/tcp', { description: 'x' });
  */

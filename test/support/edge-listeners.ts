@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import http from 'node:http';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import { createTestDatabase, type TestDatabase } from '../../src/test-support/stores.js';
+import { createTestDatabase, type TestDatabase } from './stores.js';
 import { curl, CurlApi, type CurlReply } from './curl.js';
 import { createApiKey, freePort, startBurrowServer, type BurrowServer } from './server-process.js';
 

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { TestDatabase } from '../../src/test-support/stores.js';
+import type { TestDatabase } from './stores.js';
 
 /**
  * The real `burrow` command as a child process: what the end-to-end tests and the benchmark drive.

@@ -6,7 +6,7 @@ import {
   SAMPLE_REQUEST,
   SAMPLE_RESPONSE,
   sync,
-} from '../../test-support/policy-fixtures.js';
+} from '../../../test/support/policy-fixtures.js';
 import type { IpPolicyRule } from '../events.js';
 import type { RequestInput } from '../variables.js';
 import { parseDuration } from './rate-limit.js';

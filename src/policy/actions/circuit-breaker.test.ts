@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bindPolicy, oneRule, sync } from '../../test-support/policy-fixtures.js';
+import { bindPolicy, oneRule, sync } from '../../../test/support/policy-fixtures.js';
 
 describe('circuit-breaker', () => {
   it('opens after enough 5xx answers in the window, answers 503 while open, then closes', () => {

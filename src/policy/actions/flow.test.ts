@@ -6,7 +6,7 @@ import {
   SAMPLE_REQUEST,
   SAMPLE_RESPONSE,
   sync,
-} from '../../test-support/policy-fixtures.js';
+} from '../../../test/support/policy-fixtures.js';
 import { rewriteTarget } from './url-rewrite.js';
 
 describe('log', () => {

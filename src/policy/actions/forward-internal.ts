@@ -1,3 +1,4 @@
+import { hostOfHostPort } from '../../core/host-port.js';
 import { quote } from '../../core/quote.js';
 import type { ActionSpec } from './types.js';
 
@@ -16,7 +17,7 @@ export function internalTarget(
   if (!m) return undefined;
   const scheme = m[1]!.toLowerCase();
   const hostport = m[2]!.toLowerCase().replace(/\.$/, '');
-  const host = hostport.replace(/:\d+$/, '');
+  const host = hostOfHostPort(hostport);
   // http/https/tls internal endpoints are keyed by name alone; tcp ones by name and port.
   const key = scheme === 'tcp' ? hostport : host;
   return { scheme, key, host };

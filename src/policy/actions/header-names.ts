@@ -3,7 +3,6 @@ import { quote } from '../../core/quote.js';
 import { isHeaderName } from '../headers.js';
 import type { ConfigReader } from './config.js';
 
-
 /**
  * Check header name `name` (found at `config.<key>`) and return it lower-cased.
  * @example checkHeaderName(config, 'headers', 'X-Burrow', 'add') // 'x-burrow'

@@ -6,7 +6,7 @@ import {
   SAMPLE_REQUEST,
   SAMPLE_RESPONSE,
   sync,
-} from '../../test-support/policy-fixtures.js';
+} from '../../../test/support/policy-fixtures.js';
 import type { RequestInput, ResponseInput } from '../variables.js';
 import { chooseEncoding } from './compress-response.js';
 

@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type JWK, type KeyLike } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bindPolicy } from '../../test-support/policy-fixtures.js';
+import { bindPolicy } from '../../../test/support/policy-fixtures.js';
 import { JWKS_CACHE } from './jwt-keys.js';
 
 /**

@@ -1,6 +1,6 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { bindPolicy, oneRule } from '../../test-support/policy-fixtures.js';
+import { bindPolicy, oneRule } from '../../../test/support/policy-fixtures.js';
 import type { RequestInput } from '../variables.js';
 
 /**

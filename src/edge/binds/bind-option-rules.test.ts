@@ -1,0 +1,116 @@
+import { describe, expect, it } from 'vitest';
+import type { AgentError } from '../sessions/agent-errors.js';
+import { optionRules } from './bind-option-rules.js';
+import { mergedPolicyText } from './bind-traffic-policy.js';
+
+/** What @ngrok/ngrok 1.7.0 (ngrok-rust) sends for `.basicAuth().allowCidr().requestHeader()…`. */
+const RUST_OPTS = {
+  Domain: 'app.burrow.test',
+  BasicAuth: { credentials: [{ username: 'ops', cleartext_password: 'correct-horse' }] },
+  IPRestriction: { allow_cidrs: ['10.0.0.0/8'], deny_cidrs: ['10.9.0.0/16'] },
+  RequestHeaders: { add: ['x-env:dev'], remove: ['x-debug'] },
+  ResponseHeaders: { add: ['x-served-by:burrow'] },
+  Compression: {},
+  CircuitBreaker: { error_threshold: 0.5 },
+  UserAgentFilter: { allow: ['^curl/'], deny: ['bot'] },
+  WebhookVerification: { provider: 'github', secret: 'shh' },
+  OAuth: null,
+  OIDC: null,
+};
+
+describe('optionRules', () => {
+  it('turns each option into the action ngrok documents for it, in a fixed order', () => {
+    const rules = optionRules(RUST_OPTS, undefined, 'https')!;
+    expect(rules.on_http_request.map((r) => r.name)).toEqual([
+      'Opts.IPRestriction',
+      'Opts.UserAgentFilter',
+      'Opts.CircuitBreaker',
+      'Opts.WebhookVerification',
+      'Opts.BasicAuth',
+      'Opts.RequestHeaders',
+    ]);
+    expect(rules.on_http_request[4]!.actions[0]).toEqual({
+      type: 'basic-auth',
+      config: { credentials: ['ops:correct-horse'] },
+    });
+    expect(rules.on_http_request[0]!.actions[0]!.config).toEqual({
+      allow: ['10.0.0.0/8'],
+      deny: ['10.9.0.0/16'],
+    });
+    expect(rules.on_http_request[5]!.actions).toEqual([
+      { type: 'remove-headers', config: { headers: ['x-debug'] } },
+      { type: 'add-headers', config: { headers: { 'x-env': 'dev' } } },
+    ]);
+    expect(rules.on_http_response.map((r) => r.name)).toEqual([
+      'Opts.ResponseHeaders',
+      'Opts.Compression',
+    ]);
+    expect(rules.on_tcp_connect).toEqual([]);
+  });
+
+  it('restricts TCP and TLS endpoints at connect, with Extra.IPPolicyRef joining', () => {
+    const rules = optionRules(
+      { IPRestriction: { allow_cidrs: ['192.0.2.0/24'] } },
+      { IPPolicyRef: 'ipp_2bhsNc9X6FO3i2wzTOgIH8jAe52' },
+      'tcp',
+    )!;
+    expect(rules.on_tcp_connect[0]!.actions[0]!.config).toEqual({
+      allow: ['192.0.2.0/24'],
+      ip_policies: ['ipp_2bhsNc9X6FO3i2wzTOgIH8jAe52'],
+    });
+  });
+
+  it('gives nothing for options that are all off, as SDKs send them', () => {
+    expect(
+      optionRules(
+        { BasicAuth: null, Compression: null, IPRestriction: { allow_cidrs: [] }, Auth: '' },
+        { IPPolicyRef: '' },
+        'https',
+      ),
+    ).toBeUndefined();
+  });
+
+  it('keeps ${ in header values literal, and takes the older Auth flag', () => {
+    const rules = optionRules(
+      { Auth: 'user:longenough', RequestHeaders: { add: ['x-a:${conn.client_ip}'] } },
+      undefined,
+      'http',
+    )!;
+    expect(rules.on_http_request[1]!.actions[0]!.config).toEqual({
+      headers: { 'x-a': '$${conn.client_ip}' },
+    });
+    expect(rules.on_http_request[0]!.actions[0]!.config).toEqual({
+      credentials: ['user:longenough'],
+    });
+  });
+
+  it('refuses malformed options with the code and the option named', () => {
+    const refusal = (opts: object): AgentError => {
+      try {
+        optionRules(opts, undefined, 'https');
+      } catch (err) {
+        return err as AgentError;
+      }
+      throw new Error('expected a refusal');
+    };
+    const hashed = refusal({
+      BasicAuth: { credentials: [{ username: 'a', hashed_password: 'AAAA' }] },
+    });
+    expect(hashed.code).toBe('ERR_BURROW_UNSUPPORTED_OPTION');
+    expect(hashed.message).toMatch(/Opts\.BasicAuth.*hashed passwords/);
+    expect(refusal({ CircuitBreaker: { error_threshold: 3 } }).message).toMatch(/CircuitBreaker/);
+    expect(refusal({ RequestHeaders: { add: ['no-colon'] } }).message).toMatch(/name:value/);
+  });
+
+  it('puts the rules before the agent policy, in either of its forms', () => {
+    const rules = optionRules({ Auth: 'user:longenough' }, undefined, 'https')!;
+    const merged = JSON.parse(
+      mergedPolicyText(
+        rules,
+        '{"inbound": [{"name": "mine", "actions": [{"type": "deny"}]}]}',
+        'https',
+      ),
+    ) as Record<string, Array<{ name: string }>>;
+    expect(merged.on_http_request!.map((r) => r.name)).toEqual(['Opts.BasicAuth', 'mine']);
+  });
+});

@@ -1,0 +1,90 @@
+import { CODES } from '../../core/errors.js';
+import type { BindExtra, BindOpts } from '../../protocol/index.js';
+import { AgentError } from '../sessions/agent-errors.js';
+
+/**
+ * Bind options the edge does not enforce. Each is refused when set, never ignored: ignoring OAuth
+ * or mutual TLS would expose a service its owner believes is protected (docs/protocol.md §6.2).
+ * The others (BasicAuth, Auth, IPRestriction, Request/ResponseHeaders, Compression,
+ * CircuitBreaker, UserAgentFilter, WebhookVerification, Extra.IPPolicyRef) are enforced as policy
+ * rules: bind-option-rules.ts. Unset means absent, null, "", 0, false, or an object or list
+ * holding only such values, because SDKs send every key with an empty value when an option is off.
+ */
+const REFUSED: ReadonlyArray<[keyof BindOpts, string]> = [
+  [
+    'OAuth',
+    'OAuth needs a login flow (authorization code, session cookie) that this edge does not run yet; put jwt-validation in a traffic policy, or a login in your service',
+  ],
+  [
+    'OIDC',
+    'OpenID Connect needs a login flow (authorization code, session cookie) that this edge does not run yet; put jwt-validation in a traffic policy, or a login in your service',
+  ],
+  ['MutualTLSCA', 'mutual TLS at the edge is not enforced for agent endpoints'],
+  ['MutualTLSAtEdge', 'mutual TLS at the edge is not enforced for agent endpoints'],
+  ['TLSTermination', 'TLS endpoints are passed through to the agent, never terminated at the edge'],
+  ['ProxyProto', 'PROXY protocol headers are not sent to agents yet'],
+  ['WebsocketTCPConverter', 'this edge does not convert websockets to TCP'],
+  [
+    'HostHeaderRewrite',
+    'the edge does not know the host your agent forwards to; rewrite the Host header in your service or forwarder',
+  ],
+];
+
+/** Middleware that SDKs send as an empty object when switched on (Go: a non-nil pointer). */
+const ON_WHEN_PRESENT: ReadonlySet<keyof BindOpts> = new Set(['WebsocketTCPConverter']);
+
+/** The code of a refused option, so SDKs show one (`err.errorCode` in @ngrok/ngrok). */
+export const UNSUPPORTED_OPTION_CODE = CODES.unsupportedOption;
+
+/** The refusal of an option, with its code and the reason (a bind never ignores an option). */
+function unsupported(option: string, why: string): AgentError {
+  return new AgentError(
+    UNSUPPORTED_OPTION_CODE,
+    `The option ${option} is not supported by this server; ${why}. Remove it from the endpoint's configuration.`,
+    'unsupported_option',
+  );
+}
+
+/**
+ * Whether an option value means "switched on".
+ * @example isSet(null) // false
+ * @example isSet({ Cidrs: [] }) // false
+ * @example isSet({ Cidrs: ['10.0.0.0/8'] }) // true
+ */
+export function isSet(value: unknown): boolean {
+  if (value === null || value === undefined || value === false) return false;
+  if (typeof value === 'string') return value.trim() !== '' && value.trim() !== '0';
+  if (typeof value === 'number') return value !== 0;
+  if (Array.isArray(value)) return value.some(isSet);
+  if (typeof value === 'object') return Object.values(value).some(isSet);
+  return true;
+}
+
+/**
+ * Throw the refusal for the first option that is set but not enforced, naming it. Accepts the
+ * options a plain endpoint needs (names, addresses, LocalUrlScheme, MutualTLSAtAgent), the
+ * traffic policy (`TrafficPolicy`, `Policy`: checked by bind-traffic-policy.ts), the options
+ * bind-option-rules.ts enforces, and one binding, public or internal.
+ * @example checkBindOptions({ Domain: 'a.example.com', BasicAuth: null }, undefined) // fine
+ */
+export function checkBindOptions(opts: BindOpts | undefined, extra: BindExtra | undefined): void {
+  if (opts) {
+    for (const [key, why] of REFUSED) {
+      const value = opts[key];
+      const on = ON_WHEN_PRESENT.has(key) ? value !== null && value !== undefined : isSet(value);
+      if (on) throw unsupported(`Opts.${key}`, why);
+    }
+  }
+  if (extra) {
+    const bindings = Array.isArray(extra.Bindings) ? extra.Bindings : [];
+    const other = bindings.find(
+      (b) => typeof b !== 'string' || !['public', 'internal'].includes(b.toLowerCase()),
+    );
+    if (other !== undefined || bindings.length > 1) {
+      throw unsupported(
+        `Extra.Bindings ${JSON.stringify(other ?? bindings)}`,
+        'an endpoint has one binding, "public" or "internal"',
+      );
+    }
+  }
+}

@@ -1,0 +1,274 @@
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { compilePolicy, PolicyEventLog } from '../../policy/index.js';
+import { StreamType, call, type BindOpts } from '../../protocol/index.js';
+import {
+  connectTestAgent,
+  startTestAgentEdge,
+  type TestAgent,
+  type TestAgentEdge,
+  expectRpcError,
+} from '../../../test/support/agent-edge.js';
+import { edgeFixtures } from '../../../test/support/edge-fixtures.js';
+import { fakeTunnel } from '../../../test/support/ingress.js';
+import { DATABASE_KINDS } from '../../../test/support/stores.js';
+import { legacyPolicyText } from './bind-traffic-policy.js';
+import { EndpointPolicies, endpointInputOf } from './endpoint-policy.js';
+import { TunnelRegistry } from '../registry/tunnel-registry.js';
+
+const DENY_BOTS = `
+on_http_request:
+  - name: no bots
+    expressions: ["req.headers['user-agent'][0].contains('bot')"]
+    actions: [{type: deny}]
+`;
+
+describe.each(DATABASE_KINDS)('binds with traffic policies (%s)', (kind) => {
+  let edge: TestAgentEdge;
+  let agent: TestAgent;
+  const agents: TestAgent[] = [];
+
+  const bind = (proto: string, opts: BindOpts, id = '') =>
+    call(agent.mux, StreamType.Bind, {
+      Id: id,
+      Proto: proto,
+      ForwardsTo: 'x',
+      Opts: opts,
+      Extra: {},
+    });
+
+  beforeAll(async () => {
+    edge = await startTestAgentEdge(kind);
+  });
+  afterEach(() => {
+    for (const a of agents.splice(0)) a.close();
+  });
+  afterAll(async () => edge.close());
+  const connectAgent = async () => {
+    agent = await connectTestAgent(edge);
+    agents.push(agent);
+    await agent.auth({ AuthToken: await edge.token() });
+  };
+
+  it('accepts TrafficPolicy text and keeps the compiled runner with the tunnel', async () => {
+    await connectAgent();
+    const resp = await bind('https', { TrafficPolicy: DENY_BOTS });
+    const tunnel = edge.registry.tunnel(resp.Extra.TunnelID!)!;
+    expect(tunnel.trafficPolicy).toBe(DENY_BOTS);
+    expect(tunnel.policy).toMatchObject({
+      ownerId: tunnel.id,
+      endpoint: endpointInputOf(tunnel),
+    });
+    expect(tunnel.policy!.endpoint).toMatchObject({ protocol: 'https', port: 8443 });
+    expect(tunnel.policy!.runner.policy.has('on_http_request')).toBe(true);
+    expect((await bind('https', { TrafficPolicy: '' })).Error).toBe('');
+  });
+
+  it('accepts the older structured Policy (Go field names, base64 configs) on tcp and tls', async () => {
+    await connectAgent();
+    const config = Buffer.from(JSON.stringify({ metadata: { who: 'x' } })).toString('base64');
+    const legacy = {
+      Inbound: [
+        { Name: 'log', Expressions: null, Actions: [{ Type: 'log', Config: config }] },
+        {
+          Name: 'block',
+          Expressions: ["conn.ClientIP == '192.0.2.0'"],
+          Actions: [{ Type: 'deny' }],
+        },
+      ],
+      Outbound: null,
+    };
+    for (const proto of ['tcp', 'tls']) {
+      const resp = await bind(proto, { Policy: legacy });
+      const tunnel = edge.registry.tunnel(resp.Extra.TunnelID!)!;
+      expect(JSON.parse(tunnel.trafficPolicy!)).toEqual({
+        inbound: [
+          { name: 'log', actions: [{ type: 'log', config: { metadata: { who: 'x' } } }] },
+          {
+            name: 'block',
+            expressions: ["conn.ClientIP == '192.0.2.0'"],
+            actions: [{ type: 'deny' }],
+          },
+        ],
+      });
+      expect(tunnel.policy!.runner.policy.has('on_tcp_connect')).toBe(true);
+    }
+  });
+
+  it('refuses a policy that cannot run with its code and message, creating nothing', async () => {
+    await connectAgent();
+    const before = edge.registry.listTunnels().length;
+    const cases: [string, BindOpts, string, RegExp][] = [
+      [
+        'https',
+        { TrafficPolicy: 'on_http_request: [{actions: [{type: deny}]' },
+        'ERR_NGROK_2236',
+        /TrafficPolicy/,
+      ],
+      [
+        'https',
+        {
+          TrafficPolicy: `on_http_request: [{expressions: ["req.nope == 1"], actions: [{type: deny}]}]`,
+        },
+        'ERR_NGROK_2200',
+        /on_http_request\[0\]|rule 0/,
+      ],
+      [
+        'http',
+        { TrafficPolicy: 'on_http_request: [{actions: [{type: teleport}]}]' },
+        'ERR_NGROK_2201',
+        /teleport/,
+      ],
+      [
+        'tcp',
+        { TrafficPolicy: 'on_http_request: [{actions: [{type: deny}]}]' },
+        'ERR_NGROK_2230',
+        /tcp/,
+      ],
+      [
+        'tls',
+        { Policy: { Inbound: [{ Actions: [{ Type: 'add-headers' }] }] } },
+        'ERR_NGROK_2205',
+        /Policy/,
+      ],
+      [
+        'tcp',
+        {
+          TrafficPolicy:
+            'on_tcp_connect: [{actions: [{type: restrict-ips, config: {ip_policies: [ipp_nope]}}]}]',
+        },
+        'ERR_NGROK_2204',
+        /ipp_nope/,
+      ],
+      [
+        'https',
+        { TrafficPolicy: DENY_BOTS, Policy: { Inbound: [{ Actions: [{ Type: 'deny' }] }] } },
+        'ERR_NGROK_801',
+        /both/,
+      ],
+    ];
+    for (const [proto, opts, code, message] of cases) {
+      const err = await expectRpcError(bind(proto, opts));
+      expect([proto, err.errorCode]).toEqual([proto, code]);
+      expect(err.message).toMatch(message);
+    }
+    expect(edge.registry.listTunnels()).toHaveLength(before);
+    const ipp = await edgeFixtures(edge.store).ipPolicy();
+    const ok = await bind('tcp', {
+      TrafficPolicy: `on_tcp_connect: [{actions: [{type: restrict-ips, config: {ip_policies: [${ipp}]}}]}]`,
+    });
+    expect(ok.Error).toBe('');
+  });
+
+  it('changes a live policy with PatchTunnelState, keeping its owner; labeled tunnels take none', async () => {
+    await connectAgent();
+    const resp = await bind('https', { TrafficPolicy: DENY_BOTS }, 'patched');
+    const tunnel = edge.registry.tunnel(resp.Extra.TunnelID!)!;
+    const before = tunnel.policy!;
+    const next =
+      'on_http_response: [{actions: [{type: add-headers, config: {headers: {x-v: "2"}}}]}]';
+    await call(agent.mux, StreamType.PatchTunnelState, {
+      TunnelId: 'patched',
+      TrafficPolicy: next,
+    });
+    expect(tunnel.trafficPolicy).toBe(next);
+    expect(tunnel.policy!.runner).not.toBe(before.runner);
+    expect(tunnel.policy!.ownerId).toBe(before.ownerId);
+    expect(tunnel.policy!.runner.policy.has('on_http_response')).toBe(true);
+    await call(agent.mux, StreamType.PatchTunnelState, { TunnelId: 'patched', TrafficPolicy: '' });
+    expect(tunnel.trafficPolicy).toBe(next);
+
+    const labeled = await call(agent.mux, StreamType.StartTunnelWithLabel, {
+      Labels: { edge: 'e' },
+    });
+    expect(edge.registry.tunnel(labeled.Id)!.policy).toBeUndefined();
+    const err = await expectRpcError(
+      call(agent.mux, StreamType.PatchTunnelState, {
+        TunnelId: labeled.Id,
+        TrafficPolicy: DENY_BOTS,
+      }),
+    );
+    expect(err.errorCode).toBe('ERR_NGROK_801');
+  });
+
+  it('hands the runner (rate-limit state, events) to the same bind’s next tunnel', async () => {
+    await connectAgent();
+    const first = await bind('https', { TrafficPolicy: DENY_BOTS }, 'again');
+    const runner = edge.registry.tunnel(first.Extra.TunnelID!)!.policy!.runner;
+    await call(agent.mux, StreamType.Unbind, { Id: 'again' });
+    const second = await bind('https', { TrafficPolicy: DENY_BOTS }, 'again');
+    const tunnel = edge.registry.tunnel(second.Extra.TunnelID!)!;
+    expect(tunnel.id).not.toBe(first.Extra.TunnelID);
+    expect(tunnel.policy!.runner).toBe(runner);
+    expect(tunnel.policy!.ownerId).toBe(first.Extra.TunnelID);
+  });
+});
+
+describe('EndpointPolicies', () => {
+  const POLICY = 'on_tcp_connect: [{actions: [{type: log}]}]';
+  const compiled = (text: string) => ({ text, policy: compilePolicy(text, { protocol: 'tcp' }) });
+
+  function setup(retainMs = 60_000) {
+    const registry = new TunnelRegistry();
+    const events = new PolicyEventLog();
+    const policies = new EndpointPolicies({ registry, events, retainMs });
+    const online = (bindId: string, credentialId: string, text: string | undefined) => {
+      const tunnel = { ...fakeTunnel({ proto: 'tcp', port: 20001 }), bindId };
+      registry.addTunnel(tunnel);
+      policies.attach(tunnel, text === undefined ? undefined : compiled(text), credentialId);
+      return tunnel;
+    };
+    const record = (ownerId: string) =>
+      events.record({
+        timestamp: '',
+        owner_id: ownerId,
+        phase: 'on_tcp_connect',
+        rule: { index: 0, name: null },
+        action: null,
+        outcome: 'log',
+        message: 'm',
+        client_ip: '',
+        metadata: null,
+      });
+    return { registry, events, policies, online, record };
+  }
+
+  it('keeps the owner across tunnels of one bind: same runner for the same text, a fresh one otherwise', () => {
+    const { registry, policies, online } = setup();
+    const a = online('b1', 'cr_1', POLICY);
+    registry.removeTunnel(a.id);
+    const b = online('b1', 'cr_1', POLICY);
+    expect(b.policy!.runner).toBe(a.policy!.runner);
+    registry.removeTunnel(b.id);
+    const c = online('b1', 'cr_1', `${POLICY}\n`);
+    expect(c.policy!.runner).not.toBe(a.policy!.runner);
+    expect(c.policy!.ownerId).toBe(a.id);
+    registry.removeTunnel(c.id);
+    const other = online('b1', 'cr_2', POLICY);
+    expect(other.policy!.ownerId).toBe(other.id);
+    policies.close();
+  });
+
+  it('forgets the events of a bind gone for longer than retainMs, or re-bound without a policy', async () => {
+    const { registry, events, policies, online, record } = setup(20);
+    const a = online('b1', 'cr_1', POLICY);
+    record(a.id);
+    registry.removeTunnel(a.id);
+    expect(events.eventsFor(a.id)).toHaveLength(1);
+    await new Promise((resolve) => setTimeout(resolve, 60));
+    expect(events.eventsFor(a.id)).toHaveLength(0);
+
+    const b = online('b2', 'cr_1', POLICY);
+    record(b.id);
+    registry.removeTunnel(b.id);
+    const bare = online('b2', 'cr_1', undefined);
+    expect(bare.policy).toBeUndefined();
+    expect(events.eventsFor(b.id)).toHaveLength(0);
+    policies.close();
+  });
+
+  it('turns a legacy object into policy text', () => {
+    expect(
+      legacyPolicyText({ Inbound: [{ Name: 'r', Actions: [{ Type: 'deny', Config: '{}' }] }] }),
+    ).toBe('{"inbound":[{"name":"r","actions":[{"type":"deny","config":{}}]}]}');
+  });
+});

@@ -1,0 +1,81 @@
+import { once } from 'node:events';
+import net from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { RpcError } from '../../protocol/index.js';
+import { connectTestAgent, startTestAgentEdge } from '../../../test/support/agent-edge.js';
+import { clientKey, gateConnections, RefusalLog } from './connection-gate.js';
+import { EdgeMetrics } from '../metrics/metrics.js';
+
+describe('listener limits', () => {
+  const servers: net.Server[] = [];
+  afterAll(() => servers.forEach((s) => s.close()));
+
+  it('closes connections over the per-IP cap at once, counts and logs them once a minute, keeps the rest', async () => {
+    const metrics = new EdgeMetrics();
+    const warnings: unknown[] = [];
+    const logger = { warn: (o: unknown) => warnings.push(o) } as unknown as ConstructorParameters<
+      typeof RefusalLog
+    >[0];
+    const server = net.createServer((s) => s.write('hi'));
+    servers.push(server);
+    gateConnections(
+      server,
+      { name: 'ingress', maxTotal: 100, maxPerIp: 2 },
+      new RefusalLog(logger, metrics),
+    );
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const port = (server.address() as net.AddressInfo).port;
+    const open = async () => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      const first = await Promise.race([
+        once(socket, 'data').then(() => 'served'),
+        once(socket, 'close').then(() => 'closed'),
+      ]);
+      return { socket, first };
+    };
+    const a = await open();
+    const b = await open();
+    const c = await open();
+    const d = await open();
+    expect([a.first, b.first, c.first, d.first]).toEqual(['served', 'served', 'closed', 'closed']);
+    expect(metrics.limitRefusals.with({ limit: 'ingress_connections_per_ip' }).value).toBe(2);
+    expect(warnings).toHaveLength(1);
+    a.socket.destroy();
+    await new Promise((r) => setTimeout(r, 50));
+    expect((await open()).first).toBe('served');
+    for (const x of [b, c, d]) x.socket.destroy();
+  });
+
+  it('refuses Auth beyond the sessions a credential may hold, with ERR_NGROK_108', async () => {
+    const edge = await startTestAgentEdge('sqlite', { limits: { maxSessionsPerCredential: 1 } });
+    try {
+      const token = await edge.token();
+      const first = await connectTestAgent(edge);
+      await first.auth({ AuthToken: token });
+      const second = await connectTestAgent(edge);
+      const err = await second.auth({ AuthToken: token }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RpcError);
+      expect((err as RpcError).errorCode).toBe('ERR_NGROK_108');
+      expect(
+        edge.metrics.limitRefusals.with({ limit: 'agent_sessions_per_credential' }).value,
+      ).toBe(1);
+      first.close();
+      second.close();
+    } finally {
+      await edge.close();
+    }
+  });
+});
+
+describe('clientKey', () => {
+  it('counts IPv4 addresses each on their own and IPv6 ones by /64', () => {
+    expect(clientKey('192.0.2.7')).toBe('192.0.2.7');
+    expect(clientKey('::ffff:192.0.2.7')).toBe('192.0.2.7');
+    expect(clientKey('2001:db8:1:2:aaaa::1')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('2001:0db8:0001:0002:ffff:ffff:ffff:ffff')).toBe('2001:db8:1:2::/64');
+    expect(clientKey('2001:db8::1')).toBe('2001:db8:0:0::/64');
+    expect(clientKey('::1')).toBe('0:0:0:0::/64');
+  });
+});

@@ -1,0 +1,159 @@
+/**
+ * The pages the ingress answers with itself, when a request cannot reach a tunnel. Browsers get
+ * HTML, everything else plain text; both carry a `Burrow-Error-Code` header for scripts.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { CODES } from '../../core/errors.js';
+
+/** Header naming why the ingress, not the upstream, answered. */
+export const ERROR_CODE_HEADER = 'Burrow-Error-Code';
+
+/** The ingress's own error answers. */
+export const INGRESS_ERRORS = {
+  /** No online tunnel serves the requested name. */
+  tunnelNotFound: { status: 404, code: CODES.tunnelNotFound, title: 'Tunnel not found' },
+  /** The tunnel exists but its agent or the service behind it could not be reached. */
+  tunnelUnreachable: { status: 502, code: CODES.tunnelUnreachable, title: 'Bad gateway' },
+  /** The Host names another endpoint than the TLS connection's SNI (sni-host-match.ts). */
+  misdirected: {
+    status: 421,
+    code: CODES.misdirectedRequest,
+    title: 'Misdirected Request',
+  },
+  /** A cloud endpoint's traffic policy neither answered nor forwarded the request. */
+  cloudUnanswered: {
+    status: 502,
+    code: CODES.cloudEndpointUnhandled,
+    title: 'Not handled by the endpoint',
+  },
+  /** forward-internal named an internal endpoint that is not online, or an invalid one. */
+  internalOffline: {
+    status: 502,
+    code: CODES.internalEndpointOffline,
+    title: 'Internal endpoint offline',
+  },
+  /** forward-internal went in a loop, or over the hop limit. */
+  forwardLoop: { status: 508, code: CODES.forwardLoop, title: 'Loop Detected' },
+  /** More header fields than `--max-header-count` allows. */
+  tooManyHeaders: {
+    status: 431,
+    code: CODES.tooManyHeaders,
+    title: 'Request Header Fields Too Large',
+  },
+  /** The request named no host at all. */
+  missingHost: { status: 400, code: CODES.missingHost, title: 'Missing Host header' },
+  /** A plain HTTP request arrived on the HTTPS port. */
+  plainHttpOnHttpsPort: {
+    status: 400,
+    code: CODES.plainHttpOnHttpsPort,
+    title: 'Plain HTTP sent to the HTTPS port',
+  },
+} as const;
+
+export type IngressError = (typeof INGRESS_ERRORS)[keyof typeof INGRESS_ERRORS];
+
+const HTML_ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+};
+
+/** Host headers and error messages come from the network: never let them become markup. */
+function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
+}
+
+/** True when the client says it wants HTML (browsers do; curl and libraries do not). */
+function wantsHtml(accept: string | undefined): boolean {
+  return accept !== undefined && accept.includes('text/html');
+}
+
+/**
+ * The body of an error page, as HTML or plain text.
+ * @example errorPageBody(INGRESS_ERRORS.tunnelNotFound, 'No tunnel is online for x.example.com.', false)
+ */
+export function errorPageBody(error: IngressError, message: string, html: boolean): string {
+  if (!html) return `${error.status} ${error.title}\n\n${message}\n\n${error.code}\n`;
+  return (
+    '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">' +
+    '<meta name="viewport" content="width=device-width, initial-scale=1">' +
+    `<title>${error.status} ${error.title}</title>` +
+    '<style>body{font-family:system-ui,sans-serif;max-width:40rem;margin:4rem auto;padding:0 1rem;' +
+    'color:#222}h1{font-size:1.5rem}code{background:#f2f2f2;padding:0 .25rem}' +
+    '.code{color:#777;font-size:.85rem}</style></head><body>' +
+    `<h1>${error.title}</h1><p>${escapeHtml(message)}</p>` +
+    `<p class="code">${error.code}</p></body></html>\n`
+  );
+}
+
+/**
+ * The message of an error page for `host`.
+ * @example errorMessage(INGRESS_ERRORS.tunnelNotFound, 'app.example.com')
+ */
+export function errorMessage(error: IngressError, host: string, detail?: string): string {
+  switch (error.code) {
+    case INGRESS_ERRORS.tunnelNotFound.code:
+      return `No tunnel is online for ${host}. Start the agent that serves it, or check the name.`;
+    case INGRESS_ERRORS.tunnelUnreachable.code:
+      return (
+        `The tunnel for ${host} is online, but the connection through it failed` +
+        `${detail ? ` (${detail})` : ''}. Check that the agent and the service it forwards to ` +
+        'are running.'
+      );
+    case INGRESS_ERRORS.misdirected.code:
+      return `This TLS connection was made for another name than ${host}. Open a new connection to ${host} (its name in the TLS SNI).`;
+    case INGRESS_ERRORS.cloudUnanswered.code:
+      return `The cloud endpoint ${host} has no agent behind it, and its traffic policy neither answered this request nor forwarded it (add a custom-response, redirect or forward-internal rule that matches it).`;
+    case INGRESS_ERRORS.internalOffline.code:
+    case INGRESS_ERRORS.forwardLoop.code:
+      return detail ?? `The request for ${host} could not be forwarded.`;
+    case INGRESS_ERRORS.plainHttpOnHttpsPort.code:
+      return 'This port speaks HTTPS (TLS). Use an https:// URL, or the HTTP port for http://.';
+    case INGRESS_ERRORS.tooManyHeaders.code:
+      return `The request has more header fields than the ${detail ?? ''} this server accepts (--max-header-count). Send fewer.`;
+    case INGRESS_ERRORS.missingHost.code:
+      return 'The request has no Host header, so it cannot be routed to a tunnel.';
+  }
+}
+
+/**
+ * Answer `req` with an ingress error page (HTML for browsers, text otherwise). The connection
+ * stays usable unless the request body is still arriving.
+ * @example sendErrorPage(req, res, INGRESS_ERRORS.tunnelNotFound, 'app.example.com');
+ */
+export function sendErrorPage(
+  req: IncomingMessage,
+  res: ServerResponse,
+  error: IngressError,
+  host: string,
+  detail?: string,
+): void {
+  const html = wantsHtml(req.headers.accept);
+  const body = errorPageBody(error, errorMessage(error, host, detail), html);
+  res.writeHead(error.status, {
+    'Content-Type': html ? 'text/html; charset=utf-8' : 'text/plain; charset=utf-8',
+    'Content-Length': Buffer.byteLength(body),
+    'Cache-Control': 'no-store',
+    [ERROR_CODE_HEADER]: error.code,
+  });
+  res.end(req.method === 'HEAD' ? undefined : body);
+}
+
+/**
+ * A complete raw HTTP/1.1 error response, for sockets no longer owned by the HTTP server
+ * (upgrades) or that never were (plain HTTP on the HTTPS port). Ends with `Connection: close`.
+ * @example socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelUnreachable, 'app.example.com'));
+ */
+export function rawErrorResponse(error: IngressError, host: string, detail?: string): string {
+  const body = errorPageBody(error, errorMessage(error, host, detail), false);
+  return (
+    `HTTP/1.1 ${error.status} ${error.title}\r\n` +
+    'Content-Type: text/plain; charset=utf-8\r\n' +
+    `Content-Length: ${Buffer.byteLength(body)}\r\n` +
+    `${ERROR_CODE_HEADER}: ${error.code}\r\n` +
+    'Connection: close\r\n\r\n' +
+    body
+  );
+}

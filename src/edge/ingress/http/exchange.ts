@@ -1,0 +1,141 @@
+/**
+ * What the lean relay knows of one request and its response while they pass, and the bytes it
+ * writes for them: the request head as the agent gets it, the response head as the client gets
+ * it.
+ */
+import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
+import type { ConnectionState } from './http-connections.js';
+import { forwardedHeaders } from './http-forwarding.js';
+import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
+import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
+import { HeadScanner } from './head-syntax.js';
+import type { RequestHead } from './request-head.js';
+import type { ResponseFraming, ResponseHead } from './response-head.js';
+
+/** Told when an exchange ends, for the traffic inspector: the status and response headers. */
+export type ExchangeDone = (status: number, headers: readonly string[]) => void;
+
+/** The traffic inspector's hook into the lean relay. */
+export interface ExchangeTap {
+  /**
+   * True when the inspector captures bodies for `host`; such requests take the full HTTP path,
+   * which can copy them.
+   */
+  captures(host: string): boolean;
+  /** Record the start of an exchange; the returned function is called when it ends. */
+  begin(start: {
+    host: string;
+    tunnel: OnlineTunnel;
+    scheme: 'http' | 'https';
+    head: RequestHead;
+    clientIp: string;
+  }): ExchangeDone;
+}
+
+/** A body that ends when the agent ends the stream. */
+class CloseFramer implements BodyFramer {
+  done = false;
+  take(buf: Buffer, start: number): number {
+    return buf.length - start;
+  }
+}
+
+/**
+ * The framer for a request body, or undefined when it has none.
+ * @example requestFramer(head)?.take(buf, 0)
+ */
+export function requestFramer(head: RequestHead): BodyFramer | undefined {
+  if (head.chunked) return new ChunkedFramer();
+  return head.contentLength ? new LengthFramer(head.contentLength) : undefined;
+}
+
+/**
+ * The framer for a response body.
+ * @example responseFramer({ kind: 'length', length: 12 })
+ */
+export function responseFramer(framing: ResponseFraming): BodyFramer {
+  switch (framing.kind) {
+    case 'none':
+      return new LengthFramer(0);
+    case 'length':
+      return new LengthFramer(framing.length);
+    case 'chunked':
+      return new ChunkedFramer();
+    case 'close':
+      return new CloseFramer();
+  }
+}
+
+/** One request on a public connection, from its head to the end of its response. */
+export class Exchange {
+  readonly started = performance.now();
+  sentAt = 0;
+  upstreamAt = 0;
+  /** The request body's framer while it is relayed; undefined once done (or none). */
+  requestBody: BodyFramer | undefined;
+  response: ResponseHead | undefined;
+  responseBody: BodyFramer | undefined;
+  /** Response bytes read so far while its head is incomplete. */
+  pendingHead: Buffer | undefined;
+  readonly responseScanner = new HeadScanner();
+  /** Bytes were written to the public client for this exchange. */
+  answered = false;
+  /** The stream carried an earlier exchange (a failure may be a stale stream, worth one retry). */
+  reused = false;
+  retried = false;
+  /** The response head said `Connection: close` to the client. */
+  closing = false;
+  /** The stream cannot carry another exchange (the agent sent more than the response). */
+  spoiled = false;
+
+  constructor(
+    readonly head: RequestHead,
+    readonly tunnel: OnlineTunnel,
+    readonly meter: EndpointMeter,
+    readonly state: ConnectionState | undefined,
+    readonly done: ExchangeDone | undefined,
+  ) {
+    this.requestBody = requestFramer(head);
+  }
+
+  /** Whether the whole request has been sent. */
+  get requestSent(): boolean {
+    return this.requestBody === undefined || this.requestBody.done;
+  }
+
+  /** Whether the whole response has been relayed. */
+  get responded(): boolean {
+    return this.responseBody !== undefined && this.responseBody.done;
+  }
+}
+
+/**
+ * The request head the agent gets: the client's request line and headers, hop-by-hop headers
+ * dropped and `X-Forwarded-*` set (one rule for both HTTP paths, http-forwarding.ts).
+ * @example stream.write(agentRequestHead(head, 'https', '203.0.113.7'), 'latin1')
+ */
+export function agentRequestHead(
+  head: RequestHead,
+  proto: 'http' | 'https',
+  clientIp: string,
+): string {
+  const headers = forwardedHeaders(
+    head.raw,
+    { host: head.host, connection: head.connection, chunked: head.chunked },
+    { proto, clientIp },
+  );
+  let text = `${head.method} ${head.target} HTTP/1.1\r\n`;
+  for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
+  return text + '\r\n';
+}
+
+/**
+ * The response head the public client gets; `close` adds `Connection: close`.
+ * @example socket.write(clientResponseHead(response, false), 'latin1')
+ */
+export function clientResponseHead(response: ResponseHead, close: boolean): string {
+  let text = `HTTP/1.1 ${response.status} ${response.reason}\r\n`;
+  const raw = response.raw;
+  for (let i = 0; i < raw.length; i += 2) text += `${raw[i]}: ${raw[i + 1]}\r\n`;
+  return text + (close ? 'Connection: close\r\n\r\n' : '\r\n');
+}

@@ -1,0 +1,83 @@
+/**
+ * forward-internal on the HTTP ingress: the request a policy handed to an internal endpoint goes
+ * on, in this process, as that policy left it (headers, target, a body read whole); a loop, a
+ * chain over the hop limit or an offline target is answered with its error page at once.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { INGRESS_ERRORS, sendErrorPage } from '../error-pages.js';
+import type { HttpPolicyFlow } from './http-policy.js';
+import {
+  chainName,
+  refusalText,
+  resolveInternal,
+  type ForwardRefusal,
+} from '../../registry/internal-routing.js';
+import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
+
+/** Bodies read whole by the policy of an endpoint a request was forwarded from. */
+const carriedBodies = new WeakMap<IncomingMessage, Buffer>();
+
+/**
+ * The body an earlier endpoint's policy read whole, to send upstream instead of the spent stream.
+ * @example const body = flow?.body ?? carriedBody(req);
+ */
+export function carriedBody(req: IncomingMessage): Buffer | undefined {
+  return carriedBodies.get(req);
+}
+
+/** `req.headers` for a changed raw header list (names lowercased; repeated values joined). */
+function headersOf(raw: string[]): IncomingMessage['headers'] {
+  const out: Record<string, string | string[]> = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    const prev = out[name];
+    if (prev === undefined) out[name] = name === 'set-cookie' ? [value] : value;
+    else if (Array.isArray(prev)) prev.push(value);
+    else out[name] = `${prev}, ${value}`;
+  }
+  return out;
+}
+
+function servesHttp(tunnel: OnlineTunnel): boolean {
+  return tunnel.proto === 'http' || tunnel.proto === 'https';
+}
+
+/**
+ * Follow `flow.forwardInternal` from `tunnel`: the internal endpoint to serve the request next
+ * (the request already changed as the policy left it), `'answered'` after an error page, or
+ * undefined when `on_error: continue` lets `tunnel` itself go on.
+ * @example const next = followForward(registry, req, res, tunnel, [], flow);
+ */
+export function followForward(
+  registry: Pick<TunnelRegistry, 'internal'>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  tunnel: OnlineTunnel,
+  chain: readonly string[],
+  flow: HttpPolicyFlow,
+): { next: OnlineTunnel; chain: string[] } | 'answered' | undefined {
+  const forward = flow.forwardInternal;
+  if (!forward) return undefined;
+  const resolved = resolveInternal(registry, forward.url, chain, tunnel);
+  if ('next' in resolved && servesHttp(resolved.next)) {
+    const raw = flow.requestHeaders(req.rawHeaders);
+    req.rawHeaders = raw;
+    req.headers = headersOf(raw);
+    if (flow.body) carriedBodies.set(req, flow.body);
+    return resolved;
+  }
+  const refusal: ForwardRefusal =
+    'next' in resolved ? { kind: 'invalid', url: chainName(resolved.next) } : resolved;
+  // A cloud endpoint has nothing of its own to fall back to.
+  if (refusal.kind === 'offline' && forward.onError === 'continue' && !tunnel.cloud) {
+    return undefined;
+  }
+  if (!req.complete) req.resume();
+  const error =
+    refusal.kind === 'offline' || refusal.kind === 'invalid'
+      ? INGRESS_ERRORS.internalOffline
+      : INGRESS_ERRORS.forwardLoop;
+  sendErrorPage(req, res, error, req.headers.host ?? '', refusalText(refusal));
+  return 'answered';
+}

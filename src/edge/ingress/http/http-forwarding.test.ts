@@ -1,0 +1,165 @@
+import type { IncomingMessage } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import {
+  forwardRequestHeaders,
+  forwardResponseHeaders,
+  requestHasBody,
+  requestHead,
+  routingHost,
+} from './http-forwarding.js';
+import { clientAddr, clientIp, parseListenAddress } from '../proxy.js';
+
+/** An IncomingMessage as far as the forwarding functions look at it. */
+function message(rawHeaders: string[], extra: Partial<IncomingMessage> = {}): IncomingMessage {
+  const headers: Record<string, string> = {};
+  for (let i = 0; i < rawHeaders.length; i += 2) {
+    const name = rawHeaders[i]!.toLowerCase();
+    headers[name] = headers[name] ? `${headers[name]}, ${rawHeaders[i + 1]}` : rawHeaders[i + 1]!;
+  }
+  return { rawHeaders, headers, ...extra } as unknown as IncomingMessage;
+}
+
+describe('routingHost', () => {
+  it.each([
+    ['App.Example.COM', 'app.example.com'],
+    ['app.example.com:8080', 'app.example.com'],
+    ['app.example.com.', 'app.example.com'],
+    ['[::1]:8080', '[::1]'],
+    ['', undefined],
+    [undefined, undefined],
+    ['[::1', undefined],
+  ])('%s -> %s', (host, expected) => {
+    expect(routingHost(host)).toBe(expected);
+  });
+});
+
+describe('forwardRequestHeaders', () => {
+  it('keeps end-to-end headers in order and case, replaces X-Forwarded-Proto/Host, appends X-Forwarded-For', () => {
+    const req = message([
+      'Host',
+      'app.example.com',
+      'X-Forwarded-For',
+      '198.51.100.1',
+      'x-forwarded-for',
+      '198.51.100.2',
+      'X-Forwarded-Proto',
+      'https',
+      'X-Forwarded-Host',
+      'evil.example.com',
+      'Cookie',
+      'a=1',
+      'Connection',
+      'keep-alive, X-Private',
+      'X-Private',
+      'secret',
+      'Keep-Alive',
+      'timeout=5',
+      'Proxy-Connection',
+      'keep-alive',
+      'TE',
+      'trailers',
+      'Upgrade',
+      'h2c',
+    ]);
+    expect(forwardRequestHeaders(req, { proto: 'http', clientIp: '203.0.113.9' })).toEqual([
+      'Host',
+      'app.example.com',
+      'Cookie',
+      'a=1',
+      'TE',
+      'trailers',
+      'X-Forwarded-For',
+      '198.51.100.1, 198.51.100.2, 203.0.113.9',
+      'X-Forwarded-Host',
+      'app.example.com',
+      'X-Forwarded-Proto',
+      'http',
+      'Connection',
+      'keep-alive',
+    ]);
+  });
+
+  it('re-chunks a chunked body and keeps Upgrade for upgrades', () => {
+    const chunked = message(['Host', 'a.example.com', 'Transfer-Encoding', 'chunked']);
+    expect(forwardRequestHeaders(chunked, { proto: 'https', clientIp: '::1' }).slice(-4)).toEqual([
+      'Connection',
+      'keep-alive',
+      'Transfer-Encoding',
+      'chunked',
+    ]);
+    const upgrade = message([
+      'Host',
+      'a.example.com',
+      'Connection',
+      'Upgrade',
+      'Upgrade',
+      'websocket',
+    ]);
+    const headers = forwardRequestHeaders(upgrade, {
+      proto: 'http',
+      clientIp: '::1',
+      upgrade: true,
+    });
+    expect(headers).toContain('websocket');
+    expect(headers.slice(-2)).toEqual(['Connection', 'Upgrade']);
+    expect(requestHead(message([], { method: 'GET', url: '/ws' }), ['Upgrade', 'websocket'])).toBe(
+      'GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n',
+    );
+  });
+
+  it('knows which requests carry a body', () => {
+    expect(requestHasBody(message(['Content-Length', '0']))).toBe(false);
+    expect(requestHasBody(message([]))).toBe(false);
+    expect(requestHasBody(message(['Content-Length', '12']))).toBe(true);
+    expect(requestHasBody(message(['Transfer-Encoding', 'chunked']))).toBe(true);
+  });
+});
+
+describe('forwardResponseHeaders', () => {
+  it('drops hop-by-hop headers and those the Connection header names', () => {
+    const res = message([
+      'Content-Type',
+      'text/plain',
+      'Set-Cookie',
+      'a=1',
+      'Set-Cookie',
+      'b=2',
+      'Connection',
+      'close, X-Internal',
+      'X-Internal',
+      '1',
+      'Transfer-Encoding',
+      'chunked',
+      'Trailer',
+      'Server-Timing',
+    ]);
+    expect(forwardResponseHeaders(res)).toEqual([
+      'Content-Type',
+      'text/plain',
+      'Set-Cookie',
+      'a=1',
+      'Set-Cookie',
+      'b=2',
+      'Trailer',
+      'Server-Timing',
+    ]);
+  });
+});
+
+describe('addresses', () => {
+  it('formats client addresses the way the ProxyHeader carries them', () => {
+    expect(clientIp({ remoteAddress: '::ffff:203.0.113.7' })).toBe('203.0.113.7');
+    expect(clientAddr({ remoteAddress: '203.0.113.7', remotePort: 4567 })).toBe('203.0.113.7:4567');
+    expect(clientAddr({ remoteAddress: '2001:db8::1', remotePort: 4567 })).toBe(
+      '[2001:db8::1]:4567',
+    );
+  });
+
+  it('parses listen addresses, port 0 included', () => {
+    expect(parseListenAddress('127.0.0.1:0')).toEqual({ host: '127.0.0.1', port: 0 });
+    expect(parseListenAddress('[::1]:8443')).toEqual({ host: '::1', port: 8443 });
+    expect(parseListenAddress(':8080')).toEqual({ host: '', port: 8080 });
+    expect(() => parseListenAddress('localhost')).toThrow(/host:port/);
+    expect(() => parseListenAddress('localhost:70000')).toThrow(/host:port/);
+  });
+});

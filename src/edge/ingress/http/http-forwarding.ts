@@ -1,0 +1,164 @@
+/**
+ * What an HTTP request and response look like on the other side of the ingress: hop-by-hop headers
+ * dropped, `X-Forwarded-*` set, everything else passed on with its original case and order.
+ */
+import type { IncomingMessage } from 'node:http';
+import { HOP_BY_HOP_HEADERS as HOP_BY_HOP } from '../../../core/http-framing.js';
+
+/** Set by the ingress from what it saw; values sent by clients are replaced. */
+const REPLACED = new Set(['x-forwarded-proto', 'x-forwarded-host']);
+
+/**
+ * The routing name of a Host header: lowercase, no port, no trailing dot; IPv6 literals keep
+ * their brackets. Undefined when there is no usable name.
+ * @example routingHost('App.Example.com:8080') // 'app.example.com'
+ */
+export function routingHost(host: string | undefined): string | undefined {
+  if (!host) return undefined;
+  let name = host.toLowerCase();
+  if (name.startsWith('[')) {
+    const end = name.indexOf(']');
+    return end > 0 ? name.slice(0, end + 1) : undefined;
+  }
+  const colon = name.indexOf(':');
+  if (colon >= 0) name = name.slice(0, colon);
+  if (name.endsWith('.')) name = name.slice(0, -1);
+  return name === '' ? undefined : name;
+}
+
+/** Extra header names a `Connection` header declares hop-by-hop (`Connection: close, X-Foo`). */
+function connectionListed(connection: string | undefined): Set<string> | undefined {
+  if (!connection || !connection.includes(',')) {
+    const only = connection?.trim().toLowerCase();
+    return only && !HOP_BY_HOP.has(only) && only !== 'close' ? new Set([only]) : undefined;
+  }
+  const names = new Set<string>();
+  for (const token of connection.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (name && name !== 'close' && !HOP_BY_HOP.has(name)) names.add(name);
+  }
+  return names.size > 0 ? names : undefined;
+}
+
+export interface ForwardedRequest {
+  /** Public protocol the client used. */
+  proto: 'http' | 'https';
+  /** The client's IP, appended to X-Forwarded-For. */
+  clientIp: string;
+  /** Keep `Upgrade` and send `Connection: Upgrade` (WebSocket and friends). */
+  upgrade?: boolean;
+}
+
+/** What {@link forwardedHeaders} reads of a request besides its raw headers. */
+export interface RequestFraming {
+  /** The Host header. */
+  host: string | undefined;
+  /** The Connection header, for the names it declares hop-by-hop. */
+  connection: string | undefined;
+  /** The body is sent chunked (as received, or re-chunked by Node). */
+  chunked: boolean;
+}
+
+/**
+ * The raw header list (`[name, value, name, value, ...]`) to send upstream for `req`.
+ * @example http.request({ headers: forwardRequestHeaders(req, { proto: 'https', clientIp }) })
+ */
+export function forwardRequestHeaders(req: IncomingMessage, options: ForwardedRequest): string[] {
+  const connection = req.headers.connection;
+  return forwardedHeaders(
+    req.rawHeaders,
+    {
+      host: req.headers.host,
+      connection: Array.isArray(connection) ? connection.join(', ') : connection,
+      chunked: req.headers['transfer-encoding'] !== undefined,
+    },
+    options,
+  );
+}
+
+/**
+ * The headers to send upstream for a request with `raw` headers: hop-by-hop ones dropped,
+ * `X-Forwarded-For` appended to, `X-Forwarded-Host` and `-Proto` set from what the edge saw.
+ * @example forwardedHeaders(['Host', 'a'], { host: 'a', connection: undefined, chunked: false }, { proto: 'http', clientIp: '203.0.113.7' })
+ */
+export function forwardedHeaders(
+  raw: readonly string[],
+  request: RequestFraming,
+  options: ForwardedRequest,
+): string[] {
+  const listed = connectionListed(request.connection);
+  const out: string[] = [];
+  let forwardedFor: string | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    const value = raw[i + 1]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower)) {
+      if (lower === 'upgrade' && options.upgrade) out.push(name, value);
+      // Trailers survive the ingress, so a client asking for them may still get them.
+      else if (lower === 'te' && value.trim().toLowerCase() === 'trailers') out.push(name, value);
+      continue;
+    }
+    if (lower === 'x-forwarded-for') {
+      forwardedFor = forwardedFor === undefined ? value : `${forwardedFor}, ${value}`;
+      continue;
+    }
+    if (REPLACED.has(lower) || listed?.has(lower)) continue;
+    out.push(name, value);
+  }
+  out.push(
+    'X-Forwarded-For',
+    forwardedFor === undefined ? options.clientIp : `${forwardedFor}, ${options.clientIp}`,
+    'X-Forwarded-Host',
+    request.host ?? '',
+    'X-Forwarded-Proto',
+    options.proto,
+  );
+  if (options.upgrade) {
+    out.push('Connection', 'Upgrade');
+  } else {
+    out.push('Connection', 'keep-alive');
+    // A chunked body goes on chunked: relayed as it came, or re-chunked after Node de-chunked it.
+    if (request.chunked) out.push('Transfer-Encoding', 'chunked');
+  }
+  return out;
+}
+
+/**
+ * True when `req` carries a body (a non-zero Content-Length or any Transfer-Encoding).
+ * @example if (!requestHasBody(req)) upstream.end();
+ */
+export function requestHasBody(req: IncomingMessage): boolean {
+  if (req.headers['transfer-encoding'] !== undefined) return true;
+  const length = req.headers['content-length'];
+  return length !== undefined && length !== '0';
+}
+
+/**
+ * The raw header list to send the public client for an upstream response: hop-by-hop headers
+ * dropped (the ingress frames the body and manages its own connection).
+ * @example res.writeHead(up.statusCode, up.statusMessage, forwardResponseHeaders(up));
+ */
+export function forwardResponseHeaders(res: IncomingMessage): string[] {
+  const raw = res.rawHeaders;
+  const listed = connectionListed(res.headers.connection);
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!;
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || listed?.has(lower)) continue;
+    out.push(name, raw[i + 1]!);
+  }
+  return out;
+}
+
+/**
+ * The request head (`GET /path HTTP/1.1` and headers) as bytes on the wire, for upgrades, where
+ * the ingress hands the rest of the connection over to raw piping.
+ * @example stream.write(requestHead(req, headers));
+ */
+export function requestHead(req: IncomingMessage, headers: readonly string[]): string {
+  let head = `${req.method ?? 'GET'} ${req.url ?? '/'} HTTP/1.1\r\n`;
+  for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`;
+  return head + '\r\n';
+}

@@ -1,0 +1,452 @@
+/**
+ * Traffic policy on the HTTP ingress, for tunnels that have one (`tunnel.policy`): on_tcp_connect
+ * once per connection and tunnel (at its first request, when the Host header has said which
+ * tunnel it is for), on_http_request before the request goes upstream, on_http_response on the
+ * upstream's response head. Tunnels without a policy never get here.
+ */
+import { CODES } from '../../../core/errors.js';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { TLSSocket } from 'node:tls';
+import type { Duplex, Transform } from 'node:stream';
+import { createBrotliCompress, createDeflate, createGzip } from 'node:zlib';
+import {
+  NO_HEADER_CHANGES,
+  type CompressionEncoding,
+  type ConnInput,
+  type ForwardInternal,
+  type HeaderChanges,
+  type HttpRequestDecision,
+  type HttpResponseDecision,
+  type PolicyVars,
+  type RequestInput,
+  type RespondDecision,
+  type TcpConnectDecision,
+} from '../../../policy/index.js';
+import { connInputOf } from '../policy-gate.js';
+import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
+
+/** Headers that frame the message or the connection: the ingress owns them, policies do not. */
+const FRAMING = ['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding'];
+const UPGRADE = 'upgrade';
+/** A policy's changes to these request headers are ignored: the ingress sets them itself. */
+const REQUEST_OWNED: ReadonlySet<string> = new Set([
+  ...FRAMING,
+  UPGRADE,
+  'content-length',
+  'host',
+  'x-forwarded-for',
+  'x-forwarded-host',
+  'x-forwarded-proto',
+]);
+/** A response may lose its length (compress-response drops it) but never gain one. */
+const RESPONSE_ADD_OWNED: ReadonlySet<string> = new Set([...FRAMING, UPGRADE, 'content-length']);
+const RESPONSE_REMOVE_OWNED: ReadonlySet<string> = new Set([...FRAMING, UPGRADE]);
+
+/** The header that says the ingress itself answered, and why. */
+const POLICY_FAILED = { code: CODES.policyFailed, status: 500 };
+
+type Settled<T> = T | Promise<T>;
+
+function settle<T>(value: Settled<T>, next: (v: T) => void, fail: (err: unknown) => void): void {
+  if (value instanceof Promise) value.then(next, fail);
+  else next(value);
+}
+
+/**
+ * A raw header list (`[name, value, …]`) with a phase's changes applied: removals first, then
+ * additions, skipping the names the ingress owns.
+ * @example applyToRawHeaders(['A', '1', 'B', '2'], { remove: ['a'], add: [['c', '3']] }, new Set()) // ['B', '2', 'c', '3']
+ */
+export function applyToRawHeaders(
+  raw: string[],
+  changes: HeaderChanges,
+  ownedOnRemove: ReadonlySet<string>,
+  ownedOnAdd: ReadonlySet<string> = ownedOnRemove,
+): string[] {
+  if (changes.remove.length === 0 && changes.add.length === 0) return raw;
+  const removed = changes.remove.filter((name) => !ownedOnRemove.has(name));
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    if (removed.length > 0 && removed.includes(raw[i]!.toLowerCase())) continue;
+    out.push(raw[i]!, raw[i + 1]!);
+  }
+  for (const [name, value] of changes.add) if (!ownedOnAdd.has(name)) out.push(name, value);
+  return out;
+}
+
+/** What the policy knows of a public connection: its variables, and what each tunnel's on_tcp_connect left. */
+interface ConnectionPolicyState {
+  conn: ConnInput;
+  admitted: Map<TunnelPolicy, PolicyVars>;
+}
+
+const connections = new WeakMap<Duplex, ConnectionPolicyState>();
+
+function connectionState(socket: Duplex): ConnectionPolicyState {
+  let state = connections.get(socket);
+  if (!state) {
+    const tls = socket as Partial<TLSSocket>;
+    const encrypted = tls.encrypted === true;
+    state = {
+      conn: connInputOf(
+        socket as TLSSocket,
+        encrypted
+          ? {
+              version: tls.getProtocol?.() ?? undefined,
+              cipher_suite: tls.getCipher?.()?.standardName,
+              sni: typeof tls.servername === 'string' ? tls.servername : undefined,
+              negotiated_alpn: typeof tls.alpnProtocol === 'string' ? tls.alpnProtocol : undefined,
+              session_resumed: tls.isSessionReused?.(),
+            }
+          : undefined,
+      ),
+      admitted: new Map(),
+    };
+    connections.set(socket, state);
+  }
+  return state;
+}
+
+/** The most a policy action (verify-webhook) may read of a request body into memory. */
+export const POLICY_BODY_LIMIT = 10 * 1024 * 1024;
+
+/** A request body read whole for a policy action, kept to be sent upstream instead of the stream. */
+export interface BodyHolder {
+  body: Buffer | undefined;
+}
+
+/** How long a client may take to send a body a policy action reads whole. */
+export const POLICY_BODY_TIMEOUT_MS = 30_000;
+/** Bytes of such bodies held at once by the whole process: slow senders cannot pile up memory. */
+export const POLICY_BODY_BUDGET = 256 * 1024 * 1024;
+let bufferedPolicyBytes = 0;
+
+/**
+ * Reads `req`'s body once, on first call. It rejects (and the request is failed) when the body is
+ * over {@link POLICY_BODY_LIMIT}, takes longer than {@link POLICY_BODY_TIMEOUT_MS}, or would take
+ * the process past {@link POLICY_BODY_BUDGET}.
+ * @example const body = await bodyReader(req, holder)();
+ */
+export function bodyReader(
+  req: IncomingMessage,
+  holder: BodyHolder,
+  timeoutMs = POLICY_BODY_TIMEOUT_MS,
+): () => Promise<Buffer> {
+  let pending: Promise<Buffer> | undefined;
+  return () =>
+    (pending ??= new Promise<Buffer>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let settled = false;
+      const settle = (err: Error | undefined): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        req.off('data', onData);
+        bufferedPolicyBytes -= size;
+        if (!err) {
+          holder.body = Buffer.concat(chunks);
+          resolve(holder.body);
+          return;
+        }
+        reject(err);
+        // What is left of the body will not be read: the connection cannot be reused.
+        req.pause();
+      };
+      const timer = setTimeout(() => {
+        settle(new Error(`the body took longer than ${timeoutMs / 1000} s`));
+        // A client that stalls mid-body gets its connection closed, not held.
+        setImmediate(() => req.destroy());
+      }, timeoutMs);
+      timer.unref();
+      const onData = (chunk: Buffer): void => {
+        size += chunk.length;
+        bufferedPolicyBytes += chunk.length;
+        if (size > POLICY_BODY_LIMIT) {
+          settle(new Error(`the body is over ${POLICY_BODY_LIMIT} bytes`));
+        } else if (bufferedPolicyBytes > POLICY_BODY_BUDGET) {
+          settle(new Error('the server holds too many request bodies right now; retry later'));
+        } else {
+          chunks.push(chunk);
+        }
+      };
+      req.on('data', onData);
+      req.once('end', () => settle(undefined));
+      req.once('error', (err: Error) => settle(err));
+    }));
+}
+
+/** The `req.*` input of a request as received. */
+function requestInputOf(
+  req: IncomingMessage,
+  encrypted: boolean,
+  holder?: BodyHolder,
+): RequestInput {
+  return {
+    method: req.method ?? 'GET',
+    url: req.url ?? '/',
+    scheme: encrypted ? 'https' : 'http',
+    headers: req.headers,
+    version: req.httpVersion,
+    body: holder ? bodyReader(req, holder) : undefined,
+  };
+}
+
+function compressor(encoding: CompressionEncoding): Transform {
+  if (encoding === 'br') return createBrotliCompress();
+  return encoding === 'gzip' ? createGzip() : createDeflate();
+}
+
+/** A request that passed on_http_request: what to change upstream, and the response phase. */
+export class HttpPolicyFlow {
+  constructor(
+    private readonly policy: TunnelPolicy,
+    private readonly conn: ConnInput,
+    private readonly req: RequestInput,
+    private readonly changes: HeaderChanges,
+    private readonly vars: PolicyVars,
+    /** The body, when an action read it whole: send this upstream, the stream is spent. */
+    readonly body?: Buffer | undefined,
+    /** forward-internal chose an internal endpoint for the request. */
+    readonly forwardInternal?: ForwardInternal | undefined,
+  ) {}
+
+  /** The upstream request's raw headers with the policy's changes (X-Forwarded-* stay the ingress's). */
+  requestHeaders(raw: string[]): string[] {
+    return applyToRawHeaders(raw, this.changes, REQUEST_OWNED);
+  }
+
+  /**
+   * Run on_http_response on the upstream's response head. Either the response is replaced here
+   * (custom-response: the upstream body is dropped), or `pass` writes it with the changed
+   * headers, through `compress` when compress-response chose an encoding.
+   */
+  response(
+    up: IncomingMessage,
+    res: ServerResponse,
+    head: string[],
+    pass: (headers: string[], compress: Transform | undefined) => void,
+  ): void {
+    const runner = this.policy.runner;
+    if (!runner.policy.has('on_http_response')) {
+      pass(head, undefined);
+      return;
+    }
+    const apply = (d: HttpResponseDecision): void => {
+      if (d.kind === 'respond') {
+        up.destroy();
+        writeDecision(res, d);
+        return;
+      }
+      pass(
+        applyToRawHeaders(head, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED),
+        d.compress ? compressor(d.compress) : undefined,
+      );
+    };
+    const fail = (): void => {
+      up.destroy();
+      writeFailure(res);
+    };
+    try {
+      const decision = runner.onHttpResponse({
+        conn: this.conn,
+        endpoint: this.policy.endpoint,
+        req: this.req,
+        res: { status_code: up.statusCode ?? 502, headers: up.headers },
+        vars: this.vars,
+      });
+      settle(decision, apply, fail);
+    } catch {
+      fail();
+    }
+  }
+}
+
+function writeDecision(res: ServerResponse, d: RespondDecision): void {
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(d.status, d.headers);
+  res.end(d.body);
+}
+
+/** A policy that cannot run fails closed, with an answer that says so. */
+function writeFailure(res: ServerResponse): void {
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(POLICY_FAILED.status, {
+    'content-type': 'text/plain; charset=utf-8',
+    'burrow-error-code': POLICY_FAILED.code,
+  });
+  res.end(
+    `500 Internal Server Error\n\nThe endpoint's traffic policy could not run.\n\n${POLICY_FAILED.code}\n`,
+  );
+}
+
+/** How a request's policy ended, for the two kinds of HTTP request (plain and upgrade). */
+interface RequestOutcome {
+  forward: (flow: HttpPolicyFlow) => void;
+  respond: (decision: RespondDecision) => void;
+  close: () => void;
+  fail: () => void;
+  /** Report the status the client got to these observers (circuit-breaker); plain requests only. */
+  observe?: (observers: ReadonlyArray<(status: number) => void>) => void;
+}
+
+/** on_tcp_connect (once per connection and policy), then on_http_request. */
+function runRequestPhases(
+  req: IncomingMessage,
+  policy: TunnelPolicy,
+  outcome: RequestOutcome,
+): void {
+  const socket = req.socket;
+  const state = connectionState(socket);
+  const runner = policy.runner;
+  const holder: BodyHolder = { body: undefined };
+  const input = requestInputOf(
+    req,
+    (socket as Partial<TLSSocket>).encrypted === true,
+    outcome.observe ? holder : undefined,
+  );
+
+  const requestPhase = (vars: PolicyVars): void => {
+    if (!runner.policy.has('on_http_request')) {
+      outcome.forward(new HttpPolicyFlow(policy, state.conn, input, NO_HEADER_CHANGES, vars));
+      return;
+    }
+    const decided = (d: HttpRequestDecision): void => {
+      if (d.kind === 'respond') outcome.respond(d);
+      else if (d.kind === 'close') outcome.close();
+      else {
+        // The ingress writes req.url as the request target, upstream and on upgrades alike.
+        if (d.rewrite !== undefined) req.url = d.rewrite;
+        if (d.afterResponse) outcome.observe?.(d.afterResponse);
+        outcome.forward(
+          new HttpPolicyFlow(
+            policy,
+            state.conn,
+            input,
+            d.headers,
+            d.vars,
+            holder.body,
+            d.forwardInternal,
+          ),
+        );
+      }
+    };
+    settle(
+      runner.onHttpRequest({ conn: state.conn, endpoint: policy.endpoint, req: input, vars }),
+      decided,
+      outcome.fail,
+    );
+  };
+
+  const known = state.admitted.get(policy);
+  if (known !== undefined || !runner.policy.has('on_tcp_connect')) {
+    requestPhase(known ?? Object.freeze({}));
+    return;
+  }
+  settle(
+    runner.onTcpConnect({ conn: state.conn, endpoint: policy.endpoint }),
+    (d: TcpConnectDecision) => {
+      if (d.kind === 'close') {
+        outcome.close();
+        return;
+      }
+      state.admitted.set(policy, d.vars);
+      requestPhase(d.vars);
+    },
+    outcome.fail,
+  );
+}
+
+/**
+ * Run a tunnel's policy for a request, then call `forward` with the flow that carries its
+ * changes, unless the policy answered (deny, custom-response, redirect, rate-limit, …) or
+ * closed the connection.
+ * @example if (tunnel.policy) return runHttpRequestPolicy(req, res, tunnel.policy, (flow) => this.forward(req, res, tunnel, 0, flow));
+ */
+export function runHttpRequestPolicy(
+  req: IncomingMessage,
+  res: ServerResponse,
+  policy: TunnelPolicy,
+  forward: (flow: HttpPolicyFlow) => void,
+): void {
+  const drop = (): void => {
+    // Nobody will read the rest of the body now; drop it so the answer gets through.
+    if (!req.complete) req.resume();
+  };
+  const outcome: RequestOutcome = {
+    forward: (flow) => {
+      if (!res.destroyed) forward(flow);
+    },
+    respond: (d) => {
+      drop();
+      writeDecision(res, d);
+    },
+    close: () => req.socket.destroy(),
+    fail: () => {
+      drop();
+      writeFailure(res);
+    },
+    observe: (observers) => {
+      res.once('close', () => {
+        // A client that left before any answer says nothing about the upstream's health.
+        if (!res.headersSent) return;
+        for (const observer of observers) observer(res.statusCode);
+      });
+    },
+  };
+  try {
+    runRequestPhases(req, policy, outcome);
+  } catch {
+    outcome.fail();
+  }
+}
+
+/** An answer written straight onto a socket (upgrades have no ServerResponse). */
+function rawResponse(
+  status: number,
+  headers: Readonly<Record<string, string>>,
+  body: string,
+): string {
+  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+  for (const [name, value] of Object.entries(headers)) {
+    if (name !== 'content-length' && name !== 'connection') head += `${name}: ${value}\r\n`;
+  }
+  head += `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+  return head + body;
+}
+
+/**
+ * The same for an upgrade request (WebSocket): a policy that answers writes a plain HTTP
+ * response and ends the socket. Responses to upgrades are relayed unparsed, so on_http_response
+ * does not run for them.
+ * @example runUpgradePolicy(req, socket, tunnel.policy, (flow) => relayUpgrade(flow));
+ */
+export function runUpgradePolicy(
+  req: IncomingMessage,
+  socket: Duplex,
+  policy: TunnelPolicy,
+  forward: (flow: HttpPolicyFlow) => void,
+): void {
+  const outcome: RequestOutcome = {
+    forward: (flow) => {
+      if (!socket.destroyed) forward(flow);
+    },
+    respond: (d) => socket.end(rawResponse(d.status, d.headers, d.body)),
+    close: () => socket.destroy(),
+    fail: () =>
+      socket.end(
+        rawResponse(POLICY_FAILED.status, { 'burrow-error-code': POLICY_FAILED.code }, ''),
+      ),
+  };
+  try {
+    runRequestPhases(req, policy, outcome);
+  } catch {
+    outcome.fail();
+  }
+}

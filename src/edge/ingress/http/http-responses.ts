@@ -1,0 +1,67 @@
+/**
+ * Answers of the HTTP ingress: an error page in place of an upstream response, and an upstream
+ * response streamed back to the public client with its trailers.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Transform } from 'node:stream';
+import { INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
+import { routingHost } from './http-forwarding.js';
+
+/**
+ * Answer with an error page, discarding what is left of the request body.
+ * @example failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, 'ECONNRESET');
+ */
+export function failRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  error: IngressError,
+  detail: string,
+): void {
+  // Nobody will read the rest of the body now; drop it so the answer gets through.
+  if (!req.complete) req.resume();
+  sendErrorPage(req, res, error, routingHost(req.headers.host) ?? '', detail);
+}
+
+/**
+ * Write the upstream response `up` with `headers`, its body through `compress` when given. An
+ * agent's answer Node will not repeat becomes a 502 page; one cut off mid-body breaks the
+ * client's response rather than ending it short.
+ * @example writeUpstreamResponse(req, res, up, forwardResponseHeaders(up), undefined);
+ */
+export function writeUpstreamResponse(
+  req: IncomingMessage,
+  res: ServerResponse,
+  up: IncomingMessage,
+  headers: string[],
+  compress: Transform | undefined,
+): void {
+  if (res.destroyed) {
+    up.destroy();
+    return;
+  }
+  try {
+    res.writeHead(up.statusCode ?? 502, up.statusMessage, headers);
+  } catch (err) {
+    // An agent can send what Node will not repeat (a status outside 100-999, say).
+    up.destroy();
+    failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
+    return;
+  }
+  up.once('end', () => {
+    const trailers = up.rawTrailers;
+    if (trailers.length === 0) return;
+    const pairs: [string, string][] = [];
+    for (let i = 0; i < trailers.length; i += 2) pairs.push([trailers[i]!, trailers[i + 1]!]);
+    res.addTrailers(pairs);
+  });
+  up.once('close', () => {
+    // Cut off mid-body by the agent: the client must see a broken response, not a short one.
+    if (!up.complete) res.destroy();
+  });
+  if (compress) {
+    compress.once('error', () => res.destroy());
+    up.pipe(compress).pipe(res);
+  } else {
+    up.pipe(res);
+  }
+}

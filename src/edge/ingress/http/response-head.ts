@@ -1,0 +1,109 @@
+/**
+ * A reader of the HTTP/1.1 response heads agents send back (RFC 9112 §4, §6.3): the status, the
+ * headers the public client gets, and how the body is framed, which decides where the response
+ * ends and whether the tunnel stream can carry the next request.
+ */
+import { HOP_BY_HOP_HEADERS } from '../../../core/http-framing.js';
+import { parseFieldLine, type HeadError } from './head-syntax.js';
+
+/** How a response body ends. */
+export type ResponseFraming =
+  | { kind: 'none' }
+  | { kind: 'length'; length: number }
+  | { kind: 'chunked' }
+  /** Read until the agent ends the stream; the public connection closes after it. */
+  | { kind: 'close' };
+
+export interface ResponseHead {
+  status: number;
+  reason: string;
+  /** Headers for the public client: hop-by-hop and `Connection`-listed ones removed. */
+  raw: string[];
+  framing: ResponseFraming;
+  /** The agent will not send another response on this stream. */
+  close: boolean;
+}
+
+const DIGITS = /^\d{1,15}$/;
+const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: ([^\r\n]*))?$/;
+
+/** Names a `Connection` header lists as hop-by-hop, lower-cased; `close` and the like excluded. */
+function listedNames(connection: string | undefined): string[] {
+  if (connection === undefined) return [];
+  const names: string[] = [];
+  for (const token of connection.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (name !== '' && name !== 'close' && !HOP_BY_HOP_HEADERS.has(name)) names.push(name);
+  }
+  return names;
+}
+
+/**
+ * Read the response head `text` (latin1, through its empty line) to a request with `method`.
+ * @example parseResponseHead('HTTP/1.1 204 No Content\r\n\r\n', 'GET').framing // { kind: 'none' }
+ */
+export function parseResponseHead(text: string, method: string): ResponseHead | HeadError {
+  const lineEnd = text.indexOf('\r\n');
+  const line = STATUS_LINE.exec(text.slice(0, lineEnd));
+  if (!line) return { status: 502, reason: 'a malformed status line' };
+  const status = Number(line[2]);
+  if (status < 100) return { status: 502, reason: 'a status code under 100' };
+  const minor = line[1] === '1' ? 1 : 0;
+  const fields: string[] = [];
+  let connection: string | undefined;
+  let contentLength: string | undefined;
+  let transferEncoding: string | undefined;
+  let start = lineEnd + 2;
+  const end = text.length - 2;
+  while (start < end) {
+    const lf = text.indexOf('\r\n', start);
+    const field = parseFieldLine(text, start, lf);
+    if (typeof field === 'string') return { status: 502, reason: field };
+    start = lf + 2;
+    const lower = field.name.toLowerCase();
+    if (lower === 'connection') {
+      connection = connection === undefined ? field.value : `${connection}, ${field.value}`;
+    } else if (lower === 'content-length') {
+      if (contentLength !== undefined && contentLength !== field.value) {
+        return { status: 502, reason: 'two different Content-Length headers' };
+      }
+      contentLength = field.value;
+    } else if (lower === 'transfer-encoding') {
+      transferEncoding =
+        transferEncoding === undefined ? field.value : `${transferEncoding}, ${field.value}`;
+    }
+    if (!HOP_BY_HOP_HEADERS.has(lower)) fields.push(field.name, field.value);
+  }
+  const tokens = (connection ?? '').toLowerCase();
+  let close = minor === 0 ? !/\bkeep-alive\b/.test(tokens) : /\bclose\b/.test(tokens);
+  let framing: ResponseFraming;
+  if (method === 'HEAD' || status < 200 || status === 204 || status === 304) {
+    framing = { kind: 'none' };
+  } else if (transferEncoding !== undefined) {
+    const last = transferEncoding.split(',').pop()?.trim().toLowerCase();
+    if (last !== 'chunked') return { status: 502, reason: 'a transfer coding other than chunked' };
+    framing = { kind: 'chunked' };
+  } else if (contentLength !== undefined) {
+    if (!DIGITS.test(contentLength)) return { status: 502, reason: 'a malformed Content-Length' };
+    framing = { kind: 'length', length: Number(contentLength) };
+  } else {
+    framing = { kind: 'close' };
+  }
+  if (framing.kind === 'close') close = true;
+  // The body is relayed as it came: a chunked one keeps its coding on the public side.
+  if (framing.kind === 'chunked') fields.push('Transfer-Encoding', 'chunked');
+  const listed = listedNames(connection);
+  // With chunked framing a Content-Length is wrong (RFC 9112 §6.3): it must not reach the client.
+  if (framing.kind === 'chunked' && contentLength !== undefined) listed.push('content-length');
+  const raw = listed.length === 0 ? fields : withoutNames(fields, listed);
+  return { status, reason: line[3] ?? '', raw, framing, close };
+}
+
+/** `fields` without the headers named in `listed`. */
+function withoutNames(fields: string[], listed: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < fields.length; i += 2) {
+    if (!listed.includes(fields[i]!.toLowerCase())) out.push(fields[i]!, fields[i + 1]!);
+  }
+  return out;
+}

@@ -1,0 +1,201 @@
+/**
+ * The edge's public ingress: plain HTTP on `--http-listen`, HTTPS and TLS (by SNI) on
+ * `--https-listen`, and one port per TCP endpoint, all forwarding into online tunnels.
+ */
+import { once } from 'node:events';
+import type { AddressInfo, Server, ServerOpts } from 'node:net';
+import type { Logger } from '../../core/logger.js';
+import type { AcmeChallengeLookup } from '../certificates/acme-http-challenge.js';
+import type { CertificateStore } from '../certificates/certificate-store.js';
+import { EndpointMeters } from '../metrics/endpoint-meters.js';
+import { HttpIngress, type HttpIngressOptions } from './http/http-ingress.js';
+import type { EdgeMetrics } from '../metrics/metrics.js';
+import { formatAddress, parseListenAddress } from './proxy.js';
+import { SniRouter, type SniRouterOptions } from './sni-router.js';
+import { TcpIngress } from './tcp-ingress.js';
+import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
+import { DEFAULT_LIMITS, type ServerLimits } from '../../core/limits.js';
+import { gateConnections, RefusalLog } from './connection-gate.js';
+import { answerParserErrors } from './http/http-parser-refusals.js';
+import { proxyProtocolFront } from './proxy-protocol-front.js';
+
+export interface IngressOptions {
+  /** `host:port` for plain HTTP; port 0 picks a free port. */
+  httpListen: string;
+  /** `host:port` for HTTPS and TLS passthrough. */
+  httpsListen: string;
+  /** Interface TCP endpoints listen on. Default: the host of `httpListen`. */
+  tcpBindHost?: string | undefined;
+  registry: TunnelRegistry;
+  metrics: EdgeMetrics;
+  certificates: CertificateStore;
+  /** TLS edges, routed by SNI before tunnels (EdgeRuntime). */
+  tlsEdges?: SniRouterOptions['tlsEdges'];
+  /** Certificate for HTTPS clients that send no SNI; without it their handshake fails. */
+  defaultCertificate?: { certPem: string; keyPem: string } | undefined;
+  logger?: Logger | undefined;
+  /** How long to wait for an agent to accept a proxied connection. Default 10 s. */
+  connectTimeoutMs?: number | undefined;
+  /** ACME HTTP-01 answers (when ACME is on). */
+  acmeChallenge?: AcmeChallengeLookup | undefined;
+  /** Told of every routed HTTP request (the traffic inspector). */
+  tap?: HttpIngressOptions['tap'];
+  exchangeTap?: HttpIngressOptions['exchangeTap'];
+  /** Listener limits (`--ingress-max-connections`, `--headers-timeout-ms`, …); default DEFAULT_LIMITS. */
+  limits?: ServerLimits | undefined;
+}
+
+export interface Ingress {
+  /** `host:port` the HTTP listener is bound to. */
+  httpAddress: string;
+  /** `host:port` the HTTPS listener is bound to. */
+  httpsAddress: string;
+  /** TCP endpoints: which ports listen, and waiting for one to be ready. */
+  tcp: Pick<TcpIngress, 'ports' | 'listening'>;
+  /** Stop now: listeners closed, every open connection cut. */
+  close(): Promise<void>;
+  /**
+   * Stop accepting, let open requests and connections finish for up to `graceMs`, then close.
+   * Keep-alive connections are closed as soon as their current response is sent.
+   */
+  drain(graceMs: number): Promise<void>;
+}
+
+async function listen(server: Server, address: string): Promise<string> {
+  const { host, port } = parseListenAddress(address);
+  server.listen(port, host);
+  await Promise.race([
+    once(server, 'listening'),
+    once(server, 'error').then(([err]: unknown[]) => {
+      throw err;
+    }),
+  ]);
+  return formatAddress(server.address() as AddressInfo);
+}
+
+/**
+ * Start the public listeners.
+ * @example
+ * const ingress = await startIngress({ httpListen: '127.0.0.1:8080', httpsListen: '127.0.0.1:8443',
+ *   registry, metrics, certificates, logger });
+ * process.once('SIGTERM', () => void ingress.drain(30_000));
+ */
+export async function startIngress(options: IngressOptions): Promise<Ingress> {
+  const { registry, logger } = options;
+  const meters = new EndpointMeters(options.metrics);
+  const limits = options.limits ?? DEFAULT_LIMITS;
+  // One count per port: the HTTP and the HTTPS listener each admit up to the limits.
+  const refusals = new RefusalLog(logger, options.metrics);
+  const http = new HttpIngress({
+    registry,
+    meters,
+    logger,
+    limits,
+    connectTimeoutMs: options.connectTimeoutMs,
+    acmeChallenge: options.acmeChallenge,
+    tap: options.tap,
+    exchangeTap: options.exchangeTap,
+    onLimit: (ip, limit) => refusals.refused(ip, limit),
+  });
+  const sni = new SniRouter({
+    registry,
+    meters,
+    http,
+    certificates: options.certificates,
+    tlsEdges: options.tlsEdges,
+    defaultCertificate: options.defaultCertificate,
+    logger,
+    connectTimeoutMs: options.connectTimeoutMs,
+    handshakeTimeoutMs: limits.tlsHandshakeTimeoutMs,
+  });
+  // One count per port: the HTTP, the HTTPS and each TCP listener admit up to the limits.
+  const gate = {
+    name: 'ingress',
+    maxTotal: limits.ingressMaxConnections,
+    maxPerIp: limits.ingressMaxConnectionsPerIp,
+  };
+  gateConnections(http.server, gate, refusals);
+  gateConnections(sni.server, gate, refusals);
+  answerParserErrors(http.httpServer, refusals);
+  // Behind a load balancer: listen on a front that reads the PROXY header, then hands over.
+  const front = (server: Server, socketOptions?: ServerOpts): Server =>
+    limits.ingressProxyProtocol === 1
+      ? proxyProtocolFront(server, {
+          timeoutMs: limits.tlsHandshakeTimeoutMs,
+          onRefused: (peer) => refusals.refused(peer, 'ingress_proxy_protocol'),
+          socketOptions,
+        })
+      : server;
+  const tcp = new TcpIngress({
+    registry,
+    meters,
+    bindHost: options.tcpBindHost ?? parseListenAddress(options.httpListen).host,
+    logger,
+    connectTimeoutMs: options.connectTimeoutMs,
+    // Each TCP endpoint port gets the ingress's connection caps, like the HTTP and HTTPS ports.
+    front: (server, socketOptions) => {
+      gateConnections(server, gate, refusals);
+      return front(server, socketOptions);
+    },
+  });
+  const onRemoved = (tunnel: OnlineTunnel): void => {
+    http.tunnelRemoved(tunnel);
+    meters.tunnelRemoved(tunnel);
+  };
+
+  const httpListener = front(http.server);
+  const httpsListener = front(sni.server);
+  let httpAddress: string;
+  let httpsAddress: string;
+  try {
+    httpAddress = await listen(httpListener, options.httpListen);
+    httpsAddress = await listen(httpsListener, options.httpsListen);
+  } catch (err) {
+    httpListener.close();
+    httpsListener.close();
+    throw err;
+  }
+  registry.on('tunnel-removed', onRemoved);
+  tcp.start();
+  logger?.info({ http: httpAddress, https: httpsAddress }, 'ingress listening');
+
+  let closed: Promise<void> | undefined;
+  let drained: Promise<void> | undefined;
+  const openConnections = (): number =>
+    http.openConnections + sni.openConnections + tcp.openConnections;
+  const stopAccepting = async (): Promise<void> => {
+    if (httpListener.listening) httpListener.close();
+    if (httpsListener.listening) httpsListener.close();
+    await tcp.stopAccepting();
+  };
+
+  const close = (): Promise<void> => {
+    closed ??= (async () => {
+      registry.off('tunnel-removed', onRemoved);
+      await stopAccepting();
+      sni.destroyAll();
+      tcp.destroyAll();
+      http.destroyAll();
+      await new Promise((resolve) => setImmediate(resolve));
+    })();
+    return closed;
+  };
+
+  const drain = (graceMs: number): Promise<void> => {
+    drained ??= (async () => {
+      http.startDraining();
+      await stopAccepting();
+      const deadline = Date.now() + graceMs;
+      while (openConnections() > 0 && Date.now() < deadline) {
+        http.closeIdle();
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      }
+      const left = openConnections();
+      if (left > 0) logger?.warn({ connections: left }, 'drain grace over; closing connections');
+      await close();
+    })();
+    return drained;
+  };
+
+  return { httpAddress, httpsAddress, tcp, close, drain };
+}

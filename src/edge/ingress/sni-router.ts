@@ -1,0 +1,164 @@
+/**
+ * The HTTPS port (`--https-listen`). Each connection's ClientHello is read (and kept) to learn the
+ * server name: a `tls` tunnel for that name gets the connection passed through untouched, with
+ * the client's own TLS ending at the agent; anything else is terminated here with a certificate
+ * from the CertificateStore and served by the HTTP ingress as https.
+ */
+import { createServer as createNetServer, type Server, type Socket } from 'node:net';
+import {
+  createServer as createTlsServer,
+  type TLSSocket,
+  type Server as TlsServer,
+} from 'node:tls';
+import type { Logger } from '../../core/logger.js';
+import type { CertificateStore } from '../certificates/certificate-store.js';
+import { offeredTlsVersion, scanClientHello } from './client-hello.js';
+import { enforceHandshakeDeadline } from './handshake-deadline.js';
+import type { EndpointMeters } from '../metrics/endpoint-meters.js';
+import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
+import type { HttpIngress } from './http/http-ingress.js';
+import { admitConnection, connInputOf } from './policy-gate.js';
+import { clientAddr, INGRESS_HIGH_WATER_MARK, relayThroughTunnel, type Relay } from './proxy.js';
+import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
+
+/** A fatal TLS `internal_error` alert: the client reports a TLS error, not a silent reset. */
+const TLS_INTERNAL_ERROR_ALERT = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x50]);
+
+export interface SniRouterOptions {
+  registry: TunnelRegistry;
+  meters: EndpointMeters;
+  http: HttpIngress;
+  certificates: CertificateStore;
+  /** Served to clients that send no SNI (those dialling an IP). Without it they are refused. */
+  defaultCertificate?: { certPem: string; keyPem: string } | undefined;
+  logger?: Logger | undefined;
+  connectTimeoutMs?: number | undefined;
+  /**
+   * TLS edges: asked first for every ClientHello with a server name; true when a TLS edge took
+   * the connection (see EdgeRuntime.route), false to route it to tunnels as usual.
+   */
+  tlsEdges?: { route(socket: Socket, hello: Buffer, serverName: string): boolean } | undefined;
+  /** A client must finish its ClientHello within this time. Default 10 s. */
+  helloTimeoutMs?: number | undefined;
+  /** And the whole handshake, when terminated here, within this time. Default 10 s. */
+  handshakeTimeoutMs?: number | undefined;
+}
+
+/** True when a non-TLS first byte looks like the start of an HTTP method (`GET`, `POST`, ...). */
+function looksLikeHttp(first: number | undefined): boolean {
+  return first !== undefined && first >= 0x41 && first <= 0x5a;
+}
+
+/**
+ * @example
+ * const router = new SniRouter({ registry, meters, http, certificates });
+ * router.server.listen(8443, '127.0.0.1');
+ */
+export class SniRouter {
+  readonly server: Server;
+  readonly tlsServer: TlsServer;
+  private readonly options: SniRouterOptions;
+  private readonly relays = new Set<Relay>();
+  /** Connections whose ClientHello is still being read. */
+  private readonly pending = new Set<Socket>();
+
+  constructor(options: SniRouterOptions) {
+    this.options = options;
+    const cert = options.defaultCertificate;
+    this.tlsServer = createTlsServer({
+      SNICallback: options.certificates.sniCallback,
+      // The tunnel side speaks HTTP/1.1; offering h2 would promise what is not there.
+      ALPNProtocols: ['http/1.1'],
+      ...(cert ? { cert: cert.certPem, key: cert.keyPem } : {}),
+    });
+    this.tlsServer.on('secureConnection', (socket: TLSSocket) => {
+      options.http.acceptTls(socket, socket);
+    });
+    enforceHandshakeDeadline(this.tlsServer, options.handshakeTimeoutMs, options.logger);
+    this.server = createNetServer(
+      { allowHalfOpen: true, noDelay: true, highWaterMark: INGRESS_HIGH_WATER_MARK },
+      (socket) => this.onConnection(socket),
+    );
+  }
+
+  /** Relays (TLS passthrough) and connections still in their ClientHello. */
+  get openConnections(): number {
+    return this.relays.size + this.pending.size;
+  }
+
+  destroyAll(): void {
+    for (const relayed of this.relays) relayed.destroy();
+    for (const socket of this.pending) socket.destroy();
+  }
+
+  private onConnection(socket: Socket): void {
+    const timeout = this.options.helloTimeoutMs ?? 10_000;
+    let buffered: Buffer | undefined;
+    this.pending.add(socket);
+    const done = (): void => {
+      clearTimeout(timer);
+      socket.off('data', onData);
+      socket.pause();
+      this.pending.delete(socket);
+    };
+    const timer = setTimeout(() => {
+      done();
+      socket.destroy();
+    }, timeout);
+    timer.unref();
+    socket.on('error', () => socket.destroy());
+    socket.once('close', done);
+    const onData = (chunk: Buffer): void => {
+      buffered = buffered === undefined ? chunk : Buffer.concat([buffered, chunk]);
+      const scan = scanClientHello(buffered);
+      if (scan.kind === 'incomplete') return;
+      done();
+      if (scan.kind === 'hello') {
+        this.dispatch(socket, buffered, scan.serverName);
+      } else if (scan.kind === 'not-tls' && looksLikeHttp(buffered[0])) {
+        this.options.meters.unrouted.request(INGRESS_ERRORS.plainHttpOnHttpsPort.status);
+        socket.end(rawErrorResponse(INGRESS_ERRORS.plainHttpOnHttpsPort, ''));
+      } else {
+        this.options.logger?.debug({ scan }, 'not a TLS ClientHello on the HTTPS port');
+        socket.destroy();
+      }
+    };
+    socket.on('data', onData);
+  }
+
+  private dispatch(socket: Socket, hello: Buffer, serverName: string | undefined): void {
+    if (serverName !== undefined && this.options.tlsEdges?.route(socket, hello, serverName)) return;
+    const found = serverName === undefined ? undefined : this.options.registry.byHost(serverName);
+    if (found?.proto === 'tls') {
+      // Pooled TLS endpoints: the next member, round robin.
+      const tunnel = this.options.registry.pick(found);
+      // The endpoint's on_tcp_connect first: TLS facts are the ClientHello's (offered version).
+      const conn = () =>
+        connInputOf(socket, { sni: serverName, version: offeredTlsVersion(hello) });
+      admitConnection(tunnel.policy, socket, conn, () => this.passThrough(socket, hello, tunnel));
+      return;
+    }
+    // Give the bytes back so the TLS server reads the ClientHello as if it had never been seen.
+    socket.unshift(hello);
+    this.tlsServer.emit('connection', socket);
+  }
+
+  private passThrough(socket: Socket, hello: Buffer, tunnel: OnlineTunnel): void {
+    const info = {
+      clientAddr: clientAddr(socket),
+      proto: 'tls',
+      edgeType: '' as const,
+      passthroughTls: true,
+    };
+    relayThroughTunnel(socket, tunnel, info, {
+      meters: this.options.meters,
+      relays: this.relays,
+      connectTimeoutMs: this.options.connectTimeoutMs,
+      firstBytes: hello,
+      onConnectFailed: (err) => {
+        this.options.logger?.debug({ err, tunnel: tunnel.id }, 'TLS passthrough connect failed');
+        socket.end(TLS_INTERNAL_ERROR_ALERT);
+      },
+    });
+  }
+}

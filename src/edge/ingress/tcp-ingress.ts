@@ -1,0 +1,209 @@
+/**
+ * TCP endpoints: one listener per online tcp tunnel's port, opened when the registry announces the
+ * tunnel and closed when no tunnel holds the port any more. Each accepted connection becomes a
+ * raw relay through a tunnel stream.
+ */
+import { createServer, type Server, type ServerOpts, type Socket } from 'node:net';
+import type { Logger } from '../../core/logger.js';
+import type { EndpointMeters } from '../metrics/endpoint-meters.js';
+import { refusalText, resolveInternal } from '../registry/internal-routing.js';
+import { admitConnection, connInputOf } from './policy-gate.js';
+import { clientAddr, INGRESS_HIGH_WATER_MARK, relayThroughTunnel, type Relay } from './proxy.js';
+import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
+
+export interface TcpIngressOptions {
+  registry: TunnelRegistry;
+  meters: EndpointMeters;
+  /** Interface the TCP ports listen on, e.g. `127.0.0.1` or `0.0.0.0`. */
+  bindHost: string;
+  logger?: Logger | undefined;
+  connectTimeoutMs?: number | undefined;
+  /**
+   * What to listen on in place of each port's server, given its socket options: the PROXY
+   * protocol front with `--ingress-proxy-protocol 1`. Default: the server itself.
+   */
+  front?: ((server: Server, socketOptions: ServerOpts) => Server) | undefined;
+}
+
+function isTcpTunnel(tunnel: OnlineTunnel): tunnel is OnlineTunnel & { port: number } {
+  return tunnel.proto === 'tcp' && tunnel.port !== undefined;
+}
+
+/**
+ * @example
+ * const tcp = new TcpIngress({ registry, meters, bindHost: '127.0.0.1' });
+ * tcp.start(); // listens for every tcp tunnel, now and later
+ */
+export class TcpIngress {
+  private readonly listeners = new Map<number, Server>();
+  private readonly relays = new Set<Relay>();
+  /** Ports whose listener is starting, so `listening()` can wait for them. */
+  private readonly starting = new Map<number, Promise<void>>();
+  /** Ports whose listener is closing; a tunnel taking the port meanwhile waits for it. */
+  private readonly closing = new Map<number, Promise<void>>();
+  private accepting = true;
+
+  constructor(private readonly options: TcpIngressOptions) {}
+
+  /** Listen for every tcp tunnel online now and follow the registry from here on. */
+  start(): void {
+    this.options.registry.on('tunnel-added', this.onAdded);
+    this.options.registry.on('tunnel-removed', this.onRemoved);
+    for (const tunnel of this.options.registry.listTunnels()) this.onAdded(tunnel);
+  }
+
+  /** Ports listened on now. */
+  get ports(): number[] {
+    return [...this.listeners.keys()];
+  }
+
+  /** Resolves once the listener for `port` accepts connections (or failed to start). */
+  async listening(port: number): Promise<void> {
+    await this.starting.get(port);
+  }
+
+  get openConnections(): number {
+    return this.relays.size;
+  }
+
+  /** Stop listening and following the registry; open relays go on. */
+  async stopAccepting(): Promise<void> {
+    this.accepting = false;
+    this.options.registry.off('tunnel-added', this.onAdded);
+    this.options.registry.off('tunnel-removed', this.onRemoved);
+    await Promise.all([...this.listeners.keys()].map((port) => this.closeListener(port)));
+  }
+
+  destroyAll(): void {
+    for (const relayed of this.relays) relayed.destroy();
+  }
+
+  private readonly onAdded = (tunnel: OnlineTunnel): void => {
+    if (!this.accepting || !isTcpTunnel(tunnel) || this.listeners.has(tunnel.port)) return;
+    const port = tunnel.port;
+    const closing = this.closing.get(port);
+    if (closing) {
+      void closing.then(() => {
+        if (this.options.registry.byPort(port) === tunnel) this.onAdded(tunnel);
+      });
+      return;
+    }
+    const socketOptions: ServerOpts = {
+      allowHalfOpen: true,
+      noDelay: true,
+      highWaterMark: INGRESS_HIGH_WATER_MARK,
+    };
+    const inner = createServer(socketOptions, (socket) => this.onConnection(port, socket));
+    const server = this.options.front?.(inner, socketOptions) ?? inner;
+    this.listeners.set(port, server);
+    const started = new Promise<void>((resolve) => {
+      server.once('listening', () => {
+        this.options.logger?.debug({ port, tunnel: tunnel.id }, 'tcp endpoint listening');
+        resolve();
+      });
+      server.once('error', (err) => {
+        // The tunnel stays registered but unreachable; the operator must free the port.
+        this.options.logger?.error({ err, port, tunnel: tunnel.id }, 'tcp endpoint cannot listen');
+        if (this.listeners.get(port) === server) this.listeners.delete(port);
+        resolve();
+      });
+    }).finally(() => this.starting.delete(port));
+    this.starting.set(port, started);
+    server.listen(port, this.options.bindHost);
+  };
+
+  private readonly onRemoved = (tunnel: OnlineTunnel): void => {
+    if (!isTcpTunnel(tunnel)) return;
+    const port = tunnel.port;
+    // A reconnecting agent takes a port over by removing and re-adding it in one step: keep the
+    // listener when someone holds the port again by the time this runs.
+    setImmediate(() => {
+      if (!this.options.registry.byPort(port)) void this.closeListener(port);
+    });
+  };
+
+  private closeListener(port: number): Promise<void> {
+    const server = this.listeners.get(port);
+    if (!server) return this.closing.get(port) ?? Promise.resolve();
+    this.listeners.delete(port);
+    const closed = (async () => {
+      await this.starting.get(port);
+      if (!server.listening) return;
+      // 'close' waits for open connections, which go on; the port itself is free at once.
+      server.close();
+      await new Promise((resolve) => setImmediate(resolve));
+    })().finally(() => this.closing.delete(port));
+    this.closing.set(port, closed);
+    return closed;
+  }
+
+  private onConnection(port: number, socket: Socket): void {
+    const tunnel = this.options.registry.byPort(port);
+    if (!tunnel || !this.accepting) {
+      socket.destroy();
+      return;
+    }
+    socket.on('error', () => socket.destroy());
+    socket.pause();
+    this.admit(port, socket, this.options.registry.pick(tunnel), []);
+  }
+
+  /**
+   * The endpoint's on_tcp_connect first (a connection it closes never reaches an agent); then
+   * its agent, or the internal endpoint forward-internal chose (in-process, with `chain` against
+   * loops). A cloud endpoint whose policy forwards nowhere closes the connection.
+   */
+  private admit(port: number, socket: Socket, tunnel: OnlineTunnel, chain: string[]): void {
+    admitConnection(
+      tunnel.policy,
+      socket,
+      () => connInputOf(socket),
+      (_vars, forward) => {
+        if (forward) {
+          const resolved = resolveInternal(this.options.registry, forward.url, chain, tunnel);
+          if ('next' in resolved && resolved.next.proto === 'tcp') {
+            this.admit(port, socket, resolved.next, resolved.chain);
+            return;
+          }
+          const offline = !('next' in resolved) && resolved.kind === 'offline';
+          if (!offline || forward.onError === 'halt' || tunnel.cloud) {
+            const why =
+              'next' in resolved ? `${forward.url} is not a tcp endpoint` : refusalText(resolved);
+            this.options.logger?.debug(
+              { port, tunnel: tunnel.id, why },
+              'forward-internal refused',
+            );
+            socket.destroy();
+            return;
+          }
+        }
+        if (tunnel.cloud) {
+          socket.destroy();
+          return;
+        }
+        this.relayToTunnel(port, socket, tunnel);
+      },
+    );
+  }
+
+  private relayToTunnel(port: number, socket: Socket, tunnel: OnlineTunnel): void {
+    const info = {
+      clientAddr: clientAddr(socket),
+      proto: 'tcp',
+      edgeType: '' as const,
+      passthroughTls: false,
+    };
+    relayThroughTunnel(socket, tunnel, info, {
+      meters: this.options.meters,
+      relays: this.relays,
+      connectTimeoutMs: this.options.connectTimeoutMs,
+      onConnectFailed: (err) => {
+        this.options.logger?.debug(
+          { err, port, tunnel: tunnel.id },
+          'tcp connect through tunnel failed',
+        );
+        socket.destroy();
+      },
+    });
+  }
+}

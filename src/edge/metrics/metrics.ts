@@ -1,0 +1,252 @@
+/**
+ * The edge's Prometheus metrics, on prom-client: one Registry per edge (so several edges in one
+ * process do not collide), holding the edge's families and Node's process metrics. Hot paths hold
+ * on to a labelled series (`counter.with({ endpoint })`) or histogram child (`labels(...)`).
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+type Labels = Record<string, string>;
+
+/**
+ * Buckets of the HTTP duration histograms, in seconds (5 ms … 10 s).
+ * @example new Histogram({ name, help, buckets: [...DURATION_BUCKETS] })
+ */
+export const DURATION_BUCKETS: readonly number[] = [
+  0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
+
+function escapeLabel(value: string): string {
+  return value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+}
+
+function labelKey(labels: Labels): string {
+  const entries = Object.entries(labels);
+  if (entries.length === 0) return '';
+  return '{' + entries.map(([k, v]) => `${k}="${escapeLabel(v)}"`).join(',') + '}';
+}
+
+/**
+ * One counter series: adding to it is one addition; prom-client reads `value` at scrape time.
+ * @example metrics.agentErrors.with({ code: 'ERR_NGROK_107' }).inc()
+ */
+export interface CounterSeries {
+  inc(by?: number): void;
+  readonly value: number;
+}
+
+/**
+ * One gauge series.
+ * @example metrics.tunnels.with({ proto: 'https' }).dec()
+ */
+export interface Series extends CounterSeries {
+  dec(by?: number): void;
+  set(value: number): void;
+}
+
+class SeriesValue implements Series {
+  value = 0;
+  inc(by = 1): void {
+    this.value += by;
+  }
+  dec(by = 1): void {
+    this.value -= by;
+  }
+  set(value: number): void {
+    this.value = value;
+  }
+}
+
+/**
+ * A counter or gauge family, registered in a prom-client Registry as a Counter or Gauge whose
+ * `collect` copies the series' values in when scraped. (A prom-client child hashes its labels on
+ * every `inc`, about 1 µs; a SeriesValue is one addition.)
+ * @example
+ * const tunnels = metrics.tunnels.with({ proto: 'https' }); // look up once
+ * tunnels.inc();
+ */
+export class Metric<S extends CounterSeries = Series> {
+  private readonly series = new Map<string, { labels: Labels; series: S }>();
+
+  constructor(
+    readonly name: string,
+    private readonly help: string,
+    readonly type: 'counter' | 'gauge',
+    labelNames: string[],
+    registry: Registry,
+    private readonly make: () => S,
+  ) {
+    const all = this.series;
+    const registers = [registry];
+    if (type === 'counter') {
+      new Counter({
+        name,
+        help,
+        labelNames,
+        registers,
+        collect(this: Counter<string>) {
+          this.reset();
+          for (const { labels, series } of all.values()) {
+            // A counter cannot go down; a bad value must not fail the whole scrape.
+            if (series.value >= 0 && series.value < Infinity) this.inc(labels, series.value);
+          }
+        },
+      });
+    } else {
+      new Gauge({
+        name,
+        help,
+        labelNames,
+        registers,
+        collect(this: Gauge<string>) {
+          this.reset();
+          for (const { labels, series } of all.values()) this.set(labels, series.value);
+        },
+      });
+    }
+  }
+
+  /** The series for `labels`, created at zero; hold on to it on hot paths. */
+  with(labels: Labels = {}): S {
+    const key = labelKey(labels);
+    let entry = this.series.get(key);
+    if (!entry) {
+      entry = { labels, series: this.make() };
+      this.series.set(key, entry);
+    }
+    return entry.series;
+  }
+
+  /**
+   * Drop a series (e.g. when its endpoint goes offline), so label sets do not grow forever. A
+   * series object held past this counts nowhere.
+   */
+  remove(labels: Labels): void {
+    this.series.delete(labelKey(labels));
+  }
+
+  /** This family in the text exposition, synchronously. */
+  render(): string {
+    let out = `# HELP ${this.name} ${this.help}\n# TYPE ${this.name} ${this.type}\n`;
+    for (const [key, { series }] of this.series) out += `${this.name}${key} ${series.value}\n`;
+    return out;
+  }
+}
+
+let processRegistry: Registry | undefined;
+
+/**
+ * Node's process metrics (`process_cpu_seconds_total`, `nodejs_eventloop_lag_seconds`,
+ * `nodejs_gc_duration_seconds`, `nodejs_heap_size_used_bytes`, …), collected once per process:
+ * they describe the process, and every collectDefaultMetrics call starts an event-loop monitor and
+ * a GC observer that are never stopped.
+ */
+function processMetrics(): Registry {
+  if (!processRegistry) {
+    processRegistry = new Registry();
+    collectDefaultMetrics({ register: processRegistry });
+  }
+  return processRegistry;
+}
+
+/**
+ * The edge's metrics. Names follow Prometheus conventions (`_total` for counters, base units).
+ * @example
+ * metrics.requests.with({ endpoint: 'https://app.example.com', code: '200' }).inc();
+ * res.type(metrics.contentType).send(await metrics.metrics());
+ */
+export class EdgeMetrics {
+  private readonly own = new Registry();
+  readonly sessions = this.gauge('burrow_agent_sessions', 'Online agent sessions.', []);
+  readonly tunnels = this.gauge('burrow_tunnels', 'Online tunnels by protocol.', ['proto']);
+  readonly connections = this.counter(
+    'burrow_connections_total',
+    'Public connections accepted, by endpoint.',
+    ['endpoint'],
+  );
+  readonly activeConnections = this.gauge(
+    'burrow_connections_active',
+    'Public connections open now, by endpoint.',
+    ['endpoint'],
+  );
+  readonly bytesIn = this.counter(
+    'burrow_bytes_received_total',
+    'Bytes received from public clients, by endpoint.',
+    ['endpoint'],
+  );
+  readonly bytesOut = this.counter(
+    'burrow_bytes_sent_total',
+    'Bytes sent to public clients, by endpoint.',
+    ['endpoint'],
+  );
+  readonly requests = this.counter(
+    'burrow_http_requests_total',
+    'HTTP requests by endpoint and status code.',
+    ['endpoint', 'code'],
+  );
+  readonly agentErrors = this.counter(
+    'burrow_agent_errors_total',
+    'Agent refusals by error code.',
+    ['code'],
+  );
+  readonly limitRefusals = this.counter(
+    'burrow_limit_refusals_total',
+    'Clients refused for going over a limit, by limit (docs/security.md).',
+    ['limit'],
+  );
+  /** Public request head received → response finished, by endpoint. */
+  readonly requestDuration = this.histogram(
+    'burrow_http_request_duration_seconds',
+    'HTTP request duration from request head received to response finished, by endpoint.',
+  );
+  /** Request sent to the agent → response head received, by endpoint. */
+  readonly upstreamDuration = this.histogram(
+    'burrow_http_upstream_duration_seconds',
+    'Time from request sent to the agent to response head received, by endpoint.',
+  );
+
+  private readonly families = [
+    this.sessions,
+    this.tunnels,
+    this.connections,
+    this.activeConnections,
+    this.bytesIn,
+    this.bytesOut,
+    this.requests,
+    this.agentErrors,
+    this.limitRefusals,
+  ];
+
+  /** This edge's registry: its own metrics and the process metrics. */
+  readonly registry = Registry.merge([this.own, processMetrics()]);
+
+  /** The Content-Type of `metrics()`. */
+  get contentType(): string {
+    return this.registry.contentType;
+  }
+
+  /** The Prometheus text exposition of every metric (what `GET /metrics` serves). */
+  metrics(): Promise<string> {
+    return this.registry.metrics();
+  }
+
+  /**
+   * The counters and gauges only, synchronously, in the same format (for tests and quick reads;
+   * the histograms and process metrics are in `metrics()`).
+   */
+  render(): string {
+    return this.families.map((m) => m.render()).join('');
+  }
+
+  private counter(name: string, help: string, labelNames: string[]): Metric<CounterSeries> {
+    return new Metric(name, help, 'counter', labelNames, this.own, () => new SeriesValue());
+  }
+
+  private gauge(name: string, help: string, labelNames: string[]): Metric<Series> {
+    return new Metric(name, help, 'gauge', labelNames, this.own, () => new SeriesValue());
+  }
+
+  private histogram(name: string, help: string): Histogram<'endpoint'> {
+    const buckets = [...DURATION_BUCKETS];
+    return new Histogram({ name, help, labelNames: ['endpoint'], buckets, registers: [this.own] });
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * The traffic inspector's hook in the HTTP ingress: one call per routed request, which records
+ * it in a {@link TrafficLog}. Kept apart from http-ingress.ts so that the ingress stays about
+ * forwarding; the only coupling is `tap(req, res, tunnel)`.
+ */
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { hostOfHostPort } from '../../core/host-port.js';
+import type { ExchangeTap } from '../ingress/http/exchange.js';
+import { clientIp } from '../ingress/proxy.js';
+import { BodyBuffer, type TrafficLog } from './traffic-log.js';
+import type { OnlineTunnel } from '../registry/tunnel-registry.js';
+
+/** Header set on replayed requests so the inspector can link a replay to its original. */
+export const REPLAY_HEADER = 'x-burrow-replay-of';
+
+type WriteArgs = [chunk: unknown, ...rest: unknown[]];
+
+/**
+ * Records `req` and, once it is answered, its status, headers and duration; with capture on for
+ * the host, the first bytes of both bodies too.
+ * @example ingress option: `tap: (req, res, tunnel) => trafficTap(log, req, res, tunnel)`
+ */
+export function trafficTap(
+  log: TrafficLog,
+  req: IncomingMessage,
+  res: ServerResponse,
+  tunnel: OnlineTunnel,
+): void {
+  const host = hostOfHostPort(req.headers.host ?? '').toLowerCase();
+  const capture = log.captures(host);
+  const started = process.hrtime.bigint();
+  const replayOf = req.headers[REPLAY_HEADER];
+  const record = log.add({
+    host,
+    tunnelId: tunnel.id,
+    scheme: (req.socket as Duplex & { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
+    startedAt: Date.now(),
+    method: req.method ?? 'GET',
+    path: req.url ?? '/',
+    clientIp: clientIp(req.socket),
+    requestHeaders: req.rawHeaders,
+    status: undefined,
+    responseHeaders: {},
+    durationMs: undefined,
+    requestBody: undefined,
+    responseBody: undefined,
+    replayOf: typeof replayOf === 'string' ? replayOf : undefined,
+  });
+  let requestBody: BodyBuffer | undefined;
+  let responseBody: BodyBuffer | undefined;
+  if (capture) {
+    requestBody = new BodyBuffer();
+    responseBody = new BodyBuffer();
+    const reqBody = requestBody;
+    // A 'data' listener of our own would switch the request to flowing mode before the ingress
+    // pipes it (after an asynchronous policy, say) and lose bytes; so listen once it is piped.
+    const pipe = req.pipe.bind(req);
+    req.pipe = <T extends NodeJS.WritableStream>(dest: T, options?: { end?: boolean }) => {
+      const piped = pipe(dest, options);
+      req.on('data', (chunk: Buffer) => reqBody.add(chunk));
+      return piped;
+    };
+    const resBody = responseBody;
+    // Whatever reaches the client passes res.write/res.end, whichever way the ingress writes it.
+    const write = res.write.bind(res) as (...args: WriteArgs) => boolean;
+    const end = res.end.bind(res) as (...args: unknown[]) => ServerResponse;
+    res.write = ((...args: WriteArgs) => {
+      if (typeof args[0] === 'string' || Buffer.isBuffer(args[0])) resBody.add(args[0]);
+      return write(...args);
+    }) as typeof res.write;
+    res.end = ((...args: unknown[]) => {
+      if (typeof args[0] === 'string' || Buffer.isBuffer(args[0])) resBody.add(args[0]);
+      return end(...args);
+    }) as typeof res.end;
+  }
+  res.once('close', () => {
+    record.status = res.headersSent ? res.statusCode : 499;
+    if (res.headersSent) record.responseHeaders = res.getHeaders();
+    record.durationMs = Number(process.hrtime.bigint() - started) / 1e6;
+    record.requestBody = requestBody?.done();
+    record.responseBody = responseBody?.done();
+  });
+}
+
+/**
+ * The inspector's hook for requests on the lean relay: the same record, without bodies (a host
+ * whose bodies are captured is served by the full path, which `trafficTap` records).
+ * @example ingress option: `exchangeTap: trafficExchangeTap(log)`
+ */
+export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
+  return {
+    captures: (host) => log.captures(host),
+    begin({ host, tunnel, scheme, head, clientIp: ip }) {
+      const started = performance.now();
+      let replayOf: string | undefined;
+      for (let i = 0; i < head.raw.length; i += 2) {
+        if (
+          head.raw[i]!.length === REPLAY_HEADER.length &&
+          head.raw[i]!.toLowerCase() === REPLAY_HEADER
+        ) {
+          replayOf = head.raw[i + 1];
+        }
+      }
+      const record = log.add({
+        host,
+        tunnelId: tunnel.id,
+        scheme,
+        startedAt: Date.now(),
+        method: head.method,
+        path: head.target,
+        clientIp: ip,
+        requestHeaders: head.raw,
+        status: undefined,
+        responseHeaders: {},
+        durationMs: undefined,
+        requestBody: undefined,
+        responseBody: undefined,
+        replayOf,
+      });
+      return (status, headers) => {
+        record.status = status;
+        record.responseHeaders = responseHeaderObject(headers);
+        record.durationMs = performance.now() - started;
+      };
+    },
+  };
+}
+
+/** Raw response headers as Node's `getHeaders()` gives them: lower-case names, repeats in arrays. */
+function responseHeaderObject(raw: readonly string[]): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    const known = out[name];
+    if (known === undefined) out[name] = value;
+    else out[name] = Array.isArray(known) ? [...known, value] : [String(known), value];
+  }
+  return out;
+}

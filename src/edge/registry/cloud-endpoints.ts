@@ -1,0 +1,204 @@
+/**
+ * Cloud endpoints on live traffic: every endpoint stored with `POST /endpoints` is a tunnel in
+ * the registry with no agent behind it (`cloud: true`), so the ingress routes to it like to any
+ * endpoint and runs its traffic policy; what the policy neither answers nor forwards gets an
+ * error page (http-ingress.ts). Kept in sync with the store like EdgeRuntime keeps edges: at once
+ * on this process's writes (`changes`), and on a timer for writes made by other processes.
+ */
+import type { Duplex } from 'node:stream';
+import type { Logger } from '../../core/logger.js';
+import type { PolicyEventLog } from '../../policy/index.js';
+import type { CloudEndpoint, Repositories } from '../../store/index.js';
+import { compileBindPolicy } from '../binds/bind-traffic-policy.js';
+import { parseCloudEndpointUrl } from './cloud-endpoint-url.js';
+import { endpointInputOf } from '../binds/endpoint-policy.js';
+import { internalOnline } from './internal-routing.js';
+import type {
+  OnlineTunnel,
+  ProxyInfo,
+  TunnelPolicy,
+  TunnelProto,
+  TunnelRegistry,
+} from './tunnel-registry.js';
+
+/** How often cloud endpoints are reloaded when nothing told this process about a change. */
+export const CLOUD_ENDPOINT_SYNC_MS = 2000;
+
+export interface CloudEndpointsOptions {
+  repos: Pick<Repositories, 'cloudEndpoints' | 'ipPolicies'>;
+  registry: TunnelRegistry;
+  policyEvents?: PolicyEventLog | undefined;
+  /** Builds public URLs the way agents' endpoints get them (ingress ports). */
+  publicUrl: (proto: TunnelProto, where: string | number) => string;
+  logger?: Logger | undefined;
+  syncIntervalMs?: number | undefined;
+}
+
+/** A cloud endpoint as the registry holds it. */
+class CloudTunnel implements OnlineTunnel {
+  readonly sessionId = '';
+  readonly forwardsTo = '';
+  readonly cloud = true;
+  readonly bindId: string;
+  readonly proto: TunnelProto;
+  readonly hostname: string | undefined;
+  readonly port: number | undefined;
+  readonly internal: string | undefined;
+  readonly pooling: boolean;
+  readonly startedAt: string;
+  readonly metadata: string;
+  readonly trafficPolicy: string;
+  policy: TunnelPolicy | undefined;
+
+  constructor(
+    readonly id: string,
+    readonly url: string,
+    readonly stored: CloudEndpoint,
+    where: Pick<OnlineTunnel, 'hostname' | 'port' | 'internal'> & { proto: TunnelProto },
+  ) {
+    this.bindId = id;
+    this.proto = where.proto;
+    this.hostname = where.hostname;
+    this.port = where.port;
+    this.internal = where.internal;
+    this.pooling = stored.pooling_enabled;
+    this.startedAt = stored.created_at;
+    this.metadata = stored.metadata;
+    this.trafficPolicy = stored.traffic_policy;
+  }
+
+  /** Nothing is behind a cloud endpoint: what its policy does not handle is refused. */
+  connect(_info: ProxyInfo): Promise<Duplex> {
+    return Promise.reject(
+      new Error('a cloud endpoint has no agent; its traffic policy did not handle this'),
+    );
+  }
+}
+
+/**
+ * @example
+ * const cloud = new CloudEndpoints({ repos, registry, publicUrl });
+ * await cloud.start();
+ */
+export class CloudEndpoints {
+  private readonly live = new Map<string, CloudTunnel>();
+  /** Endpoints whose URL an agent holds, warned about once. */
+  private readonly blocked = new Set<string>();
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+
+  constructor(private readonly options: CloudEndpointsOptions) {}
+
+  async start(): Promise<void> {
+    this.options.repos.cloudEndpoints.changes.on('change', this.onChange);
+    await this.sync();
+    this.timer = setInterval(
+      () => void this.sync(),
+      this.options.syncIntervalMs ?? CLOUD_ENDPOINT_SYNC_MS,
+    );
+    this.timer.unref();
+  }
+
+  close(): void {
+    this.options.repos.cloudEndpoints.changes.off('change', this.onChange);
+    if (this.timer) clearInterval(this.timer);
+    for (const tunnel of this.live.values()) this.options.registry.removeTunnel(tunnel.id);
+    this.live.clear();
+  }
+
+  /** Reload now; calls during a reload share one follow-up reload. */
+  async sync(): Promise<void> {
+    if (this.running) {
+      this.again = true;
+      return this.running;
+    }
+    this.running = (async () => {
+      do {
+        this.again = false;
+        try {
+          await this.reload();
+        } catch (err) {
+          this.options.logger?.warn({ err }, 'cloud endpoints could not be reloaded');
+        }
+      } while (this.again);
+    })().finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  private readonly onChange = (): void => {
+    void this.sync();
+  };
+
+  private async reload(): Promise<void> {
+    const stored = await this.options.repos.cloudEndpoints.all();
+    const seen = new Set<string>();
+    for (const ep of stored) {
+      seen.add(ep.id);
+      const current = this.live.get(ep.id);
+      // updated_at has one-second resolution: compare what serving depends on instead.
+      if (current && JSON.stringify(current.stored) === JSON.stringify(ep)) continue;
+      this.install(ep, current);
+    }
+    for (const [id, tunnel] of this.live) {
+      if (seen.has(id)) continue;
+      this.live.delete(id);
+      this.options.registry.removeTunnel(tunnel.id);
+    }
+  }
+
+  private install(ep: CloudEndpoint, current: CloudTunnel | undefined): void {
+    const { registry, logger } = this.options;
+    const target = parseCloudEndpointUrl(ep.url);
+    if (typeof target === 'string') {
+      logger?.warn({ endpoint: ep.id, problem: target }, 'cloud endpoint has an unusable url');
+      return;
+    }
+    const where = target.hostname ?? target.port ?? target.internal ?? '';
+    const url =
+      target.internal !== undefined ? target.url : this.options.publicUrl(target.proto, where);
+    const tunnel = new CloudTunnel(ep.id, url, ep, {
+      proto: target.proto,
+      hostname: target.hostname,
+      port: target.port,
+      internal: target.internal,
+    });
+    try {
+      if (ep.traffic_policy.trim() !== '') {
+        const compiled = compileBindPolicy(ep.traffic_policy, target.proto, 'traffic_policy');
+        tunnel.policy = {
+          ownerId: ep.id,
+          endpoint: endpointInputOf(tunnel),
+          runner: compiled.bind({
+            ownerId: ep.id,
+            events: this.options.policyEvents,
+            ipPolicyRules: (ids) => this.options.repos.ipPolicies.rulesFor(ids),
+            internalOnline: (u) => internalOnline(registry, u),
+          }),
+        };
+      }
+    } catch (err) {
+      logger?.warn({ err, endpoint: ep.id }, 'cloud endpoint traffic policy cannot run');
+      return;
+    }
+    if (current) {
+      this.live.delete(ep.id);
+      registry.removeTunnel(current.id);
+    }
+    try {
+      registry.addTunnel(tunnel);
+      this.live.set(ep.id, tunnel);
+      this.blocked.delete(ep.id);
+    } catch (err) {
+      // An agent holds the URL without pooling: the agent keeps it until it goes, and every
+      // reload tries again; say so once, not every 2 s.
+      if (!this.blocked.has(ep.id)) {
+        this.blocked.add(ep.id);
+        logger?.warn({ err, endpoint: ep.id }, 'cloud endpoint url is served by an agent');
+      }
+      return;
+    }
+  }
+}

@@ -1,0 +1,341 @@
+import { EventEmitter } from 'node:events';
+import type { Duplex } from 'node:stream';
+import type { EndpointInput, PolicyRunner } from '../../policy/index.js';
+
+/** How a tunnel is reached from the public side. Labeled tunnels have none: edges route to them. */
+export type TunnelProto = 'http' | 'https' | 'tcp' | 'tls';
+
+/** The ProxyHeader fields the edge sends with each proxied connection (docs/protocol.md §7). */
+export interface ProxyInfo {
+  /** Public client's `ip:port`. */
+  clientAddr: string;
+  /** Public protocol: http, https, tcp or tls. */
+  proto: string;
+  /** '' for endpoints, '1' TCP edge, '2' TLS edge, '3' HTTPS edge. */
+  edgeType: '' | '1' | '2' | '3';
+  passthroughTls: boolean;
+}
+
+/** An online agent session, as the API's `/tunnel_sessions` shows it. */
+export interface OnlineSession {
+  id: string;
+  credentialId: string;
+  /** Agent's address as the edge sees it. */
+  ip: string;
+  metadata: string;
+  os: string;
+  agentVersion: string;
+  /** "ngrok/2" for third-party agents, "burrow/1" for the Burrow SDK. */
+  transport: string;
+  startedAt: string;
+  /** Region the edge reports to agents (AuthResp, SrvInfo) and the API shows. */
+  region?: string | undefined;
+  /** Ask the agent to stop (Stop command); resolves when it answered or the session closed. */
+  stop(): Promise<void>;
+  /** Ask the agent to restart (Restart command). */
+  restart(): Promise<void>;
+  /** Close the session from the edge side. */
+  close(reason: string): void;
+}
+
+/**
+ * The traffic policy an endpoint enforces (its bind's `TrafficPolicy`), ready to run; the
+ * ingress listeners consult it for every connection and request. Labeled tunnels have none: the
+ * edges that route to them own the policy.
+ */
+export interface TunnelPolicy {
+  /** Owner of the runner's events and rate-limit counters (see endpoint-policy.ts). */
+  readonly ownerId: string;
+  readonly runner: PolicyRunner;
+  /** The `endpoint.*` variables. */
+  readonly endpoint: EndpointInput;
+}
+
+/** An online tunnel. Exactly one of hostname, port and labels identifies where it is served. */
+export interface OnlineTunnel {
+  /** `tn_…` */
+  id: string;
+  sessionId: string;
+  /** The bind id the agent chose or was given; resumption re-binds with it. */
+  bindId: string;
+  proto: TunnelProto | undefined;
+  /** Public URL, e.g. `https://app.burrow.localhost:8443` or `tcp://localhost:20001`. */
+  url: string | undefined;
+  /** http, https and tls tunnels: the served name (may be a wildcard `*.x.example.com`). */
+  hostname?: string | undefined;
+  /** tcp tunnels: the public port. */
+  port?: number | undefined;
+  /** Labeled tunnels: their labels. */
+  labels?: Record<string, string> | undefined;
+  forwardsTo: string;
+  metadata: string;
+  /** The bind's traffic policy text (JSON or YAML), if any. */
+  trafficPolicy?: string | undefined;
+  /** The compiled form of `trafficPolicy`; unset when the tunnel has none. */
+  policy?: TunnelPolicy | undefined;
+  startedAt: string;
+  /** The reserved domain (`rd_…`) the name stands on, when it is reserved. */
+  domainId?: string | undefined;
+  /** The reserved address (`ra_…`) a tcp tunnel serves, when it is reserved. */
+  addrId?: string | undefined;
+  /**
+   * Internal endpoints (binding `internal`): `name.internal` (http, https, tls) or
+   * `name.internal:port` (tcp). Never on a public listener: only forward-internal reaches them.
+   */
+  internal?: string | undefined;
+  /** Shares its name or port with other pooling endpoints, round robin (Extra.PoolingEnabled). */
+  pooling?: boolean | undefined;
+  /** A cloud endpoint (POST /endpoints): no agent behind it, its traffic policy answers. */
+  cloud?: boolean | undefined;
+  /** Open one proxied connection to the agent; the stream carries the public connection's bytes. */
+  connect(info: ProxyInfo): Promise<Duplex>;
+}
+
+/** Why a tunnel cannot be added. */
+export class TunnelConflictError extends Error {
+  constructor(
+    readonly holder: OnlineTunnel,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'TunnelConflictError';
+  }
+}
+
+/** Where a tunnel is reached, as one string; labeled tunnels have no key (they never conflict). */
+function poolKey(tunnel: Pick<OnlineTunnel, 'hostname' | 'port' | 'internal'>): string | undefined {
+  if (tunnel.internal !== undefined) return `i:${tunnel.internal}`;
+  if (tunnel.hostname !== undefined) return `h:${tunnel.hostname}`;
+  if (tunnel.port !== undefined) return `p:${tunnel.port}`;
+  return undefined;
+}
+
+function wildcardSuffix(hostname: string): string | undefined {
+  return hostname.startsWith('*.') ? hostname.slice(1) : undefined;
+}
+
+/**
+ * The edge's live state: online sessions and tunnels, indexed by hostname, port and labels. One
+ * name or port has one live tunnel; a tunnel of the same agent identity (same session, or the
+ * session it resumed) takes a name over atomically, so a reconnecting agent keeps its URL with no
+ * window where the name is free.
+ *
+ * Events: 'tunnel-added' (OnlineTunnel), 'tunnel-removed' (OnlineTunnel),
+ * 'session-added' / 'session-removed' (OnlineSession).
+ *
+ * @example
+ * registry.addTunnel(tunnel, { takeoverFrom: oldSessionId });
+ * registry.byHost('app.burrow.localhost')?.connect(info);
+ */
+export class TunnelRegistry extends EventEmitter {
+  private readonly sessions = new Map<string, OnlineSession>();
+  private readonly tunnels = new Map<string, OnlineTunnel>();
+  private readonly hosts = new Map<string, OnlineTunnel>();
+  /** Wildcard tunnels by suffix (`.x.example.com`). */
+  private readonly wildcards = new Map<string, OnlineTunnel>();
+  private readonly ports = new Map<number, OnlineTunnel>();
+  private readonly labeled = new Set<OnlineTunnel>();
+  /** Internal endpoints by key (`api.internal`, `db.internal:5432`). */
+  private readonly internals = new Map<string, OnlineTunnel>();
+  /** Every member of a pooled name or port by its key; the maps above hold the first member. */
+  private readonly pools = new Map<string, { members: OnlineTunnel[]; next: number }>();
+
+  addSession(session: OnlineSession): void {
+    this.sessions.set(session.id, session);
+    this.emit('session-added', session);
+  }
+
+  /** Forget a session and every tunnel it still holds. */
+  removeSession(sessionId: string): void {
+    const session = this.sessions.get(sessionId);
+    for (const tunnel of [...this.tunnels.values()]) {
+      if (tunnel.sessionId === sessionId) this.removeTunnel(tunnel.id);
+    }
+    if (session) {
+      this.sessions.delete(sessionId);
+      this.emit('session-removed', session);
+    }
+  }
+
+  session(id: string): OnlineSession | undefined {
+    return this.sessions.get(id);
+  }
+
+  listSessions(): OnlineSession[] {
+    return [...this.sessions.values()];
+  }
+
+  /**
+   * Add a tunnel. If its name or port is held by a tunnel of `takeoverFrom` (the stale session this
+   * agent resumed) or of its own session with the same bind id, that tunnel is replaced in one step;
+   * held by anyone else, TunnelConflictError.
+   */
+  addTunnel(
+    tunnel: OnlineTunnel,
+    options: { takeoverFrom?: string | undefined } = {},
+  ): OnlineTunnel | undefined {
+    const holder = this.holderOf(tunnel);
+    let replaced: OnlineTunnel | undefined;
+    if (holder) {
+      const members = this.pools.get(poolKey(tunnel) ?? '')?.members ?? [holder];
+      const mine = members.find(
+        (m) =>
+          m.sessionId === options.takeoverFrom ||
+          (m.sessionId === tunnel.sessionId && m.bindId === tunnel.bindId),
+      );
+      // Pooling joins only when every member pools too: one that did not asked to be alone.
+      const joins = tunnel.pooling === true && members.every((m) => m.pooling === true);
+      if (!mine && !joins) {
+        const where = tunnel.internal ?? tunnel.hostname ?? `port ${tunnel.port}`;
+        throw new TunnelConflictError(
+          holder,
+          `${where} is already served by another online tunnel (${holder.id} of session ${holder.sessionId})`,
+        );
+      }
+      if (mine) {
+        this.removeTunnel(mine.id);
+        replaced = mine;
+      }
+    }
+    this.tunnels.set(tunnel.id, tunnel);
+    const key = poolKey(tunnel);
+    if (key !== undefined) {
+      const pool = this.pools.get(key) ?? { members: [], next: 0 };
+      pool.members.push(tunnel);
+      this.pools.set(key, pool);
+    }
+    if (tunnel.internal !== undefined) {
+      if (!this.internals.has(tunnel.internal)) this.internals.set(tunnel.internal, tunnel);
+    } else if (tunnel.hostname !== undefined) {
+      const suffix = wildcardSuffix(tunnel.hostname);
+      const map = suffix ? this.wildcards : this.hosts;
+      const at: string = suffix ?? tunnel.hostname;
+      if (!map.has(at)) map.set(at, tunnel);
+    } else if (tunnel.port !== undefined) {
+      if (!this.ports.has(tunnel.port)) this.ports.set(tunnel.port, tunnel);
+    } else {
+      this.labeled.add(tunnel);
+    }
+    this.emit('tunnel-added', tunnel);
+    return replaced;
+  }
+
+  removeTunnel(id: string): OnlineTunnel | undefined {
+    const tunnel = this.tunnels.get(id);
+    if (!tunnel) return undefined;
+    this.tunnels.delete(id);
+    const key = poolKey(tunnel);
+    let successor: OnlineTunnel | undefined;
+    if (key !== undefined) {
+      const pool = this.pools.get(key);
+      if (pool) {
+        pool.members = pool.members.filter((m) => m !== tunnel);
+        if (pool.members.length === 0) this.pools.delete(key);
+        successor = pool.members[0];
+      }
+    }
+    const unset = <K>(map: Map<K, OnlineTunnel>, at: K): void => {
+      if (map.get(at) !== tunnel) return;
+      if (successor) map.set(at, successor);
+      else map.delete(at);
+    };
+    if (tunnel.internal !== undefined) {
+      unset(this.internals, tunnel.internal);
+    } else if (tunnel.hostname !== undefined) {
+      const suffix = wildcardSuffix(tunnel.hostname);
+      if (suffix) unset(this.wildcards, suffix);
+      else unset(this.hosts, tunnel.hostname);
+    } else if (tunnel.port !== undefined) {
+      unset(this.ports, tunnel.port);
+    } else {
+      this.labeled.delete(tunnel);
+    }
+    this.emit('tunnel-removed', tunnel);
+    return tunnel;
+  }
+
+  /**
+   * The member of `tunnel`'s pool that serves the next request or connection, round robin; the
+   * tunnel itself when it does not pool. A removed member is out of the pool at once.
+   * @example const target = registry.pick(registry.byHost(host)!);
+   */
+  pick(tunnel: OnlineTunnel): OnlineTunnel {
+    // Only pooling tunnels share (every member of a pool pools): the rest need no lookup, and
+    // this runs for every request.
+    if (tunnel.pooling !== true) return tunnel;
+    const key = poolKey(tunnel);
+    const pool = key === undefined ? undefined : this.pools.get(key);
+    if (!pool || pool.members.length < 2) return tunnel;
+    pool.next = (pool.next + 1) % pool.members.length;
+    return pool.members[pool.next]!;
+  }
+
+  /** Every online member of the pool that `tunnel` belongs to (itself alone without pooling). */
+  poolOf(tunnel: OnlineTunnel): readonly OnlineTunnel[] {
+    const key = poolKey(tunnel);
+    return (key === undefined ? undefined : this.pools.get(key)?.members) ?? [tunnel];
+  }
+
+  /**
+   * The internal endpoint at `key` (`api.internal`, `db.internal:5432`), pooled members round
+   * robin; public listeners never call this.
+   * @example registry.internal('api.internal')
+   */
+  internal(key: string): OnlineTunnel | undefined {
+    const head = this.internals.get(key);
+    return head && this.pick(head);
+  }
+
+  tunnel(id: string): OnlineTunnel | undefined {
+    return this.tunnels.get(id);
+  }
+
+  listTunnels(): OnlineTunnel[] {
+    return [...this.tunnels.values()];
+  }
+
+  /** The tunnel serving `hostname`: an exact name first, then the longest matching wildcard. */
+  byHost(hostname: string): OnlineTunnel | undefined {
+    const exact = this.hosts.get(hostname);
+    if (exact) return exact;
+    for (let dot = hostname.indexOf('.'); dot >= 0; dot = hostname.indexOf('.', dot + 1)) {
+      const hit = this.wildcards.get(hostname.slice(dot));
+      if (hit) return hit;
+    }
+    return undefined;
+  }
+
+  byPort(port: number): OnlineTunnel | undefined {
+    return this.ports.get(port);
+  }
+
+  /**
+   * The tunnel holding exactly this name (a wildcard only as itself) or port, without the
+   * wildcard fallback of byHost: what addTunnel would conflict with.
+   */
+  holder(where: {
+    hostname?: string | undefined;
+    port?: number | undefined;
+    internal?: string | undefined;
+  }): OnlineTunnel | undefined {
+    return this.holderOf(where);
+  }
+
+  /** Labeled tunnels whose labels are a superset of `selector`. */
+  matchingLabels(selector: Record<string, string>): OnlineTunnel[] {
+    const wanted = Object.entries(selector);
+    return [...this.labeled].filter((t) => wanted.every(([k, v]) => t.labels?.[k] === v));
+  }
+
+  private holderOf(
+    tunnel: Pick<OnlineTunnel, 'hostname' | 'port' | 'internal'>,
+  ): OnlineTunnel | undefined {
+    if (tunnel.internal !== undefined) return this.internals.get(tunnel.internal);
+    if (tunnel.hostname !== undefined) {
+      const suffix = wildcardSuffix(tunnel.hostname);
+      return suffix ? this.wildcards.get(suffix) : this.hosts.get(tunnel.hostname);
+    }
+    if (tunnel.port !== undefined) return this.ports.get(tunnel.port);
+    return undefined;
+  }
+}

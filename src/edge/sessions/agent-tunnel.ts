@@ -1,0 +1,174 @@
+import type { Duplex } from 'node:stream';
+import { nowRfc3339 } from '../../store/paging.js';
+import { type MuxSession, openProxyStream } from '../../protocol/index.js';
+import type {
+  OnlineTunnel,
+  ProxyInfo,
+  TunnelPolicy,
+  TunnelProto,
+} from '../registry/tunnel-registry.js';
+
+/** Why a proxied connection could not be opened. */
+export class TunnelUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TunnelUnavailableError';
+  }
+}
+
+/**
+ * Caps the proxied streams open at once on one agent session (Rust agents allow 512 concurrent
+ * streams, Go queues 128 unaccepted ones). Callers beyond the cap wait in a bounded queue for a
+ * bounded time, then fail, so a flood of public connections cannot break the agent's session.
+ * @example const release = await limiter.acquire(); stream.once('close', release);
+ */
+export class StreamLimiter {
+  private open = 0;
+  private readonly waiting: { grant: () => void; fail: (err: Error) => void }[] = [];
+  private failure: Error | undefined;
+
+  constructor(
+    readonly max: number,
+    private readonly maxWaiting: number,
+    private readonly waitMs: number,
+  ) {}
+
+  get active(): number {
+    return this.open;
+  }
+
+  acquire(): Promise<() => void> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this.open < this.max) return Promise.resolve(this.grant());
+    if (this.waiting.length >= this.maxWaiting) {
+      return Promise.reject(
+        new TunnelUnavailableError(`the agent session has ${this.open} connections open already`),
+      );
+    }
+    return new Promise((resolve, reject) => {
+      const entry = {
+        grant: () => {
+          clearTimeout(timer);
+          resolve(this.grant());
+        },
+        fail: (err: Error) => {
+          clearTimeout(timer);
+          reject(err);
+        },
+      };
+      const timer = setTimeout(() => {
+        this.waiting.splice(this.waiting.indexOf(entry), 1);
+        reject(new TunnelUnavailableError('timed out waiting for a free agent stream'));
+      }, this.waitMs);
+      timer.unref();
+      this.waiting.push(entry);
+    });
+  }
+
+  /** Fail every waiter and future caller with `err`. */
+  close(err: Error): void {
+    this.failure ??= err;
+    for (const w of this.waiting.splice(0)) w.fail(err);
+  }
+
+  private grant(): () => void {
+    this.open++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.open--;
+      this.waiting.shift()?.grant();
+    };
+  }
+}
+
+/** What a tunnel needs from the session that serves it. */
+export interface TunnelHost {
+  readonly mux: MuxSession;
+  readonly limiter: StreamLimiter;
+  /** True once the session has ended or been evicted. */
+  readonly gone: boolean;
+}
+
+/** Where and what a new tunnel serves: the registry's view of it, less what binding adds later. */
+export type AgentTunnelInit = Omit<
+  OnlineTunnel,
+  'trafficPolicy' | 'policy' | 'startedAt' | 'connect'
+>;
+
+/**
+ * A tunnel served by an agent session. connect() opens a proxy stream (type 3) whose SYN frame
+ * carries the type, the little-endian length and the ProxyHeader, and hands the stream over.
+ * @example const stream = await tunnel.connect({ clientAddr: '203.0.113.7:4567', proto: 'https', edgeType: '', passthroughTls: false });
+ */
+export class AgentTunnel implements OnlineTunnel {
+  readonly id: string;
+  readonly sessionId: string;
+  readonly bindId: string;
+  readonly proto: TunnelProto | undefined;
+  readonly url: string | undefined;
+  readonly hostname: string | undefined;
+  readonly port: number | undefined;
+  readonly labels: Record<string, string> | undefined;
+  readonly forwardsTo: string;
+  metadata: string;
+  /** Set by EndpointPolicies.attach / replace, with `policy`, its compiled form. */
+  trafficPolicy: string | undefined = undefined;
+  policy: TunnelPolicy | undefined = undefined;
+  readonly startedAt = nowRfc3339();
+  readonly domainId: string | undefined;
+  readonly addrId: string | undefined;
+  readonly internal: string | undefined;
+  /** Changed by PatchTunnelState's PoolingEnabled. */
+  pooling: boolean | undefined;
+  /** Set when the tunnel is unbound or replaced; connect() then fails at once. */
+  removed = false;
+
+  constructor(
+    init: AgentTunnelInit,
+    private readonly host: TunnelHost,
+  ) {
+    this.id = init.id;
+    this.sessionId = init.sessionId;
+    this.bindId = init.bindId;
+    this.proto = init.proto;
+    this.url = init.url;
+    this.hostname = init.hostname;
+    this.port = init.port;
+    this.labels = init.labels;
+    this.forwardsTo = init.forwardsTo;
+    this.metadata = init.metadata;
+    this.domainId = init.domainId;
+    this.addrId = init.addrId;
+    this.internal = init.internal;
+    this.pooling = init.pooling;
+  }
+
+  async connect(info: ProxyInfo): Promise<Duplex> {
+    this.assertUsable();
+    const release = await this.host.limiter.acquire();
+    try {
+      this.assertUsable();
+      const stream = openProxyStream(this.host.mux, {
+        Id: this.bindId,
+        ClientAddr: info.clientAddr,
+        Proto: info.proto,
+        EdgeType: info.edgeType,
+        PassthroughTLS: info.passthroughTls,
+      });
+      stream.once('close', release);
+      return stream;
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+
+  private assertUsable(): void {
+    if (this.removed) throw new TunnelUnavailableError(`tunnel ${this.id} is offline`);
+    if (this.host.gone || this.host.mux.closed) {
+      throw new TunnelUnavailableError(`the agent session ${this.sessionId} is gone`);
+    }
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * Socket reads into shared slabs instead of a fresh buffer per read.
+ *
+ * Node allocates a new buffer for every read of a socket: 64 KiB per TCP read, and one per TLS
+ * record (up to 16 KiB) on a TLS socket. On a bulk transfer that is tens of thousands of
+ * short-lived ArrayBuffers per GiB, each a malloc, a JS object and garbage. With Node's `onread`
+ * option a socket reads into memory we give it; here each read goes into the free tail of a
+ * larger slab, the next read starts after it, and a new slab is taken when the tail is too short.
+ * The chunks handed on are views of the slab that nothing ever overwrites, so a reader may keep
+ * them as long as it likes (muxado hands DATA payloads to streams that buffer them), unlike a
+ * single reused read buffer, whose bytes would have to be copied out first.
+ *
+ * The cost: a slab lives while any chunk of it does, so a reader that holds on to a few bytes for
+ * long keeps up to one slab alive for them. Use it for the few long-lived connections that carry
+ * bulk data (an agent's link to the edge), not for every accepted socket.
+ *
+ * `onread` is only a connect-time option (`net.connect`, `tls.connect`, `new net.Socket`):
+ * sockets accepted by a server cannot use it.
+ */
+import type { OnReadOpts, Socket } from 'node:net';
+
+/** Bytes per slab: 16 TLS records or 4 TCP reads. */
+export const READ_SLAB_SIZE = 256 * 1024;
+/** Room a read needs: a whole TLS record (16 KiB); a shorter tail starts a new slab. */
+const MIN_READ_ROOM = 16 * 1024;
+
+export interface SlabReads {
+  /** Give this as `onread` to `net.connect` or `tls.connect`. */
+  readonly onread: OnReadOpts;
+  /**
+   * Bind the socket those options were given to (before it can read): its reads are then emitted
+   * as its 'data' events, so it is read like any socket. Reads that come before anyone listens
+   * for 'data' wait (and the socket pauses) until someone does.
+   */
+  attach(socket: Socket): void;
+}
+
+/**
+ * @example
+ * const reads = slabReads();
+ * const socket = tls.connect({ host, port, onread: reads.onread } as tls.ConnectionOptions);
+ * reads.attach(socket);
+ * socket.on('data', (chunk) => parser.push(chunk)); // chunk: a view of a slab, safe to keep
+ */
+export function slabReads(slabSize: number = READ_SLAB_SIZE): SlabReads {
+  if (slabSize < MIN_READ_ROOM) throw new RangeError(`slab size below ${MIN_READ_ROOM}`);
+  let slab = Buffer.allocUnsafe(slabSize);
+  /** Bytes of `slab` handed out; the next read goes after them. */
+  let used = 0;
+  let socket: Socket | undefined;
+  const early: Buffer[] = [];
+
+  const listening = (): boolean => socket !== undefined && socket.listenerCount('data') > 0;
+  const flush = (): void => {
+    while (early.length > 0 && listening()) socket!.emit('data', early.shift()!);
+    if (early.length === 0 && socket && !socket.destroyed) socket.resume();
+  };
+
+  return {
+    onread: {
+      // Node asks for the next read's memory after each read (and once before the first).
+      buffer: () => {
+        if (slabSize - used < MIN_READ_ROOM) {
+          slab = Buffer.allocUnsafe(slabSize);
+          used = 0;
+        }
+        return slab.subarray(used);
+      },
+      callback: (bytes: number, buf: Uint8Array): boolean => {
+        let chunk: Buffer;
+        if (buf.buffer === slab.buffer && buf.byteOffset === slab.byteOffset + used) {
+          chunk = slab.subarray(used, used + bytes);
+          used += bytes;
+        } else {
+          // Not the tail we handed out (not something Node does): keep nothing that a later read
+          // could overwrite.
+          chunk = Buffer.from(buf.subarray(0, bytes));
+        }
+        if (early.length === 0 && listening()) {
+          socket!.emit('data', chunk);
+          return true;
+        }
+        early.push(chunk);
+        return false; // pauses the socket until flush()
+      },
+    },
+    attach(s: Socket): void {
+      socket = s;
+      s.on('newListener', (event: string | symbol) => {
+        if (event === 'data' && early.length > 0) process.nextTick(flush);
+      });
+    },
+  };
+}
