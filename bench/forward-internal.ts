@@ -10,7 +10,7 @@
  * Processes as in bench/policy-tunnel.ts: the edge, the Burrow SDK agent, the local service, one
  * load generator per measurement, and this coordinating process.
  */
-import { CloudEndpoints } from '../src/edge/registry/cloud-endpoints.js';
+import { CloudEndpoints } from '../src/edge/binds/cloud-endpoints.js';
 import { fmt, machine, markdownTable } from './report.js';
 import { median, runTunnelBench, type RateResult } from './support/load.js';
 import { answer, RoleProcesses } from './support/roles.js';

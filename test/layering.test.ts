@@ -117,3 +117,50 @@ describe('layering', () => {
     expect(violations()).toEqual([]);
   });
 });
+
+/**
+ * Inside the edge the same rule holds between its folders (each folder's README.md says what it
+ * is): registry < metrics < listeners < certificates < binds < sessions < ingress, and edge.ts,
+ * which composes them, on top. ingress/http is part of ingress.
+ */
+const EDGE_FOLDERS = [
+  'registry',
+  'metrics',
+  'listeners',
+  'certificates',
+  'binds',
+  'sessions',
+  'ingress',
+  '',
+];
+const EDGE = join(SRC, 'edge');
+
+/** The edge folder of a path under src/edge ('' for edge.ts itself). */
+function edgeFolderOf(path: string): string {
+  const parts = relative(EDGE, path).split(sep);
+  return parts.length > 1 ? parts[0]! : '';
+}
+
+describe('edge folders', () => {
+  it('import only from earlier folders', () => {
+    const found: string[] = [];
+    for (const file of sourceFiles(EDGE)) {
+      const from = EDGE_FOLDERS.indexOf(edgeFolderOf(file));
+      for (const specifier of relativeImports(readFileSync(file, 'utf8'))) {
+        const target = resolve(dirname(file), specifier);
+        if (!isInside(target, EDGE)) continue;
+        const to = EDGE_FOLDERS.indexOf(edgeFolderOf(target));
+        if (from < 0 || to < 0 || to > from) {
+          found.push(`${relative(ROOT, file)} → ${relative(ROOT, target)}`);
+        }
+      }
+    }
+    expect(found).toEqual([]);
+  });
+
+  it('each folder has a README.md that says what it is', () => {
+    for (const folder of EDGE_FOLDERS.filter((f) => f !== '')) {
+      expect(readFileSync(join(EDGE, folder, 'README.md'), 'utf8')).toMatch(/^# /);
+    }
+  });
+});

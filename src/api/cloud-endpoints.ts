@@ -13,7 +13,7 @@ import { quote } from '../core/quote.js';
 import {
   parseCloudEndpointUrl,
   type CloudEndpointTarget,
-} from '../edge/registry/cloud-endpoint-url.js';
+} from '../edge/binds/cloud-endpoint-url.js';
 import { validatePolicy } from '../policy/validate.js';
 import type { CloudEndpoint, Repositories } from '../store/index.js';
 import type { ApiContext } from './context.js';

@@ -7,7 +7,7 @@ import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { buildApi } from '../api/app.js';
 import { onlineStateOf } from '../api/online.js';
-import { RefusalLog } from '../edge/ingress/connection-gate.js';
+import { RefusalLog } from '../edge/listeners/connection-gate.js';
 import { startEdge, type Edge } from '../edge/edge.js';
 import { validatePolicy } from '../policy/validate.js';
 import { announceDashboardSetup } from './dashboard-setup.js';

@@ -100,3 +100,21 @@ export function formatHostPort(host: string, port?: number | string): string {
 export function hostOfHostPort(text: string): string {
   return parseHostPort(text, { port: 'optional', allowEmptyHost: true })?.host ?? text;
 }
+
+/**
+ * Parse a listen address `host:port` (IPv6 in brackets; port 0 picks a free one).
+ * @example parseListenAddress('127.0.0.1:8080') // { host: '127.0.0.1', port: 8080 }
+ */
+export function parseListenAddress(value: string): { host: string; port: number } {
+  const parsed = parseHostPort(value, { allowEmptyHost: true });
+  if (!parsed) throw new TypeError(`"${value}" is not a host:port listen address`);
+  return parsed;
+}
+
+/**
+ * `host:port` of a listening server, for URLs and logs.
+ * @example formatAddress({ address: '::1', port: 8080 }) // '[::1]:8080'
+ */
+export function formatAddress(address: { address: string; port: number }): string {
+  return formatHostPort(address.address, address.port);
+}

@@ -19,15 +19,15 @@ import {
   LocalCa,
   wildcardSanFor,
 } from './certificates/certificates.js';
-import { CloudEndpoints } from './registry/cloud-endpoints.js';
+import { CloudEndpoints } from './binds/cloud-endpoints.js';
 import { EdgeRuntime } from './ingress/edge-runtime.js';
 import { startIngress, type Ingress } from './ingress/ingress.js';
 import { EdgeMetrics } from './metrics/metrics.js';
-import { parseListenAddress } from './ingress/proxy.js';
+import { parseListenAddress } from '../core/host-port.js';
 import { TunnelRegistry } from './registry/tunnel-registry.js';
 import { TrafficLog } from './metrics/traffic-log.js';
 import { trafficInspector, type TrafficInspector } from './metrics/traffic-replay.js';
-import { trafficExchangeTap, trafficTap } from './metrics/traffic-tap.js';
+import { trafficExchangeTap, trafficTap } from './ingress/http/traffic-tap.js';
 
 /** A running edge: the agent listener and the public ingress over one tunnel registry. */
 export interface Edge {

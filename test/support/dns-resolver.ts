@@ -20,7 +20,7 @@ import {
   normalizeName,
   udpAnswerLimit,
 } from '../../src/edge/certificates/dns-server.js';
-import { parseListenAddress } from '../../src/edge/ingress/proxy.js';
+import { parseListenAddress } from '../../src/core/host-port.js';
 
 /** A zone whose names are answered by asking its authoritative server. */
 export interface DelegatedZone {

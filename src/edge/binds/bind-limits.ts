@@ -1,5 +1,5 @@
 import { CODES } from '../../core/errors.js';
-import { AgentError, refusals } from '../sessions/agent-errors.js';
+import { AgentError, refusals } from './agent-errors.js';
 
 /** What one agent session may hold: each tunnel costs memory on the edge for as long as it lives. */
 export const BIND_LIMITS = {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { AgentError } from '../sessions/agent-errors.js';
+import type { AgentError } from './agent-errors.js';
 import { optionRules } from './bind-option-rules.js';
 import { mergedPolicyText } from './bind-traffic-policy.js';
 

@@ -8,7 +8,7 @@
  */
 import type { PolicyAction, PolicyProtocol, PolicyRule } from '../../policy/index.js';
 import type { BindExtra, BindOpts } from '../../protocol/index.js';
-import { AgentError } from '../sessions/agent-errors.js';
+import { AgentError } from './agent-errors.js';
 import { isSet, UNSUPPORTED_OPTION_CODE as OPTION_CODE } from './bind-options.js';
 
 /** The rules an endpoint's options add, by phase. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { AgentError } from '../sessions/agent-errors.js';
+import { AgentError } from './agent-errors.js';
 import { checkBindOptions, isSet } from './bind-options.js';
-import { ResumptionKeys } from '../sessions/session-resumption.js';
+import { ResumptionKeys } from './session-resumption.js';
 
 describe('isSet', () => {
   it('treats SDK empty values as unset and anything with content as set', () => {

@@ -1,6 +1,6 @@
 import { CODES } from '../../core/errors.js';
 import type { BindExtra, BindOpts } from '../../protocol/index.js';
-import { AgentError } from '../sessions/agent-errors.js';
+import { AgentError } from './agent-errors.js';
 
 /**
  * Bind options the edge does not enforce. Each is refused when set, never ignored: ignoring OAuth

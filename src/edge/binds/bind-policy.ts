@@ -7,7 +7,7 @@ import { randomDnsLabel } from '../../core/ids.js';
 import { LABEL_LIMITS, labelProblem } from '../../core/labels.js';
 import type { Bind } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
-import { AgentError, refusals } from '../sessions/agent-errors.js';
+import { AgentError, refusals } from './agent-errors.js';
 import { optionRules, type OptionRules } from './bind-option-rules.js';
 import { checkBindOptions } from './bind-options.js';
 import {
@@ -16,7 +16,7 @@ import {
   mergedPolicyText,
   type BindTrafficPolicy,
 } from './bind-traffic-policy.js';
-import type { BindGrant } from '../sessions/session-resumption.js';
+import type { BindGrant } from './session-resumption.js';
 import type { OnlineTunnel, TunnelProto, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 /** What the agent side of the edge needs to know about the server. */

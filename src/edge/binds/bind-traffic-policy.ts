@@ -14,7 +14,7 @@ import {
   type PolicyProtocol,
 } from '../../policy/index.js';
 import type { BindOpts } from '../../protocol/index.js';
-import { AgentError, refusals } from '../sessions/agent-errors.js';
+import { AgentError, refusals } from './agent-errors.js';
 import { isSet } from './bind-options.js';
 import type { OptionRules } from './bind-option-rules.js';
 

@@ -14,7 +14,7 @@ import {
   udpAnswerLimit,
   type DnsServer,
 } from './dns-server.js';
-import { parseListenAddress } from '../ingress/proxy.js';
+import { parseListenAddress } from '../../core/host-port.js';
 
 const ZONE = 'burrow.example.com';
 const CHALLENGE = `kjrplmqa.acme-challenge.${ZONE}`;

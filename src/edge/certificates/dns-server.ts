@@ -12,7 +12,7 @@ import net from 'node:net';
 import dnsPacket from 'dns-packet';
 import type { Answer, DecodedPacket, OptAnswer, Packet, Question, SoaAnswer } from 'dns-packet';
 import type { Logger } from '../../core/logger.js';
-import { parseListenAddress } from '../ingress/proxy.js';
+import { parseListenAddress } from '../../core/host-port.js';
 
 /** Where TXT answers come from (pending ACME challenges). */
 export interface DnsRecordSource {

@@ -15,7 +15,7 @@ import {
 import type { Logger } from '../../core/logger.js';
 import type { TlsTerminationModule } from '../../store/edges.js';
 import type { CertificateStore, ServedCertificate } from '../certificates/certificate-store.js';
-import { enforceHandshakeDeadline } from './handshake-deadline.js';
+import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
 
 /** What the terminating edge applies; TLS 1.2 is the minimum when the module names none. */
 export interface TerminationSettings {

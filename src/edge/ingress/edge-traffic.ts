@@ -20,7 +20,8 @@ import { EdgeTlsTerminator } from './edge-tls.js';
 import { EndpointMeter } from '../metrics/endpoint-meters.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 import { connInputOf } from './policy-gate.js';
-import { clientAddr, clientIp, DEFAULT_CONNECT_TIMEOUT_MS, relay } from './proxy.js';
+import { clientAddr, clientIp, DEFAULT_CONNECT_TIMEOUT_MS } from '../registry/connect-tunnel.js';
+import { relay } from './proxy.js';
 import type { ProxyInfo, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 /** A fatal TLS `internal_error` alert, so a passthrough client sees a TLS error, not a reset. */

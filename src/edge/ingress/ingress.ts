@@ -10,14 +10,14 @@ import type { CertificateStore } from '../certificates/certificate-store.js';
 import { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { HttpIngress, type HttpIngressOptions } from './http/http-ingress.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
-import { formatAddress, parseListenAddress } from './proxy.js';
+import { formatAddress, parseListenAddress } from '../../core/host-port.js';
 import { SniRouter, type SniRouterOptions } from './sni-router.js';
 import { TcpIngress } from './tcp-ingress.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../core/limits.js';
-import { gateConnections, RefusalLog } from './connection-gate.js';
+import { gateConnections, RefusalLog } from '../listeners/connection-gate.js';
 import { answerParserErrors } from './http/http-parser-refusals.js';
-import { proxyProtocolFront } from './proxy-protocol-front.js';
+import { proxyProtocolFront } from '../listeners/proxy-protocol-front.js';
 
 export interface IngressOptions {
   /** `host:port` for plain HTTP; port 0 picks a free port. */

@@ -10,7 +10,7 @@ import type {
   TcpConnectDecision,
   TlsInput,
 } from '../../policy/index.js';
-import { clientIp } from './proxy.js';
+import { clientIp } from '../registry/connect-tunnel.js';
 import type { TunnelPolicy } from '../registry/tunnel-registry.js';
 
 const NO_VARS: PolicyVars = Object.freeze({});

@@ -1,10 +1,9 @@
 /**
- * Plumbing shared by the ingress listeners: the public client's address as the agent protocol
- * writes it, opening a tunnel stream with a deadline, and relaying raw bytes both ways.
+ * Plumbing shared by the ingress listeners: relaying raw bytes both ways between a public
+ * connection and a tunnel stream.
  */
 import { pipeline, type Duplex } from 'node:stream';
-import { BurrowError, CODES } from '../../core/errors.js';
-import { formatHostPort, parseHostPort } from '../../core/host-port.js';
+import { connectTunnel } from '../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../registry/tunnel-registry.js';
 import type { EndpointMeter, EndpointMeters } from '../metrics/endpoint-meters.js';
 
@@ -15,76 +14,6 @@ import type { EndpointMeter, EndpointMeters } from '../metrics/endpoint-meters.j
  * connection.
  */
 export const INGRESS_HIGH_WATER_MARK = 256 * 1024;
-
-/** Default wait for `tunnel.connect()` before the public side is answered with an error. */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
-
-/**
- * The client's IP without the IPv4-mapped prefix Node gives dual-stack sockets.
- * @example clientIp({ remoteAddress: '::ffff:203.0.113.7' }) // '203.0.113.7'
- */
-export function clientIp(socket: { remoteAddress?: string | undefined }): string {
-  const ip = socket.remoteAddress ?? '';
-  return ip.startsWith('::ffff:') && ip.includes('.') ? ip.slice(7) : ip;
-}
-
-/**
- * `ip:port` as the ProxyHeader's ClientAddr carries it (IPv6 in brackets).
- * @example clientAddr(socket) // '203.0.113.7:45678' or '[2001:db8::1]:45678'
- */
-export function clientAddr(socket: {
-  remoteAddress?: string | undefined;
-  remotePort?: number | undefined;
-}): string {
-  return formatHostPort(clientIp(socket), socket.remotePort ?? 0);
-}
-
-/** Thrown when a tunnel did not hand over a stream in time. */
-export class TunnelConnectTimeoutError extends BurrowError {
-  constructor(ms: number) {
-    super(
-      CODES.tunnelConnectTimeout,
-      502,
-      `the agent did not accept the connection within ${ms} ms`,
-    );
-  }
-}
-
-/**
- * `tunnel.connect(info)`, failing after `timeoutMs`. A stream that arrives after the deadline is
- * destroyed, so the agent is not left holding a connection nobody reads.
- * @example const stream = await connectTunnel(tunnel, info, 10_000);
- */
-export function connectTunnel(
-  tunnel: OnlineTunnel,
-  info: ProxyInfo,
-  timeoutMs = DEFAULT_CONNECT_TIMEOUT_MS,
-): Promise<Duplex> {
-  return new Promise((resolve, reject) => {
-    let settled = false;
-    const timer = setTimeout(() => {
-      settled = true;
-      reject(new TunnelConnectTimeoutError(timeoutMs));
-    }, timeoutMs);
-    let pending: Promise<Duplex>;
-    try {
-      pending = tunnel.connect(info);
-    } catch (err) {
-      pending = Promise.reject(err instanceof Error ? err : new Error(String(err)));
-    }
-    pending.then(
-      (stream) => {
-        clearTimeout(timer);
-        if (settled) stream.destroy();
-        else resolve(stream);
-      },
-      (err: unknown) => {
-        clearTimeout(timer);
-        if (!settled) reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
-}
 
 /** An open relay between a public connection and a tunnel stream. */
 export interface Relay {
@@ -181,22 +110,4 @@ export function relayThroughTunnel(
       options.onConnectFailed(err);
     },
   );
-}
-
-/**
- * Parse a listen address `host:port` (IPv6 in brackets; port 0 picks a free one).
- * @example parseListenAddress('127.0.0.1:8080') // { host: '127.0.0.1', port: 8080 }
- */
-export function parseListenAddress(value: string): { host: string; port: number } {
-  const parsed = parseHostPort(value, { allowEmptyHost: true });
-  if (!parsed) throw new TypeError(`"${value}" is not a host:port listen address`);
-  return parsed;
-}
-
-/**
- * `host:port` of a listening server, for URLs and logs.
- * @example formatAddress({ address: '::1', port: 8080 }) // '[::1]:8080'
- */
-export function formatAddress(address: { address: string; port: number }): string {
-  return formatHostPort(address.address, address.port);
 }

@@ -13,12 +13,13 @@ import {
 import type { Logger } from '../../core/logger.js';
 import type { CertificateStore } from '../certificates/certificate-store.js';
 import { offeredTlsVersion, scanClientHello } from './client-hello.js';
-import { enforceHandshakeDeadline } from './handshake-deadline.js';
+import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
-import { clientAddr, INGRESS_HIGH_WATER_MARK, relayThroughTunnel, type Relay } from './proxy.js';
+import { clientAddr } from '../registry/connect-tunnel.js';
+import { INGRESS_HIGH_WATER_MARK, relayThroughTunnel, type Relay } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 /** A fatal TLS `internal_error` alert: the client reports a TLS error, not a silent reset. */

@@ -5,6 +5,9 @@
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 
+/** Header set on replayed requests so the inspector can link a replay to its original. */
+export const REPLAY_HEADER = 'x-burrow-replay-of';
+
 /** Requests kept per host; the oldest goes first. */
 export const PER_HOST_CAP = 100;
 /** Hosts kept; the host that saw traffic least recently goes first. */

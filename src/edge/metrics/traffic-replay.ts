@@ -1,6 +1,6 @@
 import { request } from 'node:http';
 import { parseHostPort } from '../../core/host-port.js';
-import { REPLAY_HEADER } from './traffic-tap.js';
+import { REPLAY_HEADER } from './traffic-log.js';
 import { headerPairs, type TrafficLog, type TrafficRecord } from './traffic-log.js';
 
 /** Headers a replay must not copy: the connection's own, and those Node sets from the body. */

@@ -8,7 +8,7 @@ import type { Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
 import { parseHostPort } from '../../core/host-port.js';
 import type { Backend } from '../../store/backend-kinds.js';
-import { connectTunnel } from '../ingress/proxy.js';
+import { connectTunnel } from './connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo, TunnelRegistry } from './tunnel-registry.js';
 
 /** A backend resolved into what routing needs; members are resolved too. */

@@ -1,6 +1,6 @@
 import type { Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { parseCloudEndpointUrl } from './cloud-endpoint-url.js';
+import { parseCloudEndpointUrl } from '../binds/cloud-endpoint-url.js';
 import { internalOnline, MAX_FORWARD_HOPS, resolveInternal } from './internal-routing.js';
 import { TunnelConflictError, TunnelRegistry, type OnlineTunnel } from './tunnel-registry.js';
 

@@ -2,7 +2,7 @@ import { parseAcl, type AclRule } from '../../core/acl.js';
 import { tokenIdBody } from '../../core/tokens.js';
 import type { Auth } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
-import { AgentError, refusals } from './agent-errors.js';
+import { AgentError, refusals } from '../binds/agent-errors.js';
 
 /** What a successful Auth establishes about the session. */
 export interface SessionAuth {

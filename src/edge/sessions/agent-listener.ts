@@ -16,12 +16,12 @@ import {
 } from '../certificates/certificates.js';
 import { EndpointPolicies, type EndpointPolicyEvents } from '../binds/endpoint-policy.js';
 import type { AgentCertificatePicker } from './agent-listener-certificates.js';
-import { gateConnections, RefusalLog } from '../ingress/connection-gate.js';
-import { enforceHandshakeDeadline } from '../ingress/handshake-deadline.js';
-import { proxyProtocolFront } from '../ingress/proxy-protocol-front.js';
+import { gateConnections, RefusalLog } from '../listeners/connection-gate.js';
+import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
+import { proxyProtocolFront } from '../listeners/proxy-protocol-front.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 import { RevocationWatch } from './revocation.js';
-import { ResumptionKeys } from './session-resumption.js';
+import { ResumptionKeys } from '../binds/session-resumption.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 export interface AgentListenerOptions {

@@ -6,7 +6,7 @@ import {
   readMessage,
   writeReply,
 } from '../../protocol/index.js';
-import { AgentError, refusals } from './agent-errors.js';
+import { AgentError, refusals } from '../binds/agent-errors.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 
 /** Largest RPC request accepted from an agent (a Bind with a traffic policy fits easily). */

@@ -24,13 +24,13 @@ import {
   serveUnbind,
   type BindHost,
   type BindServices,
-} from '../binds/agent-binds.js';
+} from './agent-binds.js';
 import { runCommand } from './agent-commands.js';
-import { AgentError, refusals } from './agent-errors.js';
+import { AgentError, refusals } from '../binds/agent-errors.js';
 import { refuseRpc, serveRpc } from './agent-rpc.js';
 import { StreamLimiter, TunnelUnavailableError, type AgentTunnel } from './agent-tunnel.js';
 import type { Binder } from '../binds/bind-policy.js';
-import type { RefusalLog } from '../ingress/connection-gate.js';
+import type { RefusalLog } from '../listeners/connection-gate.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 import type { OnlineSession, OnlineTunnel } from '../registry/tunnel-registry.js';
 

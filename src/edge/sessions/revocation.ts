@@ -1,6 +1,6 @@
 import type { Logger } from '../../core/logger.js';
 import type { Repositories } from '../../store/index.js';
-import { refusals, type AgentError } from './agent-errors.js';
+import { refusals, type AgentError } from '../binds/agent-errors.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 
 /** A live session as revocation sees it: the credential it authenticated with, and a way out. */

@@ -14,7 +14,7 @@ import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
 import { INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
 import { routingHost } from './http-forwarding.js';
-import { clientAddr, clientIp, connectTunnel } from '../proxy.js';
+import { clientAddr, clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
 import {
   agentRequestHead,
@@ -309,6 +309,9 @@ export class HttpConnection {
     this.streamTunnel = tunnel;
     this.streamError = undefined;
     this.streamRetired = false;
+    // Kept for the stream's whole life: a stream let go of (parked, dropped) may still fail when
+    // its session does, and an 'error' without a listener would end the process.
+    if (!stream.listeners('error').includes(ignoreError)) stream.on('error', ignoreError);
     stream.on('data', this.onStreamData);
     stream.on('end', this.onStreamEnd);
     stream.on('close', this.onStreamClose);
@@ -568,6 +571,8 @@ export class HttpConnection {
     this.refuse(error);
   }
 }
+
+function ignoreError(): void {}
 
 function uncork(socket: Duplex): void {
   socket.uncork();

@@ -7,7 +7,8 @@ import {
   requestHead,
   routingHost,
 } from './http-forwarding.js';
-import { clientAddr, clientIp, parseListenAddress } from '../proxy.js';
+import { clientAddr, clientIp } from '../../registry/connect-tunnel.js';
+import { parseListenAddress } from '../../../core/host-port.js';
 
 /** An IncomingMessage as far as the forwarding functions look at it. */
 function message(rawHeaders: string[], extra: Partial<IncomingMessage> = {}): IncomingMessage {

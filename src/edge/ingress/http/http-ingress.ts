@@ -36,14 +36,8 @@ import { PublicConnections } from './http-connections.js';
 import { misdirected } from '../sni-host-match.js';
 import { failRequest, writeUpstreamResponse } from './http-responses.js';
 import { runHttpRequestPolicy, runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
-import {
-  clientAddr,
-  clientIp,
-  connectTunnel,
-  INGRESS_HIGH_WATER_MARK,
-  relay,
-  type Relay,
-} from '../proxy.js';
+import { clientAddr, clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
+import { INGRESS_HIGH_WATER_MARK, relay, type Relay } from '../proxy.js';
 import { carriedBody, followForward } from './http-forward-internal.js';
 import type { ExchangeTap } from './exchange.js';
 import { HttpRelay } from './http-relay.js';

@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RefusalLog } from '../connection-gate.js';
+import { RefusalLog } from '../../listeners/connection-gate.js';
 import { answerParserErrors } from './http-parser-refusals.js';
 import { EdgeMetrics } from '../../metrics/metrics.js';
 

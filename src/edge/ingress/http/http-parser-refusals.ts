@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { Duplex } from 'node:stream';
-import type { RefusalLog } from '../connection-gate.js';
+import type { RefusalLog } from '../../listeners/connection-gate.js';
 
 /** Node's parser errors that are our limits, with the status HTTP gives each. */
 const LIMIT_ERRORS: Record<string, { status: number; reason: string; limit: string }> = {

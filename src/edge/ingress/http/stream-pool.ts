@@ -81,6 +81,8 @@ export class StreamPool {
       stream.destroy();
     };
     parked.timer.unref();
+    // A parked stream fails with its session; the failure only means it is dropped.
+    stream.once('error', parked.drop);
     stream.once('end', parked.drop);
     stream.once('data', parked.drop);
     stream.once('close', parked.drop);
@@ -109,6 +111,7 @@ export class StreamPool {
 
   private unpark(parked: Parked): void {
     clearTimeout(parked.timer);
+    parked.stream.off('error', parked.drop);
     parked.stream.off('end', parked.drop);
     parked.stream.off('data', parked.drop);
     parked.stream.off('close', parked.drop);

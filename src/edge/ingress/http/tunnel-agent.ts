@@ -10,7 +10,7 @@
 import { parseHostPort } from '../../../core/host-port.js';
 import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { connectTunnel, DEFAULT_CONNECT_TIMEOUT_MS } from '../proxy.js';
+import { connectTunnel, DEFAULT_CONNECT_TIMEOUT_MS } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
 
 /** Request options that say for whom a stream is opened. */

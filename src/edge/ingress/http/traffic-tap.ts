@@ -5,14 +5,11 @@
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { hostOfHostPort } from '../../core/host-port.js';
-import type { ExchangeTap } from '../ingress/http/exchange.js';
-import { clientIp } from '../ingress/proxy.js';
-import { BodyBuffer, type TrafficLog } from './traffic-log.js';
-import type { OnlineTunnel } from '../registry/tunnel-registry.js';
-
-/** Header set on replayed requests so the inspector can link a replay to its original. */
-export const REPLAY_HEADER = 'x-burrow-replay-of';
+import { hostOfHostPort } from '../../../core/host-port.js';
+import type { ExchangeTap } from './exchange.js';
+import { clientIp } from '../../registry/connect-tunnel.js';
+import { BodyBuffer, REPLAY_HEADER, type TrafficLog } from '../../metrics/traffic-log.js';
+import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 
 type WriteArgs = [chunk: unknown, ...rest: unknown[]];
 

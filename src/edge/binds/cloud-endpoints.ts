@@ -9,17 +9,17 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../../core/logger.js';
 import type { PolicyEventLog } from '../../policy/index.js';
 import type { CloudEndpoint, Repositories } from '../../store/index.js';
-import { compileBindPolicy } from '../binds/bind-traffic-policy.js';
+import { compileBindPolicy } from './bind-traffic-policy.js';
 import { parseCloudEndpointUrl } from './cloud-endpoint-url.js';
-import { endpointInputOf } from '../binds/endpoint-policy.js';
-import { internalOnline } from './internal-routing.js';
+import { endpointInputOf } from './endpoint-policy.js';
+import { internalOnline } from '../registry/internal-routing.js';
 import type {
   OnlineTunnel,
   ProxyInfo,
   TunnelPolicy,
   TunnelProto,
   TunnelRegistry,
-} from './tunnel-registry.js';
+} from '../registry/tunnel-registry.js';
 
 /** How often cloud endpoints are reloaded when nothing told this process about a change. */
 export const CLOUD_ENDPOINT_SYNC_MS = 2000;

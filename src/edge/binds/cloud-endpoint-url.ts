@@ -4,7 +4,7 @@
  */
 import { hostOfHostPort, parseHostPort } from '../../core/host-port.js';
 import { hostnameProblem } from '../../core/hostname.js';
-import type { TunnelProto } from './tunnel-registry.js';
+import type { TunnelProto } from '../registry/tunnel-registry.js';
 
 /** Where a cloud endpoint is served. */
 export interface CloudEndpointTarget {

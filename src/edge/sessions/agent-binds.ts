@@ -1,14 +1,14 @@
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import type { Bind, BindResp, MuxStream } from '../../protocol/index.js';
-import { refusals, type AgentError } from '../sessions/agent-errors.js';
-import { serveRpc, type RpcServing } from '../sessions/agent-rpc.js';
-import { AgentTunnel, type TunnelHost } from '../sessions/agent-tunnel.js';
-import type { Binder, BindPlan, BindPolicy } from './bind-policy.js';
-import { BIND_LIMITS, checkBindLimits } from './bind-limits.js';
-import { isSet } from './bind-options.js';
-import { legacyPolicyText } from './bind-traffic-policy.js';
-import { optionRulesOf, type EndpointPolicies } from './endpoint-policy.js';
-import type { ResumptionKeys } from '../sessions/session-resumption.js';
+import { refusals, type AgentError } from '../binds/agent-errors.js';
+import { serveRpc, type RpcServing } from './agent-rpc.js';
+import { AgentTunnel, type TunnelHost } from './agent-tunnel.js';
+import type { Binder, BindPlan, BindPolicy } from '../binds/bind-policy.js';
+import { BIND_LIMITS, checkBindLimits } from '../binds/bind-limits.js';
+import { isSet } from '../binds/bind-options.js';
+import { legacyPolicyText } from '../binds/bind-traffic-policy.js';
+import { optionRulesOf, type EndpointPolicies } from '../binds/endpoint-policy.js';
+import type { ResumptionKeys } from '../binds/session-resumption.js';
 import {
   TunnelConflictError,
   type OnlineTunnel,
