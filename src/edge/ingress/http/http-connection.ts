@@ -431,17 +431,14 @@ export class HttpConnection {
     exchange.responseBody = responseFramer(response.framing);
     exchange.answered = true;
     exchange.closing = this.closesAfter(exchange);
-    const head = clientResponseHead(response, exchange.closing);
-    if (!rest) {
-      this.socket.write(head, 'latin1');
-      if (exchange.responseBody.done) this.responseDone(exchange);
-      return;
-    }
-    // Head and the first body bytes in one write (one TLS record, one syscall).
+    // The head and what follows it in this turn go out in one write (one syscall, one TLS
+    // record): agents that send a response's head and body as two frames (@ngrok/ngrok does) are
+    // read in one turn.
     this.socket.cork();
-    this.socket.write(head, 'latin1');
-    this.relayResponseBody(exchange, rest);
     process.nextTick(uncork, this.socket);
+    this.socket.write(clientResponseHead(response, exchange.closing), 'latin1');
+    if (rest) this.relayResponseBody(exchange, rest);
+    else if (exchange.responseBody.done) this.responseDone(exchange);
   }
 
   private relayResponseBody(exchange: Exchange, chunk: Buffer): void {
