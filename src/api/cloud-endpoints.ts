@@ -4,6 +4,7 @@
  * endpoints. A URL is checked like a bind's: a name must be reserved (or covered by a reserved
  * wildcard, or under the base domain), a TCP address reserved, an internal URL end in `.internal`.
  */
+import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
@@ -121,7 +122,7 @@ export function cloudEndpointView(ep: CloudEndpoint, uris: Uris) {
   const t = typeof target === 'string' ? undefined : target;
   const scheme = t?.proto ?? '';
   const host = t?.addr
-    ? t.addr.slice(0, t.addr.lastIndexOf(':'))
+    ? (parseHostPort(t.addr, { keepBrackets: true })?.host ?? t.addr)
     : (t?.hostname ?? t?.internal ?? '');
   const port = t?.port ?? DEFAULT_PORTS[scheme] ?? 0;
   return {
@@ -133,8 +134,8 @@ export function cloudEndpointView(ep: CloudEndpoint, uris: Uris) {
     public_url: ep.url,
     url: ep.url,
     proto: scheme,
-    hostport: `${host.replace(/:\d+$/, '')}:${port}`,
-    host: host.replace(/:\d+$/, ''),
+    hostport: formatHostPort(host, port),
+    host,
     port,
     type: 'cloud',
     metadata: ep.metadata,

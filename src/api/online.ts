@@ -1,4 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { parseHostPort } from '../core/host-port.js';
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
@@ -151,9 +152,9 @@ function endpointView(t: OnlineTunnel, registry: TunnelRegistry, uris: Uris) {
   const m = /^([a-z]+):\/\/([^/]+)$/.exec(t.url ?? '');
   const scheme = m?.[1] ?? t.proto ?? '';
   const authority = m?.[2] ?? '';
-  const colon = authority.lastIndexOf(':');
-  const host = colon > 0 ? authority.slice(0, colon) : authority;
-  const port = colon > 0 ? Number(authority.slice(colon + 1)) : (DEFAULT_PORTS[scheme] ?? 0);
+  const parsed = parseHostPort(authority, { port: 'optional', keepBrackets: true });
+  const host = parsed?.host ?? authority;
+  const port = parsed?.port ?? DEFAULT_PORTS[scheme] ?? 0;
   return {
     id: endpointIdOf(t.id),
     uri: uris.of(endpointIdOf(t.id)),

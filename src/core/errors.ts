@@ -153,6 +153,7 @@ export const CODES = {
   plainHttpOnHttpsPort: 'ERR_BURROW_PLAIN_HTTP_ON_HTTPS_PORT',
   tunnelConnectTimeout: 'ERR_BURROW_TUNNEL_CONNECT_TIMEOUT',
   policyFailed: 'ERR_BURROW_POLICY_FAILED',
+  proxyProtocolInvalid: 'ERR_BURROW_PROXY_PROTOCOL',
   // Process start-up (CLI)
   invalidConfig: 'ERR_BURROW_CONFIG',
   agentStartup: 'ERR_BURROW_AGENT_STARTUP',

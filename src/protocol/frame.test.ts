@@ -123,7 +123,7 @@ describe('frame codec', () => {
       thrown = err;
     }
     expect(thrown).toBeInstanceOf(FrameError);
-    expect((thrown as FrameError).code).toBe(code);
+    expect((thrown as FrameError).wireCode).toBe(code);
   });
 
   it('ignores input after an error or a GOAWAY', () => {

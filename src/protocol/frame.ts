@@ -1,3 +1,4 @@
+import { BurrowError, muxCode } from '../core/errors.js';
 /**
  * muxado framing (docs/protocol.md §2): an 8-byte big-endian header (uint24 length, type<<4 |
  * flags, uint32 stream id) and a body. This module encodes frames and parses a byte stream into
@@ -62,13 +63,13 @@ export type Frame =
  * A muxado protocol violation: the session answers it with GOAWAY carrying `code` and closes.
  * @example throw new FrameError(ErrorCode.Protocol, 'DATA frame on stream 0');
  */
-export class FrameError extends Error {
+export class FrameError extends BurrowError {
   constructor(
-    readonly code: number,
+    /** The muxado error number a GOAWAY for this frame carries. */
+    readonly wireCode: number,
     message: string,
   ) {
-    super(message);
-    this.name = 'FrameError';
+    super(muxCode(wireCode), 502, message);
   }
 }
 

@@ -5,6 +5,7 @@
  * Spec: https://www.haproxy.org/download/2.9/doc/proxy-protocol.txt
  */
 import { isIP } from 'node:net';
+import { BurrowError, CODES } from '../core/errors.js';
 
 /** The v2 signature: the 12 bytes every v2 header starts with. */
 export const PROXY_V2_SIGNATURE = Buffer.from('0d0a0d0a000d0a515549540a', 'hex');
@@ -29,10 +30,9 @@ export interface ProxyProtocolHeader {
 }
 
 /** A connection whose first bytes are not a valid PROXY protocol header. */
-export class ProxyProtocolError extends Error {
+export class ProxyProtocolError extends BurrowError {
   constructor(message: string) {
-    super(message);
-    this.name = 'ProxyProtocolError';
+    super(CODES.proxyProtocolInvalid, 400, message);
   }
 }
 

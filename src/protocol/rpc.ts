@@ -1,3 +1,4 @@
+import { BurrowError } from '../core/errors.js';
 import type { Readable } from 'node:stream';
 import type * as M from './messages.js';
 import { decodeMessage, type MessageName, type MessageTypes } from './messages.js';
@@ -44,15 +45,16 @@ const CODE_RE = /ERR_NGROK_\d+/;
  * the SDKs do.
  * @example if (err instanceof RpcError && err.errorCode === 'ERR_NGROK_105') askForAToken();
  */
-export class RpcError extends Error {
+export class RpcError extends BurrowError {
+  /** The `ERR_NGROK_nnn` code in the reply, as @ngrok/ngrok names it; the same as `code`. */
   readonly errorCode: string | undefined;
 
   constructor(text: string) {
     const lines = text.split('\n').map((line) => line.trim());
     const message = lines.filter((line) => line !== '' && !CODE_RE.test(line)).join('\n');
-    super(message || text);
-    this.name = 'RpcError';
-    this.errorCode = CODE_RE.exec(text)?.[0];
+    const errorCode = CODE_RE.exec(text)?.[0];
+    super(errorCode, 502, message || text);
+    this.errorCode = errorCode;
   }
 }
 

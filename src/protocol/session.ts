@@ -226,7 +226,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
       this.parser.push(chunk);
     } catch (err) {
       if (err instanceof FrameError) {
-        this.goAway(err.code, err.message);
+        this.goAway(err.wireCode, err.message);
         return;
       }
       this.goAway(ErrorCode.Internal, 'internal error');

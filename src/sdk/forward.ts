@@ -3,6 +3,7 @@
  * byte for byte, with half-close), or a Node server or request handler that gets the connection
  * as if it had accepted it.
  */
+import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import http, { type RequestListener } from 'node:http';
 import net from 'node:net';
 import tls from 'node:tls';
@@ -70,9 +71,9 @@ export function parseLocalAddress(target: string | number): LocalAddress {
       tls: scheme === 'https' || scheme === 'tls',
     };
   }
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s/]+)):(\d+)$/.exec(text);
-  if (!m) throw badTarget(target);
-  return { host: (m[1] ?? m[2])!, port: port(m[3]), tls: false };
+  const parsed = /[\s/]/.test(text) ? undefined : parseHostPort(text);
+  if (!parsed) throw badTarget(target);
+  return { host: parsed.host, port: port(parsed.port), tls: false };
 }
 
 /** How a forwarder reports to its endpoint. */
@@ -108,8 +109,7 @@ export function createForwarder(
 ): Forwarder {
   if (typeof target === 'string' || typeof target === 'number') {
     const address = parseLocalAddress(target);
-    const host = address.host.includes(':') ? `[${address.host}]` : address.host;
-    const description = `${address.tls ? 'https://' : ''}${host}:${address.port}`;
+    const description = `${address.tls ? 'https://' : ''}${formatHostPort(address.host, address.port)}`;
     return {
       description,
       handle: (stream, header, hooks) =>
@@ -328,8 +328,8 @@ function serverForwarder(server: net.Server, description: string): Forwarder {
  * working setTimeout (HTTP servers use it for keep-alive), setNoDelay and setKeepAlive.
  */
 function asSocket(stream: MuxStream, clientAddr: string): MuxStream {
-  const colon = clientAddr.lastIndexOf(':');
-  const ip = (colon > 0 ? clientAddr.slice(0, colon) : clientAddr).replace(/^\[|\]$/g, '');
+  const address = parseHostPort(clientAddr, { port: 'optional' });
+  const ip = address?.host ?? clientAddr;
   let idleMs = 0;
   let timer: NodeJS.Timeout | undefined;
   let watching = false;
@@ -343,7 +343,7 @@ function asSocket(stream: MuxStream, clientAddr: string): MuxStream {
   stream.once('close', () => clearTimeout(timer));
   return Object.assign(stream, {
     remoteAddress: ip,
-    remotePort: colon > 0 ? Number(clientAddr.slice(colon + 1)) : undefined,
+    remotePort: address?.port,
     remoteFamily: net.isIPv6(ip) ? 'IPv6' : 'IPv4',
     setTimeout(ms: number, callback?: () => void) {
       idleMs = ms;

@@ -33,10 +33,14 @@ export interface ExchangeTap {
 }
 
 /** A body that ends when the agent ends the stream. */
-class CloseFramer implements BodyFramer {
+export class CloseFramer implements BodyFramer {
   done = false;
   take(buf: Buffer, start: number): number {
     return buf.length - start;
+  }
+  /** The stream ended: so did the body. */
+  end(): void {
+    this.done = true;
   }
 }
 

@@ -19,6 +19,7 @@ import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js'
 import {
   agentRequestHead,
   clientResponseHead,
+  CloseFramer,
   Exchange,
   responseFramer,
   type ExchangeTap,
@@ -503,8 +504,8 @@ export class HttpConnection {
 
   private readonly onStreamEnd = (): void => {
     const exchange = this.exchange;
-    if (exchange?.response?.framing.kind === 'close') {
-      (exchange.responseBody as { done: boolean }).done = true;
+    if (exchange?.responseBody instanceof CloseFramer) {
+      exchange.responseBody.end();
       this.dropStream();
       this.responseDone(exchange);
       return;
