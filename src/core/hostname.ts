@@ -45,6 +45,21 @@ export function domainCovers(domain: string, name: string): boolean {
 }
 
 /**
+ * The one wildcard lookup of names to what serves them: among wildcards kept by their suffix
+ * (`*.example.com` as `.example.com`), the one with the longest suffix of `name`, at any depth.
+ * Exact names are looked up before this, by the caller's own map.
+ * @example longestWildcard('a.b.example.com', new Map([['.example.com', 1], ['.b.example.com', 2]])) // 2
+ */
+export function longestWildcard<T>(name: string, bySuffix: ReadonlyMap<string, T>): T | undefined {
+  if (bySuffix.size === 0) return undefined;
+  for (let dot = name.indexOf('.'); dot >= 0; dot = name.indexOf('.', dot + 1)) {
+    const hit = bySuffix.get(name.slice(dot));
+    if (hit !== undefined) return hit;
+  }
+  return undefined;
+}
+
+/**
  * Split `host:port` (IPv6 kept in brackets). Port must be 1..65535.
  * @deprecated Use parseHostPort from ./host-port.js; this is
  * `parseHostPort(value, { minPort: 1, keepBrackets: true })`, kept for callers being edited.

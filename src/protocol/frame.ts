@@ -1,10 +1,10 @@
-import { BurrowError, muxCode } from '../core/errors.js';
 /**
  * muxado framing (docs/protocol.md §2): an 8-byte big-endian header (uint24 length, type<<4 |
  * flags, uint32 stream id) and a body. This module encodes frames and parses a byte stream into
  * frames incrementally. DATA bodies are handed on as slices of the chunks they arrived in, so bulk
  * data is never copied or concatenated by the parser.
  */
+import { BurrowError, muxCode } from '../core/errors.js';
 
 /** Size of every frame header, in bytes. */
 export const FRAME_HEADER_SIZE = 8;

@@ -5,6 +5,7 @@
  * edges reference (backends, IP policy rules, certificate authorities). TCP edge hostports get a
  * listener each; TLS edge hostports are names the SNI router hands over (see `route`).
  */
+import { longestWildcard } from '../../core/hostname.js';
 import { parseHostPort } from '../../core/host-port.js';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { Logger } from '../../core/logger.js';
@@ -179,13 +180,7 @@ export class EdgeRuntime {
   };
 
   private tlsOwner(name: string): Owner | undefined {
-    const exact = this.tlsExact.get(name);
-    if (exact) return exact;
-    for (let dot = name.indexOf('.'); dot >= 0; dot = name.indexOf('.', dot + 1)) {
-      const hit = this.tlsWildcards.get(name.slice(dot));
-      if (hit) return hit;
-    }
-    return undefined;
+    return this.tlsExact.get(name) ?? longestWildcard(name, this.tlsWildcards);
   }
 
   /** One reload; failures are logged and the last good state kept, to be retried next time. */

@@ -3,6 +3,7 @@
  * on_tcp_connect, then the backend (a labeled tunnel, or a static address), relayed byte for byte.
  * A refused connection, or one with nowhere to go, is closed at once.
  */
+import { domainCovers } from '../../core/hostname.js';
 import { parseHostPort } from '../../core/host-port.js';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -165,10 +166,7 @@ export class LiveEdge {
     const hostOf = (hp: string): string => parseHostPort(hp, { keepBrackets: true })?.host ?? hp;
     const exact = this.spec.hostports.find((hp) => hostOf(hp) === name);
     if (exact) return exact;
-    return this.spec.hostports.find((hp) => {
-      const host = hostOf(hp);
-      return host.startsWith('*.') && name.endsWith(host.slice(1));
-    });
+    return this.spec.hostports.find((hp) => domainCovers(hostOf(hp), name));
   }
 
   /** A connection to one of this TCP edge's hostports. */

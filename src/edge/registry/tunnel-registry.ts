@@ -1,3 +1,4 @@
+import { longestWildcard } from '../../core/hostname.js';
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import type { EndpointInput, PolicyRunner } from '../../policy/index.js';
@@ -296,13 +297,7 @@ export class TunnelRegistry extends EventEmitter {
 
   /** The tunnel serving `hostname`: an exact name first, then the longest matching wildcard. */
   byHost(hostname: string): OnlineTunnel | undefined {
-    const exact = this.hosts.get(hostname);
-    if (exact) return exact;
-    for (let dot = hostname.indexOf('.'); dot >= 0; dot = hostname.indexOf('.', dot + 1)) {
-      const hit = this.wildcards.get(hostname.slice(dot));
-      if (hit) return hit;
-    }
-    return undefined;
+    return this.hosts.get(hostname) ?? longestWildcard(hostname, this.wildcards);
   }
 
   byPort(port: number): OnlineTunnel | undefined {
