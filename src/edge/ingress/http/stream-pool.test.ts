@@ -1,4 +1,4 @@
-import { Duplex, PassThrough } from 'node:stream';
+import { PassThrough, type Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { fakeTunnel } from '../../../../test/support/ingress.js';
 import { StreamPool } from './stream-pool.js';
