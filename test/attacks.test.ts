@@ -9,7 +9,7 @@ import {
   FrameType,
   decodeFrames,
   encodeFrameHeader,
-} from '../src/protocol/frame.js';
+} from '../src/protocol/muxado/frame.js';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
 import type { TestDatabase } from './support/stores.js';
 import type { CurlApi } from './support/curl.js';

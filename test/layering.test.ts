@@ -135,32 +135,44 @@ const EDGE_FOLDERS = [
 ];
 const EDGE = join(SRC, 'edge');
 
-/** The edge folder of a path under src/edge ('' for edge.ts itself). */
-function edgeFolderOf(path: string): string {
-  const parts = relative(EDGE, path).split(sep);
+/** The same inside the protocol: muxado knows nothing of tunnels; index.ts exports both. */
+const PROTOCOL_FOLDERS = ['muxado', 'tunnel', ''];
+const PROTOCOL = join(SRC, 'protocol');
+
+/** The folder of a path under `root` ('' for a file directly in it). */
+function folderOf(root: string, path: string): string {
+  const parts = relative(root, path).split(sep);
   return parts.length > 1 ? parts[0]! : '';
 }
 
-describe('edge folders', () => {
-  it('import only from earlier folders', () => {
-    const found: string[] = [];
-    for (const file of sourceFiles(EDGE)) {
-      const from = EDGE_FOLDERS.indexOf(edgeFolderOf(file));
-      for (const specifier of relativeImports(readFileSync(file, 'utf8'))) {
-        const target = resolve(dirname(file), specifier);
-        if (!isInside(target, EDGE)) continue;
-        const to = EDGE_FOLDERS.indexOf(edgeFolderOf(target));
-        if (from < 0 || to < 0 || to > from) {
-          found.push(`${relative(ROOT, file)} → ${relative(ROOT, target)}`);
-        }
+/** Imports between the folders of `root` that go against `order`. */
+function folderViolations(root: string, order: string[]): string[] {
+  const found: string[] = [];
+  for (const file of sourceFiles(root)) {
+    const from = order.indexOf(folderOf(root, file));
+    for (const specifier of relativeImports(readFileSync(file, 'utf8'))) {
+      const target = resolve(dirname(file), specifier);
+      if (!isInside(target, root)) continue;
+      const to = order.indexOf(folderOf(root, target));
+      if (from < 0 || to < 0 || to > from) {
+        found.push(`${relative(ROOT, file)} → ${relative(ROOT, target)}`);
       }
     }
-    expect(found).toEqual([]);
+  }
+  return found;
+}
+
+describe.each([
+  ['edge', EDGE, EDGE_FOLDERS],
+  ['protocol', PROTOCOL, PROTOCOL_FOLDERS],
+])('%s folders', (_name, root, order) => {
+  it('import only from earlier folders', () => {
+    expect(folderViolations(root, order)).toEqual([]);
   });
 
   it('each folder has a README.md that says what it is', () => {
-    for (const folder of EDGE_FOLDERS.filter((f) => f !== '')) {
-      expect(readFileSync(join(EDGE, folder, 'README.md'), 'utf8')).toMatch(/^# /);
+    for (const folder of order.filter((f) => f !== '')) {
+      expect(readFileSync(join(root, folder, 'README.md'), 'utf8')).toMatch(/^# /);
     }
   });
 });

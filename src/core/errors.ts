@@ -180,7 +180,7 @@ export const CODES = {
 
 /**
  * Muxado's error numbers, as RST and GOAWAY frames carry them on the wire (ErrorCode in
- * src/protocol/frame.ts), and the string code each has everywhere else.
+ * src/protocol/muxado/frame.ts), and the string code each has everywhere else.
  */
 export const MUX_WIRE_CODES: Readonly<Record<number, ErrorCode>> = {
   0: CODES.muxNone,

@@ -12,12 +12,12 @@ import {
   encodeRst,
   encodeWndInc,
   type FrameSink,
-} from './frame.js';
-import { JsonObjectScanner } from './json-scanner.js';
-import { decodeMessage, type MessageName } from './messages.js';
-import { readMessage } from './rpc.js';
-import { MuxSession } from './session.js';
-import type { MuxStream } from './stream.js';
+} from './muxado/frame.js';
+import { JsonObjectScanner } from './tunnel/json-scanner.js';
+import { decodeMessage, type MessageName } from './tunnel/messages.js';
+import { readMessage } from './tunnel/rpc.js';
+import { MuxSession } from './muxado/session.js';
+import type { MuxStream } from './muxado/stream.js';
 
 /**
  * Fuzzing the agent protocol: the muxado frame parser and a whole server session fed arbitrary
@@ -123,7 +123,7 @@ describe('fuzz: agent protocol', () => {
       }),
       { numRuns: runs },
     );
-    reportFuzz('muxado frame parser (src/protocol/frame.ts)', runs);
+    reportFuzz('muxado frame parser (src/protocol/muxado/frame.ts)', runs);
   }, 600_000);
 
   it('a server session fed arbitrary or mutated frames ends cleanly and throws nothing', async () => {
@@ -137,7 +137,7 @@ describe('fuzz: agent protocol', () => {
       ),
       { numRuns: runs },
     );
-    reportFuzz('muxado session + RPC reads (src/protocol/session.ts)', runs);
+    reportFuzz('muxado session + RPC reads (src/protocol/muxado/session.ts)', runs);
   }, 600_000);
 
   it('the message scanner and decoder throw only SyntaxError, RangeError or TypeError', () => {
@@ -181,6 +181,9 @@ describe('fuzz: agent protocol', () => {
       }),
       { numRuns: runs },
     );
-    reportFuzz('RPC message scanner and decoder (src/protocol/json-scanner.ts, messages.ts)', runs);
+    reportFuzz(
+      'RPC message scanner and decoder (src/protocol/tunnel/json-scanner.ts, messages.ts)',
+      runs,
+    );
   }, 600_000);
 });

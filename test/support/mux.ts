@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import tls from 'node:tls';
-import { MuxSession, type MuxSessionOptions } from '../../src/protocol/session.js';
+import { MuxSession, type MuxSessionOptions } from '../../src/protocol/muxado/session.js';
 
 /** Two connected loopback TCP sockets: [client side, server side]. */
 export async function socketPair(): Promise<[net.Socket, net.Socket]> {

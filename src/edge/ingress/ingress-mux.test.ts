@@ -9,7 +9,7 @@ import { Agent, request } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { MuxSession } from '../../protocol/session.js';
+import type { MuxSession } from '../../protocol/muxado/session.js';
 import {
   DOWNLOAD_BLOCK,
   MB,

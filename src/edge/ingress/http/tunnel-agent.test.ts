@@ -7,7 +7,7 @@ import { Agent, request, type IncomingMessage } from 'node:http';
 import { connect } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { MuxSession } from '../../../protocol/session.js';
+import type { MuxSession } from '../../../protocol/muxado/session.js';
 import {
   fakeTunnel,
   httpRequest,

@@ -4,7 +4,7 @@
  * frames incrementally. DATA bodies are handed on as slices of the chunks they arrived in, so bulk
  * data is never copied or concatenated by the parser.
  */
-import { BurrowError, muxCode } from '../core/errors.js';
+import { BurrowError, muxCode } from '../../core/errors.js';
 
 /** Size of every frame header, in bytes. */
 export const FRAME_HEADER_SIZE = 8;

@@ -5,8 +5,8 @@
 import type { Readable } from 'node:stream';
 import { decodeMessage, StreamType, type ProxyHeader } from './messages.js';
 import { readExactly } from './reader.js';
-import type { MuxSession } from './session.js';
-import type { MuxStream } from './stream.js';
+import type { MuxSession } from '../muxado/session.js';
+import type { MuxStream } from '../muxado/stream.js';
 import { openTypedStream } from './typed.js';
 /** A ProxyHeader longer than this is refused (real ones are ~150 bytes). */
 export const MAX_PROXY_HEADER = 64 * 1024;

@@ -1,4 +1,4 @@
-import { BurrowError, muxCode, type ErrorCode as CodeString } from '../core/errors.js';
+import { BurrowError, muxCode, type ErrorCode as CodeString } from '../../core/errors.js';
 import { errorCodeName } from './frame.js';
 
 /**

@@ -1,10 +1,10 @@
-import { BurrowError } from '../core/errors.js';
+import { BurrowError } from '../../core/errors.js';
 import type { Readable } from 'node:stream';
 import type * as M from './messages.js';
 import { decodeMessage, type MessageName, type MessageTypes } from './messages.js';
 import { readJsonObject } from './reader.js';
-import type { MuxSession } from './session.js';
-import type { MuxStream } from './stream.js';
+import type { MuxSession } from '../muxado/session.js';
+import type { MuxStream } from '../muxado/stream.js';
 import { openTypedStream } from './typed.js';
 
 /**

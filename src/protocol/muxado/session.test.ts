@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { Duplex } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
-import { nextEvent, readAll, sessionPair, tlsPair, until } from '../../test/support/mux.js';
+import { nextEvent, readAll, sessionPair, tlsPair, until } from '../../../test/support/mux.js';
 import { MuxError } from './errors.js';
 import { ErrorCode, decodeFrames } from './frame.js';
 import { MuxSession } from './session.js';

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { captured, readAll, sessionPair, socketPair, until } from '../../test/support/mux.js';
-import { FrameFlag, decodeFrames, encodeData } from './frame.js';
+import { captured, readAll, sessionPair, socketPair, until } from '../../../test/support/mux.js';
+import { FrameFlag, decodeFrames, encodeData } from '../muxado/frame.js';
 import { StreamType, decodeMessage, type ProxyHeader } from './messages.js';
 import {
   MAX_PROXY_HEADER,
@@ -10,8 +10,8 @@ import {
 } from './proxy-header.js';
 import { readExactly } from './reader.js';
 import { RpcError, call, notify, readMessage, rpcErrorText, writeReply } from './rpc.js';
-import { MuxSession } from './session.js';
-import type { MuxStream } from './stream.js';
+import { MuxSession } from '../muxado/session.js';
+import type { MuxStream } from '../muxado/stream.js';
 import { TypedSession } from './typed.js';
 
 const sessions: MuxSession[] = [];

@@ -1,11 +1,11 @@
 import { randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { AcceptQueue } from './accept-queue.js';
-import { MuxError } from './errors.js';
-import { ErrorCode } from './frame.js';
+import { AcceptQueue } from '../muxado/accept-queue.js';
+import { MuxError } from '../muxado/errors.js';
+import { ErrorCode } from '../muxado/frame.js';
 import { readExactly } from './reader.js';
-import type { MuxSession } from './session.js';
-import type { MuxStream } from './stream.js';
+import type { MuxSession } from '../muxado/session.js';
+import type { MuxStream } from '../muxado/stream.js';
 
 /**
  * Typed streams (docs/protocol.md §4): the opener's first 4 bytes are a big-endian uint32

@@ -1,6 +1,6 @@
 import type net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { captured, nextEvent, socketPair, until } from '../../test/support/mux.js';
+import { captured, nextEvent, socketPair, until } from '../../../test/support/mux.js';
 import { FrameFlag, decodeFrames, encodeData } from './frame.js';
 import { MuxSession } from './session.js';
 import type { MuxStream } from './stream.js';

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
-import { selfSignedCert } from '../../test/support/mux.js';
+import { selfSignedCert } from '../../../test/support/mux.js';
 import { MuxSession } from './session.js';
 import { READ_SLAB_SIZE, slabReads } from './slab-reads.js';
 import type { MuxStream } from './stream.js';

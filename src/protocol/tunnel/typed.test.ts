@@ -6,11 +6,11 @@ import {
   sessionPair,
   socketPair,
   until,
-} from '../../test/support/mux.js';
-import type { MuxError } from './errors.js';
-import { ErrorCode, FrameFlag, decodeFrames, encodeData } from './frame.js';
-import { MuxSession } from './session.js';
-import type { MuxStream } from './stream.js';
+} from '../../../test/support/mux.js';
+import type { MuxError } from '../muxado/errors.js';
+import { ErrorCode, FrameFlag, decodeFrames, encodeData } from '../muxado/frame.js';
+import { MuxSession } from '../muxado/session.js';
+import type { MuxStream } from '../muxado/stream.js';
 import { HEARTBEAT_STREAM_TYPE, Heartbeat, TypedSession, openTypedStream } from './typed.js';
 
 const sessions: MuxSession[] = [];

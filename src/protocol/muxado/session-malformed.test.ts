@@ -7,7 +7,7 @@ import {
   sessionPair,
   socketPair,
   until,
-} from '../../test/support/mux.js';
+} from '../../../test/support/mux.js';
 import { MuxError } from './errors.js';
 import {
   ErrorCode,
