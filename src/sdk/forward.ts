@@ -4,6 +4,7 @@
  * as if it had accepted it.
  */
 import { formatHostPort, parseHostPort } from '../core/host-port.js';
+import { asSocket } from '../core/socket-like.js';
 import http, { type RequestListener } from 'node:http';
 import net from 'node:net';
 import tls from 'node:tls';
@@ -321,43 +322,4 @@ function serverForwarder(server: net.Server, description: string): Forwarder {
       server.emit('connection', socket);
     },
   };
-}
-
-/**
- * Give a proxy stream what servers expect of an accepted socket: the client's address, and
- * working setTimeout (HTTP servers use it for keep-alive), setNoDelay and setKeepAlive.
- */
-function asSocket(stream: MuxStream, clientAddr: string): MuxStream {
-  const address = parseHostPort(clientAddr, { port: 'optional' });
-  const ip = address?.host ?? clientAddr;
-  let idleMs = 0;
-  let timer: NodeJS.Timeout | undefined;
-  let watching = false;
-  const arm = (): void => {
-    clearTimeout(timer);
-    if (idleMs > 0 && !stream.destroyed) {
-      timer = setTimeout(() => stream.emit('timeout'), idleMs);
-      timer.unref();
-    }
-  };
-  stream.once('close', () => clearTimeout(timer));
-  return Object.assign(stream, {
-    remoteAddress: ip,
-    remotePort: address?.port,
-    remoteFamily: net.isIPv6(ip) ? 'IPv6' : 'IPv4',
-    setTimeout(ms: number, callback?: () => void) {
-      idleMs = ms;
-      if (callback) stream.once('timeout', callback);
-      if (ms > 0 && !watching) {
-        watching = true;
-        stream.on('data', arm);
-      }
-      arm();
-      return stream;
-    },
-    setNoDelay: () => stream,
-    setKeepAlive: () => stream,
-    ref: () => stream,
-    unref: () => stream,
-  });
 }

@@ -8,6 +8,7 @@
  * half-open Duplexes, so neither Node's Agent ('close' only) nor `socket.writable` notices.
  */
 import { parseHostPort } from '../../../core/host-port.js';
+import { asSocket } from '../../../core/socket-like.js';
 import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { connectTunnel, DEFAULT_CONNECT_TIMEOUT_MS } from '../../registry/connect-tunnel.js';
@@ -24,33 +25,6 @@ export interface TunnelAgentOptions {
   idleMs?: number;
   /** Idle streams kept per client address. Default 256. */
   maxIdlePerClient?: number;
-}
-
-/** The net.Socket methods Agent and ClientRequest call, which a plain Duplex may lack. */
-interface SocketMethods {
-  ref(): unknown;
-  unref(): unknown;
-  setKeepAlive(enable?: boolean, delay?: number): unknown;
-  setNoDelay(noDelay?: boolean): unknown;
-  setTimeout(ms: number, callback?: () => void): unknown;
-}
-
-function noop(this: Duplex): Duplex {
-  return this;
-}
-
-/**
- * Give a tunnel stream the socket methods Node's HTTP client may call. Multiplexed streams have
- * no TCP options and no handle to (un)ref; idle timeouts are enforced by TunnelAgent itself.
- */
-function asSocket(stream: Duplex): Duplex {
-  const target = stream as Duplex & Partial<SocketMethods>;
-  target.ref ??= noop;
-  target.unref ??= noop;
-  target.setKeepAlive ??= noop;
-  target.setNoDelay ??= noop;
-  target.setTimeout ??= noop;
-  return stream;
 }
 
 /**
