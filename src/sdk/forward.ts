@@ -4,6 +4,7 @@
  * as if it had accepted it.
  */
 import { formatHostPort, parseHostPort } from '../core/host-port.js';
+import { relay } from '../core/relay.js';
 import { asSocket } from '../core/socket-like.js';
 import http, { type RequestListener } from 'node:http';
 import net from 'node:net';
@@ -183,7 +184,7 @@ function forwardToAddress(
     hooks.onError(error, header);
   };
   local.once('error', fail);
-  local.on('error', () => undefined); // later errors are handled by splice()
+  local.on('error', () => undefined); // later errors are handled by relay()
   local.once(connected, () => {
     if (settled) return;
     settled = true;
@@ -196,7 +197,7 @@ function forwardToAddress(
       local.on('data', (chunk: Buffer) => observer.response(chunk));
       local.once('close', () => observer.close());
     }
-    splice(stream, local);
+    relay(stream, local);
     if (carriesHttp(header)) refuseAfterServiceClosed(stream, local);
   });
 }
@@ -214,25 +215,6 @@ function refuseAfterServiceClosed(stream: MuxStream, local: Duplex): void {
       stream.destroy();
       local.destroy();
     });
-  });
-}
-
-/**
- * Join a proxy stream and a local socket: bytes both ways with back-pressure, each direction's
- * end passed on as a half-close, and an abrupt end of either side (error, reset, destroy) cutting
- * the other, so the public client sees a failure rather than a truncated success.
- * @example splice(stream, net.connect(3000, 'localhost'));
- */
-export function splice(stream: MuxStream, local: Duplex): void {
-  stream.pipe(local);
-  local.pipe(stream);
-  local.on('error', () => stream.destroy());
-  stream.on('error', () => local.destroy());
-  local.once('close', () => {
-    if (!local.readableEnded) stream.destroy();
-  });
-  stream.once('close', () => {
-    if (!(stream.readableEnded && stream.writableFinished)) local.destroy();
   });
 }
 

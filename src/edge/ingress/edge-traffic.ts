@@ -22,7 +22,7 @@ import { EndpointMeter } from '../metrics/endpoint-meters.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 import { connInputOf } from './policy-gate.js';
 import { clientAddr, clientIp, DEFAULT_CONNECT_TIMEOUT_MS } from '../registry/connect-tunnel.js';
-import { relay } from './proxy.js';
+import { relay } from '../../core/relay.js';
 import type { ProxyInfo, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 /** A fatal TLS `internal_error` alert, so a passthrough client sees a TLS error, not a reset. */
@@ -296,7 +296,11 @@ export class LiveEdge {
       // Two pipelines, the relay, the TLS server and the drain tracking each watch 'close': more
       // than Node's leak-warning default of 10, and all released when the connection closes.
       socket.setMaxListeners(20);
-      relay(socket, stream, meter, () => meter?.activeConnections.dec());
+      relay(socket, stream, {
+        bytesIn: meter?.bytesIn,
+        bytesOut: meter?.bytesOut,
+        onClose: () => meter?.activeConnections.dec(),
+      });
     } catch (err) {
       traffic.logger?.debug(
         { err, edge: this.spec.id, client: info.clientAddr },

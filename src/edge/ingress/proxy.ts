@@ -2,10 +2,11 @@
  * Plumbing shared by the ingress listeners: relaying raw bytes both ways between a public
  * connection and a tunnel stream.
  */
-import { pipeline, type Duplex } from 'node:stream';
+import type { Duplex } from 'node:stream';
+import { relay, type Relay } from '../../core/relay.js';
 import { connectTunnel } from '../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../registry/tunnel-registry.js';
-import type { EndpointMeter, EndpointMeters } from '../metrics/endpoint-meters.js';
+import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 
 /**
  * Buffer per public socket and HTTP message before back-pressure applies. Node's 16 KiB default
@@ -14,55 +15,6 @@ import type { EndpointMeter, EndpointMeters } from '../metrics/endpoint-meters.j
  * connection.
  */
 export const INGRESS_HIGH_WATER_MARK = 256 * 1024;
-
-/** An open relay between a public connection and a tunnel stream. */
-export interface Relay {
-  /** Close both sides now. */
-  destroy(): void;
-}
-
-/**
- * Pipe `publicSide` and `tunnelSide` into each other until both directions ended, keeping
- * half-closes (one side's FIN becomes an end() on the other, the reverse direction goes on) and
- * back-pressure. An error or reset on either side closes both. Bytes are counted into `meter`
- * as they pass; `onClose` runs once, when both sides are closed.
- * @example relay(socket, stream, meter, () => open.delete(socket));
- */
-export function relay(
-  publicSide: Duplex,
-  tunnelSide: Duplex,
-  meter: EndpointMeter | undefined,
-  onClose?: () => void,
-): Relay {
-  if (meter) {
-    const bytesIn = meter.bytesIn;
-    const bytesOut = meter.bytesOut;
-    publicSide.on('data', (chunk: Buffer) => bytesIn.inc(chunk.length));
-    tunnelSide.on('data', (chunk: Buffer) => bytesOut.inc(chunk.length));
-  }
-  let open = 2;
-  const closed = (): void => {
-    if (--open === 0) onClose?.();
-  };
-  // Errors are expected (clients and agents vanish); pipeline already destroyed both sides.
-  pipeline(publicSide, tunnelSide, () => undefined);
-  pipeline(tunnelSide, publicSide, () => undefined);
-  publicSide.once('close', () => {
-    // A public side closed before the tunnel finished sending means nobody will read the rest.
-    if (!tunnelSide.readableEnded) tunnelSide.destroy();
-    closed();
-  });
-  tunnelSide.once('close', () => {
-    if (!publicSide.writableFinished && !publicSide.writableEnded) publicSide.destroy();
-    closed();
-  });
-  return {
-    destroy() {
-      publicSide.destroy();
-      tunnelSide.destroy();
-    },
-  };
-}
 
 /** How {@link relayThroughTunnel} counts and keeps a raw connection. */
 export interface TunnelRelayOptions {
@@ -99,9 +51,13 @@ export function relayThroughTunnel(
         return;
       }
       if (firstBytes) stream.write(firstBytes);
-      const relayed = relay(socket, stream, meter, () => {
-        relays.delete(relayed);
-        closeConnection();
+      const relayed = relay(socket, stream, {
+        bytesIn: meter.bytesIn,
+        bytesOut: meter.bytesOut,
+        onClose: () => {
+          relays.delete(relayed);
+          closeConnection();
+        },
       });
       relays.add(relayed);
     },

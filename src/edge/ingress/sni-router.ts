@@ -19,7 +19,8 @@ import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
 import { clientAddr } from '../registry/connect-tunnel.js';
-import { INGRESS_HIGH_WATER_MARK, relayThroughTunnel, type Relay } from './proxy.js';
+import type { Relay } from '../../core/relay.js';
+import { INGRESS_HIGH_WATER_MARK, relayThroughTunnel } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 /** A fatal TLS `internal_error` alert: the client reports a TLS error, not a silent reset. */

@@ -9,7 +9,8 @@ import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { refusalText, resolveInternal } from '../registry/internal-routing.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
 import { clientAddr } from '../registry/connect-tunnel.js';
-import { INGRESS_HIGH_WATER_MARK, relayThroughTunnel, type Relay } from './proxy.js';
+import type { Relay } from '../../core/relay.js';
+import { INGRESS_HIGH_WATER_MARK, relayThroughTunnel } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 export interface TcpIngressOptions {

@@ -37,7 +37,8 @@ import { misdirected } from '../sni-host-match.js';
 import { failRequest, writeUpstreamResponse } from './http-responses.js';
 import { runHttpRequestPolicy, runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
 import { clientAddr, clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
-import { INGRESS_HIGH_WATER_MARK, relay, type Relay } from '../proxy.js';
+import { relay, type Relay } from '../../../core/relay.js';
+import { INGRESS_HIGH_WATER_MARK } from '../proxy.js';
 import { carriedBody, followForward } from './http-forward-internal.js';
 import type { ExchangeTap } from './exchange.js';
 import { HttpRelay } from './http-relay.js';
@@ -493,7 +494,11 @@ export class HttpIngress {
         if (head.length > 0) stream.write(head);
         // Counted when handed over; the agent's answer is relayed unparsed.
         meter.request(101);
-        const relayed = relay(socket, stream, meter, () => this.relays.delete(relayed));
+        const relayed = relay(socket, stream, {
+          bytesIn: meter.bytesIn,
+          bytesOut: meter.bytesOut,
+          onClose: () => this.relays.delete(relayed),
+        });
         this.relays.add(relayed);
       },
       (err: NodeJS.ErrnoException) => {
