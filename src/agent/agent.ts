@@ -119,7 +119,11 @@ export function checkAgentOptions(options: AgentOptions): void {
   }
 }
 
-function isLoopback(host: string): boolean {
+/**
+ * True for a loopback host: `localhost`, `::1` or an IPv4 address in 127.0.0.0/8.
+ * @example isLoopback('127.0.0.2') // true
+ */
+export function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
 }
 

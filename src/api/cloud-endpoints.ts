@@ -4,7 +4,7 @@
  * endpoints. A URL is checked like a bind's: a name must be reserved (or covered by a reserved
  * wildcard, or under the base domain), a TCP address reserved, an internal URL end in `.internal`.
  */
-import { formatHostPort, parseHostPort } from '../core/host-port.js';
+import { DEFAULT_PORTS, formatHostPort, parseHostPort } from '../core/host-port.js';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
@@ -18,29 +18,27 @@ import {
 import { validatePolicy } from '../policy/validate.js';
 import type { CloudEndpoint, Repositories } from '../store/index.js';
 import type { ApiContext } from './context.js';
+import { found } from './crud.js';
 import { Body, Description, IdParams, Metadata } from './schemas.js';
 import type { Uris } from './uris.js';
 
-const DEFAULT_PORTS: Record<string, number> = { http: 80, https: 443, tls: 443 };
+/** The port an endpoint URL without one serves on, by scheme (online.ts's agent endpoints too). */
+export /** What create and update both take; create adds `type` and requires `url`. */
+const FIELDS = {
+  traffic_policy: Type.Optional(Type.String()),
+  bindings: Type.Optional(Type.Array(Type.String(), { maxItems: 1 })),
+  pooling_enabled: Type.Optional(Type.Boolean()),
+  description: Type.Optional(Description),
+  metadata: Type.Optional(Metadata),
+};
 
 const CreateBody = Body({
   type: Type.Optional(Type.String({ description: '"cloud" (the only type that can be created)' })),
   url: Type.String(),
-  traffic_policy: Type.Optional(Type.String()),
-  bindings: Type.Optional(Type.Array(Type.String(), { maxItems: 1 })),
-  pooling_enabled: Type.Optional(Type.Boolean()),
-  description: Type.Optional(Description),
-  metadata: Type.Optional(Metadata),
+  ...FIELDS,
 });
 
-const UpdateBody = Body({
-  url: Type.Optional(Type.String()),
-  traffic_policy: Type.Optional(Type.String()),
-  bindings: Type.Optional(Type.Array(Type.String(), { maxItems: 1 })),
-  pooling_enabled: Type.Optional(Type.Boolean()),
-  description: Type.Optional(Description),
-  metadata: Type.Optional(Metadata),
-});
+const UpdateBody = Body({ url: Type.Optional(Type.String()), ...FIELDS });
 
 function invalid(field: string, message: string, code: string = CODES.invalidValue): never {
   throw new ValidationError(code, field, message);
@@ -50,7 +48,7 @@ function invalid(field: string, message: string, code: string = CODES.invalidVal
  * Check a cloud endpoint's URL, bindings and policy; returns the stored URL and bindings.
  * @example await checkCloudEndpoint(repos, 'https://app.example.com', undefined, '') // { url, bindings: ['public'] }
  */
-export async function checkCloudEndpoint(
+async function checkCloudEndpoint(
   repos: Repositories,
   rawUrl: string,
   bindings: string[] | undefined,
@@ -69,7 +67,7 @@ export async function checkCloudEndpoint(
     invalid(
       'url',
       `an internal endpoint's URL must end in '.internal' (e.g. https://api.internal), not ${quote(rawUrl)}`,
-      'ERR_BURROW_INTERNAL_NAME',
+      CODES.internalName,
     );
   }
   if (binding === 'public' && target.internal) {
@@ -179,7 +177,7 @@ export async function cloudEndpointRoutes(
       if (body.type !== undefined && body.type !== 'cloud') {
         invalid(
           'type',
-          `must be "cloud": agent endpoints are created by agents, not "${body.type}"`,
+          `must be "cloud": agent endpoints are created by agents, not ${quote(body.type)}`,
         );
       }
       const policy = body.traffic_policy ?? '';
@@ -208,8 +206,7 @@ export async function cloudEndpointRoutes(
     },
     async (request) => {
       const id = request.params.id;
-      const current = await repos.cloudEndpoints.get(id);
-      if (!current) throw new NotFoundError();
+      const current = found(await repos.cloudEndpoints.get(id));
       const patch = request.body;
       const url = patch.url ?? current.url;
       const policy = patch.traffic_policy ?? current.traffic_policy;
@@ -221,8 +218,7 @@ export async function cloudEndpointRoutes(
         bindings:
           patch.bindings === undefined && patch.url === undefined ? undefined : checked.bindings,
       });
-      if (!updated) throw new NotFoundError();
-      return cloudEndpointView(updated, uris);
+      return cloudEndpointView(found(updated), uris);
     },
   );
   app.delete(

@@ -1,5 +1,5 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { parseHostPort } from '../core/host-port.js';
+import { DEFAULT_PORTS, parseHostPort } from '../core/host-port.js';
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
@@ -12,6 +12,7 @@ import type { Page, PageRequest } from '../store/paging.js';
 import type { TunnelGroupBackend } from '../store/backend-kinds.js';
 import { cloudEndpointRoutes, cloudEndpointView } from './cloud-endpoints.js';
 import type { ApiContext, OnlineState } from './context.js';
+import { found } from './crud.js';
 import { listEnvelope, pageRequest } from './paging.js';
 import { Body, IdParams, ListOf, ListQuery, Nullable, Ref } from './schemas.js';
 import type { Uris } from './uris.js';
@@ -145,8 +146,6 @@ function tunnelView(
     endpoint: uris.ref(endpointIdOf(t.id)),
   };
 }
-
-const DEFAULT_PORTS: Record<string, number> = { http: 80, https: 443, tls: 443 };
 
 function endpointView(t: OnlineTunnel, registry: TunnelRegistry, uris: Uris) {
   const m = /^([a-z]+):\/\/([^/]+)$/.exec(t.url ?? '');
@@ -361,9 +360,7 @@ export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): P
       const reg = registry();
       const t = endpointTunnels(reg).find((x) => endpointIdOf(x.id) === id);
       if (reg && t) return endpointView(t, reg, uris);
-      const cloud = await ctx.repos.cloudEndpoints.get(id);
-      if (!cloud) throw new NotFoundError();
-      return cloudEndpointView(cloud, uris);
+      return cloudEndpointView(found(await ctx.repos.cloudEndpoints.get(id)), uris);
     },
   );
   await cloudEndpointRoutes(app, ctx, EndpointSchema);

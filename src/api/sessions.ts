@@ -13,10 +13,11 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AuthenticationError, BurrowError, RateLimitError } from '../core/errors.js';
+import { AuthenticationError, BurrowError, CODES, RateLimitError } from '../core/errors.js';
 import { quote } from '../core/quote.js';
 import { SlidingWindowLimiter } from '../core/sliding-window.js';
-import type { User, UserRepository } from '../store/users.js';
+import { PASSWORD_MAX, USER_NAME_MAX, type User, type UserRepository } from '../store/users.js';
+import { Body } from './schemas.js';
 
 export const SESSION_COOKIE = 'burrow_session';
 export const CSRF_HEADER = 'x-csrf-token';
@@ -24,14 +25,6 @@ export const CSRF_HEADER = 'x-csrf-token';
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
 /** Sign-in attempts per client address, and per user name, per minute. */
 const LOGIN_ATTEMPTS_PER_MINUTE = 10;
-
-/** Error codes of sign-in; Burrow's own, since the API reference has none for people. */
-export const SESSION_CODES = {
-  signInFailed: 'ERR_BURROW_SESSION_1',
-  sessionExpired: 'ERR_BURROW_SESSION_2',
-  csrf: 'ERR_BURROW_SESSION_3',
-  setupLink: 'ERR_BURROW_SESSION_4',
-} as const;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -41,7 +34,7 @@ declare module 'fastify' {
 }
 
 /** The value of cookie `name` in a Cookie header, if present. */
-export function readCookie(header: string | undefined, name: string): string | undefined {
+function readCookie(header: string | undefined, name: string): string | undefined {
   for (const part of (header ?? '').split(';')) {
     const eq = part.indexOf('=');
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
@@ -50,7 +43,7 @@ export function readCookie(header: string | undefined, name: string): string | u
 }
 
 /** The CSRF token of a session: derived, so nothing more is stored. */
-export function csrfTokenOf(sessionToken: string): string {
+function csrfTokenOf(sessionToken: string): string {
   return createHash('sha256').update(`burrow-csrf:${sessionToken}`).digest('base64url');
 }
 
@@ -63,7 +56,7 @@ function sameToken(a: string, b: string): boolean {
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 function forbidden(message: string): BurrowError {
-  return new BurrowError(SESSION_CODES.csrf, 403, message);
+  return new BurrowError(CODES.csrfRefused, 403, message);
 }
 
 /** A cross-site request carries another site's Origin; refuse it before anything is changed. */
@@ -85,6 +78,19 @@ function checkOrigin(request: FastifyRequest): void {
   }
 }
 
+/** Refuse a change made with session `secret` that lacks its CSRF token; `what` starts the message. */
+function checkCsrf(request: FastifyRequest, secret: string, what: string): void {
+  const header = request.headers[CSRF_HEADER];
+  if (typeof header !== 'string' || !sameToken(header, csrfTokenOf(secret))) {
+    throw forbidden(`${what} the ${CSRF_HEADER} header from GET /auth/session.`);
+  }
+}
+
+/** The session secret of the request's cookie, if it has one. */
+function sessionSecret(request: FastifyRequest): string | undefined {
+  return readCookie(request.headers.cookie, SESSION_COOKIE);
+}
+
 /** The session layer auth.ts consults when a request has no Authorization header. */
 export interface SessionAuth {
   /** Paths served without any authentication: sign-in itself and the dashboard's files. */
@@ -104,23 +110,18 @@ export function sessionAuth(users: UserRepository): SessionAuth {
       return path === '/' || path.startsWith('/auth/') || path.startsWith('/dashboard/');
     },
     async authenticate(request) {
-      const secret = readCookie(request.headers.cookie, SESSION_COOKIE);
+      const secret = sessionSecret(request);
       if (secret === undefined || secret === '') return false;
       const session = await users.session(secret);
       if (!session) {
         throw new AuthenticationError(
-          SESSION_CODES.sessionExpired,
+          CODES.sessionExpired,
           'Your dashboard session has ended. Sign in again.',
         );
       }
       if (UNSAFE.has(request.method)) {
         checkOrigin(request);
-        const header = request.headers[CSRF_HEADER];
-        if (typeof header !== 'string' || !sameToken(header, csrfTokenOf(secret))) {
-          throw forbidden(
-            `Changes made with a dashboard session need the ${CSRF_HEADER} header from GET /auth/session.`,
-          );
-        }
+        checkCsrf(request, secret, 'Changes made with a dashboard session need');
       }
       request.userId = session.user.id;
       return true;
@@ -142,10 +143,13 @@ const SessionSchema = Type.Object({
   expires_at: Type.String(),
 });
 
-const Credentials = Type.Object(
-  { name: Type.String({ maxLength: 64 }), password: Type.String({ maxLength: 1024 }) },
-  { additionalProperties: false },
-);
+/** Sign-in's fields, bounded by what store/users.ts accepts. */
+const CREDENTIAL_FIELDS = {
+  name: Type.String({ maxLength: USER_NAME_MAX }),
+  password: Type.String({ maxLength: PASSWORD_MAX }),
+};
+const Credentials = Body(CREDENTIAL_FIELDS);
+const SetupBody = Body({ token: Type.String({ maxLength: 128 }), ...CREDENTIAL_FIELDS });
 
 /**
  * `/auth/*` routes, and API keys created with a session owned by the signed-in user.
@@ -193,10 +197,10 @@ export async function sessionRoutes(
     '/auth/session',
     { schema: { ...hide, response: { 200: SessionSchema } } },
     async (request) => {
-      const secret = readCookie(request.headers.cookie, SESSION_COOKIE);
+      const secret = sessionSecret(request);
       const session = secret ? await users.session(secret) : undefined;
       if (!secret || !session) {
-        throw new AuthenticationError(SESSION_CODES.sessionExpired, 'You are not signed in.');
+        throw new AuthenticationError(CODES.sessionExpired, 'You are not signed in.');
       }
       return sessionView(session.user, secret, session.expiresMs);
     },
@@ -210,8 +214,8 @@ export async function sessionRoutes(
       const { name, password } = request.body;
       for (const verdict of [byAddress.take(request.ip), byName.take(name.toLowerCase())]) {
         if (!verdict.allowed) {
+          // The error handler sets Retry-After from the error.
           const retry = Math.ceil(verdict.retryAfterMs / 1000);
-          void reply.header('retry-after', String(retry));
           const err = new RateLimitError(retry);
           err.message = `Too many sign-in attempts. Try again in ${retry} seconds.`;
           throw err;
@@ -219,7 +223,7 @@ export async function sessionRoutes(
       }
       const user = await users.authenticate(name, password);
       if (!user) {
-        throw new AuthenticationError(SESSION_CODES.signInFailed, 'Wrong user name or password.');
+        throw new AuthenticationError(CODES.signInFailed, 'Wrong user name or password.');
       }
       return startSession(request, reply, user);
     },
@@ -227,12 +231,9 @@ export async function sessionRoutes(
 
   app.post('/auth/logout', { schema: hide }, async (request, reply) => {
     checkOrigin(request);
-    const secret = readCookie(request.headers.cookie, SESSION_COOKIE);
+    const secret = sessionSecret(request);
     if (secret) {
-      const header = request.headers[CSRF_HEADER];
-      if (typeof header !== 'string' || !sameToken(header, csrfTokenOf(secret))) {
-        throw forbidden(`Signing out needs the ${CSRF_HEADER} header from GET /auth/session.`);
-      }
+      checkCsrf(request, secret, 'Signing out needs');
       await users.endSession(secret);
     }
     setCookie(reply, request, '', 0);
@@ -252,14 +253,7 @@ export async function sessionRoutes(
     {
       schema: {
         ...hide,
-        body: Type.Object(
-          {
-            token: Type.String({ maxLength: 128 }),
-            name: Type.String({ maxLength: 64 }),
-            password: Type.String({ maxLength: 1024 }),
-          },
-          { additionalProperties: false },
-        ),
+        body: SetupBody,
         response: { 201: SessionSchema },
       },
     },
@@ -269,7 +263,7 @@ export async function sessionRoutes(
       const user = await users.createFirstUser(body.token, body.name, body.password);
       if (!user) {
         throw new BurrowError(
-          SESSION_CODES.setupLink,
+          CODES.setupLinkInvalid,
           403,
           'This setup link has been used or has expired. Restart `burrow server` for a new one, or create a user with `burrow user add <name>`.',
         );

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { STORE_CODES, storeError } from './store-errors.js';
+import { CODES } from '../core/errors.js';
+import { storeError } from './store-errors.js';
 
 const withCode = (code: string, message = 'x') => Object.assign(new Error(message), { code });
 
@@ -8,7 +9,7 @@ describe('storeError', () => {
     for (const err of [withCode('SQLITE_FULL'), withCode('53100')]) {
       const mapped = storeError(err);
       expect(mapped?.statusCode).toBe(503);
-      expect(mapped?.code).toBe(STORE_CODES.full);
+      expect(mapped?.code).toBe(CODES.storeFull);
       expect(mapped?.message).toMatch(/disk is full/);
     }
   });
@@ -20,7 +21,7 @@ describe('storeError', () => {
       withCode('SQLITE_IOERR_WRITE'),
       new Error('Connection terminated unexpectedly'),
     ]) {
-      expect(storeError(err)?.code).toBe(STORE_CODES.unavailable);
+      expect(storeError(err)?.code).toBe(CODES.storeUnavailable);
     }
   });
 

@@ -1,10 +1,4 @@
-import { BurrowError } from '../core/errors.js';
-
-/** Error codes of the 503s the store's own failures become. */
-export const STORE_CODES = {
-  full: 'ERR_BURROW_STORE_FULL',
-  unavailable: 'ERR_BURROW_STORE_UNAVAILABLE',
-} as const;
+import { BurrowError, CODES } from '../core/errors.js';
 
 /** PostgreSQL SQLSTATEs that mean "the database is away for now", not "your request is wrong". */
 const PG_UNAVAILABLE = new Set([
@@ -33,7 +27,7 @@ export function storeError(err: unknown): BurrowError | undefined {
   const message = typeof e?.message === 'string' ? e.message : '';
   if (code === 'SQLITE_FULL' || PG_FULL.has(code)) {
     return new BurrowError(
-      STORE_CODES.full,
+      CODES.storeFull,
       503,
       'The server cannot save changes: its data disk is full. Nothing was changed; retry once the operator has freed space.',
     );
@@ -47,7 +41,7 @@ export function storeError(err: unknown): BurrowError | undefined {
     /^Connection terminated/.test(message)
   ) {
     return new BurrowError(
-      STORE_CODES.unavailable,
+      CODES.storeUnavailable,
       503,
       'The server cannot reach its database right now. Retry in a moment.',
     );

@@ -4,7 +4,7 @@ import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata } from './schemas.js';
 
-export const TlsCertificateSchema = Type.Object({
+const TlsCertificateSchema = Type.Object({
   id: Type.String(),
   uri: Type.String(),
   created_at: Type.String(),

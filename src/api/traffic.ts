@@ -1,7 +1,7 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { BurrowError, CODES, NotFoundError } from '../core/errors.js';
+import { BurrowError, CODES } from '../core/errors.js';
 import {
   headerPairs,
   outgoingPairs,
@@ -10,7 +10,8 @@ import {
 } from '../edge/metrics/traffic-log.js';
 import { replayRefusal } from '../edge/metrics/traffic-replay.js';
 import type { ApiContext } from './context.js';
-import { IdParams } from './schemas.js';
+import { found } from './crud.js';
+import { Body, IdParams } from './schemas.js';
 
 function bodyView(body: CapturedBody | undefined) {
   if (!body) return null;
@@ -65,11 +66,7 @@ const AFTER = /^tr_(\d+)$/;
 export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const tags = ['Traffic inspector'];
-  const recordOr404 = (id: string): TrafficRecord => {
-    const found = ctx.online.traffic?.log.get(id);
-    if (!found) throw new NotFoundError();
-    return found;
-  };
+  const recordOr404 = (id: string): TrafficRecord => found(ctx.online.traffic?.log.get(id));
 
   app.get(
     '/traffic',
@@ -77,14 +74,11 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
       schema: {
         tags,
         summary: 'List recent HTTP requests, newest first',
-        querystring: Type.Object(
-          {
-            host: Type.Optional(Type.String({ maxLength: 255 })),
-            after: Type.Optional(Type.String({ pattern: AFTER.source })),
-            limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$' })),
-          },
-          { additionalProperties: false },
-        ),
+        querystring: Body({
+          host: Type.Optional(Type.String({ maxLength: 255 })),
+          after: Type.Optional(Type.String({ pattern: AFTER.source })),
+          limit: Type.Optional(Type.String({ pattern: '^[0-9]{1,3}$' })),
+        }),
       },
     },
     async (request) => {
@@ -124,7 +118,7 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
         tags,
         summary: 'Send a recorded request again, through the ingress',
         params: IdParams,
-        body: Type.Object({}, { additionalProperties: false }),
+        body: Body({}),
       },
     },
     async (request, reply) => {
@@ -150,7 +144,7 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
         params: Type.Object({
           host: Type.String({ maxLength: 255, pattern: '^[A-Za-z0-9.*-]+$' }),
         }),
-        body: Type.Object({ enabled: Type.Boolean() }, { additionalProperties: false }),
+        body: Body({ enabled: Type.Boolean() }),
       },
     },
     async (request) => {

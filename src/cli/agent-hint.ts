@@ -10,10 +10,9 @@ import type { Logger } from '../core/logger.js';
 import { CERTS_DIR, findCertificateFile } from '../edge/certificates/certificates.js';
 import type { Edge } from '../edge/edge.js';
 import { certificateFingerprint } from '../sdk/index.js';
+import { isLoopback } from '../agent/agent.js';
+import { DEFAULT_SERVER_ADDR } from './agent-config.js';
 import { DEFAULT_DATA_DIR } from './ca-config.js';
-
-/** The agent listener's default address, which the agent commands use without `--server`. */
-const DEFAULT_AGENT_ADDRESS = '127.0.0.1:4443';
 
 /** What the hint is made of: where agents connect and what they trust there. */
 export interface AgentHintInput {
@@ -41,8 +40,9 @@ function splitAddress(address: string): { host: string; port: string } {
   return { host: hp?.host ?? address, port: String(hp?.port ?? 4443) };
 }
 
-function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+/** A listener on every address (`0.0.0.0`, `::`, or no host). */
+function isUnspecified(host: string): boolean {
+  return host === '0.0.0.0' || host === '::' || host === '';
 }
 
 /**
@@ -53,7 +53,7 @@ function isLoopback(host: string): boolean {
  */
 export function agentConnectHint(input: AgentHintInput): AgentHint {
   const { host, port } = splitAddress(input.agentAddress);
-  const unspecified = host === '0.0.0.0' || host === '::' || host === '';
+  const unspecified = isUnspecified(host);
   const fingerprint = certificateFingerprint(input.caPem);
 
   const localAddress = formatHostPort(unspecified ? '127.0.0.1' : host, port);
@@ -62,7 +62,7 @@ export function agentConnectHint(input: AgentHintInput): AgentHint {
     ? input.caPath
     : relative(input.cwd, input.caPath);
   const local = ['burrow http 3000'];
-  if (localAddress !== DEFAULT_AGENT_ADDRESS) local.push(`--server ${localAddress}`);
+  if (localAddress !== DEFAULT_SERVER_ADDR) local.push(`--server ${localAddress}`);
   local.push('--authtoken <token>');
   if (!inFolder && !input.realCertificate) local.push(`--ca ${input.caPath}`);
 
@@ -113,9 +113,8 @@ export async function announceAgentListener(
   cwd: string = process.cwd(),
 ): Promise<void> {
   const { host } = splitAddress(edge.agentAddress);
-  const unspecified = host === '0.0.0.0' || host === '::' || host === '';
   // The agent listener prefers a real certificate for its host, as agent-listener.ts picks it.
-  const file = unspecified
+  const file = isUnspecified(host)
     ? undefined
     : await findCertificateFile(join(config.dataDir, CERTS_DIR), host);
   const hint = agentConnectHint({

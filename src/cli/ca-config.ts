@@ -64,6 +64,15 @@ export function trustOptions(
   return { ca: ca.length > 0 ? ca : undefined, caFingerprint: settings.caFingerprint };
 }
 
+/**
+ * Why fetch() failed: its cause's message (`connect ECONNREFUSED 127.0.0.1:4000`) rather than
+ * undici's bare `fetch failed`.
+ * @example fetchFailure(err) // 'getaddrinfo ENOTFOUND edge.example.com'
+ */
+export function fetchFailure(err: unknown): string {
+  return (err as { cause?: { message?: string } }).cause?.message ?? (err as Error).message;
+}
+
 /** A CA read for `add-ca`: its certificates and where they came from. */
 export interface FetchedCa {
   pems: string[];
@@ -84,9 +93,8 @@ export async function readCaSource(source: string): Promise<FetchedCa> {
     try {
       res = await fetch(source, { signal: AbortSignal.timeout(10_000), redirect: 'follow' });
     } catch (err) {
-      const cause = (err as { cause?: { message?: string } }).cause?.message;
       throw new Error(
-        `cannot fetch ${source}: ${cause ?? (err as Error).message}. Copy the server's <data-dir>/ca.pem here and give its path instead.`,
+        `cannot fetch ${source}: ${fetchFailure(err)}. Copy the server's <data-dir>/ca.pem here and give its path instead.`,
       );
     }
     if (!res.ok) throw new Error(`cannot fetch ${source}: HTTP ${res.status} ${res.statusText}`);

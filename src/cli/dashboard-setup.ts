@@ -20,7 +20,7 @@ export async function announceDashboardSetup(
   const token = await repos.users.issueSetupToken(SETUP_LINK_TTL_MS);
   logger.warn('No dashboard user exists yet; the one-time setup link is on stderr');
   process.stderr.write(
-    `\n  Open the dashboard and create its first user (this link works once, for 24 hours):\n` +
+    `\n  Open the dashboard and create its first user (this link works once, for ${SETUP_LINK_TTL_MS / 3_600_000} hours):\n` +
       `    ${baseUrl}/#/setup/${token}\n` +
       `  or create one with: burrow user add <name>\n\n`,
   );

@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
+import { fetchFailure } from './ca-config.js';
 
 /** Where the API is and how to sign in to it. */
 export interface ApiTarget {
@@ -31,17 +32,32 @@ export async function callApi(
   path: string,
   body?: unknown,
 ): Promise<unknown> {
-  const res = await fetch(`${target.apiUrl.replace(/\/$/, '')}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${target.apiKey}`,
-      'service-version': '2',
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
+  const base = target.apiUrl.replace(/\/$/, '');
+  let res: Response;
+  try {
+    res = await fetch(`${base}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${target.apiKey}`,
+        'service-version': '2',
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new Error(
+      `the API at ${base} cannot be reached (${fetchFailure(err)}); check --api-url (BURROW_API_URL) and that burrow server runs there`,
+    );
+  }
   const text = await res.text();
-  const parsed: unknown = text === '' ? undefined : JSON.parse(text);
+  let parsed: unknown;
+  try {
+    parsed = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    throw new Error(
+      `${base} answered HTTP ${res.status} with something other than JSON; check that --api-url (BURROW_API_URL) is the management API's address`,
+    );
+  }
   if (!res.ok) {
     const err = (parsed ?? {}) as { msg?: string; error_code?: string };
     throw new Error(

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { BurrowError, CODES } from './errors.js';
+import { BurrowError, CODES, NO_HTTP_STATUS } from './errors.js';
 import { parseHostPort } from './host-port.js';
 import { hostnameProblem } from './hostname.js';
 import { LIMIT_OPTIONS, parseLimits, type ServerLimits } from './limits.js';
@@ -232,7 +232,7 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
  */
 export class ConfigError extends BurrowError {
   constructor(option: string, rule: string, options?: { cause?: unknown }) {
-    super(CODES.invalidConfig, 500, `--${option}: ${rule}`, {}, options);
+    super(CODES.invalidConfig, NO_HTTP_STATUS, `--${option}: ${rule}`, {}, options);
   }
 }
 

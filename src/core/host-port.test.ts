@@ -46,6 +46,18 @@ describe('parseHostPort', () => {
     expect(parseHostPort('[1.2.3.4]:80', { keepBrackets: true })?.host).toBe('[1.2.3.4]');
   });
 
+  it('with minPort 1 and keepBrackets, as stored hostports want (IPv6 kept in brackets)', () => {
+    const stored = { minPort: 1, keepBrackets: true };
+    expect(parseHostPort('tcp.example.com:20001', stored)).toEqual({
+      host: 'tcp.example.com',
+      port: 20001,
+    });
+    expect(parseHostPort('[::1]:443', stored)).toEqual({ host: '[::1]', port: 443 });
+    expect(parseHostPort('example.com', stored)).toBeUndefined();
+    expect(parseHostPort('example.com:0', stored)).toBeUndefined();
+    expect(parseHostPort('example.com:65536', stored)).toBeUndefined();
+  });
+
   it('allows an absent port or empty host when asked', () => {
     expect(parseHostPort('example.com', { port: 'optional' })).toEqual({
       host: 'example.com',

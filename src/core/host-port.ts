@@ -38,6 +38,12 @@ export interface HostPortOptions {
 const HOST_PORT_RE = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*))(?::(\d{1,5}))?$/;
 
 /**
+ * The port a URL scheme implies when it names none.
+ * @example DEFAULT_PORTS['https'] // 443
+ */
+export const DEFAULT_PORTS: Readonly<Record<string, number>> = { http: 80, https: 443, tls: 443 };
+
+/**
  * Split `host:port` (IPv6 in brackets). Returns undefined when the text is not one: a bare IPv6
  * address, a port out of 0..65535 (or below `minPort`), a missing port when it is required, or an
  * empty host unless `allowEmptyHost`. The host is returned as written (no case change).

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { domainCovers, hostnameProblem, splitHostPort } from './hostname.js';
+import { domainCovers, hostnameProblem } from './hostname.js';
 
 describe('hostnames', () => {
   it('accepts names and wildcards only as the whole first label', () => {
@@ -22,16 +22,5 @@ describe('hostnames', () => {
     expect(domainCovers('*.sitea.example.com', 'sitea.example.com')).toBe(false);
     expect(domainCovers('*.sitea.example.com', 'xsitea.example.com')).toBe(false);
     expect(domainCovers('app.example.com', 'app.example.com')).toBe(true);
-  });
-
-  it('splits host:port with IPv6 in brackets', () => {
-    expect(splitHostPort('tcp.example.com:20001')).toEqual({
-      host: 'tcp.example.com',
-      port: 20001,
-    });
-    expect(splitHostPort('[::1]:443')).toEqual({ host: '[::1]', port: 443 });
-    expect(splitHostPort('example.com')).toBeUndefined();
-    expect(splitHostPort('example.com:0')).toBeUndefined();
-    expect(splitHostPort('example.com:65536')).toBeUndefined();
   });
 });

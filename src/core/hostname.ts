@@ -1,5 +1,4 @@
 import { isIP } from 'node:net';
-import { parseHostPort } from './host-port.js';
 
 /**
  * DNS names as Burrow accepts them: lowercase LDH labels of 1-63 characters, at most 253 in all,
@@ -57,15 +56,6 @@ export function longestWildcard<T>(name: string, bySuffix: ReadonlyMap<string, T
     if (hit !== undefined) return hit;
   }
   return undefined;
-}
-
-/**
- * Split `host:port` (IPv6 kept in brackets). Port must be 1..65535.
- * @deprecated Use parseHostPort from ./host-port.js; this is
- * `parseHostPort(value, { minPort: 1, keepBrackets: true })`, kept for callers being edited.
- */
-export function splitHostPort(value: string): { host: string; port: number } | undefined {
-  return parseHostPort(value, { minPort: 1, keepBrackets: true });
 }
 
 /**

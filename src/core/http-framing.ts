@@ -19,11 +19,12 @@ export const HOP_BY_HOP_HEADERS: ReadonlySet<string> = new Set([
 ]);
 
 /**
- * Headers a traffic policy may not add or remove: the hop-by-hop ones, plus `Content-Length`,
- * which frames the body the ingress relays.
+ * Headers a traffic policy may not add or remove: the hop-by-hop ones, plus `Content-Length` and
+ * `Trailer`, which frame the body the ingress relays (docs/traffic-policy.md lists them).
  * @example FRAMING_HEADERS.has('content-length') // true
  */
 export const FRAMING_HEADERS: ReadonlySet<string> = new Set([
   ...HOP_BY_HOP_HEADERS,
   'content-length',
+  'trailer',
 ]);

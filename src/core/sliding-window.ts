@@ -1,4 +1,11 @@
 import { createHash } from 'node:crypto';
+import { LRUCache } from 'lru-cache';
+
+interface Bucket {
+  window: number;
+  current: number;
+  previous: number;
+}
 
 /**
  * A sliding-window rate limiter: the count of the current fixed window plus the previous window's
@@ -7,10 +14,7 @@ import { createHash } from 'node:crypto';
  * @example const limiter = new SlidingWindowLimiter(120, 60_000); limiter.take('ak_1').allowed
  */
 export class SlidingWindowLimiter {
-  private readonly buckets = new Map<
-    string,
-    { window: number; current: number; previous: number }
-  >();
+  private readonly buckets: LRUCache<string, Bucket>;
   private lastSweep = 0;
 
   /**
@@ -21,7 +25,9 @@ export class SlidingWindowLimiter {
     readonly capacity: number,
     readonly windowMs: number,
     readonly maxKeys = 100_000,
-  ) {}
+  ) {
+    this.buckets = new LRUCache({ max: maxKeys });
+  }
 
   /** Count one event for `key`; when refused, `retryAfterMs` says when a retry can succeed. */
   take(rawKey: string, now = Date.now()): { allowed: boolean; retryAfterMs: number } {
@@ -31,16 +37,9 @@ export class SlidingWindowLimiter {
       rawKey.length > 64 ? createHash('sha256').update(rawKey).digest('base64url') : rawKey;
     const window = Math.floor(now / this.windowMs);
     let b = this.buckets.get(key);
-    if (b) {
-      // Re-inserted so that Map order is least recently used first.
-      this.buckets.delete(key);
-      this.buckets.set(key, b);
-    } else {
-      if (this.buckets.size >= this.maxKeys) {
-        this.buckets.delete(this.buckets.keys().next().value!);
-      }
+    if (!b) {
       b = { window, current: 0, previous: 0 };
-      this.buckets.set(key, b);
+      this.buckets.set(key, b); // past maxKeys, drops the least recently used
     }
     if (b.window !== window) {
       b.previous = b.window === window - 1 ? b.current : 0;
@@ -57,7 +56,7 @@ export class SlidingWindowLimiter {
   }
 
   /** When the weighted count of `b` next leaves room for one event (an estimate, never 0). */
-  private retryAfter(b: { current: number; previous: number }, now: number): number {
+  private retryAfter(b: Bucket, now: number): number {
     const into = now % this.windowMs;
     const toNextWindow = this.windowMs - into;
     if (b.current + 1 <= this.capacity && b.previous > 0) {
@@ -75,6 +74,8 @@ export class SlidingWindowLimiter {
     if (now - this.lastSweep < this.windowMs) return;
     this.lastSweep = now;
     const window = Math.floor(now / this.windowMs);
-    for (const [key, b] of this.buckets) if (b.window < window - 1) this.buckets.delete(key);
+    const idle: string[] = [];
+    for (const [key, b] of this.buckets.entries()) if (b.window < window - 1) idle.push(key);
+    for (const key of idle) this.buckets.delete(key);
   }
 }

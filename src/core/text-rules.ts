@@ -27,7 +27,7 @@ const BIDI = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u;
 const ZERO_WIDTH = /[\u200B-\u200D\u2060\uFEFF]/u;
 
 /** `U+202E`: how messages name a code point. */
-export function codePointName(ch: string): string {
+function codePointName(ch: string): string {
   return `U+${ch.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
 }
 

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { ServerConfig } from '../core/config.js';
-import { parseHostPort } from '../core/host-port.js';
+import { parseHostPort, parseListenAddress } from '../core/host-port.js';
 import { isAtOrUnder, isOneLabelUnder } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import { PolicyEventLog } from '../policy/index.js';
@@ -19,11 +19,11 @@ import {
   LocalCa,
   wildcardSanFor,
 } from './certificates/certificates.js';
+import { publicEndpointUrl, type AgentEdgeSettings } from './binds/bind-policy.js';
 import { CloudEndpoints } from './binds/cloud-endpoints.js';
 import { EdgeRuntime } from './ingress/edge-runtime.js';
 import { startIngress, type Ingress } from './ingress/ingress.js';
 import { EdgeMetrics } from './metrics/metrics.js';
-import { parseListenAddress } from '../core/host-port.js';
 import { TunnelRegistry } from './registry/tunnel-registry.js';
 import { TrafficLog } from './metrics/traffic-log.js';
 import { trafficInspector, type TrafficInspector } from './metrics/traffic-replay.js';
@@ -79,12 +79,14 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const policyEvents = new PolicyEventLog({ logger: logger.child({ component: 'policy' }) });
   const baseWildcard = `*.${config.baseDomain}`;
   const trafficLog = new TrafficLog();
+  const certsDir = join(config.dataDir, CERTS_DIR);
+  const stored = storedCertificates(repos);
 
   // Certificates only for names this edge serves, so nobody can make it mint arbitrary ones.
   const certificates: CertificateStore = new CertificateStore({
     ca,
-    certsDir: join(config.dataDir, CERTS_DIR),
-    stored: storedCertificates(repos),
+    certsDir,
+    stored,
     logger,
     nameAllowed: async (name) =>
       registry.byHost(name) !== undefined ||
@@ -102,7 +104,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
 
   const agentCertificates = new AgentCertificatePicker(
     config.agentHostname || undefined,
-    storedCertificates(repos),
+    stored,
     logger,
   );
 
@@ -135,6 +137,13 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       tap: (req, res, tunnel) => trafficTap(trafficLog, req, res, tunnel),
       exchangeTap: trafficExchangeTap(trafficLog),
     });
+    const settings: AgentEdgeSettings = {
+      baseDomain: config.baseDomain,
+      tcpHost: config.tcpHost,
+      tcpPorts: config.tcpPorts,
+      httpsPort: portOf(ingress.httpsAddress),
+      httpPort: portOf(ingress.httpAddress),
+    };
     agents = await startAgentListener({
       listen: config.agentListen,
       repos,
@@ -142,7 +151,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       metrics,
       logger,
       ca,
-      certsDir: join(config.dataDir, CERTS_DIR),
+      certsDir,
       hosts: config.agentHostname ? [config.agentHostname] : [],
       publicCertificate: agentCertificates,
       policyEvents,
@@ -160,29 +169,16 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         total: config.limits.agentMaxConnections,
         perIp: config.limits.agentMaxConnectionsPerIp,
       },
-      settings: {
-        baseDomain: config.baseDomain,
-        tcpHost: config.tcpHost,
-        tcpPorts: config.tcpPorts,
-        httpsPort: portOf(ingress.httpsAddress),
-        httpPort: portOf(ingress.httpAddress),
-      },
+      settings,
     });
     await edges.start();
-    const httpsPort = portOf(ingress.httpsAddress);
-    const httpPort = portOf(ingress.httpAddress);
     cloud = new CloudEndpoints({
       repos,
       registry,
       policyEvents,
       logger,
-      // The URL agents' endpoints get: the ingress port unless it is the scheme's default.
-      publicUrl: (proto, where) =>
-        proto === 'tcp'
-          ? `tcp://${config.tcpHost}:${where}`
-          : proto === 'http'
-            ? `http://${where}${httpPort === 80 ? '' : `:${httpPort}`}`
-            : `${proto}://${where}${httpsPort === 443 ? '' : `:${httpsPort}`}`,
+      // The URLs agents' endpoints get.
+      publicUrl: (proto, where) => publicEndpointUrl(settings, proto, where),
     });
     await cloud.start();
     management = await startCertificateManagement({

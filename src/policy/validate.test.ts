@@ -153,6 +153,11 @@ describe('validatePolicy refuses, naming phase, rule, action and fix', () => {
       /cannot add 'content-length'/,
     ],
     [
+      'the Trailer framing header',
+      { type: 'remove-headers', config: { headers: ['Trailer'] } },
+      /cannot remove 'trailer'/,
+    ],
+    [
       'a bad header name',
       { type: 'remove-headers', config: { headers: ['x a'] } },
       /config\.headers\[0\] has "x a", which is not a header name/,

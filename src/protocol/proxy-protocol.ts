@@ -1,6 +1,6 @@
 /**
  * The PROXY protocol (HAProxy, versions 1 and 2) that a load balancer sends first on each
- * connection to say who the client is. Parsing only; `src/edge/ingress/proxy-protocol-front.ts` applies it
+ * connection to say who the client is. Parsing only; `src/edge/listeners/proxy-protocol-front.ts` applies it
  * to sockets. Not to be confused with proxy-header.ts, the ngrok ProxyHeader sent to agents.
  * Spec: https://www.haproxy.org/download/2.9/doc/proxy-protocol.txt
  */
@@ -10,9 +10,9 @@ import { BurrowError, CODES } from '../core/errors.js';
 /** The v2 signature: the 12 bytes every v2 header starts with. */
 export const PROXY_V2_SIGNATURE = Buffer.from('0d0a0d0a000d0a515549540a', 'hex');
 /** A v1 line is at most 107 bytes, CRLF included. */
-export const PROXY_V1_MAX = 107;
+const PROXY_V1_MAX = 107;
 /** The most bytes of a v2 header Burrow accepts (16-byte fixed part plus addresses and TLVs). */
-export const PROXY_V2_MAX = 16 + 1024;
+const PROXY_V2_MAX = 16 + 1024;
 
 /** The client's address as the load balancer saw it. */
 export interface ProxiedAddress {

@@ -18,8 +18,6 @@ import {
 import { BurrowAgentError } from './errors.js';
 import { formatFingerprint, trustAnchors, type EdgeTrust } from './trust.js';
 
-export { loadCa } from './trust.js';
-
 /** Where the agent listener is, split from `host:port`. */
 export interface ServerAddress {
   host: string;
@@ -63,10 +61,6 @@ const VERIFY_TEXT: Record<string, string> = {
 function errorText(err: NodeJS.ErrnoException): string {
   const reason = /SSL routines:[^:]*:([^:]+):/.exec(err.message)?.[1];
   return reason === undefined ? err.message : `${reason}, ${err.code ?? 'SSL error'}`;
-}
-
-function addressText({ host, port }: ServerAddress): string {
-  return formatHostPort(host, port);
 }
 
 /** `IP Address:0:0:0:0:0:0:0:1` → `::1`; `DNS:localhost` → `localhost`. */
@@ -178,23 +172,25 @@ function handshake(
  */
 export async function dialEdge(options: DialOptions): Promise<tls.TLSSocket> {
   const { trust } = options;
-  const address = addressText(options.address);
+  const address = formatHostPort(options.address.host, options.address.port);
   const serverName = options.serverName ?? options.address.host;
   const failure = (f: Omit<ConnectFailure, 'address' | 'serverName'>, cause?: unknown) =>
     new BurrowConnectError({ ...f, address, serverName }, { cause });
 
-  if (trust.pin !== undefined && trust.pinned === undefined) {
+  // The pin as presented certificates' fingerprints are written, to compare with them.
+  const pin = trust.pin === undefined ? undefined : formatFingerprint(trust.pin);
+  if (pin !== undefined && trust.pinned === undefined) {
     const probe = await handshake(options, trustAnchors(trust), [], failure);
     const chain = presentedChain(probe);
     probe.destroy();
-    const match = chain.find((c) => c.cert.fingerprint === formatFingerprint(trust.pin!));
+    const match = chain.find((c) => c.cert.fingerprint === pin);
     if (!match) {
       throw failure({
         kind: 'pin-mismatch',
         code: undefined,
         detail: 'pinned certificate not presented',
         chain: chain.map((c) => c.cert),
-        pin: formatFingerprint(trust.pin),
+        pin,
       });
     }
     trust.pinned = match.pem;
@@ -218,16 +214,13 @@ export async function dialEdge(options: DialOptions): Promise<tls.TLSSocket> {
       detail: text ? `${text}, ${code}` : code,
       chain: chain.map((c) => c.cert),
     };
-  } else if (
-    trust.pin !== undefined &&
-    !chain.some((c) => c.cert.fingerprint === formatFingerprint(trust.pin!))
-  ) {
+  } else if (pin !== undefined && !chain.some((c) => c.cert.fingerprint === pin)) {
     problem = {
       kind: 'pin-mismatch',
       code: undefined,
       detail: 'pinned certificate not in the verified chain',
       chain: chain.map((c) => c.cert),
-      pin: formatFingerprint(trust.pin),
+      pin,
     };
   }
   if (problem) {

@@ -33,6 +33,7 @@ export interface LocalAddress {
 /** The code in the body of the 502 an agent answers when the local service is unreachable. */
 export const UPSTREAM_UNREACHABLE_CODE = 'ERR_NGROK_8012';
 
+/** Unlike core/host-port.ts DEFAULT_PORTS, no port for tls://: a local TLS service must name its port. */
 const DEFAULT_PORTS: Record<string, number | undefined> = { http: 80, https: 443 };
 
 function badTarget(target: unknown): BurrowAgentError {

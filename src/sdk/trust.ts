@@ -10,7 +10,7 @@ import tls from 'node:tls';
 import { BurrowAgentError } from './errors.js';
 
 /** The prefix Burrow writes before a SHA-256 fingerprint, as `burrow server` prints it. */
-export const FINGERPRINT_PREFIX = 'sha256:';
+const FINGERPRINT_PREFIX = 'sha256:';
 
 /**
  * Read a SHA-256 certificate fingerprint as people paste it: with or without colons (or spaces),

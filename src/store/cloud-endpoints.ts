@@ -5,7 +5,8 @@ import { ID_PREFIX, newId } from '../core/ids.js';
 import { quote } from '../core/quote.js';
 import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
-import { nowRfc3339, type Page, type PageRequest } from './paging.js';
+import { describedChanges, describedColumns } from './described.js';
+import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
 
 /** The row of a cloud endpoint (migration 0004). */
 export interface CloudEndpointsTable {
@@ -81,17 +82,15 @@ export class CloudEndpointRepository {
   }
 
   async create(input: CloudEndpointCreate): Promise<CloudEndpoint> {
-    const now = nowRfc3339();
+    const described = describedColumns(input);
     const row: CloudEndpointsTable = {
       id: newId(ID_PREFIX.endpoint),
       url: input.url,
       traffic_policy: input.traffic_policy,
       bindings: JSON.stringify(input.bindings),
       pooling_enabled: input.pooling_enabled ? 1 : 0,
-      description: input.description ?? '',
-      metadata: input.metadata ?? '',
-      created_at: now,
-      updated_at: now,
+      ...described,
+      updated_at: described.created_at,
     };
     try {
       await this.db.insertInto('cloud_endpoints').values(row).execute();
@@ -113,16 +112,8 @@ export class CloudEndpointRepository {
   }
 
   async list(page: PageRequest): Promise<Page<CloudEndpoint>> {
-    let q = this.db
-      .selectFrom('cloud_endpoints')
-      .selectAll()
-      .orderBy('id', 'desc')
-      .limit(page.limit + 1);
-    if (page.beforeId !== undefined) q = q.where('id', '<', page.beforeId);
-    const rows = await q.execute();
-    const more = rows.length > page.limit;
-    const items = (more ? rows.slice(0, page.limit) : rows).map(toEndpoint);
-    return { items, nextBeforeId: more ? items[items.length - 1]!.id : undefined };
+    const result = await selectPage(this.db.selectFrom('cloud_endpoints').selectAll(), page);
+    return { items: result.items.map(toEndpoint), nextBeforeId: result.nextBeforeId };
   }
 
   /** Every cloud endpoint (the edge serves them all). */
@@ -133,13 +124,11 @@ export class CloudEndpointRepository {
 
   /** PATCH: only what is sent changes. Undefined when there is no such endpoint. */
   async update(id: string, patch: CloudEndpointUpdate): Promise<CloudEndpoint | undefined> {
-    const set: Partial<CloudEndpointsTable> = {};
+    const set: Partial<CloudEndpointsTable> = describedChanges(patch);
     if (patch.url !== undefined) set.url = patch.url;
     if (patch.traffic_policy !== undefined) set.traffic_policy = patch.traffic_policy;
     if (patch.bindings !== undefined) set.bindings = JSON.stringify(patch.bindings);
     if (patch.pooling_enabled !== undefined) set.pooling_enabled = patch.pooling_enabled ? 1 : 0;
-    if (patch.description !== undefined) set.description = patch.description;
-    if (patch.metadata !== undefined) set.metadata = patch.metadata;
     if (Object.keys(set).length > 0) {
       set.updated_at = nowRfc3339();
       try {

@@ -14,11 +14,12 @@ export interface Page<T> {
 }
 
 /**
- * Run `query` (a select over a table with an `id` column) as one page, newest first. Fetches one
+ * Run `query` (a select over a table with an `id` column, of schema.ts's tables or a repository's
+ * own) as one page, newest first. Fetches one
  * extra row so that `nextBeforeId` is set exactly when an older item exists.
  */
-export async function selectPage<TB extends keyof Database, Row extends { id: string }>(
-  query: SelectQueryBuilder<Database, TB, Row>,
+export async function selectPage<TB extends keyof DB, Row extends { id: string }, DB = Database>(
+  query: SelectQueryBuilder<DB, TB, Row>,
   page: PageRequest,
   idColumn: string = 'id',
 ): Promise<Page<Row>> {

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely, Transaction } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
+import { quote } from '../core/quote.js';
 import { decoyHash, hashPassword, verifyPassword } from '../core/passwords.js';
 import { hashToken } from '../core/tokens.js';
 import { isUniqueViolation } from './database.js';
@@ -20,18 +21,20 @@ export interface UserSession {
   expiresMs: number;
 }
 
+/** The longest user name. */
+export const USER_NAME_MAX = 64;
 /** Names: what people type to sign in; short, printable, no spaces at the ends. */
-const NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$/;
+const NAME_RE = new RegExp(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,${USER_NAME_MAX - 1}}$`);
 /** Long enough to resist guessing at the sign-in rate limit; bounded so scrypt's input stays small. */
 export const PASSWORD_MIN = 8;
-const PASSWORD_MAX = 1024;
+export const PASSWORD_MAX = 1024;
 
 function checkUserInput(name: string, password: string): void {
   if (!NAME_RE.test(name)) {
     throw new ValidationError(
       CODES.invalidValue,
       'name',
-      'a user name is 1-64 letters, digits, ".", "_", "@" or "-", starting with a letter or digit',
+      `a user name is 1-${USER_NAME_MAX} letters, digits, ".", "_", "@" or "-", starting with a letter or digit`,
     );
   }
   checkPassword(password);
@@ -76,7 +79,10 @@ export class UserRepository {
         .execute();
     } catch (err) {
       if (isUniqueViolation(err))
-        throw new ConflictError(CODES.invalidValue, `a user named '${name}' already exists`);
+        throw new ConflictError(
+          CODES.invalidValue,
+          `a user named ${quote(name)} already exists: choose another name`,
+        );
       throw err;
     }
     return user;

@@ -31,8 +31,9 @@ export interface Column<T> {
 }
 
 /**
- * A resource list as a table, each row with a delete button (asking once more) at its end. The
- * caption names the table for screen readers; the header row is kept while the list loads.
+ * A resource list as a table, each row with a delete button (asking once more) at its end, unless
+ * `deleteName` gives none for it (a row the API will not delete). The caption names the table for
+ * screen readers; the header row is kept while the list loads.
  * @example <ResourceTable resource={bots} caption="Bot users" empty="No bot users yet." columns={[{ header: 'Name', cell: (b) => b.name }]} deleteName={(b) => `bot user ${b.name}`} />
  */
 export function ResourceTable<T extends { id: string }>({
@@ -50,8 +51,8 @@ export function ResourceTable<T extends { id: string }>({
   caption: string;
   empty: ReactNode;
   columns: Array<Column<T>>;
-  /** What the delete button of a row names, e.g. `bot user sitea-agents`. */
-  deleteName: (item: T) => string;
+  /** What the delete button of a row names, e.g. `bot user sitea-agents`; undefined for no button. */
+  deleteName: (item: T) => string | undefined;
 }) {
   return (
     <ResourceList items={resource.items} error={resource.error} empty={empty}>
@@ -78,7 +79,7 @@ export function ResourceTable<T extends { id: string }>({
                     <td key={c.header}>{c.cell(item)}</td>
                   ))}
                   <td>
-                    <DeleteButton name={deleteName(item)} onDelete={() => resource.remove(item)} />
+                    <RowDelete name={deleteName(item)} onDelete={() => resource.remove(item)} />
                   </td>
                 </tr>
               ))}
@@ -88,6 +89,16 @@ export function ResourceTable<T extends { id: string }>({
       )}
     </ResourceList>
   );
+}
+
+function RowDelete({
+  name,
+  onDelete,
+}: {
+  name: string | undefined;
+  onDelete: () => Promise<unknown>;
+}) {
+  return name === undefined ? null : <DeleteButton name={name} onDelete={onDelete} />;
 }
 
 /**

@@ -1,4 +1,5 @@
 import { BurrowError, CODES } from '../../core/errors.js';
+import { quote } from '../../core/quote.js';
 import { rpcErrorText } from '../../protocol/index.js';
 
 /**
@@ -28,9 +29,6 @@ export class AgentError extends BurrowError {
     return rpcErrorText(this.message, this.code);
   }
 }
-
-/** Internal endpoints outside `.internal`: the catalogue follows no code of the API for it. */
-export const INTERNAL_NAME_CODE = CODES.internalName;
 
 /**
  * The refusals of agent sessions and binds, one constructor per situation, so the codes and the
@@ -128,8 +126,8 @@ export const refusals = {
     ),
   internalName: (what: string) =>
     new AgentError(
-      INTERNAL_NAME_CODE,
-      `The internal endpoint '${what}' must have a name ending in '.internal' (e.g. https://api.internal or tcp://db.internal:5432): internal endpoints are reached only by forward-internal, never on a public name.`,
+      CODES.internalName,
+      `The internal endpoint ${quote(what)} must have a name ending in '.internal' (e.g. https://api.internal or tcp://db.internal:5432): internal endpoints are reached only by forward-internal, never on a public name.`,
     ),
   noLabels: () =>
     new AgentError(
@@ -143,16 +141,24 @@ export const refusals = {
       CODES.noFreeAddress,
       `No TCP port is free in the range ${range}: every port is reserved or bound. Stop an agent, delete a reserved address, or widen the server's --tcp-ports.`,
     ),
+  /** An option set but not enforced: refused, never ignored (bind-options.ts). */
   unsupportedOption: (option: string, why: string) =>
     new AgentError(
-      undefined,
-      `The option ${option} is not supported by this server yet; ${why}. Remove it from the endpoint's configuration.`,
+      CODES.unsupportedOption,
+      `The option ${option} is not supported by this server; ${why}. Remove it from the endpoint's configuration.`,
+      'unsupported_option',
+    ),
+  /** An enforced option whose value cannot be turned into policy rules (bind-option-rules.ts). */
+  badOption: (option: string, why: string) =>
+    new AgentError(
+      CODES.unsupportedOption,
+      `The option ${option} cannot be enforced as given: ${why}.`,
       'unsupported_option',
     ),
   unknownTunnel: (id: string) =>
     new AgentError(
       undefined,
-      `No tunnel with id '${id}' is bound in this session.`,
+      `No tunnel with id ${quote(id)} is bound in this session. Send the Id or TunnelID the tunnel's Bind reply gave, and bind it again if it was removed.`,
       'unknown_tunnel',
     ),
 };

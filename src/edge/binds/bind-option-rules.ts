@@ -8,8 +8,8 @@
  */
 import type { PolicyAction, PolicyProtocol, PolicyRule } from '../../policy/index.js';
 import type { BindExtra, BindOpts } from '../../protocol/index.js';
-import { AgentError } from './agent-errors.js';
-import { isSet, UNSUPPORTED_OPTION_CODE as OPTION_CODE } from './bind-options.js';
+import { refusals } from './agent-errors.js';
+import { isSet } from './bind-options.js';
 
 /** The rules an endpoint's options add, by phase. */
 export interface OptionRules {
@@ -22,13 +22,7 @@ type Mapping = Record<string, unknown>;
 const isMapping = (v: unknown): v is Mapping =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
-function bad(option: string, why: string): AgentError {
-  return new AgentError(
-    OPTION_CODE,
-    `The option ${option} cannot be enforced as given: ${why}.`,
-    'unsupported_option',
-  );
-}
+const bad = refusals.badOption;
 
 /**
  * A field of an option object by its wire name (`allow_cidrs`), also found under other spellings
@@ -194,7 +188,7 @@ function webhookVerification(opts: BindOpts): PolicyRule | undefined {
 
 /**
  * The rules that enforce `opts` (and `extra.IPPolicyRef`) on an endpoint of `protocol`, or
- * undefined when no option asks for anything. Throws an {@link AgentError} for an option that is
+ * undefined when no option asks for anything. Throws refusals.badOption (an AgentError) for an option that is
  * malformed; the policy compiler then checks the rules' values (CIDRs, header names, …).
  * @example optionRules({ BasicAuth: { credentials: [{ username: 'ops', cleartext_password: 'pa55w0rd!' }] } }, undefined, 'https')
  *   // { on_http_request: [{ name: 'Opts.BasicAuth', actions: [{ type: 'basic-auth', … }] }], … }

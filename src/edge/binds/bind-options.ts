@@ -1,6 +1,5 @@
-import { CODES } from '../../core/errors.js';
 import type { BindExtra, BindOpts } from '../../protocol/index.js';
-import { AgentError } from './agent-errors.js';
+import { refusals } from './agent-errors.js';
 
 /**
  * Bind options the edge does not enforce. Each is refused when set, never ignored: ignoring OAuth
@@ -33,18 +32,6 @@ const REFUSED: ReadonlyArray<[keyof BindOpts, string]> = [
 /** Middleware that SDKs send as an empty object when switched on (Go: a non-nil pointer). */
 const ON_WHEN_PRESENT: ReadonlySet<keyof BindOpts> = new Set(['WebsocketTCPConverter']);
 
-/** The code of a refused option, so SDKs show one (`err.errorCode` in @ngrok/ngrok). */
-export const UNSUPPORTED_OPTION_CODE = CODES.unsupportedOption;
-
-/** The refusal of an option, with its code and the reason (a bind never ignores an option). */
-function unsupported(option: string, why: string): AgentError {
-  return new AgentError(
-    UNSUPPORTED_OPTION_CODE,
-    `The option ${option} is not supported by this server; ${why}. Remove it from the endpoint's configuration.`,
-    'unsupported_option',
-  );
-}
-
 /**
  * Whether an option value means "switched on".
  * @example isSet(null) // false
@@ -72,7 +59,7 @@ export function checkBindOptions(opts: BindOpts | undefined, extra: BindExtra | 
     for (const [key, why] of REFUSED) {
       const value = opts[key];
       const on = ON_WHEN_PRESENT.has(key) ? value !== null && value !== undefined : isSet(value);
-      if (on) throw unsupported(`Opts.${key}`, why);
+      if (on) throw refusals.unsupportedOption(`Opts.${key}`, why);
     }
   }
   if (extra) {
@@ -81,7 +68,7 @@ export function checkBindOptions(opts: BindOpts | undefined, extra: BindExtra | 
       (b) => typeof b !== 'string' || !['public', 'internal'].includes(b.toLowerCase()),
     );
     if (other !== undefined || bindings.length > 1) {
-      throw unsupported(
+      throw refusals.unsupportedOption(
         `Extra.Bindings ${JSON.stringify(other ?? bindings)}`,
         'an endpoint has one binding, "public" or "internal"',
       );

@@ -4,6 +4,7 @@ import { CODES } from '../../core/errors.js';
 import { parseHostPort } from '../../core/host-port.js';
 import { hostnameProblem, isAtOrUnder } from '../../core/hostname.js';
 import { randomDnsLabel } from '../../core/ids.js';
+import { quote, shorten } from '../../core/quote.js';
 import { LABEL_LIMITS, labelProblem } from '../../core/labels.js';
 import type { Bind } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
@@ -17,7 +18,12 @@ import {
   type BindTrafficPolicy,
 } from './bind-traffic-policy.js';
 import type { BindGrant } from './session-resumption.js';
-import type { OnlineTunnel, TunnelProto, TunnelRegistry } from '../registry/tunnel-registry.js';
+import {
+  INTERNAL_SUFFIX,
+  type OnlineTunnel,
+  type TunnelProto,
+  type TunnelRegistry,
+} from '../registry/tunnel-registry.js';
 
 /** What the agent side of the edge needs to know about the server. */
 export interface AgentEdgeSettings {
@@ -31,6 +37,29 @@ export interface AgentEdgeSettings {
   httpPort: number;
   /** Region reported to agents and shown by the API. Default `local`. */
   region?: string | undefined;
+}
+
+/**
+ * The public URL of an endpoint, agent or cloud: http/https/tls by name (with the ingress port
+ * unless it is the scheme's default), tcp by `<tcpHost>:<port>`.
+ * @example publicEndpointUrl(settings, 'https', 'app.example.com') // 'https://app.example.com:8443'
+ */
+export function publicEndpointUrl(
+  settings: Pick<AgentEdgeSettings, 'httpsPort' | 'httpPort' | 'tcpHost'>,
+  proto: TunnelProto,
+  where: string | number,
+): string {
+  const { httpsPort, httpPort, tcpHost } = settings;
+  switch (proto) {
+    case 'tcp':
+      return `tcp://${tcpHost}:${where}`;
+    case 'http':
+      return `http://${where}${httpPort === 80 ? '' : `:${httpPort}`}`;
+    case 'https':
+      return `https://${where}${httpsPort === 443 ? '' : `:${httpsPort}`}`;
+    case 'tls':
+      return `tls://${where}${httpsPort === 443 ? '' : `:${httpsPort}`}`;
+  }
 }
 
 /** Who binds: the session's credential and its parsed ACL. */
@@ -57,17 +86,14 @@ export interface BindPlan {
   pooling?: boolean | undefined;
 }
 
-/** Suffix of internal endpoints' names. */
-export const INTERNAL_SUFFIX = '.internal';
-
 const PROTOS: ReadonlySet<string> = new Set(['http', 'https', 'tcp', 'tls']);
 /** Random-name attempts before giving up; with 36^10 names a second one is already unlikely. */
 const RANDOM_NAME_ATTEMPTS = 8;
 
-/** `scheme://host[:port][/path]` or a bare `host[:port]`, as Go v2 sends in Opts.URL. */
 /** TCP addresses as reserved and ACL rules name them: port 1..65535, IPv6 kept in brackets. */
 const ADDR = { minPort: 1, keepBrackets: true } as const;
 
+/** `scheme://host[:port][/path]` or a bare `host[:port]`, as Go v2 sends in Opts.URL. */
 function parseUrl(raw: string): { scheme: string | undefined; hostport: string } {
   const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)/i.exec(raw.trim());
   if (m) return { scheme: m[1]!.toLowerCase(), hostport: m[2]! };
@@ -111,7 +137,7 @@ export class BindPolicy {
     const proto = typeof bind.Proto === 'string' ? bind.Proto.toLowerCase() : '';
     if (!PROTOS.has(proto)) {
       throw refusals.badRequest(
-        `Proto ${JSON.stringify(bind.Proto ?? null)} is not one of http, https, tcp, tls`,
+        `Proto ${shorten(JSON.stringify(bind.Proto ?? null))} is not one of http, https, tcp, tls`,
       );
     }
     checkBindOptions(bind.Opts, bind.Extra);
@@ -168,11 +194,11 @@ export class BindPolicy {
     if (!isInternal) throw refusals.internalName(requested ?? '(a random name)');
     const label = host.slice(0, -INTERNAL_SUFFIX.length);
     if (label === '' || hostnameProblem(`${label}.example`, false)) {
-      throw refusals.badRequest(`'${requested}' is not a valid internal name`);
+      throw refusals.badRequest(`${quote(requested ?? '')} is not a valid internal name`);
     }
     if (proto === 'tcp' && !parseHostPort(raw, ADDR)) {
       throw refusals.badRequest(
-        `the internal TCP address '${requested}' must have the form name.internal:port`,
+        `the internal TCP address ${quote(requested ?? '')} must have the form name.internal:port`,
       );
     }
     if (!aclPermits(binder.acl, { kind: 'domain', name: host })) throw refusals.aclName(host);
@@ -250,22 +276,11 @@ export class BindPolicy {
   }
 
   /**
-   * The public URL of a tunnel: http/https/tls by name (with the ingress port unless it is the
-   * scheme's default), tcp by `<tcpHost>:<port>`.
+   * The public URL of a tunnel (see publicEndpointUrl).
    * @example policy.publicUrl('https', 'app.example.com') // 'https://app.example.com:8443'
    */
   publicUrl(proto: TunnelProto, where: string | number): string {
-    const { httpsPort, httpPort, tcpHost } = this.settings;
-    switch (proto) {
-      case 'tcp':
-        return `tcp://${tcpHost}:${where}`;
-      case 'http':
-        return `http://${where}${httpPort === 80 ? '' : `:${httpPort}`}`;
-      case 'https':
-        return `https://${where}${httpsPort === 443 ? '' : `:${httpsPort}`}`;
-      case 'tls':
-        return `tls://${where}${httpsPort === 443 ? '' : `:${httpsPort}`}`;
-    }
+    return publicEndpointUrl(this.settings, proto, where);
   }
 
   /** A random name under the base domain that nobody holds. */
@@ -318,7 +333,7 @@ export class BindPolicy {
     const name = normalizeName(requested);
     const problem = hostnameProblem(name, true);
     if (problem) {
-      throw refusals.badRequest(`'${requested}' is not a valid hostname (${problem})`);
+      throw refusals.badRequest(`${quote(requested)} is not a valid hostname (${problem})`);
     }
     if (!aclPermits(binder.acl, { kind: 'domain', name })) throw refusals.aclName(name);
     const domainId = await this.ownership(name);
@@ -391,7 +406,7 @@ export class BindPolicy {
     const hp = parseHostPort(requested, ADDR);
     if (!hp) {
       throw refusals.badRequest(
-        `the TCP address '${requested}' must have the form host:port, e.g. '${this.settings.tcpHost}:${this.settings.tcpPorts.first}'`,
+        `the TCP address ${quote(requested)} must have the form host:port, e.g. '${this.settings.tcpHost}:${this.settings.tcpPorts.first}'`,
       );
     }
     const addr = `${hp.host.toLowerCase()}:${hp.port}`;

@@ -4,7 +4,8 @@
  */
 import { hostOfHostPort, parseHostPort } from '../../core/host-port.js';
 import { hostnameProblem } from '../../core/hostname.js';
-import type { TunnelProto } from '../registry/tunnel-registry.js';
+import { quote } from '../../core/quote.js';
+import { INTERNAL_SUFFIX, type TunnelProto } from '../registry/tunnel-registry.js';
 
 /** Where a cloud endpoint is served. */
 export interface CloudEndpointTarget {
@@ -27,26 +28,26 @@ export interface CloudEndpointTarget {
 export function parseCloudEndpointUrl(raw: string): CloudEndpointTarget | string {
   const m = /^([a-z]+):\/\/([^/?#]+)\/?$/i.exec(raw.trim());
   if (!m) {
-    return `'${raw}' is not an endpoint URL: use https://name, http://name, tls://name, tcp://host:port, or https://name.internal (no path)`;
+    return `${quote(raw)} is not an endpoint URL: use https://name, http://name, tls://name, tcp://host:port, or https://name.internal (no path)`;
   }
   const scheme = m[1]!.toLowerCase();
   const authority = m[2]!.toLowerCase().replace(/\.$/, '');
   if (!['http', 'https', 'tcp', 'tls'].includes(scheme)) {
-    return `the scheme '${scheme}' is not one of http, https, tcp, tls`;
+    return `the scheme ${quote(scheme)} is not one of http, https, tcp, tls`;
   }
   const proto = scheme as TunnelProto;
   if (proto === 'tcp') {
     const hp = parseHostPort(authority, { minPort: 1, keepBrackets: true });
-    if (!hp) return `a tcp URL needs host:port, e.g. tcp://db.internal:5432, not '${raw}'`;
+    if (!hp) return `a tcp URL needs host:port, e.g. tcp://db.internal:5432, not ${quote(raw)}`;
     const url = `tcp://${hp.host}:${hp.port}`;
-    if (hp.host.endsWith('.internal')) return { proto, internal: `${hp.host}:${hp.port}`, url };
+    if (hp.host.endsWith(INTERNAL_SUFFIX)) return { proto, internal: `${hp.host}:${hp.port}`, url };
     return { proto, addr: `${hp.host}:${hp.port}`, port: hp.port, url };
   }
   const host = hostOfHostPort(authority);
-  const problem = hostnameProblem(host.endsWith('.internal') ? `${host}.example` : host, true);
-  if (problem) return `'${host}' is not a valid hostname (${problem})`;
+  const problem = hostnameProblem(host.endsWith(INTERNAL_SUFFIX) ? `${host}.example` : host, true);
+  if (problem) return `${quote(host)} is not a valid hostname (${problem})`;
   const url = `${proto}://${host}`;
-  if (host.endsWith('.internal')) {
+  if (host.endsWith(INTERNAL_SUFFIX)) {
     if (host.startsWith('*.')) return 'an internal endpoint cannot be a wildcard';
     return { proto, internal: host, url };
   }

@@ -18,7 +18,7 @@ import type {
   PolicyEventSink,
   PolicyRunner,
 } from '../../policy/index.js';
-import { parseHostPort } from '../../core/host-port.js';
+import { DEFAULT_PORTS, parseHostPort } from '../../core/host-port.js';
 import type { OptionRules } from './bind-option-rules.js';
 import { internalOnline } from '../registry/internal-routing.js';
 import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from '../registry/tunnel-registry.js';
@@ -62,8 +62,6 @@ export class EndpointPolicy implements TunnelPolicy {
     return this.runner.ownerId;
   }
 }
-
-const DEFAULT_PORTS: Readonly<Record<string, number>> = { http: 80, https: 443, tls: 443 };
 
 /**
  * The `endpoint.*` variables of a tunnel: its endpoint id (`ep_` with the tunnel id's characters,

@@ -54,12 +54,8 @@ export async function startCertificateManagement(options: {
       zone: config.baseDomain,
       publicIps: config.publicIp,
       records: { txt: (name) => repos.acme.challengeValues('dns-01', name) },
-      logger,
+      logger, // logs 'DNS listening' with its address, port and zone
     });
-    logger.info(
-      { address: dns.address, port: dns.port, zone: config.baseDomain },
-      'DNS server listening',
-    );
   }
   let acme: AcmeManager | undefined;
   if (config.acmeDirectory) {

@@ -1,40 +1,24 @@
-import { once } from 'node:events';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
-import { connect, type SecureVersion } from 'node:tls';
+import type { SecureVersion } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  startHelloCapture,
+  type HelloCapture,
+} from '../../../test/support/client-hello-capture.js';
 import { offeredTlsVersion } from './client-hello.js';
 
-const server = createServer();
-let port: number;
+let hellos: HelloCapture;
 
 /** The ClientHello record a real Node TLS client sends with these version bounds. */
-async function captureHello(minVersion: SecureVersion, maxVersion: SecureVersion): Promise<Buffer> {
-  const captured = once(server, 'connection').then(async ([socket]) => {
-    const [chunk] = (await once(socket as NodeJS.EventEmitter, 'data')) as [Buffer];
-    (socket as Socket).destroy();
-    return chunk;
-  });
-  const client = connect({
-    host: '127.0.0.1',
-    port,
-    servername: 'v.burrow.test',
-    minVersion,
-    maxVersion,
-  });
-  client.on('error', () => undefined);
-  const hello = await captured;
-  client.destroy();
-  return hello;
+function captureHello(minVersion: SecureVersion, maxVersion: SecureVersion): Promise<Buffer> {
+  return hellos.capture({ servername: 'v.burrow.test', minVersion, maxVersion });
 }
 
 beforeAll(async () => {
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  port = (server.address() as AddressInfo).port;
+  hellos = await startHelloCapture();
 });
 
 afterAll(() => {
-  server.close();
+  hellos.close();
 });
 
 describe('offeredTlsVersion', () => {

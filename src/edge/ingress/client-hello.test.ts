@@ -1,24 +1,15 @@
-import { once } from 'node:events';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
-import { connect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  startHelloCapture,
+  type HelloCapture,
+} from '../../../test/support/client-hello-capture.js';
 import { MAX_CLIENT_HELLO_BYTES, scanClientHello } from './client-hello.js';
 
-const server = createServer();
-let port: number;
+let hellos: HelloCapture;
 
 /** The first bytes a real Node TLS client sends (its ClientHello record). */
-async function captureHello(servername: string | undefined): Promise<Buffer> {
-  const captured = once(server, 'connection').then(async ([socket]) => {
-    const [chunk] = (await once(socket as NodeJS.EventEmitter, 'data')) as [Buffer];
-    (socket as Socket).destroy();
-    return chunk;
-  });
-  const client = connect({ host: '127.0.0.1', port, ...(servername ? { servername } : {}) });
-  client.on('error', () => undefined);
-  const hello = await captured;
-  client.destroy();
-  return hello;
+function captureHello(servername: string | undefined): Promise<Buffer> {
+  return hellos.capture(servername ? { servername } : {});
 }
 
 /** The same handshake bytes re-framed into records of at most `size` bytes each. */
@@ -35,13 +26,11 @@ function reframe(record: Buffer, size: number): Buffer {
 }
 
 beforeAll(async () => {
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  port = (server.address() as AddressInfo).port;
+  hellos = await startHelloCapture();
 });
 
 afterAll(() => {
-  server.close();
+  hellos.close();
 });
 
 describe('scanClientHello', () => {

@@ -14,6 +14,15 @@ const MAX_CLIENT_HELLO_RECORDS = 16;
 const EXTENSION_SERVER_NAME = 0x0000;
 const NAME_TYPE_HOST = 0x00;
 
+/**
+ * A fatal TLS `internal_error` alert record, for refusing a connection whose ClientHello was read
+ * but whose handshake will not happen here: the client reports a TLS error, not a silent reset.
+ * @example socket.end(TLS_INTERNAL_ERROR_ALERT);
+ */
+export const TLS_INTERNAL_ERROR_ALERT: Readonly<Buffer> = Buffer.from([
+  0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x50,
+]);
+
 export type ClientHelloScan =
   /** More bytes are needed. */
   | { kind: 'incomplete' }

@@ -13,9 +13,9 @@ import type { PolicyEventLog } from '../../policy/events.js';
 import type { Repositories } from '../../store/index.js';
 import type { CertificateStore } from '../certificates/certificate-store.js';
 import { loadEdgeSpecs } from '../registry/edge-specs.js';
-import { EdgeTraffic, LiveEdge, meterLabel } from './edge-traffic.js';
+import { EdgeTraffic, hostportHost, LiveEdge, meterLabel } from './edge-traffic.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
-import { INGRESS_HIGH_WATER_MARK } from './proxy.js';
+import { INGRESS_SOCKET_OPTIONS } from './proxy.js';
 import type { TunnelRegistry } from '../registry/tunnel-registry.js';
 
 /** How often edges are reloaded from the store when nothing told this process about a change. */
@@ -47,10 +47,6 @@ interface TcpListener {
   /** Resolves once listening, or once listening failed (`failed` is then set). */
   ready: Promise<void>;
   failed: boolean;
-}
-
-function hostOf(hostport: string): string {
-  return parseHostPort(hostport, { keepBrackets: true })?.host ?? hostport;
 }
 
 function portOf(hostport: string): number {
@@ -230,7 +226,7 @@ export class EdgeRuntime {
         if (edge.spec.type === 'tcp') {
           tcpOwners.set(portOf(hostport), owner);
         } else {
-          const host = hostOf(hostport);
+          const host = hostportHost(hostport);
           if (host.startsWith('*.')) tlsWildcards.set(host.slice(1), owner);
           else tlsExact.set(host, owner);
         }
@@ -256,9 +252,8 @@ export class EdgeRuntime {
   }
 
   private openListener(port: number): void {
-    const server = createServer(
-      { allowHalfOpen: true, noDelay: true, highWaterMark: INGRESS_HIGH_WATER_MARK },
-      (socket) => this.onTcpConnection(port, socket),
+    const server = createServer(INGRESS_SOCKET_OPTIONS, (socket) =>
+      this.onTcpConnection(port, socket),
     );
     const listener: TcpListener = { server, ready: Promise.resolve(), failed: false };
     // A hostport that comes back while its old listener is still closing waits for the port.

@@ -14,7 +14,7 @@ import { compilePolicy, type PolicyRunner } from '../../policy/index.js';
 import type { IpPolicyRule, PolicyEventSink } from '../../policy/events.js';
 import type { ConnInput, EndpointInput, TlsInput } from '../../policy/variables.js';
 import type { CertificateStore } from '../certificates/certificate-store.js';
-import { offeredTlsVersion } from './client-hello.js';
+import { offeredTlsVersion, TLS_INTERNAL_ERROR_ALERT } from './client-hello.js';
 import { BackendBalancer, openUpstream } from '../registry/edge-routing.js';
 import type { EdgeSpec } from '../registry/edge-specs.js';
 import { EdgeTlsTerminator } from './edge-tls.js';
@@ -24,9 +24,6 @@ import { connInputOf } from './policy-gate.js';
 import { clientAddr, clientIp, DEFAULT_CONNECT_TIMEOUT_MS } from '../registry/connect-tunnel.js';
 import { relay } from '../../core/relay.js';
 import type { ProxyInfo, TunnelRegistry } from '../registry/tunnel-registry.js';
-
-/** A fatal TLS `internal_error` alert, so a passthrough client sees a TLS error, not a reset. */
-const TLS_INTERNAL_ERROR_ALERT = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x50]);
 
 export interface EdgeTrafficOptions {
   registry: Pick<TunnelRegistry, 'matchingLabels'>;
@@ -108,6 +105,15 @@ export function meterLabel(type: EdgeSpec['type'], hostport: string): string {
   return `${type}://${hostport}`;
 }
 
+/**
+ * The host of an edge hostport as stored (an IPv6 host keeps its brackets); the text itself when
+ * it does not parse.
+ * @example hostportHost('*.tls.burrow.test:443') // '*.tls.burrow.test'
+ */
+export function hostportHost(hostport: string): string {
+  return parseHostPort(hostport, { keepBrackets: true })?.host ?? hostport;
+}
+
 function endpointOf(spec: EdgeSpec, hostport: string): EndpointInput {
   const parsed = parseHostPort(hostport, { keepBrackets: true });
   return {
@@ -131,12 +137,15 @@ export class LiveEdge {
   /** Why the stored policy cannot run; connections are then refused rather than let through. */
   readonly policyProblem: string | undefined;
   readonly terminator: EdgeTlsTerminator | undefined;
+  /** Each hostport with its host, parsed once rather than on every connection. */
+  private readonly hosts: ReadonlyArray<readonly [host: string, hostport: string]>;
 
   constructor(
     readonly spec: EdgeSpec,
     readonly signature: string,
     private readonly deps: LiveEdgeDeps,
   ) {
+    this.hosts = spec.hostports.map((hostport) => [hostportHost(hostport), hostport] as const);
     if (spec.policy !== null) {
       try {
         this.runner = compilePolicy(spec.policy, {
@@ -163,10 +172,10 @@ export class LiveEdge {
 
   /** The hostport `name` arrived on: exact first, then the wildcard that covers it. */
   hostportFor(name: string): string | undefined {
-    const hostOf = (hp: string): string => parseHostPort(hp, { keepBrackets: true })?.host ?? hp;
-    const exact = this.spec.hostports.find((hp) => hostOf(hp) === name);
-    if (exact) return exact;
-    return this.spec.hostports.find((hp) => domainCovers(hostOf(hp), name));
+    const found =
+      this.hosts.find(([host]) => host === name) ??
+      this.hosts.find(([host]) => domainCovers(host, name));
+    return found?.[1];
   }
 
   /** A connection to one of this TCP edge's hostports. */

@@ -114,7 +114,7 @@ export function errorMessage(error: IngressError, host: string, detail?: string)
     case INGRESS_ERRORS.tooManyHeaders.code:
       return `The request has more header fields than the ${detail ?? ''} this server accepts (--max-header-count). Send fewer.`;
     case INGRESS_ERRORS.missingHost.code:
-      return 'The request has no Host header, so it cannot be routed to a tunnel.';
+      return 'The request has no Host header, so it cannot be routed to a tunnel. Send one naming the endpoint, e.g. Host: app.example.com.';
   }
 }
 

@@ -20,11 +20,11 @@ import {
   fakeTunnel,
   freePort,
   httpRequest,
-  startTcpUpstream,
   startTestIngress,
   type LocalServer,
   type TestIngress,
 } from '../../../test/support/ingress.js';
+import { startCountingUpstream } from '../../../test/support/tcp-upstreams.js';
 import { sessionPair } from '../../../test/support/mux.js';
 
 let t: TestIngress;
@@ -38,11 +38,7 @@ let forwardTo = 0;
 beforeAll(async () => {
   t = await startTestIngress();
   upstream = await startTestUpstream();
-  counter = await startTcpUpstream((socket) => {
-    let bytes = 0;
-    socket.on('data', (c: Buffer) => (bytes += c.length));
-    socket.on('end', () => socket.end(`received ${bytes}`));
-  });
+  counter = await startCountingUpstream();
   const pair = await sessionPair();
   // The edge opens streams to the agent; the agent accepts them.
   edgeSide = pair.server;

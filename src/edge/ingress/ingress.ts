@@ -84,7 +84,6 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   const { registry, logger } = options;
   const meters = new EndpointMeters(options.metrics);
   const limits = options.limits ?? DEFAULT_LIMITS;
-  // One count per port: the HTTP and the HTTPS listener each admit up to the limits.
   const refusals = new RefusalLog(logger, options.metrics);
   const http = new HttpIngress({
     registry,

@@ -10,11 +10,11 @@ import { PolicyEventLog } from '../../policy/index.js';
 import {
   fakeTunnel,
   freePort,
-  startTcpUpstream,
   startTestIngress,
   type LocalServer,
   type TestIngress,
 } from '../../../test/support/ingress.js';
+import { startEchoUpstream } from '../../../test/support/tcp-upstreams.js';
 import { withPolicy } from '../../../test/support/policy.js';
 
 let t: TestIngress;
@@ -24,10 +24,7 @@ const events = new PolicyEventLog();
 
 beforeAll(async () => {
   t = await startTestIngress();
-  echo = await startTcpUpstream((socket) => {
-    socket.pipe(socket);
-    socket.on('error', () => socket.destroy());
-  });
+  echo = await startEchoUpstream();
   const issued = await t.ca.issue(['pass.burrow.test']);
   const server = createTlsServer({ cert: issued.certPem, key: issued.keyPem }, (socket) => {
     socket.end(`hello over ${socket.getProtocol()}`);

@@ -1,11 +1,11 @@
 /**
- * Plumbing shared by the ingress listeners: relaying raw bytes both ways between a public
- * connection and a tunnel stream.
+ * Plumbing shared by the raw ingress listeners (TCP endpoints, TLS passthrough): their socket
+ * options, and relaying raw bytes both ways between a public connection and a tunnel stream.
  */
-import type { Duplex } from 'node:stream';
+import type { ServerOpts, Socket } from 'node:net';
 import { relay, type Relay } from '../../core/relay.js';
-import { connectTunnel } from '../registry/connect-tunnel.js';
-import type { OnlineTunnel, ProxyInfo } from '../registry/tunnel-registry.js';
+import { clientAddr, connectTunnel } from '../registry/connect-tunnel.js';
+import type { OnlineTunnel } from '../registry/tunnel-registry.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 
 /**
@@ -16,12 +16,21 @@ import type { EndpointMeters } from '../metrics/endpoint-meters.js';
  */
 export const INGRESS_HIGH_WATER_MARK = 256 * 1024;
 
-/** How {@link relayThroughTunnel} counts and keeps a raw connection. */
-export interface TunnelRelayOptions {
-  meters: EndpointMeters;
-  /** The listener's open relays: the relay is in it while open, so a shutdown can end it. */
-  relays: Set<Relay>;
-  connectTimeoutMs?: number | undefined;
+/**
+ * Socket options of every public listener that relays: half-closes kept (one side's FIN is
+ * passed on, the other direction goes on), no Nagle delay, the ingress buffer size.
+ * @example createServer(INGRESS_SOCKET_OPTIONS, (socket) => accept(socket));
+ */
+export const INGRESS_SOCKET_OPTIONS: Readonly<ServerOpts> = Object.freeze({
+  allowHalfOpen: true,
+  noDelay: true,
+  highWaterMark: INGRESS_HIGH_WATER_MARK,
+});
+
+/** One raw connection for {@link TunnelRelays.start}. */
+export interface RawConnection {
+  /** The public protocol: `tls` is a passed-through TLS connection, `tcp` plain bytes. */
+  proto: 'tcp' | 'tls';
   /** Bytes already read from the public side (a TLS ClientHello), sent to the tunnel first. */
   firstBytes?: Buffer | undefined;
   /** The tunnel could not be reached: answer and close the public side. */
@@ -29,41 +38,64 @@ export interface TunnelRelayOptions {
 }
 
 /**
- * Relay a raw public connection (TCP, TLS passthrough) through `tunnel`, counted as one open
- * connection of the tunnel's endpoint from now until it closes or fails to connect.
- * @example relayThroughTunnel(socket, tunnel, info, { meters, relays, onConnectFailed: () => socket.destroy() });
+ * A listener's open raw relays through tunnels, each counted as one open connection of its
+ * tunnel's endpoint from the moment it starts until it closes or fails to connect.
+ * @example
+ * const relays = new TunnelRelays(meters, connectTimeoutMs);
+ * relays.start(socket, tunnel, { proto: 'tcp', onConnectFailed: () => socket.destroy() });
  */
-export function relayThroughTunnel(
-  socket: Duplex,
-  tunnel: OnlineTunnel,
-  info: ProxyInfo,
-  options: TunnelRelayOptions,
-): void {
-  const { meters, relays, firstBytes } = options;
-  const meter = meters.of(tunnel);
-  const closeConnection = meters.connectionOpened(meter);
-  if (firstBytes) meter.bytesIn.inc(firstBytes.length);
-  connectTunnel(tunnel, info, options.connectTimeoutMs).then(
-    (stream) => {
-      if (socket.destroyed) {
-        stream.destroy();
-        closeConnection();
-        return;
-      }
-      if (firstBytes) stream.write(firstBytes);
-      const relayed = relay(socket, stream, {
-        bytesIn: meter.bytesIn,
-        bytesOut: meter.bytesOut,
-        onClose: () => {
-          relays.delete(relayed);
+export class TunnelRelays {
+  private readonly open = new Set<Relay>();
+
+  constructor(
+    private readonly meters: EndpointMeters,
+    private readonly connectTimeoutMs?: number | undefined,
+  ) {}
+
+  /** Relays open now (connecting ones are not counted). */
+  get size(): number {
+    return this.open.size;
+  }
+
+  /** Close every open relay, both sides. */
+  destroyAll(): void {
+    for (const relayed of this.open) relayed.destroy();
+  }
+
+  /** Relay the public `socket` through `tunnel`. */
+  start(socket: Socket, tunnel: OnlineTunnel, connection: RawConnection): void {
+    const { proto, firstBytes } = connection;
+    const meter = this.meters.of(tunnel);
+    const closeConnection = this.meters.connectionOpened(meter);
+    if (firstBytes) meter.bytesIn.inc(firstBytes.length);
+    const info = {
+      clientAddr: clientAddr(socket),
+      proto,
+      edgeType: '' as const,
+      passthroughTls: proto === 'tls',
+    };
+    connectTunnel(tunnel, info, this.connectTimeoutMs).then(
+      (stream) => {
+        if (socket.destroyed) {
+          stream.destroy();
           closeConnection();
-        },
-      });
-      relays.add(relayed);
-    },
-    (err: unknown) => {
-      closeConnection();
-      options.onConnectFailed(err);
-    },
-  );
+          return;
+        }
+        if (firstBytes) stream.write(firstBytes);
+        const relayed = relay(socket, stream, {
+          bytesIn: meter.bytesIn,
+          bytesOut: meter.bytesOut,
+          onClose: () => {
+            this.open.delete(relayed);
+            closeConnection();
+          },
+        });
+        this.open.add(relayed);
+      },
+      (err: unknown) => {
+        closeConnection();
+        connection.onConnectFailed(err);
+      },
+    );
+  }
 }

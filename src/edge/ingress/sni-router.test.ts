@@ -16,6 +16,7 @@ import { curl } from '../../../test/support/curl.js';
 import {
   fakeTunnel,
   metricValue,
+  type FakeTunnel,
   startHttpUpstream,
   startTestIngress,
   type LocalServer,
@@ -27,7 +28,7 @@ import { HttpIngress } from './http/http-ingress.js';
 import { LocalCa } from '../certificates/local-ca.js';
 import { EdgeMetrics } from '../metrics/metrics.js';
 import { SniRouter } from './sni-router.js';
-import { TunnelRegistry } from '../registry/tunnel-registry.js';
+import { TunnelRegistry, type TunnelProto } from '../registry/tunnel-registry.js';
 
 let t: TestIngress;
 let upstream: LocalServer;
@@ -107,14 +108,16 @@ afterAll(async () => {
   rmSync(upstreamCaDir, { recursive: true, force: true });
 });
 
+/** A fake tunnel for `hostname` to 127.0.0.1:`upstreamPort`, online in the shared ingress. */
+function onlineTunnel(proto: TunnelProto, hostname: string, upstreamPort: number): FakeTunnel {
+  const tunnel = fakeTunnel({ proto, hostname, upstreamPort });
+  t.registry.addTunnel(tunnel);
+  return tunnel;
+}
+
 describe('HTTPS termination', () => {
   it('serves an https tunnel with a local-CA certificate and X-Forwarded-Proto https', async () => {
-    const tunnel = fakeTunnel({
-      proto: 'https',
-      hostname: 'secure.burrow.test',
-      upstreamPort: upstream.port,
-    });
-    t.registry.addTunnel(tunnel);
+    const tunnel = onlineTunnel('https', 'secure.burrow.test', upstream.port);
     const reply = await httpsGet(t.httpsPort, 'secure.burrow.test', {
       ca: t.ca.certPem,
       path: '/x',
@@ -128,12 +131,7 @@ describe('HTTPS termination', () => {
   });
 
   it('works for curl trusting ca.pem', async () => {
-    const tunnel = fakeTunnel({
-      proto: 'http',
-      hostname: 'curl.burrow.test',
-      upstreamPort: upstream.port,
-    });
-    t.registry.addTunnel(tunnel);
+    const tunnel = onlineTunnel('http', 'curl.burrow.test', upstream.port);
     const dir = mkdtempSync(join(tmpdir(), 'burrow-cacert-'));
     writeFileSync(join(dir, 'ca.pem'), t.ca.certPem);
     const reply = await curl([
@@ -194,12 +192,7 @@ describe('HTTPS termination', () => {
 
 describe('TLS passthrough by SNI', () => {
   it('passes the TLS connection through: the client sees the upstream certificate', async () => {
-    const tunnel = fakeTunnel({
-      proto: 'tls',
-      hostname: 'pass.burrow.test',
-      upstreamPort: tlsUpstream.port,
-    });
-    t.registry.addTunnel(tunnel);
+    const tunnel = onlineTunnel('tls', 'pass.burrow.test', tlsUpstream.port);
     const socket = await tlsClient(t.httpsPort, 'pass.burrow.test', upstreamCa.certPem);
     expect(socket.authorized).toBe(true);
     const upstreamLeaf = new X509Certificate(
@@ -221,12 +214,7 @@ describe('TLS passthrough by SNI', () => {
   });
 
   it('reassembles a ClientHello that arrives a few bytes at a time', async () => {
-    const tunnel = fakeTunnel({
-      proto: 'tls',
-      hostname: 'pass.burrow.test',
-      upstreamPort: tlsUpstream.port,
-    });
-    t.registry.addTunnel(tunnel);
+    const tunnel = onlineTunnel('tls', 'pass.burrow.test', tlsUpstream.port);
     // A forwarder that dribbles the client's first bytes into the ingress 7 bytes per segment.
     const dribbler = createNetServer((client: Socket) => {
       const toIngress = netConnect(t.httpsPort, '127.0.0.1');

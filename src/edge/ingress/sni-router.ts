@@ -12,19 +12,14 @@ import {
 } from 'node:tls';
 import type { Logger } from '../../core/logger.js';
 import type { CertificateStore } from '../certificates/certificate-store.js';
-import { offeredTlsVersion, scanClientHello } from './client-hello.js';
+import { offeredTlsVersion, scanClientHello, TLS_INTERNAL_ERROR_ALERT } from './client-hello.js';
 import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
-import { clientAddr } from '../registry/connect-tunnel.js';
-import type { Relay } from '../../core/relay.js';
-import { INGRESS_HIGH_WATER_MARK, relayThroughTunnel } from './proxy.js';
+import { INGRESS_SOCKET_OPTIONS, TunnelRelays } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
-
-/** A fatal TLS `internal_error` alert: the client reports a TLS error, not a silent reset. */
-const TLS_INTERNAL_ERROR_ALERT = Buffer.from([0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x50]);
 
 export interface SniRouterOptions {
   registry: TunnelRegistry;
@@ -60,12 +55,13 @@ export class SniRouter {
   readonly server: Server;
   readonly tlsServer: TlsServer;
   private readonly options: SniRouterOptions;
-  private readonly relays = new Set<Relay>();
+  private readonly relays: TunnelRelays;
   /** Connections whose ClientHello is still being read. */
   private readonly pending = new Set<Socket>();
 
   constructor(options: SniRouterOptions) {
     this.options = options;
+    this.relays = new TunnelRelays(options.meters, options.connectTimeoutMs);
     const cert = options.defaultCertificate;
     this.tlsServer = createTlsServer({
       SNICallback: options.certificates.sniCallback,
@@ -77,10 +73,7 @@ export class SniRouter {
       options.http.acceptTls(socket, socket);
     });
     enforceHandshakeDeadline(this.tlsServer, options.handshakeTimeoutMs, options.logger);
-    this.server = createNetServer(
-      { allowHalfOpen: true, noDelay: true, highWaterMark: INGRESS_HIGH_WATER_MARK },
-      (socket) => this.onConnection(socket),
-    );
+    this.server = createNetServer(INGRESS_SOCKET_OPTIONS, (socket) => this.onConnection(socket));
   }
 
   /** Relays (TLS passthrough) and connections still in their ClientHello. */
@@ -89,7 +82,7 @@ export class SniRouter {
   }
 
   destroyAll(): void {
-    for (const relayed of this.relays) relayed.destroy();
+    this.relays.destroyAll();
     for (const socket of this.pending) socket.destroy();
   }
 
@@ -100,6 +93,7 @@ export class SniRouter {
     const done = (): void => {
       clearTimeout(timer);
       socket.off('data', onData);
+      socket.off('close', done);
       socket.pause();
       this.pending.delete(socket);
     };
@@ -146,16 +140,8 @@ export class SniRouter {
   }
 
   private passThrough(socket: Socket, hello: Buffer, tunnel: OnlineTunnel): void {
-    const info = {
-      clientAddr: clientAddr(socket),
+    this.relays.start(socket, tunnel, {
       proto: 'tls',
-      edgeType: '' as const,
-      passthroughTls: true,
-    };
-    relayThroughTunnel(socket, tunnel, info, {
-      meters: this.options.meters,
-      relays: this.relays,
-      connectTimeoutMs: this.options.connectTimeoutMs,
       firstBytes: hello,
       onConnectFailed: (err) => {
         this.options.logger?.debug({ err, tunnel: tunnel.id }, 'TLS passthrough connect failed');

@@ -5,21 +5,18 @@ import { DEFAULT_LIMITS } from '../../core/limits.js';
 import {
   fakeTunnel,
   freePort,
-  startTcpUpstream,
   startTestIngress,
   type LocalServer,
   type TestIngress,
 } from '../../../test/support/ingress.js';
+import { startEchoUpstream } from '../../../test/support/tcp-upstreams.js';
 
 describe('TCP endpoint ports and the ingress connection caps', () => {
   let t: TestIngress;
   let echo: LocalServer;
   beforeAll(async () => {
     t = await startTestIngress({ limits: { ...DEFAULT_LIMITS, ingressMaxConnectionsPerIp: 2 } });
-    echo = await startTcpUpstream((socket) => {
-      socket.pipe(socket);
-      socket.on('error', () => socket.destroy());
-    });
+    echo = await startEchoUpstream();
   });
   afterAll(async () => {
     await t.close();

@@ -6,11 +6,11 @@ import {
   fakeTunnel,
   freePort,
   metricValue,
-  startTcpUpstream,
   startTestIngress,
   type LocalServer,
   type TestIngress,
 } from '../../../test/support/ingress.js';
+import { startEchoUpstream, startCountingUpstream } from '../../../test/support/tcp-upstreams.js';
 
 let t: TestIngress;
 let echo: LocalServer;
@@ -38,16 +38,8 @@ async function readAll(socket: Socket): Promise<Buffer> {
 
 beforeAll(async () => {
   t = await startTestIngress();
-  echo = await startTcpUpstream((socket) => {
-    socket.pipe(socket);
-    socket.on('error', () => socket.destroy());
-  });
-  // Answers only after the client's FIN: proves half-close travels through, and back.
-  counter = await startTcpUpstream((socket) => {
-    let bytes = 0;
-    socket.on('data', (c: Buffer) => (bytes += c.length));
-    socket.on('end', () => socket.end(`received ${bytes}`));
-  });
+  echo = await startEchoUpstream();
+  counter = await startCountingUpstream();
 });
 
 afterAll(async () => {

@@ -8,9 +8,7 @@ import type { Logger } from '../../core/logger.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { refusalText, resolveInternal } from '../registry/internal-routing.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
-import { clientAddr } from '../registry/connect-tunnel.js';
-import type { Relay } from '../../core/relay.js';
-import { INGRESS_HIGH_WATER_MARK, relayThroughTunnel } from './proxy.js';
+import { INGRESS_SOCKET_OPTIONS, TunnelRelays } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 export interface TcpIngressOptions {
@@ -38,14 +36,16 @@ function isTcpTunnel(tunnel: OnlineTunnel): tunnel is OnlineTunnel & { port: num
  */
 export class TcpIngress {
   private readonly listeners = new Map<number, Server>();
-  private readonly relays = new Set<Relay>();
+  private readonly relays: TunnelRelays;
   /** Ports whose listener is starting, so `listening()` can wait for them. */
   private readonly starting = new Map<number, Promise<void>>();
   /** Ports whose listener is closing; a tunnel taking the port meanwhile waits for it. */
   private readonly closing = new Map<number, Promise<void>>();
   private accepting = true;
 
-  constructor(private readonly options: TcpIngressOptions) {}
+  constructor(private readonly options: TcpIngressOptions) {
+    this.relays = new TunnelRelays(options.meters, options.connectTimeoutMs);
+  }
 
   /** Listen for every tcp tunnel online now and follow the registry from here on. */
   start(): void {
@@ -77,7 +77,7 @@ export class TcpIngress {
   }
 
   destroyAll(): void {
-    for (const relayed of this.relays) relayed.destroy();
+    this.relays.destroyAll();
   }
 
   private readonly onAdded = (tunnel: OnlineTunnel): void => {
@@ -90,13 +90,8 @@ export class TcpIngress {
       });
       return;
     }
-    const socketOptions: ServerOpts = {
-      allowHalfOpen: true,
-      noDelay: true,
-      highWaterMark: INGRESS_HIGH_WATER_MARK,
-    };
-    const inner = createServer(socketOptions, (socket) => this.onConnection(port, socket));
-    const server = this.options.front?.(inner, socketOptions) ?? inner;
+    const inner = createServer(INGRESS_SOCKET_OPTIONS, (socket) => this.onConnection(port, socket));
+    const server = this.options.front?.(inner, INGRESS_SOCKET_OPTIONS) ?? inner;
     this.listeners.set(port, server);
     const started = new Promise<void>((resolve) => {
       server.once('listening', () => {
@@ -189,16 +184,8 @@ export class TcpIngress {
   }
 
   private relayToTunnel(port: number, socket: Socket, tunnel: OnlineTunnel): void {
-    const info = {
-      clientAddr: clientAddr(socket),
+    this.relays.start(socket, tunnel, {
       proto: 'tcp',
-      edgeType: '' as const,
-      passthroughTls: false,
-    };
-    relayThroughTunnel(socket, tunnel, info, {
-      meters: this.options.meters,
-      relays: this.relays,
-      connectTimeoutMs: this.options.connectTimeoutMs,
       onConnectFailed: (err) => {
         this.options.logger?.debug(
           { err, port, tunnel: tunnel.id },

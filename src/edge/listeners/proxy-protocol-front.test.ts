@@ -10,12 +10,12 @@ import {
   freePort,
   listenLocal,
   metricValue,
-  startTcpUpstream,
   startTestIngress,
   type FakeTunnel,
   type LocalServer,
   type TestIngress,
 } from '../../../test/support/ingress.js';
+import { startCountingUpstream } from '../../../test/support/tcp-upstreams.js';
 
 /** Send `prefix` and a GET for `host` in one write; the raw reply, '' when the server hung up. */
 async function exchange(socket: Socket | TLSSocket, host: string, prefix = ''): Promise<string> {
@@ -110,11 +110,7 @@ describe('ingress with --ingress-proxy-protocol 1', () => {
 
   it('TCP endpoint ports too: the header is read, the rest relayed half-open; none, refused', async () => {
     // Answers after the client's FIN: half-close must travel through the front.
-    const counter = await startTcpUpstream((socket) => {
-      let bytes = 0;
-      socket.on('data', (c: Buffer) => (bytes += c.length));
-      socket.on('end', () => socket.end(`received ${bytes}`));
-    });
+    const counter = await startCountingUpstream();
     const port = await freePort();
     const tcp = fakeTunnel({ proto: 'tcp', port, upstreamPort: counter.port });
     t.registry.addTunnel(tcp);

@@ -156,6 +156,8 @@ function processMetrics(): Registry {
  */
 export class EdgeMetrics {
   private readonly own = new Registry();
+  /** The counters and gauges, in declaration order, for `render()`; each helper adds its own. */
+  private readonly families: Metric<CounterSeries>[] = [];
   readonly sessions = this.gauge('burrow_agent_sessions', 'Online agent sessions.', []);
   readonly tunnels = this.gauge('burrow_tunnels', 'Online tunnels by protocol.', ['proto']);
   readonly connections = this.counter(
@@ -204,18 +206,6 @@ export class EdgeMetrics {
     'Time from request sent to the agent to response head received, by endpoint.',
   );
 
-  private readonly families = [
-    this.sessions,
-    this.tunnels,
-    this.connections,
-    this.activeConnections,
-    this.bytesIn,
-    this.bytesOut,
-    this.requests,
-    this.agentErrors,
-    this.limitRefusals,
-  ];
-
   /** This edge's registry: its own metrics and the process metrics. */
   readonly registry = Registry.merge([this.own, processMetrics()]);
 
@@ -238,11 +228,22 @@ export class EdgeMetrics {
   }
 
   private counter(name: string, help: string, labelNames: string[]): Metric<CounterSeries> {
-    return new Metric(name, help, 'counter', labelNames, this.own, () => new SeriesValue());
+    return this.family(name, help, 'counter', labelNames);
   }
 
   private gauge(name: string, help: string, labelNames: string[]): Metric<Series> {
-    return new Metric(name, help, 'gauge', labelNames, this.own, () => new SeriesValue());
+    return this.family(name, help, 'gauge', labelNames);
+  }
+
+  private family(
+    name: string,
+    help: string,
+    type: 'counter' | 'gauge',
+    labelNames: string[],
+  ): Metric<Series> {
+    const metric = new Metric(name, help, type, labelNames, this.own, () => new SeriesValue());
+    this.families.push(metric);
+    return metric;
   }
 
   private histogram(name: string, help: string): Histogram<'endpoint'> {

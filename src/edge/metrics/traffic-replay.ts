@@ -1,18 +1,22 @@
 import { request } from 'node:http';
 import { parseHostPort } from '../../core/host-port.js';
-import { REPLAY_HEADER } from './traffic-log.js';
-import { headerPairs, type TrafficLog, type TrafficRecord } from './traffic-log.js';
+import { HOP_BY_HOP_HEADERS } from '../../core/http-framing.js';
+import {
+  BODY_CAP,
+  headerPairs,
+  REPLAY_HEADER,
+  type TrafficLog,
+  type TrafficRecord,
+} from './traffic-log.js';
 
-/** Headers a replay must not copy: the connection's own, and those Node sets from the body. */
-const SKIPPED = new Set([
-  'connection',
-  'keep-alive',
-  'transfer-encoding',
+/**
+ * Headers a replay must not copy: the connection's own (hop-by-hop), and the body's framing, which
+ * Node sets for the body replayed.
+ */
+const SKIPPED: ReadonlySet<string> = new Set([
+  ...HOP_BY_HOP_HEADERS,
   'content-length',
-  'upgrade',
-  'te',
   'trailer',
-  'proxy-connection',
   REPLAY_HEADER,
 ]);
 
@@ -27,7 +31,7 @@ export function replayRefusal(record: TrafficRecord): string | undefined {
   if (!record.requestBody)
     return 'this request had a body that was not captured; switch capture on for its endpoint to replay requests with bodies';
   if (record.requestBody.truncated)
-    return 'this request body was larger than the capture limit, so it cannot be replayed exactly';
+    return `this request body was larger than the ${BODY_CAP / 1024} KiB capture limit, so it cannot be replayed exactly; send it again from its client instead`;
   return undefined;
 }
 
@@ -45,6 +49,8 @@ export interface TrafficInspector {
  */
 export function trafficInspector(log: TrafficLog, httpAddress: string): TrafficInspector {
   const target = parseHostPort(httpAddress, { minPort: 1 });
+  // A listener on every interface is reached over loopback.
+  const host = target?.host === '0.0.0.0' || target?.host === '::' ? '127.0.0.1' : target?.host;
   return {
     log,
     replay(record) {
@@ -57,8 +63,6 @@ export function trafficInspector(log: TrafficLog, httpAddress: string): TrafficI
       const body = record.requestBody?.bytes ?? Buffer.alloc(0);
       if (body.length > 0) headers.push(['content-length', String(body.length)]);
       return new Promise((resolve, reject) => {
-        const host =
-          target?.host === '0.0.0.0' || target?.host === '::' ? '127.0.0.1' : target?.host;
         const req = request(
           {
             host,

@@ -6,7 +6,7 @@
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
-import { parseHostPort } from '../../core/host-port.js';
+import { formatHostPort, parseHostPort } from '../../core/host-port.js';
 import type { Backend } from '../../store/backend-kinds.js';
 import { connectTunnel } from './connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo, TunnelRegistry } from './tunnel-registry.js';
@@ -177,7 +177,11 @@ function dialStatic(
       : netConnect({ host: target.host, port: target.port, allowHalfOpen: true, noDelay: true });
     const timer = setTimeout(() => {
       socket.destroy();
-      reject(new Error(`no connection to ${target.host}:${target.port} within ${timeoutMs} ms`));
+      reject(
+        new Error(
+          `no connection to ${formatHostPort(target.host, target.port)} within ${timeoutMs} ms`,
+        ),
+      );
     }, timeoutMs);
     socket.once(useTls ? 'secureConnect' : 'connect', () => {
       clearTimeout(timer);
@@ -194,7 +198,7 @@ function dialStatic(
 }
 
 function describe(target: Target): string {
-  return target.kind === 'tunnel' ? target.tunnel.id : `${target.host}:${target.port}`;
+  return target.kind === 'tunnel' ? target.tunnel.id : formatHostPort(target.host, target.port);
 }
 
 /**

@@ -4,7 +4,7 @@
  * answered with an error instead of spinning. The hop is in-process: no network, no new socket.
  */
 import { internalTarget } from '../../policy/actions/forward-internal.js';
-import type { OnlineTunnel, TunnelRegistry } from './tunnel-registry.js';
+import { INTERNAL_SUFFIX, type OnlineTunnel, type TunnelRegistry } from './tunnel-registry.js';
 
 /** The most endpoints one request or connection may pass through by forward-internal. */
 export const MAX_FORWARD_HOPS = 8;
@@ -41,7 +41,7 @@ export function resolveInternal(
 ): { next: OnlineTunnel; chain: string[] } | ForwardRefusal {
   const target = internalTarget(url);
   const walked = [...chain, chainName(from)];
-  if (!target || !target.host.endsWith('.internal')) return { kind: 'invalid', url };
+  if (!target || !target.host.endsWith(INTERNAL_SUFFIX)) return { kind: 'invalid', url };
   if (walked.includes(target.key)) return { kind: 'loop', chain: [...walked, target.key] };
   if (walked.length >= MAX_FORWARD_HOPS) return { kind: 'hops', chain: [...walked, target.key] };
   const next = registry.internal(target.key);

@@ -6,6 +6,9 @@ import type { EndpointInput, PolicyRunner } from '../../policy/index.js';
 /** How a tunnel is reached from the public side. Labeled tunnels have none: edges route to them. */
 export type TunnelProto = 'http' | 'https' | 'tcp' | 'tls';
 
+/** Suffix of internal endpoints' names (`api.internal`, `db.internal:5432`). */
+export const INTERNAL_SUFFIX = '.internal';
+
 /** The ProxyHeader fields the edge sends with each proxied connection (docs/protocol.md §7). */
 export interface ProxyInfo {
   /** Public client's `ip:port`. */
@@ -164,6 +167,14 @@ export class TunnelRegistry extends EventEmitter {
 
   listSessions(): OnlineSession[] {
     return [...this.sessions.values()];
+  }
+
+  /** Sessions online, or only those of `credentialId`; counted without copying the list. */
+  sessionCount(credentialId?: string): number {
+    if (credentialId === undefined) return this.sessions.size;
+    let n = 0;
+    for (const s of this.sessions.values()) if (s.credentialId === credentialId) n++;
+    return n;
   }
 
   /**

@@ -1,4 +1,5 @@
 import { parseAcl, type AclRule } from '../../core/acl.js';
+import { shorten } from '../../core/quote.js';
 import { tokenIdBody } from '../../core/tokens.js';
 import type { Auth } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
@@ -64,7 +65,7 @@ export async function authenticateAgent(
   const versions = Array.isArray(request.Version) ? request.Version : [];
   if (versions.length > 0 && !versions.some((v) => SUPPORTED_VERSIONS.includes(String(v)))) {
     throw refusals.badRequest(
-      `none of the protocol versions ${JSON.stringify(versions)} is supported (supported: 3, 2)`,
+      `none of the protocol versions ${shorten(JSON.stringify(versions))} is supported (supported: 3, 2)`,
     );
   }
   const extra = request.Extra ?? {};

@@ -85,10 +85,8 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
     'Bind',
     s.serving,
     async (bind) => {
-      const binder = await standingBinder(host, s, {
-        metadata: text(bind.Extra?.Metadata),
-        forwardsTo: text(bind.ForwardsTo),
-      });
+      const described = { metadata: text(bind.Extra?.Metadata), forwardsTo: text(bind.ForwardsTo) };
+      const binder = await standingBinder(host, s, described);
       const requestedId = text(bind.Id);
       const grant = requestedId
         ? s.keys.verifyBindToken(text(bind.Extra?.Token), requestedId, binder.credentialId)
@@ -109,8 +107,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
             url: plan.url,
             hostname: plan.hostname,
             port: plan.port,
-            forwardsTo: text(bind.ForwardsTo),
-            metadata: text(bind.Extra?.Metadata),
+            ...described,
             domainId: plan.domainId,
             addrId: plan.addrId,
             internal: plan.internal,
@@ -208,10 +205,8 @@ export async function serveLabeled(
     'StartTunnelWithLabel',
     s.serving,
     async (request) => {
-      const binder = await standingBinder(host, s, {
-        metadata: text(request.Metadata),
-        forwardsTo: text(request.ForwardsTo),
-      });
+      const described = { metadata: text(request.Metadata), forwardsTo: text(request.ForwardsTo) };
+      const binder = await standingBinder(host, s, described);
       const labels = s.policy.checkLabels(request.Labels, binder.acl);
       const id = newId(ID_PREFIX.tunnel);
       const tunnel = new AgentTunnel(
@@ -222,8 +217,7 @@ export async function serveLabeled(
           proto: undefined,
           url: undefined,
           labels,
-          forwardsTo: text(request.ForwardsTo),
-          metadata: text(request.Metadata),
+          ...described,
         },
         host,
       );

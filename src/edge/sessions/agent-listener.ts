@@ -78,7 +78,7 @@ export interface AgentListener {
 
 /** Keep the registry's gauges current and mark removed tunnels so they refuse connections. */
 function watchRegistry(registry: TunnelRegistry, metrics: EdgeMetrics): () => void {
-  const sessionsChanged = (): void => metrics.sessions.with().set(registry.listSessions().length);
+  const sessionsChanged = (): void => metrics.sessions.with().set(registry.sessionCount());
   const added = (t: OnlineTunnel): void =>
     metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).inc();
   const removed = (t: OnlineTunnel): void => {

@@ -143,25 +143,30 @@ export class AgentSession implements OnlineSession, BindHost {
   private takeoverTimer: NodeJS.Timeout | undefined;
   /** The listener's services with this session's limits, and refusals counted against its IP. */
   private readonly services: AgentSessionContext;
+  /** Count (and log) a refusal for going over `limit` (a metric label) against this client. */
+  private readonly refused: (limit: string) => void;
 
   constructor(
     socket: TLSSocket,
     private readonly ctx: AgentSessionContext,
   ) {
     this.ip = (socket.remoteAddress ?? '').replace(/^::ffff:/, '');
-    const refused = (limit: string): void => ctx.refusals?.refused(this.ip, limit);
+    this.refused = (limit: string): void => {
+      if (ctx.refusals) ctx.refusals.refused(this.ip, limit);
+      else ctx.metrics.limitRefusals.with({ limit }).inc();
+    };
     this.mux = new MuxSession(socket, {
       role: 'server',
       window: windowForAlpn(socket.alpnProtocol),
       maxIncomingStreams: ctx.limits.maxStreamsPerSession,
       maxIncomingFrameSize: ctx.limits.maxFrameBytes,
       onLimit: (limit) =>
-        refused(limit === 'streams' ? 'agent_streams_per_session' : 'agent_frame_bytes'),
+        this.refused(limit === 'streams' ? 'agent_streams_per_session' : 'agent_frame_bytes'),
     });
     this.services = {
       ...ctx,
       maxTunnelsPerSession: ctx.limits.maxTunnelsPerSession,
-      serving: { ...ctx.serving, maxBytes: ctx.limits.maxRpcBytes, refused },
+      serving: { ...ctx.serving, maxBytes: ctx.limits.maxRpcBytes, refused: this.refused },
     };
     this.transport = socket.alpnProtocol === BURROW_ALPN ? BURROW_ALPN : 'ngrok/2';
     this.region = ctx.region;
@@ -285,7 +290,7 @@ export class AgentSession implements OnlineSession, BindHost {
         return;
       }
       echoHeartbeats(stream);
-      stream.on('data', () => this.onBeat());
+      stream.on('data', () => this.armLiveness());
       return;
     }
     if (type === StreamType.Auth) {
@@ -316,14 +321,9 @@ export class AgentSession implements OnlineSession, BindHost {
       async (auth) => {
         const ok = await authenticateAgent(auth, this.ctx);
         if (this.gone) throw new AgentError(undefined, 'session closed', 'closed');
-        const held = this.ctx.registry
-          .listSessions()
-          .filter((s) => s.credentialId === ok.credentialId).length;
+        const held = this.ctx.registry.sessionCount(ok.credentialId);
         if (held >= this.ctx.limits.maxSessionsPerCredential) {
-          if (this.ctx.refusals)
-            this.ctx.refusals.refused(this.ip, 'agent_sessions_per_credential');
-          else
-            this.ctx.metrics.limitRefusals.with({ limit: 'agent_sessions_per_credential' }).inc();
+          this.refused('agent_sessions_per_credential');
           throw refusals.tooManySessions(this.ctx.limits.maxSessionsPerCredential);
         }
         this.accept(ok, auth.ClientId);
@@ -396,10 +396,7 @@ export class AgentSession implements OnlineSession, BindHost {
 
   // ---- liveness ------------------------------------------------------------------------------
 
-  private onBeat(): void {
-    if (this.auth) this.armLiveness();
-  }
-
+  /** (Re)start the liveness deadline; a no-op before Auth, so beats before it arm nothing. */
   private armLiveness(): void {
     if (!this.auth || this.gone) return;
     clearTimeout(this.livenessTimer);

@@ -9,7 +9,7 @@ import {
 } from '../../../test/support/policy-fixtures.js';
 import type { IpPolicyRule } from '../events.js';
 import type { RequestInput } from '../variables.js';
-import { parseDuration } from './rate-limit.js';
+import { parseDuration } from './config.js';
 
 const IPP = 'ipp_2bhsNc9X6FO3i2wzTOgIH8jAe52';
 

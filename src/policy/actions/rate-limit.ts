@@ -5,9 +5,6 @@ import { celToString } from '../cel-types.js';
 import type { ConfigReader } from './config.js';
 import type { ActionSpec, CompiledAction } from './types.js';
 
-/** Re-exported for callers that parsed durations here before ConfigReader.duration existed. */
-export { parseDuration } from './config.js';
-
 function readRate(config: ConfigReader): number {
   const ms = config.duration('rate', {
     min: 60_000,

@@ -258,7 +258,7 @@ export class FrameParser {
         if (length !== 4)
           throw new FrameError(ErrorCode.FrameSize, `${name} length ${length} != 4`);
         if (this.streamId === 0) throw new FrameError(ErrorCode.Protocol, `${name} on stream 0`);
-        this.beginControl(4, 0);
+        this.beginControl(this.controlWord, 0);
         return;
       }
       case FrameType.GoAway:
@@ -269,7 +269,7 @@ export class FrameParser {
         // the last frame anyway, so always read the 8 fixed bytes and whatever message fits.
         this.remaining = Math.max(length, 8);
         this.beginControl(
-          Math.min(this.remaining, 8 + MAX_GOAWAY_MESSAGE),
+          Buffer.allocUnsafe(Math.min(this.remaining, 8 + MAX_GOAWAY_MESSAGE)),
           Math.max(0, this.remaining - 8 - MAX_GOAWAY_MESSAGE),
         );
         return;
@@ -283,8 +283,9 @@ export class FrameParser {
     this.sink.dataEnd(this.streamId, this.flags);
   }
 
-  private beginControl(keep: number, skip: number): void {
-    this.control = keep === 4 ? this.controlWord : Buffer.allocUnsafe(keep);
+  /** Read the next body bytes into `into`, then drop `skip` more. */
+  private beginControl(into: Buffer, skip: number): void {
+    this.control = into;
     this.controlFill = 0;
     this.controlSkip = skip;
     this.state = State.ControlBody;

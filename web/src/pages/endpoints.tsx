@@ -1,9 +1,9 @@
 import { useState } from 'react';
-import { DeleteButton, PageHeader } from '../components';
+import { PageHeader } from '../components';
 import { CreateForm, TextField } from '../fields';
 import { useResource, type Resource } from '../hooks';
 import { PolicyEditor, policyBlocksSave, type PolicyState } from '../policy-editor';
-import { ResourceList } from '../resource';
+import { ResourceTable, type Column } from '../resource';
 
 interface Endpoint {
   id: string;
@@ -68,6 +68,43 @@ function CreateCloudEndpoint({ endpoints }: { endpoints: Resource<Endpoint> }) {
   );
 }
 
+const columns: Array<Column<Endpoint>> = [
+  {
+    header: 'URL',
+    cell: (e) => (
+      <>
+        <code>{e.url}</code>
+        {e.bindings.includes('internal') ? <span className="badge">internal</span> : null}
+      </>
+    ),
+  },
+  {
+    header: 'Type',
+    cell: (e) => (
+      <>
+        <span className="badge">{e.type}</span>
+        {e.type === 'cloud' ? null : <span className="muted"> agent</span>}
+      </>
+    ),
+  },
+  {
+    header: 'Description',
+    cell: (e) => e.description || (e.upstream_url ? `→ ${e.upstream_url}` : ''),
+  },
+  {
+    header: 'Traffic policy',
+    cell: (e) =>
+      e.traffic_policy ? (
+        <details>
+          <summary>Show</summary>
+          <pre className="policy">{e.traffic_policy}</pre>
+        </details>
+      ) : (
+        <span className="muted">None</span>
+      ),
+  },
+];
+
 /**
  * Endpoints: the URLs the edge serves. Agent endpoints come and go with their agents; cloud
  * endpoints are stored and answered by their traffic policy with no agent online.
@@ -85,65 +122,14 @@ export function EndpointsPage() {
       </PageHeader>
       {/* A refused delete shows its message in the form, where the page's errors go. */}
       <CreateCloudEndpoint endpoints={endpoints} />
-      <ResourceList
-        items={endpoints.items}
-        error={endpoints.error}
+      <ResourceTable
+        resource={endpoints}
+        caption="Endpoints"
         empty="No endpoints yet. Connect an agent, or create a cloud endpoint above."
-      >
-        {(items) => (
-          <div className="table-wrap">
-            <table>
-              <caption className="visually-hidden">Endpoints</caption>
-              <thead>
-                <tr>
-                  <th scope="col">URL</th>
-                  <th scope="col">Type</th>
-                  <th scope="col">Description</th>
-                  <th scope="col">Traffic policy</th>
-                  <th scope="col">
-                    <span className="visually-hidden">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {items.map((e) => (
-                  <tr key={e.id}>
-                    <td>
-                      <code>{e.url}</code>
-                      {e.bindings.includes('internal') ? (
-                        <span className="badge">internal</span>
-                      ) : null}
-                    </td>
-                    <td>
-                      <span className="badge">{e.type}</span>
-                      {e.type === 'cloud' ? null : <span className="muted"> agent</span>}
-                    </td>
-                    <td>{e.description || (e.upstream_url ? `→ ${e.upstream_url}` : '')}</td>
-                    <td>
-                      {e.traffic_policy ? (
-                        <details>
-                          <summary>Show</summary>
-                          <pre className="policy">{e.traffic_policy}</pre>
-                        </details>
-                      ) : (
-                        <span className="muted">None</span>
-                      )}
-                    </td>
-                    <td>
-                      {e.type === 'cloud' ? (
-                        <DeleteButton
-                          name={`endpoint ${e.url}`}
-                          onDelete={() => endpoints.remove(e)}
-                        />
-                      ) : null}
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
-        )}
-      </ResourceList>
+        columns={columns}
+        // Agent endpoints go when their agent does; only cloud endpoints are deleted here.
+        deleteName={(e) => (e.type === 'cloud' ? `endpoint ${e.url}` : undefined)}
+      />
     </>
   );
 }

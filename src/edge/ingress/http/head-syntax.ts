@@ -108,7 +108,7 @@ export class HeadScanner {
     }
   }
 
-  /** Bytes of the line still being read (for the request-line limit). */
+  /** Whether the start line is complete (an oversize head is then a 431, not a 414). */
   get firstLineDone(): boolean {
     return this.lineStart > 0;
   }

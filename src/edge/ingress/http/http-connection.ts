@@ -8,12 +8,12 @@
  * capture…) hands the connection, with the bytes read so far, to the full HTTP path
  * (http-ingress.ts), which serves it from then on.
  */
-import { STATUS_CODES } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
 import { INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
 import { routingHost } from './http-forwarding.js';
+import { bareRefusal } from './http-parser-refusals.js';
 import { clientAddr, clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
 import {
@@ -84,6 +84,8 @@ export class HttpConnection {
   private stream: Duplex | undefined;
   private streamTunnel: OnlineTunnel | undefined;
   private streamError: string | undefined;
+  /** The stream refused a write: reading the client waits for its 'drain' (one listener). */
+  private streamFull = false;
   /** The stream's tunnel went offline: the stream closes once the exchange under way ends. */
   private streamRetired = false;
   private clientEnded = false;
@@ -115,10 +117,6 @@ export class HttpConnection {
     if (this.phase === Phase.Head && this.exchange === undefined && !this.buffered?.length) {
       this.socket.end();
     }
-  }
-
-  destroy(): void {
-    this.socket.destroy();
   }
 
   /** A tunnel went offline: its stream closes now, or after the exchange under way. */
@@ -228,10 +226,7 @@ export class HttpConnection {
     if (error.limit) this.ctx.onLimit(this.ip, error.limit);
     this.phase = Phase.Closed;
     this.parkStream();
-    const reason = STATUS_CODES[error.status] ?? 'Bad Request';
-    this.socket.end(
-      `HTTP/1.1 ${error.status} ${reason}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`,
-    );
+    this.socket.end(bareRefusal(error.status));
   }
 
   /** Give the connection to the full HTTP path, with what was read and not served. */
@@ -310,6 +305,7 @@ export class HttpConnection {
     this.streamTunnel = tunnel;
     this.streamError = undefined;
     this.streamRetired = false;
+    this.streamFull = false;
     // Kept for the stream's whole life: a stream let go of (parked, dropped) may still fail when
     // its session does, and an 'error' without a listener would end the process.
     if (!stream.listeners('error').includes(ignoreError)) stream.on('error', ignoreError);
@@ -356,7 +352,8 @@ export class HttpConnection {
       this.phase = Phase.Waiting;
       this.buffered = rest;
     }
-    this.socket.resume();
+    // Unless the first body bytes already filled the stream: then its 'drain' resumes reading.
+    if (!this.streamFull) this.socket.resume();
   }
 
   private relayRequestBody(chunk: Buffer): void {
@@ -370,7 +367,10 @@ export class HttpConnection {
     const body = n === chunk.length ? chunk : chunk.subarray(0, n);
     if (body.length > 0 && !this.stream!.write(body)) {
       this.socket.pause();
-      this.stream!.once('drain', this.resumeSocket);
+      if (!this.streamFull) {
+        this.streamFull = true;
+        this.stream!.once('drain', this.resumeSocket);
+      }
     }
     if (!framer.done) return;
     exchange.requestBody = undefined;
@@ -380,7 +380,8 @@ export class HttpConnection {
   }
 
   private readonly resumeSocket = (): void => {
-    this.socket.resume();
+    this.streamFull = false;
+    if (this.phase !== Phase.Closed) this.socket.resume();
   };
 
   private readonly resumeStream = (): void => {

@@ -27,7 +27,7 @@ export function routingHost(host: string | undefined): string | undefined {
 }
 
 /** Extra header names a `Connection` header declares hop-by-hop (`Connection: close, X-Foo`). */
-function connectionListed(connection: string | undefined): Set<string> | undefined {
+export function connectionListed(connection: string | undefined): Set<string> | undefined {
   if (!connection || !connection.includes(',')) {
     const only = connection?.trim().toLowerCase();
     return only && !HOP_BY_HOP.has(only) && only !== 'close' ? new Set([only]) : undefined;

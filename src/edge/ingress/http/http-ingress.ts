@@ -19,7 +19,12 @@ import type { Duplex } from 'node:stream';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../../core/limits.js';
 import type { Logger } from '../../../core/logger.js';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
-import { INGRESS_ERRORS, rawErrorResponse, sendErrorPage } from '../error-pages.js';
+import {
+  INGRESS_ERRORS,
+  rawErrorResponse,
+  sendErrorPage,
+  type IngressError,
+} from '../error-pages.js';
 import {
   forwardRequestHeaders,
   forwardResponseHeaders,
@@ -38,7 +43,7 @@ import { failRequest, writeUpstreamResponse } from './http-responses.js';
 import { runHttpRequestPolicy, runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
 import { clientAddr, clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
 import { relay, type Relay } from '../../../core/relay.js';
-import { INGRESS_HIGH_WATER_MARK } from '../proxy.js';
+import { INGRESS_HIGH_WATER_MARK, INGRESS_SOCKET_OPTIONS } from '../proxy.js';
 import { carriedBody, followForward } from './http-forward-internal.js';
 import type { ExchangeTap } from './exchange.js';
 import { HttpRelay } from './http-relay.js';
@@ -153,10 +158,7 @@ export class HttpIngress {
       },
       onLimit: (ip, limit) => this.onLimit?.(ip, limit),
     });
-    this.server = createNetServer(
-      { allowHalfOpen: true, noDelay: true, highWaterMark: INGRESS_HIGH_WATER_MARK },
-      (socket) => this.accept(socket, socket),
-    );
+    this.server = createNetServer(INGRESS_SOCKET_OPTIONS, (socket) => this.accept(socket, socket));
   }
 
   /** Serve a TLS connection the SNI router terminated; `wire` is the TCP socket under it. */
@@ -183,9 +185,8 @@ export class HttpIngress {
     if (head.target.charCodeAt(0) !== 0x2f) return undefined;
     if (head.raw.length / 2 > this.maxHeaderCount) return undefined;
     if (this.acmeChallenge && head.target.startsWith(ACME_CHALLENGE_PATH)) return undefined;
-    const found = this.registry.byHost(host);
-    if (!found || !servesHttp(found) || found.policy || found.cloud) return undefined;
-    if (misdirected(socket, host, found, (name) => this.registry.byHost(name))) return undefined;
+    const found = this.lookup(host, socket);
+    if ('status' in found || found.policy || found.cloud) return undefined;
     if (this.exchangeTap?.captures(host)) return undefined;
     const tunnel = this.registry.pick(found);
     return tunnel.policy || tunnel.cloud ? undefined : tunnel;
@@ -212,7 +213,7 @@ export class HttpIngress {
   /** Close every connection and relay now. */
   destroyAll(): void {
     for (const relayed of this.relays) relayed.destroy();
-    this.relay.destroyAll();
+    this.relay.dropIdleStreams();
     this.connections.destroyAll();
     this.httpServer.closeAllConnections();
     for (const agent of this.agents.values()) agent.destroy();
@@ -240,26 +241,26 @@ export class HttpIngress {
     return agent;
   }
 
+  /**
+   * The tunnel serving `host` on `socket`, or why none does: no Host, no http tunnel for it, or
+   * a TLS connection made for another name. Both HTTP paths route through this.
+   */
+  private lookup(host: string | undefined, socket: Duplex): OnlineTunnel | IngressError {
+    if (host === undefined) return INGRESS_ERRORS.missingHost;
+    const tunnel = this.registry.byHost(host);
+    if (!tunnel || !servesHttp(tunnel)) return INGRESS_ERRORS.tunnelNotFound;
+    const byHost = (name: string): OnlineTunnel | undefined => this.registry.byHost(name);
+    return misdirected(socket, host, tunnel, byHost) ? INGRESS_ERRORS.misdirected : tunnel;
+  }
+
   /** The tunnel for `req`, or undefined after answering it with an error page. */
   private route(req: IncomingMessage, res: ServerResponse): OnlineTunnel | undefined {
     const host = routingHost(req.headers.host);
-    if (host === undefined) {
-      this.meters.unrouted.request(INGRESS_ERRORS.missingHost.status);
-      sendErrorPage(req, res, INGRESS_ERRORS.missingHost, '');
-      return undefined;
-    }
-    const tunnel = this.registry.byHost(host);
-    if (!tunnel || !servesHttp(tunnel)) {
-      this.meters.unrouted.request(INGRESS_ERRORS.tunnelNotFound.status);
-      sendErrorPage(req, res, INGRESS_ERRORS.tunnelNotFound, host);
-      return undefined;
-    }
-    if (misdirected(req.socket, host, tunnel, (name) => this.registry.byHost(name))) {
-      this.meters.unrouted.request(INGRESS_ERRORS.misdirected.status);
-      sendErrorPage(req, res, INGRESS_ERRORS.misdirected, host);
-      return undefined;
-    }
-    return tunnel;
+    const found = this.lookup(host, req.socket);
+    if (!('status' in found)) return found;
+    this.meters.unrouted.request(found.status);
+    sendErrorPage(req, res, found, host ?? '');
+    return undefined;
   }
 
   private readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
@@ -450,15 +451,10 @@ export class HttpIngress {
     picked?: OnlineTunnel,
   ): void {
     const host = routingHost(req.headers.host);
-    const found = host === undefined ? undefined : this.registry.byHost(host);
-    if (host === undefined || !found || !servesHttp(found)) {
-      this.meters.unrouted.request(INGRESS_ERRORS.tunnelNotFound.status);
-      socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelNotFound, host ?? ''));
-      return;
-    }
-    if (misdirected(req.socket, host, found, (name) => this.registry.byHost(name))) {
-      this.meters.unrouted.request(INGRESS_ERRORS.misdirected.status);
-      socket.end(rawErrorResponse(INGRESS_ERRORS.misdirected, host));
+    const found = this.lookup(host, req.socket);
+    if ('status' in found) {
+      this.meters.unrouted.request(found.status);
+      socket.end(rawErrorResponse(found, host ?? ''));
       return;
     }
     // Pooled endpoints: the policy and the relay of one upgrade belong to one member.

@@ -1,20 +1,23 @@
-import type { Server } from 'node:http';
+import { STATUS_CODES, type Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { RefusalLog } from '../../listeners/connection-gate.js';
+import { clientIp } from '../../registry/connect-tunnel.js';
 
 /** Node's parser errors that are our limits, with the status HTTP gives each. */
-const LIMIT_ERRORS: Record<string, { status: number; reason: string; limit: string }> = {
-  HPE_HEADER_OVERFLOW: {
-    status: 431,
-    reason: 'Request Header Fields Too Large',
-    limit: 'ingress_header_bytes',
-  },
-  ERR_HTTP_REQUEST_TIMEOUT: {
-    status: 408,
-    reason: 'Request Timeout',
-    limit: 'ingress_headers_timeout',
-  },
+const LIMIT_ERRORS: Record<string, { status: number; limit: string }> = {
+  HPE_HEADER_OVERFLOW: { status: 431, limit: 'ingress_header_bytes' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, limit: 'ingress_headers_timeout' },
 };
+
+/**
+ * The answer to a request the ingress will not read: its status, no body, and the connection
+ * closed. Both HTTP paths (Node's parser errors here, the lean relay's own) answer with it.
+ * @example socket.end(bareRefusal(431));
+ */
+export function bareRefusal(status: number): string {
+  const reason = STATUS_CODES[status] ?? 'Bad Request';
+  return `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`;
+}
 
 /**
  * Answer what Node's HTTP parser refuses before any request exists (headers too large, headers
@@ -26,15 +29,12 @@ export function answerParserErrors(server: Server, refusals: RefusalLog): void {
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     const known = err.code ? LIMIT_ERRORS[err.code] : undefined;
     if (known) {
-      const ip = (socket as { remoteAddress?: string }).remoteAddress ?? '';
-      refusals.refused(ip.replace(/^::ffff:/, ''), known.limit);
+      refusals.refused(clientIp(socket as { remoteAddress?: string }), known.limit);
     }
     if (err.code === 'ECONNRESET' || !socket.writable) {
       socket.destroy();
       return;
     }
-    const status = known?.status ?? 400;
-    const reason = known?.reason ?? 'Bad Request';
-    socket.end(`HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    socket.end(bareRefusal(known?.status ?? 400));
   });
 }

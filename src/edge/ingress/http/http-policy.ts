@@ -5,6 +5,7 @@
  * upstream's response head. Tunnels without a policy never get here.
  */
 import { CODES } from '../../../core/errors.js';
+import { HOP_BY_HOP_HEADERS } from '../../../core/http-framing.js';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Duplex, Transform } from 'node:stream';
@@ -25,13 +26,9 @@ import {
 import { connInputOf } from '../policy-gate.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 
-/** Headers that frame the message or the connection: the ingress owns them, policies do not. */
-const FRAMING = ['connection', 'keep-alive', 'proxy-connection', 'te', 'transfer-encoding'];
-const UPGRADE = 'upgrade';
 /** A policy's changes to these request headers are ignored: the ingress sets them itself. */
 const REQUEST_OWNED: ReadonlySet<string> = new Set([
-  ...FRAMING,
-  UPGRADE,
+  ...HOP_BY_HOP_HEADERS,
   'content-length',
   'host',
   'x-forwarded-for',
@@ -39,8 +36,8 @@ const REQUEST_OWNED: ReadonlySet<string> = new Set([
   'x-forwarded-proto',
 ]);
 /** A response may lose its length (compress-response drops it) but never gain one. */
-const RESPONSE_ADD_OWNED: ReadonlySet<string> = new Set([...FRAMING, UPGRADE, 'content-length']);
-const RESPONSE_REMOVE_OWNED: ReadonlySet<string> = new Set([...FRAMING, UPGRADE]);
+const RESPONSE_ADD_OWNED: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, 'content-length']);
+const RESPONSE_REMOVE_OWNED = HOP_BY_HOP_HEADERS;
 
 /** The header that says the ingress itself answered, and why. */
 const POLICY_FAILED = { code: CODES.policyFailed, status: 500 };

@@ -76,8 +76,8 @@ export class HttpRelay {
     for (const connection of this.open) connection.closeIfIdle();
   }
 
-  destroyAll(): void {
-    for (const connection of this.open) connection.destroy();
+  /** Close the idle streams kept (the connections themselves are PublicConnections'). */
+  dropIdleStreams(): void {
     this.pool.destroyAll();
   }
 

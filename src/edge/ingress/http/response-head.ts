@@ -5,6 +5,7 @@
  */
 import { HOP_BY_HOP_HEADERS } from '../../../core/http-framing.js';
 import { parseFieldLine, type HeadError } from './head-syntax.js';
+import { connectionListed } from './http-forwarding.js';
 
 /** How a response body ends. */
 export type ResponseFraming =
@@ -26,17 +27,6 @@ export interface ResponseHead {
 
 const DIGITS = /^\d{1,15}$/;
 const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: ([^\r\n]*))?$/;
-
-/** Names a `Connection` header lists as hop-by-hop, lower-cased; `close` and the like excluded. */
-function listedNames(connection: string | undefined): string[] {
-  if (connection === undefined) return [];
-  const names: string[] = [];
-  for (const token of connection.split(',')) {
-    const name = token.trim().toLowerCase();
-    if (name !== '' && name !== 'close' && !HOP_BY_HOP_HEADERS.has(name)) names.push(name);
-  }
-  return names;
-}
 
 /**
  * Read the response head `text` (latin1, through its empty line) to a request with `method`.
@@ -92,18 +82,18 @@ export function parseResponseHead(text: string, method: string): ResponseHead | 
   if (framing.kind === 'close') close = true;
   // The body is relayed as it came: a chunked one keeps its coding on the public side.
   if (framing.kind === 'chunked') fields.push('Transfer-Encoding', 'chunked');
-  const listed = listedNames(connection);
+  const listed = connectionListed(connection) ?? new Set<string>();
   // With chunked framing a Content-Length is wrong (RFC 9112 §6.3): it must not reach the client.
-  if (framing.kind === 'chunked' && contentLength !== undefined) listed.push('content-length');
-  const raw = listed.length === 0 ? fields : withoutNames(fields, listed);
+  if (framing.kind === 'chunked' && contentLength !== undefined) listed.add('content-length');
+  const raw = listed.size === 0 ? fields : withoutNames(fields, listed);
   return { status, reason: line[3] ?? '', raw, framing, close };
 }
 
 /** `fields` without the headers named in `listed`. */
-function withoutNames(fields: string[], listed: string[]): string[] {
+function withoutNames(fields: string[], listed: ReadonlySet<string>): string[] {
   const out: string[] = [];
   for (let i = 0; i < fields.length; i += 2) {
-    if (!listed.includes(fields[i]!.toLowerCase())) out.push(fields[i]!, fields[i + 1]!);
+    if (!listed.has(fields[i]!.toLowerCase())) out.push(fields[i]!, fields[i + 1]!);
   }
   return out;
 }

@@ -8,10 +8,41 @@ import type { Duplex } from 'node:stream';
 import { hostOfHostPort } from '../../../core/host-port.js';
 import type { ExchangeTap } from './exchange.js';
 import { clientIp } from '../../registry/connect-tunnel.js';
-import { BodyBuffer, REPLAY_HEADER, type TrafficLog } from '../../metrics/traffic-log.js';
+import {
+  BodyBuffer,
+  REPLAY_HEADER,
+  type TrafficLog,
+  type TrafficRecord,
+} from '../../metrics/traffic-log.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 
 type WriteArgs = [chunk: unknown, ...rest: unknown[]];
+
+/** What is known of a request when it arrives. */
+type RequestSide = Omit<
+  TrafficRecord,
+  | 'id'
+  | 'seq'
+  | 'startedAt'
+  | 'status'
+  | 'responseHeaders'
+  | 'durationMs'
+  | 'requestBody'
+  | 'responseBody'
+>;
+
+/** Add a request to the log, its answer still to come; both HTTP paths record through this. */
+function addRequest(log: TrafficLog, request: RequestSide): TrafficRecord {
+  return log.add({
+    ...request,
+    startedAt: Date.now(),
+    status: undefined,
+    responseHeaders: {},
+    durationMs: undefined,
+    requestBody: undefined,
+    responseBody: undefined,
+  });
+}
 
 /**
  * Records `req` and, once it is answered, its status, headers and duration; with capture on for
@@ -28,20 +59,14 @@ export function trafficTap(
   const capture = log.captures(host);
   const started = process.hrtime.bigint();
   const replayOf = req.headers[REPLAY_HEADER];
-  const record = log.add({
+  const record = addRequest(log, {
     host,
     tunnelId: tunnel.id,
     scheme: (req.socket as Duplex & { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
-    startedAt: Date.now(),
     method: req.method ?? 'GET',
     path: req.url ?? '/',
     clientIp: clientIp(req.socket),
     requestHeaders: req.rawHeaders,
-    status: undefined,
-    responseHeaders: {},
-    durationMs: undefined,
-    requestBody: undefined,
-    responseBody: undefined,
     replayOf: typeof replayOf === 'string' ? replayOf : undefined,
   });
   let requestBody: BodyBuffer | undefined;
@@ -99,20 +124,14 @@ export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
           replayOf = head.raw[i + 1];
         }
       }
-      const record = log.add({
+      const record = addRequest(log, {
         host,
         tunnelId: tunnel.id,
         scheme,
-        startedAt: Date.now(),
         method: head.method,
         path: head.target,
         clientIp: ip,
         requestHeaders: head.raw,
-        status: undefined,
-        responseHeaders: {},
-        durationMs: undefined,
-        requestBody: undefined,
-        responseBody: undefined,
         replayOf,
       });
       return (status, headers) => {
