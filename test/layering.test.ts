@@ -120,8 +120,8 @@ describe('layering', () => {
 
 /**
  * Inside the edge the same rule holds between its folders (each folder's README.md says what it
- * is): registry < metrics < listeners < certificates < binds < sessions < ingress, and edge.ts,
- * which composes them, on top. ingress/http is part of ingress.
+ * is): registry < metrics < listeners < certificates < binds < sessions < cluster < ingress, and
+ * edge.ts, which composes them, on top. ingress/http is part of ingress.
  */
 const EDGE_FOLDERS = [
   'registry',
@@ -130,6 +130,7 @@ const EDGE_FOLDERS = [
   'certificates',
   'binds',
   'sessions',
+  'cluster',
   'ingress',
   '',
 ];

@@ -19,6 +19,8 @@ export interface OnlineState {
   traffic?: TrafficInspector | undefined;
   /** Called after a credential is deleted or a bot user changed, so the edge re-checks sessions now. */
   credentialsChanged?: (() => void) | undefined;
+  /** This process's node id in a cluster (the sessions' `node_id`); absent on a single node. */
+  nodeId?: string | undefined;
 }
 
 export const NOTHING_ONLINE: OnlineState = {

@@ -42,6 +42,9 @@ const TunnelSessionSchema = Type.Object({
   transport: Type.String({
     description: '"ngrok/2" for ngrok SDKs, "burrow/1" for the Burrow SDK',
   }),
+  node_id: Type.String({
+    description: 'the Burrow node holding the session ("" on a single node without PostgreSQL)',
+  }),
 });
 
 const TunnelSchema = Type.Object({
@@ -97,7 +100,7 @@ function pageOf<T extends { id: string }>(items: T[], page: PageRequest): Page<T
   return { items: slice, nextBeforeId: more ? slice[slice.length - 1]!.id : undefined };
 }
 
-function sessionView(s: OnlineSession, uris: Uris) {
+function sessionView(s: OnlineSession, uris: Uris, localNode: string) {
   return {
     id: s.id,
     uri: uris.of(s.id),
@@ -109,6 +112,7 @@ function sessionView(s: OnlineSession, uris: Uris) {
     region: s.region ?? '',
     started_at: s.startedAt,
     transport: s.transport,
+    node_id: s.node ?? localNode,
   };
 }
 
@@ -247,7 +251,7 @@ export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): P
     async (req) => {
       const page = pageOf(registry()?.listSessions() ?? [], req);
       return {
-        items: page.items.map((s) => sessionView(s, uris)),
+        items: page.items.map((s) => sessionView(s, uris, ctx.online.nodeId ?? '')),
         nextBeforeId: page.nextBeforeId,
       };
     },
@@ -263,7 +267,7 @@ export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): P
         response: { 200: TunnelSessionSchema },
       },
     },
-    async (request) => sessionView(sessionOr404(request.params.id), uris),
+    async (request) => sessionView(sessionOr404(request.params.id), uris, ctx.online.nodeId ?? ''),
   );
   for (const command of ['stop', 'restart'] as const) {
     app.post(

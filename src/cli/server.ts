@@ -9,6 +9,12 @@ import { buildApi } from '../api/app.js';
 import { onlineStateOf } from '../api/online.js';
 import { RefusalLog } from '../edge/listeners/connection-gate.js';
 import { startEdge, type Edge } from '../edge/edge.js';
+import {
+  joinCluster,
+  type ClusterMembership,
+  type ClusterSettings,
+} from '../edge/cluster/join-cluster.js';
+import { TunnelRegistry } from '../edge/registry/tunnel-registry.js';
 import { validatePolicy } from '../policy/validate.js';
 import { announceDashboardSetup } from './dashboard-setup.js';
 import {
@@ -104,13 +110,20 @@ export async function startServer(
       logger.warn({ err: err.message }, 'database connection lost; reconnecting on demand'),
   });
   const repos = serverRepositories(store, config);
+  // On PostgreSQL every process is a node of one cluster (a cluster of one is fine).
+  const cluster: ClusterSettings | undefined =
+    store.dialect === 'postgres'
+      ? { database: config.database, config: config.cluster, dataDir: config.dataDir }
+      : undefined;
   let api: FastifyInstance | undefined;
   let edge: Edge | undefined;
+  /** An API-only node's view of the cluster: other nodes' sessions, commands to them. */
+  let apiNode: ClusterMembership | undefined;
   let metricsServer: Server | undefined;
   let apiAddress: string | undefined;
   try {
     if (config.role !== 'api') {
-      edge = await startEdge({ config, repos, logger });
+      edge = await startEdge({ config, repos, logger, cluster });
     }
     const renderMetrics = edge ? () => edge!.metrics.metrics() : undefined;
     if (renderMetrics && config.metricsListen) {
@@ -124,6 +137,12 @@ export async function startServer(
       const apiLogger = logger.child({ component: 'api' });
       // Counted in the edge's /metrics when this process runs one; logged either way.
       const apiRefusals = new RefusalLog(apiLogger, edge?.metrics);
+      if (!edge && cluster) {
+        const registry = new TunnelRegistry();
+        apiNode = await joinCluster({ settings: cluster, repos, registry, logger, role: 'api' });
+        await apiNode.node.start();
+      }
+      const node = apiNode?.node;
       api = await buildApi({
         repos,
         publicApiUrl: explicitUrl ? config.publicApiUrl : `http://${formatHostPort(host, port)}`,
@@ -140,8 +159,15 @@ export async function startServer(
               policyEvents: edge.policyEvents,
               traffic: edge.traffic,
               credentialsChanged: () => void edge!.credentialsChanged(),
+              nodeId: edge.cluster?.node.id,
             }
-          : undefined,
+          : node
+            ? {
+                ...onlineStateOf(node.registry),
+                credentialsChanged: () => node.announce('credentials'),
+                nodeId: node.id,
+              }
+            : undefined,
         metrics: config.metricsListen ? undefined : renderMetrics,
       });
       await api.listen({ host, port });
@@ -163,6 +189,7 @@ export async function startServer(
     }
   } catch (err) {
     await api?.close();
+    await apiNode?.close();
     await edge?.close();
     metricsServer?.close();
     await store.close();
@@ -179,6 +206,7 @@ export async function startServer(
     close(graceMs = 10_000) {
       closing ??= (async () => {
         await Promise.all([api?.close(), edge?.drain(graceMs)]);
+        await apiNode?.close();
         metricsServer?.close();
         await store.close();
       })();

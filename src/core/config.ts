@@ -6,6 +6,7 @@ import { BurrowError, CODES, NO_HTTP_STATUS } from './errors.js';
 import { parseHostPort } from './host-port.js';
 import { hostnameProblem } from './hostname.js';
 import { LIMIT_OPTIONS, parseLimits, type ServerLimits } from './limits.js';
+import { CLUSTER_OPTIONS, parseClusterConfig, type ClusterConfig } from './cluster-config.js';
 
 /**
  * Server configuration. Every option has a flag (`--api-listen`), an environment variable
@@ -49,6 +50,8 @@ export interface ServerConfig {
   publicIp: string[];
   /** Limits of every listener (limits.ts; one table in docs/security.md). */
   limits: ServerLimits;
+  /** This process as a node of a cluster on PostgreSQL (cluster-config.ts). */
+  cluster: ClusterConfig;
   /** `auto`: coloured lines on a terminal, JSON otherwise; `json` or `pretty` force one. */
   logFormat: 'auto' | 'json' | 'pretty';
 }
@@ -222,6 +225,8 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
   },
   // Limits (limits.ts): their values are read by parseLimits, not by key.
   ...LIMIT_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'limits' })),
+  // Cluster options (cluster-config.ts): read by parseClusterConfig.
+  ...CLUSTER_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'cluster' })),
 ];
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -366,6 +371,7 @@ export function loadServerConfig(
     dnsListen: dnsListen ? parseListen('dns-listen', dnsListen) : '',
     publicIp: parsePublicIps(get('publicIp')),
     limits: parseLimits(raw, (name, rule) => new ConfigError(name, rule)),
+    cluster: parseClusterConfig(raw, (name, rule) => new ConfigError(name, rule)),
     logFormat: parseLogFormat(get('logFormat')),
   };
 }

@@ -154,6 +154,10 @@ export const CODES = {
   tunnelConnectTimeout: 'ERR_BURROW_TUNNEL_CONNECT_TIMEOUT',
   policyFailed: 'ERR_BURROW_POLICY_FAILED',
   proxyProtocolInvalid: 'ERR_BURROW_PROXY_PROTOCOL',
+  // Cluster: links between the nodes of one cluster
+  nodeUnreachable: 'ERR_BURROW_NODE_UNREACHABLE',
+  nodeConnectTimeout: 'ERR_BURROW_NODE_CONNECT_TIMEOUT',
+  nodeLinkProtocol: 'ERR_BURROW_NODE_LINK_PROTOCOL',
   // Process start-up (CLI)
   invalidConfig: 'ERR_BURROW_CONFIG',
   agentStartup: 'ERR_BURROW_AGENT_STARTUP',

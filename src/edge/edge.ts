@@ -28,6 +28,12 @@ import { TunnelRegistry } from './registry/tunnel-registry.js';
 import { TrafficLog } from './metrics/traffic-log.js';
 import { trafficInspector, type TrafficInspector } from './metrics/traffic-replay.js';
 import { trafficExchangeTap, trafficTap } from './ingress/http/traffic-tap.js';
+import { sharedLocalCa } from './certificates/shared-ca.js';
+import {
+  joinCluster,
+  type ClusterMembership,
+  type ClusterSettings,
+} from './cluster/join-cluster.js';
 
 /** A running edge: the agent listener and the public ingress over one tunnel registry. */
 export interface Edge {
@@ -47,6 +53,8 @@ export interface Edge {
   traffic: TrafficInspector;
   /** A credential or bot user changed in this process: close revoked sessions now. */
   credentialsChanged(): Promise<void>;
+  /** This process as a node of a cluster (a postgres:// database); undefined otherwise. */
+  cluster: ClusterMembership | undefined;
   /**
    * SIGTERM: stop accepting, let open requests finish for up to `graceMs`, tell agents to
    * reconnect elsewhere, then close everything.
@@ -59,6 +67,8 @@ export interface EdgeOptions {
   config: ServerConfig;
   repos: Repositories;
   logger: Logger;
+  /** Join a cluster: several nodes on one PostgreSQL (docs/operations.md "Several nodes"). */
+  cluster?: ClusterSettings | undefined;
 }
 
 function portOf(listen: string): number {
@@ -73,7 +83,10 @@ function portOf(listen: string): number {
 export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const { config, repos } = options;
   const logger = options.logger.child({ component: 'edge' });
-  const ca = await LocalCa.loadOrCreate(config.dataDir);
+  // A cluster's nodes sign with one CA, so agents trust every node and fail over between them.
+  const ca = options.cluster
+    ? await sharedLocalCa(config.dataDir, repos.settings, logger)
+    : await LocalCa.loadOrCreate(config.dataDir);
   const registry = new TunnelRegistry();
   const metrics = new EdgeMetrics();
   const policyEvents = new PolicyEventLog({ logger: logger.child({ component: 'policy' }) });
@@ -123,7 +136,17 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   let ingress: Ingress | undefined;
   let management: CertificateManagement | undefined;
   let cloud: CloudEndpoints | undefined;
+  let member: ClusterMembership | undefined;
   try {
+    member = options.cluster
+      ? await joinCluster({
+          settings: options.cluster,
+          repos,
+          registry,
+          logger,
+          role: config.role,
+        })
+      : undefined;
     ingress = await startIngress({
       acmeChallenge: config.acmeDirectory ? acmeHttpChallenges(repos) : undefined,
       httpListen: config.httpListen,
@@ -170,6 +193,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         perIp: config.limits.agentMaxConnectionsPerIp,
       },
       settings,
+      claims: member?.node.presence,
     });
     await edges.start();
     cloud = new CloudEndpoints({
@@ -188,9 +212,25 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       onIssued: () => {
         certificates.clear();
         agentCertificates.refresh();
+        member?.node.announce('certificates');
       },
     });
+    if (member) {
+      const node = member.node;
+      // Other nodes' tunnels run their policy here, where their traffic arrives.
+      node.replica.policies = agents.policies;
+      const started = { agents, cloud };
+      node.follow('edges', () => edges.sync());
+      node.follow('cloud_endpoints', () => started.cloud.sync());
+      node.follow('credentials', () => started.agents.revocation.checkNow());
+      node.follow('certificates', () => {
+        certificates.clear();
+        agentCertificates.refresh();
+      });
+      await node.start();
+    }
   } catch (err) {
+    await member?.close();
     cloud?.close();
     await management?.close();
     await edges.close();
@@ -219,6 +259,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         Math.min(graceMs, 5000),
       );
       await started.agents.close();
+      await member?.close();
       cloud?.close();
       await started.ingress.close();
       await started.management.close();
@@ -234,7 +275,11 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     policyEvents,
     edges,
     traffic: trafficInspector(trafficLog, ingress.httpAddress),
-    credentialsChanged: () => started.agents.revocation.checkNow(),
+    credentialsChanged: () => {
+      member?.node.announce('credentials');
+      return started.agents.revocation.checkNow();
+    },
+    cluster: member,
     drain,
     close: () => drain(0),
   };

@@ -8,6 +8,7 @@ import { certificatesMigration } from './migrations/0002-certificates.js';
 import { usersMigration } from './migrations/0003-users.js';
 import { endpointsMigration } from './migrations/0004-endpoints.js';
 import { auditMigration } from './migrations/0005-audit.js';
+import { clusterMigration } from './migrations/0006-cluster.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -40,6 +41,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0003-users': usersMigration(dialect),
     '0004-endpoints': endpointsMigration(dialect),
     '0005-audit': auditMigration(dialect),
+    '0006-cluster': clusterMigration(dialect),
   };
 }
 

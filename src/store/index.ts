@@ -5,6 +5,7 @@ import { BackendRepository } from './backends.js';
 import { BotUserRepository } from './bot-users.js';
 import { CertificateAuthorityRepository } from './certificate-authorities.js';
 import { CloudEndpointRepository } from './cloud-endpoints.js';
+import { ClusterRepository } from './cluster.js';
 import { CredentialRepository } from './credentials.js';
 import { DomainCertificateRepository } from './domain-certificates.js';
 import type { Store } from './database.js';
@@ -21,6 +22,15 @@ import { UserRepository } from './users.js';
 export { openStore, type Store, type StoreOptions } from './database.js';
 export type { Page, PageRequest } from './paging.js';
 export type { CloudEndpoint } from './cloud-endpoints.js';
+export {
+  ClusterRepository,
+  isForeignKeyViolation,
+  type ClaimResult,
+  type NodeRow,
+  type OnlineSessionRow,
+  type OnlineTunnelRow,
+} from './cluster.js';
+export { StoreNotifications, type StoreNotice } from './notifications.js';
 export type { RepoDeps, StoreHooks, StoreSettings, TrafficPolicyValidator } from './deps.js';
 
 /** Every repository, over one store. */
@@ -42,6 +52,8 @@ export interface Repositories {
   users: UserRepository;
   auditEvents: AuditEventRepository;
   cloudEndpoints: CloudEndpointRepository;
+  /** The cluster's nodes and online state (meaningful on PostgreSQL; harmless on SQLite). */
+  cluster: ClusterRepository;
 }
 
 /**
@@ -73,5 +85,6 @@ export function createRepositories(
     users: new UserRepository(store.db),
     auditEvents: new AuditEventRepository(store.db),
     cloudEndpoints: new CloudEndpointRepository(deps),
+    cluster: new ClusterRepository(store.db, store.dialect),
   };
 }

@@ -1,3 +1,5 @@
+import type { ColumnType } from 'kysely';
+
 /**
  * Table shapes. Portable across SQLite and PostgreSQL: times are RFC 3339 text, booleans are
  * integers 0/1, lists and objects are JSON text, ids are text compared byte-wise.
@@ -23,6 +25,9 @@ export interface Database {
   user_sessions: UserSessionsTable;
   user_setup_tokens: UserSetupTokensTable;
   audit_events: AuditEventsTable;
+  nodes: NodesTable;
+  online_sessions: OnlineSessionsTable;
+  online_tunnels: OnlineTunnelsTable;
 }
 
 /** Columns every user-facing resource has. */
@@ -200,4 +205,40 @@ export interface AuditEventsTable {
   status_code: number;
   resource_id: string | null;
   client_ip: string;
+}
+
+/** A server process of the cluster (migration 0006-cluster). */
+export interface NodesTable {
+  id: string;
+  /** 'all', 'api' or 'edge'. */
+  role: string;
+  /** Where other nodes reach this one's node link; '' when it has none. */
+  link_address: string;
+  started_at: string;
+  /**
+   * Last heartbeat, by the database's clock: timestamptz on PostgreSQL (read as a Date), RFC 3339
+   * text on SQLite. Written only as the database's now() and read only as an age, so its
+   * JavaScript type never matters.
+   */
+  heartbeat_at: ColumnType<Date | string, string | undefined, string>;
+}
+
+/** An agent session online on a node; `data` is JSON of its display fields. */
+export interface OnlineSessionsTable {
+  id: string;
+  node_id: string;
+  credential_id: string;
+  data: string;
+}
+
+/** A tunnel online on a node; `data` is JSON of its fields (bindId, url, hostname...). */
+export interface OnlineTunnelsTable {
+  id: string;
+  session_id: string;
+  node_id: string;
+  /** Where it is served: 'h:<hostname>', 'p:<port>' or 'i:<internal>'; null for labeled tunnels. */
+  route_key: string | null;
+  /** 0 or 1. */
+  pooling: number;
+  data: string;
 }

@@ -167,6 +167,11 @@ export interface StartOptions {
   discardLogs?: boolean;
   /** The folder the server runs in (default the repository), for a relative `--data-dir`. */
   cwd?: string;
+  /**
+   * The log message that says the server is ready (default "API listening"); a server without
+   * an API (`--role edge`) is ready at "cluster node joined". `address` is then ''.
+   */
+  readyMessage?: string;
 }
 
 /**
@@ -249,18 +254,19 @@ async function launch(
   const exit = exited(child);
 
   const timeoutMs = options.timeoutMs ?? 20_000;
+  const ready = options.readyMessage ?? 'API listening';
   const address = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`burrow server did not log "API listening" in ${timeoutMs} ms: ${stderr}`));
+      reject(new Error(`burrow server did not log "${ready}" in ${timeoutMs} ms: ${stderr}`));
     }, timeoutMs);
     onLine = (line) => {
-      if (line.msg === 'API listening' && typeof line.address === 'string') {
+      if (line.msg === ready) {
         clearTimeout(timer);
-        resolve(line.address);
+        resolve(typeof line.address === 'string' ? line.address : '');
       }
     };
-    const early = logs.find((l) => l.msg === 'API listening');
+    const early = logs.find((l) => l.msg === ready);
     if (early) onLine(early);
     if (options.discardLogs) {
       void waitForHealth(`127.0.0.1:${port}`, timeoutMs, child).then((healthy) => {

@@ -34,6 +34,11 @@ export interface OnlineSession {
   startedAt: string;
   /** Region the edge reports to agents (AuthResp, SrvInfo) and the API shows. */
   region?: string | undefined;
+  /**
+   * The cluster node that holds the session when it is another node (docs/operations.md
+   * "Several nodes"); unset for this process's own sessions.
+   */
+  node?: string | undefined;
   /** Ask the agent to stop (Stop command); resolves when it answered or the session closed. */
   stop(): Promise<void>;
   /** Ask the agent to restart (Restart command). */
@@ -91,6 +96,8 @@ export interface OnlineTunnel {
   pooling?: boolean | undefined;
   /** A cloud endpoint (POST /endpoints): no agent behind it, its traffic policy answers. */
   cloud?: boolean | undefined;
+  /** The cluster node whose agent serves the tunnel when it is another node; unset for our own. */
+  node?: string | undefined;
   /** Open one proxied connection to the agent; the stream carries the public connection's bytes. */
   connect(info: ProxyInfo): Promise<Duplex>;
 }

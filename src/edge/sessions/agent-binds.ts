@@ -6,7 +6,7 @@ import { AgentTunnel, type TunnelHost } from './agent-tunnel.js';
 import type { Binder, BindPlan, BindPolicy } from '../binds/bind-policy.js';
 import { BIND_LIMITS, checkBindLimits } from '../binds/bind-limits.js';
 import { isSet } from '../binds/bind-options.js';
-import { legacyPolicyText } from '../binds/bind-traffic-policy.js';
+import { legacyPolicyText, type BindTrafficPolicy } from '../binds/bind-traffic-policy.js';
 import { optionRulesOf, type EndpointPolicies } from '../binds/endpoint-policy.js';
 import type { ResumptionKeys } from '../binds/session-resumption.js';
 import {
@@ -43,6 +43,28 @@ export interface BindServices {
   maxTunnelsPerSession?: number | undefined;
   /** Asks the store whether the credential still stands, so no bind succeeds after revocation. */
   revocation?: { refusal(credentialId: string): Promise<AgentError | undefined> } | undefined;
+  /** The cluster's record of names and ports (several nodes on one store); absent on one node. */
+  claims?: TunnelClaims | undefined;
+}
+
+/**
+ * Names and ports claimed cluster-wide (src/edge/cluster): a bind claims its name or port in the
+ * store before the tunnel goes online, so one name has one holder in the whole cluster.
+ */
+export interface TunnelClaims {
+  /**
+   * Record `tunnel` (with the policy it will run, so no other node ever serves it without one).
+   * Resolves with the holder's session id when another session serves the name or port.
+   */
+  claim(
+    tunnel: OnlineTunnel,
+    policy: BindTrafficPolicy | undefined,
+    takeoverFrom: string | undefined,
+  ): Promise<{ sessionId: string } | undefined>;
+  /** A claimed tunnel that did not go online after all. */
+  release(tunnelId: string): void;
+  /** A live tunnel's policy or metadata changed (PatchTunnelState). */
+  changed(tunnel: OnlineTunnel): void;
 }
 
 /** The session's credential, checked against the store (it may have been revoked elsewhere). */
@@ -116,12 +138,19 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
           host,
         );
         if (host.gone) throw refusals.badRequest('the session closed during the bind');
+        const held = await s.claims?.claim(tunnel, plan.trafficPolicy, host.predecessorId);
+        if (held) {
+          if (plan.random && attempt < RANDOM_RETRIES) continue;
+          throw refusals.alreadyOnline(where(plan), held.sessionId);
+        }
         try {
+          if (host.gone) throw refusals.badRequest('the session closed during the bind');
           const replaced = s.registry.addTunnel(tunnel, { takeoverFrom: host.predecessorId });
           // Same tick as addTunnel: no connection can reach the tunnel before its policy is on.
           s.policies.attach(tunnel, plan.trafficPolicy, binder.credentialId);
           host.adopt(tunnel, replaced);
         } catch (err) {
+          s.claims?.release(tunnel.id);
           if (!(err instanceof TunnelConflictError)) throw err;
           if (plan.random && attempt < RANDOM_RETRIES) continue;
           throw refusals.alreadyOnline(where(plan), err.holder.sessionId);
@@ -222,6 +251,11 @@ export async function serveLabeled(
         host,
       );
       if (host.gone) throw refusals.badRequest('the session closed during the request');
+      await s.claims?.claim(tunnel, undefined, undefined); // labels never conflict
+      if (host.gone) {
+        s.claims?.release(tunnel.id);
+        throw refusals.badRequest('the session closed during the request');
+      }
       s.registry.addTunnel(tunnel);
       host.adopt(tunnel, undefined);
       return { Id: id, Error: '' };
@@ -271,6 +305,7 @@ export async function servePatchTunnelState(
           : undefined;
       if (compiled) s.policies.replace(tunnel, compiled, binder.credentialId);
       if (typeof patch.Metadata === 'string') tunnel.metadata = patch.Metadata;
+      if (compiled || typeof patch.Metadata === 'string') s.claims?.changed(tunnel);
       return { Error: '' };
     },
     (err) => ({ Error: err.wireText }),

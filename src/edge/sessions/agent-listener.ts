@@ -21,6 +21,7 @@ import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
 import { proxyProtocolFront } from '../listeners/proxy-protocol-front.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 import { RevocationWatch } from './revocation.js';
+import type { TunnelClaims } from './agent-binds.js';
 import { ResumptionKeys } from '../binds/session-resumption.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
@@ -56,6 +57,8 @@ export interface AgentListenerOptions {
    * balancer); sessions, per-IP limits and logs see the client address it names.
    */
   proxyProtocol?: boolean | undefined;
+  /** The cluster's claims on names and ports (several nodes on one store); absent on one node. */
+  claims?: TunnelClaims | undefined;
 }
 
 /** A running agent listener. */
@@ -67,6 +70,8 @@ export interface AgentListener {
   sessions(): AgentSession[];
   /** Closes sessions whose credential was revoked; `checkNow()` after a change in this process. */
   revocation: RevocationWatch;
+  /** The endpoints' live traffic policies (the cluster gives other nodes' tunnels theirs here). */
+  policies: EndpointPolicies;
   /**
    * Stop accepting agents and send every session GOAWAY so agents reconnect (to another edge, or
    * to this one once it is back); resolves when they are gone or after `graceMs`.
@@ -78,12 +83,15 @@ export interface AgentListener {
 
 /** Keep the registry's gauges current and mark removed tunnels so they refuse connections. */
 function watchRegistry(registry: TunnelRegistry, metrics: EdgeMetrics): () => void {
-  const sessionsChanged = (): void => metrics.sessions.with().set(registry.sessionCount());
-  const added = (t: OnlineTunnel): void =>
-    metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).inc();
+  // This node's own: other nodes' sessions and tunnels (src/edge/cluster) count on their node.
+  const sessionsChanged = (): void =>
+    metrics.sessions.with().set(registry.listSessions().filter((s) => !s.node).length);
+  const added = (t: OnlineTunnel): void => {
+    if (!t.node) metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).inc();
+  };
   const removed = (t: OnlineTunnel): void => {
     if (t instanceof AgentTunnel) t.removed = true;
-    metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).dec();
+    if (!t.node) metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).dec();
   };
   registry.on('session-added', sessionsChanged);
   registry.on('session-removed', sessionsChanged);
@@ -149,6 +157,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     serving: { logger, metrics: options.metrics, timeoutMs: limits.rpcTimeoutMs },
     revocation,
     refusals: refusalLog,
+    claims: options.claims,
   };
 
   const server = tls.createServer({
@@ -213,6 +222,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     port,
     sessions: () => [...live],
     revocation,
+    policies,
     drain,
     close() {
       closing ??= (async () => {

@@ -1,0 +1,113 @@
+/**
+ * Options of a node in a cluster (several `burrow server` processes on one PostgreSQL; see
+ * docs/operations.md "Several nodes"). Read like every server option: flag, environment, file.
+ */
+import { isIP } from 'node:net';
+import { parseHostPort } from './host-port.js';
+
+export interface ClusterConfig {
+  /** This node's id; empty: generated once and kept in the data folder (`node-id`). */
+  nodeId: string;
+  /** host:port other nodes' links connect to (mutual TLS); port 0 picks a free one. */
+  nodeListen: string;
+  /** host:port other nodes dial; empty: the bound --node-listen address. */
+  nodeAdvertise: string;
+  /** How often this node writes its heartbeat (ms). */
+  heartbeatMs: number;
+  /** A node whose last heartbeat is older than this is gone; its agents' rows are cleared (ms). */
+  timeoutMs: number;
+}
+
+/** One cluster option as the CLI, environment and config file see it. */
+export interface ClusterOptionSpec {
+  name: string;
+  description: string;
+  default: string;
+}
+
+export const CLUSTER_OPTIONS: readonly ClusterOptionSpec[] = [
+  {
+    name: 'node-id',
+    description:
+      "this node's id in a cluster (letters, digits, '-', '_'; default: generated once and kept in the data folder)",
+    default: '',
+  },
+  {
+    name: 'node-listen',
+    description:
+      'node-to-node links (mutual TLS) host:port, used with a postgres:// --database; port 0 picks one',
+    default: '127.0.0.1:0',
+  },
+  {
+    name: 'node-advertise',
+    description:
+      'host:port other nodes dial to reach this one (default: the --node-listen address)',
+    default: '',
+  },
+  {
+    name: 'node-heartbeat-ms',
+    description: 'how often a node records that it is alive',
+    default: '1000',
+  },
+  {
+    name: 'node-timeout-ms',
+    description:
+      "a node silent this long is gone: its agents' sessions and tunnels are cleared (they reconnect elsewhere)",
+    default: '5000',
+  },
+];
+
+/** Node ids become certificate names and log fields: keep them plain. */
+const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+
+/**
+ * The cluster options from `raw` (the server's flag, environment and file lookup).
+ * @example parseClusterConfig((name, def) => def, (n, r) => new Error(`${n}: ${r}`)).heartbeatMs // 1000
+ */
+export function parseClusterConfig(
+  raw: (name: string, def: string) => string,
+  fail: (name: string, rule: string) => Error,
+): ClusterConfig {
+  const get = (name: string): string => {
+    const spec = CLUSTER_OPTIONS.find((o) => o.name === name)!;
+    return raw(name, spec.default);
+  };
+  const nodeId = get('node-id');
+  if (nodeId !== '' && !NODE_ID.test(nodeId)) {
+    throw fail(
+      'node-id',
+      `'${nodeId}' must be 1-63 letters, digits, '-' or '_', starting with a letter or digit`,
+    );
+  }
+  const nodeListen = get('node-listen');
+  const listen = parseHostPort(nodeListen);
+  if (!listen) throw fail('node-listen', `'${nodeListen}' must be host:port, e.g. 10.0.0.5:4600`);
+  const nodeAdvertise = get('node-advertise');
+  if (nodeAdvertise !== '' && !parseHostPort(nodeAdvertise, { minPort: 1 })) {
+    throw fail('node-advertise', `'${nodeAdvertise}' must be host:port, e.g. 10.0.0.5:4600`);
+  }
+  const unspecified = isIP(listen.host) !== 0 && /^(0\.0\.0\.0|::)$/.test(listen.host);
+  if (unspecified && nodeAdvertise === '') {
+    throw fail(
+      'node-advertise',
+      `--node-listen ${nodeListen} listens on every address: say which one other nodes dial`,
+    );
+  }
+  const ms = (name: string, min: number, max: number): number => {
+    const text = get(name);
+    const value = Number(text);
+    if (!/^\d+$/.test(text) || value < min || value > max) {
+      throw fail(name, `'${text}' must be a whole number of milliseconds from ${min} to ${max}`);
+    }
+    return value;
+  };
+  const heartbeatMs = ms('node-heartbeat-ms', 100, 60_000);
+  const timeoutMs = ms('node-timeout-ms', 500, 600_000);
+  if (timeoutMs < 2 * heartbeatMs) {
+    throw fail(
+      'node-timeout-ms',
+      `${timeoutMs} must be at least twice --node-heartbeat-ms (${heartbeatMs}), or one late beat ends a live node`,
+    );
+  }
+  return { nodeId, nodeListen, nodeAdvertise, heartbeatMs, timeoutMs };
+}

@@ -1,0 +1,297 @@
+/**
+ * One node of a cluster on one PostgreSQL (docs/operations.md "Several nodes"): it records itself
+ * with heartbeats, forgets nodes gone quiet, keeps its own online state in the store
+ * (OnlinePresence) and other nodes' in its registry (OnlineReplica), carries commands for sessions
+ * between nodes, and passes configuration notices (edges, cloud endpoints, credentials,
+ * certificates) to whoever follows them. Traffic for other nodes' tunnels goes over NodeLinks.
+ */
+import type { Duplex } from 'node:stream';
+import { BurrowError, CODES } from '../../core/errors.js';
+import type { Logger } from '../../core/logger.js';
+import type { ClusterRepository, StoreNotice, StoreNotifications } from '../../store/index.js';
+import { connectTunnel } from '../registry/connect-tunnel.js';
+import type { ProxyInfo, TunnelRegistry } from '../registry/tunnel-registry.js';
+import type { NodeLinkRequest, NodeLinks } from './node-links.js';
+import { OnlinePresence } from './online-presence.js';
+import { OnlineReplica } from './online-replica.js';
+import type { SessionCommand } from './online-rows.js';
+
+/** Configuration topics a node may follow; each is announced after a write through the API. */
+export type ClusterTopic = 'edges' | 'cloud_endpoints' | 'credentials' | 'certificates';
+
+const ONLINE_TOPIC = 'online';
+const COMMAND_TOPIC = 'command';
+
+export interface ClusterNodeOptions {
+  nodeId: string;
+  role: 'all' | 'api' | 'edge';
+  cluster: ClusterRepository;
+  notifications: StoreNotifications;
+  registry: TunnelRegistry;
+  logger: Logger;
+  /** Edge roles: the links to other nodes. API-only nodes route no traffic and have none. */
+  links?: NodeLinks | undefined;
+  /** How often the heartbeat is written (ms). */
+  heartbeatMs: number;
+  /** A node whose heartbeat is older than this is gone: its rows are cleared (ms). */
+  timeoutMs: number;
+}
+
+interface CommandNotice {
+  to: string;
+  op: SessionCommand;
+  session: string;
+  reason?: string;
+}
+
+function isCommand(data: unknown): data is CommandNotice {
+  const d = data as Partial<CommandNotice> | null;
+  return (
+    typeof d?.to === 'string' &&
+    typeof d.session === 'string' &&
+    (d.op === 'stop' || d.op === 'restart' || d.op === 'close')
+  );
+}
+
+/**
+ * @example
+ * const node = new ClusterNode({ nodeId, role: 'all', cluster: repos.cluster, notifications, registry, logger, links, heartbeatMs: 1000, timeoutMs: 5000 });
+ * await node.start();
+ * node.follow('edges', () => edges.sync());
+ */
+export class ClusterNode {
+  readonly presence: OnlinePresence;
+  readonly replica: OnlineReplica;
+  private readonly followers = new Map<string, (() => unknown)[]>();
+  private timer: NodeJS.Timeout | undefined;
+  private beating: Promise<void> | undefined;
+  private readonly startedAt = new Date().toISOString();
+  /** Link addresses of the nodes that have one, by node id. */
+  private peers = new Map<string, string>();
+  private closed = false;
+
+  constructor(private readonly options: ClusterNodeOptions) {
+    const { nodeId, cluster, registry, logger } = options;
+    this.replica = new OnlineReplica({
+      nodeId,
+      cluster,
+      registry,
+      logger,
+      open: (node, tunnelId, info) => this.openRemote(node, tunnelId, info),
+      command: (node, op, sessionId, reason) => this.command(node, op, sessionId, reason),
+    });
+    this.presence = new OnlinePresence({
+      nodeId,
+      cluster,
+      registry,
+      logger,
+      changed: () => this.announce(ONLINE_TOPIC),
+      evict: (node, sessionId) =>
+        void this.command(node, 'close', sessionId, 'the agent resumed on another node').catch(
+          () => undefined,
+        ),
+      forgetRoute: (tunnel) => this.replica.forgetRoute(tunnel),
+    });
+  }
+
+  get id(): string {
+    return this.options.nodeId;
+  }
+
+  /** The live state this node serves and lists: its own agents and other nodes' stand-ins. */
+  get registry(): TunnelRegistry {
+    return this.options.registry;
+  }
+
+  /** Register, load the cluster's online state, and follow notices and heartbeats. */
+  async start(): Promise<void> {
+    const { cluster, notifications, nodeId, role, links } = this.options;
+    await cluster.register({
+      id: nodeId,
+      role,
+      linkAddress: links?.address ?? '',
+      startedAt: this.startedAt,
+    });
+    notifications.on('notice', this.onNotice);
+    notifications.on('resync', this.onResync);
+    if (role !== 'api') this.presence.start();
+    await this.loadPeers();
+    await this.replica.resync();
+    this.timer = setInterval(() => void this.beat(), this.options.heartbeatMs);
+    this.timer.unref();
+    this.options.logger.info({ node: nodeId, role, link: links?.address }, 'cluster node joined');
+  }
+
+  /** Run `handler` when another node announces a change of `topic` (and after a reconnect). */
+  follow(topic: ClusterTopic, handler: () => unknown): void {
+    const list = this.followers.get(topic) ?? [];
+    list.push(handler);
+    this.followers.set(topic, list);
+  }
+
+  /** Tell every node that `topic` changed (a write through this node's API). */
+  announce(topic: string, data?: unknown): void {
+    if (this.closed) return;
+    this.options.notifications
+      .notify(topic, data)
+      .catch((err: unknown) =>
+        this.options.logger.warn(
+          { topic, err: err instanceof Error ? err.message : String(err) },
+          'could not notify the other nodes; they catch up on their next reload',
+        ),
+      );
+  }
+
+  /** The link server's answer to a peer: a stream to one of this node's own tunnels. */
+  async openLocal(request: NodeLinkRequest): Promise<Duplex> {
+    const tunnel = this.options.registry.tunnel(request.tunnelId);
+    if (!tunnel || tunnel.node !== undefined) {
+      throw new BurrowError(
+        CODES.tunnelNotFound,
+        404,
+        `tunnel ${request.tunnelId} is not online on node ${this.options.nodeId}`,
+      );
+    }
+    return connectTunnel(tunnel, request.info);
+  }
+
+  /** Leave: stop beating, drop our rows (other nodes forget us at once), forget stand-ins. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.timer);
+    await this.beating;
+    const { notifications, cluster, nodeId, logger } = this.options;
+    notifications.off('notice', this.onNotice);
+    notifications.off('resync', this.onResync);
+    this.presence.close();
+    this.replica.close();
+    await this.presence.settled();
+    try {
+      await cluster.unregister(nodeId);
+      await notifications.notify(ONLINE_TOPIC);
+    } catch (err) {
+      // The others clear our rows when our heartbeat lapses.
+      logger.warn({ err: (err as Error).message }, 'could not leave the cluster cleanly');
+    }
+  }
+
+  private async openRemote(node: string, tunnelId: string, info: ProxyInfo): Promise<Duplex> {
+    const links = this.options.links;
+    // Known from the last heartbeat; a node that joined since is looked up once.
+    if (!this.peers.has(node)) await this.loadPeers();
+    const address = this.peers.get(node);
+    if (!links || !address) {
+      throw new BurrowError(
+        CODES.tunnelUnreachable,
+        502,
+        `tunnel ${tunnelId} is on node ${node}, which this node cannot reach`,
+      );
+    }
+    return links.connect({ id: node, address }, { tunnelId, info });
+  }
+
+  private async loadPeers(): Promise<void> {
+    const nodes = await this.options.cluster.nodes();
+    this.peers = new Map(
+      nodes.filter((n) => n.linkAddress !== '').map((n) => [n.id, n.linkAddress]),
+    );
+  }
+
+  private async command(
+    node: string,
+    op: SessionCommand,
+    sessionId: string,
+    reason?: string,
+  ): Promise<void> {
+    const notice: CommandNotice = {
+      to: node,
+      op,
+      session: sessionId,
+      ...(reason ? { reason } : {}),
+    };
+    await this.options.notifications.notify(COMMAND_TOPIC, notice);
+  }
+
+  private beat(): Promise<void> {
+    this.beating ??= this.beatOnce().finally(() => (this.beating = undefined));
+    return this.beating;
+  }
+
+  private async beatOnce(): Promise<void> {
+    const { cluster, nodeId, role, links, logger, timeoutMs } = this.options;
+    try {
+      if (!(await cluster.heartbeat(nodeId))) {
+        logger.warn('this node was taken for gone (paused or cut off): joining again');
+        await cluster.register({
+          id: nodeId,
+          role,
+          linkAddress: links?.address ?? '',
+          startedAt: this.startedAt,
+        });
+        this.presence.dirty = true;
+      }
+      if (this.presence.dirty) await this.presence.republish();
+      const gone = await cluster.reapLapsed(timeoutMs);
+      for (const id of gone) {
+        logger.warn({ node: id }, 'node stopped beating: its sessions and tunnels are cleared');
+        links?.forget(id);
+      }
+      if (gone.length > 0) this.announce(ONLINE_TOPIC);
+      await this.loadPeers();
+      await this.replica.resync();
+    } catch (err) {
+      if (role !== 'api') this.presence.dirty = true;
+      logger.warn({ err: (err as Error).message }, 'cluster heartbeat failed; retrying');
+    }
+  }
+
+  private readonly onNotice = (notice: StoreNotice): void => {
+    if (notice.from === this.options.nodeId) return;
+    if (notice.topic === ONLINE_TOPIC) {
+      this.replica.resync().catch((err: unknown) => this.reloadFailed(ONLINE_TOPIC, err));
+      return;
+    }
+    if (notice.topic === COMMAND_TOPIC) {
+      if (isCommand(notice.data) && notice.data.to === this.options.nodeId) this.run(notice.data);
+      return;
+    }
+    this.notify(notice.topic);
+  };
+
+  private readonly onResync = (): void => {
+    this.replica.resync().catch((err: unknown) => this.reloadFailed(ONLINE_TOPIC, err));
+    for (const topic of this.followers.keys()) this.notify(topic);
+  };
+
+  private notify(topic: string): void {
+    for (const handler of this.followers.get(topic) ?? []) {
+      Promise.resolve()
+        .then(handler)
+        .catch((err: unknown) => this.reloadFailed(topic, err));
+    }
+  }
+
+  private run(command: CommandNotice): void {
+    const session = this.options.registry.session(command.session);
+    if (!session || session.node !== undefined) return;
+    this.options.logger.info(
+      { session: session.id, op: command.op },
+      'session command from another node',
+    );
+    const done =
+      command.op === 'stop'
+        ? session.stop()
+        : command.op === 'restart'
+          ? session.restart()
+          : Promise.resolve(session.close(command.reason ?? 'closed by another node'));
+    done.catch((err: unknown) => this.reloadFailed(COMMAND_TOPIC, err));
+  }
+
+  private reloadFailed(topic: string, err: unknown): void {
+    this.options.logger.warn(
+      { topic, err: err instanceof Error ? err.message : String(err) },
+      'cluster notice could not be applied; the next reload retries',
+    );
+  }
+}
