@@ -148,7 +148,10 @@ describe('three nodes on one PostgreSQL: cross-node routing, fail-over, revocati
     const spawned = await spawnNgrokAgent({
       ...options,
       ca: readFileSync(caFile, 'utf8'),
-      session: `.handleDisconnection((addr, err) => { console.log('disconnected ' + err); return true; })`,
+      // Disconnections and Stop commands print a line the test can wait for.
+      session:
+        `.handleDisconnection((addr, err) => { console.log('disconnected ' + err); return true; })` +
+        `.handleStopCommand(() => console.log('stop command'))`,
     });
     agents.push(spawned);
     return spawned;
@@ -242,7 +245,7 @@ describe('three nodes on one PostgreSQL: cross-node routing, fail-over, revocati
     await until(async () => (await accepts(A, port)) && (await accepts(B, port)), 1000);
     expect(Date.now() - started).toBeLessThan(1000);
 
-    await agent({
+    const labeledAgent = await agent({
       addr: `${B}:${ports.agent}`,
       token: await createAuthtoken(client),
       to: `tcp://127.0.0.1:${echo.port}`,
@@ -252,6 +255,9 @@ describe('three nodes on one PostgreSQL: cross-node routing, fail-over, revocati
     for (let i = 0; i < 3; i++) expect(await tcpExchange(A, port)).toBe('ping');
     const labeled = (await sessions()).filter((s) => s.node_id === 'edge-b');
     expect(labeled).toHaveLength(1);
+    // A command sent to the API node reaches the agent on the node that holds its session.
+    expect((await client.post(`/tunnel_sessions/${labeled[0]!.id}/stop`, {})).status).toBe(204);
+    await until(() => labeledAgent.lines.includes('stop command'), 5000);
   });
 
   it('SIGKILL of edge A: its agent comes back on B with the same URL, and A is forgotten', async () => {

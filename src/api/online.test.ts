@@ -83,6 +83,7 @@ describe.each(DATABASE_KINDS)('online views: tunnel sessions, tunnels, endpoints
       region: 'local',
       started_at: '2026-01-02T03:04:05Z',
       transport: 'ngrok/2',
+      node_id: '',
     });
     const first = await api.call('GET', '/tunnel_sessions?limit=1');
     expect(first.body.tunnel_sessions.map((s: { id: string }) => s.id)).toEqual([newer.id]);

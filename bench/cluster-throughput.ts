@@ -1,0 +1,328 @@
+/**
+ * Several nodes on one PostgreSQL (issue 15): keep-alive HTTP requests per second to a tunnel held
+ * by node A, reached at A's own ingress and at node B's, which relays each connection over the
+ * node link (mutual TLS, one muxado session per pair of nodes) to A, against the local service
+ * reached directly. One run, interleaved rounds (A, B, direct, ...), so drift hits every path
+ * alike. Target: B / A >= 0.7.
+ *
+ *   npm run build && npm run bench:cluster
+ *   RUNS=3 DURATION=5 CONNECTIONS=50 npm run bench:cluster
+ *   PROFILE=1 ONLY=b npm run bench:cluster    # + CPU profiles of both nodes (`node --cpu-prof`)
+ *
+ * Processes, each with its own event loop: PostgreSQL, two `burrow server --role all` nodes (the
+ * compiled CLI, `--log-level warn`) on 127.0.0.2 (A) and 127.0.0.3 (B) with the same port numbers,
+ * the local service (a child), the Burrow SDK agent connected to A (a child), one autocannon load
+ * generator per measurement (a child) and this process, which only coordinates. CPU time of every
+ * process but the load generator is read from /proc around each measurement.
+ */
+import { mkdirSync, readdirSync } from 'node:fs';
+import { request } from 'node:http';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import autocannon from 'autocannon';
+import {
+  createApiKey,
+  freePort,
+  startBurrowServer,
+  type BurrowServer,
+} from '../test/support/server-process.js';
+import { createTestDatabase, type TestDatabase } from '../test/support/stores.js';
+import { formatSummary, summarizeProfile } from './cpu-profile.js';
+import { processCpuMs } from './edge-process.js';
+import { fmt, machine, markdownTable } from './report.js';
+import { startBulkService, type ServicePorts } from './support/bulk.js';
+import { median, type RateResult } from './support/load.js';
+import { answer, RoleProcesses, runRoles } from './support/roles.js';
+import { connectAgent, type EdgeAddress } from './support/sdk-agent.js';
+
+const RUNS = Number(process.env.RUNS ?? 3);
+const DURATION = Number(process.env.DURATION ?? 5);
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
+const PROFILE = process.env.PROFILE === '1';
+const TARGET = 0.7;
+
+const NODES = { a: '127.0.0.2', b: '127.0.0.3' } as const;
+type NodeName = keyof typeof NODES;
+type Path = 'a' | 'b' | 'direct';
+const PATHS: Path[] = ['a', 'b', 'direct'];
+/** Comma-separated paths to measure (a,b,direct); all by default. */
+const ONLY = (process.env.ONLY?.split(',') as Path[] | undefined) ?? PATHS;
+const PATH_NAMES: Record<Path, string> = {
+  a: 'node A ingress (holds the tunnel)',
+  b: 'node B ingress → node link → A',
+  direct: 'direct to the service',
+};
+
+// ---- children: the SDK agent and the load generator -------------------------------------------
+
+async function serveAgent(spec: { edge: EdgeAddress; service: number }): Promise<void> {
+  const session = await connectAgent(spec.edge);
+  const web = await session.httpEndpoint({ scheme: 'http', forward: spec.service });
+  answer({ host: new URL(web.url!).hostname });
+}
+
+interface LoadSpec {
+  ip: string;
+  port: number;
+  host: string;
+  seconds: number;
+}
+
+/** Keep-alive GETs of `/` with autocannon, CONNECTIONS at a time (a closed loop per connection). */
+async function runLoad(spec: LoadSpec): Promise<void> {
+  const r = await autocannon({
+    url: `http://${spec.ip}:${spec.port}/`,
+    headers: { host: spec.host },
+    connections: CONNECTIONS,
+    duration: spec.seconds,
+  });
+  const result: RateResult = {
+    rate: r.requests.total / (r.duration || spec.seconds),
+    p50: r.latency.p50,
+    p99: r.latency.p99,
+    errors: r.errors + r.non2xx,
+    total: r.requests.total,
+  };
+  answer(result);
+  process.exit(0);
+}
+
+// ---- the cluster and the report (this process) ------------------------------------------------
+
+const roles = new RoleProcesses(import.meta.url);
+
+interface Cluster {
+  db: TestDatabase;
+  nodes: Partial<Record<NodeName, BurrowServer>>;
+  profileDirs: Partial<Record<NodeName, string>>;
+}
+
+const cluster: Cluster = { db: undefined!, nodes: {}, profileDirs: {} };
+let cleaned: Promise<void> | undefined;
+
+/** Stop every child and node, then drop the database; safe to call more than once. */
+function cleanUp(): Promise<void> {
+  cleaned ??= (async () => {
+    roles.killAll('SIGKILL');
+    await Promise.all(Object.values(cluster.nodes).map((n) => n.stop(20_000)));
+    await cluster.db?.drop();
+  })();
+  return cleaned;
+}
+
+async function startNode(name: NodeName, ports: Record<'agent' | 'http' | 'https', number>) {
+  const ip = NODES[name];
+  const dataDir = join(cluster.db.dataDir, name);
+  mkdirSync(dataDir, { recursive: true });
+  const saved = process.env.NODE_OPTIONS;
+  if (PROFILE) {
+    const dir = join(cluster.db.dataDir, `profile-${name}`);
+    cluster.profileDirs[name] = dir;
+    // startBurrowServer passes this process's environment on (without BURROW_*).
+    process.env.NODE_OPTIONS = `${saved ?? ''} --cpu-prof --cpu-prof-dir=${dir}`.trim();
+  }
+  try {
+    cluster.nodes[name] = await startBurrowServer(
+      { dataDir, database: cluster.db.database },
+      {
+        // --log-level warn silences the "API listening" line: wait for /healthz instead.
+        discardLogs: true,
+        args: [
+          ...['--role', 'all', '--log-level', 'warn', '--node-id', `node-${name}`],
+          ...['--node-listen', `${ip}:0`, '--agent-listen', `${ip}:${ports.agent}`],
+          ...['--http-listen', `${ip}:${ports.http}`, '--https-listen', `${ip}:${ports.https}`],
+        ],
+      },
+    );
+  } finally {
+    if (PROFILE) {
+      if (saved === undefined) delete process.env.NODE_OPTIONS;
+      else process.env.NODE_OPTIONS = saved;
+    }
+  }
+  return cluster.nodes[name];
+}
+
+async function createAuthtoken(apiUrl: string, apiKey: string): Promise<string> {
+  const res = await fetch(`${apiUrl}/credentials`, {
+    method: 'POST',
+    headers: {
+      Authorization: `Bearer ${apiKey}`,
+      'Service-Version': '2',
+      'Content-Type': 'application/json',
+    },
+    body: '{}',
+  });
+  const body = (await res.json()) as { token?: string };
+  if (!body.token) throw new Error(`could not create a credential: ${JSON.stringify(body)}`);
+  return body.token;
+}
+
+/** The status of `GET /` with `Host: host` at ip:port (0 if it failed). */
+function statusOf(ip: string, port: number, host: string): Promise<number> {
+  return new Promise((resolve) => {
+    // fetch() would not send our Host header; node:http does.
+    const req = request({ host: ip, port, path: '/', headers: { host }, agent: false }, (res) => {
+      res.resume();
+      res.once('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.once('error', () => resolve(0));
+    req.end();
+  });
+}
+
+/** Resolves once `GET /` at ip:port answers 200 (B learns of A's tunnel through the store). */
+async function untilServed(ip: string, port: number, host: string, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  let status = 0;
+  while ((status = await statusOf(ip, port, host)) !== 200) {
+    if (Date.now() > deadline) {
+      throw new Error(`${host} not served at ${ip}:${port} in ${ms} ms (last status ${status})`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+interface Measured {
+  result: RateResult;
+  /** CPU ms per process over the measurement. */
+  cpu: Record<string, number>;
+}
+
+async function main(): Promise<void> {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => void cleanUp().finally(() => process.exit(130)));
+  }
+  try {
+    await measureAll();
+  } finally {
+    await cleanUp();
+  }
+}
+
+async function measureAll(): Promise<void> {
+  const load = loadavg()[0]!.toFixed(1);
+  cluster.db = await createTestDatabase('postgres');
+  const ports = { agent: await freePort(), http: await freePort(), https: await freePort() };
+  const a = await startNode('a', ports);
+  const b = await startNode('b', ports);
+  const apiKey = await createApiKey({
+    dataDir: join(cluster.db.dataDir, 'a'),
+    database: cluster.db.database,
+  });
+  const { reply: service, proc: serviceProc } = await roles.spawn<ServicePorts>('service');
+  const edge: EdgeAddress = {
+    serverAddr: `${NODES.a}:${ports.agent}`,
+    caFile: join(cluster.db.dataDir, 'a', 'ca.pem'),
+    token: await createAuthtoken(a.url, apiKey),
+  };
+  const { reply: agent, proc: agentProc } = await roles.spawn<{ host: string }>('agent', {
+    edge,
+    service: service.http,
+  });
+  await untilServed(NODES.a, ports.http, agent.host, 5000);
+  await untilServed(NODES.b, ports.http, agent.host, 10_000);
+
+  const targets: Record<Path, Omit<LoadSpec, 'seconds'>> = {
+    a: { ip: NODES.a, port: ports.http, host: agent.host },
+    b: { ip: NODES.b, port: ports.http, host: agent.host },
+    direct: { ip: '127.0.0.1', port: service.http, host: 'localhost' },
+  };
+  const pids: Record<string, number> = {
+    'node A': a.process.pid!,
+    'node B': b.process.pid!,
+    agent: agentProc.pid!,
+    service: serviceProc.pid!,
+  };
+  const measure = async (path: Path, seconds: number): Promise<Measured> => {
+    const before = Object.fromEntries(
+      Object.entries(pids).map(([k, pid]) => [k, processCpuMs(pid)]),
+    );
+    const result = await roles.start<RateResult>('load', { ...targets[path], seconds });
+    const cpu = Object.fromEntries(
+      Object.entries(pids).map(([k, pid]) => [k, processCpuMs(pid) - before[k]!]),
+    );
+    if (result.errors > 0) process.stderr.write(`${path}: ${result.errors} errors\n`);
+    return { result, cpu };
+  };
+
+  const paths = PATHS.filter((p) => ONLY.includes(p));
+  // Warm up every path (JIT, pooled tunnel streams, the node link) before anything is measured.
+  for (const path of paths) await measure(path, 1);
+  const runs: Record<Path, Measured[]> = { a: [], b: [], direct: [] };
+  for (let run = 0; run < RUNS; run++) {
+    for (const path of paths) {
+      runs[path].push(await measure(path, DURATION));
+      process.stderr.write(
+        `run ${run + 1}: ${path} ${fmt(runs[path].at(-1)!.result.rate)} req/s\n`,
+      );
+    }
+  }
+
+  const rate = (p: Path) => median(runs[p].map((m) => m.result.rate));
+  const perRequestUs = (p: Path, proc: string) =>
+    median(runs[p].map((m) => (1000 * m.cpu[proc]!) / Math.max(1, m.result.total)));
+  const cpuCell = (p: Path, proc: string) => {
+    // A process with (almost) nothing to do on a path: the column says so rather than noise.
+    const us = perRequestUs(p, proc);
+    return us < 1 ? '-' : fmt(us, 1);
+  };
+  const rows = paths.map((p) => [
+    PATH_NAMES[p],
+    fmt(rate(p)),
+    `${fmt(median(runs[p].map((m) => m.result.p50)), 1)} / ${fmt(median(runs[p].map((m) => m.result.p99)), 1)}`,
+    ...Object.keys(pids).map((proc) => cpuCell(p, proc)),
+    String(runs[p].reduce((n, m) => n + m.result.errors, 0)),
+  ]);
+  console.log(
+    `\nCluster throughput, ${machine()}; load average ${load} at the start; ` +
+      `${CONNECTIONS} keep-alive connections, ${DURATION} s per run, ` +
+      `median of ${RUNS} interleaved rounds.\n`,
+  );
+  console.log(
+    markdownTable(
+      [
+        'path',
+        'req/s',
+        'p50 / p99 ms',
+        ...Object.keys(pids).map((proc) => `${proc} CPU µs/req`),
+        'errors',
+      ],
+      rows,
+    ),
+  );
+  const ratio = (p: Path, q: Path) => {
+    const per = runs[p].map((m, i) => m.result.rate / (runs[q][i]?.result.rate ?? NaN));
+    return `${fmt(rate(p) / rate(q), 2)} (per round: ${per.map((x) => fmt(x, 2)).join(', ')})`;
+  };
+  console.log('');
+  if (paths.includes('a') && paths.includes('b')) {
+    const verdict = rate('b') / rate('a') >= TARGET ? 'met' : 'missed';
+    console.log(`B / A: ${ratio('b', 'a')}; target >= ${TARGET}: ${verdict}`);
+  }
+  if (paths.includes('a') && paths.includes('direct')) {
+    console.log(`A / direct: ${ratio('a', 'direct')}`);
+  }
+  if (paths.includes('b') && paths.includes('direct')) {
+    console.log(`B / direct: ${ratio('b', 'direct')}`);
+  }
+
+  if (PROFILE) {
+    // The profiles are written when the nodes exit.
+    await Promise.all(Object.values(cluster.nodes).map((n) => n.stop(20_000)));
+    for (const name of ['a', 'b'] as const) {
+      const dir = cluster.profileDirs[name]!;
+      const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
+      if (!file) continue;
+      console.log(`\nCPU profile of node ${name.toUpperCase()} (whole run):\n`);
+      console.log(formatSummary(summarizeProfile(join(dir, file), 25)));
+    }
+  }
+}
+
+runRoles(roles, {
+  main,
+  service: () => startBulkService().then(answer),
+  agent: (arg) => serveAgent(arg as { edge: EdgeAddress; service: number }),
+  load: (arg) => runLoad(arg as LoadSpec),
+});
