@@ -29,7 +29,7 @@ import { NOTHING_ONLINE, type ApiContext, type OnlineState } from './context.js'
 import { fieldPath, installErrorHandlers } from './error-handler.js';
 import { deeperThan } from './json-depth.js';
 import { SCHEMA_KEYWORDS } from './schemas.js';
-import { installRevocationNotice } from './revocation-notice.js';
+import { installChangeNotices } from './change-notices.js';
 import { refuseUnstorableStrings } from './storable-input.js';
 import { clientErrorHandler, frameworkErrors, installClosingGuard } from './transport-errors.js';
 import { Uris } from './uris.js';
@@ -115,7 +115,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   await installRateLimit(app, options.rateLimit);
   refuseUnstorableStrings(app);
   installAuditTrail(app, options.repos.auditEvents);
-  installRevocationNotice(app, ctx.online);
+  installChangeNotices(app, ctx.online);
 
   // An empty body counts as {} so that creates whose fields are all optional need none.
   // JSON only: any other body type (text/plain included) is refused with ERR_NGROK_216.

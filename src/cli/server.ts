@@ -159,12 +159,14 @@ export async function startServer(
               policyEvents: edge.policyEvents,
               traffic: edge.traffic,
               credentialsChanged: () => void edge!.credentialsChanged(),
+              configChanged: (topic) => edge!.configChanged(topic),
               nodeId: edge.cluster?.node.id,
             }
           : node
             ? {
                 ...onlineStateOf(node.registry),
                 credentialsChanged: () => node.announce('credentials'),
+                configChanged: (topic) => node.announce(topic),
                 nodeId: node.id,
               }
             : undefined,

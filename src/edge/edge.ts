@@ -53,6 +53,11 @@ export interface Edge {
   traffic: TrafficInspector;
   /** A credential or bot user changed in this process: close revoked sessions now. */
   credentialsChanged(): Promise<void>;
+  /**
+   * Something edges read at their reload (`edges`) or a served certificate changed through this
+   * process's API: apply it here now, and announce it to the other nodes.
+   */
+  configChanged(topic: 'edges' | 'certificates'): void;
   /** This process as a node of a cluster (a postgres:// database); undefined otherwise. */
   cluster: ClusterMembership | undefined;
   /**
@@ -278,6 +283,22 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     credentialsChanged: () => {
       member?.node.announce('credentials');
       return started.agents.revocation.checkNow();
+    },
+    configChanged: (topic) => {
+      member?.node.announce(topic);
+      if (topic === 'certificates') {
+        certificates.clear();
+        agentCertificates.refresh();
+      } else {
+        edges
+          .sync()
+          .catch((err: unknown) =>
+            logger.warn(
+              { err: (err as Error).message },
+              'edge reload failed; retrying on the timer',
+            ),
+          );
+      }
     },
     cluster: member,
     drain,

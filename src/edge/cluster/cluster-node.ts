@@ -66,6 +66,8 @@ export class ClusterNode {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
   private readonly startedAt = new Date().toISOString();
+  /** When this node last wrote its heartbeat (ms since the epoch). */
+  private lastBeat = 0;
   /** Link addresses of the nodes that have one, by node id. */
   private peers = new Map<string, string>();
   private closed = false;
@@ -112,6 +114,7 @@ export class ClusterNode {
       linkAddress: links?.address ?? '',
       startedAt: this.startedAt,
     });
+    this.lastBeat = Date.now();
     notifications.on('notice', this.onNotice);
     notifications.on('resync', this.onResync);
     if (role !== 'api') this.presence.start();
@@ -232,10 +235,13 @@ export class ClusterNode {
         this.presence.dirty = true;
       }
       if (this.presence.dirty) await this.presence.republish();
-      const gone = await cluster.reapLapsed(timeoutMs);
+      // Only a node that could beat all along judges others: after the store was away, every
+      // node's last beat is old, and the first one back must not clear the rest.
+      const steady = Date.now() - this.lastBeat < timeoutMs / 2;
+      this.lastBeat = Date.now();
+      const gone = steady ? await cluster.reapLapsed(timeoutMs) : [];
       for (const id of gone) {
         logger.warn({ node: id }, 'node stopped beating: its sessions and tunnels are cleared');
-        links?.forget(id);
       }
       if (gone.length > 0) this.announce(ONLINE_TOPIC);
       await this.loadPeers();

@@ -1,0 +1,66 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApi, type TestApi } from '../../test/support/api.js';
+
+/**
+ * The API tells the edges (and, in a cluster, every node) about a change at once: which calls
+ * announce what, and that failed calls and reads announce nothing.
+ */
+describe('change notices', () => {
+  let api: TestApi;
+  const heard: string[] = [];
+
+  beforeAll(async () => {
+    api = await createTestApi('sqlite', {
+      online: {
+        tunnelsMatching: () => [],
+        credentialsChanged: () => heard.push('credentials'),
+        configChanged: (topic) => heard.push(topic),
+      },
+    });
+  });
+  afterAll(async () => api.close());
+
+  async function heardAfter(method: string, path: string, body?: unknown): Promise<string[]> {
+    heard.length = 0;
+    const res = await api.call(method, path, body);
+    expect(res.status, JSON.stringify(res.body)).toBeLessThan(300);
+    return [...heard];
+  }
+
+  it('announces what edges read (IP policies and rules, backends) as edges', async () => {
+    const policy = await api.call('POST', '/ip_policies', { description: 'office' });
+    expect(policy.status).toBe(201);
+    expect(
+      await heardAfter('POST', '/ip_policy_rules', {
+        cidr: '10.0.0.0/8',
+        ip_policy_id: policy.body.id,
+        action: 'allow',
+      }),
+    ).toEqual(['edges']);
+    expect(
+      await heardAfter('PATCH', `/ip_policies/${policy.body.id}`, { description: 'x' }),
+    ).toEqual(['edges']);
+    expect(await heardAfter('POST', '/backends/tunnel_group', { labels: { a: 'b' } })).toEqual([
+      'edges',
+    ]);
+  });
+
+  it('announces reserved domains as certificates, and credential deletions as credentials', async () => {
+    expect(await heardAfter('POST', '/reserved_domains', { domain: 'notice.example.com' })).toEqual(
+      ['certificates'],
+    );
+    const credential = await api.call('POST', '/credentials', {});
+    expect(credential.status).toBe(201);
+    expect(await heardAfter('DELETE', `/credentials/${credential.body.id}`)).toEqual([
+      'credentials',
+    ]);
+  });
+
+  it('announces nothing for reads and refused changes', async () => {
+    expect(await heardAfter('GET', '/ip_policies')).toEqual([]);
+    heard.length = 0;
+    const refused = await api.call('POST', '/ip_policy_rules', { cidr: 'nonsense' });
+    expect(refused.status).toBe(400);
+    expect(heard).toEqual([]);
+  });
+});
