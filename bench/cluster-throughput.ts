@@ -7,7 +7,7 @@
  *
  *   npm run build && npm run bench:cluster
  *   RUNS=3 DURATION=5 CONNECTIONS=50 npm run bench:cluster
- *   PROFILE=1 ONLY=b npm run bench:cluster    # + CPU profiles of both nodes (`node --cpu-prof`)
+ *   PROFILE=1 ONLY=b npm run bench:cluster    # + CPU profiles of both nodes while measured
  *
  * Processes, each with its own event loop: PostgreSQL, two `burrow server --role all` nodes (the
  * compiled CLI, `--log-level warn`) on 127.0.0.2 (A) and 127.0.0.3 (B) with the same port numbers,
@@ -15,7 +15,7 @@
  * generator per measurement (a child) and this process, which only coordinates. CPU time of every
  * process but the load generator is read from /proc around each measurement.
  */
-import { mkdirSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { request } from 'node:http';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
@@ -40,6 +40,21 @@ const DURATION = Number(process.env.DURATION ?? 5);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const PROFILE = process.env.PROFILE === '1';
 const TARGET = 0.7;
+
+/**
+ * Loaded into each node with PROFILE=1: the first SIGUSR2 starts V8's CPU profiler, the second
+ * writes the profile to $BENCH_CPU_PROFILE, so that it covers the measured rounds only.
+ */
+const PROFILE_ON_SIGNAL =
+  'data:text/javascript,' +
+  encodeURIComponent(
+    "import { Session } from 'node:inspector'; import { writeFileSync } from 'node:fs';" +
+      'const s = new Session(); s.connect(); let on = false;' +
+      "process.on('SIGUSR2', () => { if (!on) { s.post('Profiler.enable');" +
+      " s.post('Profiler.start'); on = true; return; }" +
+      " s.post('Profiler.stop', (err, r) => { on = false;" +
+      ' if (!err) writeFileSync(process.env.BENCH_CPU_PROFILE, JSON.stringify(r.profile)); }); });',
+  );
 
 const NODES = { a: '127.0.0.2', b: '127.0.0.3' } as const;
 type NodeName = keyof typeof NODES;
@@ -94,10 +109,11 @@ const roles = new RoleProcesses(import.meta.url);
 interface Cluster {
   db: TestDatabase;
   nodes: Partial<Record<NodeName, BurrowServer>>;
-  profileDirs: Partial<Record<NodeName, string>>;
+  /** Where each node writes its CPU profile (PROFILE=1). */
+  profiles: Partial<Record<NodeName, string>>;
 }
 
-const cluster: Cluster = { db: undefined!, nodes: {}, profileDirs: {} };
+const cluster: Cluster = { db: undefined!, nodes: {}, profiles: {} };
 let cleaned: Promise<void> | undefined;
 
 /** Stop every child and node, then drop the database; safe to call more than once. */
@@ -114,12 +130,14 @@ async function startNode(name: NodeName, ports: Record<'agent' | 'http' | 'https
   const ip = NODES[name];
   const dataDir = join(cluster.db.dataDir, name);
   mkdirSync(dataDir, { recursive: true });
-  const saved = process.env.NODE_OPTIONS;
+  const saved = { options: process.env.NODE_OPTIONS, file: process.env.BENCH_CPU_PROFILE };
   if (PROFILE) {
-    const dir = join(cluster.db.dataDir, `profile-${name}`);
-    cluster.profileDirs[name] = dir;
-    // startBurrowServer passes this process's environment on (without BURROW_*).
-    process.env.NODE_OPTIONS = `${saved ?? ''} --cpu-prof --cpu-prof-dir=${dir}`.trim();
+    // `--cpu-prof` is not allowed in NODE_OPTIONS, and startBurrowServer takes no node flags;
+    // `--import` is, and startBurrowServer passes this process's environment on (not BURROW_*).
+    const file = join(cluster.db.dataDir, `node-${name}.cpuprofile`);
+    cluster.profiles[name] = file;
+    process.env.NODE_OPTIONS = `${saved.options ?? ''} --import ${PROFILE_ON_SIGNAL}`.trim();
+    process.env.BENCH_CPU_PROFILE = file;
   }
   try {
     cluster.nodes[name] = await startBurrowServer(
@@ -135,9 +153,12 @@ async function startNode(name: NodeName, ports: Record<'agent' | 'http' | 'https
       },
     );
   } finally {
-    if (PROFILE) {
-      if (saved === undefined) delete process.env.NODE_OPTIONS;
-      else process.env.NODE_OPTIONS = saved;
+    for (const [key, value] of [
+      ['NODE_OPTIONS', saved.options],
+      ['BENCH_CPU_PROFILE', saved.file],
+    ] as const) {
+      if (value === undefined) delete process.env[key];
+      else process.env[key] = value;
     }
   }
   return cluster.nodes[name];
@@ -179,6 +200,15 @@ async function untilServed(ip: string, port: number, host: string, ms: number): 
     if (Date.now() > deadline) {
       throw new Error(`${host} not served at ${ip}:${port} in ${ms} ms (last status ${status})`);
     }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Resolves once `check()` holds (polled every 100 ms); throws after `ms`. */
+async function untilTrue(check: () => boolean, ms: number): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`condition not met in ${ms} ms`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
@@ -250,6 +280,8 @@ async function measureAll(): Promise<void> {
   // Warm up every path (JIT, pooled tunnel streams, the node link) before anything is measured.
   for (const path of paths) await measure(path, 1);
   const runs: Record<Path, Measured[]> = { a: [], b: [], direct: [] };
+  const nodeProcesses = Object.values(cluster.nodes).map((n) => n.process);
+  if (PROFILE) for (const node of nodeProcesses) node.kill('SIGUSR2');
   for (let run = 0; run < RUNS; run++) {
     for (const path of paths) {
       runs[path].push(await measure(path, DURATION));
@@ -258,6 +290,7 @@ async function measureAll(): Promise<void> {
       );
     }
   }
+  if (PROFILE) for (const node of nodeProcesses) node.kill('SIGUSR2');
 
   const rate = (p: Path) => median(runs[p].map((m) => m.result.rate));
   const perRequestUs = (p: Path, proc: string) =>
@@ -322,14 +355,11 @@ async function measureAll(): Promise<void> {
   }
 
   if (PROFILE) {
-    // The profiles are written when the nodes exit.
-    await Promise.all(Object.values(cluster.nodes).map((n) => n.stop(20_000)));
     for (const name of ['a', 'b'] as const) {
-      const dir = cluster.profileDirs[name]!;
-      const file = readdirSync(dir).find((f) => f.endsWith('.cpuprofile'));
-      if (!file) continue;
-      console.log(`\nCPU profile of node ${name.toUpperCase()} (whole run):\n`);
-      console.log(formatSummary(summarizeProfile(join(dir, file), 25)));
+      const file = cluster.profiles[name]!;
+      await untilTrue(() => existsSync(file), 10_000);
+      console.log(`\nCPU profile of node ${name.toUpperCase()} over the measured rounds:\n`);
+      console.log(formatSummary(summarizeProfile(file, 25)));
     }
   }
 }

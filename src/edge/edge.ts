@@ -135,6 +135,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     metrics,
     policyEvents,
     logger,
+    // Hostports listen like the ingress's TCP ports (caps, PROXY header); they open after it.
+    front: (server, socketOptions) => ingress?.tcpFront(server, socketOptions) ?? server,
   });
 
   let agents: AgentListener | undefined;

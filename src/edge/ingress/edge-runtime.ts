@@ -7,7 +7,7 @@
  */
 import { longestWildcard } from '../../core/hostname.js';
 import { parseHostPort } from '../../core/host-port.js';
-import { createServer, type Server, type Socket } from 'node:net';
+import { createServer, type Server, type ServerOpts, type Socket } from 'node:net';
 import type { Logger } from '../../core/logger.js';
 import type { PolicyEventLog } from '../../policy/events.js';
 import type { Repositories } from '../../store/index.js';
@@ -33,6 +33,11 @@ export interface EdgeRuntimeOptions {
   logger?: Logger | undefined;
   syncIntervalMs?: number | undefined;
   connectTimeoutMs?: number | undefined;
+  /**
+   * What hostport listeners listen through (the ingress's `tcpFront`: connection caps and the
+   * PROXY header behind a load balancer); default: the plain server.
+   */
+  front?: ((server: Server, socketOptions: ServerOpts) => Server) | undefined;
   random?: (() => number) | undefined;
 }
 
@@ -252,9 +257,10 @@ export class EdgeRuntime {
   }
 
   private openListener(port: number): void {
-    const server = createServer(INGRESS_SOCKET_OPTIONS, (socket) =>
+    const inner = createServer(INGRESS_SOCKET_OPTIONS, (socket) =>
       this.onTcpConnection(port, socket),
     );
+    const server = this.options.front?.(inner, INGRESS_SOCKET_OPTIONS) ?? inner;
     const listener: TcpListener = { server, ready: Promise.resolve(), failed: false };
     // A hostport that comes back while its old listener is still closing waits for the port.
     const free = this.closing.get(port) ?? Promise.resolve();

@@ -52,6 +52,11 @@ export interface Ingress {
   httpsAddress: string;
   /** TCP endpoints: which ports listen, and waiting for one to be ready. */
   tcp: Pick<TcpIngress, 'ports' | 'listening'>;
+  /**
+   * What a TCP port of the ingress listens through: the connection caps and, behind a load
+   * balancer (`--ingress-proxy-protocol 1`), the PROXY header reader. TCP edges' hostports use it.
+   */
+  tcpFront(server: Server, socketOptions?: ServerOpts): Server;
   /** Stop now: listeners closed, every open connection cut. */
   close(): Promise<void>;
   /**
@@ -125,6 +130,10 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
           socketOptions,
         })
       : server;
+  const tcpFront = (server: Server, socketOptions?: ServerOpts): Server => {
+    gateConnections(server, gate, refusals);
+    return front(server, socketOptions);
+  };
   const tcp = new TcpIngress({
     registry,
     meters,
@@ -132,10 +141,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
     // Each TCP endpoint port gets the ingress's connection caps, like the HTTP and HTTPS ports.
-    front: (server, socketOptions) => {
-      gateConnections(server, gate, refusals);
-      return front(server, socketOptions);
-    },
+    front: (server, socketOptions) => tcpFront(server, socketOptions),
   });
   const onRemoved = (tunnel: OnlineTunnel): void => {
     http.tunnelRemoved(tunnel);
@@ -196,5 +202,5 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     return drained;
   };
 
-  return { httpAddress, httpsAddress, tcp, close, drain };
+  return { httpAddress, httpsAddress, tcp, tcpFront, close, drain };
 }

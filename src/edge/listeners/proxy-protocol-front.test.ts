@@ -16,6 +16,12 @@ import {
   type TestIngress,
 } from '../../../test/support/ingress.js';
 import { startCountingUpstream } from '../../../test/support/tcp-upstreams.js';
+import { createTestRepositories } from '../../../test/support/api.js';
+import { edgeFixtures } from '../../../test/support/edge-fixtures.js';
+import { labeledFake } from '../../../test/support/edge-traffic.js';
+import { createTestDatabase } from '../../../test/support/stores.js';
+import { openStore } from '../../store/index.js';
+import { EdgeRuntime } from '../ingress/edge-runtime.js';
 
 /** Send `prefix` and a GET for `host` in one write; the raw reply, '' when the server hung up. */
 async function exchange(socket: Socket | TLSSocket, host: string, prefix = ''): Promise<string> {
@@ -136,6 +142,46 @@ describe('ingress with --ingress-proxy-protocol 1', () => {
     } finally {
       t.registry.removeTunnel(tcp.id);
       await counter.close();
+    }
+  });
+
+  it('TCP edge hostports too: the agent sees the client the header names', async () => {
+    const db = await createTestDatabase('sqlite');
+    const store = await openStore({ database: db.database, dataDir: db.dataDir });
+    const repos = createTestRepositories(store);
+    const counter = await startCountingUpstream();
+    const runtime = new EdgeRuntime({
+      repos,
+      registry: t.registry,
+      certificates: { certificateFor: () => Promise.reject(new Error('no TLS edges here')) },
+      bindHost: '127.0.0.1',
+      front: (server, options) => t.ingress.tcpFront(server, options),
+    });
+    const tunnel = labeledFake({ edge: 'pp' }, () => counter.port);
+    try {
+      const port = await freePort();
+      const { addr } = await edgeFixtures(store).reservedAddr(port);
+      const edge = await repos.edges.create('tcp', { hostports: [addr] });
+      const backend = await repos.backends.tunnelGroups.create({ labels: { edge: 'pp' } });
+      await repos.edges.setModule('tcp', edge.id, 'backend', { backend_id: backend.id });
+      t.registry.addTunnel(tunnel);
+      await runtime.start();
+      await runtime.listening(port);
+      const socket = await dial(port);
+      socket.write(Buffer.concat([v2Header([192, 0, 2, 77], 6000), Buffer.alloc(10)]));
+      socket.end();
+      let text = '';
+      socket.setEncoding('utf8').on('data', (c: string) => (text += c));
+      await once(socket, 'end');
+      // The header was read, not relayed: the service got the 10 bytes after it.
+      expect(text).toBe('received 10');
+      expect(tunnel.connects.at(-1)?.clientAddr).toBe('192.0.2.77:6000');
+    } finally {
+      t.registry.removeTunnel(tunnel.id);
+      await runtime.close();
+      await counter.close();
+      await store.close();
+      await db.drop();
     }
   });
 });
