@@ -27,7 +27,7 @@ import { ClusterNode } from './cluster-node.js';
 import { NodeLinks } from './node-links.js';
 import { RemoteTunnel } from './online-rows.js';
 
-const logger = createLogger('silent');
+const logger = createLogger(process.env.DBG ? 'info' : 'silent');
 /** Beats often and forgets a node quiet for 1 s, so reaping is seen in a test. */
 const FAST = { heartbeatMs: 200, timeoutMs: 1000 };
 /** No heartbeat within a test, no reaping: only notices (or the test) move the state. */
@@ -219,9 +219,8 @@ async function standInAt(n: TestNode, hostname: string, node: string): Promise<O
 function exchange(stream: Duplex, text: string): Promise<string> {
   return new Promise((resolve, reject) => {
     let got = '';
-    stream.setEncoding('utf8');
-    stream.on('data', (chunk: string) => {
-      got += chunk;
+    stream.on('data', (chunk: Buffer) => {
+      got += chunk.toString();
       if (got.length >= text.length) resolve(got);
     });
     stream.once('error', reject);

@@ -20,6 +20,8 @@ import type { SessionCommand } from './online-rows.js';
 export type ClusterTopic = 'edges' | 'cloud_endpoints' | 'credentials' | 'certificates';
 
 const ONLINE_TOPIC = 'online';
+/** Heartbeats between two full reloads of the cluster's online state. */
+const RELOAD_EVERY_BEATS = 5;
 const COMMAND_TOPIC = 'command';
 
 export interface ClusterNodeOptions {
@@ -66,6 +68,7 @@ export class ClusterNode {
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
   private readonly startedAt = new Date().toISOString();
+  private beatsSinceReload = 0;
   /** When this node last wrote its heartbeat (ms since the epoch). */
   private lastBeat = 0;
   /** Link addresses of the nodes that have one, by node id. */
@@ -245,7 +248,12 @@ export class ClusterNode {
       }
       if (gone.length > 0) this.announce(ONLINE_TOPIC);
       await this.loadPeers();
-      await this.replica.resync();
+      // Notices carry every change; the full reload is the safety net for a missed one, so it
+      // runs every few seconds rather than on every beat (it reads every online row).
+      if (gone.length > 0 || ++this.beatsSinceReload >= RELOAD_EVERY_BEATS) {
+        this.beatsSinceReload = 0;
+        await this.replica.resync();
+      }
     } catch (err) {
       if (role !== 'api') this.presence.dirty = true;
       logger.warn({ err: (err as Error).message }, 'cluster heartbeat failed; retrying');

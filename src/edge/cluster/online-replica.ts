@@ -2,7 +2,7 @@
  * Other nodes' sessions and tunnels in this node's registry, as stand-ins (RemoteSession,
  * RemoteTunnel) loaded from the store: so the ingress routes to them, edges balance over them,
  * bind planning avoids their names, and the API lists them, all with the code that serves this
- * node's own. Reloaded when a node announces a change (LISTEN/NOTIFY) and on every heartbeat, so
+ * node's own. Reloaded when a node announces a change (LISTEN/NOTIFY) and every fifth heartbeat, so
  * a missed notice heals itself.
  */
 import type { Duplex } from 'node:stream';
