@@ -455,6 +455,9 @@ describe('ClusterNode', () => {
       })
     ).destroy();
     expect(b.links.linkCount).toBe(1);
+    const orig = b.links.forget.bind(b.links);
+    b.links.forget = (id: string) => { console.log('DBG forget', Date.now(), id, new Error().stack); orig(id); };
+    b.registry.on('tunnel-removed', (t: OnlineTunnel) => console.log('DBG removed', Date.now(), t.id, new Error().stack));
 
     await until(
       'B forgets A',
@@ -466,6 +469,10 @@ describe('ClusterNode', () => {
     const nodes = await repos[1].cluster.nodes();
     expect(nodes.map((n) => n.id)).toEqual([b.id]);
     expect((await repos[1].cluster.online()).sessions).toEqual([]);
+    const l = b.links as unknown as { links: Map<string, Set<unknown>> };
+    console.log('DBG', Date.now(), [...l.links.keys()], a.id);
+    await new Promise((r) => setTimeout(r, 500));
+    console.log('DBG2', Date.now(), [...l.links.keys()], a.id);
     expect(b.links.linkCount).toBe(0);
   });
 

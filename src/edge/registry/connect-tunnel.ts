@@ -5,7 +5,7 @@
 import type { Duplex } from 'node:stream';
 import { BurrowError, CODES } from '../../core/errors.js';
 import { formatHostPort } from '../../core/host-port.js';
-import type { OnlineTunnel, ProxyInfo } from './tunnel-registry.js';
+import { trackStream, type OnlineTunnel, type ProxyInfo } from './tunnel-registry.js';
 
 /** Default wait for `tunnel.connect()` before the public side is answered with an error. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -66,8 +66,12 @@ export function connectTunnel(
     pending.then(
       (stream) => {
         clearTimeout(timer);
-        if (settled) stream.destroy();
-        else resolve(stream);
+        if (settled) {
+          stream.destroy();
+        } else {
+          trackStream(tunnel, stream);
+          resolve(stream);
+        }
       },
       (err: unknown) => {
         clearTimeout(timer);

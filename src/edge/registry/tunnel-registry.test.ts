@@ -1,8 +1,13 @@
-import type { Duplex } from 'node:stream';
+import { PassThrough, type Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { parseCloudEndpointUrl } from '../binds/cloud-endpoint-url.js';
 import { internalOnline, MAX_FORWARD_HOPS, resolveInternal } from './internal-routing.js';
-import { TunnelConflictError, TunnelRegistry, type OnlineTunnel } from './tunnel-registry.js';
+import {
+  trackStream,
+  TunnelConflictError,
+  TunnelRegistry,
+  type OnlineTunnel,
+} from './tunnel-registry.js';
 
 let n = 0;
 function tunnel(where: Partial<OnlineTunnel>): OnlineTunnel {
@@ -37,6 +42,28 @@ describe('TunnelRegistry pools and internal endpoints', () => {
     expect(Array.from({ length: 5 }, () => registry.pick(after).id)).toEqual(Array(5).fill(b.id));
     registry.removeTunnel(b.id);
     expect(registry.byHost('app.example.com')).toBeUndefined();
+  });
+
+  it("sends a pool's next connection to the member with the fewest open streams", async () => {
+    const registry = new TunnelRegistry();
+    const [a, b, c] = [1, 2, 3].map(() => tunnel({ hostname: 'lc.example.com', pooling: true }));
+    for (const t of [a!, b!, c!]) registry.addTunnel(t);
+    const head = registry.byHost('lc.example.com')!;
+    // a holds two long connections, b one: new ones go to c until it has as many as b.
+    const streams = [new PassThrough(), new PassThrough(), new PassThrough()];
+    trackStream(a!, streams[0]!);
+    trackStream(a!, streams[1]!);
+    trackStream(b!, streams[2]!);
+    expect(registry.pick(head).id).toBe(c!.id);
+    trackStream(c!, new PassThrough());
+    // b and c tie at one: round robin between them, never a.
+    const picks = new Set(Array.from({ length: 4 }, () => registry.pick(head).id));
+    expect(picks).toEqual(new Set([b!.id, c!.id]));
+    // a's connections close: it is the least busy again.
+    streams[0]!.destroy();
+    streams[1]!.destroy();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(registry.pick(head).id).toBe(a!.id);
   });
 
   it('refuses a second tunnel unless both pool, naming the holder and its session', () => {

@@ -102,6 +102,19 @@ export interface OnlineTunnel {
   connect(info: ProxyInfo): Promise<Duplex>;
 }
 
+/** Streams open now per tunnel (see trackStream): pooled endpoints go to the least busy member. */
+const openStreams = new WeakMap<OnlineTunnel, number>();
+
+/**
+ * Count `stream` against `tunnel` until it closes; `pick` sends a pool's next connection to the
+ * member with the fewest. connectTunnel calls it for every stream it hands out.
+ * @example trackStream(tunnel, await tunnel.connect(info));
+ */
+export function trackStream(tunnel: OnlineTunnel, stream: Duplex): void {
+  openStreams.set(tunnel, (openStreams.get(tunnel) ?? 0) + 1);
+  stream.once('close', () => openStreams.set(tunnel, (openStreams.get(tunnel) ?? 1) - 1));
+}
+
 /** Why a tunnel cannot be added. */
 export class TunnelConflictError extends Error {
   constructor(
@@ -274,8 +287,9 @@ export class TunnelRegistry extends EventEmitter {
   }
 
   /**
-   * The member of `tunnel`'s pool that serves the next request or connection, round robin; the
-   * tunnel itself when it does not pool. A removed member is out of the pool at once.
+   * The member of `tunnel`'s pool that serves the next request or connection: the one with the
+   * fewest open streams, round robin among equals; the tunnel itself when it does not pool. A
+   * removed member is out of the pool at once.
    * @example const target = registry.pick(registry.byHost(host)!);
    */
   pick(tunnel: OnlineTunnel): OnlineTunnel {
@@ -285,8 +299,20 @@ export class TunnelRegistry extends EventEmitter {
     const key = poolKey(tunnel);
     const pool = key === undefined ? undefined : this.pools.get(key);
     if (!pool || pool.members.length < 2) return tunnel;
-    pool.next = (pool.next + 1) % pool.members.length;
-    return pool.members[pool.next]!;
+    // Least connections; among equals, the next one after the last pick (round robin).
+    const n = pool.members.length;
+    let best = (pool.next + 1) % n;
+    let least = Infinity;
+    for (let step = 1; step <= n; step++) {
+      const at = (pool.next + step) % n;
+      const load = openStreams.get(pool.members[at]!) ?? 0;
+      if (load < least) {
+        least = load;
+        best = at;
+      }
+    }
+    pool.next = best;
+    return pool.members[best]!;
   }
 
   /** Every online member of the pool that `tunnel` belongs to (itself alone without pooling). */
