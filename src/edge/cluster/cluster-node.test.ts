@@ -27,7 +27,7 @@ import { ClusterNode } from './cluster-node.js';
 import { NodeLinks } from './node-links.js';
 import { RemoteTunnel } from './online-rows.js';
 
-const logger = createLogger(process.env.DBG ? 'info' : 'silent');
+const logger = createLogger('silent');
 /** Beats often and forgets a node quiet for 1 s, so reaping is seen in a test. */
 const FAST = { heartbeatMs: 200, timeoutMs: 1000 };
 /** No heartbeat within a test, no reaping: only notices (or the test) move the state. */
@@ -96,15 +96,15 @@ async function startNode(
     from: id,
     onError: () => undefined,
   });
-  let node: ClusterNode | undefined;
   const links = await NodeLinks.start({
     nodeId: id,
     credentials: await nodeCredentials(r.settings, id),
     listen: '127.0.0.1:0',
     logger,
-    open: (request) => node!.openLocal(request),
+    // Called only once the node below exists (a peer asks for a tunnel).
+    open: (request) => node.openLocal(request),
   });
-  node = new ClusterNode({
+  const node = new ClusterNode({
     nodeId: id,
     role: 'all',
     cluster: r.cluster,
@@ -119,17 +119,16 @@ async function startNode(
     : undefined;
   node.replica.policies = policies;
   await node.start();
-  const started = node;
   const test: TestNode = {
     id,
     registry,
-    node: started,
+    node,
     links,
     notifications,
     repos: r,
     policies,
     async close() {
-      await started.close();
+      await node.close();
       await links.close();
       await notifications.close();
       policies?.close();
@@ -455,9 +454,6 @@ describe('ClusterNode', () => {
       })
     ).destroy();
     expect(b.links.linkCount).toBe(1);
-    const orig = b.links.forget.bind(b.links);
-    b.links.forget = (id: string) => { console.log('DBG forget', Date.now(), id, new Error().stack); orig(id); };
-    b.registry.on('tunnel-removed', (t: OnlineTunnel) => console.log('DBG removed', Date.now(), t.id, new Error().stack));
 
     await until(
       'B forgets A',
@@ -469,10 +465,6 @@ describe('ClusterNode', () => {
     const nodes = await repos[1].cluster.nodes();
     expect(nodes.map((n) => n.id)).toEqual([b.id]);
     expect((await repos[1].cluster.online()).sessions).toEqual([]);
-    const l = b.links as unknown as { links: Map<string, Set<unknown>> };
-    console.log('DBG', Date.now(), [...l.links.keys()], a.id);
-    await new Promise((r) => setTimeout(r, 500));
-    console.log('DBG2', Date.now(), [...l.links.keys()], a.id);
     expect(b.links.linkCount).toBe(0);
   });
 

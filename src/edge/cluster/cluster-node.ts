@@ -245,6 +245,7 @@ export class ClusterNode {
       const gone = steady ? await cluster.reapLapsed(timeoutMs) : [];
       for (const id of gone) {
         logger.warn({ node: id }, 'node stopped beating: its sessions and tunnels are cleared');
+        links?.forget(id);
       }
       if (gone.length > 0) this.announce(ONLINE_TOPIC);
       await this.loadPeers();

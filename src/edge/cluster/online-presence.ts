@@ -61,6 +61,8 @@ export class OnlinePresence implements TunnelClaims {
     registry.on('session-added', this.onSessionAdded);
     registry.on('session-removed', this.onSessionRemoved);
     registry.on('tunnel-removed', this.onTunnelRemoved);
+    // Agents that connected before the node started following the registry.
+    for (const session of registry.listSessions()) this.onSessionAdded(session);
   }
 
   close(): void {
@@ -87,6 +89,9 @@ export class OnlinePresence implements TunnelClaims {
       this.options.nodeId,
       credentialId,
       policySourceOf(policy, tunnel.proto),
+      // The bind attaches `policy` to the tunnel only after this claim: show its text already,
+      // as the tunnel will once attached ('' is no policy of the agent's own).
+      policy === undefined ? tunnel.trafficPolicy : policy.text === '' ? undefined : policy.text,
     );
     const result = await this.queue(tunnel.sessionId, () =>
       this.options.cluster.claimTunnel(row, { takeoverFrom }),

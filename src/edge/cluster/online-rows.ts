@@ -75,12 +75,16 @@ export function sessionRow(session: OnlineSession, nodeId: string): OnlineSessio
   };
 }
 
-/** The row of one of this node's tunnels, with the policy source that runs on it. */
+/**
+ * The row of one of this node's tunnels, with the policy source that runs on it and the policy
+ * text the API shows (the tunnel's own, unless given: a bind attaches it after the claim).
+ */
 export function tunnelRow(
   tunnel: OnlineTunnel,
   nodeId: string,
   credentialId: string,
   policySource: string | undefined,
+  trafficPolicy: string | undefined = tunnel.trafficPolicy,
 ): OnlineTunnelRow {
   const data: TunnelData = {
     credentialId,
@@ -96,7 +100,7 @@ export function tunnelRow(
     startedAt: tunnel.startedAt,
     domainId: tunnel.domainId,
     addrId: tunnel.addrId,
-    trafficPolicy: tunnel.trafficPolicy,
+    trafficPolicy,
     policySource,
   };
   return {
