@@ -137,6 +137,11 @@ export async function startServer(
       const apiLogger = logger.child({ component: 'api' });
       // Counted in the edge's /metrics when this process runs one; logged either way.
       const apiRefusals = new RefusalLog(apiLogger, edge?.metrics);
+      if (!edge && !cluster) {
+        apiLogger.warn(
+          'an API-only process on SQLite lists no agents: tunnel sessions, tunnels and endpoints live in the edge process; run the processes on one PostgreSQL (docs/operations.md "Several nodes") to see them',
+        );
+      }
       if (!edge && cluster) {
         const registry = new TunnelRegistry();
         apiNode = await joinCluster({ settings: cluster, repos, registry, logger, role: 'api' });

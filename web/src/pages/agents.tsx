@@ -11,6 +11,8 @@ export interface TunnelSession {
   os: string;
   started_at: string;
   transport: string;
+  /** The cluster node holding the session; '' on a single node. */
+  node_id?: string;
 }
 
 export interface Tunnel {
@@ -103,6 +105,14 @@ export function AgentsPage() {
                       <When iso={s.started_at} />
                     </dd>
                   </div>
+                  {s.node_id ? (
+                    <div>
+                      <dt>Node</dt>
+                      <dd>
+                        <code>{s.node_id}</code>
+                      </dd>
+                    </div>
+                  ) : null}
                 </dl>
                 {mine.length === 0 ? (
                   <p className="muted">No tunnels.</p>
