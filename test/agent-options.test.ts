@@ -12,13 +12,15 @@ import {
   startEdgeServer,
 } from './support/edge-listeners.js';
 import type { BurrowServer } from './support/server-process.js';
+import { LoginClient } from './support/login-client.js';
 import { connectNgrok } from './support/ngrok-agents.js';
+import { startTestIdp } from './support/oidc-idp.js';
 
 /**
  * The bind options of the unmodified @ngrok/ngrok SDK, set through its own builder, against a real
  * `burrow server` process, with curl as the public client: each option is enforced by the edge
- * (401, 403, headers, gzip, 503, webhook signatures), and the one still not supported is refused
- * at bind with its code.
+ * (401, 403, headers, gzip, 503, webhook signatures, an OIDC login at a real identity provider),
+ * and the ones still not supported are refused at bind with their code.
  */
 
 /** What the upstream saw: its request headers and the SHA-256 of the body, as JSON. */
@@ -163,12 +165,47 @@ describe('@ngrok/ngrok bind options enforced by a burrow server process', () => 
     expect(res.body.headers['x-env']).toBe('dev');
   });
 
+  it('oidc: a browser login at the identity provider, then only the allowed emails get through', async () => {
+    const host = 'oidc-e2e.burrow.test';
+    const base = `https://${host}:${ports.https}`;
+    const idp = await startTestIdp({
+      redirectUris: [`${base}/ngrok/callback`, `https://${host}/ngrok/callback`],
+      emailDomain: (login) => (login === 'mallory' ? 'evil.test' : 'example.com'),
+    });
+    try {
+      const url = await forward(
+        endpoint()
+          .domain(host)
+          .oidc(idp.issuer, idp.clientId, idp.clientSecret, undefined, ['example.com']),
+      );
+      const origin = new URL(url).port === '' ? `https://${host}` : base;
+      const client = () =>
+        new LoginClient((u) =>
+          u.hostname === host ? { port: ports.https, ca: caPem } : undefined,
+        );
+      // Without a session: to the provider, the service never asked.
+      expect((await curlUrl(url, '/')).status).toBe(302);
+      const alice = client();
+      const hops = await alice.login(`${origin}/page`, 'alice');
+      const last = hops.at(-1)!;
+      expect(last.status).toBe(200);
+      expect(last.url).toBe(`${origin}/page`);
+      const seen = JSON.parse(last.body) as { headers: Record<string, string> };
+      expect(seen.headers.cookie ?? '').not.toContain('burrow_oidc');
+      const mallory = client();
+      expect((await mallory.login(`${origin}/`, 'mallory')).at(-1)!.status).toBe(403);
+    } finally {
+      await idp.close();
+    }
+  });
+
   it('refuses an option it cannot enforce yet with its code and the reason, and bad values with the option named', async () => {
     const oidc = await endpoint()
       .oidc('https://id.burrow.test', 'client', 'secret')
+      .mutualTlsca(Buffer.from(caPem))
       .listen()
       .catch((err: unknown) => err as { errorCode?: string; message: string });
-    expect(oidc).toMatchObject({ message: expect.stringMatching(/Opts\.OIDC.*login flow/) });
+    expect(oidc).toMatchObject({ message: expect.stringMatching(/Opts\.MutualTLSCA/) });
     expect(String((oidc as { message: string }).message)).toMatch(/ERR_BURROW_UNSUPPORTED_OPTION/);
     const badCidr = await endpoint()
       .allowCidr('10.0.0.300/8')

@@ -112,10 +112,8 @@ describe.each(DATABASE_KINDS)('@ngrok/ngrok against the agent listener (%s)', (k
     const open = await connect(await edge.token());
     const notReserved = await refusalOf(open.httpEndpoint().domain('x.example.org').listen());
     expect(notReserved.errorCode).toBe('ERR_NGROK_319');
-    const oidc = await refusalOf(
-      open.httpEndpoint().oidc('https://id.example.com', 'client', 'secret').listen(),
-    );
-    expect(oidc.message).toMatch(/OIDC is not supported/);
+    const mtls = await refusalOf(open.httpEndpoint().mutualTlsca(Buffer.from('not a CA')).listen());
+    expect(mtls.message).toMatch(/MutualTLSCA is not supported/);
     const policy = await refusalOf(
       open
         .httpEndpoint()

@@ -22,8 +22,12 @@ import {
   writeAgentConfig,
 } from './agent-config.js';
 import { registerAddCa, trustOptions } from './ca-config.js';
-
-type TunnelProto = 'http' | 'tcp' | 'tls';
+import {
+  addEndpointFlags,
+  endpointTrafficPolicy,
+  type EndpointFlags,
+  type TunnelProto,
+} from './endpoint-flags.js';
 
 interface AddAuthtokenFlags {
   server?: string;
@@ -32,7 +36,7 @@ interface AddAuthtokenFlags {
   config?: string;
 }
 
-interface TunnelFlags {
+interface TunnelFlags extends EndpointFlags {
   domain?: string;
   addr?: string;
   policyFile?: string;
@@ -66,10 +70,10 @@ function describeError(err: unknown): string {
   return describeConnectError(err, CLI_HINTS);
 }
 
-function readPolicyFile(path: string | undefined): string | undefined {
+function readPolicyFile(path: string | undefined): { path: string; text: string } | undefined {
   if (path === undefined) return undefined;
   try {
-    return readFileSync(path, 'utf8');
+    return { path, text: readFileSync(path, 'utf8') };
   } catch (err) {
     throw new Error(`cannot read the policy file ${path}: ${(err as Error).message}`);
   }
@@ -106,7 +110,8 @@ export async function runTunnel(
   env: NodeJS.ProcessEnv = process.env,
 ): Promise<number> {
   parseLocalAddress(target); // a bad target fails before anything is dialled
-  const trafficPolicy = readPolicyFile(flags.policyFile);
+  // The endpoint flags' rules, then the policy file's, checked before anything is dialled.
+  const trafficPolicy = endpointTrafficPolicy(flags, proto, readPolicyFile(flags.policyFile));
   const settings = resolveTunnelSettings(
     flags,
     env,
@@ -195,8 +200,12 @@ export function registerTunnelCommands(program: Command): void {
     if (proto === 'tcp')
       cmd.option('--addr <host:port>', 'a reserved TCP address (default: random port)');
     else cmd.option('--domain <name>', 'the name to serve (default: a random name)');
+    addEndpointFlags(cmd, proto);
     addConnectionOptions(
-      cmd.option('--policy-file <file>', 'traffic policy document (YAML or JSON) for the endpoint'),
+      cmd.option(
+        '--policy-file <file>',
+        'traffic policy document (YAML or JSON) for the endpoint; its rules run after those of the flags above',
+      ),
     ).action(async (target: string, flags: TunnelFlags) => {
       const code = await runTunnel(proto, target, flags, {
         out: process.stdout,

@@ -86,7 +86,9 @@ export function resolveAction(type: string, where: string, field: string): Actio
     const best = supported
       .map((t) => [t, distance(lower, t)] as const)
       .sort((x, y) => x[1] - y[1])[0]!;
-    const guess = best[1] <= 3 ? `; did you mean '${best[0]}'?` : '';
+    // ngrok's docs file openid-connect under /actions/oidc; the type is openid-connect.
+    const hint = lower === 'oidc' ? 'openid-connect' : best[1] <= 3 ? best[0] : undefined;
+    const guess = hint !== undefined ? `; did you mean '${hint}'?` : '';
     problem = `unknown action type '${type}'${guess}`;
   }
   throw new ValidationError(

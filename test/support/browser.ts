@@ -14,10 +14,11 @@ export interface TestBrowser {
 
 /**
  * Start headless Chromium with a fresh user-data-dir: nothing from a developer's profile, no
- * network of its own (no sync, updates or background fetches).
+ * network of its own (no sync, updates or background fetches). `args` go to Chromium too (e.g.
+ * `--host-resolver-rules=MAP app.burrow.test 127.0.0.1`).
  * @example const browser = await launchBrowser(); const page = await browser.context.newPage();
  */
-export async function launchBrowser(): Promise<TestBrowser> {
+export async function launchBrowser(args: readonly string[] = []): Promise<TestBrowser> {
   const profile = mkdtempSync(join(tmpdir(), 'burrow-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
@@ -29,6 +30,7 @@ export async function launchBrowser(): Promise<TestBrowser> {
       '--disable-component-update',
       '--disable-sync',
       '--no-first-run',
+      ...args,
     ],
     viewport: { width: 1280, height: 860 },
   });

@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { bindPolicy } from '../../../test/support/policy-fixtures.js';
+import { cookieKey, seal } from '../../policy/actions/auth-cookies.js';
 import type { AgentError } from './agent-errors.js';
 import { optionRules } from './bind-option-rules.js';
 import { mergedPolicyText } from './bind-traffic-policy.js';
@@ -112,5 +114,134 @@ describe('optionRules', () => {
       ),
     ) as Record<string, Array<{ name: string }>>;
     expect(merged.on_http_request!.map((r) => r.name)).toEqual(['Opts.BasicAuth', 'mine']);
+  });
+
+  it('enforces OIDC as the openid-connect action, with a deny rule for its allow lists', () => {
+    const rules = optionRules(
+      {
+        OIDC: {
+          issuer_url: 'https://id.burrow.test',
+          client_id: 'app',
+          client_secret: 'the-client-secret',
+          scopes: ['groups'],
+          allow_emails: ['Alice@Example.com'],
+          allow_domains: ['corp.example'],
+        },
+        OAuth: null,
+      },
+      undefined,
+      'https',
+    )!;
+    expect(rules.on_http_request).toEqual([
+      {
+        name: 'Opts.OIDC',
+        expressions: [],
+        actions: [
+          {
+            type: 'openid-connect',
+            config: {
+              issuer_url: 'https://id.burrow.test',
+              client_id: 'app',
+              client_secret: 'the-client-secret',
+              scopes: ['groups'],
+            },
+          },
+        ],
+      },
+      {
+        name: 'Opts.OIDC allow list',
+        expressions: [
+          '!(actions.ngrok.oidc.identity.email.lowerAscii() in ["alice@example.com"] || actions.ngrok.oidc.identity.email.lowerAscii().endsWith("@corp.example"))',
+        ],
+        actions: [{ type: 'deny', config: { status_code: 403 } }],
+      },
+    ]);
+  });
+
+  it('lets the allow list decide by the email of the session', async () => {
+    const rules = optionRules(
+      {
+        OIDC: {
+          issuer_url: 'https://id.burrow.test',
+          client_id: 'app',
+          client_secret: 'the-client-secret',
+          allow_emails: ['alice@example.com'],
+          allow_domains: ['@corp.example'],
+        },
+      },
+      undefined,
+      'https',
+    )!;
+    const { runner } = bindPolicy(mergedPolicyText(rules, undefined, 'https'), 'https');
+    // The session cookie every node of the edge would have set after a login.
+    const key = cookieKey(
+      'the-client-secret',
+      'openid-connect\nhttps://id.burrow.test/\napp\noidc',
+    );
+    const status = async (email: string) => {
+      const now = Date.now();
+      const session = { sub: 's', email, name: '', iat: now, seen: now, exp: now + 60_000 };
+      const d = await runner.onHttpRequest({
+        conn: { client_ip: '192.0.2.1' },
+        req: {
+          method: 'GET',
+          url: '/',
+          scheme: 'https',
+          headers: {
+            host: 'app.burrow.test',
+            cookie: `burrow_oidc=${seal(key, 'burrow_oidc', session)}`,
+          },
+        },
+      });
+      return d.kind === 'respond' ? d.status : 200;
+    };
+    expect(await status('Alice@example.com')).toBe(200);
+    expect(await status('bob@corp.example')).toBe(200);
+    expect(await status('eve@example.com')).toBe(403);
+    expect(await status('eve@notcorp.example')).toBe(403);
+  });
+
+  it('enforces OAuth as the oauth action, and refuses what it cannot use', () => {
+    const rules = optionRules(
+      {
+        OAuth: {
+          provider: 'github',
+          client_id: 'Iv1.abc',
+          client_secret: 'shh',
+          allow_domains: ['example.com'],
+        },
+      },
+      undefined,
+      'https',
+    )!;
+    expect(rules.on_http_request.map((r) => r.name)).toEqual([
+      'Opts.OAuth',
+      'Opts.OAuth allow list',
+    ]);
+    expect(rules.on_http_request[0]!.actions[0]).toEqual({
+      type: 'oauth',
+      config: { provider: 'github', client_id: 'Iv1.abc', client_secret: 'shh' },
+    });
+    expect(rules.on_http_request[1]!.expressions).toEqual([
+      '!(actions.ngrok.oauth.identity.email.lowerAscii().endsWith("@example.com"))',
+    ]);
+    const sealed = (() => {
+      try {
+        optionRules(
+          { OAuth: { provider: 'google', sealed_client_secret: 'AAAA' } },
+          undefined,
+          'https',
+        );
+      } catch (err) {
+        return err as AgentError;
+      }
+      throw new Error('expected a refusal');
+    })();
+    expect(sealed.message).toMatch(/Opts\.OAuth.*sealed client secrets/);
+    // Without a client secret the option translates, and compiling names the missing key.
+    const noSecret = optionRules({ OAuth: { provider: 'google' } }, undefined, 'https')!;
+    expect(() => bindPolicy(mergedPolicyText(noSecret, undefined, 'https'), 'https')).toThrow(
+      /config\.client_id is required/,
+    );
   });
 });

@@ -3,7 +3,7 @@
  * traffic policy rules that enforce them, the translation ngrok documents from its modules to
  * actions. The rules run before the endpoint's own traffic policy, in the order below: who may
  * connect (IP restriction, user agents), then the circuit breaker, then who is authenticated
- * (webhook signature, basic auth), then the request's changes; on the way back, header changes,
+ * (webhook signature, basic auth, OIDC or OAuth login), then the request's changes; on the way back, header changes,
  * then compression.
  */
 import type { PolicyAction, PolicyProtocol, PolicyRule } from '../../policy/index.js';
@@ -186,6 +186,62 @@ function webhookVerification(opts: BindOpts): PolicyRule | undefined {
   ]);
 }
 
+/** A list of strings in option `option` (field `name`), lowercased and trimmed, empties dropped. */
+const lowered = (option: string, value: Mapping, name: string): string[] =>
+  strings(option, field(value, name))
+    .map((s) => s.trim().toLowerCase())
+    .filter((s) => s !== '');
+
+/**
+ * OIDC `{issuer_url, client_id, client_secret, scopes, allow_emails, allow_domains}` and OAuth
+ * `{provider, client_id, client_secret, scopes, allow_emails, allow_domains}`: the login action
+ * (openid-connect or oauth), then, when allow lists are given, a deny (403) for every identity
+ * whose email is neither listed nor at a listed domain. The action checks the rest (required
+ * fields, provider names) when the policy compiles, naming the config key.
+ */
+function login(opts: BindOpts, option: 'OIDC' | 'OAuth'): PolicyRule[] {
+  const value = opts[option];
+  if (!isSet(value)) return [];
+  const name = `Opts.${option}`;
+  if (!isMapping(value)) throw bad(name, 'it must be an object');
+  if (isSet(field(value, 'sealed_client_secret'))) {
+    throw bad(name, 'sealed client secrets are not supported; send the client secret');
+  }
+  const config: Mapping = {};
+  const keys =
+    option === 'OIDC'
+      ? ['issuer_url', 'client_id', 'client_secret']
+      : ['provider', 'client_id', 'client_secret'];
+  for (const key of keys) {
+    const v = field(value, key);
+    if (v !== undefined && v !== null && v !== '') {
+      if (typeof v !== 'string') throw bad(name, `${key} must be a string`);
+      config[key] = v;
+    }
+  }
+  const scopes = strings(name, field(value, 'scopes')).filter((s) => s.trim() !== '');
+  if (scopes.length > 0) config.scopes = scopes;
+  const type = option === 'OIDC' ? 'openid-connect' : 'oauth';
+  const rules = [rule(name, [{ type, config }])];
+  const emails = lowered(name, value, 'allow_emails');
+  const domains = lowered(name, value, 'allow_domains').map((d) => d.replace(/^@/, ''));
+  if (emails.length + domains.length > 0) {
+    const email = `actions.ngrok.${option === 'OIDC' ? 'oidc' : 'oauth'}.identity.email.lowerAscii()`;
+    const allowed = [
+      ...(emails.length > 0 ? [`${email} in [${emails.map(celString).join(', ')}]`] : []),
+      ...domains.map((d) => `${email}.endsWith(${celString(`@${d}`)})`),
+    ];
+    rules.push(
+      rule(
+        `${name} allow list`,
+        [{ type: 'deny', config: { status_code: 403 } }],
+        [`!(${allowed.join(' || ')})`],
+      ),
+    );
+  }
+  return rules;
+}
+
 /**
  * The rules that enforce `opts` (and `extra.IPPolicyRef`) on an endpoint of `protocol`, or
  * undefined when no option asks for anything. Throws refusals.badOption (an AgentError) for an option that is
@@ -213,6 +269,8 @@ export function optionRules(
       webhookVerification(opts),
       basicAuth(opts),
     ];
+    // Who logs in comes after basic auth and before the request's changes.
+    request.push(...login(opts, 'OIDC'), ...login(opts, 'OAuth'));
     const add = headers('Opts.RequestHeaders', opts.RequestHeaders);
     if (add.length > 0) request.push(rule('Opts.RequestHeaders', add));
     for (const r of request) if (r) out.on_http_request.push(r);

@@ -44,14 +44,13 @@ describe('checkBindOptions', () => {
   });
 
   it('names the option it refuses, with the code', () => {
-    expect(refusal({ OAuth: { provider: 'google' } })).toMatch(/Opts\.OAuth.*login flow/);
-    expect(refusal({ OIDC: { issuer_url: 'https://id.example' } })).toMatch(/Opts\.OIDC/);
+    expect(refusal({ MutualTLSCA: { mutual_tls_ca: 'AAAA' } })).toMatch(/Opts\.MutualTLSCA/);
     expect(refusal({ WebsocketTCPConverter: {} })).toMatch(/WebsocketTCPConverter/);
     expect(refusal({ HostHeaderRewrite: true })).toMatch(/HostHeaderRewrite/);
     expect(refusal({ ProxyProto: 2 })).toMatch(/ProxyProto/);
     expect(refusal({}, { Bindings: ['kubernetes'] })).toMatch(/"kubernetes"/);
     try {
-      checkBindOptions({ OAuth: { provider: 'google' } }, undefined);
+      checkBindOptions({ MutualTLSCA: { mutual_tls_ca: 'AAAA' } }, undefined);
     } catch (err) {
       expect((err as AgentError).code).toBe('ERR_BURROW_UNSUPPORTED_OPTION');
     }
@@ -63,6 +62,8 @@ describe('checkBindOptions', () => {
     expect(refusal({ IPRestriction: { allow_cidrs: ['10.0.0.0/8'] } })).toBeUndefined();
     expect(refusal({ Compression: {}, BasicAuth: { credentials: [] } })).toBeUndefined();
     expect(refusal({}, { IPPolicyRef: 'ipp_1' })).toBeUndefined();
+    expect(refusal({ OAuth: { provider: 'google', client_id: 'c' } })).toBeUndefined();
+    expect(refusal({ OIDC: { issuer_url: 'https://id.example' } })).toBeUndefined();
   });
 
   it('leaves traffic policies to bind-traffic-policy.ts, which enforces them', () => {

@@ -2,22 +2,14 @@ import type { BindExtra, BindOpts } from '../../protocol/index.js';
 import { refusals } from './agent-errors.js';
 
 /**
- * Bind options the edge does not enforce. Each is refused when set, never ignored: ignoring OAuth
- * or mutual TLS would expose a service its owner believes is protected (docs/protocol.md §6.2).
+ * Bind options the edge does not enforce. Each is refused when set, never ignored: ignoring mutual
+ * TLS would expose a service its owner believes is protected (docs/protocol.md §6.2).
  * The others (BasicAuth, Auth, IPRestriction, Request/ResponseHeaders, Compression,
- * CircuitBreaker, UserAgentFilter, WebhookVerification, Extra.IPPolicyRef) are enforced as policy
- * rules: bind-option-rules.ts. Unset means absent, null, "", 0, false, or an object or list
+ * CircuitBreaker, UserAgentFilter, WebhookVerification, OAuth, OIDC, Extra.IPPolicyRef) are
+ * enforced as policy rules: bind-option-rules.ts. Unset means absent, null, "", 0, false, or an object or list
  * holding only such values, because SDKs send every key with an empty value when an option is off.
  */
 const REFUSED: ReadonlyArray<[keyof BindOpts, string]> = [
-  [
-    'OAuth',
-    'OAuth needs a login flow (authorization code, session cookie) that this edge does not run yet; put jwt-validation in a traffic policy, or a login in your service',
-  ],
-  [
-    'OIDC',
-    'OpenID Connect needs a login flow (authorization code, session cookie) that this edge does not run yet; put jwt-validation in a traffic policy, or a login in your service',
-  ],
   ['MutualTLSCA', 'mutual TLS at the edge is not enforced for agent endpoints'],
   ['MutualTLSAtEdge', 'mutual TLS at the edge is not enforced for agent endpoints'],
   ['TLSTermination', 'TLS endpoints are passed through to the agent, never terminated at the edge'],

@@ -8,6 +8,8 @@ import { denyAction } from './deny.js';
 import { forwardInternalAction } from './forward-internal.js';
 import { jwtValidationAction } from './jwt-validation.js';
 import { logAction } from './log.js';
+import { oauthAction } from './oauth.js';
+import { openidConnectAction } from './openid-connect.js';
 import { rateLimitAction } from './rate-limit.js';
 import { redirectAction } from './redirect.js';
 import { removeHeadersAction } from './remove-headers.js';
@@ -33,6 +35,8 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
     forwardInternalAction,
     jwtValidationAction,
     logAction,
+    oauthAction,
+    openidConnectAction,
     rateLimitAction,
     redirectAction,
     removeHeadersAction,
@@ -45,9 +49,6 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
 
 /** Action types of the API Burrow follows that it does not run; named so the error can say so. */
 export const UNSUPPORTED_ACTIONS = [
-  'oauth',
-  'oidc',
-  'openid-connect',
   'saml',
   'terminate-tls',
   'http-request',

@@ -1,0 +1,489 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { hostnameProblem } from '../../core/hostname.js';
+import { quote } from '../../core/quote.js';
+import { cookieKey, cookieValues, seal, setCookie, unseal, withoutCookie } from './auth-cookies.js';
+import { isMapping, type ConfigReader } from './config.js';
+import type { CompiledAction, PhaseContext, Terminal } from './types.js';
+
+/**
+ * The browser login both openid-connect and oauth run (they differ only in how they talk to the
+ * identity provider, a {@link LoginProvider}):
+ *
+ * - a request without a valid session cookie is redirected to the provider (authorization code
+ *   flow with PKCE S256, `state` and `nonce`); what the callback needs (state, nonce, code
+ *   verifier, where to go back to) rides in a sealed cookie scoped to `/ngrok/`, not in memory,
+ *   so any edge node can take the callback;
+ * - `/ngrok/callback` checks the state against that cookie, lets the provider exchange the code,
+ *   and sets the session cookie (sealed: identity, start, last use, end), then redirects back;
+ * - a valid session sets `actions.ngrok.<result>.identity` and lets the request through, without
+ *   the session cookie (the upstream never sees it);
+ * - `/ngrok/login` starts a login explicitly, `/ngrok/logout` deletes the session cookie.
+ *
+ * Both cookies are AES-256-GCM under a key derived from the client secret (auth-cookies.ts): a
+ * changed, forged or expired cookie is simply no session.
+ */
+
+export const LOGIN_PATH = '/ngrok/login';
+export const LOGOUT_PATH = '/ngrok/logout';
+export const CALLBACK_PATH = '/ngrok/callback';
+
+/** How long a started login may take before its callback is refused. */
+const PENDING_MS = 10 * 60_000;
+
+/** Who logged in, as the provider told. */
+export interface Identity {
+  /** The provider's id of the user (`sub`, or the user id for plain OAuth providers). */
+  sub: string;
+  email: string;
+  name: string;
+}
+
+/** What a login needs from the identity provider. */
+export interface LoginProvider {
+  /** Where to send the browser to log in. */
+  authorizationUrl(p: {
+    redirectUri: string;
+    state: string;
+    nonce: string;
+    codeChallenge: string;
+    forceLogin: boolean;
+  }): Promise<URL>;
+  /** Exchange the code of `callbackUrl` and say who logged in; throws a {@link LoginError}. */
+  finish(p: {
+    callbackUrl: URL;
+    redirectUri: string;
+    state: string;
+    nonce: string;
+    codeVerifier: string;
+  }): Promise<Identity>;
+}
+
+/** A login that failed, with the status and the words the browser gets. */
+export class LoginError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The config both login actions share, read by {@link readLoginConfig}. */
+export interface LoginConfig {
+  authId: string;
+  clientId: string;
+  clientSecret: string;
+  scopes: string[];
+  authzParams: Record<string, string>;
+  maxSessionMs: number;
+  idleSessionMs: number;
+  allowCorsPreflight: boolean;
+  cookieDomain: string | undefined;
+}
+
+/** The config keys both login actions take. */
+export const LOGIN_CONFIG_KEYS = [
+  'auth_id',
+  'client_id',
+  'client_secret',
+  'scopes',
+  'authz_url_params',
+  'max_session_duration',
+  'idle_session_duration',
+  'idle_session_timeout',
+  'userinfo_refresh_interval',
+  'allow_cors_preflight',
+  'auth_cookie_domain',
+];
+
+/** Parameters the flow sets itself, so authz_url_params may not. */
+const OWN_PARAMS = [
+  'client_id',
+  'redirect_uri',
+  'response_type',
+  'scope',
+  'state',
+  'nonce',
+  'code_challenge',
+  'code_challenge_method',
+];
+
+const DAY = 86_400_000;
+
+/** Read the shared keys; `defaultScopes` go first, then `scopes` (added, as ngrok does). */
+export function readLoginConfig(
+  config: ConfigReader,
+  defaultAuthId: string,
+  defaultScopes: readonly string[],
+): LoginConfig {
+  const authId = config.string('auth_id') ?? defaultAuthId;
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(authId)) {
+    config.fail('auth_id', 'must be 1 to 64 letters, digits, "-" or "_" (it names the cookie)');
+  }
+  const clientId = config.string('client_id', { required: true, example: '"my-app"' })!;
+  if (clientId.trim() === '') config.fail('client_id', 'must not be empty');
+  const clientSecret = config.string('client_secret') ?? '';
+  if (clientSecret === '') {
+    config.fail(
+      'client_secret',
+      'is required: Burrow runs no managed app, and the session cookies are encrypted with a key derived from it',
+    );
+  }
+  const extra = config.stringList('scopes', { min: 0, max: 50 }) ?? [];
+  extra.forEach((s, i) => {
+    if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s)) {
+      config.fail(`scopes[${i}]`, `must be a scope token without spaces, not ${quote(s, '"')}`);
+    }
+  });
+  const scopes = [...new Set([...defaultScopes, ...extra])];
+  const authzParams = config.stringMap('authz_url_params', { min: 0, max: 20 }) ?? {};
+  for (const name of Object.keys(authzParams)) {
+    if (OWN_PARAMS.includes(name)) {
+      config.fail(`authz_url_params.${name}`, 'is set by the action itself and cannot be changed');
+    }
+  }
+  const maxSessionMs =
+    config.duration('max_session_duration', {
+      min: 60_000,
+      max: 90 * DAY,
+      range: '1m to 2160h (90 days)',
+      example: '"24h"',
+    }) ?? DAY;
+  if (config.has('idle_session_duration') && config.has('idle_session_timeout')) {
+    config.fail(
+      'idle_session_timeout',
+      'cannot be set with idle_session_duration (the same thing)',
+    );
+  }
+  const idleKey = config.has('idle_session_timeout')
+    ? 'idle_session_timeout'
+    : 'idle_session_duration';
+  const idleSessionMs =
+    config.duration(idleKey, {
+      min: 60_000,
+      max: 90 * DAY,
+      range: '1m to 2160h (90 days)',
+      example: '"12h"',
+    }) ?? Math.min(12 * 3_600_000, maxSessionMs);
+  if (config.has('userinfo_refresh_interval')) {
+    config.fail(
+      'userinfo_refresh_interval',
+      'is not supported: the identity is read at login; shorten max_session_duration instead',
+    );
+  }
+  const allowCorsPreflight = config.boolean('allow_cors_preflight') ?? false;
+  const domain = config.string('auth_cookie_domain');
+  const cookieDomain = domain?.replace(/^\./, '').toLowerCase();
+  if (cookieDomain !== undefined && hostnameProblem(cookieDomain, false) !== undefined) {
+    config.fail('auth_cookie_domain', `must be a domain name, not ${quote(domain!, '"')}`);
+  }
+  return {
+    authId,
+    clientId,
+    clientSecret,
+    scopes,
+    authzParams,
+    maxSessionMs,
+    idleSessionMs,
+    allowCorsPreflight,
+    cookieDomain,
+  };
+}
+
+interface Session {
+  sub: string;
+  email: string;
+  name: string;
+  /** Started, last refreshed, ends (ms). */
+  iat: number;
+  seen: number;
+  exp: number;
+}
+
+interface Pending {
+  state: string;
+  nonce: string;
+  verifier: string;
+  back: string;
+  exp: number;
+}
+
+const isSession = (v: unknown): v is Session =>
+  isMapping(v) &&
+  typeof v.sub === 'string' &&
+  typeof v.email === 'string' &&
+  typeof v.name === 'string' &&
+  typeof v.iat === 'number' &&
+  typeof v.seen === 'number' &&
+  typeof v.exp === 'number';
+
+const isPending = (v: unknown): v is Pending =>
+  isMapping(v) &&
+  typeof v.state === 'string' &&
+  typeof v.nonce === 'string' &&
+  typeof v.verifier === 'string' &&
+  typeof v.back === 'string' &&
+  typeof v.exp === 'number';
+
+const random = (): string => randomBytes(32).toString('base64url');
+
+/** A path on this host to go back to, or undefined (no scheme-relative `//evil`, no control characters). */
+export function safeReturnPath(path: string | undefined): string | undefined {
+  if (path === undefined || !path.startsWith('/') || path.length > 2048) return undefined;
+  if (path.startsWith('//')) return undefined;
+  for (let i = 0; i < path.length; i++) {
+    const code = path.charCodeAt(i);
+    // Control characters, spaces and backslashes (browsers read `/\\host` as `//host`).
+    if (code <= 0x20 || code === 0x7f || code === 0x5c) return undefined;
+  }
+  return path;
+}
+
+const escapeHtml = (text: string): string =>
+  text.replace(
+    /[&<>"']/g,
+    (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch]!,
+  );
+
+/** A small HTML page saying what went wrong, with a way to start again. */
+function page(status: number, title: string, text: string, headers: Record<string, string> = {}) {
+  const body =
+    `<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head>` +
+    `<body><h1>${escapeHtml(title)}</h1><p>${escapeHtml(text)}</p>` +
+    `<p><a href="/">Start again</a></p></body></html>\n`;
+  return {
+    kind: 'respond' as const,
+    status,
+    headers: {
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-store',
+      ...headers,
+    },
+    body,
+  };
+}
+
+const redirect = (location: string, cookie?: string): Terminal => ({
+  kind: 'respond',
+  status: 302,
+  headers: {
+    location,
+    'cache-control': 'no-store',
+    ...(cookie ? { 'set-cookie': cookie } : {}),
+  },
+  body: '',
+});
+
+/**
+ * The compiled action of a login: `result` names the action result (`oidc`, `oauth`), `keyContext`
+ * binds the cookie key to the action's provider and client.
+ */
+export function loginAction(
+  cfg: LoginConfig,
+  result: string,
+  keyContext: string,
+  provider: LoginProvider,
+): CompiledAction {
+  const key = cookieKey(cfg.clientSecret, `${keyContext}\n${cfg.clientId}\n${cfg.authId}`);
+  const sessionName = `burrow_${cfg.authId}`;
+  const pendingName = `burrow_${cfg.authId}_login`;
+  const refreshAfter = Math.max(cfg.idleSessionMs / 4, 1000);
+
+  const cookieOf = (c: PhaseContext, name: string, value: string, maxAgeMs: number, path = '/') =>
+    setCookie(name, value, {
+      path,
+      maxAge: maxAgeMs / 1000,
+      secure: c.activation.req!.url.scheme === 'https',
+      domain: cfg.cookieDomain,
+    });
+
+  const session = (c: PhaseContext): Session | undefined => {
+    const now = c.now();
+    for (const value of cookieValues(c.activation.req!.header('cookie'), sessionName)) {
+      const s = unseal(key, sessionName, value);
+      if (isSession(s) && s.exp > now && now - s.seen < cfg.idleSessionMs && s.iat <= now + 60_000)
+        return s;
+    }
+    return undefined;
+  };
+
+  const sessionCookie = (c: PhaseContext, s: Session): string =>
+    cookieOf(c, sessionName, seal(key, sessionName, s), s.exp - c.now());
+
+  /** Redirect to the provider, remembering where to come back to. */
+  const startLogin = async (c: PhaseContext, back: string, forceLogin: boolean) => {
+    const state = `${cfg.authId}.${random()}`;
+    const nonce = random();
+    const verifier = random();
+    const codeChallenge = createHash('sha256').update(verifier).digest('base64url');
+    const redirectUri = `${c.activation.req!.url.origin}${CALLBACK_PATH}`;
+    let url: URL;
+    try {
+      url = await provider.authorizationUrl({
+        redirectUri,
+        state,
+        nonce,
+        codeChallenge,
+        forceLogin,
+      });
+    } catch (err) {
+      const message = err instanceof LoginError ? err.message : (err as Error).message;
+      c.event('error', `login could not start: ${message}`);
+      return page(
+        502,
+        'Login unavailable',
+        `The identity provider could not be reached: ${message}`,
+      );
+    }
+    for (const [name, value] of Object.entries(cfg.authzParams)) url.searchParams.set(name, value);
+    const pending: Pending = { state, nonce, verifier, back, exp: c.now() + PENDING_MS };
+    c.event('redirected', `login required: redirected to ${url.origin}${url.pathname}`, {
+      location: `${url.origin}${url.pathname}`,
+    });
+    return redirect(
+      url.href,
+      cookieOf(c, pendingName, seal(key, pendingName, pending), PENDING_MS, '/ngrok/'),
+    );
+  };
+
+  /** Whether a callback's state names another auth_id (another login action started it). */
+  const othersCallback = (c: PhaseContext): boolean => {
+    const state = new URLSearchParams(c.activation.req!.url.query).get('state') ?? '';
+    const dot = state.indexOf('.');
+    return dot > 0 && state.slice(0, dot) !== cfg.authId;
+  };
+
+  const callback = async (c: PhaseContext): Promise<Terminal> => {
+    const req = c.activation.req!;
+    const params = new URLSearchParams(req.url.query);
+    const state = params.get('state') ?? '';
+    let pending: Pending | undefined;
+    for (const value of cookieValues(req.header('cookie'), pendingName)) {
+      const p = unseal(key, pendingName, value);
+      if (isPending(p) && p.exp > c.now()) pending = p;
+      if (pending?.state === state) break;
+    }
+    if (pending === undefined) {
+      c.event('unauthorized', 'login callback without a pending login (cookie missing or expired)');
+      return page(
+        400,
+        'Login failed',
+        'This login was not started here or took too long (its cookie is missing or expired). Start again.',
+      );
+    }
+    if (state === '' || pending.state !== state) {
+      c.event('unauthorized', 'login callback with a state that does not match the pending login');
+      return page(400, 'Login failed', 'The login state does not match: start again.');
+    }
+    const error = params.get('error');
+    if (error !== null) {
+      const description = params.get('error_description');
+      const text = `The identity provider refused the login: ${error}${description ? ` (${description})` : ''}.`;
+      c.event('unauthorized', text);
+      return page(error === 'access_denied' ? 403 : 400, 'Login refused', text);
+    }
+    const redirectUri = `${req.url.origin}${CALLBACK_PATH}`;
+    let identity: Identity;
+    try {
+      identity = await provider.finish({
+        callbackUrl: new URL(req.url.raw),
+        redirectUri,
+        state,
+        nonce: pending.nonce,
+        codeVerifier: pending.verifier,
+      });
+    } catch (err) {
+      const e = err instanceof LoginError ? err : new LoginError(502, (err as Error).message);
+      c.event('unauthorized', `login failed: ${e.message}`);
+      return page(e.status, 'Login failed', e.message);
+    }
+    const now = c.now();
+    const s: Session = {
+      sub: identity.sub.slice(0, 256),
+      email: identity.email.slice(0, 256),
+      name: identity.name.slice(0, 256),
+      iat: now,
+      seen: now,
+      exp: now + cfg.maxSessionMs,
+    };
+    c.event('redirected', `logged in ${identity.email || identity.sub}`, {
+      location: pending.back,
+    });
+    return redirect(pending.back, sessionCookie(c, s));
+  };
+
+  /** Whether this request is for this action (`?auth_id=` absent or ours). */
+  const ours = (c: PhaseContext): boolean => {
+    const wanted = c.activation.req!.url.query_params.get('auth_id')?.[0];
+    return wanted === undefined || wanted === cfg.authId;
+  };
+
+  const returnParam = (c: PhaseContext): string | undefined =>
+    safeReturnPath(c.activation.req!.url.query_params.get('redirect_path')?.[0]);
+
+  return {
+    alwaysTerminates: false,
+    async run(c) {
+      const req = c.activation.req!;
+      const path = req.url.raw_path;
+      if (
+        cfg.allowCorsPreflight &&
+        req.method === 'OPTIONS' &&
+        req.header('origin').length > 0 &&
+        req.header('access-control-request-method').length > 0
+      ) {
+        return undefined;
+      }
+      // Another action's callback, login or logout is, for this one, an ordinary request: it
+      // needs this action's session like any other.
+      if (path === CALLBACK_PATH && !othersCallback(c)) return callback(c);
+      if (path === LOGOUT_PATH && ours(c)) {
+        const gone = cookieOf(c, sessionName, '', 0);
+        c.event('responded', 'logged out');
+        const to = returnParam(c);
+        if (to !== undefined) return redirect(to, gone);
+        return page(200, 'Logged out', 'You are logged out.', { 'set-cookie': gone });
+      }
+      if (path === LOGIN_PATH && ours(c)) return startLogin(c, returnParam(c) ?? '/', true);
+
+      const s = session(c);
+      if (s === undefined) {
+        const target = req.url.query === '' ? path : `${path}?${req.url.query}`;
+        return startLogin(c, safeReturnPath(target) ?? '/', false);
+      }
+      const now = c.now();
+      const navigation =
+        (req.method === 'GET' || req.method === 'HEAD') &&
+        (req.header('sec-fetch-mode')[0] === 'navigate' ||
+          (req.header('sec-fetch-mode').length === 0 &&
+            (req.header('accept')[0] ?? '').includes('text/html')));
+      if (navigation && now - s.seen >= refreshAfter) {
+        // The idle timeout counts from the last refresh; only a navigation can take a new cookie
+        // on the way (the request goes on to the upstream otherwise), so it goes round once.
+        const target = req.url.query === '' ? path : `${path}?${req.url.query}`;
+        return redirect(safeReturnPath(target) ?? '/', sessionCookie(c, { ...s, seen: now }));
+      }
+      c.setActionResult(result, {
+        identity: {
+          email: s.email,
+          name: s.name,
+          sub: s.sub,
+          provider_user_id: s.sub,
+        },
+        session: {
+          started_at: new Date(s.iat).toISOString(),
+          expires_at: new Date(s.exp).toISOString(),
+        },
+      });
+      // The upstream gets the request without the action's cookies.
+      const cookies = req.header('cookie');
+      if (cookies.length > 0) {
+        const rest = withoutCookie([withoutCookie(cookies, sessionName)], pendingName);
+        c.headers!.remove('cookie');
+        if (rest !== '') c.headers!.add('cookie', rest);
+        c.publishHeaders();
+      }
+      return undefined;
+    },
+  };
+}

@@ -1,0 +1,260 @@
+import * as oidc from 'openid-client';
+import { quote } from '../../core/quote.js';
+import { isMapping } from './config.js';
+import {
+  LOGIN_CONFIG_KEYS,
+  LoginError,
+  loginAction,
+  readLoginConfig,
+  type Identity,
+  type LoginProvider,
+} from './login-flow.js';
+import { loginErrorOf } from './openid-connect.js';
+import type { ActionSpec } from './types.js';
+
+/** One OAuth provider the `oauth` action knows: its fixed endpoints and how to read the user. */
+export interface OAuthProvider {
+  /** The server metadata openid-client needs (issuer names it; endpoints are fixed). */
+  metadata: oidc.ServerMetadata;
+  /** Scopes always asked for (the configured `scopes` are added). */
+  scopes: readonly string[];
+  /** True when the provider answers `openid` with an ID token Burrow can check (nonce sent). */
+  openid: boolean;
+  /** Where the user is read with the access token, and extra headers it wants. */
+  user: { url: string; headers?: Record<string, string> };
+  /** The user from the answers of `user.url` (and `emails`, for GitHub). */
+  identity(user: Record<string, unknown>, emails: unknown): Identity;
+  /** GitHub: the verified addresses, when the profile hides the email. */
+  emails?: string;
+}
+
+const str = (v: unknown): string =>
+  typeof v === 'string' ? v : typeof v === 'number' ? String(v) : '';
+
+/**
+ * The providers of ngrok's `oauth` action, with their documented endpoints.
+ * @example OAUTH_PROVIDERS.github.metadata.authorization_endpoint // 'https://github.com/login/oauth/authorize'
+ */
+export const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
+  google: {
+    metadata: {
+      issuer: 'https://accounts.google.com',
+      authorization_endpoint: 'https://accounts.google.com/o/oauth2/v2/auth',
+      token_endpoint: 'https://oauth2.googleapis.com/token',
+      userinfo_endpoint: 'https://openidconnect.googleapis.com/v1/userinfo',
+      jwks_uri: 'https://www.googleapis.com/oauth2/v3/certs',
+    },
+    scopes: ['openid', 'email', 'profile'],
+    openid: true,
+    user: { url: 'https://openidconnect.googleapis.com/v1/userinfo' },
+    identity: (u) => ({ sub: str(u.sub), email: str(u.email), name: str(u.name) }),
+  },
+  microsoft: {
+    // The multi-tenant endpoint: its ID tokens name each tenant as issuer, so the user is read
+    // from Microsoft Graph with the access token instead.
+    metadata: {
+      issuer: 'https://login.microsoftonline.com/common/v2.0',
+      authorization_endpoint: 'https://login.microsoftonline.com/common/oauth2/v2.0/authorize',
+      token_endpoint: 'https://login.microsoftonline.com/common/oauth2/v2.0/token',
+    },
+    scopes: ['User.Read'],
+    openid: false,
+    user: { url: 'https://graph.microsoft.com/v1.0/me' },
+    identity: (u) => ({
+      sub: str(u.id),
+      email: str(u.mail) || str(u.userPrincipalName),
+      name: str(u.displayName),
+    }),
+  },
+  github: {
+    metadata: {
+      issuer: 'https://github.com',
+      authorization_endpoint: 'https://github.com/login/oauth/authorize',
+      token_endpoint: 'https://github.com/login/oauth/access_token',
+    },
+    scopes: ['read:user', 'user:email'],
+    openid: false,
+    user: {
+      url: 'https://api.github.com/user',
+      headers: { accept: 'application/vnd.github+json' },
+    },
+    emails: 'https://api.github.com/user/emails',
+    identity(u, emails) {
+      let email = str(u.email);
+      if (email === '' && Array.isArray(emails)) {
+        const verified = (emails as unknown[]).filter((e) => isMapping(e) && e.verified === true);
+        const primary = verified.find((e) => isMapping(e) && e.primary === true) ?? verified[0];
+        email = isMapping(primary) ? str(primary.email) : '';
+      }
+      return { sub: str(u.id), email, name: str(u.name) || str(u.login) };
+    },
+  },
+  gitlab: {
+    metadata: {
+      issuer: 'https://gitlab.com',
+      authorization_endpoint: 'https://gitlab.com/oauth/authorize',
+      token_endpoint: 'https://gitlab.com/oauth/token',
+    },
+    scopes: ['read_user'],
+    openid: false,
+    user: { url: 'https://gitlab.com/api/v4/user' },
+    identity: (u) => ({
+      sub: str(u.id),
+      email: str(u.email),
+      name: str(u.name) || str(u.username),
+    }),
+  },
+  linkedin: {
+    metadata: {
+      issuer: 'https://www.linkedin.com/oauth',
+      authorization_endpoint: 'https://www.linkedin.com/oauth/v2/authorization',
+      token_endpoint: 'https://www.linkedin.com/oauth/v2/accessToken',
+      userinfo_endpoint: 'https://api.linkedin.com/v2/userinfo',
+      jwks_uri: 'https://www.linkedin.com/oauth/openid/jwks',
+    },
+    scopes: ['openid', 'profile', 'email'],
+    openid: true,
+    user: { url: 'https://api.linkedin.com/v2/userinfo' },
+    identity: (u) => ({ sub: str(u.sub), email: str(u.email), name: str(u.name) }),
+  },
+  twitch: {
+    metadata: {
+      issuer: 'https://id.twitch.tv/oauth2',
+      authorization_endpoint: 'https://id.twitch.tv/oauth2/authorize',
+      token_endpoint: 'https://id.twitch.tv/oauth2/token',
+    },
+    scopes: ['user:read:email'],
+    openid: false,
+    user: { url: 'https://api.twitch.tv/helix/users' },
+    identity(u) {
+      const first = Array.isArray(u.data) && isMapping(u.data[0]) ? u.data[0] : {};
+      return {
+        sub: str(first.id),
+        email: str(first.email),
+        name: str(first.display_name) || str(first.login),
+      };
+    },
+  },
+};
+
+/**
+ * Twitch answers the token request with `scope` as a list, which OAuth 2 (and openid-client)
+ * wants as one space-separated string: join it before openid-client reads the answer.
+ */
+const tokenFetch: oidc.CustomFetch = async (url, options) => {
+  const res = await fetch(url, options);
+  if (!(res.headers.get('content-type') ?? '').includes('json')) return res;
+  let json: unknown;
+  try {
+    json = await res.clone().json();
+  } catch {
+    return res; // Not JSON after all: openid-client says so.
+  }
+  if (!isMapping(json) || !Array.isArray(json.scope)) return res;
+  const headers = new Headers(res.headers);
+  headers.delete('content-length');
+  headers.delete('content-encoding');
+  return new Response(JSON.stringify({ ...json, scope: json.scope.join(' ') }), {
+    status: res.status,
+    statusText: res.statusText,
+    headers,
+  });
+};
+
+/** GET `url` with the access token; the parsed JSON, or a LoginError. */
+async function readJson(
+  config: oidc.Configuration,
+  token: string,
+  url: string,
+  headers: Record<string, string>,
+): Promise<unknown> {
+  const res = await oidc.fetchProtectedResource(
+    config,
+    token,
+    new URL(url),
+    'GET',
+    undefined,
+    new Headers({ accept: 'application/json', 'user-agent': 'burrow', ...headers }),
+  );
+  if (!res.ok) throw new LoginError(502, `${url} answered ${res.status} when asked who logged in`);
+  return res.json();
+}
+
+/**
+ * `oauth`: log browsers in with one of the OAuth providers ngrok names (google, github, gitlab,
+ * microsoft, linkedin, twitch), using your own OAuth app (`client_id`, `client_secret`; Burrow runs
+ * no managed app). The same flow as openid-connect (login-flow.ts); the user is read from the
+ * provider's user API and set as `actions.ngrok.oauth.identity.{email,name,sub}`.
+ * @example { type: 'oauth', config: { provider: 'github', client_id: 'Iv1.…', client_secret: '…' } }
+ */
+export const oauthAction: ActionSpec = {
+  type: 'oauth',
+  phases: ['on_http_request'],
+  termination: 'conditionally',
+  configKeys: ['provider', ...LOGIN_CONFIG_KEYS],
+  compile(config) {
+    const name = config.string('provider', { required: true, example: '"google"' })!;
+    const p = OAUTH_PROVIDERS[name];
+    if (p === undefined || !Object.hasOwn(OAUTH_PROVIDERS, name)) {
+      return config.fail(
+        'provider',
+        `must be one of ${Object.keys(OAUTH_PROVIDERS).join(', ')}, not ${quote(name, '"')}`,
+      );
+    }
+    const cfg = readLoginConfig(config, name, p.scopes);
+    if (!p.openid && cfg.scopes.includes('openid')) {
+      config.fail(
+        'scopes',
+        `cannot ask ${name} for openid here; use the openid-connect action for an OpenID provider`,
+      );
+    }
+    const client = new oidc.Configuration(p.metadata, cfg.clientId, cfg.clientSecret);
+    client.timeout = 10;
+    client[oidc.customFetch] = tokenFetch;
+    const provider: LoginProvider = {
+      authorizationUrl(a) {
+        return Promise.resolve(
+          oidc.buildAuthorizationUrl(client, {
+            redirect_uri: a.redirectUri,
+            scope: cfg.scopes.join(' '),
+            state: a.state,
+            code_challenge: a.codeChallenge,
+            code_challenge_method: 'S256',
+            ...(p.openid ? { nonce: a.nonce } : {}),
+            ...(a.forceLogin ? { prompt: name === 'github' ? 'select_account' : 'login' } : {}),
+          }),
+        );
+      },
+      async finish(a) {
+        try {
+          const tokens = await oidc.authorizationCodeGrant(
+            client,
+            a.callbackUrl,
+            {
+              pkceCodeVerifier: a.codeVerifier,
+              expectedState: a.state,
+              ...(p.openid ? { expectedNonce: a.nonce } : {}),
+            },
+            { redirect_uri: a.redirectUri },
+          );
+          const headers: Record<string, string> = { ...p.user.headers };
+          if (name === 'twitch') headers['client-id'] = cfg.clientId;
+          const user = await readJson(client, tokens.access_token, p.user.url, headers);
+          if (!isMapping(user)) throw new LoginError(502, `${p.user.url} did not name the user`);
+          let emails: unknown;
+          if (p.emails && str(user.email) === '') {
+            emails = await readJson(client, tokens.access_token, p.emails, headers).catch(
+              () => undefined,
+            );
+          }
+          const identity = p.identity(user, emails);
+          if (identity.sub === '') throw new LoginError(502, `${p.user.url} did not name the user`);
+          return identity;
+        } catch (err) {
+          throw loginErrorOf(err);
+        }
+      },
+    };
+    return loginAction(cfg, 'oauth', `oauth\n${name}`, provider);
+  },
+};

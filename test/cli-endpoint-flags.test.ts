@@ -1,0 +1,146 @@
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import type { IncomingHttpHeaders } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { until } from './support/mux.js';
+import { startSdkTestEdge, type SdkTestEdge } from './support/sdk-edge.js';
+import { curl } from './support/curl.js';
+import { BURROW_BIN, REPO_ROOT } from './support/server-process.js';
+
+/**
+ * ngrok's endpoint flags on the compiled `burrow http` (run `npm run build` first): each becomes a
+ * traffic policy rule the edge enforces, with real curl as the public client.
+ */
+
+interface Running {
+  child: ChildProcessWithoutNullStreams;
+  stdout(): string;
+  stderr(): string;
+  exit: Promise<number | null>;
+}
+
+function burrow(args: string[], env: NodeJS.ProcessEnv): Running {
+  const clean: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BURROW_')) clean[k] = v;
+  const child = spawn(process.execPath, [BURROW_BIN, ...args], {
+    cwd: REPO_ROOT,
+    env: { ...clean, ...env },
+  });
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const exit = once(child, 'exit').then(([code]) => code as number | null);
+  return { child, stdout: () => out, stderr: () => err, exit };
+}
+
+async function forwardingUrl(run: Running): Promise<string> {
+  await until(
+    () => /^Forwarding \S+ -> \S+$/m.test(run.stdout()) || run.child.exitCode !== null,
+    15_000,
+  );
+  const m = /^Forwarding (\S+) -> \S+$/m.exec(run.stdout());
+  if (!m) throw new Error(`no Forwarding line: ${run.stdout()} ${run.stderr()}`);
+  return m[1]!;
+}
+
+describe('burrow http with ngrok endpoint flags', () => {
+  let edge: SdkTestEdge;
+  let web: LocalServer;
+  let home: string;
+  const seen: IncomingHttpHeaders[] = [];
+
+  beforeAll(async () => {
+    edge = await startSdkTestEdge('sqlite');
+    web = await startHttpUpstream((req, res) => {
+      seen.push(req.headers);
+      res.end('hello');
+    });
+    home = mkdtempSync(join(tmpdir(), 'burrow-cli-flags-'));
+  });
+  afterAll(async () => {
+    await web.close();
+    await edge.close();
+    rmSync(home, { recursive: true, force: true });
+  });
+
+  const get = (url: string, extra: string[] = []) => {
+    const host = new URL(url).hostname;
+    return curl([
+      `${url}/`,
+      '--cacert',
+      edge.caFile,
+      '--connect-to',
+      `${host}:8443:127.0.0.1:${edge.httpsPort}`,
+      ...extra,
+    ]);
+  };
+
+  it('--basic-auth and --request-header-add are enforced by the edge; --cidr-deny refuses', async () => {
+    const env = { XDG_CONFIG_HOME: join(home, 'none') };
+    const connection = async () => [
+      '--server',
+      edge.serverAddr,
+      '--authtoken',
+      await edge.token(),
+      '--ca',
+      edge.caFile,
+    ];
+    const guarded = burrow(
+      [
+        'http',
+        String(web.port),
+        '--basic-auth',
+        'ops:correct-horse',
+        '--request-header-add',
+        'x-env:dev',
+        ...(await connection()),
+      ],
+      env,
+    );
+    const fenced = burrow(
+      ['http', String(web.port), '--cidr-deny', '127.0.0.0/8', ...(await connection())],
+      env,
+    );
+    const [guardedUrl, fencedUrl] = await Promise.all([
+      forwardingUrl(guarded),
+      forwardingUrl(fenced),
+    ]);
+
+    const anonymous = await get(guardedUrl);
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers['www-authenticate']).toMatch(/^Basic realm=/);
+    expect(seen).toHaveLength(0);
+    const wrong = await get(guardedUrl, ['-u', 'ops:wrong-horse']);
+    expect(wrong.status).toBe(401);
+    const ok = await get(guardedUrl, ['-u', 'ops:correct-horse']);
+    expect(ok).toMatchObject({ status: 200, text: 'hello' });
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!['x-env']).toBe('dev');
+
+    const refused = await get(fencedUrl);
+    expect(refused.status).toBe(403);
+    expect(seen).toHaveLength(1);
+
+    guarded.child.kill('SIGINT');
+    fenced.child.kill('SIGINT');
+    expect(await guarded.exit).toBe(0);
+    expect(await fenced.exit).toBe(0);
+  });
+
+  it('a bad flag fails before connecting, naming the flag', async () => {
+    const run = burrow(
+      ['http', '3000', '--basic-auth', 'ops:short', '--server', '127.0.0.1:1', '--authtoken', 'x'],
+      { XDG_CONFIG_HOME: join(home, 'none') },
+    );
+    expect(await run.exit).toBe(1);
+    expect(run.stderr()).toMatch(
+      /^burrow: --basic-auth: the password of user "ops" must have 8 to 128 characters/m,
+    );
+    expect(run.stderr()).not.toMatch(/failed to connect/);
+  });
+});
