@@ -4,6 +4,7 @@ import http from 'node:http';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import net from 'node:net';
+import { startTestUpstream } from './support/http-upstream.js';
 import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support/ingress.js';
 import { readAll } from './support/mux.js';
 import type { TestDatabase } from './support/stores.js';
@@ -18,6 +19,7 @@ import {
   hostGet,
 } from './support/edge-listeners.js';
 import { runBurrow, startBurrowServer, type BurrowServer } from './support/server-process.js';
+import { websocketExchange, websocketUpgrade } from './support/websocket.js';
 
 /**
  * Today's routing model with the unmodified @ngrok/ngrok against a real `burrow server`: cloud
@@ -84,6 +86,7 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
     await reserve('app.example.com');
     await reserve('down.example.com');
     await reserve('loop.example.com');
+    await reserve('chat.example.com');
   }, 60_000);
   afterAll(async () => {
     keepAlive.destroy();
@@ -156,6 +159,46 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
         'ephemeral https://web.internal internal',
       ]),
     );
+  });
+
+  it('carries a WebSocket through a cloud endpoint to an internal SDK agent', async () => {
+    const echo = await startTestUpstream();
+    upstreams.push(echo);
+    const session = await connect();
+    await session
+      .httpEndpoint()
+      .domain('ws.internal')
+      .binding('internal')
+      .listenAndForward(`http://127.0.0.1:${echo.port}`);
+    const created = await api.post('/endpoints', {
+      url: 'https://chat.example.com',
+      traffic_policy: JSON.stringify({
+        on_http_request: [
+          {
+            expressions: ["req.url.path.startsWith('/ws')"],
+            actions: [{ type: 'forward-internal', config: { url: 'https://ws.internal' } }],
+          },
+        ],
+      }),
+    });
+    expect(created.status, created.text).toBe(201);
+    await until(
+      async () => (await websocketUpgrade(ports.http, 'chat.example.com', '/x')).status === 502,
+    );
+    const reply = await websocketUpgrade(ports.http, 'chat.example.com', '/ws/room');
+    try {
+      expect(reply.status).toBe(101);
+      expect(await websocketExchange(reply, ['hello', 'from the public side'])).toEqual([
+        'HELLO',
+        'FROM THE PUBLIC SIDE',
+      ]);
+    } finally {
+      if ('socket' in reply) reply.socket.destroy();
+    }
+    // Not forwarded: the cloud endpoint's clear error, at once.
+    const unhandled = await websocketUpgrade(ports.http, 'chat.example.com', '/elsewhere');
+    expect(unhandled.status).toBe(502);
+    expect(unhandled.headers['burrow-error-code']).toBe('ERR_BURROW_CLOUD_ENDPOINT_UNHANDLED');
   });
 
   it('never serves an internal endpoint on the public listeners', async () => {
@@ -368,6 +411,9 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
     const loop = await get(ports.http, 'loop.example.com', '/', keepAlive);
     expect(loop.code).toBe('ERR_BURROW_FORWARD_LOOP');
     expect(loop.body).toMatch(/loop\.example\.com → a\.internal → b\.internal → a\.internal/);
+    const loopedUpgrade = await websocketUpgrade(ports.http, 'loop.example.com', '/ws');
+    expect(loopedUpgrade.status).toBe(508);
+    expect(loopedUpgrade.headers['burrow-error-code']).toBe('ERR_BURROW_FORWARD_LOOP');
 
     // Still serving: the API and the routes made earlier.
     expect((await api.get('/endpoints')).status).toBe(200);

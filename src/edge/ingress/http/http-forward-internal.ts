@@ -1,10 +1,10 @@
 /**
- * forward-internal on the HTTP ingress: the request a policy handed to an internal endpoint goes
- * on, in this process, as that policy left it (headers, target, a body read whole); a loop, a
- * chain over the hop limit or an offline target is answered with its error page at once.
+ * forward-internal on the HTTP ingress: the request (or upgrade) a policy handed to an internal
+ * endpoint goes on, in this process, as that policy left it (headers, target, a body read whole);
+ * a loop, a chain over the hop limit or an offline target is answered with its error page at once.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { INGRESS_ERRORS, sendErrorPage } from '../error-pages.js';
+import { INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
 import type { HttpPolicyFlow } from './http-policy.js';
 import {
   chainName,
@@ -43,20 +43,27 @@ function servesHttp(tunnel: OnlineTunnel): boolean {
   return tunnel.proto === 'http' || tunnel.proto === 'https';
 }
 
+/** A forward-internal that cannot be followed: the error page and its text. */
+export interface ForwardRefused {
+  refused: IngressError;
+  detail: string;
+}
+
 /**
- * Follow `flow.forwardInternal` from `tunnel`: the internal endpoint to serve the request next
- * (the request already changed as the policy left it), `'answered'` after an error page, or
- * undefined when `on_error: continue` lets `tunnel` itself go on.
- * @example const next = followForward(registry, req, res, tunnel, [], flow);
+ * Where `flow.forwardInternal` from `tunnel` leads, for requests and upgrades alike: the internal
+ * endpoint to serve the request next (a pool member; the request already changed as the policy
+ * left it), why it cannot be followed (a loop, over the hop limit, offline with `on_error: halt`,
+ * not an HTTP endpoint), or undefined when there is no forward or `on_error: continue` lets
+ * `tunnel` itself go on.
+ * @example const step = forwardStep(registry, req, tunnel, [], flow);
  */
-export function followForward(
+export function forwardStep(
   registry: Pick<TunnelRegistry, 'internal'>,
   req: IncomingMessage,
-  res: ServerResponse,
   tunnel: OnlineTunnel,
   chain: readonly string[],
   flow: HttpPolicyFlow,
-): { next: OnlineTunnel; chain: string[] } | 'answered' | undefined {
+): { next: OnlineTunnel; chain: string[] } | ForwardRefused | undefined {
   const forward = flow.forwardInternal;
   if (!forward) return undefined;
   const resolved = resolveInternal(registry, forward.url, chain, tunnel);
@@ -73,11 +80,29 @@ export function followForward(
   if (refusal.kind === 'offline' && forward.onError === 'continue' && !tunnel.cloud) {
     return undefined;
   }
-  if (!req.complete) req.resume();
-  const error =
+  const refused =
     refusal.kind === 'offline' || refusal.kind === 'invalid'
       ? INGRESS_ERRORS.internalOffline
       : INGRESS_ERRORS.forwardLoop;
-  sendErrorPage(req, res, error, req.headers.host ?? '', refusalText(refusal));
+  return { refused, detail: refusalText(refusal) };
+}
+
+/**
+ * Follow `flow.forwardInternal` from `tunnel` for a plain request: the internal endpoint to serve
+ * it next, `'answered'` after an error page, or undefined when `tunnel` itself goes on.
+ * @example const next = followForward(registry, req, res, tunnel, [], flow);
+ */
+export function followForward(
+  registry: Pick<TunnelRegistry, 'internal'>,
+  req: IncomingMessage,
+  res: ServerResponse,
+  tunnel: OnlineTunnel,
+  chain: readonly string[],
+  flow: HttpPolicyFlow,
+): { next: OnlineTunnel; chain: string[] } | 'answered' | undefined {
+  const step = forwardStep(registry, req, tunnel, chain, flow);
+  if (!step || !('refused' in step)) return step;
+  if (!req.complete) req.resume();
+  sendErrorPage(req, res, step.refused, req.headers.host ?? '', step.detail);
   return 'answered';
 }

@@ -18,7 +18,7 @@ import { createServer as createNetServer, type Socket, type Server as NetServer 
 import type { Duplex } from 'node:stream';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../../core/limits.js';
 import type { Logger } from '../../../core/logger.js';
-import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
+import type { EndpointMeter, EndpointMeters } from '../../metrics/endpoint-meters.js';
 import {
   INGRESS_ERRORS,
   rawErrorResponse,
@@ -44,7 +44,7 @@ import { runHttpRequestPolicy, runUpgradePolicy, type HttpPolicyFlow } from './h
 import { clientAddr, clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
 import { relay, type Relay } from '../../../core/relay.js';
 import { INGRESS_HIGH_WATER_MARK, INGRESS_SOCKET_OPTIONS } from '../proxy.js';
-import { carriedBody, followForward } from './http-forward-internal.js';
+import { carriedBody, followForward, forwardStep } from './http-forward-internal.js';
 import type { ExchangeTap } from './exchange.js';
 import { HttpRelay } from './http-relay.js';
 import type { RequestHead } from './request-head.js';
@@ -439,17 +439,6 @@ export class HttpIngress {
   private readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     // The HTTP server dropped its own listeners when it handed the socket over.
     socket.on('error', () => socket.destroy());
-    this.upgrade(req, socket, head, undefined);
-  };
-
-  /** Relay an upgrade through its tunnel; `flow` once the tunnel's policy let it through. */
-  private upgrade(
-    req: IncomingMessage,
-    socket: Duplex,
-    head: Buffer,
-    flow: HttpPolicyFlow | undefined,
-    picked?: OnlineTunnel,
-  ): void {
     const host = routingHost(req.headers.host);
     const found = this.lookup(host, req.socket);
     if ('status' in found) {
@@ -458,13 +447,73 @@ export class HttpIngress {
       return;
     }
     // Pooled endpoints: the policy and the relay of one upgrade belong to one member.
-    const tunnel = picked ?? this.registry.pick(found);
-    if (tunnel.policy && !flow) {
-      runUpgradePolicy(req, socket, tunnel.policy, (admitted) =>
-        this.upgrade(req, socket, head, admitted, tunnel),
-      );
+    this.serveUpgrade(req, socket, head, this.registry.pick(found), [], []);
+  };
+
+  /**
+   * Serve an upgrade at `tunnel` (a pool member already picked), as `serve` does a request: its
+   * policy, then a forward-internal to the next endpoint, the relay to its agent, or for a cloud
+   * endpoint the error page. `chain` names the endpoints it went through before this one, and
+   * `via` holds their meters, which count the upgrade too.
+   */
+  private serveUpgrade(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    tunnel: OnlineTunnel,
+    chain: readonly string[],
+    via: readonly EndpointMeter[],
+  ): void {
+    const meters = [...via, this.meters.of(tunnel)];
+    const policy = tunnel.policy;
+    if (!policy) {
+      this.afterUpgradePolicy(req, socket, head, tunnel, chain, meters, undefined);
       return;
     }
+    runUpgradePolicy(req, socket, policy, (flow) =>
+      this.afterUpgradePolicy(req, socket, head, tunnel, chain, meters, flow),
+    );
+  }
+
+  private afterUpgradePolicy(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    tunnel: OnlineTunnel,
+    chain: readonly string[],
+    meters: readonly EndpointMeter[],
+    flow: HttpPolicyFlow | undefined,
+  ): void {
+    const host = routingHost(req.headers.host) ?? '';
+    const refuse = (error: IngressError, detail?: string): void => {
+      for (const meter of meters) meter.request(error.status);
+      socket.end(rawErrorResponse(error, host, detail));
+    };
+    const step = flow && forwardStep(this.registry, req, tunnel, chain, flow);
+    if (step && 'refused' in step) {
+      refuse(step.refused, step.detail);
+      return;
+    }
+    if (step) {
+      this.serveUpgrade(req, socket, head, step.next, step.chain, meters);
+      return;
+    }
+    if (tunnel.cloud) {
+      refuse(INGRESS_ERRORS.cloudUnanswered);
+      return;
+    }
+    this.relayUpgrade(req, socket, head, tunnel, meters, flow);
+  }
+
+  /** Relay an upgrade to `tunnel`'s agent; `flow` once the tunnel's policy let it through. */
+  private relayUpgrade(
+    req: IncomingMessage,
+    socket: Duplex,
+    head: Buffer,
+    tunnel: OnlineTunnel,
+    meters: readonly EndpointMeter[],
+    flow: HttpPolicyFlow | undefined,
+  ): void {
     const meter = this.meters.of(tunnel);
     this.connections.handOver(socket, meter);
     const proto = publicProto(socket);
@@ -489,7 +538,7 @@ export class HttpIngress {
         stream.write(requestHead(req, headers));
         if (head.length > 0) stream.write(head);
         // Counted when handed over; the agent's answer is relayed unparsed.
-        meter.request(101);
+        for (const passed of meters) passed.request(101);
         const relayed = relay(socket, stream, {
           bytesIn: meter.bytesIn,
           bytesOut: meter.bytesOut,
@@ -498,9 +547,11 @@ export class HttpIngress {
         this.relays.add(relayed);
       },
       (err: NodeJS.ErrnoException) => {
-        meter.request(INGRESS_ERRORS.tunnelUnreachable.status);
+        const status = INGRESS_ERRORS.tunnelUnreachable.status;
+        for (const passed of meters) passed.request(status);
         const detail = err.code ?? err.message;
-        socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelUnreachable, host ?? '', detail));
+        const host = routingHost(req.headers.host) ?? '';
+        socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelUnreachable, host, detail));
       },
     );
   }
