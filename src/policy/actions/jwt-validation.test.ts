@@ -173,6 +173,20 @@ describe('jwt-validation', () => {
     expect(fetches).toBe(before + 1);
   });
 
+  it('serves a remembered token with its claims, and refuses it once it expires', async () => {
+    let now = Date.now();
+    const r = bindPolicy(policy({ lifetime: { clock_skew: '10s' } }), 'https', { now: () => now });
+    const t = await token({ sub: 'carol' }, { exp: Math.floor(now / 1000) + 120 });
+    for (let i = 0; i < 2; i++) {
+      expect(await call(r, { authorization: `Bearer ${t}` })).toMatchObject({
+        status: 200,
+        user: 'carol',
+      });
+    }
+    now += 200_000; // past exp and the skew: remembered or not, the token must not pass
+    expect((await call(r, { authorization: `Bearer ${t}` })).status).toBe(401);
+  });
+
   it('refuses bad configs at save time', () => {
     const bad = (extra: Record<string, unknown>) => () => bindPolicy(policy(extra), 'https');
     expect(bad({ jws: { allowed_algorithms: ['none'] } })).toThrow(

@@ -1,4 +1,5 @@
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify } from 'jose';
+import { LRUCache } from 'lru-cache';
 import { quote } from '../../core/quote.js';
 import { isMapping, type ConfigReader, type Mapping } from './config.js';
 import { keyResolver } from './jwt-keys.js';
@@ -17,6 +18,10 @@ const ALGORITHMS = [
   'ES512',
   'EdDSA',
 ] as const;
+
+/** Verified tokens kept per action, and for how long (ms). */
+const VERIFIED_MAX = 10_000;
+const VERIFIED_TTL_MS = 60_000;
 
 /** Where a token is read: a header (with a prefix such as `Bearer `) or a cookie. */
 interface TokenSource {
@@ -231,9 +236,24 @@ export const jwtValidationAction: ActionSpec = {
       requiredClaims: ['exp'],
     };
 
+    // Tokens verified in the last minute, so a client's every request does not pay a signature
+    // check; `exp` is still checked on each use, and a key dropped from the JWKS stops being
+    // honoured within VERIFIED_TTL_MS.
+    const verified = new LRUCache<string, { claims: Mapping; header: unknown; exp: number }>({
+      max: VERIFIED_MAX,
+      ttl: VERIFIED_TTL_MS,
+    });
     const verify = async (c: PhaseContext): Promise<string | undefined> => {
       const token = findToken(c, sources);
       if (token === undefined) return 'no token was sent';
+      const known = verified.get(token);
+      if (known && c.now() < known.exp * 1000 + skewMs) {
+        c.setActionResult('jwt_validation', {
+          claims: known.claims,
+          tokens: [{ claims: known.claims, header: known.header }],
+        });
+        return undefined;
+      }
       let issuer: string | undefined;
       try {
         const header = decodeProtectedHeader(token);
@@ -253,10 +273,10 @@ export const jwtValidationAction: ActionSpec = {
           { ...options, currentDate: new Date(c.now()) },
         );
         const claims = celValue(payload) as Mapping;
-        c.setActionResult('jwt_validation', {
-          claims,
-          tokens: [{ claims, header: celValue(protectedHeader) }],
-        });
+        const header = celValue(protectedHeader);
+        // requiredClaims makes exp present and numeric.
+        verified.set(token, { claims, header, exp: payload.exp! });
+        c.setActionResult('jwt_validation', { claims, tokens: [{ claims, header }] });
         return undefined;
       } catch (err) {
         return reasonOf(err);
