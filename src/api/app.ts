@@ -25,6 +25,7 @@ import { onlineRoutes } from './online.js';
 import { policyEventRoutes } from './policy-events.js';
 import { reservedAddrRoutes } from './reserved-addrs.js';
 import { reservedDomainRoutes } from './reserved-domains.js';
+import { vaultRoutes } from './vaults.js';
 import { NOTHING_ONLINE, type ApiContext, type OnlineState } from './context.js';
 import { fieldPath, installErrorHandlers } from './error-handler.js';
 import { deeperThan } from './json-depth.js';
@@ -57,6 +58,7 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
   reservedAddrRoutes,
   ipPolicyRoutes,
   ipPolicyRuleRoutes,
+  vaultRoutes,
   certificateAuthorityRoutes,
   tlsCertificateRoutes,
   backendRoutes,

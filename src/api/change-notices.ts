@@ -16,6 +16,9 @@ const EDGE_INPUTS =
 const CERTIFICATE_INPUTS =
   /^(?:POST|PATCH|PUT|DELETE) \/(?:tls_certificates|reserved_domains)(?:[/?]|$)/;
 
+/** Changes to what traffic policies read with `secrets.get`: vaults and their secrets. */
+const SECRET_INPUTS = /^(?:POST|PATCH|PUT|DELETE) \/(?:vaults|secrets)(?:[/?]|$)/;
+
 /**
  * After a successful change, tell the edges at once rather than at their next periodic reload:
  * sessions whose credential or bot user was revoked are re-checked (`credentialsChanged`), edges
@@ -34,7 +37,9 @@ export function installChangeNotices(app: FastifyInstance, online: OnlineState):
       ? 'edges'
       : CERTIFICATE_INPUTS.test(call)
         ? 'certificates'
-        : undefined;
+        : SECRET_INPUTS.test(call)
+          ? 'secrets'
+          : undefined;
     if (topic) configChanged?.(topic);
   });
 }

@@ -19,14 +19,17 @@ export interface OnlineState {
   traffic?: TrafficInspector | undefined;
   /** Called after a credential is deleted or a bot user changed, so the edge re-checks sessions now. */
   credentialsChanged?: (() => void) | undefined;
-  /** A change edges read at their reload (`edges`) or a served certificate changed. */
+  /**
+   * A change edges read at their reload (`edges`), a served certificate changed, or a vault or
+   * secret changed (`secrets`: the edge reloads the values its policies read).
+   */
   configChanged?: ((topic: ConfigTopic) => void) | undefined;
   /** This process's node id in a cluster (the sessions' `node_id`); absent on a single node. */
   nodeId?: string | undefined;
 }
 
 /** What a configuration notice is about (src/api/change-notices.ts). */
-export type ConfigTopic = 'edges' | 'certificates';
+export type ConfigTopic = 'edges' | 'certificates' | 'secrets';
 
 export const NOTHING_ONLINE: OnlineState = {
   tunnelsMatching: () => [],

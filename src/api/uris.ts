@@ -18,6 +18,8 @@ const COLLECTIONS: Record<string, string> = {
   ts: 'tunnel_sessions',
   tn: 'tunnels',
   ep: 'endpoints',
+  vault: 'vaults',
+  sec: 'secrets',
 };
 
 export interface Ref {

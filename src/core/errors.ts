@@ -138,6 +138,7 @@ export const CODES = {
   internalName: 'ERR_BURROW_INTERNAL_NAME',
   unsupportedOption: 'ERR_BURROW_UNSUPPORTED_OPTION',
   certificateRefused: 'ERR_BURROW_CERTIFICATE_REFUSED',
+  nameTaken: 'ERR_BURROW_NAME_TAKEN',
   storeFull: 'ERR_BURROW_STORE_FULL',
   storeUnavailable: 'ERR_BURROW_STORE_UNAVAILABLE',
   signInFailed: 'ERR_BURROW_SESSION_1',

@@ -28,6 +28,8 @@ export const ID_PREFIX = {
   endpoint: 'ep',
   operation: 'op',
   auditEvent: 'aud',
+  vault: 'vault',
+  secret: 'sec',
 } as const;
 
 export type IdPrefix = (typeof ID_PREFIX)[keyof typeof ID_PREFIX];

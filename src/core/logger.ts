@@ -4,7 +4,8 @@ export type { Logger };
 
 /**
  * Paths pino blanks out in every log line: credentials in headers, bodies and agent messages.
- * Tokens must never reach a log, whatever the level.
+ * Tokens must never reach a log, whatever the level. Nothing logs request bodies; `body.value`
+ * (a secret's value on `/secrets`) is listed in case something ever does.
  */
 export const REDACT_PATHS = [
   'req.headers.authorization',
@@ -18,6 +19,8 @@ export const REDACT_PATHS = [
   '*.AuthToken',
   'extra.Authtoken',
   'extra.AuthToken',
+  'body.value',
+  'req.body.value',
 ];
 
 /**

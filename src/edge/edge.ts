@@ -3,7 +3,7 @@ import type { ServerConfig } from '../core/config.js';
 import { parseHostPort, parseListenAddress } from '../core/host-port.js';
 import { isAtOrUnder, isOneLabelUnder } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
-import { PolicyEventLog } from '../policy/index.js';
+import { PolicyEventLog, SecretsResolver } from '../policy/index.js';
 import type { Repositories } from '../store/index.js';
 import { AgentCertificatePicker } from './sessions/agent-listener-certificates.js';
 import { startAgentListener, type AgentListener } from './sessions/agent-listener.js';
@@ -35,6 +35,12 @@ import {
   type ClusterSettings,
 } from './cluster/join-cluster.js';
 
+/**
+ * How often secrets are reloaded when nothing announced a change (a write through another
+ * process's API without a cluster link, or a notice lost).
+ */
+const SECRETS_RELOAD_MS = 30_000;
+
 /** A running edge: the agent listener and the public ingress over one tunnel registry. */
 export interface Edge {
   registry: TunnelRegistry;
@@ -57,7 +63,9 @@ export interface Edge {
    * Something edges read at their reload (`edges`) or a served certificate changed through this
    * process's API: apply it here now, and announce it to the other nodes.
    */
-  configChanged(topic: 'edges' | 'certificates'): void;
+  configChanged(topic: 'edges' | 'certificates' | 'secrets'): void;
+  /** The values policies read with `secrets.get`, kept loaded from the store. */
+  secrets: SecretsResolver;
   /** This process as a node of a cluster (a postgres:// database); undefined otherwise. */
   cluster: ClusterMembership | undefined;
   /**
@@ -95,6 +103,21 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const registry = new TunnelRegistry();
   const metrics = new EdgeMetrics();
   const policyEvents = new PolicyEventLog({ logger: logger.child({ component: 'policy' }) });
+  // Loaded before anything binds a policy; reloaded on every `secrets` notice and on a timer.
+  const secrets = new SecretsResolver(() => repos.secrets.entries());
+  await secrets.reload();
+  const reloadSecrets = (): void => {
+    secrets
+      .reload()
+      .catch((err: unknown) =>
+        logger.warn(
+          { err: (err as Error).message },
+          'secrets reload failed; keeping the previous values',
+        ),
+      );
+  };
+  const secretsTimer = setInterval(reloadSecrets, SECRETS_RELOAD_MS);
+  secretsTimer.unref();
   const baseWildcard = `*.${config.baseDomain}`;
   const trafficLog = new TrafficLog();
   const certsDir = join(config.dataDir, CERTS_DIR);
@@ -134,6 +157,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     bindHost: parseListenAddress(config.httpListen).host,
     metrics,
     policyEvents,
+    secrets,
     logger,
     // Hostports listen like the ingress's TCP ports (caps, PROXY header); they open after it.
     front: (server, socketOptions) => ingress?.tcpFront(server, socketOptions) ?? server,
@@ -185,6 +209,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       hosts: config.agentHostname ? [config.agentHostname] : [],
       publicCertificate: agentCertificates,
       policyEvents,
+      secrets,
       limits: {
         authTimeoutMs: config.limits.agentAuthTimeoutMs,
         maxSessionsPerCredential: config.limits.agentMaxSessionsPerCredential,
@@ -207,6 +232,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       repos,
       registry,
       policyEvents,
+      secrets,
       logger,
       // The URLs agents' endpoints get.
       publicUrl: (proto, where) => publicEndpointUrl(settings, proto, where),
@@ -230,6 +256,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       node.follow('edges', () => edges.sync());
       node.follow('cloud_endpoints', () => started.cloud.sync());
       node.follow('credentials', () => started.agents.revocation.checkNow());
+      node.follow('secrets', () => secrets.reload());
       node.follow('certificates', () => {
         certificates.clear();
         agentCertificates.refresh();
@@ -237,6 +264,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       await node.start();
     }
   } catch (err) {
+    clearInterval(secretsTimer);
     await member?.close();
     cloud?.close();
     await management?.close();
@@ -259,6 +287,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   let closing: Promise<void> | undefined;
   const drain = (graceMs = 10_000): Promise<void> =>
     (closing ??= (async () => {
+      clearInterval(secretsTimer);
       // Public side first: stop accepting and let requests in flight finish through their agents.
       await Promise.all([started.ingress.drain(graceMs), edges.drain(graceMs)]);
       await started.agents.drain(
@@ -280,6 +309,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     httpsAddress: ingress.httpsAddress,
     dnsAddress: management.dnsAddress,
     policyEvents,
+    secrets,
     edges,
     traffic: trafficInspector(trafficLog, ingress.httpAddress),
     credentialsChanged: () => {
@@ -291,6 +321,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       if (topic === 'certificates') {
         certificates.clear();
         agentCertificates.refresh();
+      } else if (topic === 'secrets') {
+        reloadSecrets();
       } else {
         edges
           .sync()

@@ -6,9 +6,14 @@ import {
   ReqVars,
   ResVars,
   TimeVars,
+  TlsClientVars,
+  TlsNameVars,
+  TlsSanVars,
+  TlsValidityVars,
   TlsVars,
   UrlVars,
 } from './variables.js';
+import { SecretsVars } from './secrets.js';
 
 /**
  * The CEL object types of the environment: each variable class with its fields' CEL types, and
@@ -51,6 +56,51 @@ function declare(
 
 /** Every object type of the environment, dependencies first. */
 export const CEL_TYPES: readonly CelTypeDeclaration[] = [
+  // conn.tls.client (terminate-tls): the client certificate.
+  declare(
+    'ConnTlsName',
+    TlsNameVars,
+    Object.fromEntries(
+      [
+        'common_name',
+        'organization',
+        'organizational_unit',
+        'country',
+        'locality',
+        'province',
+        'street_address',
+        'postal_code',
+      ].map((k) => [k, 'string']),
+    ),
+    {},
+  ),
+  declare(
+    'ConnTlsSan',
+    TlsSanVars,
+    Object.fromEntries(
+      ['dns_names', 'email_addresses', 'ip_addresses', 'uris'].map((k) => [k, 'list<string>']),
+    ),
+    {},
+  ),
+  declare(
+    'ConnTlsValidity',
+    TlsValidityVars,
+    { not_before: 'google.protobuf.Timestamp', not_after: 'google.protobuf.Timestamp' },
+    {},
+  ),
+  declare(
+    'ConnTlsClient',
+    TlsClientVars,
+    {
+      subject: 'ConnTlsName',
+      issuer: 'ConnTlsName',
+      san: 'ConnTlsSan',
+      serial_number: 'string',
+      fingerprint: 'string',
+      validity: 'ConnTlsValidity',
+    },
+    {},
+  ),
   declare(
     'ConnTls',
     TlsVars,
@@ -60,6 +110,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
       sni: 'string',
       negotiated_alpn: 'string',
       session_resumed: 'bool',
+      client: 'ConnTlsClient',
     },
     {
       Version: 'version',
@@ -200,6 +251,8 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
     },
   ),
   declare('Time', TimeVars, { now: 'google.protobuf.Timestamp' }, { Now: 'now' }),
+  // No fields: only `secrets.get(vault, name)`, registered in cel.ts.
+  declare('Secrets', SecretsVars, {}, {}),
 ];
 
 /**

@@ -190,7 +190,7 @@ describe('compile-time checks', () => {
       /getReqHeader\(\) is only available in on_http_request and on_http_response/,
     );
     expect(refusal('request.method == "GET"')).toMatch(
-      /the variables are conn, endpoint, time, vars and actions/,
+      /the variables are conn, endpoint, time, vars, actions and secrets/,
     );
   });
 

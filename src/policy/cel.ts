@@ -5,12 +5,13 @@ import { CEL_TYPES } from './cel-types.js';
 import { deepest } from './document-limits.js';
 import type { PolicyPhase } from './parse.js';
 import { compileRegex } from './regex.js';
+import type { SecretsVars } from './secrets.js';
 import type { Activation, ReqVars, ResVars } from './variables.js';
 import type { UrlVars } from './variables.js';
 
 /**
  * The CEL environments policies are written in, one per phase (on_tcp_connect sees `conn`,
- * `endpoint`, `time` and `vars`; on_http_request adds `req`; on_http_response adds `res`), with
+ * `endpoint`, `time`, `vars` and `secrets`; on_http_request adds `req`; on_http_response adds `res`), with
  * the functions policies may call. Expressions are parsed and type-checked once, when the policy
  * is compiled; evaluating them then skips both.
  */
@@ -118,6 +119,11 @@ function buildEnvironment(phase: PolicyPhase): Environment {
     .registerVariable('time', 'Time')
     .registerVariable('vars', 'map<string, dyn>')
     .registerVariable('actions', 'map<string, dyn>')
+    .registerVariable('secrets', 'Secrets')
+    .registerFunction(
+      'Secrets.get(string, string): string',
+      (secrets: SecretsVars, vault: string, name: string) => secrets.get(vault, name),
+    )
     .registerOperator('Url == string', (u: UrlVars, s: string) => u.raw === s)
     .registerFunction('string(Url): string', (u: UrlVars) => u.raw)
     .registerFunction('Url.size(): int', (u: UrlVars) => BigInt(u.raw.length))
@@ -251,7 +257,7 @@ function describe(error: unknown, phase: PolicyPhase, source: string): string {
     const phases = PHASE_VARIABLES[unknownVar];
     text += phases
       ? `; ${unknownVar} is only available in ${phases.join(' and ')}, not in ${phase}`
-      : '; the variables are conn, endpoint, time, vars and actions, plus req (HTTP phases) and res (on_http_response)';
+      : '; the variables are conn, endpoint, time, vars, actions and secrets, plus req (HTTP phases) and res (on_http_response)';
   } else if (/^No such key: /.test(text)) {
     text += '; see docs/traffic-policy.md for the fields of conn, req, res, endpoint and time';
   } else {

@@ -79,6 +79,8 @@ export {
   type RespondDecision,
   type TcpConnectDecision,
   type TcpConnectInput,
+  type TlsTermination,
+  type TlsTerminator,
 } from './runner.js';
 export {
   DISCARD_EVENTS,
@@ -104,7 +106,7 @@ export type {
   ResponseInput,
   TlsInput,
 } from './variables.js';
-export type { CompressionEncoding } from './actions/types.js';
+export type { BodyReplacement, BodyRewrite, CompressionEncoding } from './actions/types.js';
 export {
   isHttpProtocol,
   parsePolicyDocument,
@@ -118,3 +120,4 @@ export {
   type PolicyProtocol,
 } from './parse.js';
 export { EXPRESSION_LIMITS } from './cel.js';
+export { NO_SECRETS, SecretsResolver, type SecretsLookup, type SecretValue } from './secrets.js';

@@ -106,17 +106,27 @@ export function checkPlacement(
   where: string,
   field: string,
 ): void {
-  if (spec.phases.includes(phase)) return;
   const runs = phasesOf(protocol);
-  if (!spec.phases.some((p) => runs.includes(p))) {
-    const usable = [...ACTIONS.values()]
+  const usable = (): string[] =>
+    [...ACTIONS.values()]
       .filter((a) => a.phases.some((p) => runs.includes(p)))
+      .filter((a) => !a.protocols || a.protocols.includes(protocol))
       .map((a) => a.type)
       .sort();
+  if (spec.protocols && !spec.protocols.includes(protocol)) {
+    const on = spec.protocols.map((p) => p.toUpperCase()).join(', ');
     throw new ValidationError(
       CODES.policyActionProtocol,
       field,
-      `${where}: action type '${spec.type}' is not supported for protocol ${protocol}: it works on HTTP only (${spec.phases.join(', ')}). On ${protocol.toUpperCase()} endpoints use ${usable.join(', ')}.`,
+      `${where}: action type '${spec.type}' is not supported for protocol ${protocol}: it works on ${on} endpoints only. On ${protocol.toUpperCase()} endpoints use ${usable().join(', ')}.`,
+    );
+  }
+  if (spec.phases.includes(phase)) return;
+  if (!spec.phases.some((p) => runs.includes(p))) {
+    throw new ValidationError(
+      CODES.policyActionProtocol,
+      field,
+      `${where}: action type '${spec.type}' is not supported for protocol ${protocol}: it works on HTTP only (${spec.phases.join(', ')}). On ${protocol.toUpperCase()} endpoints use ${usable().join(', ')}.`,
     );
   }
   throw new ValidationError(

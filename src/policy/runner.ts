@@ -1,9 +1,11 @@
 import type {
   ActionOutcome,
+  BodyRewrite,
   CompressionEncoding,
   ForwardInternal,
   PhaseContext,
   Terminal,
+  TlsTermination,
 } from './actions/types.js';
 import type { CompiledExpression } from './cel.js';
 import type { CompiledPolicy, CompiledRule } from './compile.js';
@@ -17,6 +19,7 @@ import {
 import { HeaderEdits, NO_HEADER_CHANGES, type HeaderChanges } from './headers.js';
 import type { Template } from './interpolate.js';
 import type { PolicyPhase } from './parse.js';
+import { NO_SECRETS, SecretsVars, type SecretsLookup } from './secrets.js';
 import {
   ConnVars,
   EndpointVars,
@@ -28,6 +31,7 @@ import {
   type EndpointInput,
   type RequestInput,
   type ResponseInput,
+  type TlsInput,
 } from './variables.js';
 
 /** Variables set by `set-vars`, carried from one phase to the next by the caller. */
@@ -57,14 +61,28 @@ export interface PolicyRunnerOptions {
   now?: (() => number) | undefined;
   /** Whether an internal endpoint serves a URL now (forward-internal `on_error: continue`). */
   internalOnline?: ((url: string) => boolean) | undefined;
+  /**
+   * What `secrets.get('vault', 'name')` reads (the edge's SecretsResolver); without it every
+   * lookup fails with an `error` event. Once the policy has read a value, its events are redacted.
+   */
+  secrets?: SecretsLookup | undefined;
 }
 
-export type { ForwardInternal } from './actions/types.js';
+export type { ForwardInternal, TlsTermination } from './actions/types.js';
+
+/**
+ * How the ingress ends a connection's TLS for terminate-tls: resolves with the TLS facts of the
+ * finished handshake (negotiated version, cipher, client certificate), or undefined when the
+ * handshake failed (the connection is gone).
+ */
+export type TlsTerminator = (settings: TlsTermination) => Promise<TlsInput | undefined>;
 
 export interface TcpConnectInput {
   conn: ConnInput;
   endpoint?: EndpointInput | undefined;
   vars?: PolicyVars | undefined;
+  /** Given by ingresses that can end TLS here (TLS endpoints); without it terminate-tls closes. */
+  terminateTls?: TlsTerminator | undefined;
 }
 export interface HttpRequestInput extends TcpConnectInput {
   req: RequestInput;
@@ -74,7 +92,13 @@ export interface HttpResponseInput extends HttpRequestInput {
 }
 
 export type TcpConnectDecision =
-  | { kind: 'continue'; vars: PolicyVars; forwardInternal?: ForwardInternal | undefined }
+  | {
+      kind: 'continue';
+      vars: PolicyVars;
+      forwardInternal?: ForwardInternal | undefined;
+      /** terminate-tls ended the client's TLS: relay the plaintext, not the TLS bytes. */
+      tlsTerminated?: boolean | undefined;
+    }
   | { kind: 'close'; vars: PolicyVars };
 
 /** An answer for the client: status, lower-case headers, and a (possibly empty) body. */
@@ -98,6 +122,8 @@ export type HttpRequestDecision =
       afterResponse?: ReadonlyArray<(status: number) => void> | undefined;
       /** forward-internal ended the phase: hand the request to this internal endpoint. */
       forwardInternal?: ForwardInternal | undefined;
+      /** request-body-find-replace: stream the request body through this rewrite. */
+      bodyRewrite?: BodyRewrite | undefined;
     }
   | RespondDecision
   | { kind: 'close'; vars: PolicyVars };
@@ -109,6 +135,8 @@ export type HttpResponseDecision =
       headers: HeaderChanges;
       /** Pipe the body through this zlib encoder (headers already say so). */
       compress: CompressionEncoding | undefined;
+      /** response-body-find-replace, sse-find-replace: stream the body through this rewrite first. */
+      bodyRewrite?: BodyRewrite | undefined;
       vars: PolicyVars;
     }
   /** Replace the upstream response with this one. */
@@ -136,10 +164,15 @@ function then<T, R>(value: Settled<T>, fn: (v: T) => R): Settled<R> {
 class PhaseRun implements PhaseContext {
   rewrite: string | undefined;
   compress: CompressionEncoding | undefined;
+  bodyRewrite: BodyRewrite | undefined;
   rule: CompiledRule | undefined;
   actionIndex = -1;
   actionType = '';
   observers: Array<(status: number) => void> | undefined;
+  /** Set once terminate-tls's handshake finished. */
+  tlsTerminated = false;
+  /** The ingress's TLS terminator (on_tcp_connect of TLS endpoints). */
+  terminator: TlsTerminator | undefined;
   #edits: HeaderEdits | undefined;
   #varsCopied = false;
 
@@ -150,6 +183,16 @@ class PhaseRun implements PhaseContext {
     private readonly message: ReqVars | ResVars | undefined,
     private readonly body?: (() => Promise<Buffer>) | undefined,
   ) {}
+
+  async terminateTls(settings: TlsTermination): Promise<boolean> {
+    if (this.tlsTerminated) return true;
+    if (!this.terminator || this.phase !== 'on_tcp_connect') return false;
+    const tls = await this.terminator(settings);
+    if (!tls) return false;
+    this.activation.conn.setTls(tls);
+    this.tlsTerminated = true;
+    return true;
+  }
 
   requestBody(): Promise<Buffer> {
     if (!this.body || this.phase !== 'on_http_request') {
@@ -257,6 +300,7 @@ export class PolicyRunner {
   /** @internal See PolicyRunnerOptions.internalOnline. */
   readonly internalOnline: PolicyRunnerOptions['internalOnline'];
   private readonly states = new WeakMap<object, unknown>();
+  private readonly secrets: SecretsVars;
 
   constructor(
     readonly policy: CompiledPolicy,
@@ -267,6 +311,7 @@ export class PolicyRunner {
     this.lookup = options.ipPolicyRules;
     this.now = options.now ?? Date.now;
     this.internalOnline = options.internalOnline;
+    this.secrets = new SecretsVars(options.secrets ?? NO_SECRETS);
     if (policy.ipPolicyIds.length > 0 && !this.lookup) {
       throw new Error(
         `the policy of ${this.ownerId} uses ip_policies: pass ipPolicyRules to bind()`,
@@ -280,12 +325,16 @@ export class PolicyRunner {
     const vars = input.vars ?? NO_VARS;
     if (rules.length === 0) return { kind: 'continue', vars };
     const run = new PhaseRun('on_tcp_connect', this.activation(input, vars), this, undefined);
+    run.terminator = input.terminateTls;
     return then(this.execute(run, rules, 0, 0), (out): TcpConnectDecision => {
       const vars = run.activation.vars;
+      const tlsTerminated = run.tlsTerminated || undefined;
       if (out?.kind === 'forward-internal') {
-        return { kind: 'continue', vars, forwardInternal: { url: out.url, onError: out.onError } };
+        const forwardInternal = { url: out.url, onError: out.onError };
+        return { kind: 'continue', vars, forwardInternal, tlsTerminated };
       }
-      return { kind: out ? 'close' : 'continue', vars };
+      if (out) return { kind: 'close', vars };
+      return { kind: 'continue', vars, tlsTerminated };
     });
   }
 
@@ -308,6 +357,7 @@ export class PolicyRunner {
         vars: activation.vars,
         afterResponse: run.observers,
         forwardInternal: out && { url: out.url, onError: out.onError },
+        ...(run.bodyRewrite && { bodyRewrite: run.bodyRewrite }),
       };
     });
   }
@@ -330,6 +380,7 @@ export class PolicyRunner {
         kind: 'continue',
         headers: run.headerChanges(),
         compress: run.compress,
+        ...(run.bodyRewrite && { bodyRewrite: run.bodyRewrite }),
         vars: activation.vars,
       };
     });
@@ -343,6 +394,7 @@ export class PolicyRunner {
       // Read-only until set-vars copies it (PhaseRun.setVar), so callers' objects are not changed.
       vars: vars,
       actions: (vars as VarsWithResults)[ACTION_RESULTS] ?? NO_RESULTS,
+      secrets: this.secrets,
     };
   }
 
@@ -407,6 +459,13 @@ export class PolicyRunner {
     message: string,
     metadata: Record<string, unknown> | undefined,
   ): void {
+    let meta = metadata === undefined ? null : (toJson(metadata) as Record<string, unknown>);
+    // A value the policy read may reach a message (a failing conversion) or log metadata.
+    if (this.secrets.used) {
+      const lookup = this.secrets.lookup;
+      message = lookup.redact(message);
+      if (meta) meta = JSON.parse(lookup.redact(JSON.stringify(meta))) as Record<string, unknown>;
+    }
     this.events.record({
       timestamp: isoTime(this.now()),
       owner_id: this.ownerId,
@@ -416,7 +475,7 @@ export class PolicyRunner {
       outcome,
       message,
       client_ip: run.activation.conn.client_ip,
-      metadata: metadata === undefined ? null : (toJson(metadata) as Record<string, unknown>),
+      metadata: meta,
     });
   }
 

@@ -290,7 +290,7 @@ describe('validatePolicy refuses, naming phase, rule, action and fix', () => {
     );
     expect(err.code).toBe('ERR_NGROK_2205');
     expect(err.message).toBe(
-      `${FIELD}: phase on_tcp_connect, rule 0 ("tag"), action 0 (add-headers): action type 'add-headers' is not supported for protocol tls: it works on HTTP only (on_http_request, on_http_response). On TLS endpoints use close-connection, deny, forward-internal, log, restrict-ips, set-vars.`,
+      `${FIELD}: phase on_tcp_connect, rule 0 ("tag"), action 0 (add-headers): action type 'add-headers' is not supported for protocol tls: it works on HTTP only (on_http_request, on_http_response). On TLS endpoints use close-connection, deny, forward-internal, log, restrict-ips, set-vars, terminate-tls.`,
     );
   });
 

@@ -1,3 +1,4 @@
+import type { X509Certificate } from 'node:crypto';
 import { parseHostPort } from '../core/host-port.js';
 import {
   canonicalHeaderName,
@@ -7,6 +8,7 @@ import {
   type HeaderChanges,
   type HeaderInput,
 } from './headers.js';
+import type { SecretsVars } from './secrets.js';
 
 /** A Host header: `host[:port]`, an IPv6 host kept in brackets as the policy variables show it. */
 const HOST_HEADER = { port: 'optional', keepBrackets: true, allowEmptyHost: true } as const;
@@ -27,6 +29,8 @@ export interface TlsInput {
   sni?: string | undefined;
   negotiated_alpn?: string | undefined;
   session_resumed?: boolean | undefined;
+  /** The client's certificate, when TLS ended at the edge (terminate-tls) and the client sent one. */
+  client?: X509Certificate | undefined;
 }
 
 /** Where the client is, when a GeoIP source knows; Burrow has none built in. */
@@ -103,6 +107,7 @@ export function normalizeTlsVersion(version: string | undefined): string {
 
 export class TlsVars {
   readonly #in: TlsInput;
+  #client: TlsClientVars | undefined;
   constructor(input: TlsInput | undefined) {
     this.#in = input ?? {};
   }
@@ -120,6 +125,133 @@ export class TlsVars {
   }
   get session_resumed(): boolean {
     return this.#in.session_resumed ?? false;
+  }
+  get client(): TlsClientVars {
+    return (this.#client ??= new TlsClientVars(this.#in.client));
+  }
+}
+
+/**
+ * The attributes of a certificate's subject or issuer, as Node writes them (`CN=alice\nO=Acme\, Inc.`):
+ * the first value of each, escapes undone.
+ */
+function nameAttributes(text: string | undefined): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const line of (text ?? '').split('\n')) {
+    const eq = line.indexOf('=');
+    if (eq <= 0) continue;
+    const key = line.slice(0, eq);
+    if (!out.has(key)) out.set(key, line.slice(eq + 1).replace(/\\(.)/g, '$1'));
+  }
+  return out;
+}
+
+/** `conn.tls.client.subject`, `conn.tls.client.issuer`: a distinguished name's attributes. */
+export class TlsNameVars {
+  readonly #attrs: Map<string, string>;
+  constructor(text: string | undefined) {
+    this.#attrs = nameAttributes(text);
+  }
+  get common_name(): string {
+    return this.#attrs.get('CN') ?? '';
+  }
+  get organization(): string {
+    return this.#attrs.get('O') ?? '';
+  }
+  get organizational_unit(): string {
+    return this.#attrs.get('OU') ?? '';
+  }
+  get country(): string {
+    return this.#attrs.get('C') ?? '';
+  }
+  get locality(): string {
+    return this.#attrs.get('L') ?? '';
+  }
+  get province(): string {
+    return this.#attrs.get('ST') ?? '';
+  }
+  get street_address(): string {
+    return this.#attrs.get('street') ?? '';
+  }
+  get postal_code(): string {
+    return this.#attrs.get('postalCode') ?? '';
+  }
+}
+
+/** `conn.tls.client.san`: the subject alternative names, by kind. */
+export class TlsSanVars {
+  readonly dns_names: string[] = [];
+  readonly email_addresses: string[] = [];
+  readonly ip_addresses: string[] = [];
+  readonly uris: string[] = [];
+  constructor(text: string | undefined) {
+    // Node: `DNS:a.example, IP Address:10.0.0.1, email:x@y.z, URI:spiffe://a/b` (odd values quoted).
+    const kinds: Record<string, string[]> = {
+      DNS: this.dns_names,
+      email: this.email_addresses,
+      'IP Address': this.ip_addresses,
+      URI: this.uris,
+    };
+    for (const part of (text ?? '').split(/, (?=[A-Za-z ]+:)/)) {
+      const colon = part.indexOf(':');
+      const list = colon > 0 ? kinds[part.slice(0, colon)] : undefined;
+      if (!list) continue;
+      let value = part.slice(colon + 1);
+      if (value.startsWith('"')) {
+        try {
+          value = JSON.parse(value) as string;
+        } catch {
+          // Keep it as written.
+        }
+      }
+      list.push(value);
+    }
+  }
+}
+
+/** `conn.tls.client.validity`. */
+export class TlsValidityVars {
+  constructor(
+    readonly not_before: Date,
+    readonly not_after: Date,
+  ) {}
+}
+
+const EPOCH = new Date(0);
+
+/**
+ * `conn.tls.client`: the client certificate of a connection whose TLS ended at the edge
+ * (terminate-tls with mutual TLS); every field empty when there is none.
+ */
+export class TlsClientVars {
+  readonly #cert: X509Certificate | undefined;
+  #subject: TlsNameVars | undefined;
+  #issuer: TlsNameVars | undefined;
+  #san: TlsSanVars | undefined;
+  constructor(cert: X509Certificate | undefined) {
+    this.#cert = cert;
+  }
+  get subject(): TlsNameVars {
+    return (this.#subject ??= new TlsNameVars(this.#cert?.subject));
+  }
+  get issuer(): TlsNameVars {
+    return (this.#issuer ??= new TlsNameVars(this.#cert?.issuer));
+  }
+  get san(): TlsSanVars {
+    return (this.#san ??= new TlsSanVars(this.#cert?.subjectAltName));
+  }
+  /** Hex, upper case, as OpenSSL prints it. */
+  get serial_number(): string {
+    return this.#cert?.serialNumber ?? '';
+  }
+  /** SHA-256 of the DER certificate, hex pairs separated by colons. */
+  get fingerprint(): string {
+    return this.#cert?.fingerprint256 ?? '';
+  }
+  get validity(): TlsValidityVars {
+    const cert = this.#cert;
+    if (!cert) return new TlsValidityVars(EPOCH, EPOCH);
+    return new TlsValidityVars(new Date(cert.validFrom), new Date(cert.validTo));
   }
 }
 
@@ -157,11 +289,13 @@ export class ConnTsVars {
 
 export class ConnVars {
   readonly #in: ConnInput;
+  #tlsIn: TlsInput | undefined;
   #tls: TlsVars | undefined;
   #geo: GeoVars | undefined;
   #ts: ConnTsVars | undefined;
   constructor(input: ConnInput) {
     this.#in = input;
+    this.#tlsIn = input.tls;
   }
   get client_ip(): string {
     return this.#in.client_ip;
@@ -189,7 +323,12 @@ export class ConnVars {
     return (this.#ts ??= new ConnTsVars(start === undefined ? new Date() : new Date(start)));
   }
   get tls(): TlsVars {
-    return (this.#tls ??= new TlsVars(this.#in.tls));
+    return (this.#tls ??= new TlsVars(this.#tlsIn));
+  }
+  /** Called once terminate-tls finished the handshake, so later rules see the negotiated TLS. */
+  setTls(tls: TlsInput): void {
+    this.#tlsIn = tls;
+    this.#tls = undefined;
   }
   get geo(): GeoVars {
     return (this.#geo ??= new GeoVars(this.#in.geo));
@@ -405,4 +544,6 @@ export interface Activation {
   actions?: Record<string, unknown>;
   req?: ReqVars;
   res?: ResVars;
+  /** `secrets.get('vault', 'name')`; the runner always sets it. */
+  secrets?: SecretsVars;
 }

@@ -1,11 +1,13 @@
 /**
  * The PROXY protocol (HAProxy, versions 1 and 2) that a load balancer sends first on each
- * connection to say who the client is. Parsing only; `src/edge/listeners/proxy-protocol-front.ts` applies it
- * to sockets. Not to be confused with proxy-header.ts, the ngrok ProxyHeader sent to agents.
+ * connection to say who the client is. Parsing (`src/edge/listeners/proxy-protocol-front.ts` applies it
+ * to sockets) and encoding (an endpoint bound with `ProxyProto` 1 or 2 gets a header at the start of
+ * each stream, src/edge/sessions/agent-tunnel.ts). Not to be confused with proxy-header.ts, the ngrok ProxyHeader sent to agents.
  * Spec: https://www.haproxy.org/download/2.9/doc/proxy-protocol.txt
  */
 import { isIP } from 'node:net';
 import { BurrowError, CODES } from '../core/errors.js';
+import { parseHostPort } from '../core/host-port.js';
 
 /** The v2 signature: the 12 bytes every v2 header starts with. */
 export const PROXY_V2_SIGNATURE = Buffer.from('0d0a0d0a000d0a515549540a', 'hex');
@@ -134,4 +136,80 @@ export function parseProxyProtocol(buf: Buffer): ProxyProtocolHeader | undefined
     return buf.length < PROXY_V2_SIGNATURE.length ? undefined : parseV2(buf);
   }
   throw new ProxyProtocolError('the connection does not start with a PROXY protocol header');
+}
+
+/** 16 bytes of an IPv6 address (`::` shorthand, an IPv4 tail and a `%zone` allowed). */
+function ipv6Bytes(text: string): Buffer {
+  let address = text.replace(/%.*$/, '');
+  const tail = /(\d+\.\d+\.\d+\.\d+)$/.exec(address);
+  if (tail) {
+    const [a, b, c, d] = tail[1]!.split('.').map(Number) as [number, number, number, number];
+    address =
+      address.slice(0, -tail[1]!.length) +
+      `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, rest] = address.split('::') as [string, string | undefined];
+  const left = head === '' ? [] : head.split(':');
+  const right = rest === undefined || rest === '' ? [] : rest.split(':');
+  const zeros = rest === undefined ? 0 : 8 - left.length - right.length;
+  const groups = [...left, ...Array<string>(zeros).fill('0'), ...right];
+  const out = Buffer.alloc(16);
+  groups.forEach((group, i) => out.writeUInt16BE(parseInt(group, 16), i * 2));
+  return out;
+}
+
+const V2_LOCAL = Buffer.concat([PROXY_V2_SIGNATURE, Buffer.from([0x20, 0x00, 0x00, 0x00])]);
+
+/**
+ * A PROXY protocol header naming `source` (the client) and `destination` (the address it
+ * connected to), as a proxy writes it first on the connection to its backend. Both must be of the
+ * same family; when they are not, or `source` is unknown, the header says so (v1 `UNKNOWN`, v2
+ * `LOCAL`), and the receiver keeps the connection's own addresses.
+ * @example encodeProxyHeader(1, { address: '203.0.113.7', port: 51234, family: 'IPv4' }, { address: '10.0.0.1', port: 443, family: 'IPv4' }).toString() // 'PROXY TCP4 203.0.113.7 10.0.0.1 51234 443\r\n'
+ */
+export function encodeProxyHeader(
+  version: 1 | 2,
+  source: ProxiedAddress | undefined,
+  destination: ProxiedAddress | undefined,
+): Buffer {
+  const known =
+    source !== undefined &&
+    destination !== undefined &&
+    source.family === destination.family &&
+    isIP(source.address) === (source.family === 'IPv4' ? 4 : 6) &&
+    isIP(destination.address) === (destination.family === 'IPv4' ? 4 : 6);
+  if (version === 1) {
+    if (!known) return Buffer.from('PROXY UNKNOWN\r\n', 'latin1');
+    const tcp = source.family === 'IPv4' ? 'TCP4' : 'TCP6';
+    const line = `PROXY ${tcp} ${source.address} ${destination.address} ${source.port} ${destination.port}\r\n`;
+    return Buffer.from(line, 'latin1');
+  }
+  if (!known) return Buffer.from(V2_LOCAL);
+  const v4 = source.family === 'IPv4';
+  const bytes = (address: string): Buffer =>
+    v4 ? Buffer.from(address.split('.').map(Number)) : ipv6Bytes(address);
+  const block = Buffer.alloc(v4 ? 12 : 36);
+  bytes(source.address).copy(block, 0);
+  bytes(destination.address).copy(block, v4 ? 4 : 16);
+  block.writeUInt16BE(source.port, v4 ? 8 : 32);
+  block.writeUInt16BE(destination.port, v4 ? 10 : 34);
+  const fixed = Buffer.from([0x21, v4 ? 0x11 : 0x21, 0, 0]);
+  fixed.writeUInt16BE(block.length, 2);
+  return Buffer.concat([PROXY_V2_SIGNATURE, fixed, block]);
+}
+
+/**
+ * An `ip:port` text (IPv6 in brackets; an IPv4-mapped IPv6 address counts as IPv4) as a
+ * ProxiedAddress, or undefined when it is not an IP address and a port.
+ * @example proxiedAddress('[::ffff:203.0.113.7]:4567') // { address: '203.0.113.7', port: 4567, family: 'IPv4' }
+ */
+export function proxiedAddress(text: string | undefined): ProxiedAddress | undefined {
+  const hostport = text === undefined ? undefined : parseHostPort(text);
+  if (!hostport) return undefined;
+  // Without an IPv6 zone (`%eth0`): the header has no room for it.
+  const bare = hostport.host.replace(/%.*$/, '');
+  const host = /^::ffff:\d+\.\d+\.\d+\.\d+$/i.test(bare) ? bare.slice(7) : bare;
+  const kind = isIP(host);
+  if (kind === 0) return undefined;
+  return { address: host, port: hostport.port, family: kind === 4 ? 'IPv4' : 'IPv6' };
 }

@@ -9,6 +9,7 @@ import { usersMigration } from './migrations/0003-users.js';
 import { endpointsMigration } from './migrations/0004-endpoints.js';
 import { auditMigration } from './migrations/0005-audit.js';
 import { clusterMigration } from './migrations/0006-cluster.js';
+import { vaultsMigration } from './migrations/0007-vaults.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -42,6 +43,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0004-endpoints': endpointsMigration(dialect),
     '0005-audit': auditMigration(dialect),
     '0006-cluster': clusterMigration(dialect),
+    '0007-vaults': vaultsMigration(dialect),
   };
 }
 

@@ -18,10 +18,12 @@ import { ReservedDomainRepository } from './reserved-domains.js';
 import { SettingsRepository } from './settings.js';
 import { TlsCertificateRepository } from './tls-certificates.js';
 import { UserRepository } from './users.js';
+import { SecretRepository, VaultRepository } from './vaults.js';
 
 export { openStore, type Store, type StoreOptions } from './database.js';
 export type { Page, PageRequest } from './paging.js';
 export type { CloudEndpoint } from './cloud-endpoints.js';
+export type { SecretEntry } from './vaults.js';
 export {
   ClusterRepository,
   isForeignKeyViolation,
@@ -52,6 +54,8 @@ export interface Repositories {
   users: UserRepository;
   auditEvents: AuditEventRepository;
   cloudEndpoints: CloudEndpointRepository;
+  vaults: VaultRepository;
+  secrets: SecretRepository;
   /** The cluster's nodes and online state (meaningful on PostgreSQL; harmless on SQLite). */
   cluster: ClusterRepository;
 }
@@ -85,6 +89,8 @@ export function createRepositories(
     users: new UserRepository(store.db),
     auditEvents: new AuditEventRepository(store.db),
     cloudEndpoints: new CloudEndpointRepository(deps),
+    vaults: new VaultRepository(deps),
+    secrets: new SecretRepository(deps),
     cluster: new ClusterRepository(store.db, store.dialect),
   };
 }

@@ -28,6 +28,8 @@ export interface Database {
   nodes: NodesTable;
   online_sessions: OnlineSessionsTable;
   online_tunnels: OnlineTunnelsTable;
+  vaults: VaultsTable;
+  secrets: SecretsTable;
 }
 
 /** Columns every user-facing resource has. */
@@ -241,4 +243,19 @@ export interface OnlineTunnelsTable {
   /** 0 or 1. */
   pooling: number;
   data: string;
+}
+
+/** A vault: a named group of secrets that traffic policies read with `secrets.get`. */
+export interface VaultsTable extends ResourceColumns {
+  name: string;
+  updated_at: string;
+}
+
+/** A secret of a vault. The value is never stored in clear: see src/store/secret-box.ts. */
+export interface SecretsTable extends ResourceColumns {
+  vault_id: string;
+  name: string;
+  /** `v1:` then base64 of the AES-256-GCM nonce, tag and ciphertext. */
+  value_encrypted: string;
+  updated_at: string;
 }

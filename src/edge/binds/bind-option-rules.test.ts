@@ -245,3 +245,75 @@ describe('optionRules', () => {
     );
   });
 });
+
+describe('optionRules on tls endpoints: TLSTermination and mutual TLS', () => {
+  const CERT = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+  const KEY = '-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----\n';
+  const CA = '-----BEGIN CERTIFICATE-----\nMIIC\n-----END CERTIFICATE-----\n';
+  const b64 = (text: string) => Buffer.from(text).toString('base64');
+
+  it('becomes one terminate-tls rule after the IP restriction (base64 PEM bytes decoded)', () => {
+    const rules = optionRules(
+      {
+        IPRestriction: { allow_cidrs: ['10.0.0.0/8'] },
+        TLSTermination: { cert: b64(CERT), key: b64(KEY) },
+        MutualTLSAtEdge: { mutual_tls_ca: b64(CA) },
+      },
+      undefined,
+      'tls',
+    )!;
+    expect(rules.on_tcp_connect.map((r) => r.name)).toEqual([
+      'Opts.IPRestriction',
+      'Opts.TLSTermination, Opts.MutualTLSAtEdge',
+    ]);
+    expect(rules.on_tcp_connect[1]!.actions).toEqual([
+      {
+        type: 'terminate-tls',
+        config: {
+          server_certificate: CERT,
+          server_private_key: KEY,
+          mutual_tls_certificate_authorities: [CA],
+        },
+      },
+    ]);
+  });
+
+  it("terminates with the edge's certificate for a TLSTermination without a key pair, or mutual TLS alone", () => {
+    expect(optionRules({ TLSTermination: {} }, undefined, 'tls')!.on_tcp_connect).toEqual([
+      {
+        name: 'Opts.TLSTermination',
+        expressions: [],
+        actions: [{ type: 'terminate-tls', config: {} }],
+      },
+    ]);
+    const mtls = optionRules({ MutualTLSCA: { MutualTLSCA: CA } }, undefined, 'tls')!;
+    expect(mtls.on_tcp_connect[0]).toMatchObject({
+      name: 'Opts.MutualTLSCA',
+      actions: [{ type: 'terminate-tls', config: { mutual_tls_certificate_authorities: [CA] } }],
+    });
+    expect(optionRules({ TLSTermination: null, MutualTLSAtEdge: null }, undefined, 'tls')).toBe(
+      undefined,
+    );
+  });
+
+  it('refuses what it cannot turn into PEM, naming the option', () => {
+    const refusal = (opts: Parameters<typeof optionRules>[0]) => {
+      try {
+        optionRules(opts, undefined, 'tls');
+      } catch (err) {
+        return (err as AgentError).message;
+      }
+      return undefined;
+    };
+    expect(refusal({ TLSTermination: { cert: b64(CERT) } })).toMatch(
+      /Opts\.TLSTermination.*both cert and key/,
+    );
+    expect(refusal({ TLSTermination: { cert: 'AA', key: 'BB' } })).toMatch(
+      /Opts\.TLSTermination.*cert is not PEM/,
+    );
+    expect(refusal({ TLSTermination: { sealed_key: 'c2VhbGVk' } })).toMatch(/sealed keys/);
+    expect(refusal({ MutualTLSAtEdge: { mutual_tls_ca: '%%%' } })).toMatch(
+      /Opts\.MutualTLSAtEdge.*base64/,
+    );
+  });
+});

@@ -4,7 +4,8 @@
  * actions. The rules run before the endpoint's own traffic policy, in the order below: who may
  * connect (IP restriction, user agents), then the circuit breaker, then who is authenticated
  * (webhook signature, basic auth, OIDC or OAuth login), then the request's changes; on the way back, header changes,
- * then compression.
+ * then compression. On tls endpoints, TLS termination and mutual TLS (terminate-tls) come right
+ * after the IP restriction, so refused addresses cost no handshake.
  */
 import type { PolicyAction, PolicyProtocol, PolicyRule } from '../../policy/index.js';
 import type { BindExtra, BindOpts } from '../../protocol/index.js';
@@ -243,6 +244,66 @@ function login(opts: BindOpts, option: 'OIDC' | 'OAuth'): PolicyRule[] {
 }
 
 /**
+ * PEM bytes as SDKs send them: base64 (Go `[]byte`, Rust `Vec<u8>`), or PEM text as is.
+ * @example pemText('Opts.TLSTermination', 'cert', 'LS0tLS1CRUdJTi...') // '-----BEGIN...'
+ */
+function pemText(option: string, name: string, value: unknown): string {
+  if (Array.isArray(value) && value.every((b) => Number.isInteger(b) && b >= 0 && b < 256)) {
+    return Buffer.from(value as number[]).toString('utf8');
+  }
+  if (typeof value !== 'string') throw bad(option, `${name} must be PEM bytes (base64)`);
+  if (value.includes('-----BEGIN')) return value;
+  const compact = value.replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(compact)) {
+    throw bad(option, `${name} must be PEM bytes (base64)`);
+  }
+  const text = Buffer.from(compact, 'base64').toString('utf8');
+  if (!text.includes('-----BEGIN')) throw bad(option, `${name} is not PEM once decoded`);
+  return text;
+}
+
+const present = (value: unknown): boolean => value !== null && value !== undefined;
+
+/**
+ * TLSTermination `{cert, key}` (ngrok-go `WithTLSTermination`, @ngrok/ngrok `.termination(cert,
+ * key)`; an object without a key pair terminates with the edge's certificate) and
+ * MutualTLSAtEdge / MutualTLSCA `{mutual_tls_ca}` (the CA PEMs, `.mutualTlsca(pem)`), as one
+ * terminate-tls action: mutual TLS needs the TLS to end at the edge. TLS endpoints only.
+ */
+function tlsTermination(opts: BindOpts): PolicyRule | undefined {
+  const config: Mapping = {};
+  const names: string[] = [];
+  const termination = opts.TLSTermination;
+  if (present(termination)) {
+    const option = 'Opts.TLSTermination';
+    if (!isMapping(termination)) throw bad(option, 'it must be an object');
+    if (isSet(field(termination, 'sealed_key'))) {
+      throw bad(option, 'sealed keys are not supported; send the key');
+    }
+    const cert = field(termination, 'cert');
+    const key = field(termination, 'key');
+    if (isSet(cert) !== isSet(key)) throw bad(option, 'it needs both cert and key, or neither');
+    if (isSet(cert)) {
+      config.server_certificate = pemText(option, 'cert', cert);
+      config.server_private_key = pemText(option, 'key', key);
+    }
+    names.push(option);
+  }
+  const cas: string[] = [];
+  for (const name of ['MutualTLSAtEdge', 'MutualTLSCA'] as const) {
+    const value = opts[name];
+    if (!isSet(value)) continue;
+    const option = `Opts.${name}`;
+    if (!isMapping(value)) throw bad(option, 'it must be an object');
+    cas.push(pemText(option, 'mutual_tls_ca', field(value, 'mutual_tls_ca')));
+    names.push(option);
+  }
+  if (cas.length > 0) config.mutual_tls_certificate_authorities = cas;
+  if (names.length === 0) return undefined;
+  return rule(names.join(', '), [{ type: 'terminate-tls', config }]);
+}
+
+/**
  * The rules that enforce `opts` (and `extra.IPPolicyRef`) on an endpoint of `protocol`, or
  * undefined when no option asks for anything. Throws refusals.badOption (an AgentError) for an option that is
  * malformed; the policy compiler then checks the rules' values (CIDRs, header names, …).
@@ -261,6 +322,10 @@ export function optionRules(
     // HTTP clients get a 403 they can read; TCP and TLS clients can only be disconnected.
     const phase = http ? out.on_http_request : out.on_tcp_connect;
     phase.push(rule('Opts.IPRestriction', [restrict]));
+  }
+  if (opts && protocol === 'tls') {
+    const terminate = tlsTermination(opts);
+    if (terminate) out.on_tcp_connect.push(terminate);
   }
   if (opts && http) {
     const request: Array<PolicyRule | undefined> = [

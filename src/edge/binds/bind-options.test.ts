@@ -47,13 +47,31 @@ describe('checkBindOptions', () => {
     expect(refusal({ MutualTLSCA: { mutual_tls_ca: 'AAAA' } })).toMatch(/Opts\.MutualTLSCA/);
     expect(refusal({ WebsocketTCPConverter: {} })).toMatch(/WebsocketTCPConverter/);
     expect(refusal({ HostHeaderRewrite: true })).toMatch(/HostHeaderRewrite/);
-    expect(refusal({ ProxyProto: 2 })).toMatch(/ProxyProto/);
+    // ProxyProto is enforced (bind-policy.ts proxyProtoOf, agent-tunnel.ts).
+    expect(refusal({ ProxyProto: 2 })).toBeUndefined();
     expect(refusal({}, { Bindings: ['kubernetes'] })).toMatch(/"kubernetes"/);
     try {
       checkBindOptions({ MutualTLSCA: { mutual_tls_ca: 'AAAA' } }, undefined);
     } catch (err) {
       expect((err as AgentError).code).toBe('ERR_BURROW_UNSUPPORTED_OPTION');
     }
+  });
+
+  it('leaves TLSTermination and mutual TLS to terminate-tls on tls endpoints only', () => {
+    const tls = {
+      TLSTermination: { cert: 'Y2VydA==', key: 'a2V5' },
+      MutualTLSAtEdge: { mutual_tls_ca: 'AAAA' },
+    };
+    expect(() => checkBindOptions(tls, undefined, 'tls')).not.toThrow();
+    expect(() =>
+      checkBindOptions({ MutualTLSCA: { mutual_tls_ca: 'AAAA' } }, undefined, 'tls'),
+    ).not.toThrow();
+    expect(() =>
+      checkBindOptions({ MutualTLSCA: { mutual_tls_ca: 'AAAA' } }, undefined, 'https'),
+    ).toThrow(/Opts\.MutualTLSCA.*tls endpoints only/);
+    expect(() => checkBindOptions(tls, undefined, 'tcp')).toThrow(
+      /Opts\.MutualTLSAtEdge|Opts\.TLSTermination/,
+    );
   });
 
   it('leaves the options it enforces as policy rules to bind-option-rules.ts', () => {

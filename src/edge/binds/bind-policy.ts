@@ -84,6 +84,26 @@ export interface BindPlan {
   internal?: string | undefined;
   /** Extra.PoolingEnabled: share the URL with other pooling endpoints. */
   pooling?: boolean | undefined;
+  /** Opts.ProxyProto: the PROXY protocol version each stream to the agent starts with. */
+  proxyProto?: 1 | 2 | undefined;
+}
+
+/**
+ * Opts.ProxyProto as a version: unset (0, '', null) means none; 1 and 2 (SDKs send a number, some
+ * configs a string) are PROXY protocol v1 and v2; anything else is refused.
+ * @example proxyProtoOf({ ProxyProto: 2 }) // 2
+ */
+export function proxyProtoOf(opts: Bind['Opts']): 1 | 2 | undefined {
+  const value: unknown = opts?.ProxyProto;
+  if (value === undefined || value === null || value === 0 || value === '' || value === '0') {
+    return undefined;
+  }
+  if (value === 1 || value === '1') return 1;
+  if (value === 2 || value === '2') return 2;
+  throw refusals.unsupportedOption(
+    `Opts.ProxyProto ${shorten(JSON.stringify(value))}`,
+    'the PROXY protocol version is 1 or 2',
+  );
 }
 
 const PROTOS: ReadonlySet<string> = new Set(['http', 'https', 'tcp', 'tls']);
@@ -140,7 +160,8 @@ export class BindPolicy {
         `Proto ${shorten(JSON.stringify(bind.Proto ?? null))} is not one of http, https, tcp, tls`,
       );
     }
-    checkBindOptions(bind.Opts, bind.Extra);
+    checkBindOptions(bind.Opts, bind.Extra, proto);
+    const proxyProto = proxyProtoOf(bind.Opts);
     const given = bindPolicyText(bind.Opts);
     const options = optionRules(bind.Opts, bind.Extra, proto as TunnelProto);
     const trafficPolicy =
@@ -153,11 +174,12 @@ export class BindPolicy {
           )
         : undefined;
     const pooling = bind.Extra?.PoolingEnabled === true;
+    const extras = { pooling, ...(proxyProto ? { proxyProto } : {}) };
     const poolable = (holder: OnlineTunnel): boolean =>
       mayReplace(holder) ||
       (pooling && this.registry.poolOf(holder).every((m) => m.pooling === true));
     const internal = this.internalPlan(bind, proto as TunnelProto, binder, poolable);
-    if (internal) return { ...internal, pooling, ...(trafficPolicy ? { trafficPolicy } : {}) };
+    if (internal) return { ...internal, ...extras, ...(trafficPolicy ? { trafficPolicy } : {}) };
     const restored = grant && grant.random && grant.proto === proto ? grant : undefined;
     const plan =
       proto === 'tcp'
@@ -169,7 +191,7 @@ export class BindPolicy {
             restored,
             poolable,
           );
-    const pooled = { ...plan, pooling };
+    const pooled = { ...plan, ...extras };
     return trafficPolicy ? { ...pooled, trafficPolicy } : pooled;
   }
 

@@ -7,7 +7,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../core/logger.js';
-import type { PolicyEventLog } from '../../policy/index.js';
+import type { PolicyEventLog, SecretsLookup } from '../../policy/index.js';
 import type { CloudEndpoint, Repositories } from '../../store/index.js';
 import { compileBindPolicy } from './bind-traffic-policy.js';
 import { parseCloudEndpointUrl } from './cloud-endpoint-url.js';
@@ -28,6 +28,8 @@ export interface CloudEndpointsOptions {
   repos: Pick<Repositories, 'cloudEndpoints' | 'ipPolicies'>;
   registry: TunnelRegistry;
   policyEvents?: PolicyEventLog | undefined;
+  /** What policies' `secrets.get` reads (the edge's SecretsResolver). */
+  secrets?: SecretsLookup | undefined;
   /** Builds public URLs the way agents' endpoints get them (ingress ports). */
   publicUrl: (proto: TunnelProto, where: string | number) => string;
   logger?: Logger | undefined;
@@ -176,6 +178,7 @@ export class CloudEndpoints {
             events: this.options.policyEvents,
             ipPolicyRules: (ids) => this.options.repos.ipPolicies.rulesFor(ids),
             internalOnline: (u) => internalOnline(registry, u),
+            secrets: this.options.secrets,
           }),
         };
       }

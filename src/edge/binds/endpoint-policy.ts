@@ -17,6 +17,7 @@ import type {
   IpPolicyRule,
   PolicyEventSink,
   PolicyRunner,
+  SecretsLookup,
 } from '../../policy/index.js';
 import { DEFAULT_PORTS, parseHostPort } from '../../core/host-port.js';
 import type { OptionRules } from './bind-option-rules.js';
@@ -41,6 +42,8 @@ export interface EndpointPoliciesOptions {
   events: EndpointPolicyEvents;
   /** The rules of IP policies (`restrict-ips` `ip_policies`), read when a client arrives. */
   ipPolicyRules?: ((ids: readonly string[]) => Promise<readonly IpPolicyRule[]>) | undefined;
+  /** What policies' `secrets.get` reads (the edge's SecretsResolver). */
+  secrets?: SecretsLookup | undefined;
   /** How long a gone tunnel's policy state waits for its agent to bind again. Default 5 min. */
   retainMs?: number | undefined;
 }
@@ -169,6 +172,7 @@ export class EndpointPolicies {
             ownerId: previous?.ownerId ?? tunnel.id,
             events: this.options.events,
             ipPolicyRules: this.options.ipPolicyRules,
+            secrets: this.options.secrets,
             internalOnline: (url) => internalOnline(this.options.registry, url),
           });
     // A bind with options but no policy of its own shows none (the options' rules hold secrets).

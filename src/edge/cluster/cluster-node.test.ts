@@ -286,6 +286,8 @@ describe('ClusterNode', () => {
       proto: 'tls',
       edgeType: '2',
       passthroughTls: true,
+      // For PROXY protocol headers (ProxyProto), written by the holding node.
+      serverAddr: '[2001:db8::1]:443',
     };
     const stream = await standIn.connect(info);
     try {

@@ -123,7 +123,7 @@ export function parseRequest(body: Buffer): NodeLinkRequest {
     throw nodeProtocolError('the request has no tunnelId');
   }
   if (!isObject(info)) throw nodeProtocolError('the request has no info object');
-  const { clientAddr, proto, edgeType, passthroughTls } = info;
+  const { clientAddr, proto, edgeType, passthroughTls, serverAddr } = info;
   if (!isShortString(clientAddr, 256)) throw nodeProtocolError('info.clientAddr is not a string');
   if (!isShortString(proto, 16)) throw nodeProtocolError('info.proto is not a string');
   if (typeof edgeType !== 'string' || !EDGE_TYPES.has(edgeType)) {
@@ -132,9 +132,19 @@ export function parseRequest(body: Buffer): NodeLinkRequest {
   if (typeof passthroughTls !== 'boolean') {
     throw nodeProtocolError('info.passthroughTls is not a boolean');
   }
+  // Optional (PROXY protocol headers); older nodes do not send it.
+  if (serverAddr !== undefined && !isShortString(serverAddr, 256)) {
+    throw nodeProtocolError('info.serverAddr is not a string');
+  }
   return {
     tunnelId,
-    info: { clientAddr, proto, edgeType: edgeType as ProxyInfo['edgeType'], passthroughTls },
+    info: {
+      clientAddr,
+      proto,
+      edgeType: edgeType as ProxyInfo['edgeType'],
+      passthroughTls,
+      ...(serverAddr !== undefined ? { serverAddr } : {}),
+    },
   };
 }
 

@@ -42,6 +42,11 @@ export interface TunnelData {
   trafficPolicy?: string | undefined;
   /** The policy that runs (the bind options' rules, then the agent's own), compiled where served. */
   policySource?: string | undefined;
+  /**
+   * Opts.ProxyProto. The holding node's AgentTunnel writes the header; a stand-in needs it only to
+   * keep HTTP streams to one public connection (the pools' keys, see TunnelAgent.getName).
+   */
+  proxyProto?: 1 | 2 | undefined;
 }
 
 /**
@@ -102,6 +107,7 @@ export function tunnelRow(
     addrId: tunnel.addrId,
     trafficPolicy,
     policySource,
+    proxyProto: tunnel.proxyProto,
   };
   return {
     id: tunnel.id,
@@ -191,6 +197,7 @@ export class RemoteTunnel implements OnlineTunnel {
   readonly domainId: string | undefined;
   readonly addrId: string | undefined;
   readonly policySource: string | undefined;
+  readonly proxyProto: 1 | 2 | undefined;
   forwardsTo: string;
   metadata: string;
   trafficPolicy: string | undefined;
@@ -222,6 +229,7 @@ export class RemoteTunnel implements OnlineTunnel {
     this.forwardsTo = str(d.forwardsTo);
     this.metadata = str(d.metadata);
     this.trafficPolicy = optionalStr(d.trafficPolicy);
+    this.proxyProto = d.proxyProto === 1 || d.proxyProto === 2 ? d.proxyProto : undefined;
     this.version = JSON.stringify(row.data) + (row.pooling ? '+pool' : '');
   }
 

@@ -10,6 +10,7 @@ import { parseHostPort } from '../../core/host-port.js';
 import { createServer, type Server, type ServerOpts, type Socket } from 'node:net';
 import type { Logger } from '../../core/logger.js';
 import type { PolicyEventLog } from '../../policy/events.js';
+import type { SecretsLookup } from '../../policy/secrets.js';
 import type { Repositories } from '../../store/index.js';
 import type { CertificateStore } from '../certificates/certificate-store.js';
 import { loadEdgeSpecs } from '../registry/edge-specs.js';
@@ -30,6 +31,8 @@ export interface EdgeRuntimeOptions {
   metrics?: EdgeMetrics | undefined;
   /** Where traffic policy events go; the API reads them from the same log. */
   policyEvents?: PolicyEventLog | undefined;
+  /** What policies' `secrets.get` reads (the edge's SecretsResolver). */
+  secrets?: SecretsLookup | undefined;
   logger?: Logger | undefined;
   syncIntervalMs?: number | undefined;
   connectTimeoutMs?: number | undefined;
@@ -209,6 +212,7 @@ export class EdgeRuntime {
               certificates: this.options.certificates,
               events: this.options.policyEvents,
               ipPolicyRules: (ids) => repos.ipPolicies.rulesFor(ids),
+              secrets: this.options.secrets,
             }),
       );
     }

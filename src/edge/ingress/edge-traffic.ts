@@ -12,16 +12,22 @@ import { ipAllowed } from '../../core/cidr.js';
 import type { Logger } from '../../core/logger.js';
 import { compilePolicy, type PolicyRunner } from '../../policy/index.js';
 import type { IpPolicyRule, PolicyEventSink } from '../../policy/events.js';
+import type { SecretsLookup } from '../../policy/secrets.js';
 import type { ConnInput, EndpointInput, TlsInput } from '../../policy/variables.js';
 import type { CertificateStore } from '../certificates/certificate-store.js';
 import { offeredTlsVersion, TLS_INTERNAL_ERROR_ALERT } from './client-hello.js';
 import { BackendBalancer, openUpstream } from '../registry/edge-routing.js';
 import type { EdgeSpec } from '../registry/edge-specs.js';
-import { EdgeTlsTerminator } from './edge-tls.js';
+import { EdgeTlsTerminator, tlsInputOf } from './edge-tls.js';
 import { EndpointMeter } from '../metrics/endpoint-meters.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 import { connInputOf } from './policy-gate.js';
-import { clientAddr, clientIp, DEFAULT_CONNECT_TIMEOUT_MS } from '../registry/connect-tunnel.js';
+import {
+  clientAddr,
+  clientIp,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  serverAddr,
+} from '../registry/connect-tunnel.js';
 import { relay } from '../../core/relay.js';
 import type { ProxyInfo, TunnelRegistry } from '../registry/tunnel-registry.js';
 
@@ -95,6 +101,8 @@ export interface LiveEdgeDeps {
   events?: PolicyEventSink | undefined;
   /** Rules of IP policies named by restrict-ips actions, looked up per connection. */
   ipPolicyRules: (ids: readonly string[]) => Promise<readonly IpPolicyRule[]>;
+  /** What `secrets.get` reads. */
+  secrets?: SecretsLookup | undefined;
 }
 
 /**
@@ -151,7 +159,12 @@ export class LiveEdge {
         this.runner = compilePolicy(spec.policy, {
           protocol: spec.type,
           field: 'traffic_policy.value',
-        }).bind({ ownerId: spec.id, events: deps.events, ipPolicyRules: deps.ipPolicyRules });
+        }).bind({
+          ownerId: spec.id,
+          events: deps.events,
+          ipPolicyRules: deps.ipPolicyRules,
+          secrets: deps.secrets,
+        });
       } catch (err) {
         this.policyProblem = (err as Error).message;
         deps.traffic.logger?.error(
@@ -186,6 +199,7 @@ export class LiveEdge {
     socket.pause();
     void this.admitAndForward(socket, hostport, connInputOf(socket), {
       clientAddr: clientAddr(socket),
+      serverAddr: serverAddr(socket),
       proto: 'tcp',
       edgeType: '1',
       passthroughTls: false,
@@ -212,7 +226,13 @@ export class LiveEdge {
       socket,
       hostport,
       connInputOf(socket, tls),
-      { clientAddr: clientAddr(socket), proto: 'tls', edgeType: '2', passthroughTls: true },
+      {
+        clientAddr: clientAddr(socket),
+        serverAddr: serverAddr(socket),
+        proto: 'tls',
+        edgeType: '2',
+        passthroughTls: true,
+      },
       hello,
     );
   }
@@ -221,19 +241,12 @@ export class LiveEdge {
     socket.pause();
     const servername = typeof socket.servername === 'string' ? socket.servername : '';
     const hostport = this.hostportFor(servername) ?? `${servername}:0`;
-    const cipher = socket.getCipher();
-    const alpn = socket.alpnProtocol;
-    const tls: TlsInput = {
-      version: socket.getProtocol() ?? '',
-      cipher_suite: cipher.standardName ?? cipher.name,
-      sni: servername,
-      negotiated_alpn: typeof alpn === 'string' ? alpn : '',
-      session_resumed: socket.isSessionReused(),
-    };
+    const tls = tlsInputOf(socket);
     // The raw socket is counted already; its TLS layer closes with it.
     socket.on('error', () => socket.destroy());
     await this.admitAndForward(socket, hostport, connInputOf(socket, tls), {
       clientAddr: clientAddr(socket),
+      serverAddr: serverAddr(socket),
       proto: 'tls',
       edgeType: '2',
       passthroughTls: false,

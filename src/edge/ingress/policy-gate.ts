@@ -9,6 +9,7 @@ import type {
   PolicyVars,
   TcpConnectDecision,
   TlsInput,
+  TlsTerminator,
 } from '../../policy/index.js';
 import { clientIp } from '../registry/connect-tunnel.js';
 import type { TunnelPolicy } from '../registry/tunnel-registry.js';
@@ -44,7 +45,8 @@ export function connInputOf(socket: SocketAddresses, tls?: TlsInput): ConnInput 
  * set-vars left for later phases; when the policy closes the connection (deny, close-connection,
  * restrict-ips), destroy the socket instead. A policy that fails to run closes too: a gate that
  * cannot decide stays shut. Synchronous unless the policy has to wait (IP policy lookups), and
- * free for tunnels without a policy or without this phase.
+ * free for tunnels without a policy or without this phase. `terminateTls` is how the ingress
+ * ends TLS for terminate-tls (TLS endpoints); without it that action closes the connection.
  * @example admitConnection(tunnel.policy, socket, () => connInputOf(socket), () => relay(socket));
  */
 export function admitConnection(
@@ -52,6 +54,7 @@ export function admitConnection(
   socket: Duplex,
   conn: () => ConnInput,
   admitted: (vars: PolicyVars, forwardInternal?: ForwardInternal) => void,
+  terminateTls?: TlsTerminator,
 ): void {
   if (!policy || !policy.runner.policy.has('on_tcp_connect')) {
     admitted(NO_VARS);
@@ -63,7 +66,11 @@ export function admitConnection(
   };
   let decision: TcpConnectDecision | Promise<TcpConnectDecision>;
   try {
-    decision = policy.runner.onTcpConnect({ conn: conn(), endpoint: policy.endpoint });
+    decision = policy.runner.onTcpConnect({
+      conn: conn(),
+      endpoint: policy.endpoint,
+      terminateTls,
+    });
   } catch {
     socket.destroy();
     return;

@@ -4,7 +4,7 @@
  */
 import type { ServerOpts, Socket } from 'node:net';
 import { relay, type Relay } from '../../core/relay.js';
-import { clientAddr, connectTunnel } from '../registry/connect-tunnel.js';
+import { clientAddr, connectTunnel, serverAddr } from '../registry/connect-tunnel.js';
 import type { OnlineTunnel } from '../registry/tunnel-registry.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 
@@ -31,6 +31,8 @@ export const INGRESS_SOCKET_OPTIONS: Readonly<ServerOpts> = Object.freeze({
 export interface RawConnection {
   /** The public protocol: `tls` is a passed-through TLS connection, `tcp` plain bytes. */
   proto: 'tcp' | 'tls';
+  /** False for a TLS connection the edge terminated (terminate-tls): the agent gets plaintext. */
+  passthroughTls?: boolean | undefined;
   /** Bytes already read from the public side (a TLS ClientHello), sent to the tunnel first. */
   firstBytes?: Buffer | undefined;
   /** The tunnel could not be reached: answer and close the public side. */
@@ -70,9 +72,10 @@ export class TunnelRelays {
     if (firstBytes) meter.bytesIn.inc(firstBytes.length);
     const info = {
       clientAddr: clientAddr(socket),
+      serverAddr: serverAddr(socket),
       proto,
       edgeType: '' as const,
-      passthroughTls: proto === 'tls',
+      passthroughTls: connection.passthroughTls ?? proto === 'tls',
     };
     connectTunnel(tunnel, info, this.connectTimeoutMs).then(
       (stream) => {

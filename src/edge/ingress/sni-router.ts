@@ -1,8 +1,9 @@
 /**
  * The HTTPS port (`--https-listen`). Each connection's ClientHello is read (and kept) to learn the
  * server name: a `tls` tunnel for that name gets the connection passed through untouched, with
- * the client's own TLS ending at the agent; anything else is terminated here with a certificate
- * from the CertificateStore and served by the HTTP ingress as https.
+ * the client's own TLS ending at the agent, unless its policy runs terminate-tls (then TLS ends
+ * here and the agent gets plaintext); anything else is terminated here with a certificate from
+ * the CertificateStore and served by the HTTP ingress as https.
  */
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import {
@@ -11,10 +12,12 @@ import {
   type Server as TlsServer,
 } from 'node:tls';
 import type { Logger } from '../../core/logger.js';
+import type { TlsTermination, TlsTerminator } from '../../policy/index.js';
 import type { CertificateStore } from '../certificates/certificate-store.js';
 import { offeredTlsVersion, scanClientHello, TLS_INTERNAL_ERROR_ALERT } from './client-hello.js';
 import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
+import { EdgeTlsTerminator, tlsInputOf } from './edge-tls.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
@@ -58,6 +61,10 @@ export class SniRouter {
   private readonly relays: TunnelRelays;
   /** Connections whose ClientHello is still being read. */
   private readonly pending = new Set<Socket>();
+  /** Connections in a terminate-tls handshake. */
+  private readonly terminating = new Set<Socket>();
+  /** One TLS server per terminate-tls action (its settings are compiled once per policy). */
+  private readonly terminators = new WeakMap<TlsTermination, EdgeTlsTerminator>();
 
   constructor(options: SniRouterOptions) {
     this.options = options;
@@ -76,14 +83,15 @@ export class SniRouter {
     this.server = createNetServer(INGRESS_SOCKET_OPTIONS, (socket) => this.onConnection(socket));
   }
 
-  /** Relays (TLS passthrough) and connections still in their ClientHello. */
+  /** Relays (TLS passthrough) and connections still in their ClientHello or terminate-tls handshake. */
   get openConnections(): number {
-    return this.relays.size + this.pending.size;
+    return this.relays.size + this.pending.size + this.terminating.size;
   }
 
   destroyAll(): void {
     this.relays.destroyAll();
     for (const socket of this.pending) socket.destroy();
+    for (const socket of this.terminating) socket.destroy();
   }
 
   private onConnection(socket: Socket): void {
@@ -129,14 +137,78 @@ export class SniRouter {
       // Pooled TLS endpoints: the next member, round robin.
       const tunnel = this.options.registry.pick(found);
       // The endpoint's on_tcp_connect first: TLS facts are the ClientHello's (offered version).
+      // Rules before a terminate-tls see those; rules after it see the finished handshake.
       const conn = () =>
         connInputOf(socket, { sni: serverName, version: offeredTlsVersion(hello) });
-      admitConnection(tunnel.policy, socket, conn, () => this.passThrough(socket, hello, tunnel));
+      let terminated: TLSSocket | undefined;
+      const terminateTls: TlsTerminator = async (settings) => {
+        terminated = await this.terminate(socket, hello, settings);
+        return terminated && tlsInputOf(terminated);
+      };
+      admitConnection(
+        tunnel.policy,
+        socket,
+        conn,
+        () => {
+          if (terminated) this.relayPlaintext(terminated, tunnel);
+          else this.passThrough(socket, hello, tunnel);
+        },
+        terminateTls,
+      );
       return;
     }
     // Give the bytes back so the TLS server reads the ClientHello as if it had never been seen.
     socket.unshift(hello);
     this.tlsServer.emit('connection', socket);
+  }
+
+  /**
+   * terminate-tls: finish the handshake here with the action's settings (the edge's certificate
+   * for the name unless the policy brought its own); undefined when it failed.
+   */
+  private async terminate(
+    socket: Socket,
+    hello: Buffer,
+    settings: TlsTermination,
+  ): Promise<TLSSocket | undefined> {
+    let terminator = this.terminators.get(settings);
+    if (!terminator) {
+      const own = settings.certificate;
+      terminator = new EdgeTlsTerminator(
+        {
+          minVersion: settings.minVersion,
+          maxVersion: settings.maxVersion,
+          caPems: settings.clientCas ? [...settings.clientCas] : null,
+          clientAuth: settings.clientAuth,
+        },
+        own ? { certificateFor: () => Promise.resolve(own) } : this.options.certificates,
+        // Every socket arrives through handshake(), which takes it; nothing is left for this.
+        (tls) => tls.destroy(),
+        { logger: this.options.logger, handshakeTimeoutMs: this.options.handshakeTimeoutMs },
+      );
+      this.terminators.set(settings, terminator);
+    }
+    this.terminating.add(socket);
+    try {
+      return await terminator.handshake(socket, hello);
+    } finally {
+      this.terminating.delete(socket);
+    }
+  }
+
+  private relayPlaintext(tls: TLSSocket, tunnel: OnlineTunnel): void {
+    tls.on('error', () => tls.destroy());
+    // The relay's pipelines, the TLS server and its handshake deadline each watch 'close': more
+    // than Node's leak-warning default of 10, all released when the connection closes.
+    tls.setMaxListeners(20);
+    this.relays.start(tls, tunnel, {
+      proto: 'tls',
+      passthroughTls: false,
+      onConnectFailed: (err) => {
+        this.options.logger?.debug({ err, tunnel: tunnel.id }, 'terminated TLS connect failed');
+        tls.destroy();
+      },
+    });
   }
 
   private passThrough(socket: Socket, hello: Buffer, tunnel: OnlineTunnel): void {

@@ -5,7 +5,12 @@ import type { Logger } from '../../core/logger.js';
 /** How long a TLS handshake may take from the first byte, unless a listener says otherwise. */
 export const DEFAULT_HANDSHAKE_DEADLINE_MS = 10_000;
 
-function connectionKey(socket: Socket): string {
+/**
+ * The peer address and port of a raw socket, which the TLSSocket wrapping it shares: how a TLS
+ * server's 'secureConnection' socket is matched with the raw one handed to it.
+ * @example connectionKey(raw) === connectionKey(tlsSocket)
+ */
+export function connectionKey(socket: Socket): string {
   return `${socket.remoteAddress ?? ''}|${socket.remotePort ?? ''}`;
 }
 

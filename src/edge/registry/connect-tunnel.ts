@@ -30,6 +30,19 @@ export function clientAddr(socket: {
   return formatHostPort(clientIp(socket), socket.remotePort ?? 0);
 }
 
+/**
+ * `ip:port` the public client connected to (the socket's local side), for PROXY protocol headers
+ * (ProxyInfo.serverAddr); undefined when the socket does not know (e.g. a test's Duplex).
+ * @example serverAddr(socket) // '10.0.0.1:443'
+ */
+export function serverAddr(socket: {
+  localAddress?: string | undefined;
+  localPort?: number | undefined;
+}): string | undefined {
+  if (!socket.localAddress || socket.localPort === undefined) return undefined;
+  return formatHostPort(clientIp({ remoteAddress: socket.localAddress }), socket.localPort);
+}
+
 /** Thrown when a tunnel did not hand over a stream in time. */
 export class TunnelConnectTimeoutError extends BurrowError {
   constructor(ms: number) {

@@ -18,6 +18,11 @@ export interface ProxyInfo {
   /** '' for endpoints, '1' TCP edge, '2' TLS edge, '3' HTTPS edge. */
   edgeType: '' | '1' | '2' | '3';
   passthroughTls: boolean;
+  /**
+   * The `ip:port` the public client connected to (the ingress socket's local address), for the
+   * PROXY protocol header of endpoints bound with ProxyProto; not part of the ProxyHeader.
+   */
+  serverAddr?: string | undefined;
 }
 
 /** An online agent session, as the API's `/tunnel_sessions` shows it. */
@@ -94,6 +99,11 @@ export interface OnlineTunnel {
   internal?: string | undefined;
   /** Shares its name or port with other pooling endpoints, round robin (Extra.PoolingEnabled). */
   pooling?: boolean | undefined;
+  /**
+   * Opts.ProxyProto: each stream to the agent starts with a PROXY protocol header of this version
+   * naming the public client (written by the AgentTunnel of the node that holds the session).
+   */
+  proxyProto?: 1 | 2 | undefined;
   /** A cloud endpoint (POST /endpoints): no agent behind it, its traffic policy answers. */
   cloud?: boolean | undefined;
   /** The cluster node whose agent serves the tunnel when it is another node; unset for our own. */

@@ -193,7 +193,7 @@ describe.each(DATABASE_KINDS)('agent binds (%s)', (kind) => {
       [{ BasicAuth: { Credentials: [{ Username: 'a', CleartextPassword: 'b' }] } }, /BasicAuth/],
       [{ IPRestriction: { AllowCIDRs: ['10.0.0.300/8'] } }, /IPRestriction/],
       [{ WebhookVerification: { Provider: 'paypal', Secret: 's' } }, /WebhookVerification/],
-      [{ ProxyProto: 2 }, /ProxyProto/],
+      [{ ProxyProto: 3 }, /ProxyProto 3.*version is 1 or 2/],
       [{ OIDC: { IssuerUrl: 'https://idp' } }, /OIDC/],
       [{ OAuth: { Provider: 'google' } }, /OAuth/],
       [{ MutualTLSCA: { MutualTLSCA: 'AAAA' } }, /MutualTLSCA/],

@@ -134,6 +134,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
             addrId: plan.addrId,
             internal: plan.internal,
             pooling: plan.pooling,
+            proxyProto: plan.proxyProto,
           },
           host,
         );

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { formatHostPort, parseHostPort } from '../../core/host-port.js';
 import type { Logger } from '../../core/logger.js';
-import { PolicyEventLog } from '../../policy/index.js';
+import { PolicyEventLog, type SecretsLookup } from '../../policy/index.js';
 import { BURROW_ALPN } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
 import { AgentSession, DEFAULT_SESSION_LIMITS, type SessionLimits } from './agent-session.js';
@@ -46,6 +46,8 @@ export interface AgentListenerOptions {
   limits?: Partial<SessionLimits>;
   /** Where endpoints' traffic policies send events (the API's source). Default: a log of its own. */
   policyEvents?: EndpointPolicyEvents | undefined;
+  /** What bound policies' `secrets.get` reads (the edge's SecretsResolver). */
+  secrets?: SecretsLookup | undefined;
   /** How often live sessions' credentials are checked against the store (ms; 0: never). */
   revocationCheckMs?: number | undefined;
   /** Open connections in all and per client IP (`--agent-max-connections[-per-ip]`). */
@@ -134,6 +136,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     registry: options.registry,
     events: options.policyEvents ?? new PolicyEventLog({ logger }),
     ipPolicyRules: (ids) => options.repos.ipPolicies.rulesFor(ids),
+    secrets: options.secrets,
   });
   const live = new Set<AgentSession>();
   const refusalLog = new RefusalLog(logger, options.metrics);

@@ -1,6 +1,11 @@
 import type { Duplex } from 'node:stream';
 import { nowRfc3339 } from '../../store/paging.js';
 import { type MuxSession, openProxyStream } from '../../protocol/index.js';
+import {
+  encodeProxyHeader,
+  proxiedAddress,
+  type ProxiedAddress,
+} from '../../protocol/proxy-protocol.js';
 import type {
   OnlineTunnel,
   ProxyInfo,
@@ -98,8 +103,35 @@ export type AgentTunnelInit = Omit<
 >;
 
 /**
+ * The PROXY protocol header (Opts.ProxyProto) of one proxied connection: the public client as
+ * source; as destination the address it connected to (`info.serverAddr`), or, when the caller
+ * did not say (or it is of the other family), the client's family's unspecified address and the
+ * tunnel's public port.
+ * @example proxyProtocolHeader(1, { clientAddr: '203.0.113.7:4567', serverAddr: '10.0.0.1:443', ... }, undefined).toString() // 'PROXY TCP4 203.0.113.7 10.0.0.1 4567 443\r\n'
+ */
+export function proxyProtocolHeader(
+  version: 1 | 2,
+  info: ProxyInfo,
+  port: number | undefined,
+): Buffer {
+  const source = proxiedAddress(info.clientAddr);
+  let destination = proxiedAddress(info.serverAddr);
+  if (source && destination?.family !== source.family) {
+    const unspecified: ProxiedAddress = {
+      address: source.family === 'IPv4' ? '0.0.0.0' : '::',
+      port: destination?.port ?? port ?? 0,
+      family: source.family,
+    };
+    destination = unspecified;
+  }
+  return encodeProxyHeader(version, source, destination);
+}
+
+/**
  * A tunnel served by an agent session. connect() opens a proxy stream (type 3) whose SYN frame
- * carries the type, the little-endian length and the ProxyHeader, and hands the stream over.
+ * carries the type, the little-endian length and the ProxyHeader, and hands the stream over;
+ * with Opts.ProxyProto the stream's first bytes are a PROXY protocol header, before any of the
+ * public connection's, so the agent's service reads it first.
  * @example const stream = await tunnel.connect({ clientAddr: '203.0.113.7:4567', proto: 'https', edgeType: '', passthroughTls: false });
  */
 export class AgentTunnel implements OnlineTunnel {
@@ -122,6 +154,7 @@ export class AgentTunnel implements OnlineTunnel {
   readonly internal: string | undefined;
   /** Changed by PatchTunnelState's PoolingEnabled. */
   pooling: boolean | undefined;
+  readonly proxyProto: 1 | 2 | undefined;
   /** Set when the tunnel is unbound or replaced; connect() then fails at once. */
   removed = false;
 
@@ -143,6 +176,7 @@ export class AgentTunnel implements OnlineTunnel {
     this.addrId = init.addrId;
     this.internal = init.internal;
     this.pooling = init.pooling;
+    this.proxyProto = init.proxyProto;
   }
 
   async connect(info: ProxyInfo): Promise<Duplex> {
@@ -158,6 +192,7 @@ export class AgentTunnel implements OnlineTunnel {
         PassthroughTLS: info.passthroughTls,
       });
       stream.once('close', release);
+      if (this.proxyProto) stream.write(proxyProtocolHeader(this.proxyProto, info, this.port));
       return stream;
     } catch (err) {
       release();

@@ -1,5 +1,10 @@
 import { addHeadersAction } from './add-headers.js';
 import { basicAuthAction } from './basic-auth.js';
+import {
+  requestBodyFindReplaceAction,
+  responseBodyFindReplaceAction,
+  sseFindReplaceAction,
+} from './body-find-replace.js';
 import { circuitBreakerAction } from './circuit-breaker.js';
 import { closeConnectionAction } from './close-connection.js';
 import { compressResponseAction } from './compress-response.js';
@@ -15,6 +20,7 @@ import { redirectAction } from './redirect.js';
 import { removeHeadersAction } from './remove-headers.js';
 import { restrictIpsAction } from './restrict-ips.js';
 import { setVarsAction } from './set-vars.js';
+import { terminateTlsAction } from './terminate-tls.js';
 import { urlRewriteAction } from './url-rewrite.js';
 import { verifyWebhookAction } from './verify-webhook.js';
 import type { ActionSpec } from './types.js';
@@ -40,8 +46,12 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
     rateLimitAction,
     redirectAction,
     removeHeadersAction,
+    requestBodyFindReplaceAction,
+    responseBodyFindReplaceAction,
     restrictIpsAction,
     setVarsAction,
+    sseFindReplaceAction,
+    terminateTlsAction,
     urlRewriteAction,
     verifyWebhookAction,
   ].map((spec) => [spec.type, spec]),
@@ -50,12 +60,9 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
 /** Action types of the API Burrow follows that it does not run; named so the error can say so. */
 export const UNSUPPORTED_ACTIONS = [
   'saml',
-  'terminate-tls',
   'http-request',
   'owasp-crs-request',
   'owasp-crs-response',
-  'request-body-find-replace',
-  'response-body-find-replace',
   'ai-gateway',
 ];
 

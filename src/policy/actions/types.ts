@@ -1,3 +1,4 @@
+import type { RE2JS } from 're2js';
 import type { CompiledExpression } from '../cel.js';
 import type { IpPolicyRule, PolicyEventOutcome } from '../events.js';
 import type { HeaderEdits } from '../headers.js';
@@ -56,6 +57,8 @@ export interface PhaseContext {
   rewrite: string | undefined;
   /** Set by compress-response: the content encoding the ingress should apply. */
   compress: CompressionEncoding | undefined;
+  /** Set by the find-replace actions: the body rewrite the ingress should stream this message through. */
+  bodyRewrite: BodyRewrite | undefined;
   /** Make a header edit visible to later expressions (`req.headers`, `res.headers`). */
   publishHeaders(): void;
   setVar(name: string, value: unknown): void;
@@ -86,9 +89,50 @@ export interface PhaseContext {
   internalOnline(url: string): boolean | undefined;
   /** Publish an action's result as `actions.ngrok.<name>` for later expressions, in every later phase. */
   setActionResult(name: string, value: Record<string, unknown>): void;
+  /**
+   * terminate-tls (on_tcp_connect of TLS endpoints): end the client's TLS at the edge with
+   * `settings`. Resolves true once the handshake (and the client certificate check) passed; from
+   * then on `conn.tls` shows the negotiated version, cipher and client certificate, and the
+   * ingress relays plaintext. Resolves false when the handshake failed or the ingress cannot
+   * terminate this connection (the action then closes it). A second call keeps the first's TLS.
+   */
+  terminateTls(settings: TlsTermination): Promise<boolean>;
 }
 
+/** How a client certificate is asked for (ngrok's `mutual_tls_verification_strategy`). */
+export type ClientCertificateStrategy = 'require-and-verify' | 'require-any' | 'request';
+
+/** TLS termination as terminate-tls configured it, checked and parsed when the policy compiled. */
+export interface TlsTermination {
+  /** `1.2` or `1.3`. */
+  readonly minVersion: TlsVersion;
+  readonly maxVersion: TlsVersion;
+  /** A certificate of the policy's own (chain, leaf first, and key, PEM); else the edge's for the name. */
+  readonly certificate: { readonly certPem: string; readonly keyPem: string } | undefined;
+  /** CA certificates (PEM) client certificates are checked against; undefined asks for none. */
+  readonly clientCas: readonly string[] | undefined;
+  /** How client certificates are asked for; only meaningful with clientCas or a strategy given. */
+  readonly clientAuth: ClientCertificateStrategy | undefined;
+}
+
+export type TlsVersion = '1.2' | '1.3';
+
 export type CompressionEncoding = 'br' | 'gzip' | 'deflate';
+
+/** One find-replace of request-body-find-replace, response-body-find-replace or sse-find-replace. */
+export interface BodyReplacement {
+  readonly regex: RE2JS;
+  /** The text for one match: `groups[0]` is the match, `groups[1]`… its groups. */
+  readonly replace: (groups: ArrayLike<string | undefined>) => string;
+  /** sse-find-replace: the event field it changes (default `data`). */
+  readonly field?: 'data' | 'retry' | undefined;
+}
+
+/** How the ingress rewrites a body as it streams: whole text (`body`) or event by event (`sse`). */
+export interface BodyRewrite {
+  readonly kind: 'body' | 'sse';
+  readonly replacements: readonly BodyReplacement[];
+}
 
 /** An action ready to run. */
 export interface CompiledAction {
@@ -113,6 +157,8 @@ export interface ActionCompileContext {
 export interface ActionSpec {
   readonly type: string;
   readonly phases: readonly PolicyPhase[];
+  /** The endpoint protocols it runs on, when not every protocol that runs its phases (terminate-tls: tls). */
+  readonly protocols?: readonly PolicyProtocol[];
   readonly termination: Termination;
   /** The config keys it accepts; any other key is refused (2203). */
   readonly configKeys: readonly string[];

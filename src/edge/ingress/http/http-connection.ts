@@ -14,7 +14,7 @@ import { INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
 import { routingHost } from './http-forwarding.js';
 import { bareRefusal } from './http-parser-refusals.js';
-import { clientAddr, clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
+import { clientAddr, clientIp, connectTunnel, serverAddr } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
 import {
   agentRequestHead,
@@ -265,7 +265,8 @@ export class HttpConnection {
       return;
     }
     this.parkStream();
-    const pooled = this.ctx.pool.take(tunnel, this.poolKey);
+    // A stream of a ProxyProto tunnel began with another connection's PROXY header: never reused.
+    const pooled = tunnel.proxyProto ? undefined : this.ctx.pool.take(tunnel, this.poolKey);
     if (pooled) {
       exchange.reused = true;
       this.adopt(pooled, tunnel);
@@ -281,6 +282,7 @@ export class HttpConnection {
     this.socket.pause();
     const info: ProxyInfo = {
       clientAddr: clientAddr(this.socket as { remoteAddress?: string; remotePort?: number }),
+      serverAddr: serverAddr(this.socket as { localAddress?: string; localPort?: number }),
       proto: this.proto,
       edgeType: '',
       passthroughTls: false,
@@ -327,11 +329,15 @@ export class HttpConnection {
     return stream;
   }
 
-  /** Keep an idle stream for the next connection of this client. */
+  /**
+   * Keep an idle stream for the next connection of this client; close it when it began with a
+   * PROXY protocol header (ProxyProto), which names this connection only.
+   */
   private parkStream(): void {
     const tunnel = this.streamTunnel;
     const stream = this.release();
-    if (stream && tunnel) this.ctx.pool.put(tunnel, this.poolKey, stream);
+    if (stream && tunnel?.proxyProto) stream.destroy();
+    else if (stream && tunnel) this.ctx.pool.put(tunnel, this.poolKey, stream);
   }
 
   private dropStream(): void {

@@ -41,7 +41,7 @@ import { PublicConnections } from './http-connections.js';
 import { misdirected } from '../sni-host-match.js';
 import { failRequest, writeUpstreamResponse } from './http-responses.js';
 import { runHttpRequestPolicy, runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
-import { clientAddr, clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
+import { clientAddr, clientIp, connectTunnel, serverAddr } from '../../registry/connect-tunnel.js';
 import { relay, type Relay } from '../../../core/relay.js';
 import { INGRESS_HIGH_WATER_MARK, INGRESS_SOCKET_OPTIONS } from '../proxy.js';
 import { carriedBody, followForward, forwardStep } from './http-forward-internal.js';
@@ -347,17 +347,24 @@ export class HttpIngress {
     const proto = publicProto(socket);
     const proxyInfo: ProxyInfo = {
       clientAddr: clientAddr(socket),
+      serverAddr: serverAddr(socket),
       proto,
       edgeType: '',
       passthroughTls: false,
     };
     const agent = this.agentFor(tunnel);
     const forwarded = forwardRequestHeaders(req, { proto, clientIp: clientIp(socket) });
+    const headers = flow ? flow.requestHeaders(forwarded) : forwarded;
+    // A policy action (verify-webhook) or an earlier endpoint may have read the body whole.
+    const readBody = flow?.body ?? carriedBody(req);
+    const hasBody = requestHasBody(req) && readBody === undefined;
+    // request-body-find-replace: the body goes through its rewrite, chunked.
+    const rewrite = hasBody || readBody ? flow?.rewriteRequestBody(headers) : undefined;
     const args: TunnelRequestArgs = {
       agent,
       method: req.method,
       path: req.url,
-      headers: flow ? flow.requestHeaders(forwarded) : forwarded,
+      headers: rewrite?.headers ?? headers,
       setHost: false,
       proxyInfo,
     };
@@ -369,9 +376,11 @@ export class HttpIngress {
       failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
       return;
     }
-    // A policy action (verify-webhook) or an earlier endpoint may have read the body whole.
-    const readBody = flow?.body ?? carriedBody(req);
-    const hasBody = requestHasBody(req) && readBody === undefined;
+    const sink = rewrite ? rewrite.body : upstream;
+    if (rewrite) {
+      rewrite.body.once('error', (err) => upstream.destroy(err));
+      rewrite.body.pipe(upstream);
+    }
 
     upstream.on('response', (up) => this.respond(req, res, up, flow));
     upstream.on('continue', () => {
@@ -403,7 +412,7 @@ export class HttpIngress {
         { err, tunnel: tunnel.id, host: req.headers.host },
         'tunnel request failed',
       );
-      req.unpipe(upstream);
+      req.unpipe(sink);
       failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, err.code ?? err.message);
     });
     res.once('close', () => {
@@ -411,8 +420,8 @@ export class HttpIngress {
       if (!res.writableFinished) upstream.destroy();
     });
 
-    if (readBody) upstream.end(readBody);
-    else if (hasBody) req.pipe(upstream);
+    if (readBody) sink.end(readBody);
+    else if (hasBody) req.pipe(sink);
     else upstream.end();
   }
 
@@ -428,8 +437,8 @@ export class HttpIngress {
     }
     if (this.draining) res.shouldKeepAlive = false;
     if (flow) {
-      flow.response(up, res, forwardResponseHeaders(up), (headers, compress) =>
-        writeUpstreamResponse(req, res, up, headers, compress),
+      flow.response(up, res, forwardResponseHeaders(up), (headers, transforms) =>
+        writeUpstreamResponse(req, res, up, headers, transforms),
       );
       return;
     }
@@ -525,6 +534,7 @@ export class HttpIngress {
     const headers = flow ? flow.requestHeaders(forwarded) : forwarded;
     const info: ProxyInfo = {
       clientAddr: clientAddr(socket as Socket),
+      serverAddr: serverAddr(socket as Socket),
       proto,
       edgeType: '',
       passthroughTls: false,

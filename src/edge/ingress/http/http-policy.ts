@@ -12,6 +12,7 @@ import type { Duplex, Transform } from 'node:stream';
 import { createBrotliCompress, createDeflate, createGzip } from 'node:zlib';
 import {
   NO_HEADER_CHANGES,
+  type BodyRewrite,
   type CompressionEncoding,
   type ConnInput,
   type ForwardInternal,
@@ -24,6 +25,7 @@ import {
   type TcpConnectDecision,
 } from '../../../policy/index.js';
 import { connInputOf } from '../policy-gate.js';
+import { bodyReplacer, sseReplacer } from './body-rewrite.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 
 /** A policy's changes to these request headers are ignored: the ingress sets them itself. */
@@ -194,6 +196,13 @@ function compressor(encoding: CompressionEncoding): Transform {
   return encoding === 'gzip' ? createGzip() : createDeflate();
 }
 
+/** The transform a find-replace action asked for: whole text, or event by event. */
+function rewriter(rewrite: BodyRewrite): Transform {
+  return rewrite.kind === 'sse'
+    ? sseReplacer(rewrite.replacements)
+    : bodyReplacer(rewrite.replacements);
+}
+
 /** A request that passed on_http_request: what to change upstream, and the response phase. */
 export class HttpPolicyFlow {
   constructor(
@@ -206,7 +215,26 @@ export class HttpPolicyFlow {
     readonly body?: Buffer | undefined,
     /** forward-internal chose an internal endpoint for the request. */
     readonly forwardInternal?: ForwardInternal | undefined,
+    /** request-body-find-replace: the rewrite the body streams through. */
+    private readonly requestRewrite?: BodyRewrite | undefined,
   ) {}
+
+  /**
+   * request-body-find-replace: `headers` (the upstream request's) with the length dropped and the
+   * body sent chunked, and the transform the body goes through; undefined when it is not
+   * rewritten. Call it only for a request that has a body.
+   */
+  rewriteRequestBody(headers: string[]): { headers: string[]; body: Transform } | undefined {
+    if (!this.requestRewrite) return undefined;
+    const out: string[] = [];
+    for (let i = 0; i < headers.length; i += 2) {
+      const lower = headers[i]!.toLowerCase();
+      if (lower !== 'content-length' && lower !== 'transfer-encoding')
+        out.push(headers[i]!, headers[i + 1]!);
+    }
+    out.push('Transfer-Encoding', 'chunked');
+    return { headers: out, body: rewriter(this.requestRewrite) };
+  }
 
   /** The upstream request's raw headers with the policy's changes (X-Forwarded-* stay the ingress's). */
   requestHeaders(raw: string[]): string[] {
@@ -216,17 +244,18 @@ export class HttpPolicyFlow {
   /**
    * Run on_http_response on the upstream's response head. Either the response is replaced here
    * (custom-response: the upstream body is dropped), or `pass` writes it with the changed
-   * headers, through `compress` when compress-response chose an encoding.
+   * headers, its body through `transforms`: a find-replace's rewrite, then compress-response's
+   * encoder.
    */
   response(
     up: IncomingMessage,
     res: ServerResponse,
     head: string[],
-    pass: (headers: string[], compress: Transform | undefined) => void,
+    pass: (headers: string[], transforms: readonly Transform[]) => void,
   ): void {
     const runner = this.policy.runner;
     if (!runner.policy.has('on_http_response')) {
-      pass(head, undefined);
+      pass(head, []);
       return;
     }
     const apply = (d: HttpResponseDecision): void => {
@@ -235,9 +264,12 @@ export class HttpPolicyFlow {
         writeDecision(res, d);
         return;
       }
+      const transforms: Transform[] = [];
+      if (d.bodyRewrite) transforms.push(rewriter(d.bodyRewrite));
+      if (d.compress) transforms.push(compressor(d.compress));
       pass(
         applyToRawHeaders(head, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED),
-        d.compress ? compressor(d.compress) : undefined,
+        transforms,
       );
     };
     const fail = (): void => {
@@ -330,6 +362,7 @@ function runRequestPhases(
             d.vars,
             holder.body,
             d.forwardInternal,
+            d.bodyRewrite,
           ),
         );
       }

@@ -3,7 +3,7 @@
  * response streamed back to the public client with its trailers.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Transform } from 'node:stream';
+import type { Readable, Transform } from 'node:stream';
 import { INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
 import { routingHost } from './http-forwarding.js';
 
@@ -23,7 +23,8 @@ export function failRequest(
 }
 
 /**
- * Write the upstream response `up` with `headers`, its body through `compress` when given. An
+ * Write the upstream response `up` with `headers`, its body through `transforms` in order (a
+ * find-replace rewrite, a compress-response encoder) when given. An
  * agent's answer Node will not repeat becomes a 502 page; one cut off mid-body breaks the
  * client's response rather than ending it short.
  * @example writeUpstreamResponse(req, res, up, forwardResponseHeaders(up), undefined);
@@ -33,7 +34,7 @@ export function writeUpstreamResponse(
   res: ServerResponse,
   up: IncomingMessage,
   headers: string[],
-  compress: Transform | undefined,
+  transforms: readonly Transform[] | undefined,
 ): void {
   if (res.destroyed) {
     up.destroy();
@@ -58,10 +59,10 @@ export function writeUpstreamResponse(
     // Cut off mid-body by the agent: the client must see a broken response, not a short one.
     if (!up.complete) res.destroy();
   });
-  if (compress) {
-    compress.once('error', () => res.destroy());
-    up.pipe(compress).pipe(res);
-  } else {
-    up.pipe(res);
+  let body: Readable = up;
+  for (const transform of transforms ?? []) {
+    transform.once('error', () => res.destroy());
+    body = body.pipe(transform);
   }
+  body.pipe(res);
 }

@@ -29,7 +29,8 @@ export interface TunnelAgentOptions {
 
 /**
  * The pool of keep-alive tunnel streams for one tunnel. Streams are pooled per public protocol and
- * client IP, so the ClientAddr the agent was told when a stream opened stays the client's own.
+ * client IP, so the ClientAddr the agent was told when a stream opened stays the client's own;
+ * per client IP and port when the tunnel sends PROXY protocol headers (OnlineTunnel.proxyProto).
  * @example
  * const agent = new TunnelAgent(tunnel);
  * http.request({ agent, path: '/', headers, proxyInfo } as TunnelRequestArgs);
@@ -53,6 +54,9 @@ export class TunnelAgent extends Agent {
   override getName(options?: ClientRequestArgs): string {
     const info = (options as TunnelRequestArgs | undefined)?.proxyInfo;
     if (!info) return '';
+    // A PROXY protocol header (ProxyProto) names the client's port too: such a stream serves
+    // only the public connection it was opened for.
+    if (this.tunnel.proxyProto) return `${info.proto} ${info.clientAddr}`;
     return `${info.proto} ${parseHostPort(info.clientAddr)?.host ?? info.clientAddr}`;
   }
 

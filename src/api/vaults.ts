@@ -1,0 +1,146 @@
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { FastifyInstance } from 'fastify';
+import { SECRET_VALUE_MAX_BYTES, type Secret, type Vault } from '../store/vaults.js';
+import type { ApiContext } from './context.js';
+import { found, registerCrud } from './crud.js';
+import { listEnvelope, pageRequest } from './paging.js';
+import { Body, Description, IdParams, ListOf, ListQuery, Metadata, Name, Ref } from './schemas.js';
+
+export const VaultSchema = Type.Object({
+  id: Type.String(),
+  uri: Type.String(),
+  name: Type.String(),
+  description: Type.String(),
+  metadata: Type.String(),
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+
+/** A secret as the API shows it: never with its value. */
+export const SecretSchema = Type.Object({
+  id: Type.String(),
+  uri: Type.String(),
+  name: Type.String(),
+  description: Type.String(),
+  metadata: Type.String(),
+  vault: Ref,
+  created_at: Type.String(),
+  updated_at: Type.String(),
+});
+
+const VaultName = Name(
+  "the vault's name, unique; policies read its secrets with secrets.get('<vault name>', '<secret name>')",
+);
+const SecretName = Name(
+  "the secret's name, unique in its vault; policies read it with secrets.get('<vault name>', '<secret name>')",
+);
+const SecretValue = Type.String({
+  maxBytes: SECRET_VALUE_MAX_BYTES,
+  description: `the secret value: write-only (never returned, logged or audited), stored encrypted; at most ${SECRET_VALUE_MAX_BYTES} bytes of UTF-8`,
+});
+
+/**
+ * `/vaults` and `/secrets`: values traffic policies read with `secrets.get('vault', 'name')`, so
+ * a client secret is kept once rather than pasted into every policy. Values are write-only.
+ */
+export async function vaultRoutes(
+  app: FastifyInstance,
+  { repos, uris }: ApiContext,
+): Promise<void> {
+  const viewVault = (v: Vault) => ({
+    id: v.id,
+    uri: uris.of(v.id),
+    name: v.name,
+    description: v.description,
+    metadata: v.metadata,
+    created_at: v.created_at,
+    updated_at: v.updated_at,
+  });
+  const viewSecret = (s: Secret) => ({
+    id: s.id,
+    uri: uris.of(s.id),
+    name: s.name,
+    description: s.description,
+    metadata: s.metadata,
+    vault: uris.ref(s.vault_id),
+    created_at: s.created_at,
+    updated_at: s.updated_at,
+  });
+  registerCrud(
+    app,
+    {
+      path: 'vaults',
+      listKey: 'vaults',
+      name: 'vault',
+      tag: 'Secrets',
+      item: VaultSchema,
+      createBody: Body({
+        name: VaultName,
+        description: Type.Optional(Description),
+        metadata: Type.Optional(Metadata),
+      }),
+      updateBody: Body({
+        name: Type.Optional(VaultName),
+        description: Type.Optional(Description),
+        metadata: Type.Optional(Metadata),
+      }),
+      repo: repos.vaults,
+      view: viewVault,
+    },
+    uris.collection('vaults'),
+  );
+  registerCrud(
+    app,
+    {
+      path: 'secrets',
+      listKey: 'secrets',
+      name: 'secret',
+      tag: 'Secrets',
+      item: SecretSchema,
+      createBody: Body({
+        vault_id: Type.String({ description: 'the vault (vault_…) the secret belongs to' }),
+        name: SecretName,
+        value: SecretValue,
+        description: Type.Optional(Description),
+        metadata: Type.Optional(Metadata),
+      }),
+      updateBody: Body({
+        name: Type.Optional(SecretName),
+        value: Type.Optional(SecretValue),
+        description: Type.Optional(Description),
+        metadata: Type.Optional(Metadata),
+        // Listed only so that sending it is answered with how to move a secret.
+        vault_id: Type.Optional(
+          Type.Unknown({ description: 'cannot be changed: create the secret in the other vault' }),
+        ),
+      }),
+      repo: repos.secrets,
+      view: viewSecret,
+    },
+    uris.collection('secrets'),
+  );
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
+    '/vaults/:id/secrets',
+    {
+      schema: {
+        tags: ['Secrets'],
+        summary: 'List the secrets of a vault',
+        params: IdParams,
+        querystring: ListQuery,
+        response: { 200: ListOf('secrets', SecretSchema) },
+      },
+    },
+    async (request) => {
+      const vault = found(await repos.vaults.get(request.params.id));
+      const req = pageRequest(request.query);
+      const page = await repos.secrets.listOfVault(vault.id, req);
+      return listEnvelope(
+        'secrets',
+        { items: page.items.map(viewSecret), nextBeforeId: page.nextBeforeId },
+        `${uris.of(vault.id)}/secrets`,
+        req,
+      );
+    },
+  );
+}
