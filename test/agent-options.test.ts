@@ -15,6 +15,7 @@ import type { BurrowServer } from './support/server-process.js';
 import { LoginClient } from './support/login-client.js';
 import { connectNgrok } from './support/ngrok-agents.js';
 import { startTestIdp } from './support/oidc-idp.js';
+import { upstreamHost } from '../src/edge/ingress/http/http-forwarding.js';
 
 /**
  * The bind options of the unmodified @ngrok/ngrok SDK, set through its own builder, against a real
@@ -197,6 +198,22 @@ describe('@ngrok/ngrok bind options enforced by a burrow server process', () => 
     } finally {
       await idp.close();
     }
+  });
+
+  it("listenAndForward's ForwardsTo names the host HostHeaderRewrite would send (1.7 has no switch for it)", async () => {
+    // @ngrok/ngrok 1.7 exposes no HostHeaderRewrite (no builder method; `host_header` is unused):
+    // the edge's rewrite is tested with raw binds and the Burrow SDK (burrow http --host-header).
+    expect('hostHeaderRewrite' in endpoint()).toBe(false);
+    const listener = await endpoint().listenAndForward(`http://localhost:${web.port}`);
+    const url = listener.url()!;
+    const tunnels = (await api.get('/tunnels')).body.tunnels as Array<Record<string, unknown>>;
+    const forwardsTo = String(tunnels.find((t) => t.public_url === url)?.forwards_to);
+    expect(upstreamHost(forwardsTo)).toBe(`localhost:${web.port}`);
+    // Without the option the service gets the Host the client sent.
+    const res = await curlUrl(url, '/');
+    expect(res.body.headers.host).toBe(new URL(url).host);
+    expect(res.body.headers['x-forwarded-host']).toBe(new URL(url).host);
+    await listener.close();
   });
 
   it('refuses an option it cannot enforce yet with its code and the reason, and bad values with the option named', async () => {

@@ -132,6 +132,52 @@ describe('burrow http with ngrok endpoint flags', () => {
     expect(await fenced.exit).toBe(0);
   });
 
+  it('--host-header rewrite: the service gets its own host:port as Host, the public host in X-Forwarded-Host', async () => {
+    const run = burrow(
+      [
+        'http',
+        String(web.port),
+        '--host-header',
+        'rewrite',
+        '--server',
+        edge.serverAddr,
+        '--authtoken',
+        await edge.token(),
+        '--ca',
+        edge.caFile,
+      ],
+      { XDG_CONFIG_HOME: join(home, 'none') },
+    );
+    const url = await forwardingUrl(run);
+    const before = seen.length;
+    expect(await get(url)).toMatchObject({ status: 200, text: 'hello' });
+    expect(seen).toHaveLength(before + 1);
+    expect(seen[before]!.host).toBe(`localhost:${web.port}`);
+    expect(seen[before]!['x-forwarded-host']).toBe(`${new URL(url).hostname}:8443`);
+    run.child.kill('SIGINT');
+    expect(await run.exit).toBe(0);
+  });
+
+  it('--host-header with a literal host is refused before connecting', async () => {
+    const run = burrow(
+      [
+        'http',
+        '3000',
+        '--host-header',
+        'example.com',
+        '--server',
+        '127.0.0.1:1',
+        '--authtoken',
+        'x',
+      ],
+      { XDG_CONFIG_HOME: join(home, 'none') },
+    );
+    expect(await run.exit).toBe(1);
+    expect(run.stderr()).toMatch(
+      /^burrow: --host-header: "example\.com" is not supported: only "rewrite"/m,
+    );
+  });
+
   it('a bad flag fails before connecting, naming the flag', async () => {
     const run = burrow(
       ['http', '3000', '--basic-auth', 'ops:short', '--server', '127.0.0.1:1', '--authtoken', 'x'],

@@ -9,7 +9,7 @@ import { startHttpUpstream, type LocalServer } from './support/ingress.js';
 import { until } from './support/mux.js';
 import { createTestDatabase, type TestDatabase } from './support/stores.js';
 import { CHROMIUM, launchBrowser, type TestBrowser } from './support/browser.js';
-import { curl } from './support/curl.js';
+import { curl, CurlApi } from './support/curl.js';
 import { edgeServerArgs, freeEdgePorts, type EdgePorts } from './support/edge-listeners.js';
 import { REPO_ROOT, startBurrowServer, type BurrowServer } from './support/server-process.js';
 
@@ -17,8 +17,9 @@ import { REPO_ROOT, startBurrowServer, type BurrowServer } from './support/serve
  * The dashboard in Debian's Chromium (playwright-core) against a real `burrow server` process
  * with its edge: first user from the setup link, sign-in and sign-out, an API key shown once, a
  * bot user with an authtoken, a wildcard domain with its DNS records, a TCP edge with modules and
- * a traffic policy the engine checks as it is typed, an agent stopped from the page, and requests
- * in Traffic, one replayed. Each page's screenshot goes to docs/dashboard/ for docs/dashboard.md.
+ * a traffic policy the engine checks as it is typed, an agent stopped from the page, requests in
+ * Traffic, one replayed, and cloud endpoints created, edited and deleted. Each page's screenshot
+ * goes to docs/dashboard/ for docs/dashboard.md.
  */
 
 const SHOTS = join(REPO_ROOT, 'docs', 'dashboard');
@@ -240,7 +241,8 @@ describe('the dashboard in Chromium', () => {
     await page.getByRole('heading', { name: 'office' }).waitFor();
     await page.getByLabel('CIDR').fill('203.0.113.0/24');
     await page.getByRole('button', { name: 'Add rule' }).click();
-    await page.getByText('203.0.113.0/24').waitFor();
+    // exact: the CIDR field's hint mentions the same network.
+    await page.getByText('203.0.113.0/24', { exact: true }).waitFor();
     await shot('ip-policies');
 
     await open('Edges');
@@ -358,6 +360,84 @@ describe('the dashboard in Chromium', () => {
     await row.waitFor({ state: 'detached' });
     const after = await api('/endpoints');
     expect(after.body.endpoints.some((e: { type: string }) => e.type === 'cloud')).toBe(false);
+  });
+
+  it("edits a cloud endpoint's policy, description and metadata; refusals change nothing; agent endpoints have no Edit", async () => {
+    const url = 'http://edit.sitea.example.test';
+    const served = () =>
+      curl([`http://127.0.0.1:${ports.http}/`, '-H', 'Host: edit.sitea.example.test']);
+    const policy = (status: number, content: string) =>
+      `on_http_request:\n  - name: Answer\n    actions:\n      - type: custom-response\n        config:\n          status_code: ${status}\n          content: ${content}\n`;
+    const client = new CurlApi(server.url, apiKey);
+    const created = await client.post('/endpoints', {
+      type: 'cloud',
+      url,
+      description: 'to edit',
+      traffic_policy: policy(200, 'before the edit'),
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    expect((await served()).text).toContain('before the edit');
+
+    await open('Endpoints');
+    const agentRow = page.getByRole('row', { name: new RegExp(HOST.replace(/\./g, '\\.')) });
+    await agentRow.waitFor();
+    expect(await agentRow.getByRole('button', { name: /^Edit/ }).count()).toBe(0);
+    await page.getByRole('button', { name: `Edit endpoint ${url}` }).click();
+    const form = page.getByRole('form', { name: `Edit endpoint ${url}` });
+    await form.waitFor();
+    const editor = form.getByLabel('Traffic policy (JSON or YAML)');
+    expect(await editor.inputValue()).toContain('before the edit');
+
+    // A policy the engine refuses: its message, naming the rule, and no Save.
+    await editor.fill(
+      'on_http_request:\n  - name: Broken\n    expressions: ["req.method =="]\n    actions:\n      - type: deny\n',
+    );
+    const policyAlert = form.locator('.policy-error');
+    await policyAlert.waitFor();
+    expect(await policyAlert.textContent()).toContain('rule 0 “Broken”');
+    expect(await policyAlert.textContent()).toContain('ERR_NGROK_2200');
+    expect(await form.getByRole('button', { name: 'Save endpoint' }).isDisabled()).toBe(true);
+
+    // A change the API refuses: its message, naming the field, in the form.
+    await editor.fill(policy(201, 'after the edit'));
+    await form.getByText('The engine accepts this policy.').waitFor();
+    await form.getByLabel('URL', { exact: true }).fill('http://elsewhere.example.org');
+    await form.getByRole('button', { name: 'Save endpoint' }).click();
+    const refusal = form.locator('p.error[role="alert"]');
+    await refusal.waitFor();
+    expect(await refusal.textContent()).toContain("url: the domain 'elsewhere.example.org'");
+    expect(await refusal.textContent()).toContain('ERR_NGROK_319');
+    await shot('endpoints-edit');
+    const unchanged = await client.get(`/endpoints/${id}`);
+    expect(unchanged.body).toMatchObject({ url, description: 'to edit' });
+    expect(unchanged.body.traffic_policy).toContain('before the edit');
+    expect((await served()).text).toContain('before the edit');
+
+    await form.getByLabel('URL', { exact: true }).fill(url);
+    await form.getByLabel('Description').fill('edited');
+    await form.getByLabel('Metadata').fill('{"team":"web"}');
+    await form.getByRole('button', { name: 'Save endpoint' }).click();
+    await form.waitFor({ state: 'detached' });
+    const row = page.getByRole('row', { name: /edit\.sitea\.example\.test/ });
+    await row.filter({ hasText: 'edited' }).waitFor();
+
+    const saved = await client.get(`/endpoints/${id}`);
+    expect(saved.body).toMatchObject({
+      url,
+      type: 'cloud',
+      description: 'edited',
+      metadata: '{"team":"web"}',
+      bindings: ['public'],
+      pooling_enabled: false,
+    });
+    expect(saved.body.traffic_policy).toBe(policy(201, 'after the edit'));
+    const answer = await served();
+    expect(answer.status).toBe(201);
+    expect(answer.text).toContain('after the edit');
+
+    expect((await client.delete(`/endpoints/${id}`)).status).toBe(204);
+    await row.waitFor({ state: 'detached' });
   });
 
   it('stops the agent from the page', async () => {

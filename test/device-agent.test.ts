@@ -1,6 +1,6 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -306,6 +306,86 @@ describe.each(DATABASE_KINDS)('burrow agent, the docs/device-agent.md walkthroug
     };
     expect(state.tunnels.map((t) => t.domain)).toEqual([`device1.${SITE}`]);
     expect((await local('DELETE', `/tunnels/device2.${SITE}`)).status).toBe(404);
+  });
+
+  it('applies endpoint options (basic_auth, request_header) before the policy, shown without secrets, kept across a restart', async () => {
+    const echo = await startHttpUpstream((req, res) =>
+      res.end(`env=${String(req.headers['x-env'])} secret=${String(req.headers['x-secret'])}`),
+    );
+    try {
+      const domain = `device4.${SITE}`;
+      const body = {
+        forwards_to: `:${echo.port}`,
+        domain,
+        basic_auth: ['ops:correct-horse'],
+        request_header: { add: ['x-env:dev'], remove: ['x-secret'] },
+        policy: OWN_POLICY,
+      };
+      const shortPassword = await local('POST', '/tunnels', {
+        ...body,
+        basic_auth: ['ops:short'],
+      });
+      expect(shortPassword).toMatchObject({
+        status: 400,
+        body: { code: 'ERR_NGROK_215', field: 'basic_auth[0]' },
+      });
+      expect(shortPassword.body.error).toMatch(
+        /^basic_auth\[0\]: the password of user "ops" must have 8 to 128 characters/,
+      );
+      const unknown = await local('POST', '/tunnels', { ...body, basic_auth_typo: [] });
+      expect(unknown).toMatchObject({
+        status: 400,
+        body: { code: 'ERR_NGROK_214', field: 'basic_auth_typo' },
+      });
+
+      const created = await local('POST', '/tunnels', body);
+      expect(created.status, created.text).toBe(200);
+      expect(created.body).toMatchObject({
+        url: urlOf(domain),
+        policy: OWN_POLICY,
+        basic_auth: ['ops:[redacted]'],
+        request_header: { add: ['x-env:dev'], remove: ['x-secret'] },
+      });
+      expect(created.text).not.toContain('correct-horse');
+
+      const check = async () => {
+        const anonymous = await visit(urlOf(domain), '/');
+        expect(anonymous.status).toBe(401);
+        expect(anonymous.headers['www-authenticate']).toMatch(/^Basic realm=/);
+        const wrong = await visit(urlOf(domain), '/', ['-u', 'ops:wrong-horse']);
+        expect(wrong.status).toBe(401);
+        const ok = await visit(urlOf(domain), '/', [
+          ...['-u', 'ops:correct-horse', '-H', 'x-secret: from-client'],
+        ]);
+        expect(ok).toMatchObject({ status: 200, text: 'env=dev secret=undefined' });
+        // The tunnel's own policy runs after the options' rules.
+        expect(ok.headers['x-device']).toBe('two');
+      };
+      await check();
+
+      const listed = (await local('GET', '/tunnels')).body as Array<Record<string, unknown>>;
+      const mine = listed.find((t) => t.domain === domain)!;
+      expect(mine).toMatchObject({
+        basic_auth: ['ops:[redacted]'],
+        request_header: { add: ['x-env:dev'], remove: ['x-secret'] },
+      });
+      expect(JSON.parse(mine.policy as string)).toEqual(OWN_POLICY);
+      expect(JSON.stringify(listed)).not.toContain('correct-horse');
+      // The state file keeps the password (to bind again at start), readable by its owner only.
+      const statePath = join(home, 'tunnels.json');
+      expect(readFileSync(statePath, 'utf8')).toContain('ops:correct-horse');
+      if (process.platform !== 'win32') expect(statSync(statePath).mode & 0o777).toBe(0o600);
+
+      agent.child.kill('SIGKILL');
+      await agent.exit;
+      agent = await startAgentProcess();
+      await eventually(urlOf(domain), '/', 401);
+      await check();
+
+      expect((await local('DELETE', `/tunnels/${domain}`)).status).toBe(204);
+    } finally {
+      await echo.close();
+    }
   });
 
   it('keeps running while the server is down and restores the tunnels when it is back', async () => {

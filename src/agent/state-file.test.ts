@@ -172,6 +172,21 @@ describe('StateFile', () => {
     expect((await state.load()).tunnels).toEqual([tunnel(5)]);
   });
 
+  it('keeps endpoint options with their secrets, in a file only its owner reads', async () => {
+    const withOptions: StoredTunnel = {
+      ...tunnel(1),
+      options: {
+        basic_auth: ['ops:correct-horse'],
+        oauth: { provider: 'google', client_id: 'a', client_secret: 'b' },
+      },
+    };
+    const state = new StateFile(path);
+    await state.save([withOptions, tunnel(2)]);
+    expect(await state.load()).toEqual({ tunnels: [withOptions, tunnel(2)], existed: true });
+    expect(readFileSync(path, 'utf8')).toContain('ops:correct-horse');
+    if (process.platform !== 'win32') expect(statSync(path).mode & 0o777).toBe(0o600);
+  });
+
   it('treats a blank file as an empty state', async () => {
     writeFileSync(path, '  \n');
     expect(await new StateFile(path).load()).toEqual({ tunnels: [], existed: true });
@@ -201,6 +216,19 @@ describe('StateFile', () => {
       'a bad policy',
       JSON.stringify({ version: 1, tunnels: [{ ...tunnel(1), policy: [1] }] }),
       /tunnels\[0\]\.policy must be null, an object or a string/,
+    ],
+    [
+      'bad options',
+      JSON.stringify({
+        version: 1,
+        tunnels: [{ ...tunnel(1), options: { basic_auth: ['ops:short'] } }],
+      }),
+      /is corrupt: tunnels\[0\]\.options: basic_auth\[0\]: the password/,
+    ],
+    [
+      'an unknown option',
+      JSON.stringify({ version: 1, tunnels: [{ ...tunnel(1), options: { nope: true } }] }),
+      /is corrupt: tunnels\[0\]\.options: unknown field 'options\.nope'/,
     ],
     [
       'a url_part twice',

@@ -11,6 +11,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { BurrowError, CODES } from '../core/errors.js';
 import { TUNNEL_PROTOCOLS, type PolicyValue, type TunnelProtocol } from './policy.js';
 import { parseForwardsTo } from './tunnel-input.js';
+import { checkStoredOptions, type TunnelOptions } from './tunnel-options.js';
 
 /** One tunnel as the state file keeps it. */
 export interface StoredTunnel {
@@ -24,6 +25,11 @@ export interface StoredTunnel {
   domain: string;
   /** The policy the create request gave; null when the default policy applies. */
   policy: PolicyValue | null;
+  /**
+   * The endpoint options the create request gave (`basic_auth`, `oauth`, …), secrets included:
+   * the tunnel is bound with them again at start. Left out when there were none.
+   */
+  options?: TunnelOptions;
   created_at: string;
 }
 
@@ -122,6 +128,12 @@ function checkTunnel(value: unknown, index: number, path: string): StoredTunnel 
       `is corrupt: ${where}.policy must be null, an object or a string`,
     );
   }
+  let options: TunnelOptions | undefined;
+  try {
+    options = checkStoredOptions(t.options, t.protocol as TunnelProtocol);
+  } catch (err) {
+    throw new StateFileError(path, `is corrupt: ${where}.options: ${(err as Error).message}`);
+  }
   return {
     url: t.url as string,
     url_part: t.url_part as string,
@@ -129,6 +141,7 @@ function checkTunnel(value: unknown, index: number, path: string): StoredTunnel 
     forwards_to: t.forwards_to as string,
     domain: t.domain as string,
     policy: policy as PolicyValue | null,
+    ...(options ? { options } : {}),
     created_at: t.created_at as string,
   };
 }

@@ -13,16 +13,19 @@ import {
 import { AgentApiError } from './errors.js';
 import {
   defaultPolicyFor,
-  policyJson,
   type DefaultPolicy,
   type PolicyValue,
   type TunnelProtocol,
 } from './policy.js';
 import type { StoredTunnel } from './state-file.js';
 import type { TunnelRequest } from './tunnel-input.js';
+import { redactOptions, tunnelTrafficPolicy, type TunnelOptions } from './tunnel-options.js';
 
-/** A tunnel in `GET /tunnels`: `policy` is the policy in force as JSON text, or null for none. */
-export interface TunnelView {
+/**
+ * A tunnel in `GET /tunnels`: `policy` is the policy in force as JSON text, or null for none; the
+ * endpoint options given at creation follow, without their secrets.
+ */
+export interface TunnelView extends TunnelOptions {
   url: string;
   url_part: string;
   protocol: TunnelProtocol;
@@ -81,21 +84,46 @@ export function urlPart(url: string, protocol: TunnelProtocol): string {
   return protocol === 'tcp' ? parsed.host : parsed.hostname;
 }
 
+/** The option fields of `record` as replies show them: secrets redacted, none when none. */
+export function shownOptions(record: StoredTunnel): TunnelOptions {
+  return record.options ? redactOptions(record.options) : {};
+}
+
 /**
- * Bind `record` in `session`, forwarding to `target`: its own policy, else the default one where
- * it can run.
+ * The traffic policy `record` is bound with: the rules of its endpoint options first, then its own
+ * policy, else the default one where it can run. Throws a 400 AgentApiError when the engine
+ * refuses the merge.
+ * @example recordTrafficPolicy(record, defaults) // '{"on_http_request":[{"name":"basic_auth",…},…]}'
+ */
+export function recordTrafficPolicy(
+  record: StoredTunnel,
+  defaults: DefaultPolicy | undefined,
+): string | undefined {
+  if (record.policy !== null) {
+    return tunnelTrafficPolicy(record.options, record.protocol, {
+      field: 'policy',
+      value: record.policy,
+    });
+  }
+  const fallback = defaultPolicyFor(defaults, record.protocol);
+  return tunnelTrafficPolicy(
+    record.options,
+    record.protocol,
+    fallback === undefined ? undefined : { field: 'the default policy', value: fallback },
+  );
+}
+
+/**
+ * Bind `record` in `session`, forwarding to `target`, with {@link recordTrafficPolicy}.
  * @example const endpoint = await openTunnelEndpoint(session, record, 'localhost:8001', defaults);
  */
-export function openTunnelEndpoint(
+export async function openTunnelEndpoint(
   session: Session,
   record: StoredTunnel,
   target: string,
   defaults: DefaultPolicy | undefined,
 ): Promise<Endpoint> {
-  const trafficPolicy =
-    record.policy !== null
-      ? policyJson(record.policy)
-      : defaultPolicyFor(defaults, record.protocol);
+  const trafficPolicy = recordTrafficPolicy(record, defaults);
   const common = { forward: target, forwardsTo: target, trafficPolicy, metadata: 'burrow agent' };
   switch (record.protocol) {
     case 'http':
@@ -114,6 +142,7 @@ export function openTunnelEndpoint(
  * @example throw bindFailure(err, 'device1.sitea.example.com', '127.0.0.1:4443');
  */
 export function bindFailure(err: unknown, domain: string, serverAddr: string): AgentApiError {
+  if (err instanceof AgentApiError) return err;
   if (isRefusal(err)) {
     const code = err.code;
     const status = code === ALREADY_ONLINE ? 409 : code && NOT_PERMITTED.has(code) ? 403 : 400;

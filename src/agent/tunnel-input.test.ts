@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import { AgentApiError } from './errors.js';
+import type { StoredTunnel } from './state-file.js';
+import { recordTrafficPolicy } from './tunnel-endpoints.js';
 import { parseDomain, parseForwardsTo, parseTunnelRequest } from './tunnel-input.js';
+import {
+  checkStoredOptions,
+  redactOptions,
+  tunnelOptionRules,
+  tunnelTrafficPolicy,
+} from './tunnel-options.js';
 
 function refusal(fn: () => unknown): AgentApiError {
   try {
@@ -181,5 +189,273 @@ describe('parseTunnelRequest', () => {
     expect(err).toMatchObject({ status, code, field });
     expect(err.message).toMatch(message);
     expect(err.body()).toEqual({ error: err.message, code, ...(field ? { field } : {}) });
+  });
+});
+
+describe('endpoint options (basic_auth, ip_restriction, …)', () => {
+  const http = { forwards_to: ':8001', domain: 'device1.sitea.burrow.test' };
+  const tcp = { protocol: 'tcp', forwards_to: ':22', domain: 'tcp.burrow.test:20001' };
+
+  it('accepts every option on http and keeps them as given', () => {
+    const options = {
+      basic_auth: ['ops:correct-horse'],
+      ip_restriction: { allow_cidrs: ['10.0.0.0/8'], deny_cidrs: ['10.1.0.0/16'] },
+      request_header: { add: ['x-env:dev'], remove: ['x-secret'] },
+      response_header: { add: ['x-served-by:burrow'], remove: ['server'] },
+      compression: true,
+      circuit_breaker: 0.5,
+      user_agent_filter: { allow: ['^curl/'], deny: ['bot'] },
+      webhook_verification: { provider: 'github', secret: 'whsec' },
+      oauth: {
+        provider: 'google',
+        client_id: 'app',
+        client_secret: 'app-secret',
+        scopes: ['email'],
+        allow_emails: ['a@example.com'],
+        allow_domains: ['example.org'],
+      },
+      oidc: { issuer_url: 'https://id.example.com', client_id: 'c', client_secret: 'oidc-secret' },
+    };
+    const request = parseTunnelRequest({ ...http, ...options });
+    expect(request.options).toEqual(options);
+    expect(request.policy).toBeNull();
+    // The same rules as the matching `burrow http` flags, named after the fields, in the same order.
+    const rules = tunnelOptionRules(options, 'http');
+    expect(rules.on_http_request.map((r) => r.name)).toEqual([
+      'ip_restriction.allow_cidrs, ip_restriction.deny_cidrs',
+      'user_agent_filter.allow, user_agent_filter.deny',
+      'circuit_breaker',
+      'webhook_verification',
+      'basic_auth',
+      'oidc',
+      'oauth',
+      'oauth.allow_emails, oauth.allow_domains',
+      'request_header.remove',
+      'request_header.add',
+    ]);
+    expect(rules.on_http_response.map((r) => r.name)).toEqual([
+      'response_header.remove',
+      'response_header.add',
+      'compression',
+    ]);
+    expect(parseTunnelRequest(http).options).toBeUndefined();
+    expect(parseTunnelRequest({ ...http, basic_auth: null, oauth: null }).options).toBeUndefined();
+  });
+
+  it('takes ip_restriction on tcp and tls, in on_tcp_connect', () => {
+    const request = parseTunnelRequest({ ...tcp, ip_restriction: { deny_cidrs: ['10.0.0.0/8'] } });
+    expect(tunnelOptionRules(request.options!, 'tcp').on_tcp_connect).toEqual([
+      {
+        name: 'ip_restriction.deny_cidrs',
+        expressions: [],
+        actions: [{ type: 'restrict-ips', config: { deny: ['10.0.0.0/8'] } }],
+      },
+    ]);
+  });
+
+  it('puts the option rules before the tunnel policy', () => {
+    const policy = { on_http_request: [{ name: 'mine', actions: [{ type: 'deny' }] }] };
+    const text = tunnelTrafficPolicy(
+      { basic_auth: ['ops:correct-horse'], request_header: { add: ['x-env:dev'] } },
+      'http',
+      { field: 'policy', value: policy },
+    )!;
+    expect(JSON.parse(text).on_http_request.map((r: { name?: string }) => r.name)).toEqual([
+      'basic_auth',
+      'request_header.add',
+      'mine',
+    ]);
+    // Without options the policy goes as it is.
+    expect(tunnelTrafficPolicy(undefined, 'http', { field: 'policy', value: policy })).toBe(
+      JSON.stringify(policy),
+    );
+  });
+
+  it('puts the option rules before the default policy of a tunnel without its own', () => {
+    const record: StoredTunnel = {
+      url: 'https://device1.sitea.burrow.test',
+      url_part: 'device1.sitea.burrow.test',
+      protocol: 'http',
+      forwards_to: ':8001',
+      domain: 'device1.sitea.burrow.test',
+      policy: null,
+      options: { basic_auth: ['ops:correct-horse'] },
+      created_at: '2026-01-01T00:00:00.000Z',
+    };
+    const defaults = { path: 'test.json', json: JSON.stringify(ADD_HEADERS), unusableOn: {} };
+    expect(JSON.parse(recordTrafficPolicy(record, defaults)!)).toEqual({
+      on_http_request: [
+        {
+          name: 'basic_auth',
+          expressions: [],
+          actions: [{ type: 'basic-auth', config: { credentials: ['ops:correct-horse'] } }],
+        },
+      ],
+      on_http_response: ADD_HEADERS.outbound,
+    });
+    const { options: _options, ...plain } = record;
+    expect(recordTrafficPolicy(plain, defaults)).toBe(JSON.stringify(ADD_HEADERS));
+    expect(recordTrafficPolicy(plain, undefined)).toBeUndefined();
+  });
+
+  it.each([
+    [
+      { basic_auth: ['ops:short'] },
+      'ERR_NGROK_215',
+      'basic_auth[0]',
+      /^basic_auth\[0\]: the password of user "ops" must have 8 to 128 characters/,
+    ],
+    [
+      { basic_auth: ['ops:correct-horse', 'nocolon'] },
+      'ERR_NGROK_215',
+      'basic_auth[1]',
+      /^basic_auth\[1\]: must be "user:password"/,
+    ],
+    [
+      { basic_auth: 'ops:correct-horse' },
+      'ERR_NGROK_215',
+      'basic_auth',
+      /must be a list of credentials/,
+    ],
+    [{ basic_auth: [7] }, 'ERR_NGROK_215', 'basic_auth[0]', /must be a non-empty string/],
+    [
+      { ip_restriction: { allow_cidrs: ['10.0.0.0/8', '10.1.2.3'] } },
+      'ERR_NGROK_215',
+      'ip_restriction.allow_cidrs[1]',
+      /"10\.1\.2\.3" is an address.*10\.1\.2\.3\/32/,
+    ],
+    [
+      { ip_restriction: { allow: ['10.0.0.0/8'] } },
+      'ERR_NGROK_214',
+      'ip_restriction.allow',
+      /unknown field 'ip_restriction\.allow'; ip_restriction has the fields allow_cidrs, deny_cidrs/,
+    ],
+    [{ ip_restriction: ['10.0.0.0/8'] }, 'ERR_NGROK_215', 'ip_restriction', /must be an object/],
+    [
+      { request_header: { add: ['x-env'] } },
+      'ERR_NGROK_215',
+      'request_header.add[0]',
+      /"x-env" is not "name:value" \(e\.g\. "x-env:dev"\)/,
+    ],
+    [
+      { request_header: { add: ['bad name:1'] } },
+      undefined,
+      'request_header.add',
+      /^request_header\.add: .*not a header name/,
+    ],
+    [
+      { response_header: { remove: ['ok', ' '] } },
+      'ERR_NGROK_215',
+      'response_header.remove[1]',
+      /must be a non-empty string: header name$/,
+    ],
+    [{ compression: 'yes' }, 'ERR_NGROK_215', 'compression', /must be true or false/],
+    [{ circuit_breaker: '0.5' }, 'ERR_NGROK_215', 'circuit_breaker', /must be a number/],
+    [{ circuit_breaker: 1.5 }, 'ERR_NGROK_215', 'circuit_breaker', /above 0 and at most 1.*"1\.5"/],
+    [
+      { user_agent_filter: { deny: ['(unclosed'] } },
+      undefined,
+      'user_agent_filter.deny',
+      /^user_agent_filter\.deny: /,
+    ],
+    [
+      { webhook_verification: { provider: 'github' } },
+      'ERR_NGROK_215',
+      'webhook_verification.secret',
+      /is required: the webhook signing secret/,
+    ],
+    [
+      { webhook_verification: { provider: 'nosuch', secret: 's' } },
+      undefined,
+      'webhook_verification',
+      /provider.*must be one of/,
+    ],
+    [
+      { oauth: { provider: 'google', client_id: 'a' } },
+      'ERR_NGROK_215',
+      'oauth.client_secret',
+      /^oauth\.client_secret: is required/,
+    ],
+    [
+      { oauth: { client_id: 'a', client_secret: 'b' } },
+      'ERR_NGROK_215',
+      'oauth.provider',
+      /is required: the OAuth provider/,
+    ],
+    [
+      {
+        oidc: {
+          issuer_url: 'https://id.example.com',
+          client_id: 'a',
+          client_secret: 'b',
+          allow_emails: 'a@b.c',
+        },
+      },
+      'ERR_NGROK_215',
+      'oidc.allow_emails',
+      /must be a list of email addresses/,
+    ],
+    [
+      { oidc: { issuer_url: 'x', client_id: 'a', client_secret: 'b', audience: 'y' } },
+      'ERR_NGROK_214',
+      'oidc.audience',
+      /unknown field 'oidc\.audience'/,
+    ],
+  ])('refuses %j naming the field', (options, code, field, message) => {
+    const err = refusal(() => parseTunnelRequest({ ...http, ...options }));
+    expect(err.status).toBe(400);
+    expect(err.field).toBe(field);
+    if (code !== undefined) expect(err.code).toBe(code);
+    else expect(err.code).toMatch(/^ERR_NGROK_22\d\d$/);
+    expect(err.message).toMatch(message);
+  });
+
+  it('refuses the http options on tcp and tls, and still refuses unknown fields', () => {
+    const err = refusal(() => parseTunnelRequest({ ...tcp, basic_auth: ['ops:correct-horse'] }));
+    expect(err).toMatchObject({ status: 400, code: 'ERR_NGROK_215', field: 'basic_auth' });
+    expect(err.message).toMatch(
+      /applies to http tunnels only; a tcp tunnel takes ip_restriction alone/,
+    );
+    const unknown = refusal(() => parseTunnelRequest({ ...http, host_header: 'rewrite' }));
+    expect(unknown).toMatchObject({ status: 400, code: 'ERR_NGROK_214', field: 'host_header' });
+    expect(unknown.message).toMatch(/a tunnel has the fields protocol, .*basic_auth, .*oidc/);
+  });
+
+  it('checks the options merged before the policy with the engine', () => {
+    const err = refusal(() =>
+      parseTunnelRequest({
+        ...http,
+        request_header: { add: ['x-a:1'] },
+        policy: { inbound: [{ actions: [{ type: 'teleport' }] }] },
+      }),
+    );
+    expect(err).toMatchObject({ status: 400, code: 'ERR_NGROK_2201', field: 'policy' });
+  });
+
+  it('shows the options without secrets', () => {
+    const options = {
+      basic_auth: ['ops:correct-horse', 'dev:battery-staple'],
+      webhook_verification: { provider: 'github', secret: 'whsec' },
+      oauth: { provider: 'google', client_id: 'app', client_secret: 'app-secret' },
+      oidc: { issuer_url: 'https://id.example.com', client_id: 'c', client_secret: 'oidc-secret' },
+      compression: true,
+    };
+    const shown = redactOptions(options);
+    expect(shown).toEqual({
+      basic_auth: ['ops:[redacted]', 'dev:[redacted]'],
+      webhook_verification: { provider: 'github', secret: '[redacted]' },
+      oauth: { provider: 'google', client_id: 'app', client_secret: '[redacted]' },
+      oidc: { issuer_url: 'https://id.example.com', client_id: 'c', client_secret: '[redacted]' },
+      compression: true,
+    });
+    expect(JSON.stringify(shown)).not.toMatch(/correct-horse|battery|whsec|app-secret|oidc-secret/);
+    expect(options.basic_auth[0]).toBe('ops:correct-horse');
+  });
+
+  it('checks stored options as a create request', () => {
+    expect(checkStoredOptions(undefined, 'http')).toBeUndefined();
+    expect(checkStoredOptions({ compression: true }, 'http')).toEqual({ compression: true });
+    expect(() => checkStoredOptions({ basic_auth: ['x:y'] }, 'http')).toThrow(/^basic_auth\[0\]/);
+    expect(() => checkStoredOptions({ nope: 1 }, 'http')).toThrow(/unknown field 'options\.nope'/);
   });
 });

@@ -9,6 +9,7 @@ import { parseHostPort } from '../core/host-port.js';
 import { hostnameProblem, type HostnameProblem } from '../core/hostname.js';
 import { AgentApiError } from './errors.js';
 import { checkPolicy, TUNNEL_PROTOCOLS, type PolicyValue, type TunnelProtocol } from './policy.js';
+import { parseTunnelOptions, TUNNEL_OPTION_FIELDS, type TunnelOptions } from './tunnel-options.js';
 
 /** A create request that passed every local check. */
 export interface TunnelRequest {
@@ -21,9 +22,11 @@ export interface TunnelRequest {
   domain: string;
   /** The request's policy; null means the default policy applies. */
   policy: PolicyValue | null;
+  /** The endpoint options (`basic_auth`, …) as given; undefined when there are none. */
+  options?: TunnelOptions;
 }
 
-const FIELDS = ['protocol', 'forwards_to', 'domain', 'policy'] as const;
+const FIELDS = ['protocol', 'forwards_to', 'domain', 'policy', ...TUNNEL_OPTION_FIELDS] as const;
 
 function invalid(field: string, message: string): AgentApiError {
   return new AgentApiError(400, `${field}: ${message}`, { code: CODES.invalidValue, field });
@@ -115,7 +118,8 @@ export function parseDomain(value: unknown, protocol: TunnelProtocol): string {
 
 /**
  * Check a `POST /tunnels` body; throws a 400 {@link AgentApiError} for the first problem. The
- * policy is validated by the policy engine for the tunnel's protocol.
+ * policy is validated by the policy engine for the tunnel's protocol, and so are the rules of the
+ * endpoint options (src/agent/tunnel-options.ts), merged before it.
  * @example parseTunnelRequest({ protocol: 'http', forwards_to: 'localhost:8001', domain: 'device1.sitea.example.com' })
  */
 export function parseTunnelRequest(body: unknown): TunnelRequest {
@@ -156,5 +160,14 @@ export function parseTunnelRequest(body: unknown): TunnelRequest {
     }
     checkPolicy(policy as PolicyValue, protocol, 'policy');
   }
-  return { protocol, forwards_to, target, domain, policy: policy as PolicyValue | null };
+  const options = parseTunnelOptions(fields, protocol, policy as PolicyValue | null);
+  const request: TunnelRequest = {
+    protocol,
+    forwards_to,
+    target,
+    domain,
+    policy: policy as PolicyValue | null,
+  };
+  if (options) request.options = options;
+  return request;
 }

@@ -19,6 +19,7 @@ import {
   describeError,
   isRefusal,
   openTunnelEndpoint,
+  shownOptions,
   urlPart,
   type CreatedTunnel,
   type TunnelService,
@@ -122,6 +123,7 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
         record.policy !== null
           ? policyJson(record.policy)
           : (defaultPolicyFor(this.options.defaultPolicy, record.protocol) ?? null),
+      ...shownOptions(record),
     }));
   }
 
@@ -143,6 +145,7 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
         forwards_to: request.forwards_to,
         domain: request.domain,
         policy: request.policy,
+        ...(request.options ? { options: request.options } : {}),
         created_at: new Date().toISOString(),
       };
       let endpoint: Endpoint;
@@ -179,11 +182,12 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
           url: record.url,
           forwards_to: record.forwards_to,
           policy: record.policy === null ? 'default' : 'own',
+          options: Object.keys(record.options ?? {}),
         },
         'tunnel created',
       );
-      const { created_at: _created, ...reply } = record;
-      return reply;
+      const { created_at: _created, options: _options, ...reply } = record;
+      return { ...reply, ...shownOptions(record) };
     });
   }
 

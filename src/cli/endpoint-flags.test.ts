@@ -6,6 +6,7 @@ import {
   addEndpointFlags,
   endpointTrafficPolicy,
   flagRules,
+  hostHeaderRewrite,
   mergePolicy,
   type EndpointFlags,
   type TunnelProto,
@@ -374,6 +375,14 @@ describe('endpoint flags as traffic policy rules', () => {
     expect(endpointTrafficPolicy(parse('http', []), 'http', file)).toBe(file.text);
     expect(endpointTrafficPolicy({}, 'tcp', undefined)).toBeUndefined();
   });
+
+  it('--host-header rewrite → the HostHeaderRewrite bind option, not a rule', () => {
+    const flags = parse('http', ['--host-header', 'rewrite']);
+    expect(flags.hostHeader).toBe('rewrite');
+    expect(hostHeaderRewrite(flags.hostHeader)).toBe(true);
+    expect(hostHeaderRewrite(undefined)).toBe(false);
+    expect(endpointTrafficPolicy(flags, 'http', undefined)).toBeUndefined();
+  });
 });
 
 describe('merging with --policy-file', () => {
@@ -522,7 +531,11 @@ describe('bad flags fail before connecting, naming the flag', () => {
       { verifyWebhookSecret: 's' },
       /^--verify-webhook-secret: needs --verify-webhook/,
     ],
-    ['--host-header', { hostHeader: 'rewrite' }, /^--host-header: is not supported/],
+    [
+      '--host-header with a literal host',
+      { hostHeader: 'example.com' },
+      /^--host-header: "example\.com" is not supported: only "rewrite"/,
+    ],
   ];
   it.each(cases)('%s', (_what, flags, message) => {
     expect(() => endpointTrafficPolicy(flags, 'http', undefined)).toThrow(message);

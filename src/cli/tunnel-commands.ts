@@ -25,6 +25,7 @@ import { registerAddCa, trustOptions } from './ca-config.js';
 import {
   addEndpointFlags,
   endpointTrafficPolicy,
+  hostHeaderRewrite,
   type EndpointFlags,
   type TunnelProto,
 } from './endpoint-flags.js';
@@ -88,7 +89,12 @@ async function openEndpoint(
 ): Promise<Endpoint> {
   switch (proto) {
     case 'http':
-      return session.httpEndpoint({ domain: flags.domain, trafficPolicy, forward: target });
+      return session.httpEndpoint({
+        domain: flags.domain,
+        trafficPolicy,
+        forward: target,
+        hostHeaderRewrite: hostHeaderRewrite(flags.hostHeader),
+      });
     case 'tcp':
       return session.tcpEndpoint({ addr: flags.addr, trafficPolicy, forward: target });
     case 'tls':

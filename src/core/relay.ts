@@ -5,6 +5,9 @@
  */
 import { pipeline, type Duplex } from 'node:stream';
 
+/** Listeners a relayed stream may carry before Node warns of a leak (its default is 10). */
+const RELAY_MAX_LISTENERS = 30;
+
 /** An open relay. */
 export interface Relay {
   /** Close both sides now. */
@@ -36,6 +39,11 @@ export function relay(near: Duplex, far: Duplex, options: RelayOptions = {}): Re
   const { bytesIn, bytesOut, onClose } = options;
   if (bytesIn) near.on('data', (chunk: Buffer) => bytesIn.inc(chunk.length));
   if (bytesOut) far.on('data', (chunk: Buffer) => bytesOut.inc(chunk.length));
+  // Each pipeline adds 'close' and 'error' listeners to both sides, on top of ours; a socket that
+  // node:http hands over (an upgrade) already carries several, which tripped Node's leak warning.
+  for (const side of [near, far]) {
+    if (side.getMaxListeners() < RELAY_MAX_LISTENERS) side.setMaxListeners(RELAY_MAX_LISTENERS);
+  }
   let open = 2;
   const closed = (): void => {
     if (--open === 0) onClose?.();

@@ -34,6 +34,12 @@ export interface HttpEndpointOptions extends EndpointOptions {
   scheme?: 'https' | 'http';
   /** A traffic policy document (YAML or JSON text, or an object) applied at the edge. */
   trafficPolicy?: string | object;
+  /**
+   * Have the edge rewrite each request's Host header to where the endpoint forwards (its
+   * `forwardsTo`, e.g. `localhost:3000`), for services that route by virtual host; the public
+   * host stays in `X-Forwarded-Host`. The bind option HostHeaderRewrite.
+   */
+  hostHeaderRewrite?: boolean;
 }
 
 /** Options of `session.tcpEndpoint()`. */
@@ -125,6 +131,9 @@ export function endpointSpec(
     kind === 'tcp' ? { Addr: options.addr ?? '' } : { Domain: options.domain ?? '' };
   const policy = policyText(options.trafficPolicy);
   if (policy !== undefined) opts.TrafficPolicy = policy;
+  if (options.hostHeaderRewrite === true && (kind === 'http' || kind === 'https')) {
+    opts.HostHeaderRewrite = true;
+  }
   return { kind: 'bind', proto: kind, opts, metadata, forwardsTo };
 }
 

@@ -118,4 +118,15 @@ describe('bind requests', () => {
     );
     expect(labeled.bindRequest()).toMatchObject({ Labels: { a: 'b' }, Metadata: '' });
   });
+
+  it('send HostHeaderRewrite for http endpoints that ask for it, with the forward target', () => {
+    const forwarder = createForwarder('localhost:3000', { connectTimeoutMs: 1000 });
+    const spec = endpointSpec('https', { hostHeaderRewrite: true }, forwarder);
+    expect(spec).toMatchObject({
+      forwardsTo: 'localhost:3000',
+      opts: { Domain: '', HostHeaderRewrite: true },
+    });
+    const off = endpointSpec('https', { hostHeaderRewrite: false }, forwarder);
+    expect(off.kind === 'bind' && 'HostHeaderRewrite' in off.opts).toBe(false);
+  });
 });

@@ -50,6 +50,10 @@ export function fakeTunnel(options: {
   port?: number;
   upstreamPort?: number;
   connect?: (info: ProxyInfo) => Promise<Duplex>;
+  /** The bind's ForwardsTo; default `localhost:<upstreamPort>`. */
+  forwardsTo?: string;
+  /** Opts.HostHeaderRewrite. */
+  hostHeaderRewrite?: true;
 }): FakeTunnel {
   const n = ++nextTunnel;
   const connects: ProxyInfo[] = [];
@@ -62,7 +66,8 @@ export function fakeTunnel(options: {
     url: `${options.proto}://${where}`,
     hostname: options.hostname,
     port: options.port,
-    forwardsTo: `localhost:${options.upstreamPort ?? 0}`,
+    forwardsTo: options.forwardsTo ?? `localhost:${options.upstreamPort ?? 0}`,
+    ...(options.hostHeaderRewrite ? { hostHeaderRewrite: options.hostHeaderRewrite } : {}),
     metadata: '',
     startedAt: new Date().toISOString(),
     connects,

@@ -32,8 +32,9 @@ export interface Column<T> {
 
 /**
  * A resource list as a table, each row with a delete button (asking once more) at its end, unless
- * `deleteName` gives none for it (a row the API will not delete). The caption names the table for
- * screen readers; the header row is kept while the list loads.
+ * `deleteName` gives none for it (a row the API will not delete), after the row's other buttons
+ * (`actions`, e.g. an edit button). The caption names the table for screen readers; the header row
+ * is kept while the list loads.
  * @example <ResourceTable resource={bots} caption="Bot users" empty="No bot users yet." columns={[{ header: 'Name', cell: (b) => b.name }]} deleteName={(b) => `bot user ${b.name}`} />
  */
 export function ResourceTable<T extends { id: string }>({
@@ -42,6 +43,7 @@ export function ResourceTable<T extends { id: string }>({
   empty,
   columns,
   deleteName,
+  actions,
 }: {
   resource: {
     items: T[] | undefined;
@@ -53,7 +55,12 @@ export function ResourceTable<T extends { id: string }>({
   columns: Array<Column<T>>;
   /** What the delete button of a row names, e.g. `bot user sitea-agents`; undefined for no button. */
   deleteName: (item: T) => string | undefined;
+  /** Buttons before a row's delete button, e.g. its edit button. */
+  actions?: (item: T) => ReactNode;
 }) {
+  const remove = (item: T) => (
+    <RowDelete name={deleteName(item)} onDelete={() => resource.remove(item)} />
+  );
   return (
     <ResourceList items={resource.items} error={resource.error} empty={empty}>
       {(items) => (
@@ -79,7 +86,14 @@ export function ResourceTable<T extends { id: string }>({
                     <td key={c.header}>{c.cell(item)}</td>
                   ))}
                   <td>
-                    <RowDelete name={deleteName(item)} onDelete={() => resource.remove(item)} />
+                    {actions ? (
+                      <span className="actions">
+                        {actions(item)}
+                        {remove(item)}
+                      </span>
+                    ) : (
+                      remove(item)
+                    )}
                   </td>
                 </tr>
               ))}

@@ -46,9 +46,10 @@ describe('checkBindOptions', () => {
   it('names the option it refuses, with the code', () => {
     expect(refusal({ MutualTLSCA: { mutual_tls_ca: 'AAAA' } })).toMatch(/Opts\.MutualTLSCA/);
     expect(refusal({ WebsocketTCPConverter: {} })).toMatch(/WebsocketTCPConverter/);
-    expect(refusal({ HostHeaderRewrite: true })).toMatch(/HostHeaderRewrite/);
-    // ProxyProto is enforced (bind-policy.ts proxyProtoOf, agent-tunnel.ts).
+    // ProxyProto is enforced (bind-policy.ts proxyProtoOf, agent-tunnel.ts), HostHeaderRewrite
+    // too (bind-policy.ts hostHeaderRewriteOf, http-forwarding.ts rewrittenHost).
     expect(refusal({ ProxyProto: 2 })).toBeUndefined();
+    expect(refusal({ HostHeaderRewrite: true })).toBeUndefined();
     expect(refusal({}, { Bindings: ['kubernetes'] })).toMatch(/"kubernetes"/);
     try {
       checkBindOptions({ MutualTLSCA: { mutual_tls_ca: 'AAAA' } }, undefined);

@@ -7,7 +7,8 @@ import { refusals } from './agent-errors.js';
  * ones are enforced on tls endpoints (ENFORCED_ON), as a terminate-tls rule.
  * The others (BasicAuth, Auth, IPRestriction, Request/ResponseHeaders, Compression,
  * CircuitBreaker, UserAgentFilter, WebhookVerification, OAuth, OIDC, Extra.IPPolicyRef) are
- * enforced as policy rules: bind-option-rules.ts. Unset means absent, null, "", 0, false, or an object or list
+ * enforced as policy rules: bind-option-rules.ts; ProxyProto and HostHeaderRewrite by the tunnel
+ * (bind-policy.ts). Unset means absent, null, "", 0, false, or an object or list
  * holding only such values, because SDKs send every key with an empty value when an option is off.
  */
 const REFUSED: ReadonlyArray<[keyof BindOpts, string]> = [
@@ -15,10 +16,6 @@ const REFUSED: ReadonlyArray<[keyof BindOpts, string]> = [
   ['MutualTLSAtEdge', 'mutual TLS at the edge is enforced on tls endpoints only'],
   ['TLSTermination', 'only tls endpoints have their TLS terminated at the edge'],
   ['WebsocketTCPConverter', 'this edge does not convert websockets to TCP'],
-  [
-    'HostHeaderRewrite',
-    'the edge does not know the host your agent forwards to; rewrite the Host header in your service or forwarder',
-  ],
 ];
 
 /** Middleware that SDKs send as an empty object when switched on (Go: a non-nil pointer). */

@@ -10,7 +10,7 @@ import type { Bind } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
 import { AgentError, refusals } from './agent-errors.js';
 import { optionRules, type OptionRules } from './bind-option-rules.js';
-import { checkBindOptions } from './bind-options.js';
+import { checkBindOptions, isSet } from './bind-options.js';
 import {
   bindPolicyText,
   compileBindPolicy,
@@ -86,6 +86,22 @@ export interface BindPlan {
   pooling?: boolean | undefined;
   /** Opts.ProxyProto: the PROXY protocol version each stream to the agent starts with. */
   proxyProto?: 1 | 2 | undefined;
+  /** Opts.HostHeaderRewrite: the agent gets `Host: <ForwardsTo's host:port>` (http, https). */
+  hostHeaderRewrite?: true | undefined;
+}
+
+/**
+ * Opts.HostHeaderRewrite: on for http and https endpoints when set; refused when set on tcp or
+ * tls ones, which carry no HTTP request to rewrite.
+ * @example hostHeaderRewriteOf({ HostHeaderRewrite: true }, 'https') // true
+ */
+export function hostHeaderRewriteOf(opts: Bind['Opts'], proto: string): true | undefined {
+  if (!isSet(opts?.HostHeaderRewrite)) return undefined;
+  if (proto === 'http' || proto === 'https') return true;
+  throw refusals.unsupportedOption(
+    'Opts.HostHeaderRewrite',
+    `${proto} endpoints carry no HTTP requests; the Host header is rewritten on http and https endpoints`,
+  );
 }
 
 /**
@@ -162,6 +178,7 @@ export class BindPolicy {
     }
     checkBindOptions(bind.Opts, bind.Extra, proto);
     const proxyProto = proxyProtoOf(bind.Opts);
+    const hostHeaderRewrite = hostHeaderRewriteOf(bind.Opts, proto);
     const given = bindPolicyText(bind.Opts);
     const options = optionRules(bind.Opts, bind.Extra, proto as TunnelProto);
     const trafficPolicy =
@@ -174,7 +191,11 @@ export class BindPolicy {
           )
         : undefined;
     const pooling = bind.Extra?.PoolingEnabled === true;
-    const extras = { pooling, ...(proxyProto ? { proxyProto } : {}) };
+    const extras = {
+      pooling,
+      ...(proxyProto ? { proxyProto } : {}),
+      ...(hostHeaderRewrite ? { hostHeaderRewrite } : {}),
+    };
     const poolable = (holder: OnlineTunnel): boolean =>
       mayReplace(holder) ||
       (pooling && this.registry.poolOf(holder).every((m) => m.pooling === true));

@@ -47,6 +47,11 @@ export interface TunnelData {
    * keep HTTP streams to one public connection (the pools' keys, see TunnelAgent.getName).
    */
   proxyProto?: 1 | 2 | undefined;
+  /**
+   * Opts.HostHeaderRewrite. The node that receives a request writes its head (with the Host
+   * rewritten to `forwardsTo`'s host and port), so every node needs it.
+   */
+  hostHeaderRewrite?: true | undefined;
 }
 
 /**
@@ -108,6 +113,7 @@ export function tunnelRow(
     trafficPolicy,
     policySource,
     proxyProto: tunnel.proxyProto,
+    hostHeaderRewrite: tunnel.hostHeaderRewrite === true ? true : undefined,
   };
   return {
     id: tunnel.id,
@@ -198,6 +204,7 @@ export class RemoteTunnel implements OnlineTunnel {
   readonly addrId: string | undefined;
   readonly policySource: string | undefined;
   readonly proxyProto: 1 | 2 | undefined;
+  readonly hostHeaderRewrite: true | undefined;
   forwardsTo: string;
   metadata: string;
   trafficPolicy: string | undefined;
@@ -230,6 +237,7 @@ export class RemoteTunnel implements OnlineTunnel {
     this.metadata = str(d.metadata);
     this.trafficPolicy = optionalStr(d.trafficPolicy);
     this.proxyProto = d.proxyProto === 1 || d.proxyProto === 2 ? d.proxyProto : undefined;
+    this.hostHeaderRewrite = d.hostHeaderRewrite === true ? true : undefined;
     this.version = JSON.stringify(row.data) + (row.pooling ? '+pool' : '');
   }
 

@@ -104,6 +104,12 @@ export interface OnlineTunnel {
    * naming the public client (written by the AgentTunnel of the node that holds the session).
    */
   proxyProto?: 1 | 2 | undefined;
+  /**
+   * Opts.HostHeaderRewrite (http and https endpoints): the request head the agent gets carries
+   * `Host: <forwardsTo's host:port>` (written by the ingress of the node that receives the request,
+   * http-forwarding.ts rewrittenHost); policies still see the Host the client sent.
+   */
+  hostHeaderRewrite?: true | undefined;
   /** A cloud endpoint (POST /endpoints): no agent behind it, its traffic policy answers. */
   cloud?: boolean | undefined;
   /** The cluster node whose agent serves the tunnel when it is another node; unset for our own. */

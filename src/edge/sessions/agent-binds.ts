@@ -135,6 +135,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
             internal: plan.internal,
             pooling: plan.pooling,
             proxyProto: plan.proxyProto,
+            hostHeaderRewrite: plan.hostHeaderRewrite,
           },
           host,
         );

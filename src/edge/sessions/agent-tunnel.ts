@@ -155,6 +155,7 @@ export class AgentTunnel implements OnlineTunnel {
   /** Changed by PatchTunnelState's PoolingEnabled. */
   pooling: boolean | undefined;
   readonly proxyProto: 1 | 2 | undefined;
+  readonly hostHeaderRewrite: true | undefined;
   /** Set when the tunnel is unbound or replaced; connect() then fails at once. */
   removed = false;
 
@@ -177,6 +178,7 @@ export class AgentTunnel implements OnlineTunnel {
     this.internal = init.internal;
     this.pooling = init.pooling;
     this.proxyProto = init.proxyProto;
+    this.hostHeaderRewrite = init.hostHeaderRewrite;
   }
 
   async connect(info: ProxyInfo): Promise<Duplex> {

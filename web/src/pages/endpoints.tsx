@@ -1,7 +1,7 @@
-import { useState } from 'react';
-import { PageHeader } from '../components';
-import { CreateForm, TextField } from '../fields';
-import { useResource, type Resource } from '../hooks';
+import { useEffect, useRef, useState, type FormEvent } from 'react';
+import { ErrorMessage, PageHeader } from '../components';
+import { Checkbox, CreateForm, TextField } from '../fields';
+import { useAction, useResource, type Resource } from '../hooks';
 import { PolicyEditor, policyBlocksSave, type PolicyState } from '../policy-editor';
 import { ResourceTable, type Column } from '../resource';
 
@@ -11,7 +11,9 @@ interface Endpoint {
   url: string;
   proto: string;
   description: string;
+  metadata: string;
   bindings: string[];
+  pooling_enabled: boolean;
   traffic_policy: string;
   upstream_url: string;
 }
@@ -68,6 +70,95 @@ function CreateCloudEndpoint({ endpoints }: { endpoints: Resource<Endpoint> }) {
   );
 }
 
+/**
+ * The form that edits a cloud endpoint (`PATCH /endpoints/{id}`): its URL, description, metadata,
+ * pooling and traffic policy. The binding follows from the URL (a `.internal` name is internal).
+ * A refusal shows the API's message, which names the field, and keeps the form as it was.
+ */
+function EditCloudEndpoint({
+  endpoint,
+  onSaved,
+  onClose,
+}: {
+  endpoint: Endpoint;
+  onSaved: () => Promise<void>;
+  onClose: () => void;
+}) {
+  const [url, setUrl] = useState(endpoint.url);
+  const [description, setDescription] = useState(endpoint.description);
+  const [metadata, setMetadata] = useState(endpoint.metadata);
+  const [pooling, setPooling] = useState(endpoint.pooling_enabled);
+  const [policy, setPolicy] = useState(endpoint.traffic_policy);
+  const [state, setState] = useState<PolicyState>('empty');
+  const action = useAction();
+  const heading = useRef<HTMLHeadingElement>(null);
+  // Take the reader to the form the row's Edit button opened.
+  useEffect(() => {
+    heading.current?.scrollIntoView({ block: 'nearest' });
+    heading.current?.focus();
+  }, []);
+  const save = async (e: FormEvent) => {
+    e.preventDefault();
+    const body = {
+      description,
+      metadata,
+      pooling_enabled: pooling,
+      traffic_policy: policy,
+      // The URL is sent only when it changes: the API then checks it, and its binding, again.
+      ...(url.trim() === endpoint.url ? {} : { url: url.trim() }),
+    };
+    if (await action.send('PATCH', `/endpoints/${endpoint.id}`, body, onSaved)) onClose();
+  };
+  const blocked = policyBlocksSave(state);
+  return (
+    <form className="card" aria-label={`Edit endpoint ${endpoint.url}`} onSubmit={save}>
+      <h2 tabIndex={-1} ref={heading}>
+        Edit <code>{endpoint.url}</code>
+      </h2>
+      <TextField
+        label="URL"
+        hint="A .internal name makes the endpoint internal; any other name is public."
+        value={url}
+        onChange={setUrl}
+        required
+      />
+      <TextField
+        label="Description"
+        value={description}
+        onChange={setDescription}
+        maxLength={255}
+      />
+      <TextField
+        label="Metadata"
+        hint="Any machine-readable text, up to 4096 bytes."
+        value={metadata}
+        onChange={setMetadata}
+      />
+      <Checkbox checked={pooling} onChange={setPooling}>
+        {' '}
+        Pooling: share the URL with agent endpoints that bind it with pooling enabled
+      </Checkbox>
+      <PolicyEditor
+        protocol={protocolOf(url)}
+        value={policy}
+        onChange={setPolicy}
+        onState={setState}
+        label="Traffic policy (JSON or YAML)"
+      />
+      <div className="actions">
+        <button type="submit" disabled={action.busy || blocked !== undefined}>
+          Save endpoint
+        </button>
+        <button type="button" className="secondary" onClick={onClose}>
+          Cancel
+        </button>
+      </div>
+      {blocked ? <p className="hint">{blocked}</p> : null}
+      <ErrorMessage error={action.error} />
+    </form>
+  );
+}
+
 const columns: Array<Column<Endpoint>> = [
   {
     header: 'URL',
@@ -112,6 +203,9 @@ const columns: Array<Column<Endpoint>> = [
 export function EndpointsPage() {
   // Polled: agent endpoints appear and vanish as agents connect and leave.
   const endpoints = useResource<Endpoint>('/endpoints', 'endpoints', { pollMs: 5000 });
+  const [editing, setEditing] = useState<string | undefined>(undefined);
+  // Gone when deleted (here or elsewhere): the form goes with it.
+  const edited = endpoints.items?.find((e) => e.id === editing && e.type === 'cloud');
   return (
     <>
       <PageHeader title="Endpoints">
@@ -122,6 +216,14 @@ export function EndpointsPage() {
       </PageHeader>
       {/* A refused delete shows its message in the form, where the page's errors go. */}
       <CreateCloudEndpoint endpoints={endpoints} />
+      {edited ? (
+        <EditCloudEndpoint
+          key={edited.id}
+          endpoint={edited}
+          onSaved={endpoints.reload}
+          onClose={() => setEditing(undefined)}
+        />
+      ) : null}
       <ResourceTable
         resource={endpoints}
         caption="Endpoints"
@@ -129,6 +231,20 @@ export function EndpointsPage() {
         columns={columns}
         // Agent endpoints go when their agent does; only cloud endpoints are deleted here.
         deleteName={(e) => (e.type === 'cloud' ? `endpoint ${e.url}` : undefined)}
+        // Agent endpoints are their agents' to change; cloud endpoints are edited here.
+        actions={(e) =>
+          e.type === 'cloud' ? (
+            <button
+              type="button"
+              className="secondary"
+              onClick={() => setEditing(e.id)}
+              aria-label={`Edit endpoint ${e.url}`}
+              aria-expanded={editing === e.id}
+            >
+              Edit
+            </button>
+          ) : null
+        }
       />
     </>
   );

@@ -115,18 +115,20 @@ export class Exchange {
 
 /**
  * The request head the agent gets: the client's request line and headers, hop-by-hop headers
- * dropped and `X-Forwarded-*` set (one rule for both HTTP paths, http-forwarding.ts).
- * @example stream.write(agentRequestHead(head, 'https', '203.0.113.7'), 'latin1')
+ * dropped and `X-Forwarded-*` set (one rule for both HTTP paths, http-forwarding.ts); `host`
+ * replaces the client's Host (HostHeaderRewrite, http-forwarding.ts rewrittenHost).
+ * @example stream.write(agentRequestHead(head, 'https', '203.0.113.7', undefined), 'latin1')
  */
 export function agentRequestHead(
   head: RequestHead,
   proto: 'http' | 'https',
   clientIp: string,
+  host?: string,
 ): string {
   const headers = forwardedHeaders(
     head.raw,
     { host: head.host, connection: head.connection, chunked: head.chunked },
-    { proto, clientIp },
+    { proto, clientIp, host },
   );
   let text = `${head.method} ${head.target} HTTP/1.1\r\n`;
   for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;

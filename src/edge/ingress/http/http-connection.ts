@@ -12,7 +12,7 @@ import type { Duplex } from 'node:stream';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
 import { INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
-import { routingHost } from './http-forwarding.js';
+import { rewrittenHost, routingHost } from './http-forwarding.js';
 import { bareRefusal } from './http-parser-refusals.js';
 import { clientAddr, clientIp, connectTunnel, serverAddr } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
@@ -348,7 +348,8 @@ export class HttpConnection {
   private send(exchange: Exchange): void {
     const stream = this.stream!;
     exchange.sentAt = performance.now();
-    stream.write(agentRequestHead(exchange.head, this.proto, this.ip), 'latin1');
+    const host = rewrittenHost(exchange.tunnel);
+    stream.write(agentRequestHead(exchange.head, this.proto, this.ip, host), 'latin1');
     const rest = this.buffered;
     this.buffered = undefined;
     if (exchange.requestBody) {

@@ -4,8 +4,11 @@ import {
   forwardRequestHeaders,
   forwardResponseHeaders,
   requestHasBody,
+  forwardedHeaders,
   requestHead,
+  rewrittenHost,
   routingHost,
+  upstreamHost,
 } from './http-forwarding.js';
 import { clientAddr, clientIp } from '../../registry/connect-tunnel.js';
 import { parseListenAddress } from '../../../core/host-port.js';
@@ -113,6 +116,64 @@ describe('forwardRequestHeaders', () => {
     expect(requestHasBody(message([]))).toBe(false);
     expect(requestHasBody(message(['Content-Length', '12']))).toBe(true);
     expect(requestHasBody(message(['Transfer-Encoding', 'chunked']))).toBe(true);
+  });
+});
+
+describe('HostHeaderRewrite', () => {
+  it.each([
+    ['localhost:3000', 'localhost:3000'],
+    ['http://localhost:3000', 'localhost:3000'],
+    ['http://LocalHost:3000/', 'localhost:3000'],
+    ['http://localhost:80', 'localhost'],
+    ['https://api.example.com:443/base', 'api.example.com'],
+    ['https://api.example.com:8443', 'api.example.com:8443'],
+    ['http://[::1]:8080', '[::1]:8080'],
+    ['[::1]:8080', '[::1]:8080'],
+    ['127.0.0.1:80', '127.0.0.1:80'],
+    ['  web:8080 ', 'web:8080'],
+    ['', undefined],
+    ['http.Server', undefined],
+    ['request handler', undefined],
+    ['app://laptop/server.js?pid=42', undefined],
+    ['tcp://localhost:22', undefined],
+    ['http://', undefined],
+    ['localhost:99999', undefined],
+    ['localhost', undefined],
+  ])('ForwardsTo %j -> Host %j', (forwardsTo, expected) => {
+    expect(upstreamHost(forwardsTo)).toBe(expected);
+  });
+
+  it('rewrites only with the option on', () => {
+    expect(rewrittenHost({ hostHeaderRewrite: true, forwardsTo: 'localhost:3000' })).toBe(
+      'localhost:3000',
+    );
+    expect(rewrittenHost({ forwardsTo: 'localhost:3000' })).toBeUndefined();
+    expect(rewrittenHost({ hostHeaderRewrite: true, forwardsTo: 'http.Server' })).toBeUndefined();
+  });
+
+  it("replaces the client's Host in place, keeps it in X-Forwarded-Host, adds one when missing", () => {
+    const framing = { host: 'app.example.com', connection: undefined, chunked: false };
+    const options = { proto: 'https' as const, clientIp: '203.0.113.9', host: 'localhost:3000' };
+    expect(
+      forwardedHeaders(['Accept', '*/*', 'host', 'app.example.com', 'X-A', '1'], framing, options),
+    ).toEqual([
+      'Accept',
+      '*/*',
+      'host',
+      'localhost:3000',
+      'X-A',
+      '1',
+      'X-Forwarded-For',
+      '203.0.113.9',
+      'X-Forwarded-Host',
+      'app.example.com',
+      'X-Forwarded-Proto',
+      'https',
+      'Connection',
+      'keep-alive',
+    ]);
+    const none = forwardedHeaders(['Accept', '*/*'], { ...framing, host: undefined }, options);
+    expect(none.slice(0, 4)).toEqual(['Host', 'localhost:3000', 'Accept', '*/*']);
   });
 });
 

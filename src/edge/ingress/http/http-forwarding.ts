@@ -4,6 +4,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import { HOP_BY_HOP_HEADERS as HOP_BY_HOP } from '../../../core/http-framing.js';
+import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 
 /** Set by the ingress from what it saw; values sent by clients are replaced. */
 const REPLACED = new Set(['x-forwarded-proto', 'x-forwarded-host']);
@@ -24,6 +25,49 @@ export function routingHost(host: string | undefined): string | undefined {
   if (colon >= 0) name = name.slice(0, colon);
   if (name.endsWith('.')) name = name.slice(0, -1);
   return name === '' ? undefined : name;
+}
+
+/** Schemes of a ForwardsTo URL whose host the Host header may name (their default ports dropped). */
+const FORWARD_SCHEMES: ReadonlySet<string> = new Set(['http:', 'https:', 'ws:', 'wss:']);
+/** A bare ForwardsTo `host:port` (the port is required: `http.Server` is a description, not a host). */
+const BARE_HOST_PORT = /^(?:\[[0-9a-f:.]+\]|[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?):(\d{1,5})$/i;
+
+/**
+ * The Host header of where an agent forwards, from the bind's ForwardsTo: a URL's `host[:port]`
+ * (http, https, ws, wss; the scheme's default port dropped, as a client would send it) or a bare
+ * `host:port` as it is. Undefined for anything else (empty, `app://…`, `http.Server`, garbage).
+ * @example upstreamHost('http://localhost:3000') // 'localhost:3000'
+ * @example upstreamHost('https://api.internal.example:443/') // 'api.internal.example'
+ * @example upstreamHost('127.0.0.1:8080') // '127.0.0.1:8080'
+ */
+export function upstreamHost(forwardsTo: string): string | undefined {
+  const text = forwardsTo.trim();
+  if (text === '') return undefined;
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) {
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      return undefined;
+    }
+    return FORWARD_SCHEMES.has(url.protocol) && url.hostname !== '' ? url.host : undefined;
+  }
+  const m = BARE_HOST_PORT.exec(text);
+  if (!m) return undefined;
+  const port = Number(m[1]);
+  return port >= 1 && port <= 65535 ? text : undefined;
+}
+
+/**
+ * The Host header the agent gets for a request to `tunnel`: with Opts.HostHeaderRewrite, where it
+ * forwards ({@link upstreamHost} of its ForwardsTo); otherwise (or when ForwardsTo names no
+ * host) undefined, and the client's Host goes on unchanged. `X-Forwarded-Host` keeps the client's.
+ * @example rewrittenHost({ hostHeaderRewrite: true, forwardsTo: 'localhost:3000' }) // 'localhost:3000'
+ */
+export function rewrittenHost(
+  tunnel: Pick<OnlineTunnel, 'hostHeaderRewrite' | 'forwardsTo'>,
+): string | undefined {
+  return tunnel.hostHeaderRewrite ? upstreamHost(tunnel.forwardsTo) : undefined;
 }
 
 /** Extra header names a `Connection` header declares hop-by-hop (`Connection: close, X-Foo`). */
@@ -47,6 +91,11 @@ export interface ForwardedRequest {
   clientIp: string;
   /** Keep `Upgrade` and send `Connection: Upgrade` (WebSocket and friends). */
   upgrade?: boolean;
+  /**
+   * The Host header to send instead of the client's ({@link rewrittenHost}: HostHeaderRewrite);
+   * `X-Forwarded-Host` still carries the client's.
+   */
+  host?: string | undefined;
 }
 
 /** What {@link forwardedHeaders} reads of a request besides its raw headers. */
@@ -78,7 +127,8 @@ export function forwardRequestHeaders(req: IncomingMessage, options: ForwardedRe
 
 /**
  * The headers to send upstream for a request with `raw` headers: hop-by-hop ones dropped,
- * `X-Forwarded-For` appended to, `X-Forwarded-Host` and `-Proto` set from what the edge saw.
+ * `X-Forwarded-For` appended to, `X-Forwarded-Host` and `-Proto` set from what the edge saw, and
+ * with `options.host` the Host header replaced (added first when the request had none).
  * @example forwardedHeaders(['Host', 'a'], { host: 'a', connection: undefined, chunked: false }, { proto: 'http', clientIp: '203.0.113.7' })
  */
 export function forwardedHeaders(
@@ -89,10 +139,18 @@ export function forwardedHeaders(
   const listed = connectionListed(request.connection);
   const out: string[] = [];
   let forwardedFor: string | undefined;
+  const host = options.host;
+  let hostSent = false;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
     const value = raw[i + 1]!;
     const lower = name.toLowerCase();
+    if (host !== undefined && lower === 'host') {
+      // In the client's place, once (Node's parser refuses a second Host; the lean one too).
+      if (!hostSent) out.push(name, host);
+      hostSent = true;
+      continue;
+    }
     if (HOP_BY_HOP.has(lower)) {
       if (lower === 'upgrade' && options.upgrade) out.push(name, value);
       // Trailers survive the ingress, so a client asking for them may still get them.
@@ -106,6 +164,7 @@ export function forwardedHeaders(
     if (REPLACED.has(lower) || listed?.has(lower)) continue;
     out.push(name, value);
   }
+  if (host !== undefined && !hostSent) out.unshift('Host', host);
   out.push(
     'X-Forwarded-For',
     forwardedFor === undefined ? options.clientIp : `${forwardedFor}, ${options.clientIp}`,

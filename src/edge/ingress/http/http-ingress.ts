@@ -30,6 +30,7 @@ import {
   forwardResponseHeaders,
   requestHasBody,
   requestHead,
+  rewrittenHost,
   routingHost,
 } from './http-forwarding.js';
 import {
@@ -353,7 +354,11 @@ export class HttpIngress {
       passthroughTls: false,
     };
     const agent = this.agentFor(tunnel);
-    const forwarded = forwardRequestHeaders(req, { proto, clientIp: clientIp(socket) });
+    const forwarded = forwardRequestHeaders(req, {
+      proto,
+      clientIp: clientIp(socket),
+      host: rewrittenHost(tunnel),
+    });
     const headers = flow ? flow.requestHeaders(forwarded) : forwarded;
     // A policy action (verify-webhook) or an earlier endpoint may have read the body whole.
     const readBody = flow?.body ?? carriedBody(req);
@@ -530,6 +535,7 @@ export class HttpIngress {
       proto,
       clientIp: clientIp(socket as Socket),
       upgrade: true,
+      host: rewrittenHost(tunnel),
     });
     const headers = flow ? flow.requestHeaders(forwarded) : forwarded;
     const info: ProxyInfo = {
