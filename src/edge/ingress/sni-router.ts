@@ -2,8 +2,9 @@
  * The HTTPS port (`--https-listen`). Each connection's ClientHello is read (and kept) to learn the
  * server name: a `tls` tunnel for that name gets the connection passed through untouched, with
  * the client's own TLS ending at the agent, unless its policy runs terminate-tls (then TLS ends
- * here and the agent gets plaintext); anything else is terminated here with a certificate from
- * the CertificateStore and served by the HTTP ingress as https.
+ * here and the agent gets plaintext), or forward-internal hands the connection to an internal TLS
+ * endpoint (`tls://name.internal`) and its agent; anything else is terminated here with a
+ * certificate from the CertificateStore and served by the HTTP ingress as https.
  */
 import { createServer as createNetServer, type Server, type Socket } from 'node:net';
 import {
@@ -22,6 +23,7 @@ import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
 import { INGRESS_SOCKET_OPTIONS, TunnelRelays } from './proxy.js';
+import { refusalText, resolveInternal } from '../registry/internal-routing.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 export interface SniRouterOptions {
@@ -42,6 +44,16 @@ export interface SniRouterOptions {
   helloTimeoutMs?: number | undefined;
   /** And the whole handshake, when terminated here, within this time. Default 10 s. */
   handshakeTimeoutMs?: number | undefined;
+}
+
+/** A connection on its way to a TLS endpoint's agent, through forward-internal hops. */
+interface TlsConnection {
+  socket: Socket;
+  /** The ClientHello, read and kept: the agent (passthrough) or the terminator gets it. */
+  hello: Buffer;
+  serverName: string | undefined;
+  /** Set once terminate-tls ended TLS here; the relay then carries plaintext. */
+  terminated?: TLSSocket | undefined;
 }
 
 /** True when a non-TLS first byte looks like the start of an HTTP method (`GET`, `POST`, ...). */
@@ -135,31 +147,85 @@ export class SniRouter {
     const found = serverName === undefined ? undefined : this.options.registry.byHost(serverName);
     if (found?.proto === 'tls') {
       // Pooled TLS endpoints: the next member, round robin.
-      const tunnel = this.options.registry.pick(found);
-      // The endpoint's on_tcp_connect first: TLS facts are the ClientHello's (offered version).
-      // Rules before a terminate-tls see those; rules after it see the finished handshake.
-      const conn = () =>
-        connInputOf(socket, { sni: serverName, version: offeredTlsVersion(hello) });
-      let terminated: TLSSocket | undefined;
-      const terminateTls: TlsTerminator = async (settings) => {
-        terminated = await this.terminate(socket, hello, settings);
-        return terminated && tlsInputOf(terminated);
-      };
-      admitConnection(
-        tunnel.policy,
-        socket,
-        conn,
-        () => {
-          if (terminated) this.relayPlaintext(terminated, tunnel);
-          else this.passThrough(socket, hello, tunnel);
-        },
-        terminateTls,
-      );
+      this.admit({ socket, hello, serverName }, this.options.registry.pick(found), []);
       return;
     }
     // Give the bytes back so the TLS server reads the ClientHello as if it had never been seen.
     socket.unshift(hello);
     this.tlsServer.emit('connection', socket);
+  }
+
+  /**
+   * The endpoint's on_tcp_connect first: TLS facts are the ClientHello's (offered version); rules
+   * after a terminate-tls see the finished handshake. Then its agent, or the internal TLS endpoint
+   * forward-internal chose (in-process, with `chain` against loops; the connection as it is, the
+   * ClientHello or, once terminated, plaintext). A cloud endpoint that forwards nowhere closes it.
+   */
+  private admit(conn: TlsConnection, tunnel: OnlineTunnel, chain: string[]): void {
+    const { socket, hello, serverName } = conn;
+    const input = () =>
+      connInputOf(
+        socket,
+        conn.terminated
+          ? tlsInputOf(conn.terminated)
+          : { sni: serverName, version: offeredTlsVersion(hello) },
+      );
+    const terminateTls: TlsTerminator = async (settings) => {
+      if (conn.terminated) {
+        // An endpoint earlier in the forward chain ended TLS with its own settings; this one's
+        // (client certificates, versions) cannot be applied to it any more: closed, not skipped.
+        this.options.logger?.debug(
+          { tunnel: tunnel.id },
+          'terminate-tls on a connection already terminated by the endpoint that forwarded it',
+        );
+        return undefined;
+      }
+      conn.terminated = await this.terminate(socket, hello, settings);
+      return conn.terminated && tlsInputOf(conn.terminated);
+    };
+    admitConnection(
+      tunnel.policy,
+      socket,
+      input,
+      (_vars, forward) => {
+        if (forward) {
+          const resolved = resolveInternal(this.options.registry, forward.url, chain, tunnel);
+          if ('next' in resolved && resolved.next.proto === 'tls') {
+            this.admit(conn, resolved.next, resolved.chain);
+            return;
+          }
+          const offline = !('next' in resolved) && resolved.kind === 'offline';
+          if (!offline || forward.onError === 'halt' || tunnel.cloud) {
+            const why =
+              'next' in resolved ? `${forward.url} is not a tls endpoint` : refusalText(resolved);
+            this.options.logger?.debug({ tunnel: tunnel.id, why }, 'forward-internal refused');
+            this.refuse(conn);
+            return;
+          }
+        }
+        if (tunnel.cloud) {
+          this.refuse(conn);
+          return;
+        }
+        if (conn.terminated) this.relayPlaintext(conn.terminated, tunnel);
+        else this.passThrough(socket, hello, tunnel);
+      },
+      terminateTls,
+    );
+  }
+
+  /**
+   * Close a connection that goes nowhere: a TLS alert to a client still waiting for the server's
+   * answer to its ClientHello, the terminated TLS connection closed otherwise.
+   */
+  private refuse(conn: TlsConnection): void {
+    if (conn.terminated) {
+      conn.terminated.destroy();
+      return;
+    }
+    const { socket } = conn;
+    if (socket.destroyed) return;
+    socket.end(TLS_INTERNAL_ERROR_ALERT, () => socket.destroy());
   }
 
   /**
