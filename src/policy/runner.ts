@@ -464,7 +464,8 @@ export class PolicyRunner {
     if (this.secrets.used) {
       const lookup = this.secrets.lookup;
       message = lookup.redact(message);
-      if (meta) meta = JSON.parse(lookup.redact(JSON.stringify(meta))) as Record<string, unknown>;
+      if (meta)
+        meta = redactStrings(meta, (text) => lookup.redact(text)) as Record<string, unknown>;
     }
     this.events.record({
       timestamp: isoTime(this.now()),
@@ -491,4 +492,20 @@ export class PolicyRunner {
     if (!this.lookup) return Promise.reject(new Error('no IP policy source was given'));
     return this.lookup(ids);
   }
+}
+
+/**
+ * `value` with `redact` applied to every string in it, keys included; redacting the values
+ * themselves (not their JSON text) finds a secret however JSON would escape it, and a short one
+ * cannot break the structure.
+ */
+function redactStrings(value: unknown, redact: (text: string) => string): unknown {
+  if (typeof value === 'string') return redact(value);
+  if (Array.isArray(value)) return value.map((v) => redactStrings(v, redact));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [redact(k), redactStrings(v, redact)]),
+    );
+  }
+  return value;
 }

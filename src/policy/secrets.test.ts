@@ -161,6 +161,58 @@ on_http_request:
   });
 });
 
+describe('secret redaction in event metadata', () => {
+  it('finds a value JSON would escape, and a short value cannot break the event', async () => {
+    const api = await createTestApi('sqlite');
+    try {
+      const vault = await api.call('POST', '/vaults', { name: 'w' });
+      const quoted = 'say "hi" \\ bye';
+      for (const [name, value] of [
+        ['quoted', quoted],
+        ['short', 'true'],
+      ]) {
+        const made = await api.call('POST', '/secrets', { vault_id: vault.body.id, name, value });
+        expect(made.status).toBe(201);
+      }
+      const resolver = new SecretsResolver(() => api.repos.secrets.entries());
+      await resolver.reload();
+      const events = new PolicyEventLog();
+      const runner = compilePolicy(
+        JSON.stringify({
+          on_http_request: [
+            {
+              actions: [
+                {
+                  type: 'log',
+                  config: {
+                    metadata: {
+                      q: "${secrets.get('w', 'quoted')}",
+                      s: "${secrets.get('w', 'short')}",
+                      flag: true,
+                    },
+                  },
+                },
+              ],
+            },
+          ],
+        }),
+        { protocol: 'https' },
+      ).bind({ ownerId: 'ep_redact', events, secrets: resolver });
+      const decision = await runner.onHttpRequest({
+        conn: { client_ip: '192.0.2.1' },
+        req: { method: 'GET', url: '/', headers: { host: 'r.burrow.test' } },
+      });
+      expect(decision.kind).toBe('continue');
+      const recorded = JSON.stringify(events.eventsFor('ep_redact'));
+      expect(recorded).toContain('[secret]');
+      expect(recorded).not.toContain('hi');
+      expect(recorded).not.toContain(JSON.stringify(quoted).slice(1, -1));
+    } finally {
+      await api.close();
+    }
+  });
+});
+
 describe('SecretsResolver', () => {
   it('keeps the previous snapshot when a load fails, and loads again after a change mid-load', async () => {
     let calls = 0;

@@ -102,7 +102,7 @@ async function startNode(
     listen: '127.0.0.1:0',
     logger,
     // Called only once the node below exists (a peer asks for a tunnel).
-    open: (request) => node.openLocal(request),
+    open: (request, peerId) => node.openLocal(request, peerId),
   });
   const node = new ClusterNode({
     nodeId: id,

@@ -149,7 +149,17 @@ export class ClusterNode {
   }
 
   /** The link server's answer to a peer: a stream to one of this node's own tunnels. */
-  async openLocal(request: NodeLinkRequest): Promise<Duplex> {
+  async openLocal(request: NodeLinkRequest, peerId: string): Promise<Duplex> {
+    // A certificate of the cluster's CA is not enough: a node that left (or a leaf minted from a
+    // copy of the CA) is not a member any more.
+    if (!this.peers.has(peerId)) await this.loadPeers();
+    if (!this.peers.has(peerId)) {
+      throw new BurrowError(
+        CODES.nodeLinkProtocol,
+        403,
+        `node ${peerId} is not a member of this cluster now`,
+      );
+    }
     const tunnel = this.options.registry.tunnel(request.tunnelId);
     if (!tunnel || tunnel.node !== undefined) {
       throw new BurrowError(

@@ -129,7 +129,7 @@ export async function joinCluster(options: {
         listen: settings.config.nodeListen,
         advertise: settings.config.nodeAdvertise || undefined,
         logger,
-        open: (request) => node!.openLocal(request),
+        open: (request, peerId) => node!.openLocal(request, peerId),
       });
     }
     node = new ClusterNode({

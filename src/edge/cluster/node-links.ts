@@ -94,6 +94,9 @@ export class NodeLinks {
     server.on('secureConnection', (socket: TLSSocket) => this.accept(socket));
     server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
       this.logger.warn({ remote: socket.remoteAddress, err: err.message }, 'node link refused');
+      // With a listener here Node leaves the socket open: a peer that never finishes (or fails)
+      // its handshake would otherwise hold a descriptor for good.
+      socket.destroy();
     });
     server.on('error', (err: Error) => this.logger.error({ err }, 'node link listener failed'));
   }

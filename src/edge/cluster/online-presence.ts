@@ -53,6 +53,9 @@ export class OnlinePresence implements TunnelClaims {
   private readonly claimed = new Map<string, string>();
   /** A write failed (the store was away): the next heartbeat republishes everything. */
   dirty = false;
+  /** Writes running now, and started in all: a republish that overlapped one is redone. */
+  private inflight = 0;
+  private writesStarted = 0;
 
   constructor(private readonly options: OnlinePresenceOptions) {}
 
@@ -131,6 +134,10 @@ export class OnlinePresence implements TunnelClaims {
   async republish(): Promise<void> {
     const { registry, nodeId, cluster } = this.options;
     this.dirty = false;
+    // A write that runs alongside may land between the snapshot below and the store's
+    // delete-and-insert, and be wiped: then the next heartbeat republishes again.
+    const startedBefore = this.writesStarted;
+    const busy = this.inflight > 0;
     const sessions = registry.listSessions().filter((s) => !s.node && s.id !== '');
     const tunnels = registry
       .listTunnels()
@@ -150,6 +157,7 @@ export class OnlinePresence implements TunnelClaims {
       sessions.map((s) => sessionRow(s, nodeId)),
       tunnels,
     );
+    if (busy || this.inflight > 0 || this.writesStarted !== startedBefore) this.dirty = true;
     for (const id of skipped) {
       this.options.logger.warn(
         { tunnel: id },
@@ -210,7 +218,15 @@ export class OnlinePresence implements TunnelClaims {
 
   private queue<T>(sessionId: string, work: () => Promise<T>): Promise<T> {
     const before = this.chains.get(sessionId) ?? Promise.resolve();
-    const result = before.then(work);
+    const result = before.then(async () => {
+      this.inflight++;
+      this.writesStarted++;
+      try {
+        return await work();
+      } finally {
+        this.inflight--;
+      }
+    });
     this.chains.set(
       sessionId,
       result.then(

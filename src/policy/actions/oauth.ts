@@ -31,6 +31,10 @@ export interface OAuthProvider {
 const str = (v: unknown): string =>
   typeof v === 'string' ? v : typeof v === 'number' ? String(v) : '';
 
+/** The userinfo's email unless the provider says it is not verified (then no identity email). */
+const verifiedEmail = (u: Record<string, unknown>): string =>
+  u.email_verified === false ? '' : str(u.email);
+
 /**
  * The providers of ngrok's `oauth` action, with their documented endpoints.
  * @example OAUTH_PROVIDERS.github.metadata.authorization_endpoint // 'https://github.com/login/oauth/authorize'
@@ -47,7 +51,7 @@ export const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
     scopes: ['openid', 'email', 'profile'],
     openid: true,
     user: { url: 'https://openidconnect.googleapis.com/v1/userinfo' },
-    identity: (u) => ({ sub: str(u.sub), email: str(u.email), name: str(u.name) }),
+    identity: (u) => ({ sub: str(u.sub), email: verifiedEmail(u), name: str(u.name) }),
   },
   microsoft: {
     // The multi-tenant endpoint: its ID tokens name each tenant as issuer, so the user is read
@@ -62,7 +66,9 @@ export const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
     user: { url: 'https://graph.microsoft.com/v1.0/me' },
     identity: (u) => ({
       sub: str(u.id),
-      email: str(u.mail) || str(u.userPrincipalName),
+      // Not `mail`: any tenant's admin sets it freely, so it could name someone else's address
+      // (the "nOAuth" problem); a user principal name is on a domain the tenant verified.
+      email: str(u.userPrincipalName),
       name: str(u.displayName),
     }),
   },
@@ -115,7 +121,7 @@ export const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
     scopes: ['openid', 'profile', 'email'],
     openid: true,
     user: { url: 'https://api.linkedin.com/v2/userinfo' },
-    identity: (u) => ({ sub: str(u.sub), email: str(u.email), name: str(u.name) }),
+    identity: (u) => ({ sub: str(u.sub), email: verifiedEmail(u), name: str(u.name) }),
   },
   twitch: {
     metadata: {

@@ -167,11 +167,13 @@ export const openidConnectAction: ActionSpec = {
           );
           const claims = tokens.claims();
           if (!claims) throw new LoginError(502, 'the identity provider sent no ID token');
-          let email = text(claims.email);
+          // An address the provider says it has not verified is no identity: a rule that allows
+          // `@example.com` must not admit whoever typed that address at a self-service sign-up.
+          let email = claims.email_verified === false ? '' : text(claims.email);
           let name = text(claims.name);
           if ((email === '' || name === '') && c.serverMetadata().userinfo_endpoint) {
             const info = await oidc.fetchUserInfo(c, tokens.access_token, claims.sub);
-            email ||= text(info.email);
+            email ||= info.email_verified === false ? '' : text(info.email);
             name ||= text(info.name);
           }
           return { sub: claims.sub, email, name };
