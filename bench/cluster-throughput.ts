@@ -28,7 +28,7 @@ import {
 } from '../test/support/server-process.js';
 import { createTestDatabase, type TestDatabase } from '../test/support/stores.js';
 import { formatSummary, summarizeProfile } from './cpu-profile.js';
-import { processCpuMs } from './edge-process.js';
+import { createAuthtoken, processCpuMs } from './edge-process.js';
 import { fmt, machine, markdownTable } from './report.js';
 import { startBulkService, type ServicePorts } from './support/bulk.js';
 import { median, type RateResult } from './support/load.js';
@@ -162,21 +162,6 @@ async function startNode(name: NodeName, ports: Record<'agent' | 'http' | 'https
     }
   }
   return cluster.nodes[name];
-}
-
-async function createAuthtoken(apiUrl: string, apiKey: string): Promise<string> {
-  const res = await fetch(`${apiUrl}/credentials`, {
-    method: 'POST',
-    headers: {
-      Authorization: `Bearer ${apiKey}`,
-      'Service-Version': '2',
-      'Content-Type': 'application/json',
-    },
-    body: '{}',
-  });
-  const body = (await res.json()) as { token?: string };
-  if (!body.token) throw new Error(`could not create a credential: ${JSON.stringify(body)}`);
-  return body.token;
 }
 
 /** The status of `GET /` with `Host: host` at ip:port (0 if it failed). */

@@ -53,6 +53,25 @@ const CLOCK_TICKS_PER_S = 100;
  * CPU time (user + system, ms) of process `pid`, from /proc/<pid>/stat.
  * @example const before = processCpuMs(pid);
  */
+/**
+ * A new authtoken from the API at `apiUrl` (POST /credentials with `apiKey`).
+ * @example const token = await createAuthtoken('http://127.0.0.1:4000', key);
+ */
+export async function createAuthtoken(apiUrl: string, apiKey: string): Promise<string> {
+  const res = await fetch(`${apiUrl}/credentials`, {
+    method: 'POST',
+    headers: {
+      Authorization: `Bearer ${apiKey}`,
+      'Service-Version': '2',
+      'Content-Type': 'application/json',
+    },
+    body: '{}',
+  });
+  const body = (await res.json()) as { token?: string };
+  if (!body.token) throw new Error(`could not create a credential: ${JSON.stringify(body)}`);
+  return body.token;
+}
+
 export function processCpuMs(pid: number): number {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // Fields after the command name (which may hold spaces) start after the last ')'.
@@ -144,20 +163,7 @@ export async function startEdgeServer(
     httpPort: ports.http,
     httpsPort: ports.https,
     caFile: join(dataDir, 'ca.pem'),
-    async token() {
-      const res = await fetch(`${apiUrl}/credentials`, {
-        method: 'POST',
-        headers: {
-          Authorization: `Bearer ${apiKey}`,
-          'Service-Version': '2',
-          'Content-Type': 'application/json',
-        },
-        body: '{}',
-      });
-      const body = (await res.json()) as { token?: string };
-      if (!body.token) throw new Error(`could not create a credential: ${JSON.stringify(body)}`);
-      return body.token;
-    },
+    token: () => createAuthtoken(apiUrl, apiKey),
     rss: () => processRss(pid),
     cpuMs: () => processCpuMs(pid),
     gcMemory() {

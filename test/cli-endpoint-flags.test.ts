@@ -1,5 +1,3 @@
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -9,36 +7,16 @@ import { startHttpUpstream, type LocalServer } from './support/ingress.js';
 import { until } from './support/mux.js';
 import { startSdkTestEdge, type SdkTestEdge } from './support/sdk-edge.js';
 import { curl } from './support/curl.js';
-import { BURROW_BIN, REPO_ROOT } from './support/server-process.js';
+import { spawnBurrow, type RunningBurrow } from './support/server-process.js';
 
 /**
  * ngrok's endpoint flags on the compiled `burrow http` (run `npm run build` first): each becomes a
  * traffic policy rule the edge enforces, with real curl as the public client.
  */
 
-interface Running {
-  child: ChildProcessWithoutNullStreams;
-  stdout(): string;
-  stderr(): string;
-  exit: Promise<number | null>;
-}
+const burrow = spawnBurrow;
 
-function burrow(args: string[], env: NodeJS.ProcessEnv): Running {
-  const clean: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BURROW_')) clean[k] = v;
-  const child = spawn(process.execPath, [BURROW_BIN, ...args], {
-    cwd: REPO_ROOT,
-    env: { ...clean, ...env },
-  });
-  let out = '';
-  let err = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-  const exit = once(child, 'exit').then(([code]) => code as number | null);
-  return { child, stdout: () => out, stderr: () => err, exit };
-}
-
-async function forwardingUrl(run: Running): Promise<string> {
+async function forwardingUrl(run: RunningBurrow): Promise<string> {
   await until(
     () => /^Forwarding \S+ -> \S+$/m.test(run.stdout()) || run.child.exitCode !== null,
     15_000,

@@ -1,4 +1,3 @@
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import net from 'node:net';
@@ -10,36 +9,16 @@ import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support
 import { readAll, until } from './support/mux.js';
 import { startSdkTestEdge, type SdkTestEdge } from './support/sdk-edge.js';
 import { curl } from './support/curl.js';
-import { BURROW_BIN, REPO_ROOT } from './support/server-process.js';
+import { spawnBurrow, type RunningBurrow } from './support/server-process.js';
 
 /**
  * The quick tunnels as a user runs them: the compiled `burrow` command (run `npm run build`
  * first) against an edge, with real curl as the public client.
  */
 
-interface Running {
-  child: ChildProcessWithoutNullStreams;
-  stdout(): string;
-  stderr(): string;
-  exit: Promise<number | null>;
-}
+const burrow = spawnBurrow;
 
-function burrow(args: string[], env: NodeJS.ProcessEnv = {}): Running {
-  const clean: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BURROW_')) clean[k] = v;
-  const child = spawn(process.execPath, [BURROW_BIN, ...args], {
-    cwd: REPO_ROOT,
-    env: { ...clean, ...env },
-  });
-  let out = '';
-  let err = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-  const exit = once(child, 'exit').then(([code]) => code as number | null);
-  return { child, stdout: () => out, stderr: () => err, exit };
-}
-
-async function forwardingLine(run: Running): Promise<{ url: string; target: string }> {
+async function forwardingLine(run: RunningBurrow): Promise<{ url: string; target: string }> {
   await until(
     () => /^Forwarding \S+ -> \S+$/m.test(run.stdout()) || run.child.exitCode !== null,
     15_000,

@@ -1,4 +1,3 @@
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -21,9 +20,10 @@ import {
   type EdgePorts,
 } from './support/edge-listeners.js';
 import {
-  BURROW_BIN,
   runBurrow,
+  spawnBurrow,
   startBurrowServer,
+  type RunningBurrow,
   type BurrowServer,
   type LogLine,
 } from './support/server-process.js';
@@ -36,26 +36,11 @@ import {
  * Run `npm run build` first.
  */
 
-interface Running {
-  child: ChildProcessWithoutNullStreams;
-  stdout(): string;
-  stderr(): string;
-  exit: Promise<number | null>;
+function burrow(cwd: string, args: string[], env: NodeJS.ProcessEnv): RunningBurrow {
+  return spawnBurrow(args, env, cwd);
 }
 
-function burrow(cwd: string, args: string[], env: NodeJS.ProcessEnv): Running {
-  const clean: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('BURROW_')) clean[k] = v;
-  const child = spawn(process.execPath, [BURROW_BIN, ...args], { cwd, env: { ...clean, ...env } });
-  let out = '';
-  let err = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-  const exit = once(child, 'exit').then(([code]) => code as number | null);
-  return { child, stdout: () => out, stderr: () => err, exit };
-}
-
-async function forwarding(run: Running): Promise<string> {
+async function forwarding(run: RunningBurrow): Promise<string> {
   await until(() => /^Forwarding \S+/m.test(run.stdout()) || run.child.exitCode !== null, 15_000);
   const m = /^Forwarding (\S+) -> /m.exec(run.stdout());
   if (!m) throw new Error(`no Forwarding line: ${run.stdout()} ${run.stderr()}`);
@@ -79,7 +64,7 @@ describe('first contact: agents that were told nothing about certificates', () =
   );
 
   /** `burrow http` for `web`, run in `cwd` with `args` added, up to its Forwarding line; then a request through it. */
-  async function serveThrough(cwd: string, args: string[], env = noConfig): Promise<Running> {
+  async function serveThrough(cwd: string, args: string[], env = noConfig): Promise<RunningBurrow> {
     const run = burrow(
       cwd,
       ['http', String(web.port), '--server', serverAddr, '--authtoken', token, ...args],

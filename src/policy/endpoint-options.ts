@@ -7,9 +7,9 @@
  * options are named through an {@link OptionNaming}, so rules and errors name the flag or field
  * the user wrote.
  *
- * The rules have the shapes the edge gives the SDKs' bind options
- * (src/edge/binds/bind-option-rules.ts), in the same order, so an option behaves the same
- * whichever way it was given: who may connect (IP restriction, user agents), the circuit breaker,
+ * The edge's translation of the SDKs' bind options (src/edge/binds/bind-option-rules.ts) builds
+ * its rules with the exported builders here (basicAuthRule, restrictIpsRule, …), in the same
+ * order, so an option behaves the same whichever way it was given: who may connect (IP restriction, user agents), the circuit breaker,
  * who is authenticated (webhook signature, basic auth, OpenID Connect or OAuth login), then the
  * request's header changes; on the way back, header changes, then compression.
  *
@@ -112,6 +112,10 @@ const celString = (text: string): string => JSON.stringify(text);
 const values = (list: string[] | undefined): string[] =>
   (list ?? []).map((v) => v.trim()).filter((v) => v !== '');
 
+/** Trimmed values in lower case without the empty ones (login allow lists). */
+export const lowerValues = (list: string[] | undefined): string[] =>
+  values(list).map((v) => v.toLowerCase());
+
 /** The names of the options a rule enforces, joined: the rule's name. */
 const joinNames = (n: OptionNaming, keys: Array<EndpointOptionKey | false>): string =>
   keys
@@ -120,6 +124,136 @@ const joinNames = (n: OptionNaming, keys: Array<EndpointOptionKey | false>): str
     .join(', ');
 
 const DENY_403: PolicyAction = { type: 'deny', config: { status_code: 403 } };
+
+/*
+ * The rule builders, shared with the SDKs' bind options (src/edge/binds/bind-option-rules.ts):
+ * each takes values its front end has already checked, and the rule's name.
+ */
+
+/** credentials (`user:password` each) → one basic-auth action with all of them. */
+export const basicAuthRule = (name: string, credentials: string[]): PolicyRule =>
+  rule(name, [{ type: 'basic-auth', config: { credentials } }]);
+
+/** CIDR allow / deny lists and IP policy ids → one restrict-ips action, or none when all empty. */
+export function restrictIpsRule(
+  name: string,
+  allow: string[],
+  deny: string[],
+  policies: string[] = [],
+): PolicyRule | undefined {
+  if (allow.length === 0 && deny.length === 0 && policies.length === 0) return undefined;
+  const config: Record<string, unknown> = {};
+  if (allow.length > 0) config.allow = allow;
+  if (deny.length > 0) config.deny = deny;
+  if (policies.length > 0) config.ip_policies = policies;
+  return rule(name, [{ type: 'restrict-ips', config }]);
+}
+
+/**
+ * user agent allow / deny regexes → a deny (403) for user agents that match no allow pattern
+ * (when there are some) and for those that match a deny pattern; none when both lists are empty.
+ */
+export function userAgentRule(
+  name: string,
+  allow: string[],
+  deny: string[],
+): PolicyRule | undefined {
+  const any = (patterns: string[]): string =>
+    `getReqHeader('user-agent').exists(ua, ${patterns.map((p) => `ua.matches(${celString(p)})`).join(' || ')})`;
+  const expressions: string[] = [];
+  if (allow.length > 0) expressions.push(`!${any(allow)}`);
+  if (deny.length > 0) expressions.push(any(deny));
+  if (expressions.length === 0) return undefined;
+  return rule(name, [DENY_403], expressions);
+}
+
+/** an error threshold in (0, 1] → circuit-breaker. */
+export const circuitBreakerRule = (name: string, threshold: number): PolicyRule =>
+  rule(name, [{ type: 'circuit-breaker', config: { error_threshold: threshold } }]);
+
+/** a webhook provider and secret → verify-webhook. */
+export const webhookRule = (name: string, provider: string, secret: string): PolicyRule =>
+  rule(name, [{ type: 'verify-webhook', config: { provider, secret } }]);
+
+/** response compression → compress-response. */
+export const compressionRule = (name: string): PolicyRule =>
+  rule(name, [{ type: 'compress-response', config: null }]);
+
+/** header names → remove-headers actions, 10 names an action. */
+export function removeHeadersActions(names: string[]): PolicyAction[] {
+  const actions: PolicyAction[] = [];
+  for (let i = 0; i < names.length; i += 10) {
+    actions.push({ type: 'remove-headers', config: { headers: names.slice(i, i + 10) } });
+  }
+  return actions;
+}
+
+/**
+ * `name:value` → the header's name in lower case and its value, trimmed; or undefined when there
+ * is no name before a colon.
+ */
+export function headerPair(entry: string): [string, string] | undefined {
+  const colon = entry.indexOf(':');
+  if (colon <= 0) return undefined;
+  return [entry.slice(0, colon).trim().toLowerCase(), entry.slice(colon + 1).trim()];
+}
+
+/**
+ * headers (lower-case names) → add-headers actions, 10 headers an action, `${` in values kept
+ * literal; a name given again starts a new action, so both values are added.
+ */
+export function addHeadersActions(pairs: Array<[string, string]>): PolicyAction[] {
+  const actions: PolicyAction[] = [];
+  let current: Record<string, string> = {};
+  const flush = (): void => {
+    if (Object.keys(current).length > 0)
+      actions.push({ type: 'add-headers', config: { headers: current } });
+    current = {};
+  };
+  for (const [name, value] of pairs) {
+    if (name in current || Object.keys(current).length === 10) flush();
+    current[name] = literal(value);
+  }
+  flush();
+  return actions;
+}
+
+/**
+ * header names to remove and headers to add → one rule, removals first (the SDKs' header option
+ * is one object); none when both lists are empty.
+ */
+export function headerRule(
+  name: string,
+  remove: string[],
+  add: Array<[string, string]>,
+): PolicyRule | undefined {
+  const actions = [...removeHeadersActions(remove), ...addHeadersActions(add)];
+  return actions.length > 0 ? rule(name, actions) : undefined;
+}
+
+/**
+ * A login (`config` is the oauth / openid-connect action's) → the login rule named `name`, then,
+ * when allow lists are given (from {@link lowerValues}; domains without their `@`), a deny (403)
+ * named `denyName` for every identity whose email is neither listed nor at a listed domain.
+ */
+export function loginRules(
+  kind: 'oauth' | 'oidc',
+  name: string,
+  config: Record<string, unknown>,
+  allow: { emails: string[]; domains: string[]; denyName: string },
+): PolicyRule[] {
+  const rules = [rule(name, [{ type: kind === 'oauth' ? 'oauth' : 'openid-connect', config }])];
+  const { emails, domains } = allow;
+  if (emails.length > 0 || domains.length > 0) {
+    const email = `actions.ngrok.${kind}.identity.email.lowerAscii()`;
+    const tests = [
+      ...(emails.length > 0 ? [`${email} in [${emails.map(celString).join(', ')}]`] : []),
+      ...domains.map((d) => `${email}.endsWith(${celString(`@${d}`)})`),
+    ];
+    rules.push(rule(allow.denyName, [DENY_403], [`!(${tests.join(' || ')})`]));
+  }
+  return rules;
+}
 
 /** basic auth (`user:password` each) → one basic-auth action with every credential. */
 function basicAuth(n: OptionNaming, pairs: string[] | undefined): PolicyRule | undefined {
@@ -146,7 +280,7 @@ function basicAuth(n: OptionNaming, pairs: string[] | undefined): PolicyRule | u
       );
     }
   });
-  return rule(n.name('basicAuth'), [{ type: 'basic-auth', config: { credentials: pairs } }]);
+  return basicAuthRule(n.name('basicAuth'), pairs);
 }
 
 function cidrs(n: OptionNaming, key: EndpointOptionKey, list: string[] | undefined): string[] {
@@ -168,12 +302,8 @@ function cidrs(n: OptionNaming, key: EndpointOptionKey, list: string[] | undefin
 function ipRestriction(n: OptionNaming, o: EndpointOptions): PolicyRule | undefined {
   const allow = cidrs(n, 'cidrAllow', o.cidrAllow);
   const deny = cidrs(n, 'cidrDeny', o.cidrDeny);
-  if (allow.length === 0 && deny.length === 0) return undefined;
-  const config: Record<string, unknown> = {};
-  if (allow.length > 0) config.allow = allow;
-  if (deny.length > 0) config.deny = deny;
   const name = joinNames(n, [allow.length > 0 && 'cidrAllow', deny.length > 0 && 'cidrDeny']);
-  return rule(name, [{ type: 'restrict-ips', config }]);
+  return restrictIpsRule(name, allow, deny);
 }
 
 /** header names to remove → remove-headers (10 names an action). */
@@ -186,11 +316,7 @@ function removeHeaders(
   if (names.length === 0) return undefined;
   const empty = names.findIndex((name) => name === '');
   if (empty >= 0) throw new EndpointOptionError(n.name(key, empty), 'needs a header name');
-  const actions: PolicyAction[] = [];
-  for (let i = 0; i < names.length; i += 10) {
-    actions.push({ type: 'remove-headers', config: { headers: names.slice(i, i + 10) } });
-  }
-  return rule(n.name(key), actions);
+  return rule(n.name(key), removeHeadersActions(names));
 }
 
 /**
@@ -203,27 +329,15 @@ function addHeaders(
   list: string[] | undefined,
 ): PolicyRule | undefined {
   if (!list || list.length === 0) return undefined;
-  const actions: PolicyAction[] = [];
-  let current: Record<string, string> = {};
-  const flush = (): void => {
-    if (Object.keys(current).length > 0)
-      actions.push({ type: 'add-headers', config: { headers: current } });
-    current = {};
-  };
-  list.forEach((entry, i) => {
-    const colon = entry.indexOf(':');
-    if (colon <= 0) {
-      throw new EndpointOptionError(
-        n.name(key, i),
-        `${quote(entry, '"')} is not "name:value" (e.g. ${n.example(key, 'x-env:dev')})`,
-      );
-    }
-    const name = entry.slice(0, colon).trim().toLowerCase();
-    if (name in current || Object.keys(current).length === 10) flush();
-    current[name] = literal(entry.slice(colon + 1).trim());
+  const pairs = list.map((entry, i) => {
+    const pair = headerPair(entry);
+    if (pair) return pair;
+    throw new EndpointOptionError(
+      n.name(key, i),
+      `${quote(entry, '"')} is not "name:value" (e.g. ${n.example(key, 'x-env:dev')})`,
+    );
   });
-  flush();
-  return rule(n.name(key), actions);
+  return rule(n.name(key), addHeadersActions(pairs));
 }
 
 /**
@@ -234,17 +348,11 @@ function addHeaders(
 function userAgentFilter(n: OptionNaming, o: EndpointOptions): PolicyRule | undefined {
   const allow = o.uaFilterAllow ?? [];
   const deny = o.uaFilterDeny ?? [];
-  const any = (patterns: string[]): string =>
-    `getReqHeader('user-agent').exists(ua, ${patterns.map((p) => `ua.matches(${celString(p)})`).join(' || ')})`;
-  const expressions: string[] = [];
-  if (allow.length > 0) expressions.push(`!${any(allow)}`);
-  if (deny.length > 0) expressions.push(any(deny));
-  if (expressions.length === 0) return undefined;
   const name = joinNames(n, [
     allow.length > 0 && 'uaFilterAllow',
     deny.length > 0 && 'uaFilterDeny',
   ]);
-  return rule(name, [DENY_403], expressions);
+  return userAgentRule(name, allow, deny);
 }
 
 /** the circuit breaker's ratio → circuit-breaker with that error threshold. */
@@ -260,9 +368,7 @@ function circuitBreaker(
       `the ratio of 5xx responses that opens the breaker must be above 0 and at most 1 (e.g. 0.5), not ${quote(String(value), '"')}`,
     );
   }
-  return rule(n.name('circuitBreaker'), [
-    { type: 'circuit-breaker', config: { error_threshold: threshold } },
-  ]);
+  return circuitBreakerRule(n.name('circuitBreaker'), threshold);
 }
 
 /** webhook provider and secret → verify-webhook. */
@@ -278,7 +384,10 @@ function webhookVerification(n: OptionNaming, o: EndpointOptions): PolicyRule | 
     return undefined;
   }
   if (provider.trim() === '') {
-    throw new EndpointOptionError(n.name('verifyWebhook'), 'needs a provider');
+    throw new EndpointOptionError(
+      n.name('verifyWebhook'),
+      'needs a provider, like github or stripe',
+    );
   }
   if (secret === undefined || secret === '') {
     throw new EndpointOptionError(
@@ -286,7 +395,7 @@ function webhookVerification(n: OptionNaming, o: EndpointOptions): PolicyRule | 
       `needs ${n.name('verifyWebhookSecret')} <secret>`,
     );
   }
-  return rule(n.name('verifyWebhook'), [{ type: 'verify-webhook', config: { provider, secret } }]);
+  return webhookRule(n.name('verifyWebhook'), provider, secret);
 }
 
 const LOGIN_KEYS = {
@@ -320,8 +429,8 @@ function login(n: OptionNaming, o: EndpointOptions, kind: 'oauth' | 'oidc'): Pol
   const clientId = o[keys.clientId];
   const clientSecret = o[keys.clientSecret];
   const scopes = values(o[keys.scopes]);
-  const emails = values(o[keys.allowEmails]).map((e) => e.toLowerCase());
-  const domains = values(o[keys.allowDomains]).map((d) => d.toLowerCase().replace(/^@/, ''));
+  const emails = lowerValues(o[keys.allowEmails]);
+  const domains = lowerValues(o[keys.allowDomains]).map((d) => d.replace(/^@/, ''));
   const what = kind === 'oauth' ? '<provider>' : '<issuer-url>';
   if (value === undefined) {
     const stray = (
@@ -342,7 +451,9 @@ function login(n: OptionNaming, o: EndpointOptions, kind: 'oauth' | 'oidc'): Pol
   if (value.trim() === '') {
     throw new EndpointOptionError(
       name,
-      kind === 'oauth' ? 'needs a provider' : 'needs an issuer URL',
+      kind === 'oauth'
+        ? 'needs a provider, like google or github'
+        : 'needs an issuer URL, like https://accounts.example.com',
     );
   }
   if (clientId === undefined || clientId.trim() === '') {
@@ -362,20 +473,11 @@ function login(n: OptionNaming, o: EndpointOptions, kind: 'oauth' | 'oidc'): Pol
   config.client_id = clientId;
   config.client_secret = clientSecret;
   if (scopes.length > 0) config.scopes = scopes;
-  const rules = [rule(name, [{ type: kind === 'oauth' ? 'oauth' : 'openid-connect', config }])];
-  if (emails.length > 0 || domains.length > 0) {
-    const email = `actions.ngrok.${kind}.identity.email.lowerAscii()`;
-    const tests = [
-      ...(emails.length > 0 ? [`${email} in [${emails.map(celString).join(', ')}]`] : []),
-      ...domains.map((d) => `${email}.endsWith(${celString(`@${d}`)})`),
-    ];
-    const denyName = joinNames(n, [
-      emails.length > 0 && keys.allowEmails,
-      domains.length > 0 && keys.allowDomains,
-    ]);
-    rules.push(rule(denyName, [DENY_403], [`!(${tests.join(' || ')})`]));
-  }
-  return rules;
+  const denyName = joinNames(n, [
+    emails.length > 0 && keys.allowEmails,
+    domains.length > 0 && keys.allowDomains,
+  ]);
+  return loginRules(kind, name, config, { emails, domains, denyName });
 }
 
 /**
@@ -413,9 +515,7 @@ export function optionRules(
   const response = [
     removeHeaders(n, 'responseHeaderRemove', options.responseHeaderRemove),
     addHeaders(n, 'responseHeaderAdd', options.responseHeaderAdd),
-    options.compression
-      ? rule(n.name('compression'), [{ type: 'compress-response', config: null }])
-      : undefined,
+    options.compression ? compressionRule(n.name('compression')) : undefined,
   ];
   for (const r of response) if (r) out.on_http_response.push(r);
   return out;

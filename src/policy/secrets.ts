@@ -4,6 +4,7 @@
  * lookups go to an in-memory snapshot (a {@link SecretsResolver}) that the edge loads from the
  * store at start and reloads when a vault or secret changes, and on a timer.
  */
+import { coalesced } from '../core/coalesced.js';
 
 /** One secret in clear, as the resolver loads it. */
 export interface SecretValue {
@@ -41,8 +42,6 @@ export class SecretsResolver implements SecretsLookup {
   private byVault = new Map<string, Map<string, string>>();
   /** Distinct non-empty values, longest first, so a value inside another is not half-redacted. */
   private values: string[] = [];
-  private loading: Promise<void> | undefined;
-  private again = false;
 
   constructor(private readonly load: () => Promise<readonly SecretValue[]>) {}
 
@@ -67,23 +66,7 @@ export class SecretsResolver implements SecretsLookup {
    * Load the snapshot again. Calls while a load runs share it and cause one more load after it,
    * so a change announced mid-load is not missed.
    */
-  reload(): Promise<void> {
-    if (this.loading) {
-      this.again = true;
-      return this.loading;
-    }
-    this.loading = (async () => {
-      try {
-        do {
-          this.again = false;
-          this.replace(await this.load());
-        } while (this.again);
-      } finally {
-        this.loading = undefined;
-      }
-    })();
-    return this.loading;
-  }
+  readonly reload: () => Promise<void> = coalesced(async () => this.replace(await this.load()));
 
   private replace(entries: readonly SecretValue[]): void {
     const byVault = new Map<string, Map<string, string>>();

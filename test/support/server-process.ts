@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -305,4 +306,35 @@ async function launch(
       return stopped;
     },
   };
+}
+
+/** A `burrow` command running in a child process, with what it printed so far. */
+export interface RunningBurrow {
+  child: ChildProcessWithoutNullStreams;
+  stdout(): string;
+  stderr(): string;
+  exit: Promise<number | null>;
+}
+
+/**
+ * Run the built `burrow` with `args` in `cwd` (no BURROW_* from this environment, `env` on top),
+ * keeping its output; the test kills or awaits it.
+ * @example const run = spawnBurrow(['http', '3000', '--server', addr], { BURROW_AUTHTOKEN: token });
+ */
+export function spawnBurrow(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  cwd: string = REPO_ROOT,
+): RunningBurrow {
+  assertBuilt();
+  const child = spawn(process.execPath, [BURROW_BIN, ...args], {
+    cwd,
+    env: { ...cleanEnv(), ...env },
+  });
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const exit = once(child, 'exit').then(([code]) => code as number | null);
+  return { child, stdout: () => out, stderr: () => err, exit };
 }

@@ -152,7 +152,7 @@ export const refusals = {
   badOption: (option: string, why: string) =>
     new AgentError(
       CODES.unsupportedOption,
-      `The option ${option} cannot be enforced as given: ${why}.`,
+      `The option ${option} cannot be enforced as given: ${why}. Correct its value, or remove it from the endpoint's configuration.`,
       'unsupported_option',
     ),
   unknownTunnel: (id: string) =>

@@ -7,17 +7,26 @@
  * then compression. On tls endpoints, TLS termination and mutual TLS (terminate-tls) come right
  * after the IP restriction, so refused addresses cost no handshake.
  */
-import type { PolicyAction, PolicyProtocol, PolicyRule } from '../../policy/index.js';
+import {
+  basicAuthRule,
+  circuitBreakerRule,
+  compressionRule,
+  headerPair,
+  headerRule,
+  loginRules,
+  lowerValues,
+  restrictIpsRule,
+  userAgentRule,
+  webhookRule,
+  type OptionRules,
+} from '../../policy/endpoint-options.js';
+import type { PolicyProtocol, PolicyRule } from '../../policy/index.js';
 import type { BindExtra, BindOpts } from '../../protocol/index.js';
 import { refusals } from './agent-errors.js';
 import { isSet } from './bind-options.js';
 
-/** The rules an endpoint's options add, by phase. */
-export interface OptionRules {
-  on_tcp_connect: PolicyRule[];
-  on_http_request: PolicyRule[];
-  on_http_response: PolicyRule[];
-}
+/** The rules an endpoint's options add, by phase (built by src/policy/endpoint-options.ts). */
+export type { OptionRules };
 
 type Mapping = Record<string, unknown>;
 const isMapping = (v: unknown): v is Mapping =>
@@ -43,15 +52,6 @@ function strings(option: string, value: unknown): string[] {
   }
   return value as string[];
 }
-
-const rule = (name: string, actions: PolicyAction[], expressions: string[] = []): PolicyRule => ({
-  name,
-  expressions,
-  actions,
-});
-
-/** `${` would be read as an interpolation by add-headers: write it literally. */
-const literal = (text: string): string => text.replaceAll('${', () => '$${');
 
 /** BasicAuth `{credentials: [{username, cleartext_password}]}`, or the older `Auth: "user:pass"`. */
 function basicAuth(opts: BindOpts): PolicyRule | undefined {
@@ -79,10 +79,10 @@ function basicAuth(opts: BindOpts): PolicyRule | undefined {
     }
   }
   if (pairs.length === 0) return undefined;
-  return rule('Opts.BasicAuth', [{ type: 'basic-auth', config: { credentials: pairs } }]);
+  return basicAuthRule('Opts.BasicAuth', pairs);
 }
 
-function ipRestriction(opts: BindOpts, extra: BindExtra | undefined): PolicyAction | undefined {
+function ipRestriction(opts: BindOpts, extra: BindExtra | undefined): PolicyRule | undefined {
   const value = opts.IPRestriction;
   const allow = isMapping(value) ? strings('Opts.IPRestriction', field(value, 'allow_cidrs')) : [];
   const deny = isMapping(value) ? strings('Opts.IPRestriction', field(value, 'deny_cidrs')) : [];
@@ -93,46 +93,36 @@ function ipRestriction(opts: BindOpts, extra: BindExtra | undefined): PolicyActi
         .map((id) => id.trim())
         .filter((id) => id !== '')
     : [];
-  if (allow.length === 0 && deny.length === 0 && policies.length === 0) return undefined;
-  const config: Mapping = {};
-  if (allow.length > 0) config.allow = allow;
-  if (deny.length > 0) config.deny = deny;
-  if (policies.length > 0) config.ip_policies = policies;
-  return { type: 'restrict-ips', config };
+  return restrictIpsRule('Opts.IPRestriction', allow, deny, policies);
 }
 
-/** `{add: ["name:value"], remove: ["name"]}` as remove-headers, then add-headers (10 at a time). */
-function headers(option: string, value: unknown): PolicyAction[] {
-  if (!isSet(value)) return [];
-  if (!isMapping(value)) throw bad(option, 'it must be an object');
-  const actions: PolicyAction[] = [];
-  const remove = strings(option, field(value, 'remove'));
-  for (let i = 0; i < remove.length; i += 10) {
-    actions.push({ type: 'remove-headers', config: { headers: remove.slice(i, i + 10) } });
-  }
-  const add: Array<[string, string]> = [];
-  for (const entry of strings(option, field(value, 'add'))) {
-    const colon = entry.indexOf(':');
-    if (colon <= 0) throw bad(option, `${JSON.stringify(entry)} is not "name:value"`);
-    add.push([entry.slice(0, colon).trim().toLowerCase(), literal(entry.slice(colon + 1).trim())]);
+/**
+ * `{add: ["name:value"], remove: ["name"]}` as remove-headers, then add-headers (10 at a time); a
+ * header named again (in `add`, or in `add_parsed` too) keeps its last value.
+ */
+function headers(
+  option: 'RequestHeaders' | 'ResponseHeaders',
+  opts: BindOpts,
+): PolicyRule | undefined {
+  const name = `Opts.${option}`;
+  const value = opts[option];
+  if (!isSet(value)) return undefined;
+  if (!isMapping(value)) throw bad(name, 'it must be an object');
+  const remove = strings(name, field(value, 'remove'));
+  const add = new Map<string, string>();
+  for (const entry of strings(name, field(value, 'add'))) {
+    const pair = headerPair(entry);
+    if (!pair) throw bad(name, `${JSON.stringify(entry)} is not "name:value"`);
+    add.set(...pair);
   }
   const parsed = field(value, 'add_parsed') ?? value.addParsed;
   if (isMapping(parsed)) {
-    for (const [name, v] of Object.entries(parsed)) {
-      if (typeof v === 'string') add.push([name.toLowerCase(), literal(v)]);
+    for (const [header, v] of Object.entries(parsed)) {
+      if (typeof v === 'string') add.set(header.toLowerCase(), v);
     }
   }
-  for (let i = 0; i < add.length; i += 10) {
-    actions.push({
-      type: 'add-headers',
-      config: { headers: Object.fromEntries(add.slice(i, i + 10)) },
-    });
-  }
-  return actions;
+  return headerRule(name, remove, [...add]);
 }
-
-/** A regex as a CEL string literal (JSON's escapes are CEL's). */
-const celString = (text: string): string => JSON.stringify(text);
 
 /**
  * UserAgentFilter `{allow: [re], deny: [re]}`: a user agent matching an allow pattern passes;
@@ -145,17 +135,7 @@ function userAgentFilter(opts: BindOpts): PolicyRule | undefined {
   if (!isMapping(value)) throw bad('Opts.UserAgentFilter', 'it must be an object');
   const allow = strings('Opts.UserAgentFilter', field(value, 'allow'));
   const deny = strings('Opts.UserAgentFilter', field(value, 'deny'));
-  const any = (patterns: string[]): string =>
-    `getReqHeader('user-agent').exists(ua, ${patterns.map((p) => `ua.matches(${celString(p)})`).join(' || ')})`;
-  const expressions: string[] = [];
-  if (allow.length > 0) expressions.push(`!${any(allow)}`);
-  if (deny.length > 0) expressions.push(any(deny));
-  if (expressions.length === 0) return undefined;
-  return rule(
-    'Opts.UserAgentFilter',
-    [{ type: 'deny', config: { status_code: 403 } }],
-    expressions,
-  );
+  return userAgentRule('Opts.UserAgentFilter', allow, deny);
 }
 
 function circuitBreaker(opts: BindOpts): PolicyRule | undefined {
@@ -165,9 +145,7 @@ function circuitBreaker(opts: BindOpts): PolicyRule | undefined {
   if (typeof threshold !== 'number' || !(threshold > 0 && threshold <= 1)) {
     throw bad('Opts.CircuitBreaker', 'error_threshold must be a share above 0 and at most 1');
   }
-  return rule('Opts.CircuitBreaker', [
-    { type: 'circuit-breaker', config: { error_threshold: threshold } },
-  ]);
+  return circuitBreakerRule('Opts.CircuitBreaker', threshold);
 }
 
 function webhookVerification(opts: BindOpts): PolicyRule | undefined {
@@ -182,16 +160,12 @@ function webhookVerification(opts: BindOpts): PolicyRule | undefined {
   if (typeof provider !== 'string' || typeof secret !== 'string' || secret === '') {
     throw bad('Opts.WebhookVerification', 'it needs a provider and a secret');
   }
-  return rule('Opts.WebhookVerification', [
-    { type: 'verify-webhook', config: { provider, secret } },
-  ]);
+  return webhookRule('Opts.WebhookVerification', provider, secret);
 }
 
 /** A list of strings in option `option` (field `name`), lowercased and trimmed, empties dropped. */
 const lowered = (option: string, value: Mapping, name: string): string[] =>
-  strings(option, field(value, name))
-    .map((s) => s.trim().toLowerCase())
-    .filter((s) => s !== '');
+  lowerValues(strings(option, field(value, name)));
 
 /**
  * OIDC `{issuer_url, client_id, client_secret, scopes, allow_emails, allow_domains}` and OAuth
@@ -222,25 +196,10 @@ function login(opts: BindOpts, option: 'OIDC' | 'OAuth'): PolicyRule[] {
   }
   const scopes = strings(name, field(value, 'scopes')).filter((s) => s.trim() !== '');
   if (scopes.length > 0) config.scopes = scopes;
-  const type = option === 'OIDC' ? 'openid-connect' : 'oauth';
-  const rules = [rule(name, [{ type, config }])];
   const emails = lowered(name, value, 'allow_emails');
   const domains = lowered(name, value, 'allow_domains').map((d) => d.replace(/^@/, ''));
-  if (emails.length + domains.length > 0) {
-    const email = `actions.ngrok.${option === 'OIDC' ? 'oidc' : 'oauth'}.identity.email.lowerAscii()`;
-    const allowed = [
-      ...(emails.length > 0 ? [`${email} in [${emails.map(celString).join(', ')}]`] : []),
-      ...domains.map((d) => `${email}.endsWith(${celString(`@${d}`)})`),
-    ];
-    rules.push(
-      rule(
-        `${name} allow list`,
-        [{ type: 'deny', config: { status_code: 403 } }],
-        [`!(${allowed.join(' || ')})`],
-      ),
-    );
-  }
-  return rules;
+  const kind = option === 'OIDC' ? 'oidc' : 'oauth';
+  return loginRules(kind, name, config, { emails, domains, denyName: `${name} allow list` });
 }
 
 /**
@@ -300,7 +259,7 @@ function tlsTermination(opts: BindOpts): PolicyRule | undefined {
   }
   if (cas.length > 0) config.mutual_tls_certificate_authorities = cas;
   if (names.length === 0) return undefined;
-  return rule(names.join(', '), [{ type: 'terminate-tls', config }]);
+  return { name: names.join(', '), expressions: [], actions: [{ type: 'terminate-tls', config }] };
 }
 
 /**
@@ -320,8 +279,7 @@ export function optionRules(
   const restrict = ipRestriction(opts ?? {}, extra);
   if (restrict) {
     // HTTP clients get a 403 they can read; TCP and TLS clients can only be disconnected.
-    const phase = http ? out.on_http_request : out.on_tcp_connect;
-    phase.push(rule('Opts.IPRestriction', [restrict]));
+    (http ? out.on_http_request : out.on_tcp_connect).push(restrict);
   }
   if (opts && protocol === 'tls') {
     const terminate = tlsTermination(opts);
@@ -335,17 +293,14 @@ export function optionRules(
       basicAuth(opts),
     ];
     // Who logs in comes after basic auth and before the request's changes.
-    request.push(...login(opts, 'OIDC'), ...login(opts, 'OAuth'));
-    const add = headers('Opts.RequestHeaders', opts.RequestHeaders);
-    if (add.length > 0) request.push(rule('Opts.RequestHeaders', add));
+    request.push(...login(opts, 'OIDC'), ...login(opts, 'OAuth'), headers('RequestHeaders', opts));
     for (const r of request) if (r) out.on_http_request.push(r);
-    const back = headers('Opts.ResponseHeaders', opts.ResponseHeaders);
-    if (back.length > 0) out.on_http_response.push(rule('Opts.ResponseHeaders', back));
-    if (opts.Compression !== null && opts.Compression !== undefined && opts.Compression !== false) {
-      out.on_http_response.push(
-        rule('Opts.Compression', [{ type: 'compress-response', config: null }]),
-      );
-    }
+    const compress = present(opts.Compression) && opts.Compression !== false;
+    const response = [
+      headers('ResponseHeaders', opts),
+      compress ? compressionRule('Opts.Compression') : undefined,
+    ];
+    for (const r of response) if (r) out.on_http_response.push(r);
   }
   const empty =
     out.on_tcp_connect.length + out.on_http_request.length + out.on_http_response.length === 0;

@@ -237,7 +237,9 @@ export class BindPolicy {
     if (!isInternal) throw refusals.internalName(requested ?? '(a random name)');
     const label = host.slice(0, -INTERNAL_SUFFIX.length);
     if (label === '' || hostnameProblem(`${label}.example`, false)) {
-      throw refusals.badRequest(`${quote(requested ?? '')} is not a valid internal name`);
+      throw refusals.badRequest(
+        `${quote(requested ?? '')} is not a valid internal name; use a DNS name ending in .internal, like api.internal`,
+      );
     }
     if (proto === 'tcp' && !parseHostPort(raw, ADDR)) {
       throw refusals.badRequest(

@@ -6,6 +6,7 @@
  * on this process's writes (`changes`), and on a timer for writes made by other processes.
  */
 import type { Duplex } from 'node:stream';
+import { coalesced } from '../../core/coalesced.js';
 import type { Logger } from '../../core/logger.js';
 import type { PolicyEventLog, SecretsLookup } from '../../policy/index.js';
 import type { CloudEndpoint, Repositories } from '../../store/index.js';
@@ -87,8 +88,6 @@ export class CloudEndpoints {
   /** Endpoints whose URL an agent holds, warned about once. */
   private readonly blocked = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
 
   constructor(private readonly options: CloudEndpointsOptions) {}
 
@@ -110,25 +109,13 @@ export class CloudEndpoints {
   }
 
   /** Reload now; calls during a reload share one follow-up reload. */
-  async sync(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
+  readonly sync: () => Promise<void> = coalesced(async () => {
+    try {
+      await this.reload();
+    } catch (err) {
+      this.options.logger?.warn({ err }, 'cloud endpoints could not be reloaded');
     }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        try {
-          await this.reload();
-        } catch (err) {
-          this.options.logger?.warn({ err }, 'cloud endpoints could not be reloaded');
-        }
-      } while (this.again);
-    })().finally(() => {
-      this.running = undefined;
-    });
-    return this.running;
-  }
+  });
 
   private readonly onChange = (): void => {
     void this.sync();

@@ -1,4 +1,10 @@
-import { X509Certificate, createPrivateKey, createPublicKey, generateKeyPair } from 'node:crypto';
+import {
+  X509Certificate,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPair,
+  type KeyObject,
+} from 'node:crypto';
 import { randomBytes } from 'node:crypto';
 import { link, mkdir, open, readFile, rm } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -53,15 +59,12 @@ export class LocalCa {
     /** Where the CA certificate lives (what agents are pointed at). */
     readonly certPath: string,
     readonly notAfter: Date,
-    /** The CA's name exactly as encoded in ca.pem, reused verbatim as each leaf's issuer. */
-    private readonly name: x509.Name,
-    private readonly signingKey: CryptoKey,
-    private readonly subjectKeyId: string,
+    private readonly signer: CaSigner,
   ) {}
 
   /** The CA's distinguished name, e.g. `CN=Burrow local CA 1a2b3c4d, O=Burrow`. */
   get subject(): string {
-    return this.name.toString();
+    return this.signer.name.toString();
   }
 
   /**
@@ -116,20 +119,8 @@ export class LocalCa {
           'delete both to create a new CA',
       );
     }
-    const pkcs8 = privateKey.export({ type: 'pkcs8', format: 'der' });
-    const signingKey = await subtle.importKey('pkcs8', pkcs8, EC_P256, false, ['sign']);
-    const parsed = new x509.X509Certificate(certPem);
-    const ski = parsed.getExtension(x509.SubjectKeyIdentifierExtension);
-    const subjectKeyId =
-      ski?.keyId ?? (await x509.SubjectKeyIdentifierExtension.create(parsed.publicKey)).keyId;
-    return new LocalCa(
-      certPem.trim() + '\n',
-      certPath,
-      parsed.notAfter,
-      parsed.subjectName,
-      signingKey,
-      subjectKeyId,
-    );
+    const signer = await caSigner(certPem, privateKey);
+    return new LocalCa(certPem.trim() + '\n', certPath, signer.notAfter, signer);
   }
 
   /**
@@ -140,45 +131,117 @@ export class LocalCa {
    */
   async issue(names: readonly string[], options: IssueOptions = {}): Promise<IssuedCertificate> {
     const sans = canonicalCertificateNames(names);
-    const now = options.now ?? new Date();
-    const notBefore = new Date(now.getTime() - BACKDATE_MS);
-    const wanted = now.getTime() + (options.validityDays ?? LEAF_VALIDITY_DAYS) * DAY_MS;
-    const notAfter = new Date(Math.min(wanted, this.notAfter.getTime()));
-    const { publicKey, privateKey } = await generateKeyPairAsync('ec', { namedCurve: 'P-256' });
-    const spki = publicKey.export({ type: 'spki', format: 'der' });
     const firstDns = sans.find((n) => !isIpLiteral(n));
     // The CN is informational (clients match SANs) and limited to 64 characters.
     const commonName = firstDns !== undefined && firstDns.length <= 64 ? firstDns : 'Burrow edge';
-    const serialNumber = randomSerial();
-    const leaf = await x509.X509CertificateGenerator.create({
-      serialNumber,
+    const leaf = await issueLeaf(this.signer, {
       subject: [{ CN: [commonName] }],
-      issuer: this.name,
-      notBefore,
-      notAfter,
-      signingAlgorithm: EC_P256,
-      publicKey: spki,
-      signingKey: this.signingKey,
-      extensions: [
-        new x509.BasicConstraintsExtension(false, undefined, true),
-        new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-        new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]),
-        new x509.SubjectAlternativeNameExtension(
-          sans.map((value) => ({ type: isIpLiteral(value) ? 'ip' : 'dns', value })),
-        ),
-        await x509.SubjectKeyIdentifierExtension.create(spki),
-        new x509.AuthorityKeyIdentifierExtension(this.subjectKeyId),
-      ],
+      now: options.now ?? new Date(),
+      validityDays: options.validityDays ?? LEAF_VALIDITY_DAYS,
+      extendedKeyUsages: ['serverAuth'],
+      sans,
     });
     return {
-      certPem: leaf.toString('pem') + '\n' + this.certPem,
-      keyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+      certPem: leaf.certPem + this.certPem,
+      keyPem: leaf.keyPem,
       names: sans,
-      serialNumber,
-      notBefore,
-      notAfter,
+      serialNumber: leaf.serialNumber,
+      notBefore: leaf.notBefore,
+      notAfter: leaf.notAfter,
     };
   }
+}
+
+/** What signs with a CA: its name, expiry, key and key identifier. */
+export interface CaSigner {
+  /** The CA's name exactly as encoded in its certificate, reused verbatim as each leaf's issuer. */
+  name: x509.Name;
+  notAfter: Date;
+  signingKey: CryptoKey;
+  subjectKeyId: string;
+}
+
+/**
+ * The signing side of the CA certificate `certPem`, whose key (already checked to match) is
+ * `privateKey`.
+ * @example const signer = await caSigner(certPem, createPrivateKey(keyPem));
+ */
+export async function caSigner(certPem: string, privateKey: KeyObject): Promise<CaSigner> {
+  const pkcs8 = privateKey.export({ type: 'pkcs8', format: 'der' });
+  const signingKey = await subtle.importKey('pkcs8', pkcs8, EC_P256, false, ['sign']);
+  const parsed = new x509.X509Certificate(certPem);
+  const ski = parsed.getExtension(x509.SubjectKeyIdentifierExtension);
+  const subjectKeyId =
+    ski?.keyId ?? (await x509.SubjectKeyIdentifierExtension.create(parsed.publicKey)).keyId;
+  return { name: parsed.subjectName, notAfter: parsed.notAfter, signingKey, subjectKeyId };
+}
+
+/** What a leaf certificate says besides its issuer. */
+export interface LeafSpec {
+  subject: x509.JsonName;
+  /** The issuance time; the leaf starts an hour before it to absorb clock skew. */
+  now: Date;
+  /** Capped at the CA's own expiry. */
+  validityDays: number;
+  extendedKeyUsages: ('serverAuth' | 'clientAuth')[];
+  /** Normalized DNS names and IP literals; no SAN extension when absent. */
+  sans?: readonly string[];
+}
+
+/**
+ * A fresh ECDSA P-256 key and an end-entity certificate for it signed by `ca`.
+ * @example await issueLeaf(signer, { subject: [{ CN: ['edge-a'] }], now, validityDays: 365, extendedKeyUsages: ['clientAuth'] })
+ */
+export async function issueLeaf(
+  ca: CaSigner,
+  spec: LeafSpec,
+): Promise<{
+  certPem: string;
+  keyPem: string;
+  serialNumber: string;
+  notBefore: Date;
+  notAfter: Date;
+}> {
+  const notBefore = new Date(spec.now.getTime() - BACKDATE_MS);
+  const wanted = spec.now.getTime() + spec.validityDays * DAY_MS;
+  const notAfter = new Date(Math.min(wanted, ca.notAfter.getTime()));
+  const { publicKey, privateKey } = await generateKeyPairAsync('ec', { namedCurve: 'P-256' });
+  const spki = publicKey.export({ type: 'spki', format: 'der' });
+  const serialNumber = randomSerial();
+  const sans = spec.sans;
+  const leaf = await x509.X509CertificateGenerator.create({
+    serialNumber,
+    subject: spec.subject,
+    issuer: ca.name,
+    notBefore,
+    notAfter,
+    signingAlgorithm: EC_P256,
+    publicKey: spki,
+    signingKey: ca.signingKey,
+    extensions: [
+      new x509.BasicConstraintsExtension(false, undefined, true),
+      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
+      new x509.ExtendedKeyUsageExtension(
+        spec.extendedKeyUsages.map((u) => x509.ExtendedKeyUsage[u]),
+      ),
+      ...(sans === undefined
+        ? []
+        : [
+            new x509.SubjectAlternativeNameExtension(
+              sans.map((value) => ({ type: isIpLiteral(value) ? 'ip' : 'dns', value })),
+            ),
+          ]),
+      await x509.SubjectKeyIdentifierExtension.create(spki),
+      new x509.AuthorityKeyIdentifierExtension(ca.subjectKeyId),
+    ],
+  });
+  return {
+    certPem: leaf.toString('pem') + '\n',
+    keyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
+    serialNumber,
+    notBefore,
+    notAfter,
+  };
 }
 
 /** 16 random bytes, positive (top bit clear) and never starting with a zero byte. */
@@ -188,18 +251,31 @@ function randomSerial(): string {
   return bytes.toString('hex');
 }
 
-async function newPrivateKeyPem(): Promise<string> {
+/**
+ * A new ECDSA P-256 private key, PKCS#8 PEM.
+ * @example const keyPem = await newPrivateKeyPem();
+ */
+export async function newPrivateKeyPem(): Promise<string> {
   const { privateKey } = await generateKeyPairAsync('ec', { namedCurve: 'P-256' });
   return privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
 }
 
-async function selfSignCa(keyPem: string, now: Date): Promise<string> {
+/**
+ * A 10-year self-signed CA certificate (PEM) for `keyPem`, named `CN=<label> <8 hex>, O=Burrow`;
+ * pathLength 0, so it signs leaves only.
+ * @example const certPem = await selfSignCa(keyPem, new Date(), 'Burrow cluster CA');
+ */
+export async function selfSignCa(
+  keyPem: string,
+  now: Date,
+  label = 'Burrow local CA',
+): Promise<string> {
   const privateKey = createPrivateKey(keyPem);
   const spki = createPublicKey(privateKey).export({ type: 'spki', format: 'der' });
   const pkcs8 = privateKey.export({ type: 'pkcs8', format: 'der' });
   const signingKey = await subtle.importKey('pkcs8', pkcs8, EC_P256, false, ['sign']);
   const name: x509.JsonName = [
-    { CN: [`Burrow local CA ${randomBytes(4).toString('hex')}`] },
+    { CN: [`${label} ${randomBytes(4).toString('hex')}`] },
     { O: ['Burrow'] },
   ];
   const cert = await x509.X509CertificateGenerator.create({

@@ -5,24 +5,15 @@
  * in the store, as one settings value, so nothing needs configuring: the first node to start
  * creates it, every later one reads it.
  */
-// @peculiar/x509's dependency injection (tsyringe) needs the Reflect metadata API loaded first.
-import 'reflect-metadata';
-import * as x509 from '@peculiar/x509';
-import { X509Certificate, createPrivateKey, generateKeyPair, randomBytes } from 'node:crypto';
-import { webcrypto } from 'node:crypto';
-import { promisify } from 'node:util';
+import { X509Certificate, createPrivateKey } from 'node:crypto';
+import {
+  caSigner,
+  issueLeaf,
+  newPrivateKeyPem,
+  selfSignCa,
+  type CaSigner,
+} from '../certificates/local-ca.js';
 
-// Node's WebCrypto is structurally the DOM Crypto the library is typed against (as in
-// src/edge/certificates/x509.ts, which this folder may not import).
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
-
-const generateKeyPairAsync = promisify(generateKeyPair);
-
-const EC_P256 = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
-const DAY_MS = 24 * 60 * 60 * 1000;
-/** Backdating absorbs clock skew between nodes. */
-const BACKDATE_MS = 60 * 60 * 1000;
-const CA_VALIDITY_DAYS = 3650;
 const LEAF_VALIDITY_DAYS = 365;
 
 /** The settings key of the cluster CA: JSON `{"cert": PEM, "key": PKCS#8 PEM}`. */
@@ -76,15 +67,13 @@ export async function nodeCredentials(
   if (problem) throw new TypeError(`node id "${nodeId}" ${problem}`);
   const now = new Date();
   const ca = await loadCa(settings, now);
-  const leaf = await issueLeaf(ca, nodeId, now);
+  const leaf = await issueNodeLeaf(ca.signer, nodeId, now);
   return { caPem: ca.certPem, certPem: leaf.certPem, keyPem: leaf.keyPem, nodeId };
 }
 
 interface ClusterCa {
   certPem: string;
-  cert: x509.X509Certificate;
-  signingKey: webcrypto.CryptoKey;
-  subjectKeyId: string;
+  signer: CaSigner;
 }
 
 /**
@@ -116,90 +105,28 @@ async function parseCa(stored: string): Promise<ClusterCa> {
       `the settings value ${CLUSTER_CA_KEY} holds a certificate that is not a CA or does not match its key`,
     );
   }
-  const pkcs8 = privateKey.export({ type: 'pkcs8', format: 'der' });
-  const signingKey = await webcrypto.subtle.importKey('pkcs8', pkcs8, EC_P256, false, ['sign']);
-  const cert = new x509.X509Certificate(certPem);
-  const ski = cert.getExtension(x509.SubjectKeyIdentifierExtension);
-  const subjectKeyId =
-    ski?.keyId ?? (await x509.SubjectKeyIdentifierExtension.create(cert.publicKey)).keyId;
-  return { certPem: certPem.trim() + '\n', cert, signingKey, subjectKeyId };
+  return { certPem: certPem.trim() + '\n', signer: await caSigner(certPem, privateKey) };
 }
 
 /** A new CA: EC P-256, 10 years, signs node certificates only (pathLength 0). */
 async function newCa(now: Date): Promise<{ cert: string; key: string }> {
-  const { publicKey, privateKey } = await generateKeyPairAsync('ec', { namedCurve: 'P-256' });
-  const spki = publicKey.export({ type: 'spki', format: 'der' });
-  const pkcs8 = privateKey.export({ type: 'pkcs8', format: 'der' });
-  const signingKey = await webcrypto.subtle.importKey('pkcs8', pkcs8, EC_P256, false, ['sign']);
-  const name: x509.JsonName = [
-    { CN: [`Burrow cluster CA ${randomBytes(4).toString('hex')}`] },
-    { O: ['Burrow'] },
-  ];
-  const cert = await x509.X509CertificateGenerator.create({
-    serialNumber: randomSerial(),
-    subject: name,
-    issuer: name,
-    notBefore: new Date(now.getTime() - BACKDATE_MS),
-    notAfter: new Date(now.getTime() + CA_VALIDITY_DAYS * DAY_MS),
-    signingAlgorithm: EC_P256,
-    publicKey: spki,
-    signingKey,
-    extensions: [
-      new x509.BasicConstraintsExtension(true, 0, true),
-      new x509.KeyUsagesExtension(
-        x509.KeyUsageFlags.keyCertSign | x509.KeyUsageFlags.cRLSign,
-        true,
-      ),
-      await x509.SubjectKeyIdentifierExtension.create(spki),
-    ],
-  });
-  return {
-    cert: cert.toString('pem') + '\n',
-    key: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-  };
+  const key = await newPrivateKeyPem();
+  return { cert: await selfSignCa(key, now, 'Burrow cluster CA'), key };
 }
 
 /**
  * A node certificate: CN = nodeId (what peers check), serverAuth and clientAuth, one year. No
  * SAN: node ids need not be DNS names, and links check the CN, not the address they dialled.
  */
-async function issueLeaf(
-  ca: ClusterCa,
+async function issueNodeLeaf(
+  ca: CaSigner,
   nodeId: string,
   now: Date,
 ): Promise<{ certPem: string; keyPem: string }> {
-  const { publicKey, privateKey } = await generateKeyPairAsync('ec', { namedCurve: 'P-256' });
-  const spki = publicKey.export({ type: 'spki', format: 'der' });
-  const wanted = now.getTime() + LEAF_VALIDITY_DAYS * DAY_MS;
-  const leaf = await x509.X509CertificateGenerator.create({
-    serialNumber: randomSerial(),
+  return issueLeaf(ca, {
     subject: [{ CN: [nodeId] }, { O: ['Burrow cluster'] }],
-    issuer: ca.cert.subjectName,
-    notBefore: new Date(now.getTime() - BACKDATE_MS),
-    notAfter: new Date(Math.min(wanted, ca.cert.notAfter.getTime())),
-    signingAlgorithm: EC_P256,
-    publicKey: spki,
-    signingKey: ca.signingKey,
-    extensions: [
-      new x509.BasicConstraintsExtension(false, undefined, true),
-      new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature, true),
-      new x509.ExtendedKeyUsageExtension([
-        x509.ExtendedKeyUsage.serverAuth,
-        x509.ExtendedKeyUsage.clientAuth,
-      ]),
-      await x509.SubjectKeyIdentifierExtension.create(spki),
-      new x509.AuthorityKeyIdentifierExtension(ca.subjectKeyId),
-    ],
+    now,
+    validityDays: LEAF_VALIDITY_DAYS,
+    extendedKeyUsages: ['serverAuth', 'clientAuth'],
   });
-  return {
-    certPem: leaf.toString('pem') + '\n',
-    keyPem: privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
-  };
-}
-
-/** 16 random bytes, positive (top bit clear) and never starting with a zero byte. */
-function randomSerial(): string {
-  const bytes = randomBytes(16);
-  bytes[0] = (bytes[0]! & 0x7f) | 0x01;
-  return bytes.toString('hex');
 }

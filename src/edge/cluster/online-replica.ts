@@ -6,6 +6,7 @@
  * a missed notice heals itself.
  */
 import type { Duplex } from 'node:stream';
+import { coalesced } from '../../core/coalesced.js';
 import type { Logger } from '../../core/logger.js';
 import type { ClusterRepository } from '../../store/index.js';
 import { compileBindPolicy } from '../binds/bind-traffic-policy.js';
@@ -43,8 +44,6 @@ export class OnlineReplica {
   policies: EndpointPolicies | undefined;
   private readonly sessions = new Map<string, RemoteSession>();
   private readonly tunnels = new Map<string, RemoteTunnel>();
-  private running: Promise<void> | undefined;
-  private again = false;
   private closed = false;
 
   constructor(private readonly options: OnlineReplicaOptions) {}
@@ -58,19 +57,9 @@ export class OnlineReplica {
    * Load the store's view now. Calls made during a load fold into one more load after it, so a
    * notice is never missed and a burst of notices costs two queries, not one each.
    */
-  resync(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        await this.loadOnce();
-      } while (this.again && !this.closed);
-    })().finally(() => (this.running = undefined));
-    return this.running;
-  }
+  readonly resync: () => Promise<void> = coalesced(() => this.loadOnce(), {
+    stop: () => this.closed,
+  });
 
   /**
    * Drop stand-ins at `tunnel`'s name or port: the store just gave it to this node's bind, so

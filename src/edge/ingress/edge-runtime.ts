@@ -5,6 +5,7 @@
  * edges reference (backends, IP policy rules, certificate authorities). TCP edge hostports get a
  * listener each; TLS edge hostports are names the SNI router hands over (see `route`).
  */
+import { coalesced } from '../../core/coalesced.js';
 import { longestWildcard } from '../../core/hostname.js';
 import { parseHostPort } from '../../core/host-port.js';
 import { createServer, type Server, type ServerOpts, type Socket } from 'node:net';
@@ -80,8 +81,6 @@ export class EdgeRuntime {
   private readonly warnedPorts = new Set<number>();
   private accepting = true;
   private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private queued: Promise<void> | undefined;
 
   constructor(private readonly options: EdgeRuntimeOptions) {
     this.traffic = new EdgeTraffic({
@@ -107,20 +106,9 @@ export class EdgeRuntime {
    * writes costs two reloads at most; the promise resolves once a reload that started after the
    * call has finished.
    */
-  sync(): Promise<void> {
-    if (this.queued) return this.queued;
-    if (!this.running) {
-      this.running = this.reload().finally(() => {
-        this.running = undefined;
-      });
-      return this.running;
-    }
-    this.queued = this.running.then(() => {
-      this.queued = undefined;
-      return this.sync();
-    });
-    return this.queued;
-  }
+  readonly sync: () => Promise<void> = coalesced(() => this.reload(), {
+    stop: () => !this.accepting,
+  });
 
   /** Ports of TCP edge hostports listened on now. */
   get tcpPorts(): number[] {
@@ -157,7 +145,7 @@ export class EdgeRuntime {
     this.accepting = false;
     this.options.repos.edges.changes.off('change', this.onChange);
     clearInterval(this.timer);
-    await this.running;
+    await this.sync(); // waits out a reload under way; a new one returns at once (not accepting)
     await Promise.all([...this.listeners.keys()].map((port) => this.closeListener(port)));
   }
 

@@ -1,3 +1,4 @@
+import { coalesced } from '../../core/coalesced.js';
 import type { Logger } from '../../core/logger.js';
 import type { Repositories } from '../../store/index.js';
 import { refusals, type AgentError } from '../binds/agent-errors.js';
@@ -41,9 +42,6 @@ function refusalFor(credentialId: string, standing: 'inactive' | undefined): Age
  */
 export class RevocationWatch {
   private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private again = false;
-
   constructor(private readonly options: RevocationOptions) {}
 
   start(): void {
@@ -60,19 +58,7 @@ export class RevocationWatch {
    * Check every live session against the store now. Calls made while a check runs are folded into
    * one more check after it, so a change is never missed and the store is never asked in a burst.
    */
-  checkNow(): Promise<void> {
-    if (this.running) {
-      this.again = true;
-      return this.running;
-    }
-    this.running = (async () => {
-      do {
-        this.again = false;
-        await this.checkOnce();
-      } while (this.again);
-    })().finally(() => (this.running = undefined));
-    return this.running;
-  }
+  readonly checkNow: () => Promise<void> = coalesced(() => this.checkOnce());
 
   /** The refusal for a bind with `credentialId`, or undefined when the credential still stands. */
   async refusal(credentialId: string): Promise<AgentError | undefined> {

@@ -67,8 +67,16 @@ export function upstreamHost(forwardsTo: string): string | undefined {
 export function rewrittenHost(
   tunnel: Pick<OnlineTunnel, 'hostHeaderRewrite' | 'forwardsTo'>,
 ): string | undefined {
-  return tunnel.hostHeaderRewrite ? upstreamHost(tunnel.forwardsTo) : undefined;
+  if (!tunnel.hostHeaderRewrite) return undefined;
+  // Asked on every request: parse a tunnel's ForwardsTo once (it changes only with a new bind).
+  const known = rewrites.get(tunnel);
+  if (known?.from === tunnel.forwardsTo) return known.host;
+  const host = upstreamHost(tunnel.forwardsTo);
+  rewrites.set(tunnel, { from: tunnel.forwardsTo, host });
+  return host;
 }
+
+const rewrites = new WeakMap<object, { from: string; host: string | undefined }>();
 
 /** Extra header names a `Connection` header declares hop-by-hop (`Connection: close, X-Foo`). */
 export function connectionListed(connection: string | undefined): Set<string> | undefined {
