@@ -7,10 +7,10 @@
  *   MB=512 RUNS=3 DURATION=5 CONNECTIONS=20 node --import tsx bench/edge-throughput.ts
  *
  * Four processes, each with its own event loop as in production: the edge (agent listener,
- * ingress, edge runtime, SQLite store), the SDK agent, the local service, and this process as the
+ * ingress, edge routes, SQLite store), the SDK agent, the local service, and this process as the
  * public client.
  */
-import { EdgeRuntime } from '../src/edge/ingress/edge-runtime.js';
+import { EdgeRoutes } from '../src/edge/binds/edge-routes.js';
 import { edgeFixtures } from '../test/support/edge-fixtures.js';
 import { freePort } from '../test/support/ingress.js';
 import { fmt, machine, markdownTable } from './report.js';
@@ -33,13 +33,7 @@ interface EdgeInfo extends EdgeAddress {
 
 async function serveEdge(): Promise<void> {
   const { edge, info: address } = await startBenchEdge();
-  const runtime = new EdgeRuntime({
-    repos: edge.repos,
-    registry: edge.registry,
-    // TCP edges only: no certificate is ever asked for.
-    certificates: { certificateFor: () => Promise.reject(new Error('no TLS edges here')) },
-    bindHost: '127.0.0.1',
-  });
+  const runtime = new EdgeRoutes({ repos: edge.repos, registry: edge.registry });
   await runtime.start();
   const edgePort = await freePort();
   const { addr } = await edgeFixtures(edge.store).reservedAddr(edgePort);
@@ -47,7 +41,7 @@ async function serveEdge(): Promise<void> {
   const backend = await edge.repos.backends.tunnelGroups.create({ labels: { edge: created.id } });
   await edge.repos.edges.setModule('tcp', created.id, 'backend', { backend_id: backend.id });
   await runtime.sync();
-  await runtime.listening(edgePort);
+  await edge.ingress.tcp.listening(edgePort);
   const info: EdgeInfo = { ...address, edgeId: created.id, edgePort };
   answer(info);
 }

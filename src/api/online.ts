@@ -3,10 +3,11 @@ import { DEFAULT_PORTS, parseHostPort } from '../core/host-port.js';
 import { Type, type TSchema } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
-import type {
-  OnlineSession,
-  OnlineTunnel,
-  TunnelRegistry,
+import {
+  servedByAgent,
+  type OnlineSession,
+  type OnlineTunnel,
+  type TunnelRegistry,
 } from '../edge/registry/tunnel-registry.js';
 import type { Page, PageRequest } from '../store/paging.js';
 import type { TunnelGroupBackend } from '../store/backend-kinds.js';
@@ -188,7 +189,7 @@ function endpointView(t: OnlineTunnel, registry: TunnelRegistry, uris: Uris) {
 /** Endpoints exist for addressed tunnels only; labeled tunnels are reached through edges. */
 function endpointTunnels(registry: TunnelRegistry | undefined): OnlineTunnel[] {
   // Cloud endpoints are listed from the store, online or not (cloud-endpoints.ts).
-  return (registry?.listTunnels() ?? []).filter((t) => !t.labels && !t.cloud);
+  return (registry?.listTunnels() ?? []).filter((t) => !t.labels && servedByAgent(t));
 }
 
 async function allTunnelGroups(ctx: ApiContext): Promise<TunnelGroupBackend[]> {
@@ -296,10 +297,7 @@ export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): P
     TunnelSchema,
     async (req) => {
       const reg = registry();
-      const page = pageOf(
-        (reg?.listTunnels() ?? []).filter((t) => !t.cloud),
-        req,
-      );
+      const page = pageOf((reg?.listTunnels() ?? []).filter(servedByAgent), req);
       const backends = page.items.some((t) => t.labels) ? await allTunnelGroups(ctx) : [];
       return {
         items: page.items.map((t) => tunnelView(t, reg!, uris, backends)),

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { ServerConfig } from '../core/config.js';
-import { parseHostPort, parseListenAddress } from '../core/host-port.js';
+import { parseHostPort } from '../core/host-port.js';
 import { isAtOrUnder, isOneLabelUnder } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import { PolicyEventLog, SecretsResolver } from '../policy/index.js';
@@ -21,7 +21,7 @@ import {
 } from './certificates/certificates.js';
 import { publicEndpointUrl, type AgentEdgeSettings } from './binds/bind-policy.js';
 import { CloudEndpoints } from './binds/cloud-endpoints.js';
-import { EdgeRuntime } from './ingress/edge-runtime.js';
+import { EdgeRoutes } from './binds/edge-routes.js';
 import { startIngress, type Ingress } from './ingress/ingress.js';
 import { EdgeMetrics } from './metrics/metrics.js';
 import { TunnelRegistry } from './registry/tunnel-registry.js';
@@ -53,8 +53,8 @@ export interface Edge {
   dnsAddress: string | undefined;
   /** Events of every traffic policy this edge runs: the API's `online.policyEvents`. */
   policyEvents: PolicyEventLog;
-  /** TCP and TLS edges on live traffic, kept in sync with the store. */
-  edges: EdgeRuntime;
+  /** TCP and TLS edges' hostports as routes in the registry, kept in sync with the store. */
+  edges: EdgeRoutes;
   /** The last HTTP requests of each endpoint, in this process's memory (the dashboard's Traffic). */
   traffic: TrafficInspector;
   /** A credential or bot user changed in this process: close revoked sessions now. */
@@ -131,7 +131,6 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     logger,
     nameAllowed: async (name) =>
       registry.byHost(name) !== undefined ||
-      edges.servesName(name) ||
       // Random names are one label under the base domain; deeper ones are served only when a
       // tunnel or reservation has them, else every invented name would cost a certificate.
       isOneLabelUnder(name, config.baseDomain) ||
@@ -149,19 +148,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     logger,
   );
 
-  // TCP edge hostports listen where TCP endpoints do; TLS edge names go before tunnels' on SNI.
-  const edges = new EdgeRuntime({
-    repos,
-    registry,
-    certificates,
-    bindHost: parseListenAddress(config.httpListen).host,
-    metrics,
-    policyEvents,
-    secrets,
-    logger,
-    // Hostports listen like the ingress's TCP ports (caps, PROXY header); they open after it.
-    front: (server, socketOptions) => ingress?.tcpFront(server, socketOptions) ?? server,
-  });
+  // Edges' hostports are routes like endpoints: TCP ports and TLS names of the same ingress.
+  const edges = new EdgeRoutes({ repos, registry, policyEvents, secrets, logger });
 
   let agents: AgentListener | undefined;
   let ingress: Ingress | undefined;
@@ -178,6 +166,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
           role: config.role,
         })
       : undefined;
+    // Routed before agents connect, so an edge's name or port is the edge's, not an agent's.
+    await edges.start();
     ingress = await startIngress({
       acmeChallenge: config.acmeDirectory ? acmeHttpChallenges(repos) : undefined,
       httpListen: config.httpListen,
@@ -186,7 +176,6 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       metrics,
       certificates,
       logger,
-      tlsEdges: edges,
       limits: config.limits,
       tap: (req, res, tunnel) => trafficTap(trafficLog, req, res, tunnel),
       exchangeTap: trafficExchangeTap(trafficLog),
@@ -227,7 +216,6 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       settings,
       claims: member?.node.presence,
     });
-    await edges.start();
     cloud = new CloudEndpoints({
       repos,
       registry,
@@ -268,7 +256,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     await member?.close();
     cloud?.close();
     await management?.close();
-    await edges.close();
+    edges.close();
     await agents?.close();
     await ingress?.close();
     throw err;
@@ -289,7 +277,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     (closing ??= (async () => {
       clearInterval(secretsTimer);
       // Public side first: stop accepting and let requests in flight finish through their agents.
-      await Promise.all([started.ingress.drain(graceMs), edges.drain(graceMs)]);
+      await started.ingress.drain(graceMs);
+      edges.close();
       await started.agents.drain(
         'the edge is shutting down; reconnect to another edge',
         Math.min(graceMs, 5000),

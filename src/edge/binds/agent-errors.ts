@@ -119,10 +119,13 @@ export const refusals = {
       CODES.bindUsedByEdge,
       `'${what}' is already reserved by the edge ${edgeId}, so agents cannot bind it directly. Start a labeled tunnel matching the edge's backend instead, or remove the hostport from the edge.`,
     ),
-  alreadyOnline: (what: string, owner?: string) =>
+  /** `holder`: who holds it (holderOf), e.g. `agent session ts_…` or `TCP edge edgtcp_…`. */
+  alreadyOnline: (what: string, holder?: string) =>
     new AgentError(
       CODES.bindAlreadyOnline,
-      `The endpoint '${what}' is already online (bound by another agent session${owner ? ` ${owner}` : ''}). Stop that agent, bind another name, or enable pooling on every endpoint of this URL (pooling_enabled) to share its traffic.`,
+      holder !== undefined && !holder.startsWith('agent session')
+        ? `The endpoint '${what}' is already taken (served by ${holder}). Bind another name, or remove it from that ${holder.split(' ').slice(0, -1).join(' ')}.`
+        : `The endpoint '${what}' is already online (bound by another ${holder ?? 'agent session'}). Stop that agent, bind another name, or enable pooling on every endpoint of this URL (pooling_enabled) to share its traffic.`,
     ),
   internalName: (what: string) =>
     new AgentError(

@@ -19,6 +19,7 @@ import {
 } from './bind-traffic-policy.js';
 import type { BindGrant } from './session-resumption.js';
 import {
+  holderOf,
   INTERNAL_SUFFIX,
   type OnlineTunnel,
   type TunnelProto,
@@ -248,7 +249,7 @@ export class BindPolicy {
     }
     if (!aclPermits(binder.acl, { kind: 'domain', name: host })) throw refusals.aclName(host);
     const holder = this.registry.holder({ internal: raw });
-    if (holder && !poolable(holder)) throw refusals.alreadyOnline(raw, holder.sessionId);
+    if (holder && !poolable(holder)) throw refusals.alreadyOnline(raw, holderOf(holder));
     const url = proto === 'tcp' ? `tcp://${raw}` : `${proto}://${raw}`;
     return { proto, url, internal: raw, random: false };
   }
@@ -388,7 +389,8 @@ export class BindPolicy {
     ]);
     if (edge) throw refusals.usedByEdge(name, edge.edge_id);
     if (!this.free({ hostname: name }, mayReplace)) {
-      throw refusals.alreadyOnline(name, this.registry.holder({ hostname: name })?.sessionId);
+      const holder = this.registry.holder({ hostname: name });
+      throw refusals.alreadyOnline(name, holder && holderOf(holder));
     }
     return this.namePlan(proto, name, domainId, false);
   }
@@ -466,7 +468,8 @@ export class BindPolicy {
     const edge = await this.repos.edges.edgeForHostport([addr]);
     if (edge) throw refusals.usedByEdge(addr, edge.edge_id);
     if (!this.free({ port: hp.port }, mayReplace)) {
-      throw refusals.alreadyOnline(addr, this.registry.holder({ port: hp.port })?.sessionId);
+      const holder = this.registry.holder({ port: hp.port });
+      throw refusals.alreadyOnline(addr, holder && holderOf(holder));
     }
     return {
       proto: 'tcp',

@@ -2,15 +2,15 @@
  * Cloud endpoints on live traffic: every endpoint stored with `POST /endpoints` is a tunnel in
  * the registry with no agent behind it (`cloud: true`), so the ingress routes to it like to any
  * endpoint and runs its traffic policy; what the policy neither answers nor forwards gets an
- * error page (http-ingress.ts). Kept in sync with the store like EdgeRuntime keeps edges: at once
- * on this process's writes (`changes`), and on a timer for writes made by other processes.
+ * error page (http-ingress.ts). Kept in sync with the store like edges' routes (StoreFollower): at
+ * once on this process's writes (`changes`), and on a timer for writes made by other processes.
  */
 import type { Duplex } from 'node:stream';
-import { coalesced } from '../../core/coalesced.js';
 import type { Logger } from '../../core/logger.js';
 import type { PolicyEventLog, SecretsLookup } from '../../policy/index.js';
 import type { CloudEndpoint, Repositories } from '../../store/index.js';
 import { compileBindPolicy } from './bind-traffic-policy.js';
+import { StoreFollower } from './store-routes.js';
 import { parseCloudEndpointUrl } from './cloud-endpoint-url.js';
 import { endpointInputOf } from './endpoint-policy.js';
 import { internalOnline } from '../registry/internal-routing.js';
@@ -21,9 +21,6 @@ import type {
   TunnelProto,
   TunnelRegistry,
 } from '../registry/tunnel-registry.js';
-
-/** How often cloud endpoints are reloaded when nothing told this process about a change. */
-export const CLOUD_ENDPOINT_SYNC_MS = 2000;
 
 export interface CloudEndpointsOptions {
   repos: Pick<Repositories, 'cloudEndpoints' | 'ipPolicies'>;
@@ -87,42 +84,42 @@ export class CloudEndpoints {
   private readonly live = new Map<string, CloudTunnel>();
   /** Endpoints whose URL an agent holds, warned about once. */
   private readonly blocked = new Set<string>();
-  private timer: NodeJS.Timeout | undefined;
+  private readonly follower: StoreFollower;
+  private closed = false;
 
-  constructor(private readonly options: CloudEndpointsOptions) {}
-
-  async start(): Promise<void> {
-    this.options.repos.cloudEndpoints.changes.on('change', this.onChange);
-    await this.sync();
-    this.timer = setInterval(
-      () => void this.sync(),
-      this.options.syncIntervalMs ?? CLOUD_ENDPOINT_SYNC_MS,
+  constructor(private readonly options: CloudEndpointsOptions) {
+    this.follower = new StoreFollower(
+      options.repos.cloudEndpoints.changes,
+      async () => {
+        try {
+          await this.reload();
+        } catch (err) {
+          this.options.logger?.warn({ err }, 'cloud endpoints could not be reloaded');
+        }
+      },
+      options.syncIntervalMs,
     );
-    this.timer.unref();
+  }
+
+  start(): Promise<void> {
+    return this.follower.start();
+  }
+
+  /** Reload now; calls during a reload share one follow-up reload. */
+  sync(): Promise<void> {
+    return this.follower.sync();
   }
 
   close(): void {
-    this.options.repos.cloudEndpoints.changes.off('change', this.onChange);
-    if (this.timer) clearInterval(this.timer);
+    this.closed = true;
+    this.follower.stop();
     for (const tunnel of this.live.values()) this.options.registry.removeTunnel(tunnel.id);
     this.live.clear();
   }
 
-  /** Reload now; calls during a reload share one follow-up reload. */
-  readonly sync: () => Promise<void> = coalesced(async () => {
-    try {
-      await this.reload();
-    } catch (err) {
-      this.options.logger?.warn({ err }, 'cloud endpoints could not be reloaded');
-    }
-  });
-
-  private readonly onChange = (): void => {
-    void this.sync();
-  };
-
   private async reload(): Promise<void> {
     const stored = await this.options.repos.cloudEndpoints.all();
+    if (this.closed) return;
     const seen = new Set<string>();
     for (const ep of stored) {
       seen.add(ep.id);

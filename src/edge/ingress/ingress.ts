@@ -1,6 +1,7 @@
 /**
  * The edge's public ingress: plain HTTP on `--http-listen`, HTTPS and TLS (by SNI) on
- * `--https-listen`, and one port per TCP endpoint, all forwarding into online tunnels.
+ * `--https-listen`, and one port per TCP route, all forwarding to the routes of one registry
+ * (agents' endpoints, cloud endpoints, edges' hostports) through the same gate and relays.
  */
 import { once } from 'node:events';
 import type { AddressInfo, Server, ServerOpts } from 'node:net';
@@ -11,7 +12,7 @@ import { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { HttpIngress, type HttpIngressOptions } from './http/http-ingress.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 import { formatAddress, parseListenAddress } from '../../core/host-port.js';
-import { SniRouter, type SniRouterOptions } from './sni-router.js';
+import { SniRouter } from './sni-router.js';
 import { TcpIngress } from './tcp-ingress.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../core/limits.js';
@@ -29,8 +30,6 @@ export interface IngressOptions {
   registry: TunnelRegistry;
   metrics: EdgeMetrics;
   certificates: CertificateStore;
-  /** TLS edges, routed by SNI before tunnels (EdgeRuntime). */
-  tlsEdges?: SniRouterOptions['tlsEdges'];
   /** Certificate for HTTPS clients that send no SNI; without it their handshake fails. */
   defaultCertificate?: { certPem: string; keyPem: string } | undefined;
   logger?: Logger | undefined;
@@ -52,11 +51,6 @@ export interface Ingress {
   httpsAddress: string;
   /** TCP endpoints: which ports listen, and waiting for one to be ready. */
   tcp: Pick<TcpIngress, 'ports' | 'listening'>;
-  /**
-   * What a TCP port of the ingress listens through: the connection caps and, behind a load
-   * balancer (`--ingress-proxy-protocol 1`), the PROXY header reader. TCP edges' hostports use it.
-   */
-  tcpFront(server: Server, socketOptions?: ServerOpts): Server;
   /** Stop now: listeners closed, every open connection cut. */
   close(): Promise<void>;
   /**
@@ -106,7 +100,6 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     meters,
     http,
     certificates: options.certificates,
-    tlsEdges: options.tlsEdges,
     defaultCertificate: options.defaultCertificate,
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
@@ -130,18 +123,18 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
           socketOptions,
         })
       : server;
-  const tcpFront = (server: Server, socketOptions?: ServerOpts): Server => {
-    gateConnections(server, gate, refusals);
-    return front(server, socketOptions);
-  };
   const tcp = new TcpIngress({
     registry,
     meters,
     bindHost: options.tcpBindHost ?? parseListenAddress(options.httpListen).host,
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
-    // Each TCP endpoint port gets the ingress's connection caps, like the HTTP and HTTPS ports.
-    front: (server, socketOptions) => tcpFront(server, socketOptions),
+    // Each TCP port (endpoints and edges alike) gets the ingress's connection caps, like the HTTP
+    // and HTTPS ports, and behind a load balancer the PROXY header reader.
+    front: (server, socketOptions) => {
+      gateConnections(server, gate, refusals);
+      return front(server, socketOptions);
+    },
   });
   const onRemoved = (tunnel: OnlineTunnel): void => {
     http.tunnelRemoved(tunnel);
@@ -202,5 +195,5 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     return drained;
   };
 
-  return { httpAddress, httpsAddress, tcp, tcpFront, close, drain };
+  return { httpAddress, httpsAddress, tcp, close, drain };
 }

@@ -1,18 +1,22 @@
 /**
- * on_tcp_connect for the raw listeners (TCP endpoints, TLS passthrough): the connection's
- * `conn.*` variables, and the gate that lets a connection through to its tunnel or closes it.
+ * The connect gate of the raw listeners (TCP ports, TLS by SNI), the same for every route
+ * whatever made it (an agent's endpoint, a cloud endpoint, an edge's hostport): the refusals
+ * that come before anything (an edge's ip_restriction), TLS that ends at the edge, then the
+ * route's on_tcp_connect; and the connection's `conn.*` variables.
  */
 import type { Duplex } from 'node:stream';
+import { ipAllowed } from '../../core/cidr.js';
 import type {
   ConnInput,
   ForwardInternal,
   PolicyVars,
   TcpConnectDecision,
   TlsInput,
+  TlsTermination,
   TlsTerminator,
 } from '../../policy/index.js';
 import { clientIp } from '../registry/connect-tunnel.js';
-import type { TunnelPolicy } from '../registry/tunnel-registry.js';
+import type { EdgeTermination, OnlineTunnel, TunnelPolicy } from '../registry/tunnel-registry.js';
 
 const NO_VARS: PolicyVars = Object.freeze({});
 
@@ -41,15 +45,62 @@ export function connInputOf(socket: SocketAddresses, tls?: TlsInput): ConnInput 
 }
 
 /**
+ * How a listener ends TLS here: for a route that terminates at the edge (its EdgeTermination)
+ * and for the terminate-tls action (TlsTermination). Resolves with the finished handshake's TLS
+ * facts, or undefined when it failed (the connection is then closed).
+ */
+export type EdgeTlsEnd = (
+  settings: TlsTermination | EdgeTermination,
+) => Promise<TlsInput | undefined>;
+
+/**
+ * Let a new connection through to `route` or close it: the route's refusal and ip_restriction
+ * first (nothing else runs for a client they refuse, not even a TLS handshake), then TLS ended
+ * here when the route terminates at the edge (`endTls`), then its on_tcp_connect, and then
+ * `admitted` with what set-vars left and where forward-internal points. A listener without
+ * `endTls` (plain TCP) closes a route that needs it, and the terminate-tls action closes too.
+ * @example admitConnection(route, socket, () => connInputOf(socket), () => relay(socket));
+ */
+export function admitConnection(
+  route: OnlineTunnel,
+  socket: Duplex & SocketAddresses,
+  conn: () => ConnInput,
+  admitted: (vars: PolicyVars, forwardInternal?: ForwardInternal) => void,
+  endTls?: EdgeTlsEnd,
+): void {
+  if (
+    route.refusal !== undefined ||
+    (route.ipRules !== undefined && !ipAllowed(route.ipRules, clientIp(socket)))
+  ) {
+    socket.destroy();
+    return;
+  }
+  const termination = route.termination;
+  if (termination === undefined) {
+    runTcpConnect(route.policy, socket, conn, admitted, endTls);
+    return;
+  }
+  if (!endTls) {
+    socket.destroy();
+    return;
+  }
+  endTls(termination).then(
+    (tls) => {
+      if (tls === undefined) socket.destroy();
+      else runTcpConnect(route.policy, socket, conn, admitted, endTls);
+    },
+    () => socket.destroy(),
+  );
+}
+
+/**
  * Run `policy`'s on_tcp_connect for a new connection, then call `admitted` with the variables
  * set-vars left for later phases; when the policy closes the connection (deny, close-connection,
  * restrict-ips), destroy the socket instead. A policy that fails to run closes too: a gate that
  * cannot decide stays shut. Synchronous unless the policy has to wait (IP policy lookups), and
- * free for tunnels without a policy or without this phase. `terminateTls` is how the ingress
- * ends TLS for terminate-tls (TLS endpoints); without it that action closes the connection.
- * @example admitConnection(tunnel.policy, socket, () => connInputOf(socket), () => relay(socket));
+ * free for routes without a policy or without this phase.
  */
-export function admitConnection(
+function runTcpConnect(
   policy: TunnelPolicy | undefined,
   socket: Duplex,
   conn: () => ConnInput,

@@ -1,8 +1,9 @@
 /**
  * The HTTPS port (`--https-listen`). Each connection's ClientHello is read (and kept) to learn the
- * server name: a `tls` tunnel for that name gets the connection passed through untouched, with
- * the client's own TLS ending at the agent, unless its policy runs terminate-tls (then TLS ends
- * here and the agent gets plaintext), or forward-internal hands the connection to an internal TLS
+ * server name: a `tls` route for that name (a TLS endpoint, or a TLS edge's hostport) gets the
+ * connection passed through untouched, with the client's own TLS ending at the agent, unless the
+ * route terminates at the edge or its policy runs terminate-tls (then TLS ends here and the agent
+ * gets plaintext), or forward-internal hands the connection to an internal TLS
  * endpoint (`tls://name.internal`) and its agent; anything else is terminated here with a
  * certificate from the CertificateStore and served by the HTTP ingress as https.
  */
@@ -13,7 +14,7 @@ import {
   type Server as TlsServer,
 } from 'node:tls';
 import type { Logger } from '../../core/logger.js';
-import type { TlsTermination, TlsTerminator } from '../../policy/index.js';
+import type { TlsTermination } from '../../policy/index.js';
 import type { CertificateStore } from '../certificates/certificate-store.js';
 import { offeredTlsVersion, scanClientHello, TLS_INTERNAL_ERROR_ALERT } from './client-hello.js';
 import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
@@ -21,10 +22,10 @@ import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { EdgeTlsTerminator, tlsInputOf } from './edge-tls.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
-import { admitConnection, connInputOf } from './policy-gate.js';
+import { admitConnection, connInputOf, type EdgeTlsEnd } from './policy-gate.js';
 import { INGRESS_SOCKET_OPTIONS, TunnelRelays } from './proxy.js';
 import { refusalText, resolveInternal } from '../registry/internal-routing.js';
-import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
+import type { EdgeTermination, OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 export interface SniRouterOptions {
   registry: TunnelRegistry;
@@ -35,11 +36,6 @@ export interface SniRouterOptions {
   defaultCertificate?: { certPem: string; keyPem: string } | undefined;
   logger?: Logger | undefined;
   connectTimeoutMs?: number | undefined;
-  /**
-   * TLS edges: asked first for every ClientHello with a server name; true when a TLS edge took
-   * the connection (see EdgeRuntime.route), false to route it to tunnels as usual.
-   */
-  tlsEdges?: { route(socket: Socket, hello: Buffer, serverName: string): boolean } | undefined;
   /** A client must finish its ClientHello within this time. Default 10 s. */
   helloTimeoutMs?: number | undefined;
   /** And the whole handshake, when terminated here, within this time. Default 10 s. */
@@ -75,8 +71,11 @@ export class SniRouter {
   private readonly pending = new Set<Socket>();
   /** Connections in a terminate-tls handshake. */
   private readonly terminating = new Set<Socket>();
-  /** One TLS server per terminate-tls action (its settings are compiled once per policy). */
-  private readonly terminators = new WeakMap<TlsTermination, EdgeTlsTerminator>();
+  /**
+   * One TLS server per set of termination settings: per terminate-tls action (compiled once per
+   * policy) and per TLS edge that terminates (built once per edge load).
+   */
+  private readonly terminators = new WeakMap<TlsTermination | EdgeTermination, EdgeTlsTerminator>();
 
   constructor(options: SniRouterOptions) {
     this.options = options;
@@ -143,10 +142,9 @@ export class SniRouter {
   }
 
   private dispatch(socket: Socket, hello: Buffer, serverName: string | undefined): void {
-    if (serverName !== undefined && this.options.tlsEdges?.route(socket, hello, serverName)) return;
     const found = serverName === undefined ? undefined : this.options.registry.byHost(serverName);
     if (found?.proto === 'tls') {
-      // Pooled TLS endpoints: the next member, round robin.
+      // TLS endpoints and TLS edges' hostports; pooled endpoints: the next member.
       this.admit({ socket, hello, serverName }, this.options.registry.pick(found), []);
       return;
     }
@@ -170,7 +168,7 @@ export class SniRouter {
           ? tlsInputOf(conn.terminated)
           : { sni: serverName, version: offeredTlsVersion(hello) },
       );
-    const terminateTls: TlsTerminator = async (settings) => {
+    const endTls: EdgeTlsEnd = async (settings) => {
       if (conn.terminated) {
         // An endpoint earlier in the forward chain ended TLS with its own settings; this one's
         // (client certificates, versions) cannot be applied to it any more: closed, not skipped.
@@ -184,7 +182,7 @@ export class SniRouter {
       return conn.terminated && tlsInputOf(conn.terminated);
     };
     admitConnection(
-      tunnel.policy,
+      tunnel,
       socket,
       input,
       (_vars, forward) => {
@@ -210,7 +208,7 @@ export class SniRouter {
         if (conn.terminated) this.relayPlaintext(conn.terminated, tunnel);
         else this.passThrough(socket, hello, tunnel);
       },
-      terminateTls,
+      endTls,
     );
   }
 
@@ -229,23 +227,23 @@ export class SniRouter {
   }
 
   /**
-   * terminate-tls: finish the handshake here with the action's settings (the edge's certificate
-   * for the name unless the policy brought its own); undefined when it failed.
+   * End TLS here: a TLS edge's termination, or terminate-tls with the action's settings (the
+   * edge's certificate for the name unless the policy brought its own); undefined when it failed.
    */
   private async terminate(
     socket: Socket,
     hello: Buffer,
-    settings: TlsTermination,
+    settings: TlsTermination | EdgeTermination,
   ): Promise<TLSSocket | undefined> {
     let terminator = this.terminators.get(settings);
     if (!terminator) {
-      const own = settings.certificate;
+      const own = 'certificate' in settings ? settings.certificate : undefined;
       terminator = new EdgeTlsTerminator(
         {
           minVersion: settings.minVersion,
-          maxVersion: settings.maxVersion,
+          maxVersion: 'maxVersion' in settings ? settings.maxVersion : undefined,
           caPems: settings.clientCas ? [...settings.clientCas] : null,
-          clientAuth: settings.clientAuth,
+          clientAuth: 'clientAuth' in settings ? settings.clientAuth : undefined,
         },
         own ? { certificateFor: () => Promise.resolve(own) } : this.options.certificates,
         // Every socket arrives through handshake(), which takes it; nothing is left for this.

@@ -10,7 +10,9 @@ import {
   type LocalServer,
   type TestIngress,
 } from '../../../test/support/ingress.js';
+import { until } from '../../../test/support/mux.js';
 import { startEchoUpstream, startCountingUpstream } from '../../../test/support/tcp-upstreams.js';
+import { LISTEN_RETRY_MS } from './tcp-ingress.js';
 
 let t: TestIngress;
 let echo: LocalServer;
@@ -135,5 +137,28 @@ describe('TCP endpoints', () => {
     expect(t.ingress.tcp.ports).not.toContain(port);
     t.registry.removeTunnel(tunnel.id);
     squatter.close();
+  });
+
+  it('listens once the port is free again, while the route still holds it', async () => {
+    const squatter = createServer();
+    squatter.listen(0, '127.0.0.1');
+    await once(squatter, 'listening');
+    const port = (squatter.address() as { port: number }).port;
+    const tunnel = fakeTunnel({ proto: 'tcp', port, upstreamPort: echo.port });
+    t.registry.addTunnel(tunnel);
+    try {
+      await t.ingress.tcp.listening(port);
+      expect(t.ingress.tcp.ports).not.toContain(port);
+      squatter.close();
+      await once(squatter, 'close');
+      // Tried again every LISTEN_RETRY_MS (2 s).
+      await until(() => t.ingress.tcp.ports.includes(port), 3 * LISTEN_RETRY_MS);
+      await t.ingress.tcp.listening(port);
+      const socket = await dial(port);
+      socket.end('again');
+      expect((await readAll(socket)).toString()).toBe('again');
+    } finally {
+      t.registry.removeTunnel(tunnel.id);
+    }
   });
 });

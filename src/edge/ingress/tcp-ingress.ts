@@ -1,7 +1,8 @@
 /**
- * TCP endpoints: one listener per online tcp tunnel's port, opened when the registry announces the
- * tunnel and closed when no tunnel holds the port any more. Each accepted connection becomes a
- * raw relay through a tunnel stream.
+ * TCP ports: one listener per tcp route's port (an agent's TCP endpoint, a cloud endpoint on a
+ * TCP address, a TCP edge's hostport), opened when the registry announces the route and closed
+ * when no route holds the port any more. Each accepted connection passes the connect gate and
+ * becomes a raw relay through the route's connect().
  */
 import { createServer, type Server, type ServerOpts, type Socket } from 'node:net';
 import type { Logger } from '../../core/logger.js';
@@ -25,6 +26,9 @@ export interface TcpIngressOptions {
   front?: ((server: Server, socketOptions: ServerOpts) => Server) | undefined;
 }
 
+/** How long a TCP port whose listener failed waits before it is tried again. */
+export const LISTEN_RETRY_MS = 2000;
+
 function isTcpTunnel(tunnel: OnlineTunnel): tunnel is OnlineTunnel & { port: number } {
   return tunnel.proto === 'tcp' && tunnel.port !== undefined;
 }
@@ -42,6 +46,9 @@ export class TcpIngress {
   /** Ports whose listener is closing; a tunnel taking the port meanwhile waits for it. */
   private readonly closing = new Map<number, Promise<void>>();
   private accepting = true;
+  /** Ports whose listener failed (EADDRINUSE), retried every LISTEN_RETRY_MS. */
+  private readonly failing = new Set<number>();
+  private readonly retries = new Set<NodeJS.Timeout>();
 
   constructor(private readonly options: TcpIngressOptions) {
     this.relays = new TunnelRelays(options.meters, options.connectTimeoutMs);
@@ -71,6 +78,8 @@ export class TcpIngress {
   /** Stop listening and following the registry; open relays go on. */
   async stopAccepting(): Promise<void> {
     this.accepting = false;
+    for (const timer of this.retries) clearTimeout(timer);
+    this.retries.clear();
     this.options.registry.off('tunnel-added', this.onAdded);
     this.options.registry.off('tunnel-removed', this.onRemoved);
     await Promise.all([...this.listeners.keys()].map((port) => this.closeListener(port)));
@@ -95,19 +104,41 @@ export class TcpIngress {
     this.listeners.set(port, server);
     const started = new Promise<void>((resolve) => {
       server.once('listening', () => {
-        this.options.logger?.debug({ port, tunnel: tunnel.id }, 'tcp endpoint listening');
+        const recovered = this.failing.delete(port);
+        const log = this.options.logger;
+        if (recovered) log?.info({ port, tunnel: tunnel.id }, 'tcp endpoint listening at last');
+        else log?.debug({ port, tunnel: tunnel.id }, 'tcp endpoint listening');
         resolve();
       });
       server.once('error', (err) => {
-        // The tunnel stays registered but unreachable; the operator must free the port.
-        this.options.logger?.error({ err, port, tunnel: tunnel.id }, 'tcp endpoint cannot listen');
+        // Another process holds the port: the route stays registered, and the listener is tried
+        // again while a route holds the port; said once, not at every try.
+        if (!this.failing.has(port)) {
+          this.failing.add(port);
+          this.options.logger?.error(
+            { err, port, tunnel: tunnel.id, retryMs: LISTEN_RETRY_MS },
+            'tcp endpoint cannot listen; trying again while a route holds the port',
+          );
+        }
         if (this.listeners.get(port) === server) this.listeners.delete(port);
+        this.retryLater(port);
         resolve();
       });
     }).finally(() => this.starting.delete(port));
     this.starting.set(port, started);
     server.listen(port, this.options.bindHost);
   };
+
+  private retryLater(port: number): void {
+    const timer = setTimeout(() => {
+      this.retries.delete(timer);
+      const route = this.options.registry.byPort(port);
+      if (route) this.onAdded(route);
+      else this.failing.delete(port);
+    }, LISTEN_RETRY_MS);
+    timer.unref();
+    this.retries.add(timer);
+  }
 
   private readonly onRemoved = (tunnel: OnlineTunnel): void => {
     if (!isTcpTunnel(tunnel)) return;
@@ -152,7 +183,7 @@ export class TcpIngress {
    */
   private admit(port: number, socket: Socket, tunnel: OnlineTunnel, chain: string[]): void {
     admitConnection(
-      tunnel.policy,
+      tunnel,
       socket,
       () => connInputOf(socket),
       (_vars, forward) => {

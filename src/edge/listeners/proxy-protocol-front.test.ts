@@ -21,7 +21,7 @@ import { edgeFixtures } from '../../../test/support/edge-fixtures.js';
 import { labeledFake } from '../../../test/support/edge-traffic.js';
 import { createTestDatabase } from '../../../test/support/stores.js';
 import { openStore } from '../../store/index.js';
-import { EdgeRuntime } from '../ingress/edge-runtime.js';
+import { EdgeRoutes } from '../binds/edge-routes.js';
 
 /** Send `prefix` and a GET for `host` in one write; the raw reply, '' when the server hung up. */
 async function exchange(socket: Socket | TLSSocket, host: string, prefix = ''): Promise<string> {
@@ -150,13 +150,7 @@ describe('ingress with --ingress-proxy-protocol 1', () => {
     const store = await openStore({ database: db.database, dataDir: db.dataDir });
     const repos = createTestRepositories(store);
     const counter = await startCountingUpstream();
-    const runtime = new EdgeRuntime({
-      repos,
-      registry: t.registry,
-      certificates: { certificateFor: () => Promise.reject(new Error('no TLS edges here')) },
-      bindHost: '127.0.0.1',
-      front: (server, options) => t.ingress.tcpFront(server, options),
-    });
+    const runtime = new EdgeRoutes({ repos, registry: t.registry });
     const tunnel = labeledFake({ edge: 'pp' }, () => counter.port);
     try {
       const port = await freePort();
@@ -166,7 +160,7 @@ describe('ingress with --ingress-proxy-protocol 1', () => {
       await repos.edges.setModule('tcp', edge.id, 'backend', { backend_id: backend.id });
       t.registry.addTunnel(tunnel);
       await runtime.start();
-      await runtime.listening(port);
+      await t.ingress.tcp.listening(port);
       const socket = await dial(port);
       socket.write(Buffer.concat([v2Header([192, 0, 2, 77], 6000), Buffer.alloc(10)]));
       socket.end();
@@ -178,7 +172,7 @@ describe('ingress with --ingress-proxy-protocol 1', () => {
       expect(tunnel.connects.at(-1)?.clientAddr).toBe('192.0.2.77:6000');
     } finally {
       t.registry.removeTunnel(tunnel.id);
-      await runtime.close();
+      runtime.close();
       await counter.close();
       await store.close();
       await db.drop();

@@ -40,8 +40,14 @@ async function all<T>(list: Lister<T>): Promise<T[]> {
   return out;
 }
 
+/** The repositories edges are read from. */
+export type EdgeSpecSources = Pick<
+  Repositories,
+  'edges' | 'backends' | 'ipPolicies' | 'certificateAuthorities'
+>;
+
 /** Every backend of every type, by id. */
-async function allBackends(repos: Repositories): Promise<Map<string, Backend>> {
+async function allBackends(repos: EdgeSpecSources): Promise<Map<string, Backend>> {
   const { backends } = repos;
   const lists = await Promise.all<Backend[]>([
     all((p) => backends.tunnelGroups.list(p)),
@@ -70,7 +76,7 @@ function memo<T>(load: (key: string) => Promise<T>): (key: string) => Promise<T>
  * queries (edges, backends by type, then one per IP policy and CA in use).
  * @example const specs = await loadEdgeSpecs(repos);
  */
-export async function loadEdgeSpecs(repos: Repositories): Promise<EdgeSpec[]> {
+export async function loadEdgeSpecs(repos: EdgeSpecSources): Promise<EdgeSpec[]> {
   // An edge without hostports cannot be reached, so only serving edges are read.
   const edges: Edge[] = await repos.edges.listServing();
   const needsBackends = edges.some((e) => e.backend?.enabled);

@@ -76,7 +76,7 @@ describe('TunnelRegistry pools and internal endpoints', () => {
     const solo = new TunnelRegistry();
     solo.addTunnel(tunnel({ hostname: 'x.example.com' }));
     expect(() => solo.addTunnel(tunnel({ hostname: 'x.example.com', pooling: true }))).toThrow(
-      /of session ts_/,
+      /of agent session ts_/,
     );
   });
 

@@ -1,7 +1,9 @@
+import type { IpRule } from '../../core/cidr.js';
 import { longestWildcard } from '../../core/hostname.js';
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
 import type { EndpointInput, PolicyRunner } from '../../policy/index.js';
+import type { TlsTerminationModule } from '../../store/edges.js';
 
 /** How a tunnel is reached from the public side. Labeled tunnels have none: edges route to them. */
 export type TunnelProto = 'http' | 'https' | 'tcp' | 'tls';
@@ -65,7 +67,22 @@ export interface TunnelPolicy {
   readonly endpoint: EndpointInput;
 }
 
-/** An online tunnel. Exactly one of hostname, port and labels identifies where it is served. */
+/**
+ * TLS that ends at the edge before a route's policy runs: a TLS edge's `tls_termination`
+ * (`terminate_at: edge`) and `mutual_tls` modules. The agent then gets plaintext.
+ */
+export interface EdgeTermination {
+  /** The lowest version accepted; TLS 1.2 when null. */
+  readonly minVersion: TlsTerminationModule['min_version'];
+  /** Mutual TLS: the CAs a client certificate must chain to; a client without one is refused. */
+  readonly clientCas: readonly string[] | null;
+}
+
+/**
+ * An online route: an agent's tunnel, a cloud endpoint, or a hostport of a TCP or TLS edge. The
+ * ingress routes to every kind the same way; exactly one of hostname, port, internal and labels
+ * identifies where it is served.
+ */
 export interface OnlineTunnel {
   /** `tn_…` */
   id: string;
@@ -114,8 +131,41 @@ export interface OnlineTunnel {
   cloud?: boolean | undefined;
   /** The cluster node whose agent serves the tunnel when it is another node; unset for our own. */
   node?: string | undefined;
+  /**
+   * A hostport of an edge (the API's `/edges/tcp`, `/edges/tls`): connect() opens its backend,
+   * a labeled tunnel or a static address (src/edge/binds/edge-routes.ts).
+   */
+  edge?: { readonly id: string; readonly type: 'tcp' | 'tls' } | undefined;
+  /**
+   * An edge's ip_restriction: clients whose address these rules do not allow are closed before
+   * anything else runs (before a TLS handshake, before the policy).
+   */
+  ipRules?: readonly IpRule[] | undefined;
+  /** TLS ends at the edge before the policy runs (a TLS edge's termination modules). */
+  termination?: EdgeTermination | undefined;
+  /** Why every connection is refused (an edge whose stored policy cannot run); never bypassed. */
+  refusal?: string | undefined;
   /** Open one proxied connection to the agent; the stream carries the public connection's bytes. */
   connect(info: ProxyInfo): Promise<Duplex>;
+}
+
+/**
+ * Whether an agent stands behind `tunnel` (its own or another node's), rather than a cloud
+ * endpoint or an edge's hostport: what the API lists as tunnels and endpoints of agents.
+ * @example registry.listTunnels().filter(servedByAgent)
+ */
+export function servedByAgent(tunnel: OnlineTunnel): boolean {
+  return tunnel.cloud !== true && tunnel.edge === undefined;
+}
+
+/**
+ * Who holds a route, for messages.
+ * @example holderOf(registry.byPort(20001)!) // 'edge edgtcp_2abc…' or 'agent session ts_2abc…'
+ */
+export function holderOf(tunnel: OnlineTunnel): string {
+  if (tunnel.edge) return `${tunnel.edge.type.toUpperCase()} edge ${tunnel.edge.id}`;
+  if (tunnel.cloud) return `cloud endpoint ${tunnel.id}`;
+  return `agent session ${tunnel.sessionId}`;
 }
 
 /** Streams open now per tunnel (see trackStream): pooled endpoints go to the least busy member. */
@@ -237,7 +287,7 @@ export class TunnelRegistry extends EventEmitter {
         const where = tunnel.internal ?? tunnel.hostname ?? `port ${tunnel.port}`;
         throw new TunnelConflictError(
           holder,
-          `${where} is already served by another online tunnel (${holder.id} of session ${holder.sessionId})`,
+          `${where} is already served by another route (${holder.id} of ${holderOf(holder)})`,
         );
       }
       if (mine) {

@@ -10,6 +10,7 @@ import { legacyPolicyText, type BindTrafficPolicy } from '../binds/bind-traffic-
 import { optionRulesOf, type EndpointPolicies } from '../binds/endpoint-policy.js';
 import type { ResumptionKeys } from '../binds/session-resumption.js';
 import {
+  holderOf,
   TunnelConflictError,
   type OnlineTunnel,
   type TunnelRegistry,
@@ -143,7 +144,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
         const held = await s.claims?.claim(tunnel, plan.trafficPolicy, host.predecessorId);
         if (held) {
           if (plan.random && attempt < RANDOM_RETRIES) continue;
-          throw refusals.alreadyOnline(where(plan), held.sessionId);
+          throw refusals.alreadyOnline(where(plan), `agent session ${held.sessionId}`);
         }
         try {
           if (host.gone) throw refusals.badRequest('the session closed during the bind');
@@ -155,7 +156,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
           s.claims?.release(tunnel.id);
           if (!(err instanceof TunnelConflictError)) throw err;
           if (plan.random && attempt < RANDOM_RETRIES) continue;
-          throw refusals.alreadyOnline(where(plan), err.holder.sessionId);
+          throw refusals.alreadyOnline(where(plan), holderOf(err.holder));
         }
         return bindReply(bind, plan, bindId, tunnelId, s.keys, binder);
       }

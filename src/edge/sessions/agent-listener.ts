@@ -88,12 +88,14 @@ function watchRegistry(registry: TunnelRegistry, metrics: EdgeMetrics): () => vo
   // This node's own: other nodes' sessions and tunnels (src/edge/cluster) count on their node.
   const sessionsChanged = (): void =>
     metrics.sessions.with().set(registry.listSessions().filter((s) => !s.node).length);
+  // Agents' tunnels only: edges' hostports are routes, not tunnels.
+  const counted = (t: OnlineTunnel): boolean => !t.node && t.edge === undefined;
   const added = (t: OnlineTunnel): void => {
-    if (!t.node) metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).inc();
+    if (counted(t)) metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).inc();
   };
   const removed = (t: OnlineTunnel): void => {
     if (t instanceof AgentTunnel) t.removed = true;
-    if (!t.node) metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).dec();
+    if (counted(t)) metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).dec();
   };
   registry.on('session-added', sessionsChanged);
   registry.on('session-removed', sessionsChanged);

@@ -18,7 +18,13 @@ import {
   type EchoServer,
   type LabeledFake,
 } from '../../../test/support/edge-traffic.js';
-import { freePort, startTestIngress, type TestIngress } from '../../../test/support/ingress.js';
+import {
+  fakeTunnel,
+  freePort,
+  metricValue,
+  startTestIngress,
+  type TestIngress,
+} from '../../../test/support/ingress.js';
 import { until } from '../../../test/support/mux.js';
 import {
   createTestDatabase,
@@ -26,15 +32,15 @@ import {
   type TestDatabase,
 } from '../../../test/support/stores.js';
 import { CertificateStore, LocalCa } from '../certificates/certificates.js';
-import { EdgeRuntime } from './edge-runtime.js';
-import { TunnelRegistry } from '../registry/tunnel-registry.js';
+import { EdgeRoutes } from './edge-routes.js';
+import { TunnelConflictError, TunnelRegistry } from '../registry/tunnel-registry.js';
 
-describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) => {
+describe.each(DATABASE_KINDS)('TCP and TLS edges as routes of the registry (%s)', (kind) => {
   let db: TestDatabase;
   let store: Store;
   let repos: Repositories;
   let registry: TunnelRegistry;
-  let runtime: EdgeRuntime;
+  let runtime: EdgeRoutes;
   let events: PolicyEventLog;
   let ingress: TestIngress;
   let ca: LocalCa;
@@ -63,6 +69,13 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
     return tunnel;
   };
   const served = async (port: number) => (await tcpExchange(port)).text;
+  /** Until the ingress listens on the hostport `addr` names (a route of the registry now). */
+  const listening = async (addr: string): Promise<void> => {
+    await until(() => ingress.ingress.tcp.ports.includes(portOf(addr)));
+    await ingress.ingress.tcp.listening(portOf(addr));
+  };
+  const notListening = (addr: string): Promise<void> =>
+    until(() => !ingress.ingress.tcp.ports.includes(portOf(addr)));
 
   beforeAll(async () => {
     db = await createTestDatabase(kind);
@@ -72,18 +85,17 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
     events = new PolicyEventLog();
     caDir = mkdtempSync(join(tmpdir(), 'burrow-edge-ca-'));
     ca = await LocalCa.loadOrCreate(caDir);
-    const certificates = new CertificateStore({ ca, nameAllowed: () => true });
-    runtime = new EdgeRuntime({
+    runtime = new EdgeRoutes({
       repos,
       registry,
-      certificates,
-      bindHost: '127.0.0.1',
       policyEvents: events,
       syncIntervalMs: 100,
       random: () => 0,
     });
     await runtime.start();
-    ingress = await startTestIngress({ registry, tlsEdges: runtime });
+    // TLS edges that terminate serve certificates of this test's CA.
+    const certificates = new CertificateStore({ ca, nameAllowed: () => true });
+    ingress = await startTestIngress({ registry, certificates });
     a = await startEchoServer('a');
     b = await startEchoServer('b');
     const cert = certs.make('/CN=upstream.test', ['subjectAltName=DNS:upstream.test']);
@@ -97,7 +109,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
     for (const t of tunnels.splice(0)) registry.removeTunnel(t.id);
   });
   afterAll(async () => {
-    await runtime?.close();
+    runtime?.close();
     await ingress?.close();
     for (const u of upstreams) await u.close();
     certs.cleanup();
@@ -108,13 +120,9 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
   });
 
   it("applies this process's edge writes at once, without waiting for a periodic reload", async () => {
-    const quiet = new EdgeRuntime({
-      repos,
-      registry,
-      certificates: { certificateFor: () => Promise.reject(new Error('unused')) },
-      bindHost: '127.0.0.1',
-      syncIntervalMs: 3_600_000,
-    });
+    // A registry of its own: two route sources for the same edges would take turns in one.
+    const own = new TunnelRegistry();
+    const quiet = new EdgeRoutes({ repos, registry: own, syncIntervalMs: 3_600_000 });
     await quiet.start();
     try {
       const name = `now-${kind}.example.com`;
@@ -122,12 +130,16 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
       const edge = await repos.edges.create('tls', {
         hostports: [`${name}:${TEST_STORE_SETTINGS.httpsPort}`],
       });
-      await until(() => quiet.servesName(name), 1000);
-      expect(quiet.servesName(`www.${name}`)).toBe(false);
+      await until(() => own.byHost(name)?.edge?.id === edge.id, 1000);
+      expect(own.byHost(name)).toMatchObject({
+        proto: 'tls',
+        url: `tls://${name}:${TEST_STORE_SETTINGS.httpsPort}`,
+      });
+      expect(own.byHost(`www.${name}`)).toBeUndefined();
       await repos.edges.delete('tls', edge.id);
-      await until(() => !quiet.servesName(name), 1000);
+      await until(() => own.byHost(name) === undefined, 1000);
     } finally {
-      await quiet.close();
+      quiet.close();
     }
   });
 
@@ -139,18 +151,16 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
       hostports: [first],
       backend: { backend_id: backend.id },
     });
-    await until(() => runtime.tcpPorts.includes(portOf(first)));
-    await runtime.listening(portOf(first));
+    await listening(first);
     expect(await served(portOf(first))).toBe('a:ping');
 
     await repos.edges.update('tcp', edge.id, { hostports: [second] });
-    await until(() => runtime.tcpPorts.includes(portOf(second)));
-    await runtime.listening(portOf(second));
+    await listening(second);
     expect(await served(portOf(second))).toBe('a:ping');
     expect((await tcpExchange(portOf(first))).error).toBe('ECONNREFUSED');
 
     await repos.edges.delete('tcp', edge.id);
-    await until(() => runtime.tcpPorts.length === 0);
+    await notListening(second);
     await new Promise((resolve) => setTimeout(resolve, 20));
     expect((await tcpExchange(portOf(second))).error).toBe('ECONNREFUSED');
   });
@@ -162,8 +172,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
     const tb = online({ edge: 'rr' }, () => b);
     const other = online({ edge: 'other' }, () => a);
     await repos.edges.create('tcp', { hostports: [addr], backend: { backend_id: backend.id } });
-    await until(() => runtime.tcpPorts.includes(portOf(addr)));
-    await runtime.listening(portOf(addr));
+    await listening(addr);
 
     const answers = [];
     for (let i = 0; i < 4; i++) answers.push(await served(portOf(addr)));
@@ -196,8 +205,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
       backend: { backend_id: backend.id },
       ip_restriction: { ip_policy_ids: [policy.id] },
     });
-    await until(() => runtime.tcpPorts.includes(portOf(addr)));
-    await runtime.listening(portOf(addr));
+    await listening(addr);
     expect(await served(portOf(addr))).toBe('a:ping');
 
     // Rules are not edges: their change arrives with the next periodic reload.
@@ -236,8 +244,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
         }),
       },
     });
-    await until(() => runtime.tcpPorts.includes(portOf(addr)));
-    await runtime.listening(portOf(addr));
+    await listening(addr);
     expect((await tcpExchange(portOf(addr))).served).toBe(false);
     expect(tunnel.connects).toEqual([]);
     expect(events.eventsFor(edge.id)[0]).toMatchObject({
@@ -266,11 +273,10 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
         hostports: [addr],
         backend: { backend_id: backend.id },
       });
-      await until(() => runtime.tcpPorts.includes(portOf(addr)), 3000);
-      await runtime.listening(portOf(addr));
+      await listening(addr);
       expect(await served(portOf(addr))).toBe('b:ping');
       await otherRepos.edges.delete('tcp', edge.id);
-      await until(() => !runtime.tcpPorts.includes(portOf(addr)), 3000);
+      await notListening(addr);
     } finally {
       await other.close();
     }
@@ -288,8 +294,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
       hostports: [addr],
       backend: { backend_id: failover.id },
     });
-    await until(() => runtime.tcpPorts.includes(portOf(addr)));
-    await runtime.listening(portOf(addr));
+    await listening(addr);
     expect(await served(portOf(addr))).toBe('b:ping');
 
     // random() is pinned to 0: the first member with weight > 0 wins; weight 0 never does.
@@ -310,6 +315,119 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
     await repos.edges.setModule('tcp', edge.id, 'backend', { backend_id: overTls.id });
     await runtime.sync();
     expect(await served(portOf(addr))).toBe('tls-upstream:ping');
+  });
+
+  it("shares one name and port space with agents' endpoints: first holder keeps it", async () => {
+    const addr = await reserveAddr();
+    const backend = await repos.backends.tunnelGroups.create({ labels: { edge: 'space' } });
+    online({ edge: 'space' }, () => a);
+    // An agent's TCP endpoint holds the port first: the edge waits for it, and says so.
+    const agent = fakeTunnel({ proto: 'tcp', port: portOf(addr), upstreamPort: b.port });
+    registry.addTunnel(agent);
+    try {
+      await ingress.ingress.tcp.listening(portOf(addr));
+      const edge = await repos.edges.create('tcp', {
+        hostports: [addr],
+        backend: { backend_id: backend.id },
+      });
+      await runtime.sync();
+      expect(await served(portOf(addr))).toBe('b:ping');
+      expect(registry.byPort(portOf(addr))).toBe(agent);
+
+      // Once the agent goes, the next reload routes the port to the edge, with no new listener.
+      registry.removeTunnel(agent.id);
+      await runtime.sync();
+      expect(registry.byPort(portOf(addr))?.edge).toEqual({ id: edge.id, type: 'tcp' });
+      await listening(addr);
+      expect(await served(portOf(addr))).toBe('a:ping');
+
+      // Now the edge holds it: an agent asking for the port is refused.
+      const late = fakeTunnel({ proto: 'tcp', port: portOf(addr), upstreamPort: b.port });
+      expect(() => registry.addTunnel(late)).toThrow(TunnelConflictError);
+      expect(() => registry.addTunnel(late)).toThrow(`of TCP edge ${edge.id}`);
+      await repos.edges.delete('tcp', edge.id);
+    } finally {
+      if (registry.tunnel(agent.id)) registry.removeTunnel(agent.id);
+    }
+  });
+
+  it('meters an edge hostport like an endpoint, under its URL', async () => {
+    const addr = await reserveAddr();
+    const backend = await repos.backends.tunnelGroups.create({ labels: { edge: 'meter' } });
+    online({ edge: 'meter' }, () => a);
+    const edge = await repos.edges.create('tcp', {
+      hostports: [addr],
+      backend: { backend_id: backend.id },
+    });
+    await listening(addr);
+    const endpoint = `tcp://${addr}`;
+    const before = metricValue(ingress.metrics, 'burrow_connections_total', { endpoint });
+    expect(await served(portOf(addr))).toBe('a:ping');
+    expect(await served(portOf(addr))).toBe('a:ping');
+    expect(metricValue(ingress.metrics, 'burrow_connections_total', { endpoint })).toBe(before + 2);
+    await repos.edges.delete('tcp', edge.id);
+  });
+
+  it("runs every on_tcp_connect action an endpoint's policy can: forward-internal from an edge", async () => {
+    const addr = await reserveAddr();
+    const internal = {
+      ...fakeTunnel({ proto: 'tcp', upstreamPort: b.port }),
+      port: undefined,
+      internal: `db-${kind}.internal:5432`,
+    };
+    registry.addTunnel(internal);
+    try {
+      // No backend at all: the policy alone decides where the connection goes.
+      const edge = await repos.edges.create('tcp', {
+        hostports: [addr],
+        traffic_policy: {
+          value: JSON.stringify({
+            on_tcp_connect: [
+              {
+                actions: [
+                  { type: 'forward-internal', config: { url: `tcp://${internal.internal}` } },
+                ],
+              },
+            ],
+          }),
+        },
+      });
+      await listening(addr);
+      expect(await served(portOf(addr))).toBe('b:ping');
+      expect(internal.connects).toHaveLength(1);
+
+      // The internal endpoint gone: on_error continue falls back to the backend, of which there
+      // is none, so the connection is closed, never left hanging.
+      registry.removeTunnel(internal.id);
+      const refused = await tcpExchange(portOf(addr));
+      expect(refused.served).toBe(false);
+      await repos.edges.delete('tcp', edge.id);
+    } finally {
+      if (registry.tunnel(internal.id)) registry.removeTunnel(internal.id);
+    }
+  });
+
+  it('refuses every connection of an edge whose stored policy cannot run, never lets it through', async () => {
+    const addr = await reserveAddr();
+    const backend = await repos.backends.tunnelGroups.create({ labels: { edge: 'broken' } });
+    const tunnel = online({ edge: 'broken' }, () => a);
+    const edge = await repos.edges.create('tcp', {
+      hostports: [addr],
+      backend: { backend_id: backend.id },
+    });
+    // What an older version might have stored: the API would refuse this text at save time.
+    const unknownAction = 'on_tcp_connect: [{actions: [{type: no-such-action}]}]';
+    await store.db
+      .updateTable('edges')
+      .set({ traffic_policy: JSON.stringify({ enabled: true, value: unknownAction }) })
+      .where('id', '=', edge.id)
+      .execute();
+    await runtime.sync();
+    await listening(addr);
+    expect(registry.byPort(portOf(addr))?.refusal).toMatch(/cannot run/);
+    expect((await tcpExchange(portOf(addr))).served).toBe(false);
+    expect(tunnel.connects).toEqual([]);
+    await repos.edges.delete('tcp', edge.id);
   });
 
   describe('TLS edges on the HTTPS port', () => {
@@ -338,7 +456,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
         edgeType: '2',
         passthroughTls: true,
       });
-      expect(runtime.servesName(name)).toBe(true);
+      expect(registry.byHost(name)?.edge).toEqual({ id: edgeId, type: 'tls' });
     });
 
     it('refuses a client ip_restriction does not allow, before any handshake', async () => {
