@@ -1,4 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import http from 'node:http';
 import type ngrok from '@ngrok/ngrok';
@@ -18,6 +19,7 @@ import {
   startEdgeServer,
   hostGet,
 } from './support/edge-listeners.js';
+import { freePortRange } from './support/port-range.js';
 import { runBurrow, startBurrowServer, type BurrowServer } from './support/server-process.js';
 import { websocketExchange, websocketUpgrade } from './support/websocket.js';
 
@@ -41,6 +43,11 @@ const until = async (check: () => Promise<boolean>, ms = 10_000): Promise<void> 
   }
 };
 
+/** How many ports this file's server has for reserved addresses, and where it looks for them. */
+const TCP_PORTS = 4;
+/** Below the default 20000-20999 and edges-live's 21000-31999, which other files' servers use. */
+const TCP_PORT_REGION = { from: 10_000, to: 20_000 };
+
 describe('cloud endpoints, internal endpoints, forward-internal and pooling (sqlite)', () => {
   let db: TestDatabase;
   let server: BurrowServer;
@@ -49,6 +56,14 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
   let caFile: string;
   let caPem: string;
   let authtoken: string;
+  /**
+   * `--tcp-ports` of this file's server: a range of its own, probed free, instead of the default
+   * 20000-20999 that every other end-to-end server shares. Reserved addresses are handed out
+   * lowest port first, so with the default this file's reserved address would be 20000 like any
+   * other file's, and whichever server listened on 127.0.0.1:20000 first would take its clients.
+   */
+  let tcpPorts: { first: number; last: number };
+  const tcpPortArgs = (): string[] => ['--tcp-ports', `${tcpPorts.first}-${tcpPorts.last}`];
   const upstreams: LocalServer[] = [];
   const sessions: ngrok.Session[] = [];
   const children: ChildProcess[] = [];
@@ -81,7 +96,9 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
     });
 
   beforeAll(async () => {
-    ({ db, ports, server, api, caFile, caPem } = await startEdgeServer('sqlite'));
+    const first = await freePortRange(TCP_PORTS, TCP_PORT_REGION);
+    tcpPorts = { first, last: first + TCP_PORTS - 1 };
+    ({ db, ports, server, api, caFile, caPem } = await startEdgeServer('sqlite', tcpPortArgs()));
     authtoken = await createAuthtoken(api);
     await reserve('app.example.com');
     await reserve('down.example.com');
@@ -277,27 +294,42 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
       .remoteAddr('db.internal:5432')
       .listenAndForward(`tcp://127.0.0.1:${echo.port}`);
     expect(internal.url()).toBe('tcp://db.internal:5432');
-    const reserved = await api.post('/reserved_addrs', { description: 'db front' });
-    expect(reserved.status, reserved.text).toBe(201);
-    const hostport = reserved.body.addr as string;
-    const created = await api.post('/endpoints', {
-      url: `tcp://${hostport}`,
-      traffic_policy: JSON.stringify({
-        on_tcp_connect: [
-          { actions: [{ type: 'forward-internal', config: { url: 'tcp://db.internal:5432' } }] },
-        ],
-      }),
-    });
-    expect(created.status, created.text).toBe(201);
-    const port = Number(hostport.slice(hostport.lastIndexOf(':') + 1));
-    const roundTrip = async (): Promise<string> => {
+    // Only this test's server can echo this, whoever else listens on 127.0.0.1.
+    const payload = `ping over tcp ${randomUUID()}`;
+    const roundTrip = async (port: number): Promise<string> => {
       const client = net.connect({ port, host: '127.0.0.1', allowHalfOpen: true });
       client.on('error', () => undefined);
       await once(client, 'connect');
-      client.end('ping over tcp');
+      client.end(payload);
       return String(await readAll(client));
     };
-    await until(async () => (await roundTrip().catch(() => '')) === 'ping over tcp');
+    const cannotListen = (port: number): boolean =>
+      server.logs.some((l) => l.msg === 'tcp endpoint cannot listen' && l.port === port);
+    // The range was free when the server started; should another process take a port of it all
+    // the same, the server says it cannot listen there: reserve the next address and try that.
+    for (let attempt = 1; ; attempt++) {
+      const reserved = await api.post('/reserved_addrs', { description: 'db front' });
+      expect(reserved.status, reserved.text).toBe(201);
+      const hostport = reserved.body.addr as string;
+      const port = Number(hostport.slice(hostport.lastIndexOf(':') + 1));
+      expect(port).toBeGreaterThanOrEqual(tcpPorts.first);
+      expect(port).toBeLessThanOrEqual(tcpPorts.last);
+      const created = await api.post('/endpoints', {
+        url: `tcp://${hostport}`,
+        traffic_policy: JSON.stringify({
+          on_tcp_connect: [
+            { actions: [{ type: 'forward-internal', config: { url: 'tcp://db.internal:5432' } }] },
+          ],
+        }),
+      });
+      expect(created.status, created.text).toBe(201);
+      await until(
+        async () => cannotListen(port) || (await roundTrip(port).catch(() => '')) === payload,
+      );
+      if (!cannotListen(port)) break;
+      expect(port, `127.0.0.1:${port} was taken by another process`).toBeLessThan(tcpPorts.last);
+      expect((await api.delete(`/endpoints/${created.body.id}`)).status).toBe(204);
+    }
   });
 
   it('pools two agents on one URL round robin; a killed one leaves the pool at once', async () => {
@@ -468,7 +500,7 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
 
   it('keeps cloud endpoints across a restart and deletes them', async () => {
     await server.stop(20_000);
-    server = await startBurrowServer(db, { args: edgeServerArgs(ports) });
+    server = await startBurrowServer(db, { args: [...edgeServerArgs(ports), ...tcpPortArgs()] });
     api = new CurlApi(server.url, api.key);
     await until(
       async () =>

@@ -327,10 +327,11 @@ export class FrameParser {
 }
 
 /**
- * Decode a buffer holding whole frames (DATA payloads gathered per frame).
+ * Decode a buffer holding whole frames (DATA payloads gathered per frame), or buffers that hold
+ * them together, pushed to one parser in turn (a frame may straddle two).
  * @example decodeFrames(encodeWndInc(5, 1024)) // [{ type: 'wndinc', streamId: 5, increment: 1024 }]
  */
-export function decodeFrames(buf: Buffer): Frame[] {
+export function decodeFrames(buf: Buffer | readonly Buffer[]): Frame[] {
   const frames: Frame[] = [];
   let parts: Buffer[] = [];
   const parser = new FrameParser({
@@ -345,6 +346,6 @@ export function decodeFrames(buf: Buffer): Frame[] {
     goAway: (lastStreamId, code, message) =>
       frames.push({ type: 'goaway', lastStreamId, code, message }),
   });
-  parser.push(buf);
+  for (const chunk of Buffer.isBuffer(buf) ? [buf] : buf) parser.push(chunk);
   return frames;
 }

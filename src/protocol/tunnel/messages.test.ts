@@ -1,3 +1,5 @@
+import { PassThrough } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { captured, readAll, sessionPair, socketPair, until } from '../../../test/support/mux.js';
 import { FrameFlag, decodeFrames, encodeData } from '../muxado/frame.js';
@@ -6,9 +8,10 @@ import {
   MAX_PROXY_HEADER,
   encodeProxyHeader,
   openProxyStream,
+  parseProxyHeader,
   readProxyHeader,
 } from './proxy-header.js';
-import { readExactly } from './reader.js';
+import { readExactly, readPrefix } from './reader.js';
 import { RpcError, call, notify, readMessage, rpcErrorText, writeReply } from './rpc.js';
 import { MuxSession } from '../muxado/session.js';
 import type { MuxStream } from '../muxado/stream.js';
@@ -22,6 +25,25 @@ async function typedPair() {
   const { client, server } = await sessionPair();
   sessions.push(client, server);
   return { client, server, agent: new TypedSession(client), edge: new TypedSession(server) };
+}
+
+/** Write `bytes` one at a time, each on a later turn of the event loop. */
+async function trickle(stream: PassThrough, bytes: Buffer): Promise<void> {
+  for (const byte of bytes) {
+    stream.write(Buffer.from([byte]));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+function lengthOnly(length: bigint): Buffer {
+  const bytes = Buffer.alloc(8);
+  bytes.writeBigInt64LE(length);
+  return bytes;
+}
+
+/** The stream's listeners once a read has settled: none of the read's own may be left. */
+function readListeners(stream: PassThrough): number[] {
+  return ['readable', 'end', 'error', 'close'].map((event) => stream.listenerCount(event));
 }
 
 describe('decodeMessage', () => {
@@ -153,6 +175,115 @@ describe('ProxyHeader', () => {
     stream.write(length);
     await expect(readProxyHeader(await server.accept())).rejects.toThrow(RangeError);
   });
+
+  describe('readProxyHeader', () => {
+    it('gathers a header that arrives a byte at a time, and leaves the payload', async () => {
+      const stream = new PassThrough();
+      const read = readProxyHeader(stream, 5000);
+      await trickle(stream, Buffer.concat([encodeProxyHeader(header), Buffer.from('GET /')]));
+      expect(await read).toEqual(header);
+      expect(String(stream.read())).toBe('GET /');
+      expect(readListeners(stream)).toEqual([0, 0, 0, 0]);
+    });
+
+    it('takes the header off a chunk that carries payload too, and puts the rest back paused', async () => {
+      const stream = new PassThrough();
+      const payload = Buffer.from('GET / HTTP/1.1\r\n\r\n');
+      stream.write(Buffer.concat([encodeProxyHeader(header), payload]));
+      expect(await readProxyHeader(stream)).toEqual(header);
+      await sleep(10);
+      // Nothing flowed off on its own: the payload waits for whoever reads or pipes next.
+      expect(stream.readableFlowing).not.toBe(true);
+      expect(stream.readableLength).toBe(payload.length);
+      expect(stream.read()).toEqual(payload);
+    });
+
+    it('reads a header whose length and JSON come in separate chunks, payload behind it', async () => {
+      const stream = new PassThrough();
+      const bytes = encodeProxyHeader(header);
+      const read = readProxyHeader(stream);
+      stream.write(bytes.subarray(0, 3));
+      await sleep(1);
+      stream.write(bytes.subarray(3, 20));
+      await sleep(1);
+      stream.write(Buffer.concat([bytes.subarray(20), Buffer.from([0, 1, 2])]));
+      expect(await read).toEqual(header);
+      expect(stream.read()).toEqual(Buffer.from([0, 1, 2]));
+    });
+
+    it('refuses a length over MAX_PROXY_HEADER as soon as the length is in, without its body', async () => {
+      const stream = new PassThrough();
+      const read = readProxyHeader(stream, 5000);
+      stream.write(lengthOnly(BigInt(MAX_PROXY_HEADER + 1)));
+      await expect(read).rejects.toThrow(RangeError);
+      expect(readListeners(stream)).toEqual([0, 0, 0, 0]);
+      const negative = new PassThrough();
+      negative.write(lengthOnly(-1n));
+      await expect(readProxyHeader(negative)).rejects.toThrow(/out of range/);
+    });
+
+    it('accepts a header of exactly MAX_PROXY_HEADER bytes', async () => {
+      const big = { ...header, ClientAddr: '' };
+      const padding = MAX_PROXY_HEADER - JSON.stringify(big).length;
+      big.ClientAddr = 'x'.repeat(padding);
+      const bytes = encodeProxyHeader(big);
+      expect(bytes.length).toBe(8 + MAX_PROXY_HEADER);
+      const stream = new PassThrough();
+      const read = readProxyHeader(stream);
+      for (let at = 0; at < bytes.length; at += 1000) stream.write(bytes.subarray(at, at + 1000));
+      expect(await read).toEqual(big);
+    });
+
+    it('times out a header that does not come whole, and lets go of the stream', async () => {
+      const stream = new PassThrough();
+      const read = readProxyHeader(stream, 50);
+      stream.write(encodeProxyHeader(header).subarray(0, 12));
+      await expect(read).rejects.toThrow(/timed out waiting for the ProxyHeader/);
+      expect(readListeners(stream)).toEqual([0, 0, 0, 0]);
+    });
+
+    it('bounds the whole header by one timeout, not the length and the JSON each', async () => {
+      const stream = new PassThrough();
+      const bytes = encodeProxyHeader(header);
+      const read = readProxyHeader(stream, 150);
+      const failed = read.then(
+        () => 'read',
+        (err: Error) => err.message,
+      );
+      await sleep(100);
+      stream.write(bytes.subarray(0, 8));
+      await sleep(100);
+      stream.write(bytes.subarray(8));
+      expect(await failed).toMatch(/timed out/);
+    });
+
+    it('fails when the stream ends inside the header', async () => {
+      const stream = new PassThrough();
+      const read = readProxyHeader(stream, 5000);
+      stream.end(encodeProxyHeader(header).subarray(0, 20));
+      await expect(read).rejects.toThrow(/ended before the ProxyHeader/);
+    });
+
+    it('refuses a header that is not JSON', async () => {
+      const stream = new PassThrough();
+      stream.write(Buffer.concat([lengthOnly(3n), Buffer.from('{x}')]));
+      await expect(readProxyHeader(stream)).rejects.toThrow(SyntaxError);
+    });
+  });
+
+  describe('parseProxyHeader', () => {
+    it('asks for the length, then for the whole JSON, then says what it used', () => {
+      const bytes = encodeProxyHeader(header);
+      expect(parseProxyHeader(Buffer.alloc(0))).toEqual({ need: 8 });
+      expect(parseProxyHeader(bytes.subarray(0, 7))).toEqual({ need: 8 });
+      expect(parseProxyHeader(bytes.subarray(0, 8))).toEqual({ need: bytes.length });
+      expect(parseProxyHeader(bytes.subarray(0, -1))).toEqual({ need: bytes.length });
+      expect(parseProxyHeader(Buffer.concat([bytes, Buffer.from('rest')]))).toEqual({
+        value: header,
+        used: bytes.length,
+      });
+    });
+  });
 });
 
 describe('RPC', () => {
@@ -270,5 +401,29 @@ describe('RPC', () => {
     stream.end('cdef');
     expect(String(await got)).toBe('abcd');
     expect(String(await readAll(accepted))).toBe('ef');
+  });
+});
+
+describe('readPrefix', () => {
+  it('calls the parser again only once the bytes it asked for are in', async () => {
+    const stream = new PassThrough();
+    const seen: number[] = [];
+    const read = readPrefix(stream, 'a 4-byte prefix', (head) => {
+      seen.push(head.length);
+      return head.length < 4 ? { need: 4 } : { value: head.readUInt32BE(0), used: 4 };
+    });
+    await trickle(stream, Buffer.from([0, 0, 1, 2, 9]));
+    expect(await read).toBe(258);
+    expect(seen).toEqual([1, 4]);
+    expect(stream.read()).toEqual(Buffer.from([9]));
+  });
+
+  it('does not spin on a parser that asks for no more than it has', async () => {
+    const stream = new PassThrough();
+    const read = readPrefix(stream, 'a prefix', (head) =>
+      head.length < 3 ? { need: 0 } : { value: head.length, used: head.length },
+    );
+    await trickle(stream, Buffer.from([1, 2, 3]));
+    expect(await read).toBe(3);
   });
 });

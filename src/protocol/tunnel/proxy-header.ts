@@ -4,7 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import { decodeMessage, StreamType, type ProxyHeader } from './messages.js';
-import { readExactly } from './reader.js';
+import { readPrefix, type PrefixParse } from './reader.js';
 import type { MuxSession } from '../muxado/session.js';
 import type { MuxStream } from '../muxado/stream.js';
 import { openTypedStream } from './typed.js';
@@ -34,15 +34,28 @@ export function openProxyStream(session: MuxSession, header: ProxyHeader): MuxSt
 }
 
 /**
- * Read the ProxyHeader of a proxy stream whose type has been read; the connection's bytes stay
- * in the stream.
- * @example const header = await readProxyHeader(stream);
+ * Parse the length and JSON of a ProxyHeader at the start of `head`: the header and the bytes it
+ * took, or how many bytes it needs in all. Throws RangeError for a length over MAX_PROXY_HEADER.
+ * @example parseProxyHeader(encodeProxyHeader(header)) // { value: header, used: 8 + json length }
  */
-export async function readProxyHeader(stream: Readable, timeoutMs?: number): Promise<ProxyHeader> {
-  const length = (await readExactly(stream, 8, timeoutMs)).readBigInt64LE(0);
+export function parseProxyHeader(head: Buffer): PrefixParse<ProxyHeader> {
+  if (head.length < 8) return { need: 8 };
+  const length = head.readBigInt64LE(0);
   if (length < 0n || length > BigInt(MAX_PROXY_HEADER)) {
     throw new RangeError(`ProxyHeader length ${length} out of range`);
   }
-  const body = await readExactly(stream, Number(length), timeoutMs);
-  return decodeMessage('ProxyHeader', JSON.parse(body.toString('utf8')) as unknown);
+  const used = 8 + Number(length);
+  if (head.length < used) return { need: used };
+  const json = JSON.parse(head.toString('utf8', 8, used)) as unknown;
+  return { value: decodeMessage('ProxyHeader', json), used };
+}
+
+/**
+ * Read the ProxyHeader of a proxy stream whose type has been read, in one step: it waits until
+ * the length and the whole JSON are buffered; the connection's bytes stay in the stream, which is
+ * left paused.
+ * @example const header = await readProxyHeader(stream);
+ */
+export function readProxyHeader(stream: Readable, timeoutMs?: number): Promise<ProxyHeader> {
+  return readPrefix(stream, 'the ProxyHeader', parseProxyHeader, timeoutMs);
 }

@@ -79,6 +79,75 @@ export function readExactly(stream: Readable, n: number, timeoutMs?: number): Pr
 }
 
 /**
+ * Gather chunks until `take` has its value: it sees each chunk once, returns undefined while it
+ * needs more, then the value and the bytes of that chunk it did not use, which go back with
+ * unshift().
+ */
+function readChunks<T>(
+  stream: Readable,
+  what: string,
+  take: (chunk: Buffer) => { value: T; rest: Buffer } | undefined,
+  timeoutMs?: number,
+): Promise<T> {
+  return readWith(
+    stream,
+    what,
+    (finish) => {
+      let chunk: Buffer | null;
+      while ((chunk = stream.read() as Buffer | null) !== null) {
+        const taken = take(chunk);
+        if (!taken) continue;
+        if (taken.rest.length > 0) stream.unshift(taken.rest);
+        finish(taken.value);
+        return;
+      }
+    },
+    timeoutMs,
+  );
+}
+
+/**
+ * What a prefix parser makes of the bytes buffered so far: the value and how many bytes it took,
+ * or how many bytes it needs in all before it can tell (more than it was given).
+ */
+export type PrefixParse<T> = { value: T; used: number } | { need: number };
+
+/**
+ * Read a prefix whose length the bytes themselves tell (a length field, then a body) in one step:
+ * chunks are gathered until `parse`, given all of them as one buffer, has what it needs; the
+ * bytes after what it used go back with unshift(). `parse` may throw to refuse the prefix (a
+ * length out of range), and is called again only once the bytes it asked for have come.
+ * @example const n = await readPrefix(stream, 'a length', (b) => (b.length < 4 ? { need: 4 } : { value: b.readUInt32BE(0), used: 4 }));
+ */
+export function readPrefix<T>(
+  stream: Readable,
+  what: string,
+  parse: (head: Buffer) => PrefixParse<T>,
+  timeoutMs?: number,
+): Promise<T> {
+  const parts: Buffer[] = [];
+  let buffered = 0;
+  let need = 1;
+  return readChunks(
+    stream,
+    what,
+    (chunk) => {
+      parts.push(chunk);
+      buffered += chunk.length;
+      if (buffered < need) return undefined;
+      const head = parts.length === 1 ? parts[0]! : Buffer.concat(parts, buffered);
+      parts.splice(0, parts.length, head);
+      const parsed = parse(head);
+      if ('used' in parsed) return { value: parsed.value, rest: head.subarray(parsed.used) };
+      // A parser that asks for no more than it has would be asked again for nothing.
+      need = Math.max(parsed.need, buffered + 1);
+      return undefined;
+    },
+    timeoutMs,
+  );
+}
+
+/**
  * Read one JSON object from the stream without waiting for EOF, and parse it.
  * @example const request = await readJsonObject(stream);
  */
@@ -88,23 +157,18 @@ export function readJsonObject(
 ): Promise<unknown> {
   const scanner = new JsonObjectScanner(options.maxBytes);
   const parts: Buffer[] = [];
-  return readWith(
+  return readChunks(
     stream,
     'a JSON object',
-    (finish) => {
-      let chunk: Buffer | null;
-      while ((chunk = stream.read() as Buffer | null) !== null) {
-        const end = scanner.push(chunk);
-        if (end < 0) {
-          parts.push(chunk);
-          continue;
-        }
-        parts.push(chunk.subarray(0, end));
-        if (end < chunk.length) stream.unshift(chunk.subarray(end));
-        const text = (parts.length === 1 ? parts[0]! : Buffer.concat(parts)).toString('utf8');
-        finish(JSON.parse(text) as unknown);
-        return;
+    (chunk) => {
+      const end = scanner.push(chunk);
+      if (end < 0) {
+        parts.push(chunk);
+        return undefined;
       }
+      parts.push(chunk.subarray(0, end));
+      const text = (parts.length === 1 ? parts[0]! : Buffer.concat(parts)).toString('utf8');
+      return { value: JSON.parse(text) as unknown, rest: chunk.subarray(end) };
     },
     options.timeoutMs,
   );
