@@ -76,33 +76,23 @@ export class Metric<S extends CounterSeries = Series> {
     private readonly make: () => S,
   ) {
     const all = this.series;
-    const registers = [registry];
-    if (type === 'counter') {
-      new Counter({
-        name,
-        help,
-        labelNames,
-        registers,
-        collect(this: Counter<string>) {
-          this.reset();
-          for (const { labels, series } of all.values()) {
-            // A counter cannot go down; a bad value must not fail the whole scrape.
-            if (series.value >= 0 && series.value < Infinity) this.inc(labels, series.value);
-          }
-        },
-      });
-    } else {
-      new Gauge({
-        name,
-        help,
-        labelNames,
-        registers,
-        collect(this: Gauge<string>) {
-          this.reset();
-          for (const { labels, series } of all.values()) this.set(labels, series.value);
-        },
-      });
-    }
+    // One collector for both kinds: it copies the series' values in when scraped.
+    const config = {
+      name,
+      help,
+      labelNames,
+      registers: [registry],
+      collect(this: Counter<string> | Gauge<string>) {
+        this.reset();
+        for (const { labels, series } of all.values()) {
+          if (this instanceof Gauge) this.set(labels, series.value);
+          // A counter cannot go down; a bad value must not fail the whole scrape.
+          else if (series.value >= 0 && series.value < Infinity) this.inc(labels, series.value);
+        }
+      },
+    };
+    if (type === 'counter') new Counter(config);
+    else new Gauge(config);
   }
 
   /** The series for `labels`, created at zero; hold on to it on hot paths. */

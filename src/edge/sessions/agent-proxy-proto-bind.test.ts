@@ -1,63 +1,31 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  StreamType,
-  call,
-  readProxyHeader,
-  type BindOpts,
-  type MuxStream,
-} from '../../protocol/index.js';
+import { describe, expect, it } from 'vitest';
+import { StreamType, readProxyHeader, type MuxStream } from '../../protocol/index.js';
 import { parseProxyProtocol, PROXY_V2_SIGNATURE } from '../../protocol/proxy-protocol.js';
-import {
-  connectTestAgent,
-  startTestAgentEdge,
-  type TestAgent,
-  type TestAgentEdge,
-} from '../../../test/support/agent-edge.js';
+import type { TestAgent } from '../../../test/support/agent-edge.js';
+import { bindOptsEdge, clusterStandIn } from '../../../test/support/bind-opts-edge.js';
 import { readAll } from '../../../test/support/mux.js';
-import { RemoteTunnel, tunnelRow } from '../cluster/online-rows.js';
 
 /**
  * Opts.ProxyProto: the edge writes a PROXY protocol header first on every stream of the tunnel.
  * (Not agent-proxy-protocol.test.ts: that is the agent listener reading headers from a balancer.)
  */
 describe('binds with ProxyProto', () => {
-  let edge: TestAgentEdge;
-  let token: string;
-  const agents: TestAgent[] = [];
-
-  beforeAll(async () => {
-    edge = await startTestAgentEdge('sqlite');
-    token = await edge.token();
-  });
-  afterEach(() => {
-    for (const a of agents.splice(0)) a.close();
-  });
-  afterAll(async () => edge.close());
+  const t = bindOptsEdge('localhost:3000');
 
   /** An agent whose proxy streams answer with all they received, the ProxyHeader aside. */
   async function echoAgent(): Promise<TestAgent> {
-    const agent = await connectTestAgent(edge);
-    agents.push(agent);
-    await agent.auth({ AuthToken: token });
+    const agent = await t.agent();
     agent.typed.on('stream', (stream: MuxStream, type: number) => {
       if (type !== StreamType.Proxy) return;
       void readProxyHeader(stream).then(() => stream.pipe(stream));
     });
     return agent;
   }
-  const bind = (agent: TestAgent, proto: string, opts: BindOpts) =>
-    call(agent.mux, StreamType.Bind, {
-      Id: '',
-      Proto: proto,
-      ForwardsTo: 'localhost:3000',
-      Opts: opts,
-      Extra: {},
-    });
 
   it('ProxyProto 2: the stream starts with a v2 header naming the client, then the bytes', async () => {
     const agent = await echoAgent();
-    const b = await bind(agent, 'tcp', { ProxyProto: 2 });
-    const tunnel = edge.registry.byPort(Number(new URL(b.URL).port))!;
+    const b = await t.bind(agent, 'tcp', { ProxyProto: 2 });
+    const tunnel = t.edge.registry.byPort(Number(new URL(b.URL).port))!;
     expect(tunnel.proxyProto).toBe(2);
     const conn = await tunnel.connect({
       clientAddr: '203.0.113.7:4567',
@@ -83,18 +51,17 @@ describe('binds with ProxyProto', () => {
 
   it("keeps ProxyProto in the cluster's tunnel row: stand-ins know it (their HTTP stream pools)", async () => {
     const agent = await echoAgent();
-    const b = await bind(agent, 'tcp', { ProxyProto: 1 });
-    const tunnel = edge.registry.byPort(Number(new URL(b.URL).port))!;
-    const row = tunnelRow(tunnel, 'node-a', 'cr_x', undefined);
+    const b = await t.bind(agent, 'tcp', { ProxyProto: 1 });
+    const tunnel = t.edge.registry.byPort(Number(new URL(b.URL).port))!;
+    const { row, standIn } = clusterStandIn(tunnel);
     expect(row.data.proxyProto).toBe(1);
-    const standIn = new RemoteTunnel(row, () => Promise.reject(new Error('not here')));
     expect(standIn.proxyProto).toBe(1);
   });
 
   it("ProxyProto '1' on https: a v1 line; without serverAddr the destination is unspecified", async () => {
     const agent = await echoAgent();
-    const b = await bind(agent, 'https', { ProxyProto: '1' as unknown as number });
-    const tunnel = edge.registry.byHost(new URL(b.URL).hostname)!;
+    const b = await t.bind(agent, 'https', { ProxyProto: '1' as unknown as number });
+    const tunnel = t.edge.registry.byHost(new URL(b.URL).hostname)!;
     expect(tunnel.proxyProto).toBe(1);
     const conn = await tunnel.connect({
       clientAddr: '[2001:db8::7]:4000',
@@ -110,8 +77,8 @@ describe('binds with ProxyProto', () => {
 
   it('without ProxyProto (0): no header', async () => {
     const agent = await echoAgent();
-    const b = await bind(agent, 'tcp', { ProxyProto: 0 });
-    const tunnel = edge.registry.byPort(Number(new URL(b.URL).port))!;
+    const b = await t.bind(agent, 'tcp', { ProxyProto: 0 });
+    const tunnel = t.edge.registry.byPort(Number(new URL(b.URL).port))!;
     expect(tunnel.proxyProto).toBeUndefined();
     const conn = await tunnel.connect({
       clientAddr: '203.0.113.7:4567',

@@ -16,6 +16,22 @@ import { withPolicy } from '../../../../test/support/policy.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** GET `path` from the ingress on a fresh connection; the body as bytes (it may be gzipped). */
+function bytesRequest(
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ body: Buffer; headers: IncomingMessage['headers'] }> {
+  return new Promise((resolve, reject) => {
+    request({ port: t.httpPort, host: '127.0.0.1', path, headers, agent: false }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ body: Buffer.concat(chunks), headers: res.headers }));
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
 let t: TestIngress;
 let upstream: LocalServer;
 let n = 0;
@@ -145,20 +161,7 @@ describe('response-body-find-replace', () => {
 
   it('leaves compressed and binary bodies alone, Content-Length and all', async () => {
     const host = policied(RESPONSE_POLICY);
-    const gz = await new Promise<{ body: Buffer; headers: IncomingMessage['headers'] }>(
-      (resolve, reject) => {
-        request(
-          { port: t.httpPort, host: '127.0.0.1', path: '/gzip', headers: { host }, agent: false },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('end', () => resolve({ body: Buffer.concat(chunks), headers: res.headers }));
-          },
-        )
-          .on('error', reject)
-          .end();
-      },
-    );
+    const gz = await bytesRequest('/gzip', { host });
     expect(gz.body.equals(GZIPPED)).toBe(true);
     expect(gz.headers['content-length']).toBe(String(GZIPPED.length));
     const binary = await httpRequest(t.httpPort, { host, path: '/binary' });
@@ -174,26 +177,7 @@ on_http_response:
       - type: response-body-find-replace
         config: {replacements: [{from: internal, to: public}]}
 `);
-    const res = await new Promise<{ body: Buffer; headers: IncomingMessage['headers'] }>(
-      (resolve, reject) => {
-        request(
-          {
-            port: t.httpPort,
-            host: '127.0.0.1',
-            path: '/length',
-            headers: { host, 'accept-encoding': 'gzip' },
-            agent: false,
-          },
-          (r) => {
-            const chunks: Buffer[] = [];
-            r.on('data', (c: Buffer) => chunks.push(c));
-            r.on('end', () => resolve({ body: Buffer.concat(chunks), headers: r.headers }));
-          },
-        )
-          .on('error', reject)
-          .end();
-      },
-    );
+    const res = await bytesRequest('/length', { host, 'accept-encoding': 'gzip' });
     expect(res.headers['content-encoding']).toBe('gzip');
     expect(JSON.parse(gunzipSync(res.body).toString())).toEqual({
       host: 'public.corp',

@@ -8,8 +8,31 @@ import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
 import type { PublicConnections } from './http-connections.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import type { ExchangeTap } from './exchange.js';
-import { HttpConnection, type HttpRelayContext } from './http-connection.js';
+import { HttpConnection } from './http-connection.js';
+import type { RequestHead } from './request-head.js';
 import { StreamPool } from './stream-pool.js';
+
+/** What every connection of one listener shares. */
+export interface HttpRelayContext {
+  meters: EndpointMeters;
+  connections: PublicConnections;
+  pool: StreamPool;
+  maxHeaderBytes: number;
+  headersTimeoutMs: number;
+  keepAliveTimeoutMs: number;
+  connectTimeoutMs: number | undefined;
+  tap: ExchangeTap | undefined;
+  /** The tunnel (a pool member, picked) this relay carries the request to, or undefined. */
+  route(head: RequestHead, host: string | undefined, socket: Duplex): OnlineTunnel | undefined;
+  /** Serve the rest of the connection on the full HTTP path; `buffered` was read, not served. */
+  handOver(socket: Duplex, buffered: Buffer | undefined): void;
+  /** A client went over a limit the relay enforces. */
+  onLimit(clientIp: string, limit: string): void;
+  /** True once the ingress drains: connections close after their current response. */
+  readonly draining: boolean;
+  /** Forget a closed connection. */
+  closed(connection: HttpConnection): void;
+}
 
 export interface HttpRelayOptions {
   meters: EndpointMeters;

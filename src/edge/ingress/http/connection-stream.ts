@@ -1,0 +1,164 @@
+/**
+ * A lean relay connection's state and its hold on a tunnel stream. A public connection keeps one
+ * stream while both sides keep alive, parks it in the pool when it closes (for the next connection
+ * of the same client) and drops it when it can no longer be trusted; this is where a stream is
+ * opened, adopted, parked and dropped.
+ *
+ * It is the first layer of HttpConnection (http-connection.ts), under the response side
+ * (response-relay.ts): the layers are classes, not objects calling each other, so the connection
+ * stays one object with one shape and its calls stay plain method calls.
+ */
+import type { Duplex } from 'node:stream';
+import { clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
+import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
+import type { Exchange } from './exchange.js';
+import { httpProxyInfo, publicProto } from './http-forwarding.js';
+import type { HttpRelayContext } from './http-relay.js';
+
+export const enum Phase {
+  /** Reading a request head (or idle between requests). */
+  Head,
+  /** Waiting for a tunnel stream. */
+  Connecting,
+  /** Relaying a request body. */
+  Body,
+  /** The request is sent; waiting for the rest of the response. */
+  Waiting,
+  Closed,
+}
+
+/** `b` after `a`, copying only when there is something to put before it. */
+export function concat(a: Buffer | undefined, b: Buffer): Buffer {
+  return a === undefined || a.length === 0 ? b : Buffer.concat([a, b]);
+}
+
+export abstract class ConnectionStream {
+  protected phase = Phase.Head;
+  /** Public bytes read and not yet served (a partial head, pipelined requests). */
+  protected buffered: Buffer | undefined;
+  protected exchange: Exchange | undefined;
+  protected stream: Duplex | undefined;
+  protected streamTunnel: OnlineTunnel | undefined;
+  protected streamError: string | undefined;
+  /** The stream refused a write: reading the client waits for its 'drain' (one listener). */
+  protected streamFull = false;
+  /** The stream's tunnel went offline: the stream closes once the exchange under way ends. */
+  protected streamRetired = false;
+  protected clientEnded = false;
+  protected readonly proto: 'http' | 'https';
+  protected readonly ip: string;
+  private readonly poolKey: string;
+
+  constructor(
+    protected readonly socket: Duplex,
+    protected readonly ctx: HttpRelayContext,
+  ) {
+    this.proto = publicProto(socket);
+    this.ip = clientIp(socket as { remoteAddress?: string });
+    this.poolKey = `${this.proto} ${this.ip}`;
+  }
+
+  /** Write the request head of `exchange` into the stream, then relay its body. */
+  protected abstract send(exchange: Exchange): void;
+  /** Answer 502 for `exchange` (or break the response if it has begun) and close. */
+  protected abstract badGateway(exchange: Exchange, detail: string): void;
+  protected abstract readonly onStreamData: (chunk: Buffer) => void;
+  protected abstract readonly onStreamEnd: () => void;
+  protected abstract readonly onStreamClose: () => void;
+  protected abstract readonly onStreamError: (err: NodeJS.ErrnoException) => void;
+
+  /** A tunnel went offline: its stream closes now, or after the exchange under way. */
+  tunnelRemoved(tunnel: OnlineTunnel): void {
+    if (this.streamTunnel !== tunnel) return;
+    if (this.exchange) this.streamRetired = true;
+    else this.dropStream();
+  }
+
+  /**
+   * Send `exchange` on the stream held, when it is to the same tunnel and still open, or on an
+   * idle one of the pool; otherwise open a fresh one.
+   */
+  protected sendOnStream(exchange: Exchange): void {
+    const tunnel = exchange.tunnel;
+    const stream = this.stream;
+    if (stream && this.streamTunnel === tunnel && !stream.readableEnded && !stream.destroyed) {
+      exchange.reused = true;
+      this.send(exchange);
+      return;
+    }
+    this.parkStream();
+    // A stream of a ProxyProto tunnel began with another connection's PROXY header: never reused.
+    const pooled = tunnel.proxyProto ? undefined : this.ctx.pool.take(tunnel, this.poolKey);
+    if (pooled) {
+      exchange.reused = true;
+      this.adopt(pooled, tunnel);
+      this.send(exchange);
+      return;
+    }
+    this.connect(exchange);
+  }
+
+  /** Open a fresh stream for `exchange`, then send it. */
+  protected connect(exchange: Exchange): void {
+    this.phase = Phase.Connecting;
+    this.socket.pause();
+    const info = httpProxyInfo(this.socket, this.proto);
+    connectTunnel(exchange.tunnel, info, this.ctx.connectTimeoutMs).then(
+      (stream) => {
+        if (this.exchange !== exchange) {
+          stream.destroy();
+          return;
+        }
+        this.adopt(stream, exchange.tunnel);
+        this.send(exchange);
+      },
+      (err: NodeJS.ErrnoException) => {
+        if (this.exchange === exchange) this.badGateway(exchange, err.code ?? err.message);
+      },
+    );
+  }
+
+  private adopt(stream: Duplex, tunnel: OnlineTunnel): void {
+    this.stream = stream;
+    this.streamTunnel = tunnel;
+    this.streamError = undefined;
+    this.streamRetired = false;
+    this.streamFull = false;
+    // Kept for the stream's whole life: a stream let go of (parked, dropped) may still fail when
+    // its session does, and an 'error' without a listener would end the process.
+    if (!stream.listeners('error').includes(ignoreError)) stream.on('error', ignoreError);
+    stream.on('data', this.onStreamData);
+    stream.on('end', this.onStreamEnd);
+    stream.on('close', this.onStreamClose);
+    stream.on('error', this.onStreamError);
+    stream.resume();
+  }
+
+  private release(): Duplex | undefined {
+    const stream = this.stream;
+    if (!stream) return undefined;
+    stream.off('data', this.onStreamData);
+    stream.off('end', this.onStreamEnd);
+    stream.off('close', this.onStreamClose);
+    stream.off('error', this.onStreamError);
+    this.stream = undefined;
+    return stream;
+  }
+
+  /**
+   * Keep an idle stream for the next connection of this client; close it when it began with a
+   * PROXY protocol header (ProxyProto), which names this connection only.
+   */
+  protected parkStream(): void {
+    const tunnel = this.streamTunnel;
+    const stream = this.release();
+    if (stream && tunnel?.proxyProto) stream.destroy();
+    else if (stream && tunnel) this.ctx.pool.put(tunnel, this.poolKey, stream);
+  }
+
+  protected dropStream(): void {
+    this.release()?.destroy();
+  }
+}
+
+function ignoreError(): void {}

@@ -1,0 +1,300 @@
+/**
+ * Requests on the full HTTP path: what the lean relay hands over (a traffic policy, an error page,
+ * an ACME challenge, body capture…) is served here with Node's http server and client. A request
+ * is routed by its Host, goes through its endpoint's policy and any forward-internal, and is
+ * streamed with back-pressure through a tunnel stream of the endpoint's pool (tunnel-agent.ts).
+ * Upgrades take their own way (http-upgrades.ts).
+ */
+import { request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Logger } from '../../../core/logger.js';
+import {
+  answerAcmeChallenge,
+  type AcmeChallengeLookup,
+} from '../../certificates/acme-http-challenge.js';
+import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
+import { clientIp } from '../../registry/connect-tunnel.js';
+import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
+import { INGRESS_ERRORS, sendErrorPage } from '../error-pages.js';
+import type { PublicConnections } from './http-connections.js';
+import { carriedBody, followForward } from './http-forward-internal.js';
+import {
+  forwardRequestHeaders,
+  forwardResponseHeaders,
+  httpProxyInfo,
+  publicProto,
+  requestHasBody,
+  rewrittenHost,
+  routingHost,
+} from './http-forwarding.js';
+import type { HttpIngressOptions } from './http-ingress.js';
+import { runHttpRequestPolicy, type HttpPolicyFlow } from './http-policy.js';
+import { failRequest, writeUpstreamResponse } from './http-responses.js';
+import { lookupHttpTunnel } from './http-routing.js';
+import { TunnelAgent, type TunnelRequestArgs } from './tunnel-agent.js';
+
+export type HttpRequestsOptions = Pick<
+  HttpIngressOptions,
+  | 'registry'
+  | 'meters'
+  | 'logger'
+  | 'connectTimeoutMs'
+  | 'idleStreamMs'
+  | 'acmeChallenge'
+  | 'onLimit'
+  | 'tap'
+> & {
+  connections: PublicConnections;
+  /** Requests with more headers are refused (431). */
+  maxHeaderCount: number;
+};
+
+/**
+ * @example
+ * const requests = new HttpRequests({ registry, meters, connections, maxHeaderCount: 100 });
+ * httpServer.on('request', requests.onRequest);
+ */
+export class HttpRequests {
+  /** True once the ingress drains: connections close after their current response. */
+  draining = false;
+  private readonly registry: TunnelRegistry;
+  private readonly meters: EndpointMeters;
+  private readonly connections: PublicConnections;
+  private readonly logger: Logger | undefined;
+  private readonly connectTimeoutMs: number | undefined;
+  private readonly idleStreamMs: number | undefined;
+  private readonly acmeChallenge: AcmeChallengeLookup | undefined;
+  private readonly maxHeaderCount: number;
+  private readonly onLimit: HttpIngressOptions['onLimit'];
+  private readonly tap: HttpIngressOptions['tap'];
+  private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
+
+  constructor(options: HttpRequestsOptions) {
+    this.registry = options.registry;
+    this.meters = options.meters;
+    this.connections = options.connections;
+    this.logger = options.logger;
+    this.connectTimeoutMs = options.connectTimeoutMs;
+    this.idleStreamMs = options.idleStreamMs;
+    this.acmeChallenge = options.acmeChallenge;
+    this.maxHeaderCount = options.maxHeaderCount;
+    this.onLimit = options.onLimit;
+    this.tap = options.tap;
+  }
+
+  /** Close every tunnel stream kept. */
+  destroyAll(): void {
+    for (const agent of this.agents.values()) agent.destroy();
+    this.agents.clear();
+  }
+
+  /** A tunnel went offline: close the streams kept for it once their requests are done. */
+  tunnelRemoved(tunnel: OnlineTunnel): void {
+    const agent = this.agents.get(tunnel);
+    if (!agent) return;
+    this.agents.delete(tunnel);
+    agent.retire();
+  }
+
+  private agentFor(tunnel: OnlineTunnel): TunnelAgent {
+    let agent = this.agents.get(tunnel);
+    if (!agent) {
+      agent = new TunnelAgent(tunnel, {
+        connectTimeoutMs: this.connectTimeoutMs,
+        idleMs: this.idleStreamMs,
+      });
+      this.agents.set(tunnel, agent);
+    }
+    return agent;
+  }
+
+  /** The tunnel for `req`, or undefined after answering it with an error page. */
+  private route(req: IncomingMessage, res: ServerResponse): OnlineTunnel | undefined {
+    const host = routingHost(req.headers.host);
+    const found = lookupHttpTunnel(this.registry, host, req.socket);
+    if (!('status' in found)) return found;
+    this.meters.unrouted.request(found.status);
+    sendErrorPage(req, res, found, host ?? '');
+    return undefined;
+  }
+
+  /** The http server's 'request' and 'checkContinue' listener. */
+  readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
+    if (this.draining) res.shouldKeepAlive = false;
+    if (answerAcmeChallenge(req, res, this.acmeChallenge)) return;
+    if (req.rawHeaders.length / 2 > this.maxHeaderCount) {
+      this.meters.unrouted.request(INGRESS_ERRORS.tooManyHeaders.status);
+      this.onLimit?.(clientIp(req.socket), 'ingress_header_count');
+      res.shouldKeepAlive = false;
+      sendErrorPage(
+        req,
+        res,
+        INGRESS_ERRORS.tooManyHeaders,
+        routingHost(req.headers.host) ?? '',
+        String(this.maxHeaderCount),
+      );
+      return;
+    }
+    const tunnel = this.route(req, res);
+    if (!tunnel) return;
+    this.tap?.(req, res, tunnel);
+    this.serve(req, res, this.registry.pick(tunnel), []);
+  };
+
+  /**
+   * Serve a request at `tunnel` (a pool member already picked): its policy, then its agent, a
+   * forward-internal to the next endpoint, or for a cloud endpoint the error page. `chain` names
+   * the endpoints the request went through before this one.
+   */
+  private serve(
+    req: IncomingMessage,
+    res: ServerResponse,
+    tunnel: OnlineTunnel,
+    chain: readonly string[],
+  ): void {
+    const meter = this.meters.of(tunnel);
+    const state = this.connections.attribute(req.socket, meter);
+    res.once('close', () => {
+      // 499: the client went away before an answer (nginx's convention).
+      meter.request(res.headersSent ? res.statusCode : 499);
+      if (state) this.connections.countBytes(state);
+    });
+    const policy = tunnel.policy;
+    if (policy) {
+      runHttpRequestPolicy(req, res, policy, (flow) =>
+        this.afterPolicy(req, res, tunnel, chain, flow),
+      );
+      return;
+    }
+    this.afterPolicy(req, res, tunnel, chain, undefined);
+  }
+
+  private afterPolicy(
+    req: IncomingMessage,
+    res: ServerResponse,
+    tunnel: OnlineTunnel,
+    chain: readonly string[],
+    flow: HttpPolicyFlow | undefined,
+  ): void {
+    if (flow?.forwardInternal) {
+      const next = followForward(this.registry, req, res, tunnel, chain, flow);
+      if (next === 'answered') return;
+      if (next) {
+        this.serve(req, res, next.next, next.chain);
+        return;
+      }
+    }
+    if (tunnel.cloud) {
+      if (!req.complete) req.resume();
+      sendErrorPage(req, res, INGRESS_ERRORS.cloudUnanswered, req.headers.host ?? '');
+      return;
+    }
+    this.forward(req, res, tunnel, 0, flow);
+  }
+
+  private forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    tunnel: OnlineTunnel,
+    attempt: number,
+    flow?: HttpPolicyFlow,
+  ): void {
+    const socket = req.socket;
+    const proto = publicProto(socket);
+    const proxyInfo = httpProxyInfo(socket, proto);
+    const agent = this.agentFor(tunnel);
+    const forwarded = forwardRequestHeaders(req, {
+      proto,
+      clientIp: clientIp(socket),
+      host: rewrittenHost(tunnel),
+    });
+    const headers = flow ? flow.requestHeaders(forwarded) : forwarded;
+    // A policy action (verify-webhook) or an earlier endpoint may have read the body whole.
+    const readBody = flow?.body ?? carriedBody(req);
+    const hasBody = requestHasBody(req) && readBody === undefined;
+    // request-body-find-replace: the body goes through its rewrite, chunked.
+    const rewrite = hasBody || readBody ? flow?.rewriteRequestBody(headers) : undefined;
+    const args: TunnelRequestArgs = {
+      agent,
+      method: req.method,
+      path: req.url,
+      headers: rewrite?.headers ?? headers,
+      setHost: false,
+      proxyInfo,
+    };
+    let upstream: ClientRequest;
+    try {
+      upstream = request(args);
+    } catch (err) {
+      // Node refuses some paths and headers its own parser let through; never crash on them.
+      failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
+      return;
+    }
+    const sink = rewrite ? rewrite.body : upstream;
+    if (rewrite) {
+      rewrite.body.once('error', (err) => upstream.destroy(err));
+      rewrite.body.pipe(upstream);
+    }
+
+    upstream.on('response', (up) => this.respond(req, res, up, flow));
+    upstream.on('continue', () => {
+      if (!res.headersSent) res.writeContinue();
+    });
+    upstream.on('error', (err: NodeJS.ErrnoException) => {
+      if (res.headersSent || res.destroyed) {
+        res.destroy();
+        return;
+      }
+      // A kept-alive stream may have been closed by the agent's service just as it was reused;
+      // a request that sent no body can safely go again, on a fresh stream.
+      const stillOnline = this.registry.tunnel(tunnel.id) === tunnel;
+      if (attempt === 0 && upstream.reusedSocket && !hasBody && stillOnline) {
+        agent.dropIdle(proxyInfo);
+        this.forward(req, res, tunnel, 1, flow);
+        return;
+      }
+      // A pool member whose agent just went: a request without a body goes to another member.
+      const successor =
+        attempt === 0 && !hasBody && !stillOnline && tunnel.pooling === true
+          ? this.registry.holder({ hostname: tunnel.hostname, internal: tunnel.internal })
+          : undefined;
+      if (successor && successor !== tunnel) {
+        this.forward(req, res, this.registry.pick(successor), 1, flow);
+        return;
+      }
+      this.logger?.debug(
+        { err, tunnel: tunnel.id, host: req.headers.host },
+        'tunnel request failed',
+      );
+      req.unpipe(sink);
+      failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, err.code ?? err.message);
+    });
+    res.once('close', () => {
+      // The client left before the whole answer: the stream is mid-message and cannot be reused.
+      if (!res.writableFinished) upstream.destroy();
+    });
+
+    if (readBody) sink.end(readBody);
+    else if (hasBody) req.pipe(sink);
+    else upstream.end();
+  }
+
+  private respond(
+    req: IncomingMessage,
+    res: ServerResponse,
+    up: IncomingMessage,
+    flow?: HttpPolicyFlow,
+  ): void {
+    if (res.destroyed) {
+      up.destroy();
+      return;
+    }
+    if (this.draining) res.shouldKeepAlive = false;
+    if (flow) {
+      flow.response(up, res, forwardResponseHeaders(up), (headers, transforms) =>
+        writeUpstreamResponse(req, res, up, headers, transforms),
+      );
+      return;
+    }
+    writeUpstreamResponse(req, res, up, forwardResponseHeaders(up), undefined);
+  }
+}

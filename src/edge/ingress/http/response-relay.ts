@@ -1,0 +1,201 @@
+/**
+ * The response side of a lean relay connection: the agent's response head is read strictly from
+ * the tunnel stream, passed on to the client with the head the client gets, and its body relayed
+ * as bytes by its framing; then the exchange is counted and the connection goes on to the next
+ * request or closes. A stream that fails before the answer is retried once (a request without a
+ * body on a reused stream) or answered 502; one that fails after it breaks the response.
+ *
+ * The second layer of HttpConnection (http-connection.ts), over the stream it holds
+ * (connection-stream.ts); the request side is the connection itself.
+ */
+import type { Duplex } from 'node:stream';
+import { INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
+import { clientResponseHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
+import { concat, ConnectionStream, Phase } from './connection-stream.js';
+import { routingHost } from './http-forwarding.js';
+import { parseResponseHead } from './response-head.js';
+
+/** The most a response head may take. */
+const MAX_RESPONSE_HEAD = 64 * 1024;
+
+export abstract class ResponseRelay extends ConnectionStream {
+  /** Read the next request head from what is buffered. */
+  protected abstract readHead(): void;
+
+  private readonly resumeStream = (): void => {
+    this.stream?.resume();
+  };
+
+  protected readonly onStreamData = (chunk: Buffer): void => {
+    const exchange = this.exchange;
+    if (!exchange) {
+      // Bytes with no request to answer: the stream is out of step; it cannot be used again.
+      this.dropStream();
+      return;
+    }
+    if (exchange.responseBody) this.relayResponseBody(exchange, chunk);
+    else this.readResponseHead(exchange, concat(exchange.pendingHead, chunk));
+  };
+
+  private readResponseHead(exchange: Exchange, buf: Buffer): void {
+    const end = exchange.responseScanner.scan(buf);
+    if (typeof end === 'string' || (end < 0 && buf.length > MAX_RESPONSE_HEAD)) {
+      this.badGateway(exchange, typeof end === 'string' ? end : 'a response head over 64 KiB');
+      return;
+    }
+    if (end < 0) {
+      exchange.pendingHead = buf;
+      return;
+    }
+    exchange.pendingHead = undefined;
+    exchange.responseScanner.reset();
+    const response = parseResponseHead(buf.toString('latin1', 0, end), exchange.head.method);
+    if (!('raw' in response)) {
+      this.badGateway(exchange, response.reason);
+      return;
+    }
+    const rest = end < buf.length ? buf.subarray(end) : undefined;
+    if (response.status < 200) {
+      if (response.status === 101) {
+        this.badGateway(exchange, 'a protocol switch the request did not ask for');
+        return;
+      }
+      // 100 Continue, 103 Early Hints: passed on, then the final response follows.
+      exchange.answered = true;
+      this.socket.write(clientResponseHead(response, false), 'latin1');
+      if (rest) this.readResponseHead(exchange, rest);
+      return;
+    }
+    exchange.upstreamAt = performance.now();
+    exchange.response = response;
+    exchange.responseBody = responseFramer(response.framing);
+    exchange.answered = true;
+    exchange.closing = this.closesAfter(exchange);
+    // The head and what follows it in this turn go out in one write (one syscall, one TLS
+    // record): agents that send a response's head and body as two frames (@ngrok/ngrok does) are
+    // read in one turn.
+    this.socket.cork();
+    process.nextTick(uncork, this.socket);
+    this.socket.write(clientResponseHead(response, exchange.closing), 'latin1');
+    if (rest) this.relayResponseBody(exchange, rest);
+    else if (exchange.responseBody.done) this.responseDone(exchange);
+  }
+
+  private relayResponseBody(exchange: Exchange, chunk: Buffer): void {
+    const framer = exchange.responseBody!;
+    const n = framer.take(chunk, 0);
+    if (typeof n === 'string') {
+      // The client already has part of this response: it must see it broken, not short.
+      this.socket.destroy();
+      return;
+    }
+    if (n > 0 && !this.socket.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
+      this.stream?.pause();
+      this.socket.once('drain', this.resumeStream);
+    }
+    if (n < chunk.length) exchange.spoiled = true;
+    if (framer.done) this.responseDone(exchange);
+  }
+
+  private responseDone(exchange: Exchange): void {
+    if (exchange.requestSent) this.finish(exchange);
+    // Answered before the whole request arrived: the rest is read and the connection closes.
+  }
+
+  /** Whether the public connection closes after this exchange's response. */
+  private closesAfter(exchange: Exchange): boolean {
+    return (
+      exchange.head.close ||
+      exchange.response?.framing.kind === 'close' ||
+      !exchange.requestSent ||
+      this.clientEnded ||
+      this.ctx.draining
+    );
+  }
+
+  /** The exchange is over, both ways: count it, then read the next request or close. */
+  protected finish(exchange: Exchange): void {
+    const response = exchange.response!;
+    const now = performance.now();
+    exchange.meter.request(
+      response.status,
+      (now - exchange.started) / 1000,
+      (exchange.upstreamAt - exchange.sentAt) / 1000,
+    );
+    if (exchange.state) this.ctx.connections.countBytes(exchange.state);
+    exchange.done?.(response.status, response.raw);
+    this.exchange = undefined;
+    const close = exchange.closing || this.clientEnded || this.ctx.draining;
+    if (exchange.spoiled || response.close || this.streamRetired) this.dropStream();
+    if (close) {
+      this.phase = Phase.Closed;
+      this.parkStream();
+      this.socket.end();
+      return;
+    }
+    this.phase = Phase.Head;
+    this.socket.resume();
+    if (this.buffered?.length) this.readHead();
+  }
+
+  protected readonly onStreamError = (err: NodeJS.ErrnoException): void => {
+    this.streamError = err.code ?? err.message;
+  };
+
+  protected readonly onStreamEnd = (): void => {
+    const exchange = this.exchange;
+    if (exchange?.responseBody instanceof CloseFramer) {
+      exchange.responseBody.end();
+      this.dropStream();
+      this.responseDone(exchange);
+      return;
+    }
+    this.streamGone();
+  };
+
+  protected readonly onStreamClose = (): void => {
+    this.streamGone();
+  };
+
+  /** The stream ended or closed: fine between exchanges, a failure in the middle of one. */
+  private streamGone(): void {
+    const exchange = this.exchange;
+    const detail = this.streamError ?? 'the agent closed the stream';
+    this.dropStream();
+    if (!exchange || this.phase === Phase.Closed) return;
+    if (exchange.response) {
+      // Cut off mid-body: the client must see a broken response, not a short one.
+      this.socket.destroy();
+      return;
+    }
+    // A kept stream may have been closed by the agent's service just as it was reused; a
+    // request without a body can safely go again, on a fresh stream.
+    const hasBody = exchange.head.chunked || (exchange.head.contentLength ?? 0) > 0;
+    if (exchange.reused && !exchange.retried && !exchange.answered && !hasBody) {
+      exchange.retried = true;
+      exchange.reused = false;
+      this.connect(exchange);
+      return;
+    }
+    this.badGateway(exchange, detail);
+  }
+
+  protected badGateway(exchange: Exchange, detail: string): void {
+    this.dropStream();
+    if (exchange.answered) {
+      this.socket.destroy();
+      return;
+    }
+    const error = INGRESS_ERRORS.tunnelUnreachable;
+    exchange.answered = true;
+    exchange.meter.request(error.status);
+    exchange.done?.(error.status, []);
+    this.exchange = undefined;
+    this.phase = Phase.Closed;
+    this.socket.end(rawErrorResponse(error, routingHost(exchange.head.host) ?? '', detail));
+  }
+}
+
+function uncork(socket: Duplex): void {
+  socket.uncork();
+}
