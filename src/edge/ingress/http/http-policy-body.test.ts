@@ -2,7 +2,7 @@ import { once } from 'node:events';
 import http, { type IncomingMessage } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { bodyReader, POLICY_BODY_LIMIT } from './http-policy.js';
+import { bodyReader, POLICY_BODY_LIMIT } from './http-policy-body.js';
 
 /** A server whose handler reads each request body with bodyReader; resolves with what happened. */
 async function serverReading(timeoutMs: number) {
