@@ -10,7 +10,7 @@ import type { Logger } from '../../core/logger.js';
 import type { PolicyEventLog, SecretsLookup } from '../../policy/index.js';
 import type { CloudEndpoint, Repositories } from '../../store/index.js';
 import { compileBindPolicy } from './bind-traffic-policy.js';
-import { StoreFollower } from './store-routes.js';
+import { StoreRouteSource } from './store-routes.js';
 import { parseCloudEndpointUrl } from './cloud-endpoint-url.js';
 import { endpointInputOf } from './endpoint-policy.js';
 import { internalOnline } from '../registry/internal-routing.js';
@@ -80,44 +80,29 @@ class CloudTunnel implements OnlineTunnel {
  * const cloud = new CloudEndpoints({ repos, registry, publicUrl });
  * await cloud.start();
  */
-export class CloudEndpoints {
+export class CloudEndpoints extends StoreRouteSource {
   private readonly live = new Map<string, CloudTunnel>();
   /** Endpoints whose URL an agent holds, warned about once. */
   private readonly blocked = new Set<string>();
-  private readonly follower: StoreFollower;
-  private closed = false;
 
   constructor(private readonly options: CloudEndpointsOptions) {
-    this.follower = new StoreFollower(
-      options.repos.cloudEndpoints.changes,
-      async () => {
-        try {
-          await this.reload();
-        } catch (err) {
-          this.options.logger?.warn({ err }, 'cloud endpoints could not be reloaded');
-        }
-      },
-      options.syncIntervalMs,
-    );
+    super(options.repos.cloudEndpoints.changes, options.syncIntervalMs);
   }
 
-  start(): Promise<void> {
-    return this.follower.start();
-  }
-
-  /** Reload now; calls during a reload share one follow-up reload. */
-  sync(): Promise<void> {
-    return this.follower.sync();
-  }
-
-  close(): void {
-    this.closed = true;
-    this.follower.stop();
+  protected removeAll(): void {
     for (const tunnel of this.live.values()) this.options.registry.removeTunnel(tunnel.id);
     this.live.clear();
   }
 
-  private async reload(): Promise<void> {
+  protected async reload(): Promise<void> {
+    try {
+      await this.load();
+    } catch (err) {
+      this.options.logger?.warn({ err }, 'cloud endpoints could not be reloaded');
+    }
+  }
+
+  private async load(): Promise<void> {
     const stored = await this.options.repos.cloudEndpoints.all();
     if (this.closed) return;
     const seen = new Set<string>();

@@ -27,7 +27,7 @@ import type {
   TunnelRegistry,
 } from '../registry/tunnel-registry.js';
 import { TunnelConflictError } from '../registry/tunnel-registry.js';
-import { StoreFollower } from './store-routes.js';
+import { StoreRouteSource } from './store-routes.js';
 
 export interface EdgeRoutesOptions {
   repos: EdgeSpecSources;
@@ -135,43 +135,24 @@ interface LiveEdge {
  * const routes = new EdgeRoutes({ repos, registry, policyEvents });
  * await routes.start(); // every edge's hostports are routes from here on
  */
-export class EdgeRoutes {
-  private readonly follower: StoreFollower;
+export class EdgeRoutes extends StoreRouteSource {
   private readonly balancer: BackendBalancer;
   private edges = new Map<string, LiveEdge>();
   /** Routes an agent's tunnel blocks, warned about once. */
   private readonly blocked = new Set<string>();
-  private closed = false;
 
   constructor(private readonly options: EdgeRoutesOptions) {
+    super(options.repos.edges.changes, options.syncIntervalMs);
     this.balancer = new BackendBalancer(options.registry, options.random);
-    this.follower = new StoreFollower(
-      options.repos.edges.changes,
-      () => this.reload(),
-      options.syncIntervalMs,
-    );
   }
 
-  /** Load every edge, route its hostports, and follow changes from here on. */
-  start(): Promise<void> {
-    return this.follower.start();
-  }
-
-  /** Reload now; calls during a reload share one follow-up reload. */
-  sync(): Promise<void> {
-    return this.follower.sync();
-  }
-
-  /** Stop following the store and take every edge's routes out of the registry. */
-  close(): void {
-    this.closed = true;
-    this.follower.stop();
+  protected removeAll(): void {
     for (const edge of this.edges.values()) for (const r of edge.routes) this.remove(r);
     this.edges.clear();
   }
 
   /** One reload; failures are logged and the last good state kept, to be retried next time. */
-  private async reload(): Promise<void> {
+  protected async reload(): Promise<void> {
     if (this.closed) return;
     const { repos, logger } = this.options;
     let specs: EdgeSpec[];

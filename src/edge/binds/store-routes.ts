@@ -49,3 +49,40 @@ export class StoreFollower {
     void this.sync();
   };
 }
+
+/**
+ * A source of routes kept from the store (cloud endpoints, edges): it follows the store from
+ * start() (StoreFollower) and takes its routes out of the registry on close().
+ * @example class EdgeRoutes extends StoreRouteSource { protected async reload() {…} protected removeAll() {…} }
+ */
+export abstract class StoreRouteSource {
+  /** Set by close(): a reload still under way must not put routes back. */
+  protected closed = false;
+  private readonly follower: StoreFollower;
+
+  constructor(changes: EventEmitter, everyMs?: number) {
+    this.follower = new StoreFollower(changes, () => this.reload(), everyMs);
+  }
+
+  /** Load every route and follow changes from here on. */
+  start(): Promise<void> {
+    return this.follower.start();
+  }
+
+  /** Reload now; calls during a reload share one follow-up reload. */
+  sync(): Promise<void> {
+    return this.follower.sync();
+  }
+
+  /** Stop following the store and take every route of this source out of the registry. */
+  close(): void {
+    this.closed = true;
+    this.follower.stop();
+    this.removeAll();
+  }
+
+  /** One reload from the store; must not reject (log and keep the last good state). */
+  protected abstract reload(): Promise<void>;
+
+  protected abstract removeAll(): void;
+}

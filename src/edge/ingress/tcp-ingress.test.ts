@@ -126,20 +126,7 @@ describe('TCP endpoints', () => {
     t.registry.removeTunnel(tunnel.id);
   });
 
-  it('survives a port that something else already holds', async () => {
-    const squatter = createServer();
-    squatter.listen(0, '127.0.0.1');
-    await once(squatter, 'listening');
-    const port = (squatter.address() as { port: number }).port;
-    const tunnel = fakeTunnel({ proto: 'tcp', port, upstreamPort: echo.port });
-    t.registry.addTunnel(tunnel);
-    await t.ingress.tcp.listening(port);
-    expect(t.ingress.tcp.ports).not.toContain(port);
-    t.registry.removeTunnel(tunnel.id);
-    squatter.close();
-  });
-
-  it('listens once the port is free again, while the route still holds it', async () => {
+  it('survives a port that something else holds, and listens once it is free again', async () => {
     const squatter = createServer();
     squatter.listen(0, '127.0.0.1');
     await once(squatter, 'listening');
