@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newId } from '../core/ids.js';
 import { setRefs } from '../store/refs.js';
 import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { expectDeletedForGood } from '../../test/support/api-delete.js';
 import { DATABASE_KINDS } from '../../test/support/stores.js';
 import type { OnlineState } from './context.js';
 
@@ -82,14 +83,7 @@ describe.each(DATABASE_KINDS)('tunnel group backends API (%s)', (kind) => {
     expect(list.status).toBe(200);
     expect(list.body.uri).toBe(`${TEST_BASE_URL}/backends/tunnel_group`);
     expect(list.body.backends.map((b: { id: string }) => b.id)).toContain(tg.id);
-    const del = await api.call('DELETE', `${TG}/${tg.id}`);
-    expect(del.status).toBe(204);
-    expect(del.body).toBeUndefined();
-    for (const [method, body] of [['GET'], ['PATCH', {}], ['DELETE']] as const) {
-      const res = await api.call(method, `${TG}/${tg.id}`, body);
-      expect(res.status).toBe(404);
-      expect(res.body).toMatchObject({ status_code: 404, msg: 'Resource not found' });
-    }
+    await expectDeletedForGood(api, `${TG}/${tg.id}`);
   });
 
   it('requires labels on create', async () => {

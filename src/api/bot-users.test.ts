@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { expectDeletedForGood } from '../../test/support/api-delete.js';
 import { DATABASE_KINDS } from '../../test/support/stores.js';
 import { BIDI, ZERO_WIDTH } from '../../test/support/text-fixtures.js';
 
@@ -40,13 +41,7 @@ describe.each(DATABASE_KINDS)('bot users API (%s)', (kind) => {
     expect(empty.body).toEqual(patched.body);
     const list = await api.call('GET', '/bot_users');
     expect(list.body.bot_users.map((b: { id: string }) => b.id)).toContain(bot.id);
-    const del = await api.call('DELETE', `/bot_users/${bot.id}`);
-    expect(del.status).toBe(204);
-    expect(del.body).toBeUndefined();
-    const gone = await api.call('GET', `/bot_users/${bot.id}`);
-    expect(gone.status).toBe(404);
-    expect(gone.body).toMatchObject({ status_code: 404, msg: 'Resource not found' });
-    expect((await api.call('DELETE', `/bot_users/${bot.id}`)).status).toBe(404);
+    await expectDeletedForGood(api, `/bot_users/${bot.id}`);
   });
 
   it('refuses an empty name and a duplicate name', async () => {

@@ -8,7 +8,7 @@ import { DEFAULT_PORTS, formatHostPort, parseHostPort } from '../core/host-port.
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { CODES, NotFoundError, ValidationError } from '../core/errors.js';
+import { CODES, ValidationError } from '../core/errors.js';
 import { isAtOrUnder } from '../core/hostname.js';
 import { quote } from '../core/quote.js';
 import {
@@ -18,7 +18,7 @@ import {
 import { validatePolicy } from '../policy/validate.js';
 import type { CloudEndpoint, Repositories } from '../store/index.js';
 import type { ApiContext } from './context.js';
-import { found } from './crud.js';
+import { found, registerDelete } from './crud.js';
 import { Body, Description, IdParams, Metadata } from './schemas.js';
 import type { Uris } from './uris.js';
 
@@ -221,21 +221,7 @@ export async function cloudEndpointRoutes(
       return cloudEndpointView(found(updated), uris);
     },
   );
-  app.delete(
-    '/endpoints/:id',
-    {
-      schema: {
-        tags,
-        summary: 'Delete a cloud endpoint',
-        params: IdParams,
-        response: { 204: { type: 'null' } },
-      },
-    },
-    async (request, reply) => {
-      if (!(await repos.cloudEndpoints.delete(request.params.id))) {
-        throw new NotFoundError();
-      }
-      return reply.status(204).send();
-    },
+  registerDelete(app, '/endpoints/:id', tags, 'Delete a cloud endpoint', (id) =>
+    repos.cloudEndpoints.delete(id),
   );
 }

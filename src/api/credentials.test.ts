@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { expectDeletedForGood } from '../../test/support/api-delete.js';
 import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 describe.each(DATABASE_KINDS)('credentials API (%s)', (kind) => {
@@ -202,14 +203,7 @@ describe.each(DATABASE_KINDS)('credentials API (%s)', (kind) => {
 
   it('deletes: 204, then 404 on get, patch and delete', async () => {
     const { body: cred } = await api.call('POST', '/credentials', {});
-    const del = await api.call('DELETE', `/credentials/${cred.id}`);
-    expect(del.status).toBe(204);
-    expect(del.body).toBeUndefined();
-    for (const [method, body] of [['GET'], ['PATCH', {}], ['DELETE']] as const) {
-      const res = await api.call(method, `/credentials/${cred.id}`, body);
-      expect(res.status).toBe(404);
-      expect(res.body).toMatchObject({ status_code: 404, msg: 'Resource not found' });
-    }
+    await expectDeletedForGood(api, `/credentials/${cred.id}`);
   });
 
   it('pages newest first', async () => {

@@ -116,19 +116,31 @@ export function registerCrud<T, CB extends TSchema, UB extends TSchema>(
     },
     async (request) => spec.view(found(await spec.repo.update(request.params.id, request.body))),
   );
-  app.delete(
-    `/${spec.path}/:id`,
-    {
-      schema: {
-        tags,
-        summary: `Delete a ${spec.name}`,
-        params: IdParams,
-        response: { 204: { type: 'null' } },
-      },
-    },
-    async (request, reply) => {
-      if (!(await spec.repo.delete(request.params.id))) throw new NotFoundError();
-      return reply.status(204).send();
-    },
+  registerDelete(fastify, `/${spec.path}/:id`, tags, `Delete a ${spec.name}`, (id) =>
+    spec.repo.delete(id),
   );
+}
+
+/**
+ * Register `DELETE path` (a path with an `:id` parameter): 204 with no body when `remove(id)`
+ * removed something, else the API's 404.
+ * @example registerDelete(app, '/endpoints/:id', ['Endpoints'], 'Delete a cloud endpoint', (id) => repos.cloudEndpoints.delete(id));
+ */
+export function registerDelete(
+  fastify: FastifyInstance,
+  path: string,
+  tags: string[],
+  summary: string,
+  remove: (id: string) => Promise<boolean>,
+): void {
+  fastify
+    .withTypeProvider<TypeBoxTypeProvider>()
+    .delete(
+      path,
+      { schema: { tags, summary, params: IdParams, response: { 204: { type: 'null' } } } },
+      async (request, reply) => {
+        if (!(await remove(request.params.id))) throw new NotFoundError();
+        return reply.status(204).send();
+      },
+    );
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
 import { EDGE_MODULES, type EdgeType, type ModuleName } from '../store/edges.js';
 import type { ApiContext } from './context.js';
-import { found } from './crud.js';
+import { found, registerDelete } from './crud.js';
 import { MODULE_SCHEMAS } from './edge-schemas.js';
 import { moduleView } from './edge-views.js';
 import { IdParams } from './schemas.js';
@@ -73,21 +73,12 @@ export function edgeModuleRoutes(
         return view;
       },
     );
-    app.delete(
+    registerDelete(
+      app,
       path,
-      {
-        schema: {
-          tags,
-          summary: `Remove the ${label} module of a ${type.toUpperCase()} edge`,
-          params: IdParams,
-          response: { 204: { type: 'null' } },
-        },
-      },
-      async (request, reply) => {
-        const { id } = request.params;
-        if (!(await repos.edges.deleteModule(type, id, name))) throw new NotFoundError();
-        return reply.status(204).send();
-      },
+      tags,
+      `Remove the ${label} module of a ${type.toUpperCase()} edge`,
+      (id) => repos.edges.deleteModule(type, id, name),
     );
   }
 }

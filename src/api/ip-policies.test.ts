@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ipAllowed } from '../core/cidr.js';
 import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { expectDeletedForGood } from '../../test/support/api-delete.js';
 import { DATABASE_KINDS } from '../../test/support/stores.js';
 
 describe.each(DATABASE_KINDS)('IP policies API (%s)', (kind) => {
@@ -68,14 +69,7 @@ describe.each(DATABASE_KINDS)('IP policies API (%s)', (kind) => {
     expect(list.status).toBe(200);
     expect(list.body.uri).toBe(`${TEST_BASE_URL}/ip_policies`);
     expect(list.body.ip_policies).toContainEqual(patched.body);
-    const del = await api.call('DELETE', `/ip_policies/${created.id}`);
-    expect(del.status).toBe(204);
-    expect(del.body).toBeUndefined();
-    const gone = await api.call('GET', `/ip_policies/${created.id}`);
-    expect(gone.status).toBe(404);
-    expect(gone.body).toMatchObject({ status_code: 404, msg: 'Resource not found' });
-    expect((await api.call('DELETE', `/ip_policies/${created.id}`)).status).toBe(404);
-    expect((await api.call('PATCH', `/ip_policies/${created.id}`, {})).status).toBe(404);
+    await expectDeletedForGood(api, `/ip_policies/${created.id}`);
   });
 
   it('pages newest first with next_page_uri', async () => {

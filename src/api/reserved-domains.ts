@@ -1,11 +1,10 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { NotFoundError } from '../core/errors.js';
 import type { ReservedDomain } from '../store/reserved-domains.js';
 import type { ApiContext } from './context.js';
-import { registerCrud } from './crud.js';
-import { Body, Description, IdParams, Metadata, Name, Nullable, Ref } from './schemas.js';
+import { registerCrud, registerDelete } from './crud.js';
+import { Body, Description, Metadata, Name, Nullable, Ref } from './schemas.js';
 
 const CertificateManagementPolicySchema = Type.Object({
   authority: Type.String(),
@@ -122,38 +121,18 @@ export async function reservedDomainRoutes(
   );
 
   const tags = ['Reserved domains'];
-  app.delete(
+  registerDelete(
+    app,
     '/reserved_domains/:id/certificate_management_policy',
-    {
-      schema: {
-        tags,
-        summary: 'Detach the certificate management policy of a reserved domain',
-        params: IdParams,
-        response: { 204: { type: 'null' } },
-      },
-    },
-    async (request, reply) => {
-      const { id } = request.params;
-      if (!(await repos.reservedDomains.deleteCertificateManagementPolicy(id)))
-        throw new NotFoundError();
-      return reply.status(204).send();
-    },
+    tags,
+    'Detach the certificate management policy of a reserved domain',
+    (id) => repos.reservedDomains.deleteCertificateManagementPolicy(id),
   );
-  app.delete(
+  registerDelete(
+    app,
     '/reserved_domains/:id/certificate',
-    {
-      schema: {
-        tags,
-        summary:
-          'Detach the certificate of a reserved domain (the local CA serves until another is attached or issued)',
-        params: IdParams,
-        response: { 204: { type: 'null' } },
-      },
-    },
-    async (request, reply) => {
-      const { id } = request.params;
-      if (!(await repos.reservedDomains.detachCertificate(id))) throw new NotFoundError();
-      return reply.status(204).send();
-    },
+    tags,
+    'Detach the certificate of a reserved domain (the local CA serves until another is attached or issued)',
+    (id) => repos.reservedDomains.detachCertificate(id),
   );
 }

@@ -2,8 +2,8 @@ import type { Kysely } from 'kysely';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { issueToken, tokenIdBody, tokenMatches } from '../core/tokens.js';
 import { resolveOwner } from './owners.js';
-import { describedChanges, describedColumns } from './described.js';
-import { selectPage, type Page, type PageRequest } from './paging.js';
+import { describedChanges, describedColumns, describedOf } from './described.js';
+import { countRows, ResourceRepository } from './resource-repository.js';
 import type { ApiKeysTable, Database } from './schema.js';
 import type { SettingsRepository } from './settings.js';
 
@@ -25,12 +25,12 @@ export interface ApiKeyCreate {
 
 export type ApiKeyUpdate = Pick<ApiKeyCreate, 'description' | 'metadata'>;
 
-function toApiKey(row: Omit<ApiKeysTable, 'token_hash'>, token: string | null = null): ApiKey {
+type ApiKeyRow = Omit<ApiKeysTable, 'token_hash'>;
+
+function toApiKey(row: ApiKeyRow, token: string | null = null): ApiKey {
   return {
     id: row.id,
-    description: row.description,
-    metadata: row.metadata,
-    created_at: row.created_at,
+    ...describedOf(row),
     owner_id: row.owner_id,
     token,
   };
@@ -42,11 +42,13 @@ const COLUMNS = ['id', 'description', 'metadata', 'created_at', 'owner_id'] as c
  * API keys, stored as SHA-256 hashes; the token is returned once, by `create`.
  * @example const { token } = await apiKeys.create({ description: 'ci' });
  */
-export class ApiKeyRepository {
+export class ApiKeyRepository extends ResourceRepository<'api_keys', ApiKey, ApiKeyRow> {
   constructor(
-    private readonly db: Kysely<Database>,
+    db: Kysely<Database>,
     private readonly settings: SettingsRepository,
-  ) {}
+  ) {
+    super(db, 'api_keys', (row) => toApiKey(row), COLUMNS);
+  }
 
   async create(input: ApiKeyCreate): Promise<ApiKey> {
     const id = newId(ID_PREFIX.apiKey);
@@ -61,38 +63,17 @@ export class ApiKeyRepository {
     return toApiKey(row, token);
   }
 
-  async get(id: string): Promise<ApiKey | undefined> {
-    const row = await this.db
-      .selectFrom('api_keys')
-      .select(COLUMNS)
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && toApiKey(row);
-  }
-
-  async list(page: PageRequest): Promise<Page<ApiKey>> {
-    const result = await selectPage(this.db.selectFrom('api_keys').select(COLUMNS), page);
-    return { items: result.items.map((r) => toApiKey(r)), nextBeforeId: result.nextBeforeId };
-  }
-
   async update(id: string, patch: ApiKeyUpdate): Promise<ApiKey | undefined> {
-    const set: Partial<ApiKeysTable> = describedChanges(patch);
-    if (Object.keys(set).length > 0)
-      await this.db.updateTable('api_keys').set(set).where('id', '=', id).execute();
+    await this.writeColumns(id, describedChanges(patch));
     return this.get(id);
   }
 
   async delete(id: string): Promise<boolean> {
-    const res = await this.db.deleteFrom('api_keys').where('id', '=', id).executeTakeFirst();
-    return res.numDeletedRows > 0n;
+    return this.deleteRow(id);
   }
 
   async count(): Promise<number> {
-    const row = await this.db
-      .selectFrom('api_keys')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .executeTakeFirstOrThrow();
-    return Number(row.n);
+    return countRows(this.db, 'api_keys');
   }
 
   /** The key a presented token belongs to, or undefined; compares hashes in constant time. */

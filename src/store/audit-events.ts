@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { ID_PREFIX, newId } from '../core/ids.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { nowRfc3339 } from './paging.js';
+import { ResourceRepository } from './resource-repository.js';
 import type { AuditEventsTable, Database } from './schema.js';
 
 /** Who made a change: an API key, a dashboard user, or nobody yet (sign-in, first-user setup). */
@@ -26,8 +27,10 @@ function fromRow(row: AuditEventsTable): AuditEvent {
  * The audit trail, append-only: nothing in Burrow updates or deletes a row.
  * @example await auditEvents.record({ operation_id: 'op_…', actor_type: 'api_key', actor_id: 'ak_…', method: 'POST', path: '/ip_policies', status_code: 201, resource_id: 'ipp_…', client_ip: '127.0.0.1' });
  */
-export class AuditEventRepository {
-  constructor(private readonly db: Kysely<Database>) {}
+export class AuditEventRepository extends ResourceRepository<'audit_events', AuditEvent> {
+  constructor(db: Kysely<Database>) {
+    super(db, 'audit_events', fromRow);
+  }
 
   async record(input: AuditEventInput): Promise<AuditEvent> {
     const row: AuditEventsTable = {
@@ -37,20 +40,5 @@ export class AuditEventRepository {
     };
     await this.db.insertInto('audit_events').values(row).execute();
     return fromRow(row);
-  }
-
-  async get(id: string): Promise<AuditEvent | undefined> {
-    const row = await this.db
-      .selectFrom('audit_events')
-      .selectAll()
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && fromRow(row);
-  }
-
-  /** Newest first, paged like every other list. */
-  async list(page: PageRequest): Promise<Page<AuditEvent>> {
-    const res = await selectPage(this.db.selectFrom('audit_events').selectAll(), page);
-    return { items: res.items.map(fromRow), nextBeforeId: res.nextBeforeId };
   }
 }

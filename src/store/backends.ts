@@ -27,7 +27,7 @@ import {
   type WeightedUpdate,
 } from './backend-kinds.js';
 import type { RepoDeps } from './deps.js';
-import { describedChanges, describedColumns } from './described.js';
+import { describedChanges, describedColumns, describedOf } from './described.js';
 import { selectPage, type Page, type PageRequest } from './paging.js';
 import { clearRefs, refuseWhileReferenced, setRefs } from './refs.js';
 import type { BackendsTable } from './schema.js';
@@ -38,9 +38,7 @@ function toBackend<B extends Backend>(row: BackendsTable): B {
   return {
     id: row.id,
     type: row.type as BackendType,
-    description: row.description,
-    metadata: row.metadata,
-    created_at: row.created_at,
+    ...describedOf(row),
     ...(JSON.parse(row.config) as object),
   } as B;
 }

@@ -3,7 +3,8 @@ import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { quote } from '../core/quote.js';
 import { isUniqueViolation } from './database.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { nowRfc3339 } from './paging.js';
+import { ResourceRepository } from './resource-repository.js';
 import type { BotUsersTable, Database } from './schema.js';
 
 /** A bot user: a user that belongs to no person; it can own authtokens. */
@@ -35,8 +36,10 @@ function checkName(name: string): string {
  * Bot users. Names are unique; a bot user that still owns credentials or API keys cannot be deleted.
  * @example await bots.create({ name: 'sitea-agents' })
  */
-export class BotUserRepository {
-  constructor(private readonly db: Kysely<Database>) {}
+export class BotUserRepository extends ResourceRepository<'bot_users', BotUser> {
+  constructor(db: Kysely<Database>) {
+    super(db, 'bot_users', toBotUser);
+  }
 
   async create(input: BotUserCreate): Promise<BotUser> {
     const row: BotUsersTable = {
@@ -53,37 +56,17 @@ export class BotUserRepository {
     return toBotUser(row);
   }
 
-  async get(id: string): Promise<BotUser | undefined> {
-    const row = await this.db
-      .selectFrom('bot_users')
-      .selectAll()
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && toBotUser(row);
-  }
-
-  async list(page: PageRequest): Promise<Page<BotUser>> {
-    const result = await selectPage(this.db.selectFrom('bot_users').selectAll(), page);
-    return { items: result.items.map(toBotUser), nextBeforeId: result.nextBeforeId };
-  }
-
   async update(id: string, patch: BotUserUpdate): Promise<BotUser | undefined> {
     const set: Partial<BotUsersTable> = {};
     if (patch.name !== undefined) set.name = checkName(patch.name);
     if (patch.active !== undefined) set.active = patch.active ? 1 : 0;
-    if (Object.keys(set).length > 0) {
-      try {
-        await this.db.updateTable('bot_users').set(set).where('id', '=', id).execute();
-      } catch (err) {
-        throw this.nameTaken(err, set.name ?? '');
-      }
-    }
+    await this.writeColumns(id, set, (err) => this.nameTaken(err, set.name ?? ''));
     return this.get(id);
   }
 
   /** Delete; false when absent. Refused while the bot owns credentials or API keys. */
   async delete(id: string): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
+    return this.deleteChecked(id, async (trx) => {
       const owned =
         (await trx
           .selectFrom('credentials')
@@ -103,8 +86,6 @@ export class BotUserRepository {
           `The bot user ${id} still owns ${owned.id}. Delete what it owns first, or set active to false.`,
         );
       }
-      const res = await trx.deleteFrom('bot_users').where('id', '=', id).executeTakeFirst();
-      return res.numDeletedRows > 0n;
     });
   }
 

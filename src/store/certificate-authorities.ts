@@ -2,14 +2,14 @@ import { X509Certificate } from 'node:crypto';
 // @peculiar/x509's dependency injection (tsyringe) needs the Reflect metadata API loaded first.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import type { Kysely } from 'kysely';
 import { CODES, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns } from './described.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { nowRfc3339 } from './paging.js';
+import { ResourceRepository } from './resource-repository.js';
 import { missingIds, refuseWhileReferenced } from './refs.js';
-import type { CertificateAuthoritiesTable, Database } from './schema.js';
+import type { CertificateAuthoritiesTable } from './schema.js';
 
 /** A CA certificate that TLS edges' mutual_tls module trusts for client certificates. */
 export interface CertificateAuthority {
@@ -166,11 +166,12 @@ function toCa(row: CertificateAuthoritiesTable): CertificateAuthority {
  * TLS edge's mutual_tls module uses cannot be deleted.
  * @example const ca = await cas.create({ ca_pem: pem, description: 'client CA' });
  */
-export class CertificateAuthorityRepository {
-  private readonly db: Kysely<Database>;
-
+export class CertificateAuthorityRepository extends ResourceRepository<
+  'certificate_authorities',
+  CertificateAuthority
+> {
   constructor(deps: RepoDeps) {
-    this.db = deps.db;
+    super(deps.db, 'certificate_authorities', toCa);
   }
 
   async create(input: CertificateAuthorityCreate): Promise<CertificateAuthority> {
@@ -186,49 +187,25 @@ export class CertificateAuthorityRepository {
     return toCa(row);
   }
 
-  async get(id: string): Promise<CertificateAuthority | undefined> {
-    const row = await this.db
-      .selectFrom('certificate_authorities')
-      .selectAll()
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && toCa(row);
-  }
-
-  async list(page: PageRequest): Promise<Page<CertificateAuthority>> {
-    const result = await selectPage(
-      this.db.selectFrom('certificate_authorities').selectAll(),
-      page,
-    );
-    return { items: result.items.map(toCa), nextBeforeId: result.nextBeforeId };
-  }
-
   async update(
     id: string,
     patch: CertificateAuthorityUpdate,
   ): Promise<CertificateAuthority | undefined> {
-    const set: Partial<CertificateAuthoritiesTable> = describedChanges(patch);
-    if (Object.keys(set).length > 0)
-      await this.db.updateTable('certificate_authorities').set(set).where('id', '=', id).execute();
+    await this.writeColumns(id, describedChanges(patch));
     return this.get(id);
   }
 
   /** Delete; false when absent. Refused while a TLS edge's mutual_tls uses it. */
   async delete(id: string): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      await refuseWhileReferenced(
+    return this.deleteChecked(id, (trx) =>
+      refuseWhileReferenced(
         trx,
         id,
         CODES.caInUse,
         (by) =>
           `The certificate authority ${id} is still used by ${by}. Remove it from that edge's mutual_tls first.`,
-      );
-      const res = await trx
-        .deleteFrom('certificate_authorities')
-        .where('id', '=', id)
-        .executeTakeFirst();
-      return res.numDeletedRows > 0n;
-    });
+      ),
+    );
   }
 
   /** Ids among `ids` that name no certificate authority, in the order given. */

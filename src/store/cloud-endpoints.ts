@@ -6,7 +6,8 @@ import { quote } from '../core/quote.js';
 import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns } from './described.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
+import { nowRfc3339 } from './paging.js';
+import { ResourceRepository } from './resource-repository.js';
 
 /** The row of a cloud endpoint (migration 0004). */
 export interface CloudEndpointsTable {
@@ -71,14 +72,18 @@ function urlTaken(url: string): ConflictError {
  * edge in this process applies it at once; other processes reload on their timer.
  * @example const ep = await repo.create({ url: 'https://app.example.com', traffic_policy: '', bindings: ['public'] });
  */
-export class CloudEndpointRepository {
+export class CloudEndpointRepository extends ResourceRepository<
+  'cloud_endpoints',
+  CloudEndpoint,
+  CloudEndpointsTable,
+  Tables
+> {
   readonly changes = new EventEmitter();
 
-  constructor(private readonly deps: RepoDeps) {}
-
-  /** The database seen with this table (its row type lives here, not in schema.ts). */
-  private get db(): Kysely<Tables> {
-    return this.deps.db.withTables<Tables>();
+  constructor(deps: RepoDeps) {
+    // The database seen with this table (its row type lives here, not in schema.ts).
+    const db: Kysely<Tables> = deps.db.withTables<Tables>();
+    super(db, 'cloud_endpoints', toEndpoint);
   }
 
   async create(input: CloudEndpointCreate): Promise<CloudEndpoint> {
@@ -102,20 +107,6 @@ export class CloudEndpointRepository {
     return toEndpoint(row);
   }
 
-  async get(id: string): Promise<CloudEndpoint | undefined> {
-    const row = await this.db
-      .selectFrom('cloud_endpoints')
-      .selectAll()
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && toEndpoint(row);
-  }
-
-  async list(page: PageRequest): Promise<Page<CloudEndpoint>> {
-    const result = await selectPage(this.db.selectFrom('cloud_endpoints').selectAll(), page);
-    return { items: result.items.map(toEndpoint), nextBeforeId: result.nextBeforeId };
-  }
-
   /** Every cloud endpoint (the edge serves them all). */
   async all(): Promise<CloudEndpoint[]> {
     const rows = await this.db.selectFrom('cloud_endpoints').selectAll().orderBy('id').execute();
@@ -129,26 +120,15 @@ export class CloudEndpointRepository {
     if (patch.traffic_policy !== undefined) set.traffic_policy = patch.traffic_policy;
     if (patch.bindings !== undefined) set.bindings = JSON.stringify(patch.bindings);
     if (patch.pooling_enabled !== undefined) set.pooling_enabled = patch.pooling_enabled ? 1 : 0;
-    if (Object.keys(set).length > 0) {
-      set.updated_at = nowRfc3339();
-      try {
-        await this.db.updateTable('cloud_endpoints').set(set).where('id', '=', id).execute();
-      } catch (err) {
-        if (isUniqueViolation(err)) throw urlTaken(patch.url ?? '');
-        throw err;
-      }
-      this.changes.emit('change', id);
-    }
+    if (Object.keys(set).length > 0) set.updated_at = nowRfc3339();
+    const urlTakenOr = (err: unknown) => (isUniqueViolation(err) ? urlTaken(patch.url ?? '') : err);
+    if (await this.writeColumns(id, set, urlTakenOr)) this.changes.emit('change', id);
     return this.get(id);
   }
 
   /** Delete; false when absent. */
   async delete(id: string): Promise<boolean> {
-    const result = await this.db
-      .deleteFrom('cloud_endpoints')
-      .where('id', '=', id)
-      .executeTakeFirst();
-    const deleted = Number(result.numDeletedRows) > 0;
+    const deleted = await this.deleteRow(id);
     if (deleted) this.changes.emit('change', id);
     return deleted;
   }

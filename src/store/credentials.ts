@@ -4,8 +4,8 @@ import { ID_PREFIX, newId } from '../core/ids.js';
 import { issueToken, tokenIdBody, tokenMatches } from '../core/tokens.js';
 import type { RepoDeps } from './deps.js';
 import { resolveOwner } from './owners.js';
-import { describedChanges, describedColumns } from './described.js';
-import { selectPage, type Page, type PageRequest } from './paging.js';
+import { describedChanges, describedColumns, describedOf } from './described.js';
+import { ResourceRepository } from './resource-repository.js';
 import type { CredentialsTable } from './schema.js';
 
 /** An authtoken credential. `token` is the secret, present only in the reply that created it. */
@@ -42,9 +42,7 @@ const COLUMNS = ['id', 'description', 'metadata', 'created_at', 'owner_id', 'acl
 function toCredential(row: CredentialRow, token: string | null = null): Credential {
   return {
     id: row.id,
-    description: row.description,
-    metadata: row.metadata,
-    created_at: row.created_at,
+    ...describedOf(row),
     acl: JSON.parse(row.acl) as string[],
     owner_id: row.owner_id,
     token,
@@ -89,8 +87,14 @@ export function normalizeAcl(acl: readonly string[]): string[] {
  * once. `authenticate` is what the edge calls when an agent presents a token.
  * @example const { token } = await credentials.create({ acl: ['bind:*.sitea.example.com'], owner_id: bot.id });
  */
-export class CredentialRepository {
-  constructor(private readonly deps: RepoDeps) {}
+export class CredentialRepository extends ResourceRepository<
+  'credentials',
+  Credential,
+  CredentialRow
+> {
+  constructor(private readonly deps: RepoDeps) {
+    super(deps.db, 'credentials', (row) => toCredential(row), COLUMNS);
+  }
 
   async create(input: CredentialCreate): Promise<Credential> {
     const acl = normalizeAcl(input.acl ?? []);
@@ -108,35 +112,16 @@ export class CredentialRepository {
     return toCredential(row, token);
   }
 
-  async get(id: string): Promise<Credential | undefined> {
-    const row = await this.deps.db
-      .selectFrom('credentials')
-      .select(COLUMNS)
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && toCredential(row);
-  }
-
-  async list(page: PageRequest): Promise<Page<Credential>> {
-    const result = await selectPage(this.deps.db.selectFrom('credentials').select(COLUMNS), page);
-    return { items: result.items.map((r) => toCredential(r)), nextBeforeId: result.nextBeforeId };
-  }
-
   /** Change the fields given; `acl`, when given, replaces the whole list. */
   async update(id: string, patch: CredentialUpdate): Promise<Credential | undefined> {
     const set: Partial<CredentialsTable> = describedChanges(patch);
     if (patch.acl !== undefined) set.acl = JSON.stringify(normalizeAcl(patch.acl));
-    if (Object.keys(set).length > 0)
-      await this.deps.db.updateTable('credentials').set(set).where('id', '=', id).execute();
+    await this.writeColumns(id, set);
     return this.get(id);
   }
 
   async delete(id: string): Promise<boolean> {
-    const res = await this.deps.db
-      .deleteFrom('credentials')
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return res.numDeletedRows > 0n;
+    return this.deleteRow(id);
   }
 
   /**

@@ -38,3 +38,12 @@ export function describedChanges(patch: DescribedInput): Partial<DescribedColumn
   if (patch.metadata !== undefined) set.metadata = patch.metadata;
   return set;
 }
+
+/**
+ * The shared columns of a stored row, to spread into its view after the id (and type), in the
+ * order every view shows them.
+ * @example return { id: row.id, ...describedOf(row), addr: row.addr };
+ */
+export function describedOf(row: DescribedColumns): DescribedColumns {
+  return { description: row.description, metadata: row.metadata, created_at: row.created_at };
+}

@@ -90,6 +90,17 @@ export interface ModuleMutates {
 /** How a field is named in errors: `ip_restriction.ip_policy_ids[0]` in edge bodies, `ip_policy_ids[0]` in PUT. */
 export type FieldPrefix = '' | `${ModuleName}.`;
 
+/**
+ * A module's list of ids at `field`, copied: refused (`empty`) when it is empty, and when an id
+ * is listed twice.
+ * @example idList(['ipp_a'], 'ip_restriction.ip_policy_ids', { code, message: 'must list one' }) // ['ipp_a']
+ */
+function idList(ids: string[], field: string, empty: { code: string; message: string }): string[] {
+  if (ids.length === 0) throw new ValidationError(empty.code, field, empty.message);
+  noDuplicates(ids, field);
+  return [...ids];
+}
+
 function noDuplicates(ids: string[], field: string): void {
   const seen = new Set<string>();
   ids.forEach((id, i) => {
@@ -167,32 +178,21 @@ function normalize(
     }
     case 'ip_restriction': {
       const m = input as IpRestrictionMutate;
-      const field = `${prefix}ip_policy_ids`;
-      if (m.ip_policy_ids.length === 0) {
-        throw new ValidationError(
-          CODES.ipRestrictionNeedsPolicy,
-          field,
+      const ids = idList(m.ip_policy_ids, `${prefix}ip_policy_ids`, {
+        code: CODES.ipRestrictionNeedsPolicy,
+        message:
           'must list at least one IP policy id (ipp_…); to lift the restriction, delete the module instead',
-        );
-      }
-      noDuplicates(m.ip_policy_ids, field);
-      return { enabled, ip_policy_ids: [...m.ip_policy_ids] };
+      });
+      return { enabled, ip_policy_ids: ids };
     }
     case 'mutual_tls': {
       const m = input as MutualTlsMutate;
-      const field = `${prefix}certificate_authority_ids`;
-      if (m.certificate_authority_ids.length === 0) {
-        throw new ValidationError(
-          CODES.invalidValue,
-          field,
+      const ids = idList(m.certificate_authority_ids, `${prefix}certificate_authority_ids`, {
+        code: CODES.invalidValue,
+        message:
           'must list at least one certificate authority id (ca_…); to stop checking client certificates, delete the module instead',
-        );
-      }
-      noDuplicates(m.certificate_authority_ids, field);
-      return {
-        enabled,
-        certificate_authority_ids: [...m.certificate_authority_ids],
-      };
+      });
+      return { enabled, certificate_authority_ids: ids };
     }
     case 'tls_termination': {
       const m = input as TlsTerminationMutate;

@@ -18,7 +18,7 @@ import {
   type ModuleMutates,
   type ModuleName,
 } from './edge-modules.js';
-import { describedColumns } from './described.js';
+import { describedColumns, describedOf } from './described.js';
 import { selectPage, type Page, type PageRequest } from './paging.js';
 import { setRefs, clearRefs } from './refs.js';
 import type { Database, EdgesTable } from './schema.js';
@@ -67,9 +67,7 @@ function toEdge(row: EdgesTable): Edge {
   return {
     id: row.id,
     type: row.type as EdgeType,
-    description: row.description,
-    metadata: row.metadata,
-    created_at: row.created_at,
+    ...describedOf(row),
     hostports: parseJson<string[]>(row.hostports),
     backend: parseJson(row.backend),
     ip_restriction: parseJson(row.ip_restriction),

@@ -1,12 +1,11 @@
-import type { Kysely } from 'kysely';
 import type { IpRule } from '../core/cidr.js';
 import { CODES } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns, type DescribedInput } from './described.js';
-import { selectPage, type Page, type PageRequest } from './paging.js';
+import { ResourceRepository } from './resource-repository.js';
 import { missingIds, refuseWhileReferenced } from './refs.js';
-import type { Database, IpPoliciesTable } from './schema.js';
+import type { IpPoliciesTable } from './schema.js';
 
 /** An IP policy: a named group of allow and deny rules that edges use to restrict source IPs. */
 export interface IpPolicy {
@@ -25,11 +24,9 @@ export type IpPolicyUpdate = IpPolicyCreate;
  * deleted; a policy that an edge's ip_restriction uses cannot be deleted.
  * @example const policy = await ipPolicies.create({ description: 'office' });
  */
-export class IpPolicyRepository {
-  private readonly db: Kysely<Database>;
-
+export class IpPolicyRepository extends ResourceRepository<'ip_policies', IpPolicy> {
   constructor(deps: RepoDeps) {
-    this.db = deps.db;
+    super(deps.db, 'ip_policies', (row) => row);
   }
 
   async create(input: IpPolicyCreate): Promise<IpPolicy> {
@@ -38,24 +35,14 @@ export class IpPolicyRepository {
     return row;
   }
 
-  async get(id: string): Promise<IpPolicy | undefined> {
-    return this.db.selectFrom('ip_policies').selectAll().where('id', '=', id).executeTakeFirst();
-  }
-
-  async list(page: PageRequest): Promise<Page<IpPolicy>> {
-    return selectPage(this.db.selectFrom('ip_policies').selectAll(), page);
-  }
-
   async update(id: string, patch: IpPolicyUpdate): Promise<IpPolicy | undefined> {
-    const set: Partial<IpPoliciesTable> = describedChanges(patch);
-    if (Object.keys(set).length > 0)
-      await this.db.updateTable('ip_policies').set(set).where('id', '=', id).execute();
+    await this.writeColumns(id, describedChanges(patch));
     return this.get(id);
   }
 
   /** Delete the policy and its rules; false when absent. Refused while an edge uses it. */
   async delete(id: string): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
+    return this.deleteChecked(id, async (trx) => {
       await refuseWhileReferenced(
         trx,
         id,
@@ -66,8 +53,6 @@ export class IpPolicyRepository {
       // The foreign key cascades too; deleting the rules here keeps that true even on a SQLite
       // connection opened without foreign_keys = ON.
       await trx.deleteFrom('ip_policy_rules').where('ip_policy_id', '=', id).execute();
-      const res = await trx.deleteFrom('ip_policies').where('id', '=', id).executeTakeFirst();
-      return res.numDeletedRows > 0n;
     });
   }
 

@@ -1,4 +1,3 @@
-import type { Kysely } from 'kysely';
 import { enclosingCidr, formatCidr, parseCidr } from '../core/cidr.js';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
@@ -6,8 +5,8 @@ import { quote } from '../core/quote.js';
 import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns } from './described.js';
-import { selectPage, type Page, type PageRequest } from './paging.js';
-import type { Database, IpPolicyRulesTable } from './schema.js';
+import { ResourceRepository } from './resource-repository.js';
+import type { IpPolicyRulesTable } from './schema.js';
 
 export type IpAction = 'allow' | 'deny';
 
@@ -110,11 +109,9 @@ function refuseImmutable(patch: IpPolicyRuleUpdate): void {
  * IP policy rules. CIDRs are stored in canonical text, so one block appears once per policy.
  * @example await rules.create({ ip_policy_id: 'ipp_...', cidr: '212.3.14.0/24', action: 'allow' })
  */
-export class IpPolicyRuleRepository {
-  private readonly db: Kysely<Database>;
-
+export class IpPolicyRuleRepository extends ResourceRepository<'ip_policy_rules', IpPolicyRule> {
   constructor(deps: RepoDeps) {
-    this.db = deps.db;
+    super(deps.db, 'ip_policy_rules', toRule);
   }
 
   async create(input: IpPolicyRuleCreate): Promise<IpPolicyRule> {
@@ -142,38 +139,19 @@ export class IpPolicyRuleRepository {
     return toRule(row);
   }
 
-  async get(id: string): Promise<IpPolicyRule | undefined> {
-    const row = await this.db
-      .selectFrom('ip_policy_rules')
-      .selectAll()
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && toRule(row);
-  }
-
-  async list(page: PageRequest): Promise<Page<IpPolicyRule>> {
-    const result = await selectPage(this.db.selectFrom('ip_policy_rules').selectAll(), page);
-    return { items: result.items.map(toRule), nextBeforeId: result.nextBeforeId };
-  }
-
   async update(id: string, patch: IpPolicyRuleUpdate): Promise<IpPolicyRule | undefined> {
     refuseImmutable(patch);
     const set: Partial<IpPolicyRulesTable> = describedChanges(patch);
     if (patch.cidr !== undefined) set.cidr = canonicalCidr(patch.cidr);
-    if (Object.keys(set).length > 0) {
-      try {
-        await this.db.updateTable('ip_policy_rules').set(set).where('id', '=', id).execute();
-      } catch (err) {
-        const current = await this.get(id);
-        throw await this.duplicate(err, current?.ip_policy_id ?? '', set.cidr ?? '');
-      }
-    }
+    await this.writeColumns(id, set, async (err) => {
+      const current = await this.get(id);
+      return this.duplicate(err, current?.ip_policy_id ?? '', set.cidr ?? '');
+    });
     return this.get(id);
   }
 
   async delete(id: string): Promise<boolean> {
-    const res = await this.db.deleteFrom('ip_policy_rules').where('id', '=', id).executeTakeFirst();
-    return res.numDeletedRows > 0n;
+    return this.deleteRow(id);
   }
 
   private unknownPolicy(id: string): ValidationError {

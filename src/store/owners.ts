@@ -4,6 +4,12 @@ import { quote } from '../core/quote.js';
 import type { Database } from './schema.js';
 import type { SettingsRepository } from './settings.js';
 
+/** Who else may own a key, by id prefix: bot users, and dashboard users (keys they create there). */
+const OWNER_TABLES = [
+  ['bot_', 'bot_users'],
+  ['usr_', 'users'],
+] as const;
+
 /**
  * The owner of an API key or authtoken: the account's user (the default) or one of its bot users.
  * Returns the owner id to store, or throws naming `owner_id`.
@@ -15,22 +21,14 @@ export async function resolveOwner(
 ): Promise<string> {
   const account = await settings.accountUserId();
   if (ownerId === undefined || ownerId === '' || ownerId === account) return account;
-  if (ownerId.startsWith('bot_')) {
-    const bot = await db
-      .selectFrom('bot_users')
+  for (const [prefix, table] of OWNER_TABLES) {
+    if (!ownerId.startsWith(prefix)) continue;
+    const owner = await db
+      .selectFrom(table)
       .select('id')
       .where('id', '=', ownerId)
       .executeTakeFirst();
-    if (bot) return ownerId;
-  }
-  // A dashboard user owns the keys they create there.
-  if (ownerId.startsWith('usr_')) {
-    const user = await db
-      .selectFrom('users')
-      .select('id')
-      .where('id', '=', ownerId)
-      .executeTakeFirst();
-    if (user) return ownerId;
+    if (owner) return ownerId;
   }
   throw new ValidationError(
     CODES.invalidOwner,

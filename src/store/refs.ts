@@ -47,6 +47,34 @@ export async function refuseWhileReferenced(
   if (referrer !== undefined) throw new ConflictError(code, message(referrer));
 }
 
+/**
+ * Refuse a delete of the reserved domain or address `id` with a 409 while an edge has it as a
+ * hostport (`hostportUse` says how, after `name`) or anything else references it. `name` names it
+ * as the messages begin, e.g. `The reserved domain app.example.com (rd_…)`.
+ * @example await refuseWhileEdgeUses(trx, id, CODES.addrInUse, name, (use) => `is a hostport of the edge ${use.edge_id}.`);
+ */
+export async function refuseWhileEdgeUses(
+  db: Db,
+  id: string,
+  code: string,
+  name: string,
+  hostportUse: (use: { edge_id: string; hostport: string }) => string,
+): Promise<void> {
+  const use = await db
+    .selectFrom('edge_hostports')
+    .select(['edge_id', 'hostport'])
+    .where('target_id', '=', id)
+    .limit(1)
+    .executeTakeFirst();
+  if (use) throw new ConflictError(code, `${name} ${hostportUse(use)}`);
+  await refuseWhileReferenced(
+    db,
+    id,
+    code,
+    (by) => `${name} is still used by ${by}. Remove that use first.`,
+  );
+}
+
 /** The tables other resources reference by id. */
 export type ReferencedTable = 'backends' | 'ip_policies' | 'certificate_authorities';
 

@@ -1,12 +1,11 @@
-import type { Kysely } from 'kysely';
-import { CODES, ConflictError, UnavailableError } from '../core/errors.js';
+import { CODES, UnavailableError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns } from './described.js';
-import { selectPage, type Page, type PageRequest } from './paging.js';
-import { refuseWhileReferenced } from './refs.js';
-import type { Database, ReservedAddrsTable } from './schema.js';
+import { ResourceRepository } from './resource-repository.js';
+import { refuseWhileEdgeUses } from './refs.js';
+import type { ReservedAddrsTable } from './schema.js';
 
 /** A reserved TCP address: `<tcp host>:<port>`, assigned by the server. */
 export interface ReservedAddr {
@@ -34,15 +33,12 @@ const MAX_ALLOCATION_ATTEMPTS = 50;
 
 const COLUMNS = ['id', 'description', 'metadata', 'created_at', 'addr', 'region'] as const;
 
-function toReservedAddr(row: Omit<ReservedAddrsTable, 'port'>): ReservedAddr {
-  return {
-    id: row.id,
-    description: row.description,
-    metadata: row.metadata,
-    created_at: row.created_at,
-    addr: row.addr,
-    region: row.region,
-  };
+type ReservedAddrRow = Omit<ReservedAddrsTable, 'port'>;
+
+/** The API's fields of a row (a created row also holds the port, which stays in the store). */
+function toReservedAddr(row: ReservedAddrRow): ReservedAddr {
+  const { id, description, metadata, created_at, addr, region } = row;
+  return { id, description, metadata, created_at, addr, region };
 }
 
 /**
@@ -50,11 +46,13 @@ function toReservedAddr(row: Omit<ReservedAddrsTable, 'port'>): ReservedAddr {
  * column settles races between concurrent creates.
  * @example const { addr } = await addrs.create({ description: 'ssh' }); // 'tcp.example.com:20000'
  */
-export class ReservedAddrRepository {
-  constructor(readonly deps: RepoDeps) {}
-
-  private get db(): Kysely<Database> {
-    return this.deps.db;
+export class ReservedAddrRepository extends ResourceRepository<
+  'reserved_addrs',
+  ReservedAddr,
+  ReservedAddrRow
+> {
+  constructor(readonly deps: RepoDeps) {
+    super(deps.db, 'reserved_addrs', toReservedAddr, COLUMNS);
   }
 
   async create(input: ReservedAddrCreate): Promise<ReservedAddr> {
@@ -83,58 +81,18 @@ export class ReservedAddrRepository {
     );
   }
 
-  async get(id: string): Promise<ReservedAddr | undefined> {
-    const row = await this.db
-      .selectFrom('reserved_addrs')
-      .select(COLUMNS)
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && toReservedAddr(row);
-  }
-
-  async list(page: PageRequest): Promise<Page<ReservedAddr>> {
-    const result = await selectPage(this.db.selectFrom('reserved_addrs').select(COLUMNS), page);
-    return { items: result.items.map(toReservedAddr), nextBeforeId: result.nextBeforeId };
-  }
-
   async update(id: string, patch: ReservedAddrUpdate): Promise<ReservedAddr | undefined> {
-    const set: Partial<ReservedAddrsTable> = describedChanges(patch);
-    if (Object.keys(set).length > 0)
-      await this.db.updateTable('reserved_addrs').set(set).where('id', '=', id).execute();
+    await this.writeColumns(id, describedChanges(patch));
     return this.get(id);
   }
 
   /** Delete; false when absent. Refused (409) while an edge uses the address as a hostport. */
   async delete(id: string): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      const row = await trx
-        .selectFrom('reserved_addrs')
-        .select(['id', 'addr'])
-        .where('id', '=', id)
-        .executeTakeFirst();
-      if (!row) return false;
-      const hostport = await trx
-        .selectFrom('edge_hostports')
-        .select('edge_id')
-        .where('target_id', '=', id)
-        .limit(1)
-        .executeTakeFirst();
-      if (hostport) {
-        throw new ConflictError(
-          CODES.addrInUse,
-          `The reserved address ${row.addr} (${id}) is a hostport of the edge ${hostport.edge_id}. Remove it from that edge's hostports, or delete the edge, then delete the address.`,
-        );
-      }
-      await refuseWhileReferenced(
-        trx,
-        id,
-        CODES.addrInUse,
-        (by) =>
-          `The reserved address ${row.addr} (${id}) is still used by ${by}. Remove that use first.`,
-      );
-      await trx.deleteFrom('reserved_addrs').where('id', '=', id).execute();
-      return true;
-    });
+    const use = (edge: { edge_id: string }) =>
+      `is a hostport of the edge ${edge.edge_id}. Remove it from that edge's hostports, or delete the edge, then delete the address.`;
+    return this.deleteChecked(id, (trx, { addr }) =>
+      refuseWhileEdgeUses(trx, id, CODES.addrInUse, `The reserved address ${addr} (${id})`, use),
+    );
   }
 
   /** The reservation of `hostport` (`host:port`, host case-insensitive), or undefined. */

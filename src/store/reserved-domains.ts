@@ -1,14 +1,14 @@
-import type { Kysely } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { domainCovers, isAtOrUnder } from '../core/hostname.js';
 import { ID_PREFIX, newId, randomDnsLabel } from '../core/ids.js';
 import { quote } from '../core/quote.js';
 import { isUniqueViolation } from './database.js';
-import type { Db, RepoDeps } from './deps.js';
-import { describedChanges, describedColumns } from './described.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
-import { refuseWhileReferenced } from './refs.js';
-import type { Database, ReservedDomainsTable } from './schema.js';
+import type { RepoDeps } from './deps.js';
+import { describedChanges, describedColumns, describedOf } from './described.js';
+import { nowRfc3339 } from './paging.js';
+import { ResourceRepository } from './resource-repository.js';
+import { refuseWhileEdgeUses } from './refs.js';
+import type { ReservedDomainsTable } from './schema.js';
 
 import {
   checkDomain,
@@ -32,9 +32,7 @@ function parseJson<T>(text: string | null): T | null {
 function toReservedDomain(row: ReservedDomainsTable): ReservedDomain {
   return {
     id: row.id,
-    description: row.description,
-    metadata: row.metadata,
-    created_at: row.created_at,
+    ...describedOf(row),
     domain: row.domain,
     region: row.region,
     cname_target: row.cname_target,
@@ -54,11 +52,12 @@ function toReservedDomain(row: ReservedDomainsTable): ReservedDomain {
  * also an ACME challenge target, and a certificate policy; names under the base domain get none.
  * @example await domains.create({ domain: '*.sitea.example.com' })
  */
-export class ReservedDomainRepository {
-  constructor(readonly deps: RepoDeps) {}
-
-  private get db(): Kysely<Database> {
-    return this.deps.db;
+export class ReservedDomainRepository extends ResourceRepository<
+  'reserved_domains',
+  ReservedDomain
+> {
+  constructor(readonly deps: RepoDeps) {
+    super(deps.db, 'reserved_domains', toReservedDomain);
   }
 
   private get baseDomain(): string {
@@ -108,20 +107,6 @@ export class ReservedDomainRepository {
     return toReservedDomain(row);
   }
 
-  async get(id: string): Promise<ReservedDomain | undefined> {
-    const row = await this.db
-      .selectFrom('reserved_domains')
-      .selectAll()
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && toReservedDomain(row);
-  }
-
-  async list(page: PageRequest): Promise<Page<ReservedDomain>> {
-    const result = await selectPage(this.db.selectFrom('reserved_domains').selectAll(), page);
-    return { items: result.items.map(toReservedDomain), nextBeforeId: result.nextBeforeId };
-  }
-
   /**
    * Change description, metadata and the certificate policy. A policy that differs from the stored
    * one (or replaces a detached one) restarts the provisioning status.
@@ -154,9 +139,7 @@ export class ReservedDomainRepository {
         set.certificate_id = null;
       }
     }
-    if (Object.keys(set).length === 0) return current;
-    await this.db.updateTable('reserved_domains').set(set).where('id', '=', id).execute();
-    return this.get(id);
+    return (await this.writeColumns(id, set)) ? this.get(id) : current;
   }
 
   /** Detach the certificate policy (and so its status); false when the domain does not exist. */
@@ -218,17 +201,11 @@ export class ReservedDomainRepository {
 
   /** Delete; false when absent. Refused (409) while an edge uses the domain as a hostport. */
   async delete(id: string): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
-      const row = await trx
-        .selectFrom('reserved_domains')
-        .select(['id', 'domain'])
-        .where('id', '=', id)
-        .executeTakeFirst();
-      if (!row) return false;
-      await this.refuseWhileUsed(trx, row.id, row.domain);
-      await trx.deleteFrom('reserved_domains').where('id', '=', id).execute();
-      return true;
-    });
+    const use = (edge: { edge_id: string; hostport: string }) =>
+      `is the hostport ${edge.hostport} of the edge ${edge.edge_id}. Remove it from that edge's hostports, or delete the edge, then delete the domain.`;
+    return this.deleteChecked(id, (trx, { domain }) =>
+      refuseWhileEdgeUses(trx, id, CODES.domainInUse, `The reserved domain ${domain} (${id})`, use),
+    );
   }
 
   /** The reservation of exactly `name` (case-insensitive), wildcard or not. */
@@ -264,28 +241,6 @@ export class ReservedDomainRepository {
       .filter((r) => domainCovers(r.domain, host))
       .sort((a, b) => b.domain.length - a.domain.length)[0];
     return best && toReservedDomain(best);
-  }
-
-  private async refuseWhileUsed(db: Db, id: string, domain: string): Promise<void> {
-    const hostport = await db
-      .selectFrom('edge_hostports')
-      .select(['edge_id', 'hostport'])
-      .where('target_id', '=', id)
-      .limit(1)
-      .executeTakeFirst();
-    if (hostport) {
-      throw new ConflictError(
-        CODES.domainInUse,
-        `The reserved domain ${domain} (${id}) is the hostport ${hostport.hostport} of the edge ${hostport.edge_id}. Remove it from that edge's hostports, or delete the edge, then delete the domain.`,
-      );
-    }
-    await refuseWhileReferenced(
-      db,
-      id,
-      CODES.domainInUse,
-      (by) =>
-        `The reserved domain ${domain} (${id}) is still used by ${by}. Remove that use first.`,
-    );
   }
 
   private policyOnServerDomain(domain: string): ValidationError {

@@ -2,14 +2,19 @@ import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 // @peculiar/x509's dependency injection (tsyringe) needs the Reflect metadata API loaded first.
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import type { Kysely } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { certificateNameCovers } from '../core/hostname.js';
 import type { RepoDeps } from './deps.js';
-import { describedChanges, describedColumns, type DescribedInput } from './described.js';
-import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
-import type { Database, TlsCertificatesTable } from './schema.js';
+import {
+  describedChanges,
+  describedColumns,
+  type DescribedInput,
+  describedOf,
+} from './described.js';
+import { nowRfc3339 } from './paging.js';
+import { ResourceRepository } from './resource-repository.js';
+import type { TlsCertificatesTable } from './schema.js';
 
 /** A certificate as the API shows it: everything but the private key. */
 export interface TlsCertificate {
@@ -159,9 +164,7 @@ export function parseCertificateAndKey(certificatePem: string, keyPem: string): 
 function toView(row: TlsCertificatesTable): TlsCertificate {
   return {
     id: row.id,
-    description: row.description,
-    metadata: row.metadata,
-    created_at: row.created_at,
+    ...describedOf(row),
     certificate_pem: row.certificate_pem,
     subject_common_name: row.subject_common_name,
     subject_alternative_names: {
@@ -182,11 +185,12 @@ function toView(row: TlsCertificatesTable): TlsCertificate {
  * domain. Private keys go in and never come out, except to the edge through `servableFor`.
  * @example const cert = await certs.create({ certificate_pem, private_key_pem });
  */
-export class TlsCertificateRepository {
-  private readonly db: Kysely<Database>;
-
+export class TlsCertificateRepository extends ResourceRepository<
+  'tls_certificates',
+  TlsCertificate
+> {
   constructor(deps: RepoDeps) {
-    this.db = deps.db;
+    super(deps.db, 'tls_certificates', toView);
   }
 
   /** Store a certificate; `managedBy` marks one Burrow ordered (see TlsCertificatesTable). */
@@ -202,31 +206,14 @@ export class TlsCertificateRepository {
     return toView(row);
   }
 
-  async get(id: string): Promise<TlsCertificate | undefined> {
-    const row = await this.db
-      .selectFrom('tls_certificates')
-      .selectAll()
-      .where('id', '=', id)
-      .executeTakeFirst();
-    return row && toView(row);
-  }
-
-  async list(page: PageRequest): Promise<Page<TlsCertificate>> {
-    const result = await selectPage(this.db.selectFrom('tls_certificates').selectAll(), page);
-    return { items: result.items.map(toView), nextBeforeId: result.nextBeforeId };
-  }
-
   async update(id: string, patch: DescribedInput): Promise<TlsCertificate | undefined> {
-    const set = describedChanges(patch);
-    if (Object.keys(set).length > 0) {
-      await this.db.updateTable('tls_certificates').set(set).where('id', '=', id).execute();
-    }
+    await this.writeColumns(id, describedChanges(patch));
     return this.get(id);
   }
 
   /** Delete; false when absent. Refused while a reserved domain serves it. */
   async delete(id: string): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
+    return this.deleteChecked(id, async (trx) => {
       const user = await trx
         .selectFrom('reserved_domains')
         .select(['id', 'domain'])
@@ -238,8 +225,6 @@ export class TlsCertificateRepository {
           `The certificate ${id} is served for the reserved domain ${user.domain} (${user.id}). Detach it first with DELETE /reserved_domains/${user.id}/certificate.`,
         );
       }
-      const res = await trx.deleteFrom('tls_certificates').where('id', '=', id).executeTakeFirst();
-      return res.numDeletedRows > 0n;
     });
   }
 

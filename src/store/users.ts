@@ -6,6 +6,7 @@ import { quote } from '../core/quote.js';
 import { decoyHash, hashPassword, verifyPassword } from '../core/passwords.js';
 import { hashToken } from '../core/tokens.js';
 import { isUniqueViolation } from './database.js';
+import { countRows } from './resource-repository.js';
 import type { Database } from './schema.js';
 
 /** A dashboard user as the API shows it: never the password hash. */
@@ -89,11 +90,7 @@ export class UserRepository {
   }
 
   async count(): Promise<number> {
-    const row = await this.db
-      .selectFrom('users')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .executeTakeFirstOrThrow();
-    return Number(row.n);
+    return countRows(this.db, 'users');
   }
 
   async get(id: string): Promise<User | undefined> {

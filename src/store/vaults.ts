@@ -1,4 +1,3 @@
-import type { Kysely } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { quote } from '../core/quote.js';
@@ -7,9 +6,10 @@ import { isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns, type DescribedInput } from './described.js';
 import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
-import type { Database, SecretsTable, VaultsTable } from './schema.js';
+import type { SecretsTable, VaultsTable } from './schema.js';
 import type { SettingsRepository } from './settings.js';
 import { newSecretKey, openSecret, sealSecret } from './secret-box.js';
+import { ResourceRepository } from './resource-repository.js';
 
 /** The largest secret value accepted, in bytes of UTF-8. */
 export const SECRET_VALUE_MAX_BYTES = 64 * 1024;
@@ -64,11 +64,9 @@ function checkName(name: string, what: string): string {
  * Deleting a vault deletes its secrets.
  * @example const vault = await vaults.create({ name: 'oauth' });
  */
-export class VaultRepository {
-  private readonly db: Kysely<Database>;
-
+export class VaultRepository extends ResourceRepository<'vaults', Vault> {
   constructor(deps: RepoDeps) {
-    this.db = deps.db;
+    super(deps.db, 'vaults', (row) => row);
   }
 
   async create(input: VaultCreate): Promise<Vault> {
@@ -87,35 +85,21 @@ export class VaultRepository {
     return row;
   }
 
-  async get(id: string): Promise<Vault | undefined> {
-    return this.db.selectFrom('vaults').selectAll().where('id', '=', id).executeTakeFirst();
-  }
-
-  async list(page: PageRequest): Promise<Page<Vault>> {
-    return selectPage(this.db.selectFrom('vaults').selectAll(), page);
-  }
-
   async update(id: string, patch: VaultUpdate): Promise<Vault | undefined> {
     const set: Partial<VaultsTable> = describedChanges(patch);
     if (patch.name !== undefined) set.name = checkName(patch.name, 'vault');
-    if (Object.keys(set).length > 0) {
-      set.updated_at = nowRfc3339();
-      try {
-        await this.db.updateTable('vaults').set(set).where('id', '=', id).execute();
-      } catch (err) {
-        throw nameTaken(err, `A vault named ${quote(set.name ?? '')} already exists`);
-      }
-    }
+    if (Object.keys(set).length > 0) set.updated_at = nowRfc3339();
+    await this.writeColumns(id, set, (err) =>
+      nameTaken(err, `A vault named ${quote(set.name ?? '')} already exists`),
+    );
     return this.get(id);
   }
 
   /** Delete the vault and its secrets; false when absent. */
   async delete(id: string): Promise<boolean> {
-    return this.db.transaction().execute(async (trx) => {
+    return this.deleteChecked(id, async (trx) => {
       // The foreign key cascades too; this keeps that true on a connection without foreign keys.
       await trx.deleteFrom('secrets').where('vault_id', '=', id).execute();
-      const res = await trx.deleteFrom('vaults').where('id', '=', id).executeTakeFirst();
-      return res.numDeletedRows > 0n;
     });
   }
 }
@@ -125,13 +109,12 @@ export class VaultRepository {
  * (secret-box.ts) and only {@link SecretRepository.entries} decrypts them, for the edge.
  * @example await secrets.create({ vault_id: 'vault_...', name: 'client_secret', value: 's3cr3t' });
  */
-export class SecretRepository {
-  private readonly db: Kysely<Database>;
+export class SecretRepository extends ResourceRepository<'secrets', Secret, Secret> {
   private readonly settings: SettingsRepository;
   private key: Promise<string> | undefined;
 
   constructor(deps: RepoDeps) {
-    this.db = deps.db;
+    super(deps.db, 'secrets', (row) => row, SECRET_COLUMNS);
     this.settings = deps.accountSettings;
   }
 
@@ -177,18 +160,6 @@ export class SecretRepository {
     return withoutValue(row);
   }
 
-  async get(id: string): Promise<Secret | undefined> {
-    return this.db
-      .selectFrom('secrets')
-      .select(SECRET_COLUMNS)
-      .where('id', '=', id)
-      .executeTakeFirst();
-  }
-
-  async list(page: PageRequest): Promise<Page<Secret>> {
-    return selectPage(this.db.selectFrom('secrets').select(SECRET_COLUMNS), page);
-  }
-
   /** The secrets of one vault, newest first. */
   async listOfVault(vaultId: string, page: PageRequest): Promise<Page<Secret>> {
     return selectPage(
@@ -212,20 +183,15 @@ export class SecretRepository {
       if (!(await this.get(id))) return undefined;
       set.value_encrypted = sealSecret(await this.secretsKey(), id, patch.value);
     }
-    if (Object.keys(set).length > 0) {
-      set.updated_at = nowRfc3339();
-      try {
-        await this.db.updateTable('secrets').set(set).where('id', '=', id).execute();
-      } catch (err) {
-        throw nameTaken(err, `The vault already has a secret named ${quote(set.name ?? '')}`);
-      }
-    }
+    if (Object.keys(set).length > 0) set.updated_at = nowRfc3339();
+    await this.writeColumns(id, set, (err) =>
+      nameTaken(err, `The vault already has a secret named ${quote(set.name ?? '')}`),
+    );
     return this.get(id);
   }
 
   async delete(id: string): Promise<boolean> {
-    const res = await this.db.deleteFrom('secrets').where('id', '=', id).executeTakeFirst();
-    return res.numDeletedRows > 0n;
+    return this.deleteRow(id);
   }
 
   /**

@@ -8,6 +8,24 @@ export type Mapping = Record<string, unknown>;
 export const isMapping = (v: unknown): v is Mapping =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
+/**
+ * One step of a walk over a config value: a list or mapping copied with `each` applied to every
+ * item (given the item's path suffix, `[i]` or `.key`); anything else returned as it is.
+ * @example const toCel = (v: unknown): unknown => (typeof v === 'number' ? BigInt(v) : mapChildren(v, toCel));
+ */
+export function mapChildren(
+  value: unknown,
+  each: (item: unknown, suffix: string) => unknown,
+): unknown {
+  if (Array.isArray(value)) return value.map((v, i) => each(v, `[${i}]`));
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = each(v, `.${k}`);
+    return out;
+  }
+  return value;
+}
+
 const DURATION_UNITS: Record<string, number> = {
   h: 3_600_000,
   m: 60_000,
@@ -38,6 +56,14 @@ export interface DurationRange {
   range: string;
   example: string;
   required?: boolean;
+}
+
+/**
+ * `, e.g. <example>` when there is an example, else nothing: the tail of a "required" failure.
+ * @example eg('["x-powered-by"]') // ', e.g. ["x-powered-by"]'
+ */
+function eg(example: string | undefined): string {
+  return example ? `, e.g. ${example}` : '';
 }
 
 /**
@@ -90,6 +116,22 @@ export class ConfigReader {
     );
   }
 
+  /**
+   * Whether `value` (at `path`) is there; when it is not (undefined or null) and `required`, a
+   * failure saying it is required, followed by `needs`.
+   * @example if (!this.present(key, v, range.required, `: an integer from 1 to 10`)) return undefined;
+   */
+  private present(
+    path: string,
+    value: unknown,
+    required: boolean | undefined,
+    needs: string,
+  ): boolean {
+    if (value !== undefined && value !== null) return true;
+    if (required) this.fail(path, `is required${needs}`);
+    return false;
+  }
+
   has(key: string): boolean {
     return this.config[key] !== undefined && this.config[key] !== null;
   }
@@ -102,12 +144,7 @@ export class ConfigReader {
 
   string(key: string, opts: { required?: boolean; example?: string } = {}): string | undefined {
     const v = this.value(key);
-    if (v === undefined) {
-      if (opts.required) {
-        this.fail(key, `is required${opts.example ? `, e.g. ${opts.example}` : ''}`);
-      }
-      return undefined;
-    }
+    if (!this.present(key, v, opts.required, eg(opts.example))) return undefined;
     if (typeof v !== 'string') return this.shape(key, 'a string', v);
     return v;
   }
@@ -117,9 +154,7 @@ export class ConfigReader {
     range: { min: number; max: number; required?: boolean },
   ): number | undefined {
     const v = this.value(key);
-    if (v === undefined) {
-      if (range.required)
-        this.fail(key, `is required: an integer from ${range.min} to ${range.max}`);
+    if (!this.present(key, v, range.required, `: an integer from ${range.min} to ${range.max}`)) {
       return undefined;
     }
     if (typeof v !== 'number' || !Number.isInteger(v)) return this.shape(key, 'an integer', v);
@@ -143,10 +178,7 @@ export class ConfigReader {
 
   /** Like duration(), for a `value` nested below the config's own keys (`path` names it). */
   durationAt(path: string, value: unknown, bounds: DurationRange): number | undefined {
-    if (value === undefined || value === null) {
-      if (bounds.required) this.fail(path, `is required, e.g. ${bounds.example}`);
-      return undefined;
-    }
+    if (!this.present(path, value, bounds.required, `, e.g. ${bounds.example}`)) return undefined;
     if (typeof value !== 'string')
       return this.shape(path, `a duration like ${bounds.example}`, value);
     const ms = parseDuration(value);
@@ -165,15 +197,8 @@ export class ConfigReader {
     count: { min: number; max: number; required?: boolean; example?: string },
   ): string[] | undefined {
     const v = this.value(key);
-    if (v === undefined) {
-      if (count.required) {
-        this.fail(
-          key,
-          `is required: a list of ${count.min} to ${count.max} strings${count.example ? `, e.g. ${count.example}` : ''}`,
-        );
-      }
-      return undefined;
-    }
+    const needs = `: a list of ${count.min} to ${count.max} strings${eg(count.example)}`;
+    if (!this.present(key, v, count.required, needs)) return undefined;
     if (!Array.isArray(v)) return this.shape(key, 'a list of strings', v);
     v.forEach((item: unknown, i) => {
       if (typeof item !== 'string') this.shape(`${key}[${i}]`, 'a string', item);
@@ -188,15 +213,8 @@ export class ConfigReader {
     count: { min: number; max: number; required?: boolean; example?: string },
   ): Record<string, string> | undefined {
     const v = this.value(key);
-    if (v === undefined) {
-      if (count.required) {
-        this.fail(
-          key,
-          `is required: a mapping of ${count.min} to ${count.max} entries${count.example ? `, e.g. ${count.example}` : ''}`,
-        );
-      }
-      return undefined;
-    }
+    const needs = `: a mapping of ${count.min} to ${count.max} entries${eg(count.example)}`;
+    if (!this.present(key, v, count.required, needs)) return undefined;
     if (!isMapping(v)) return this.shape(key, 'a mapping of names to values', v);
     const out: Record<string, string> = {};
     for (const [name, value] of Object.entries(v)) {

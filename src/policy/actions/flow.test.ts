@@ -7,6 +7,7 @@ import {
   SAMPLE_RESPONSE,
   sync,
 } from '../../../test/support/policy-fixtures.js';
+import { requestDecision } from '../../../test/support/policy-runs.js';
 import { rewriteTarget } from './url-rewrite.js';
 
 describe('log', () => {
@@ -87,15 +88,7 @@ describe('set-vars', () => {
 
 describe('url-rewrite', () => {
   const rewrite = (from: string, to: string) =>
-    sync(
-      bindPolicy(
-        oneRule('on_http_request', [{ type: 'url-rewrite', config: { from, to } }]),
-        'http',
-      ).runner.onHttpRequest({
-        conn: CONN_TLS13,
-        req: SAMPLE_REQUEST,
-      }),
-    );
+    requestDecision([{ type: 'url-rewrite', config: { from, to } }]);
 
   it('replaces the first match in the URL and gives the new path and query', () => {
     expect(rewrite('/users/([0-9]+)', '/people/$1')).toMatchObject({

@@ -1,35 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { SAMPLE_REQUEST } from '../../../test/support/policy-fixtures.js';
 import {
-  bindPolicy,
-  CONN_TLS13,
-  oneRule,
-  SAMPLE_REQUEST,
-  SAMPLE_RESPONSE,
-  sync,
-} from '../../../test/support/policy-fixtures.js';
+  requestDecision as request,
+  responseDecision as response,
+} from '../../../test/support/policy-runs.js';
 import type { RequestInput, ResponseInput } from '../variables.js';
 import { chooseEncoding } from './compress-response.js';
-
-const request = (actions: unknown[]) =>
-  sync(
-    bindPolicy(oneRule('on_http_request', actions), 'http').runner.onHttpRequest({
-      conn: CONN_TLS13,
-      req: SAMPLE_REQUEST,
-    }),
-  );
-
-const response = (
-  actions: unknown[],
-  req: RequestInput = SAMPLE_REQUEST,
-  res: ResponseInput = SAMPLE_RESPONSE,
-) =>
-  sync(
-    bindPolicy(oneRule('on_http_response', actions), 'http').runner.onHttpResponse({
-      conn: CONN_TLS13,
-      req,
-      res,
-    }),
-  );
 
 describe('add-headers', () => {
   it('adds interpolated request headers, lower-cased', () => {

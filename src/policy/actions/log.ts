@@ -1,5 +1,6 @@
 import { CODES } from '../../core/errors.js';
 import type { Template } from '../interpolate.js';
+import { mapChildren } from './config.js';
 import type { ActionCompileContext, ActionSpec, PhaseContext } from './types.js';
 
 type Shape = string | number | boolean | null | Template | Shape[] | { [key: string]: Shape };
@@ -10,13 +11,8 @@ function compileValue(value: unknown, key: string, ctx: ActionCompileContext): S
     const t = ctx.template(value, key);
     return t.isStatic ? value : t;
   }
-  if (Array.isArray(value)) return value.map((v, i) => compileValue(v, `${key}[${i}]`, ctx));
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, Shape> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = compileValue(v, `${key}.${k}`, ctx);
-    return out;
-  }
-  return value as Shape;
+  // Lists and mappings hold only what this returns, so the walk's result is a Shape too.
+  return mapChildren(value, (v, suffix) => compileValue(v, `${key}${suffix}`, ctx)) as Shape;
 }
 
 function isTemplate(value: Shape): value is Template {
@@ -25,13 +21,8 @@ function isTemplate(value: Shape): value is Template {
 
 function render(value: Shape, c: PhaseContext): unknown {
   if (isTemplate(value)) return c.render(value);
-  if (Array.isArray(value)) return value.map((v) => render(v, c));
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = render(v, c);
-    return out;
-  }
-  return value;
+  // Below a compiled Shape there are only Shapes.
+  return mapChildren(value, (v) => render(v as Shape, c));
 }
 
 /**

@@ -4,27 +4,13 @@ import {
   CONN_TLS13,
   oneRule,
   SAMPLE_REQUEST,
-  SAMPLE_RESPONSE,
   sync,
 } from '../../../test/support/policy-fixtures.js';
+import {
+  requestDecision as request,
+  responseDecision as response,
+} from '../../../test/support/policy-runs.js';
 import { inferContentType } from './custom-response.js';
-
-const request = (actions: unknown[], req = SAMPLE_REQUEST) =>
-  sync(
-    bindPolicy(oneRule('on_http_request', actions), 'http').runner.onHttpRequest({
-      conn: CONN_TLS13,
-      req,
-    }),
-  );
-
-const response = (actions: unknown[]) =>
-  sync(
-    bindPolicy(oneRule('on_http_response', actions), 'http').runner.onHttpResponse({
-      conn: CONN_TLS13,
-      req: SAMPLE_REQUEST,
-      res: SAMPLE_RESPONSE,
-    }),
-  );
 
 describe('deny', () => {
   it('answers 403 with no body by default on HTTP, and records it', () => {

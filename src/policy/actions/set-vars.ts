@@ -1,5 +1,6 @@
 import { CODES } from '../../core/errors.js';
 import type { Template } from '../interpolate.js';
+import { mapChildren } from './config.js';
 import type { ActionSpec } from './types.js';
 
 const NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -8,13 +9,7 @@ const MAX_VARS = 32;
 /** A config value as CEL sees it: whole numbers become ints (bigints), the rest stays. */
 function toCel(value: unknown): unknown {
   if (typeof value === 'number' && Number.isSafeInteger(value)) return BigInt(value);
-  if (Array.isArray(value)) return value.map(toCel);
-  if (value !== null && typeof value === 'object') {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = toCel(v);
-    return out;
-  }
-  return value;
+  return mapChildren(value, toCel);
 }
 
 /**
