@@ -7,14 +7,12 @@ import {
   type EchoServer,
 } from '../../../test/support/edge-traffic.js';
 import {
-  fakeTunnel,
   startTestIngress,
   type FakeTunnel,
   type TestIngress,
 } from '../../../test/support/ingress.js';
-import { compilePolicy } from '../../policy/index.js';
-import { endpointInputOf } from '../binds/endpoint-policy.js';
-import { internalOnline, MAX_FORWARD_HOPS } from '../registry/internal-routing.js';
+import { MAX_FORWARD_HOPS } from '../registry/internal-routing.js';
+import { policyEndpoints, type PolicyEndpoints } from '../../../test/support/policy-endpoints.js';
 
 /**
  * forward-internal on TLS endpoints (the HTTPS port, routed by SNI), over real sockets: the
@@ -30,8 +28,7 @@ let front: EchoServer;
 let internal: EchoServer;
 let internalB: EchoServer;
 let plain: EchoServer;
-let n = 0;
-const added: string[] = [];
+let endpoints: PolicyEndpoints;
 
 beforeAll(async () => {
   t = await startTestIngress();
@@ -40,10 +37,11 @@ beforeAll(async () => {
   internal = await startTlsEchoServer('internal', cert);
   internalB = await startTlsEchoServer('internal-b', cert);
   plain = await startEchoServer('plain');
+  endpoints = policyEndpoints(t.registry);
 });
 
 afterEach(() => {
-  for (const id of added.splice(0)) t.registry.removeTunnel(id);
+  endpoints.removeAll();
 });
 
 afterAll(async () => {
@@ -52,50 +50,19 @@ afterAll(async () => {
   servicePki.cleanup();
 });
 
-/** Register `tunnel` with `policy` bound as a bind binds it (internalOnline for on_error). */
-function add(tunnel: FakeTunnel, policy?: string): FakeTunnel {
-  if (policy !== undefined) {
-    const runner = compilePolicy(policy, { protocol: tunnel.proto ?? 'tls' }).bind({
-      ownerId: tunnel.id,
-      internalOnline: (url) => internalOnline(t.registry, url),
-    });
-    tunnel.trafficPolicy = policy;
-    tunnel.policy = { ownerId: tunnel.id, runner, endpoint: endpointInputOf(tunnel) };
-  }
-  t.registry.addTunnel(tunnel);
-  added.push(tunnel.id);
-  return tunnel;
-}
-
 /** A public TLS endpoint whose agent's service is the `front` echo, or a cloud one (no agent). */
-function publicEndpoint(policy?: string, kind: 'agent' | 'cloud' = 'agent'): FakeTunnel {
-  const hostname = `front${++n}.burrow.test`;
-  const tunnel = fakeTunnel({
-    proto: 'tls',
-    hostname,
-    upstreamPort: front.port,
-    connect:
-      kind === 'cloud'
-        ? () => Promise.reject(new Error('a cloud endpoint has no agent'))
-        : undefined,
-  });
-  if (kind === 'cloud') tunnel.cloud = true;
-  return add(tunnel, policy);
-}
+const publicEndpoint = (policy?: string, kind: 'agent' | 'cloud' = 'agent'): FakeTunnel =>
+  endpoints.publicEndpoint('tls', front.port, policy, kind);
 
 /** An internal endpoint `name` (`tls://name`) whose agent's service listens on `port`. */
-function internalEndpoint(
+const internalEndpoint = (
   name: string,
   policy?: string,
   options: { port?: number; pooling?: boolean; proto?: 'tls' | 'tcp' } = {},
-): FakeTunnel {
-  const proto = options.proto ?? 'tls';
-  const tunnel = fakeTunnel({ proto, upstreamPort: options.port ?? internal.port });
-  tunnel.internal = name;
-  tunnel.url = `${proto}://${name}`;
-  tunnel.pooling = options.pooling;
-  return add(tunnel, policy);
-}
+): FakeTunnel =>
+  endpoints.internalEndpoint(options.proto ?? 'tls', name, options.port ?? internal.port, policy, {
+    pooling: options.pooling,
+  });
 
 const forwardTo = (url: string, extra = ''): string => `
 on_tcp_connect:
@@ -142,7 +109,7 @@ describe('forward-internal on TLS endpoints', () => {
     // It sees the public name the client asked for, and can refuse.
     const target = internalEndpoint(
       'guarded.internal',
-      `on_tcp_connect: [{ expressions: ["!conn.tls.sni.startsWith('front')"], actions: [{ type: deny }] }]`,
+      `on_tcp_connect: [{ expressions: ["!conn.tls.sni.startsWith('ep')"], actions: [{ type: deny }] }]`,
     );
     const pub = publicEndpoint(forwardTo('tls://guarded.internal'));
     expect((await hello(pub)).text).toBe('internal:ping');

@@ -1,12 +1,13 @@
 import type { Socket } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { compilePolicy } from '../../../policy/index.js';
-import { endpointInputOf } from '../../binds/endpoint-policy.js';
 import { endpointLabel } from '../../metrics/endpoint-meters.js';
-import { internalOnline, MAX_FORWARD_HOPS } from '../../registry/internal-routing.js';
+import { MAX_FORWARD_HOPS } from '../../registry/internal-routing.js';
+import {
+  policyEndpoints,
+  type PolicyEndpoints,
+} from '../../../../test/support/policy-endpoints.js';
 import { startTestUpstream, type TestUpstream } from '../../../../test/support/http-upstream.js';
 import {
-  fakeTunnel,
   httpRequest,
   metricValue,
   startTestIngress,
@@ -27,18 +28,18 @@ import {
 
 let t: TestIngress;
 let echo: TestUpstream;
-let n = 0;
-const added: string[] = [];
+let endpoints: PolicyEndpoints;
 const open: Socket[] = [];
 
 beforeAll(async () => {
   t = await startTestIngress();
   echo = await startTestUpstream();
+  endpoints = policyEndpoints(t.registry);
 });
 
 afterEach(() => {
   for (const socket of open.splice(0)) socket.destroy();
-  for (const id of added.splice(0)) t.registry.removeTunnel(id);
+  endpoints.removeAll();
 });
 
 afterAll(async () => {
@@ -46,49 +47,16 @@ afterAll(async () => {
   await echo.close();
 });
 
-/** Register `tunnel` with `policy` bound as a bind binds it (internalOnline for on_error). */
-function add(tunnel: FakeTunnel, policy?: string): FakeTunnel {
-  if (policy !== undefined) {
-    const runner = compilePolicy(policy, { protocol: tunnel.proto ?? 'http' }).bind({
-      ownerId: tunnel.id,
-      internalOnline: (url) => internalOnline(t.registry, url),
-    });
-    tunnel.trafficPolicy = policy;
-    tunnel.policy = { ownerId: tunnel.id, runner, endpoint: endpointInputOf(tunnel) };
-  }
-  t.registry.addTunnel(tunnel);
-  added.push(tunnel.id);
-  return tunnel;
-}
-
 /** A public agent endpoint in front of the echo, or a cloud endpoint (nothing behind it). */
-function publicEndpoint(policy: string, kind: 'agent' | 'cloud' = 'agent'): FakeTunnel {
-  const hostname = `fwd${++n}.burrow.test`;
-  const tunnel = fakeTunnel({
-    proto: 'http',
-    hostname,
-    upstreamPort: echo.port,
-    connect:
-      kind === 'cloud'
-        ? () => Promise.reject(new Error('a cloud endpoint has no agent'))
-        : undefined,
-  });
-  if (kind === 'cloud') tunnel.cloud = true;
-  return add(tunnel, policy);
-}
+const publicEndpoint = (policy: string, kind: 'agent' | 'cloud' = 'agent'): FakeTunnel =>
+  endpoints.publicEndpoint('http', echo.port, policy, kind);
 
 /** An internal endpoint (`name`) whose agent's service is the WebSocket echo. */
-function internalEndpoint(
+const internalEndpoint = (
   name: string,
   policy?: string,
   options: { pooling?: boolean } = {},
-): FakeTunnel {
-  const tunnel = fakeTunnel({ proto: 'https', upstreamPort: echo.port });
-  tunnel.internal = name;
-  tunnel.url = `https://${name}`;
-  tunnel.pooling = options.pooling;
-  return add(tunnel, policy);
-}
+): FakeTunnel => endpoints.internalEndpoint('https', name, echo.port, policy, options);
 
 const forwardTo = (url: string, extra = ''): string => `
 on_http_request:
