@@ -53,8 +53,6 @@ export interface Edge {
   dnsAddress: string | undefined;
   /** Events of every traffic policy this edge runs: the API's `online.policyEvents`. */
   policyEvents: PolicyEventLog;
-  /** TCP and TLS edges' hostports as routes in the registry, kept in sync with the store. */
-  edges: EdgeRoutes;
   /** The last HTTP requests of each endpoint, in this process's memory (the dashboard's Traffic). */
   traffic: TrafficInspector;
   /** A credential or bot user changed in this process: close revoked sessions now. */
@@ -299,7 +297,6 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     dnsAddress: management.dnsAddress,
     policyEvents,
     secrets,
-    edges,
     traffic: trafficInspector(trafficLog, ingress.httpAddress),
     credentialsChanged: () => {
       member?.node.announce('credentials');
