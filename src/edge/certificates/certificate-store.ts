@@ -93,6 +93,34 @@ type Resolution =
   | { key: string; checkedAt: number; kind: 'file'; file: CertificateFile }
   | { key: string; checkedAt: number; kind: 'stored'; stored: StoredCertificate };
 
+/** Node's `SNICallback`. */
+export type SniCallback = (
+  servername: string,
+  callback: (err: Error | null, context?: SecureContext) => void,
+) => void;
+
+/**
+ * An `SNICallback` from an async lookup of the context for a name. `onError` says what a failed
+ * lookup answers: an error fails the handshake, undefined goes on with the server's default
+ * certificate.
+ * @example tls.createServer({ SNICallback: sniCallbackOf((name) => contextFor(name), (err) => err as Error) })
+ */
+export function sniCallbackOf(
+  lookup: (servername: string) => Promise<SecureContext | undefined>,
+  onError: (err: unknown, servername: string) => Error | undefined,
+): SniCallback {
+  return (servername, callback) => {
+    lookup(servername).then(
+      (context) => callback(null, context),
+      (err: unknown) => {
+        const failed = onError(err, servername);
+        if (failed) callback(failed);
+        else callback(null, undefined);
+      },
+    );
+  };
+}
+
 /**
  * Certificates for the HTTPS/TLS ingress, made on demand per SNI name: a real certificate from
  * `certsDir` when there is one, otherwise one issued by the local CA. Cached (LRU), one issuance
@@ -134,20 +162,15 @@ export class CertificateStore {
    * error (the handshake then fails) when the name is refused or issuance failed.
    * @example tls.createServer({ SNICallback: store.sniCallback })
    */
-  readonly sniCallback = (
-    servername: string,
-    callback: (err: Error | null, context?: SecureContext) => void,
-  ): void => {
-    this.contextFor(servername).then(
-      (context) => callback(null, context),
-      (err: unknown) => {
-        if (!(err instanceof CertificateRefusedError)) {
-          this.options.logger?.warn({ err, servername }, 'no certificate for TLS handshake');
-        }
-        callback(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  };
+  readonly sniCallback: SniCallback = sniCallbackOf(
+    (servername) => this.contextFor(servername),
+    (err, servername) => {
+      if (!(err instanceof CertificateRefusedError)) {
+        this.options.logger?.warn({ err, servername }, 'no certificate for TLS handshake');
+      }
+      return err instanceof Error ? err : new Error(String(err));
+    },
+  );
 
   /**
    * The TLS context for `servername`.

@@ -16,7 +16,7 @@ import {
 import type { Logger } from '../../core/logger.js';
 import type { TlsInput } from '../../policy/index.js';
 import type { TlsTerminationModule } from '../../store/edges.js';
-import type { ServedCertificate } from '../certificates/certificate-store.js';
+import { sniCallbackOf, type ServedCertificate } from '../certificates/certificate-store.js';
 import { connectionKey, enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
 
 /** What the terminating edge applies; TLS 1.2 is the minimum when the module names none. */
@@ -103,12 +103,10 @@ export class EdgeTlsTerminator {
       settings.clientAuth ?? (settings.caPems !== null ? 'require-and-verify' : undefined);
     const verify = clientAuth === 'require-and-verify';
     this.server = createServer({
-      SNICallback: (name, callback) => {
-        this.contextFor(name).then(
-          (context) => callback(null, context),
-          (err: unknown) => callback(err instanceof Error ? err : new Error(String(err))),
-        );
-      },
+      SNICallback: sniCallbackOf(
+        (name) => this.contextFor(name),
+        (err) => (err instanceof Error ? err : new Error(String(err))),
+      ),
       minVersion: nodeMinVersion(settings.minVersion),
       maxVersion: nodeMaxVersion(settings.maxVersion),
       requestCert: clientAuth !== undefined,

@@ -1,6 +1,10 @@
 import { createSecureContext, type SecureContext } from 'node:tls';
 import type { Logger } from '../../core/logger.js';
-import type { StoredCertificate } from '../certificates/certificate-store.js';
+import {
+  sniCallbackOf,
+  type SniCallback,
+  type StoredCertificate,
+} from '../certificates/certificate-store.js';
 
 /** How long a lookup of the agent hostname's stored certificate is trusted. */
 const RECHECK_MS = 5000;
@@ -33,19 +37,14 @@ export class AgentCertificatePicker {
     this.cached.at = -Infinity;
   }
 
-  readonly sniCallback = (
-    servername: string,
-    callback: (err: Error | null, context?: SecureContext) => void,
-  ): void => {
-    this.contextFor(servername).then(
-      (context) => callback(null, context),
-      (err: unknown) => {
-        // The default certificate still lets agents that trust the local CA in.
-        this.logger?.warn({ err }, 'looking up the agent hostname certificate failed');
-        callback(null, undefined);
-      },
-    );
-  };
+  readonly sniCallback: SniCallback = sniCallbackOf(
+    (servername) => this.contextFor(servername),
+    (err) => {
+      // The default certificate still lets agents that trust the local CA in.
+      this.logger?.warn({ err }, 'looking up the agent hostname certificate failed');
+      return undefined;
+    },
+  );
 
   private async contextFor(servername: string): Promise<SecureContext | undefined> {
     if (!this.hostname || !this.stored || servername.toLowerCase() !== this.hostname) {
