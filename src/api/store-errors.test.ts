@@ -20,6 +20,8 @@ describe('storeError', () => {
       withCode('ECONNREFUSED'),
       withCode('SQLITE_IOERR_WRITE'),
       new Error('Connection terminated unexpectedly'),
+      new Error('Client has encountered a connection error and is not queryable'),
+      new Error('Client was closed and is not queryable'),
     ]) {
       expect(storeError(err)?.code).toBe(CODES.storeUnavailable);
     }

@@ -38,7 +38,8 @@ export function storeError(err: unknown): BurrowError | undefined {
     code === 'SQLITE_CANTOPEN' ||
     PG_UNAVAILABLE.has(code) ||
     SOCKET_CODES.has(code) ||
-    /^Connection terminated/.test(message)
+    // node-postgres's own words for a connection it lost, which carry no code.
+    /^Connection terminated|is not queryable$/.test(message)
   ) {
     return new BurrowError(
       CODES.storeUnavailable,
