@@ -138,6 +138,7 @@ describe('HostHeaderRewrite', () => {
     ['tcp://localhost:22', undefined],
     ['http://', undefined],
     ['localhost:99999', undefined],
+    ['localhost:0', undefined],
     ['localhost', undefined],
   ])('ForwardsTo %j -> Host %j', (forwardsTo, expected) => {
     expect(upstreamHost(forwardsTo)).toBe(expected);

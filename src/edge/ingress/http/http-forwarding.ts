@@ -5,6 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { HOP_BY_HOP_HEADERS as HOP_BY_HOP } from '../../../core/http-framing.js';
+import { parseHostPort } from '../../../core/host-port.js';
 import { clientAddr, serverAddr } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
 
@@ -31,8 +32,8 @@ export function routingHost(host: string | undefined): string | undefined {
 
 /** Schemes of a ForwardsTo URL whose host the Host header may name (their default ports dropped). */
 const FORWARD_SCHEMES: ReadonlySet<string> = new Set(['http:', 'https:', 'ws:', 'wss:']);
-/** A bare ForwardsTo `host:port` (the port is required: `http.Server` is a description, not a host). */
-const BARE_HOST_PORT = /^(?:\[[0-9a-f:.]+\]|[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?):(\d{1,5})$/i;
+/** The host of a bare ForwardsTo `host:port`: a name (letters, digits, `_.-`) or an IPv6 address. */
+const FORWARD_HOST = /^(?:\[[0-9a-f:.]+\]|[a-z0-9_](?:[a-z0-9_.-]*[a-z0-9_])?)$/i;
 
 /**
  * The Host header of where an agent forwards, from the bind's ForwardsTo: a URL's `host[:port]`
@@ -54,10 +55,9 @@ export function upstreamHost(forwardsTo: string): string | undefined {
     }
     return FORWARD_SCHEMES.has(url.protocol) && url.hostname !== '' ? url.host : undefined;
   }
-  const m = BARE_HOST_PORT.exec(text);
-  if (!m) return undefined;
-  const port = Number(m[1]);
-  return port >= 1 && port <= 65535 ? text : undefined;
+  // The port is required: `http.Server` is a description, not a host.
+  const hp = parseHostPort(text, { keepBrackets: true, minPort: 1 });
+  return hp && FORWARD_HOST.test(hp.host) ? text : undefined;
 }
 
 /**
