@@ -351,7 +351,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges as routes of the registry (%s)'
     }
   });
 
-  it('meters an edge hostport like an endpoint, under its URL', async () => {
+  it('meters an edge hostport like an endpoint, under its URL, across changes of the edge', async () => {
     const addr = await reserveAddr();
     const backend = await repos.backends.tunnelGroups.create({ labels: { edge: 'meter' } });
     online({ edge: 'meter' }, () => a);
@@ -365,6 +365,14 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges as routes of the registry (%s)'
     expect(await served(portOf(addr))).toBe('a:ping');
     expect(await served(portOf(addr))).toBe('a:ping');
     expect(metricValue(ingress.metrics, 'burrow_connections_total', { endpoint })).toBe(before + 2);
+    // A changed edge gets new routes; its series go on counting where they were.
+    await repos.edges.setModule('tcp', edge.id, 'traffic_policy', {
+      value: 'on_tcp_connect: [{actions: [{type: log}]}]',
+    });
+    await runtime.sync();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(await served(portOf(addr))).toBe('a:ping');
+    expect(metricValue(ingress.metrics, 'burrow_connections_total', { endpoint })).toBe(before + 3);
     await repos.edges.delete('tcp', edge.id);
   });
 

@@ -140,6 +140,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     http.tunnelRemoved(tunnel);
     meters.tunnelRemoved(tunnel);
   };
+  const onAdded = (tunnel: OnlineTunnel): void => meters.tunnelAdded(tunnel);
 
   const httpListener = front(http.server);
   const httpsListener = front(sni.server);
@@ -154,6 +155,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     throw err;
   }
   registry.on('tunnel-removed', onRemoved);
+  registry.on('tunnel-added', onAdded);
   tcp.start();
   logger?.info({ http: httpAddress, https: httpsAddress }, 'ingress listening');
 
@@ -170,6 +172,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   const close = (): Promise<void> => {
     closed ??= (async () => {
       registry.off('tunnel-removed', onRemoved);
+      registry.off('tunnel-added', onAdded);
       await stopAccepting();
       sni.destroyAll();
       tcp.destroyAll();

@@ -53,6 +53,7 @@ describe('EndpointMeter', () => {
     expect(await metrics.metrics()).toContain(URL);
 
     meters.tunnelRemoved(tunnel);
+    await new Promise((resolve) => setImmediate(resolve)); // the tunnel's hold ends with the tick
     expect(await metrics.metrics()).toContain(URL); // the open connection still holds it
     closed();
     const text = await metrics.metrics();
@@ -61,6 +62,26 @@ describe('EndpointMeter', () => {
 
     meter.request(200, 0.01, 0.005); // a late request on the released meter counts nowhere
     meter.bytesOut.inc(5);
+    expect(await metrics.metrics()).not.toContain(URL);
+  });
+
+  it('hands the series to a tunnel with the same URL that comes online in the same tick', async () => {
+    const metrics = new EdgeMetrics();
+    const meters = new EndpointMeters(metrics);
+    const total = async () =>
+      sample(await metrics.metrics(), `burrow_connections_total{endpoint="${URL}"}`);
+    meters.connectionOpened(meters.of(tunnel))();
+    // An edge or cloud endpoint changed, or an agent took its name over: out and in, one tick.
+    const successor = { ...tunnel, id: 'tn_successor' };
+    meters.tunnelRemoved(tunnel);
+    meters.tunnelAdded(successor);
+    await new Promise((resolve) => setImmediate(resolve));
+    meters.connectionOpened(meters.of(successor))();
+    expect(await total()).toBe(2);
+
+    // Gone for good: the series go with the tick.
+    meters.tunnelRemoved(successor);
+    await new Promise((resolve) => setImmediate(resolve));
     expect(await metrics.metrics()).not.toContain(URL);
   });
 

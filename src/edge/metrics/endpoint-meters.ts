@@ -101,6 +101,8 @@ export class EndpointMeter {
 export class EndpointMeters {
   private readonly meters = new Map<string, EndpointMeter>();
   private readonly byTunnel = new WeakMap<OnlineTunnel, EndpointMeter>();
+  /** Meters whose tunnel went offline in this tick, by label, until the tick ends. */
+  private readonly leaving = new Map<string, EndpointMeter>();
   /** Traffic for names and ports no tunnel serves; never dropped. */
   readonly unrouted: EndpointMeter;
 
@@ -124,12 +126,32 @@ export class EndpointMeters {
     return meter;
   }
 
-  /** The tunnel went offline: its hold ends (open connections keep theirs). */
+  /**
+   * The tunnel went offline: its hold ends (open connections keep theirs) at the end of this
+   * tick, unless a tunnel with the same URL comes online in it and takes the hold over
+   * (`tunnelAdded`): a changed edge or cloud endpoint, or an agent taking its name over on
+   * reconnect, keeps counting in the same series instead of starting them again.
+   */
   tunnelRemoved(tunnel: OnlineTunnel): void {
     const meter = this.byTunnel.get(tunnel);
     if (!meter) return;
     this.byTunnel.delete(tunnel);
-    this.release(meter);
+    this.leaving.set(meter.endpoint, meter);
+    setImmediate(() => {
+      if (this.leaving.get(meter.endpoint) !== meter) return;
+      this.leaving.delete(meter.endpoint);
+      this.release(meter);
+    });
+  }
+
+  /** A tunnel came online: it takes over the hold of one with its URL that left in this tick. */
+  tunnelAdded(tunnel: OnlineTunnel): void {
+    if (this.leaving.size === 0) return;
+    const label = endpointLabel(tunnel);
+    const meter = this.leaving.get(label);
+    if (!meter) return;
+    this.leaving.delete(label);
+    this.byTunnel.set(tunnel, meter);
   }
 
   /**
