@@ -22,6 +22,7 @@ import { PublicConnections } from './http-connections.js';
 import { INGRESS_HIGH_WATER_MARK, INGRESS_SOCKET_OPTIONS } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
 import { HttpRelay } from './http-relay.js';
+import { leanAdmits } from './http-policy.js';
 import { HttpRequests } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
 import { HttpUpgrades } from './http-upgrades.js';
@@ -153,10 +154,12 @@ export class HttpIngress {
     if (head.raw.length / 2 > this.maxHeaderCount) return undefined;
     if (this.acmeChallenge && head.target.startsWith(ACME_CHALLENGE_PATH)) return undefined;
     const found = lookupHttpTunnel(this.registry, host, socket);
-    if ('status' in found || found.policy || found.cloud) return undefined;
+    if ('status' in found || found.cloud) return undefined;
     if (this.exchangeTap?.captures(host)) return undefined;
     const tunnel = this.registry.pick(found);
-    return tunnel.policy || tunnel.cloud ? undefined : tunnel;
+    // A policy with no HTTP phase (IP restrictions, connect-time rate limits) rides the relay too.
+    if (tunnel.cloud || (tunnel.policy && !leanAdmits(socket, tunnel.policy))) return undefined;
+    return tunnel;
   }
 
   /** Public connections (plain and TLS) and relays still open. */

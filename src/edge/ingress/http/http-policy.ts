@@ -78,6 +78,8 @@ export function applyToRawHeaders(
 interface ConnectionPolicyState {
   conn: ConnInput;
   admitted: Map<TunnelPolicy, PolicyVars>;
+  /** on_tcp_connect decisions the lean relay started and the full path finishes (leanAdmits). */
+  decided: Map<TunnelPolicy, Settled<TcpConnectDecision>>;
 }
 
 const connections = new WeakMap<Duplex, ConnectionPolicyState>();
@@ -101,6 +103,7 @@ function connectionState(socket: Duplex): ConnectionPolicyState {
           : undefined,
       ),
       admitted: new Map(),
+      decided: new Map(),
     };
     connections.set(socket, state);
   }
@@ -311,8 +314,11 @@ function runRequestPhases(
     requestPhase(known ?? Object.freeze({}));
     return;
   }
+  // Once per connection and policy: a decision the lean relay asked for is not asked again.
+  const decided = state.decided.get(policy);
+  state.decided.delete(policy);
   settle(
-    runner.onTcpConnect({ conn: state.conn, endpoint: policy.endpoint }),
+    decided ?? runner.onTcpConnect({ conn: state.conn, endpoint: policy.endpoint }),
     (d: TcpConnectDecision) => {
       if (d.kind === 'close') {
         outcome.close();
@@ -323,6 +329,35 @@ function runRequestPhases(
     },
     outcome.fail,
   );
+}
+
+/**
+ * Whether the lean relay may carry a request to an endpoint with `policy`: only when the policy
+ * has no HTTP phase, and its on_tcp_connect (once per connection and policy, as on the full path)
+ * let the connection through at once. Anything else (an HTTP phase, a decision that has to wait,
+ * a close, a policy that throws) goes to the full path, which finishes the decision made here
+ * rather than run on_tcp_connect a second time.
+ * @example if (tunnel.policy && !leanAdmits(socket, tunnel.policy)) return undefined;
+ */
+export function leanAdmits(socket: Duplex, policy: TunnelPolicy): boolean {
+  const phases = policy.runner.policy;
+  if (phases.has('on_http_request') || phases.has('on_http_response')) return false;
+  if (!phases.has('on_tcp_connect')) return true;
+  const state = connectionState(socket);
+  if (state.admitted.has(policy)) return true;
+  if (state.decided.has(policy)) return false;
+  let decision: Settled<TcpConnectDecision>;
+  try {
+    decision = policy.runner.onTcpConnect({ conn: state.conn, endpoint: policy.endpoint });
+  } catch {
+    return false;
+  }
+  if (!(decision instanceof Promise) && decision.kind !== 'close') {
+    state.admitted.set(policy, decision.vars);
+    return true;
+  }
+  state.decided.set(policy, decision);
+  return false;
 }
 
 /**

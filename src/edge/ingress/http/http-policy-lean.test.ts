@@ -1,0 +1,109 @@
+import http, { Agent } from 'node:http';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { compilePolicy, PolicyEventLog } from '../../../policy/index.js';
+import { endpointInputOf } from '../../binds/endpoint-policy.js';
+import {
+  fakeTunnel,
+  httpRequest,
+  listenLocal,
+  startTestIngress,
+  type FakeTunnel,
+  type LocalServer,
+  type TestIngress,
+} from '../../../../test/support/ingress.js';
+
+/**
+ * Endpoints whose policy has no HTTP phase (on_tcp_connect only: IP restrictions, connect-time
+ * rate limits) are carried by the lean relay, with on_tcp_connect run once per connection as on
+ * the full path. How a reply tells the paths apart: the upstream sends no `Date` header; the lean
+ * relay passes its head on as bytes, Node's server on the full path adds one.
+ */
+describe('policies without an HTTP phase on the lean relay', () => {
+  let t: TestIngress;
+  let upstream: LocalServer;
+  const events = new PolicyEventLog();
+  let n = 0;
+
+  beforeAll(async () => {
+    t = await startTestIngress();
+    upstream = await listenLocal(
+      http.createServer((_req, res) => {
+        res.sendDate = false;
+        res.end('ok');
+      }),
+    );
+  });
+  afterAll(async () => {
+    await t.close();
+    await upstream.close();
+  });
+
+  /** An endpoint with `policy`; restrict-ips' IP policy lookup answers later (a promise). */
+  function online(policy: string): { tunnel: FakeTunnel; host: string } {
+    const host = `lean${++n}.burrow.test`;
+    const tunnel = fakeTunnel({ proto: 'http', hostname: host, upstreamPort: upstream.port });
+    const runner = compilePolicy(policy, { protocol: 'http' }).bind({
+      ownerId: tunnel.id,
+      events,
+      ipPolicyRules: () => Promise.resolve([{ cidr: '127.0.0.0/8', action: 'allow' as const }]),
+    });
+    tunnel.policy = { ownerId: tunnel.id, runner, endpoint: endpointInputOf(tunnel) };
+    t.registry.addTunnel(tunnel);
+    return { tunnel, host };
+  }
+
+  /** `count` requests over one kept-alive connection. */
+  async function keptAlive(host: string, count: number) {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const replies = [];
+      for (let i = 0; i < count; i++) replies.push(await httpRequest(t.httpPort, { host, agent }));
+      return replies;
+    } finally {
+      agent.destroy();
+    }
+  }
+
+  it('carries an on_tcp_connect-only endpoint, running the phase once per connection', async () => {
+    const { tunnel, host } = online('on_tcp_connect: [{actions: [{type: log}]}]');
+    const replies = await keptAlive(host, 3);
+    expect(replies.map((r) => [r.status, r.body, r.headers.date])).toEqual([
+      [200, 'ok', undefined],
+      [200, 'ok', undefined],
+      [200, 'ok', undefined],
+    ]);
+    expect(events.eventsFor(tunnel.id).map((e) => e.outcome)).toEqual(['log']);
+  });
+
+  it('an HTTP phase keeps the endpoint on the full path (the control)', async () => {
+    const { host } = online(
+      'on_http_request: [{actions: [{type: add-headers, config: {headers: {x-a: "1"}}}]}]',
+    );
+    const [reply] = await keptAlive(host, 1);
+    expect(reply).toMatchObject({ status: 200, body: 'ok' });
+    expect(reply!.headers.date).toEqual(expect.any(String));
+  });
+
+  it('closes a connection on_tcp_connect refuses, with no request reaching the agent', async () => {
+    const { tunnel, host } = online(
+      'on_tcp_connect: [{expressions: ["conn.client_ip == \'127.0.0.1\'"], actions: [{type: deny}]}]',
+    );
+    await expect(httpRequest(t.httpPort, { host })).rejects.toThrow();
+    expect(tunnel.connects).toEqual([]);
+    // Decided once, on the relay; the full path that closed the connection did not ask again.
+    expect(events.eventsFor(tunnel.id).map((e) => e.outcome)).toEqual(['denied']);
+  });
+
+  it('a decision that has to wait (an IP policy lookup) is finished by the full path, not made twice', async () => {
+    const { tunnel, host } = online(
+      'on_tcp_connect: [{actions: [{type: log}, {type: restrict-ips, config: {ip_policies: [ipp_2bhsNc9X6FO3i2wzTOgIH8jAe52]}}]}]',
+    );
+    const replies = await keptAlive(host, 2);
+    expect(replies.map((r) => [r.status, r.body])).toEqual([
+      [200, 'ok'],
+      [200, 'ok'],
+    ]);
+    expect(replies[0]!.headers.date).toEqual(expect.any(String));
+    expect(events.eventsFor(tunnel.id).map((e) => e.outcome)).toEqual(['log']);
+  });
+});
