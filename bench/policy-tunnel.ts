@@ -35,8 +35,15 @@ on_http_response:
   - actions: [{type: add-headers, config: {headers: {x-served-by: burrow}}}]
 `;
 
+/** An IP allowlist: on_tcp_connect only, so the lean relay carries it (once per connection). */
+const ALLOWLIST = `
+on_tcp_connect:
+  - actions: [{type: restrict-ips, config: {allow: ["127.0.0.0/8", "10.0.0.0/8"]}}]
+`;
+
 const CASES = [
   { name: 'no policy', policy: undefined },
+  { name: 'IP allowlist (on_tcp_connect only)', policy: ALLOWLIST },
   { name: '3 rules (deny by header, add request and response headers)', policy: THREE_RULES },
   { name: '10 rules (the test policy, all evaluated)', policy: TEN_RULE_HTTP_POLICY },
 ] as const;
