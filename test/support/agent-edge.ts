@@ -1,6 +1,6 @@
 import tls from 'node:tls';
 import { pino } from 'pino';
-import { expect } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { startAgentListener, type AgentListener } from '../../src/edge/sessions/agent-listener.js';
 import type { SessionLimits } from '../../src/edge/sessions/agent-session.js';
 import type { AgentEdgeSettings } from '../../src/edge/binds/bind-policy.js';
@@ -152,4 +152,59 @@ export async function expectRpcError(p: Promise<unknown>): Promise<RpcError> {
   );
   expect(err).toBeInstanceOf(RpcError);
   return err as RpcError;
+}
+
+/** An agent edge for one describe block, and the agents its tests connect (see useTestAgentEdge). */
+export interface AgentEdgeFixture {
+  readonly edge: TestAgentEdge;
+  /** An authtoken of the edge's store. */
+  readonly token: string;
+  /** A connected agent, closed after the test. */
+  connect(options?: { alpn?: string[] }): Promise<TestAgent>;
+  /** A connected agent that has authenticated with `token`. */
+  authed(): Promise<TestAgent>;
+}
+
+/**
+ * Start an agent edge before the describe block's tests, close the agents each test connected
+ * after it, and stop the edge after them all.
+ * @example
+ * const fx = useTestAgentEdge('sqlite', { limits: { maxTunnelsPerSession: 2 } });
+ * it('…', async () => { const agent = await fx.authed(); … });
+ */
+export function useTestAgentEdge(
+  kind: Parameters<typeof startTestAgentEdge>[0],
+  options?: Parameters<typeof startTestAgentEdge>[1],
+): AgentEdgeFixture {
+  let edge: TestAgentEdge | undefined;
+  let token = '';
+  const agents: TestAgent[] = [];
+  beforeAll(async () => {
+    edge = await startTestAgentEdge(kind, options);
+    token = await edge.token();
+  });
+  afterEach(() => {
+    for (const agent of agents.splice(0)) agent.close();
+  });
+  afterAll(async () => edge?.close());
+  const fixture: AgentEdgeFixture = {
+    get edge() {
+      if (!edge) throw new Error('the agent edge starts in beforeAll');
+      return edge;
+    },
+    get token() {
+      return token;
+    },
+    async connect(connectOptions) {
+      const agent = await connectTestAgent(fixture.edge, connectOptions);
+      agents.push(agent);
+      return agent;
+    },
+    async authed() {
+      const agent = await fixture.connect();
+      await agent.auth({ AuthToken: token });
+      return agent;
+    },
+  };
+  return fixture;
 }

@@ -13,15 +13,10 @@ import type {
 } from '../registry/tunnel-registry.js';
 
 /** The session fields a row carries (its `data`), beside id, node and credential. */
-interface SessionData {
-  ip: string;
-  metadata: string;
-  os: string;
-  agentVersion: string;
-  transport: string;
-  startedAt: string;
-  region: string;
-}
+type SessionData = Pick<
+  OnlineSession,
+  'ip' | 'metadata' | 'os' | 'agentVersion' | 'transport' | 'startedAt'
+> & { region: string };
 
 /** The tunnel fields a row carries: where it is served, what the API shows, its policy. */
 export interface TunnelData {

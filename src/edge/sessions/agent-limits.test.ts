@@ -1,26 +1,23 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ErrorCode, MuxError, StreamType, call } from '../../protocol/index.js';
 import {
-  connectTestAgent,
-  startTestAgentEdge,
-  type TestAgent,
-  type TestAgentEdge,
   expectRpcError,
+  useTestAgentEdge,
+  type TestAgent,
 } from '../../../test/support/agent-edge.js';
 
 /** The per-session agent limits (docs/security.md): each refused with the protocol's answer. */
 describe('agent session limits', () => {
-  let edge: TestAgentEdge;
-  let token: string;
-  const agents: TestAgent[] = [];
-  const refusals = (limit: string): number => edge.metrics.limitRefusals.with({ limit }).value;
-
-  async function authed(): Promise<TestAgent> {
-    const agent = await connectTestAgent(edge);
-    agents.push(agent);
-    await agent.auth({ AuthToken: token });
-    return agent;
-  }
+  const fx = useTestAgentEdge('sqlite', {
+    limits: {
+      maxTunnelsPerSession: 2,
+      maxStreamsPerSession: 8,
+      maxFrameBytes: 16 * 1024,
+      maxRpcBytes: 4096,
+    },
+  });
+  const refusals = (limit: string): number => fx.edge.metrics.limitRefusals.with({ limit }).value;
+  const authed = () => fx.authed();
   const bind = (agent: TestAgent, metadata = '') =>
     call(agent.mux, StreamType.Bind, {
       Id: '',
@@ -29,22 +26,6 @@ describe('agent session limits', () => {
       Opts: {},
       Extra: { Metadata: metadata },
     });
-
-  beforeAll(async () => {
-    edge = await startTestAgentEdge('sqlite', {
-      limits: {
-        maxTunnelsPerSession: 2,
-        maxStreamsPerSession: 8,
-        maxFrameBytes: 16 * 1024,
-        maxRpcBytes: 4096,
-      },
-    });
-    token = await edge.token();
-  });
-  afterEach(() => {
-    for (const a of agents.splice(0)) a.close();
-  });
-  afterAll(async () => edge.close());
 
   it('refuses a bind beyond the tunnels of a session with ERR_NGROK_324; another session binds', async () => {
     const agent = await authed();

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   BURROW_ALPN,
   BURROW_WINDOW,
@@ -12,10 +12,9 @@ import {
 } from '../../protocol/index.js';
 import {
   connectTestAgent,
-  startTestAgentEdge,
-  type TestAgent,
-  type TestAgentEdge,
   expectRpcError,
+  startTestAgentEdge,
+  useTestAgentEdge,
 } from '../../../test/support/agent-edge.js';
 import { nextEvent, until } from '../../../test/support/mux.js';
 import { DATABASE_KINDS } from '../../../test/support/stores.js';
@@ -24,38 +23,23 @@ import { AgentCommandError } from './agent-commands.js';
 const MS = 1_000_000; // nanoseconds per millisecond
 
 describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
-  let edge: TestAgentEdge;
-  let token: string;
-  const agents: TestAgent[] = [];
-  const connect = async (alpn?: string[]) => {
-    const agent = await connectTestAgent(edge, { alpn });
-    agents.push(agent);
-    return agent;
-  };
-
-  beforeAll(async () => {
-    edge = await startTestAgentEdge(kind, { limits: { authTimeoutMs: 1500 } });
-    token = await edge.token();
-  });
-  afterEach(() => {
-    for (const a of agents.splice(0)) a.close();
-  });
-  afterAll(async () => edge.close());
+  const fx = useTestAgentEdge(kind, { limits: { authTimeoutMs: 1500 } });
+  const connect = (alpn?: string[]) => fx.connect({ alpn });
 
   it('echoes heartbeats before Auth, then authenticates and registers the session', async () => {
     const agent = await connect();
     const heartbeat = agent.heartbeat(60_000);
     expect(await nextEvent<number>(heartbeat, 'beat')).toBeGreaterThanOrEqual(0);
-    expect(edge.registry.listSessions()).toHaveLength(0);
+    expect(fx.edge.registry.listSessions()).toHaveLength(0);
     const resp = await agent.auth({
-      AuthToken: token,
+      AuthToken: fx.token,
       OS: 'linux',
       Version: '1.7.0',
       Metadata: '{"site":"a"}',
     });
     expect(resp).toMatchObject({ Version: '3', ClientId: expect.stringMatching(/^ts_\w{27}$/) });
     expect(resp.Extra?.Cookie).toEqual(expect.any(String));
-    const session = edge.registry.session(resp.ClientId)!;
+    const session = fx.edge.registry.session(resp.ClientId)!;
     expect(session).toMatchObject({
       os: 'linux',
       agentVersion: '1.7.0',
@@ -65,7 +49,7 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
       region: 'local',
     });
     expect(session.credentialId).toMatch(/^cr_/);
-    expect(edge.metrics.sessions.with().value).toBeGreaterThanOrEqual(1);
+    expect(fx.edge.metrics.sessions.with().value).toBeGreaterThanOrEqual(1);
     heartbeat.stop();
   });
 
@@ -74,14 +58,14 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
     const resp = await call(agent.mux, StreamType.Auth, {
       Version: ['3', '2'],
       ClientId: '',
-      extra: { authtoken: token },
+      extra: { authtoken: fx.token },
     } as never);
     expect(resp.ClientId).toMatch(/^ts_/);
   });
 
   it('refuses tokens with the right codes and closes the session', async () => {
-    const bot = await edge.repos.botUsers.create({ name: `inactive-${kind}`, active: false });
-    const inactive = await edge.token({ owner_id: bot.id });
+    const bot = await fx.edge.repos.botUsers.create({ name: `inactive-${kind}`, active: false });
+    const inactive = await fx.edge.token({ owner_id: bot.id });
     const cases: [string, string][] = [
       ['', 'ERR_NGROK_4018'],
       ['not-a-token', 'ERR_NGROK_105'],
@@ -95,16 +79,16 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
       await agent.mux.wait();
       expect(agent.mux.closed).toBe(true);
     }
-    expect(edge.metrics.agentErrors.with({ code: 'ERR_NGROK_107' }).value).toBeGreaterThan(0);
+    expect(fx.edge.metrics.agentErrors.with({ code: 'ERR_NGROK_107' }).value).toBeGreaterThan(0);
   });
 
   it('refuses heartbeat settings out of range (111, 112)', async () => {
     let agent = await connect();
-    let err = await expectRpcError(agent.auth({ AuthToken: token, HeartbeatInterval: 1 }));
+    let err = await expectRpcError(agent.auth({ AuthToken: fx.token, HeartbeatInterval: 1 }));
     expect(err.errorCode).toBe('ERR_NGROK_111');
     agent = await connect();
     err = await expectRpcError(
-      agent.auth({ AuthToken: token, HeartbeatInterval: 0, HeartbeatTolerance: 3600e9 }),
+      agent.auth({ AuthToken: fx.token, HeartbeatInterval: 0, HeartbeatTolerance: 3600e9 }),
     );
     expect(err.errorCode).toBe('ERR_NGROK_112');
   });
@@ -116,15 +100,15 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
     );
     expect(early.errorCode).toBe('ERR_NGROK_801');
     expect(early.message).toMatch(/authenticate/);
-    await agent.auth({ AuthToken: token });
-    const again = await expectRpcError(agent.auth({ AuthToken: token }));
+    await agent.auth({ AuthToken: fx.token });
+    const again = await expectRpcError(agent.auth({ AuthToken: fx.token }));
     expect(again.message).toMatch(/already authenticated/);
   });
 
   it('reads at most 64 KiB of Auth, and takes one heartbeat stream before Auth', async () => {
     const big = await connect();
     const err = await expectRpcError(
-      big.auth({ AuthToken: token, Metadata: 'x'.repeat(100 * 1024) }),
+      big.auth({ AuthToken: fx.token, Metadata: 'x'.repeat(100 * 1024) }),
     );
     expect(err.message).toMatch(/longer than 65536 bytes/);
     const agent = await connect();
@@ -150,23 +134,23 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
     const beating = await connect();
     // The beating agent beats six times per tolerance: a loaded CI machine may delay its timer.
     const hb = { HeartbeatInterval: 150 * MS, HeartbeatTolerance: 300 * MS };
-    const a = await silent.auth({ AuthToken: token, ...hb });
+    const a = await silent.auth({ AuthToken: fx.token, ...hb });
     beating.heartbeat(50);
-    const b = await beating.auth({ AuthToken: token, ...hb });
+    const b = await beating.auth({ AuthToken: fx.token, ...hb });
     await silent.mux.wait();
-    expect(edge.registry.session(a.ClientId)).toBeUndefined();
+    expect(fx.edge.registry.session(a.ClientId)).toBeUndefined();
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(beating.mux.closed).toBe(false);
-    expect(edge.registry.session(b.ClientId)).toBeDefined();
+    expect(fx.edge.registry.session(b.ClientId)).toBeDefined();
   });
 
   it('uses the Burrow window for agents offering burrow/1 and the standard one otherwise', async () => {
     const ours = await connect([BURROW_ALPN]);
     const theirs = await connect();
-    const a = await ours.auth({ AuthToken: token });
-    const b = await theirs.auth({ AuthToken: token });
-    expect(edge.registry.session(a.ClientId)!.transport).toBe('burrow/1');
-    const live = (id: string) => edge.listener.sessions().find((s) => s.id === id)!;
+    const a = await ours.auth({ AuthToken: fx.token });
+    const b = await theirs.auth({ AuthToken: fx.token });
+    expect(fx.edge.registry.session(a.ClientId)!.transport).toBe('burrow/1');
+    const live = (id: string) => fx.edge.listener.sessions().find((s) => s.id === id)!;
     expect(live(a.ClientId).mux.window).toBe(BURROW_WINDOW);
     expect(live(b.ClientId).mux.window).toBe(DEFAULT_WINDOW);
   });
@@ -174,7 +158,7 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
   it('sends Stop and Restart only to agents that support them', async () => {
     const agent = await connect();
     const resp = await agent.auth({
-      AuthToken: token,
+      AuthToken: fx.token,
       StopUnsupportedError: '',
       RestartUnsupportedError: 'not on windows',
     });
@@ -183,7 +167,7 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
       seen.push(type);
       void readMessage(stream).then(() => writeReply(stream, { Error: null }));
     });
-    const session = edge.registry.session(resp.ClientId)!;
+    const session = fx.edge.registry.session(resp.ClientId)!;
     await session.stop();
     expect(seen).toEqual([StreamType.Stop]);
     const restart = await session.restart().catch((e: unknown) => e);
@@ -192,19 +176,19 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
     expect((restart as Error).message).toMatch(/not on windows/);
 
     const old = await connect();
-    const oldResp = await old.auth({ AuthToken: token, StopUnsupportedError: null });
-    await expect(edge.registry.session(oldResp.ClientId)!.stop()).rejects.toMatchObject({
+    const oldResp = await old.auth({ AuthToken: fx.token, StopUnsupportedError: null });
+    await expect(fx.edge.registry.session(oldResp.ClientId)!.stop()).rejects.toMatchObject({
       code: 'ERR_NGROK_805',
     });
   });
 
   it('reports an agent that fails a command (808)', async () => {
     const agent = await connect();
-    const resp = await agent.auth({ AuthToken: token, StopUnsupportedError: '' });
+    const resp = await agent.auth({ AuthToken: fx.token, StopUnsupportedError: '' });
     agent.typed.on('stream', (stream: MuxStream) => {
       void readMessage(stream).then(() => writeReply(stream, { Error: 'disk on fire' }));
     });
-    await expect(edge.registry.session(resp.ClientId)!.stop()).rejects.toMatchObject({
+    await expect(fx.edge.registry.session(resp.ClientId)!.stop()).rejects.toMatchObject({
       code: 'ERR_NGROK_808',
       statusCode: 502,
       message: expect.stringMatching(/disk on fire/),
@@ -213,7 +197,7 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
 
   it('stops one tunnel with StopTunnel', async () => {
     const agent = await connect();
-    const resp = await agent.auth({ AuthToken: token });
+    const resp = await agent.auth({ AuthToken: fx.token });
     const bound = await call(agent.mux, StreamType.Bind, {
       Id: 'my-bind',
       Proto: 'https',
@@ -225,7 +209,7 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
         void readMessage(stream).then((m) => resolve({ type, ...m }));
       }),
     );
-    const live = edge.listener.sessions().find((s) => s.id === resp.ClientId)!;
+    const live = fx.edge.listener.sessions().find((s) => s.id === resp.ClientId)!;
     expect(live.stopTunnel(bound.Extra.TunnelID!, 'removed by admin', 'ERR_NGROK_1')).toBe(true);
     expect(await got).toEqual({
       type: StreamType.StopTunnel,
@@ -233,7 +217,7 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
       Message: 'removed by admin',
       ErrorCode: 'ERR_NGROK_1',
     });
-    expect(edge.registry.tunnel(bound.Extra.TunnelID!)).toBeUndefined();
+    expect(fx.edge.registry.tunnel(bound.Extra.TunnelID!)).toBeUndefined();
   });
 
   it('drains: GOAWAY to every agent, sessions end', async () => {

@@ -1,7 +1,7 @@
 import http, { Agent } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compilePolicy, PolicyEventLog } from '../../../policy/index.js';
-import { endpointInputOf } from '../../binds/endpoint-policy.js';
+import { PolicyEventLog } from '../../../policy/index.js';
+import { withPolicy } from '../../../../test/support/policy.js';
 import {
   fakeTunnel,
   httpRequest,
@@ -41,13 +41,12 @@ describe('policies without an HTTP phase on the lean relay', () => {
   /** An endpoint with `policy`; restrict-ips' IP policy lookup answers later (a promise). */
   function online(policy: string): { tunnel: FakeTunnel; host: string } {
     const host = `lean${++n}.burrow.test`;
-    const tunnel = fakeTunnel({ proto: 'http', hostname: host, upstreamPort: upstream.port });
-    const runner = compilePolicy(policy, { protocol: 'http' }).bind({
-      ownerId: tunnel.id,
+    const tunnel = withPolicy(
+      fakeTunnel({ proto: 'http', hostname: host, upstreamPort: upstream.port }),
+      policy,
       events,
-      ipPolicyRules: () => Promise.resolve([{ cidr: '127.0.0.0/8', action: 'allow' as const }]),
-    });
-    tunnel.policy = { ownerId: tunnel.id, runner, endpoint: endpointInputOf(tunnel) };
+      () => Promise.resolve([{ cidr: '127.0.0.0/8', action: 'allow' as const }]),
+    );
     t.registry.addTunnel(tunnel);
     return { tunnel, host };
   }
