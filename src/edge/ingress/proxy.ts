@@ -4,7 +4,7 @@
  */
 import type { ServerOpts, Socket } from 'node:net';
 import { relay, type Relay } from '../../core/relay.js';
-import { clientAddr, connectTunnel, serverAddr } from '../registry/connect-tunnel.js';
+import { connectTunnel, proxyInfoOf } from '../registry/connect-tunnel.js';
 import type { OnlineTunnel } from '../registry/tunnel-registry.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 
@@ -70,13 +70,7 @@ export class TunnelRelays {
     const meter = this.meters.of(tunnel);
     const closeConnection = this.meters.connectionOpened(meter);
     if (firstBytes) meter.bytesIn.inc(firstBytes.length);
-    const info = {
-      clientAddr: clientAddr(socket),
-      serverAddr: serverAddr(socket),
-      proto,
-      edgeType: '' as const,
-      passthroughTls: connection.passthroughTls ?? proto === 'tls',
-    };
+    const info = proxyInfoOf(socket, proto, connection.passthroughTls ?? proto === 'tls');
     connectTunnel(tunnel, info, this.connectTimeoutMs).then(
       (stream) => {
         if (socket.destroyed) {

@@ -24,7 +24,7 @@ import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
 import { admitConnection, connInputOf, type EdgeTlsEnd } from './policy-gate.js';
 import { INGRESS_SOCKET_OPTIONS, TunnelRelays } from './proxy.js';
-import { refusalText, resolveInternal } from '../registry/internal-routing.js';
+import { followInternal, refusalText } from '../registry/internal-routing.js';
 import type { EdgeTermination, OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 export interface SniRouterOptions {
@@ -186,22 +186,15 @@ export class SniRouter {
       socket,
       input,
       (_vars, forward) => {
-        if (forward) {
-          const resolved = resolveInternal(this.options.registry, forward.url, chain, tunnel);
-          if ('next' in resolved && resolved.next.proto === 'tls') {
-            this.admit(conn, resolved.next, resolved.chain);
-            return;
-          }
-          const offline = !('next' in resolved) && resolved.kind === 'offline';
-          if (!offline || forward.onError === 'halt' || tunnel.cloud) {
-            const why =
-              'next' in resolved ? `${forward.url} is not a tls endpoint` : refusalText(resolved);
-            this.options.logger?.debug({ tunnel: tunnel.id, why }, 'forward-internal refused');
-            this.refuse(conn);
-            return;
-          }
+        const step =
+          forward && followInternal(this.options.registry, forward, chain, tunnel, ['tls']);
+        if (step && 'next' in step) {
+          this.admit(conn, step.next, step.chain);
+          return;
         }
-        if (tunnel.cloud) {
+        if (step || tunnel.cloud) {
+          const why = step ? refusalText(step.refusal) : 'a cloud endpoint that forwards nowhere';
+          this.options.logger?.debug({ tunnel: tunnel.id, why }, 'connection refused');
           this.refuse(conn);
           return;
         }

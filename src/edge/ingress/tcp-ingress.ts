@@ -7,7 +7,7 @@
 import { createServer, type Server, type ServerOpts, type Socket } from 'node:net';
 import type { Logger } from '../../core/logger.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
-import { refusalText, resolveInternal } from '../registry/internal-routing.js';
+import { followInternal, refusalText } from '../registry/internal-routing.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
 import { INGRESS_SOCKET_OPTIONS, TunnelRelays } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
@@ -187,25 +187,15 @@ export class TcpIngress {
       socket,
       () => connInputOf(socket),
       (_vars, forward) => {
-        if (forward) {
-          const resolved = resolveInternal(this.options.registry, forward.url, chain, tunnel);
-          if ('next' in resolved && resolved.next.proto === 'tcp') {
-            this.admit(port, socket, resolved.next, resolved.chain);
-            return;
-          }
-          const offline = !('next' in resolved) && resolved.kind === 'offline';
-          if (!offline || forward.onError === 'halt' || tunnel.cloud) {
-            const why =
-              'next' in resolved ? `${forward.url} is not a tcp endpoint` : refusalText(resolved);
-            this.options.logger?.debug(
-              { port, tunnel: tunnel.id, why },
-              'forward-internal refused',
-            );
-            socket.destroy();
-            return;
-          }
+        const step =
+          forward && followInternal(this.options.registry, forward, chain, tunnel, ['tcp']);
+        if (step && 'next' in step) {
+          this.admit(port, socket, step.next, step.chain);
+          return;
         }
-        if (tunnel.cloud) {
+        if (step || tunnel.cloud) {
+          const why = step ? refusalText(step.refusal) : 'a cloud endpoint that forwards nowhere';
+          this.options.logger?.debug({ port, tunnel: tunnel.id, why }, 'connection refused');
           socket.destroy();
           return;
         }

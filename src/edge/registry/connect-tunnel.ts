@@ -2,6 +2,7 @@
  * Reaching an agent for one public connection: the client's address as the agent protocol
  * writes it (the ProxyHeader's ClientAddr), and opening a tunnel stream with a deadline.
  */
+import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { BurrowError, CODES } from '../../core/errors.js';
 import { formatHostPort } from '../../core/host-port.js';
@@ -41,6 +42,27 @@ export function serverAddr(socket: {
 }): string | undefined {
   if (!socket.localAddress || socket.localPort === undefined) return undefined;
   return formatHostPort(clientIp({ remoteAddress: socket.localAddress }), socket.localPort);
+}
+
+/**
+ * What the agent is told of a public connection to an endpoint (the ProxyHeader, and the PROXY
+ * protocol header of endpoints bound with ProxyProto): the client's and the server's address,
+ * the public protocol, and whether the bytes are the client's own TLS. Edges' routes add their
+ * EdgeType themselves.
+ * @example connectTunnel(tunnel, proxyInfoOf(socket, 'https', false))
+ */
+export function proxyInfoOf(socket: Duplex, proto: string, passthroughTls: boolean): ProxyInfo {
+  // A net or TLS socket has the addresses; a test's bare Duplex has none (undefined then).
+  const addresses = socket as Duplex &
+    Partial<Pick<Socket, 'remoteAddress' | 'remotePort'>> &
+    Partial<Pick<Socket, 'localAddress' | 'localPort'>>;
+  return {
+    clientAddr: clientAddr(addresses),
+    serverAddr: serverAddr(addresses),
+    proto,
+    edgeType: '',
+    passthroughTls,
+  };
 }
 
 /** Thrown when a tunnel did not hand over a stream in time. */

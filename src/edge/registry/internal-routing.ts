@@ -4,6 +4,7 @@
  * answered with an error instead of spinning. The hop is in-process: no network, no new socket.
  */
 import { internalTarget } from '../../policy/actions/forward-internal.js';
+import type { ForwardInternal } from '../../policy/index.js';
 import { INTERNAL_SUFFIX, type OnlineTunnel, type TunnelRegistry } from './tunnel-registry.js';
 
 /** The most endpoints one request or connection may pass through by forward-internal. */
@@ -14,7 +15,9 @@ export type ForwardRefusal =
   | { kind: 'loop'; chain: string[] }
   | { kind: 'hops'; chain: string[] }
   | { kind: 'offline'; key: string }
-  | { kind: 'invalid'; url: string };
+  | { kind: 'invalid'; url: string }
+  /** The target serves another protocol than the connection or request that was forwarded. */
+  | { kind: 'protocol'; name: string; proto: string; wanted: string };
 
 /**
  * The name an endpoint goes by in a forward chain.
@@ -50,6 +53,34 @@ export function resolveInternal(
 }
 
 /**
+ * Where a forward-internal from `from` leads, for a listener that carries connections or
+ * requests of the protocols `wanted` names (`http` and `https` for the HTTP ingress, `tcp`, `tls`):
+ * the next endpoint (a pool member) with the chain so far, why it cannot be followed, or
+ * undefined when `from` itself goes on (an offline target with `on_error: continue`; never for a
+ * cloud endpoint, which has nothing of its own to fall back to).
+ * @example const step = followInternal(registry, forward, chain, tunnel, ['tcp']);
+ */
+export function followInternal(
+  registry: Pick<TunnelRegistry, 'internal'>,
+  forward: ForwardInternal,
+  chain: readonly string[],
+  from: OnlineTunnel,
+  wanted: readonly string[],
+): { next: OnlineTunnel; chain: string[] } | { refusal: ForwardRefusal } | undefined {
+  const resolved = resolveInternal(registry, forward.url, chain, from);
+  if ('next' in resolved) {
+    const proto = resolved.next.proto ?? '';
+    if (wanted.includes(proto)) return resolved;
+    const name = chainName(resolved.next);
+    const refusal: ForwardRefusal = { kind: 'protocol', name, proto, wanted: wanted[0]! };
+    return { refusal };
+  }
+  if (resolved.kind === 'offline' && forward.onError === 'continue' && !from.cloud)
+    return undefined;
+  return { refusal: resolved };
+}
+
+/**
  * Whether an internal endpoint serves `url` now (forward-internal's `on_error: continue`).
  * @example internalOnline(registry, 'https://api.internal') // true
  */
@@ -72,5 +103,7 @@ export function refusalText(refusal: ForwardRefusal): string {
       return `No internal endpoint is online for ${refusal.key}. Start the agent that binds it (binding internal), or check the forward-internal url.`;
     case 'invalid':
       return `forward-internal named '${refusal.url}', which is not an internal URL (https://name.internal, tcp://name.internal:port).`;
+    case 'protocol':
+      return `forward-internal named ${refusal.name}, a ${refusal.proto} endpoint; a ${refusal.wanted} connection goes only to a ${refusal.wanted} internal endpoint (https://name.internal for HTTP, tls://name.internal for TLS, tcp://name.internal:port for TCP).`;
   }
 }

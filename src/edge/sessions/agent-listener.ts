@@ -23,7 +23,11 @@ import type { EdgeMetrics } from '../metrics/metrics.js';
 import { RevocationWatch } from './revocation.js';
 import type { TunnelClaims } from './agent-binds.js';
 import { ResumptionKeys } from '../binds/session-resumption.js';
-import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
+import {
+  servedByAgent,
+  type OnlineTunnel,
+  type TunnelRegistry,
+} from '../registry/tunnel-registry.js';
 
 export interface AgentListenerOptions {
   /** `host:port` to listen on (`--agent-listen`); port 0 picks a free one. */
@@ -88,8 +92,8 @@ function watchRegistry(registry: TunnelRegistry, metrics: EdgeMetrics): () => vo
   // This node's own: other nodes' sessions and tunnels (src/edge/cluster) count on their node.
   const sessionsChanged = (): void =>
     metrics.sessions.with().set(registry.listSessions().filter((s) => !s.node).length);
-  // Agents' tunnels only: edges' hostports are routes, not tunnels.
-  const counted = (t: OnlineTunnel): boolean => !t.node && t.edge === undefined;
+  // This node's agents' tunnels, as the API lists them: not cloud endpoints or edges' hostports.
+  const counted = (t: OnlineTunnel): boolean => !t.node && servedByAgent(t);
   const added = (t: OnlineTunnel): void => {
     if (counted(t)) metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).inc();
   };

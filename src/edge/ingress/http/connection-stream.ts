@@ -9,10 +9,10 @@
  * stays one object with one shape and its calls stay plain method calls.
  */
 import type { Duplex } from 'node:stream';
-import { clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
+import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import type { Exchange } from './exchange.js';
-import { httpProxyInfo, publicProto } from './http-forwarding.js';
+import { publicProto } from './http-forwarding.js';
 import type { HttpRelayContext } from './http-relay.js';
 
 export const enum Phase {
@@ -102,7 +102,7 @@ export abstract class ConnectionStream {
   protected connect(exchange: Exchange): void {
     this.phase = Phase.Connecting;
     this.socket.pause();
-    const info = httpProxyInfo(this.socket, this.proto);
+    const info = proxyInfoOf(this.socket, this.proto, false);
     connectTunnel(exchange.tunnel, info, this.ctx.connectTimeoutMs).then(
       (stream) => {
         if (this.exchange !== exchange) {

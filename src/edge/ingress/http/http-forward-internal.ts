@@ -6,12 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
 import type { HttpPolicyFlow } from './http-policy.js';
-import {
-  chainName,
-  refusalText,
-  resolveInternal,
-  type ForwardRefusal,
-} from '../../registry/internal-routing.js';
+import { followInternal, refusalText } from '../../registry/internal-routing.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
 
 /** Bodies read whole by the policy of an endpoint a request was forwarded from. */
@@ -39,10 +34,6 @@ function headersOf(raw: string[]): IncomingMessage['headers'] {
   return out;
 }
 
-function servesHttp(tunnel: OnlineTunnel): boolean {
-  return tunnel.proto === 'http' || tunnel.proto === 'https';
-}
-
 /** A forward-internal that cannot be followed: the error page and its text. */
 export interface ForwardRefused {
   refused: IngressError;
@@ -66,24 +57,20 @@ export function forwardStep(
 ): { next: OnlineTunnel; chain: string[] } | ForwardRefused | undefined {
   const forward = flow.forwardInternal;
   if (!forward) return undefined;
-  const resolved = resolveInternal(registry, forward.url, chain, tunnel);
-  if ('next' in resolved && servesHttp(resolved.next)) {
+  const step = followInternal(registry, forward, chain, tunnel, ['http', 'https']);
+  if (step === undefined) return undefined;
+  if ('next' in step) {
     const raw = flow.requestHeaders(req.rawHeaders);
     req.rawHeaders = raw;
     req.headers = headersOf(raw);
     if (flow.body) carriedBodies.set(req, flow.body);
-    return resolved;
+    return step;
   }
-  const refusal: ForwardRefusal =
-    'next' in resolved ? { kind: 'invalid', url: chainName(resolved.next) } : resolved;
-  // A cloud endpoint has nothing of its own to fall back to.
-  if (refusal.kind === 'offline' && forward.onError === 'continue' && !tunnel.cloud) {
-    return undefined;
-  }
+  const { refusal } = step;
   const refused =
-    refusal.kind === 'offline' || refusal.kind === 'invalid'
-      ? INGRESS_ERRORS.internalOffline
-      : INGRESS_ERRORS.forwardLoop;
+    refusal.kind === 'loop' || refusal.kind === 'hops'
+      ? INGRESS_ERRORS.forwardLoop
+      : INGRESS_ERRORS.internalOffline;
   return { refused, detail: refusalText(refusal) };
 }
 

@@ -6,8 +6,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { HOP_BY_HOP_HEADERS as HOP_BY_HOP } from '../../../core/http-framing.js';
 import { parseHostPort } from '../../../core/host-port.js';
-import { clientAddr, serverAddr } from '../../registry/connect-tunnel.js';
-import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
+import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 
 /** Set by the ingress from what it saw; values sent by clients are replaced. */
 const REPLACED = new Set(['x-forwarded-proto', 'x-forwarded-host']);
@@ -86,21 +85,6 @@ const rewrites = new WeakMap<object, { from: string; host: string | undefined }>
  */
 export function publicProto(socket: Duplex): 'http' | 'https' {
   return (socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http';
-}
-
-/**
- * What the agent is told of a public HTTP connection when a tunnel stream is opened for it (the
- * ProxyHeader, and the PROXY protocol header of endpoints bound with ProxyProto).
- * @example connectTunnel(tunnel, httpProxyInfo(socket, publicProto(socket)))
- */
-export function httpProxyInfo(socket: Duplex, proto: 'http' | 'https'): ProxyInfo {
-  return {
-    clientAddr: clientAddr(socket as { remoteAddress?: string; remotePort?: number }),
-    serverAddr: serverAddr(socket as { localAddress?: string; localPort?: number }),
-    proto,
-    edgeType: '',
-    passthroughTls: false,
-  };
 }
 
 /** Extra header names a `Connection` header declares hop-by-hop (`Connection: close, X-Foo`). */

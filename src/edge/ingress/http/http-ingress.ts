@@ -1,8 +1,9 @@
 /**
  * The HTTP side of the ingress, for plain connections (`--http-listen`) and TLS-terminated ones
  * handed over by the SNI router. Every connection starts on the lean relay (ingress/http/), which
- * carries requests to tunnels without a traffic policy as bytes. A request it does not carry (a
- * policy, an upgrade, an error page, an ACME challenge, body capture) hands the connection to
+ * carries requests as bytes to endpoints whose policy, if any, has no HTTP phase. A request it does
+ * not carry (an HTTP policy phase, an upgrade, an error page, an ACME challenge, body capture)
+ * hands the connection to
  * the full path: Node's http.Server, whose requests (http-requests.ts) are routed by Host and
  * streamed through a pooled tunnel stream with back-pressure, and whose upgrades (WebSocket,
  * http-upgrades.ts) become raw relays. This file holds the listener, the choice of which requests

@@ -12,7 +12,7 @@ import {
   type AcmeChallengeLookup,
 } from '../../certificates/acme-http-challenge.js';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
-import { clientIp } from '../../registry/connect-tunnel.js';
+import { clientIp, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
 import { INGRESS_ERRORS, sendErrorPage } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
@@ -20,7 +20,6 @@ import { carriedBody, followForward } from './http-forward-internal.js';
 import {
   forwardRequestHeaders,
   forwardResponseHeaders,
-  httpProxyInfo,
   publicProto,
   requestHasBody,
   rewrittenHost,
@@ -200,7 +199,7 @@ export class HttpRequests {
   ): void {
     const socket = req.socket;
     const proto = publicProto(socket);
-    const proxyInfo = httpProxyInfo(socket, proto);
+    const proxyInfo = proxyInfoOf(socket, proto, false);
     const agent = this.agentFor(tunnel);
     const forwarded = forwardRequestHeaders(req, {
       proto,

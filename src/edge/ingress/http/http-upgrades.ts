@@ -9,14 +9,13 @@ import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { relay, type Relay } from '../../../core/relay.js';
 import type { EndpointMeter, EndpointMeters } from '../../metrics/endpoint-meters.js';
-import { clientIp, connectTunnel } from '../../registry/connect-tunnel.js';
+import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
 import { INGRESS_ERRORS, rawErrorResponse, type IngressError } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
 import { forwardStep } from './http-forward-internal.js';
 import {
   forwardRequestHeaders,
-  httpProxyInfo,
   publicProto,
   requestHead,
   rewrittenHost,
@@ -151,7 +150,7 @@ export class HttpUpgrades {
       host: rewrittenHost(tunnel),
     });
     const headers = flow ? flow.requestHeaders(forwarded) : forwarded;
-    const info = httpProxyInfo(socket, proto);
+    const info = proxyInfoOf(socket, proto, false);
     connectTunnel(tunnel, info, this.connectTimeoutMs).then(
       (stream) => {
         if (socket.destroyed) {
