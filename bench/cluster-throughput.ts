@@ -26,6 +26,7 @@ import {
   startBurrowServer,
   type BurrowServer,
 } from '../test/support/server-process.js';
+import { until } from '../test/support/mux.js';
 import { createTestDatabase, type TestDatabase } from '../test/support/stores.js';
 import { formatSummary, summarizeProfile } from './cpu-profile.js';
 import { createAuthtoken, processCpuMs } from './edge-process.js';
@@ -189,15 +190,6 @@ async function untilServed(ip: string, port: number, host: string, ms: number): 
   }
 }
 
-/** Resolves once `check()` holds (polled every 100 ms); throws after `ms`. */
-async function untilTrue(check: () => boolean, ms: number): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`condition not met in ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
-
 interface Measured {
   result: RateResult;
   /** CPU ms per process over the measurement. */
@@ -342,7 +334,7 @@ async function measureAll(): Promise<void> {
   if (PROFILE) {
     for (const name of ['a', 'b'] as const) {
       const file = cluster.profiles[name]!;
-      await untilTrue(() => existsSync(file), 10_000);
+      await until(() => existsSync(file), 10_000);
       console.log(`\nCPU profile of node ${name.toUpperCase()} over the measured rounds:\n`);
       console.log(formatSummary(summarizeProfile(file, 25)));
     }

@@ -57,8 +57,19 @@ export const CLUSTER_OPTIONS: readonly ClusterOptionSpec[] = [
   },
 ];
 
-/** Node ids become certificate names and log fields: keep them plain. */
+/** Node ids become certificate names (a node certificate's CN) and log fields: keep them plain. */
 const NODE_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$/;
+
+/**
+ * Why `nodeId` cannot name a node, or undefined when it can: the one rule for --node-id, the
+ * cluster CA's node certificates and the peers a node link accepts.
+ * @example nodeIdProblem('edge a') // "must be 1-63 letters, digits, '-' or '_', …"
+ */
+export function nodeIdProblem(nodeId: string): string | undefined {
+  return NODE_ID.test(nodeId)
+    ? undefined
+    : "must be 1-63 letters, digits, '-' or '_', starting with a letter or digit";
+}
 
 /**
  * The cluster options from `raw` (the server's flag, environment and file lookup).
@@ -73,24 +84,23 @@ export function parseClusterConfig(
     return raw(name, spec.default);
   };
   const nodeId = get('node-id');
-  if (nodeId !== '' && !NODE_ID.test(nodeId)) {
-    throw fail(
-      'node-id',
-      `'${nodeId}' must be 1-63 letters, digits, '-' or '_', starting with a letter or digit`,
-    );
-  }
+  const idProblem = nodeId === '' ? undefined : nodeIdProblem(nodeId);
+  if (idProblem) throw fail('node-id', `'${nodeId}' ${idProblem}`);
   const nodeListen = get('node-listen');
   const listen = parseHostPort(nodeListen);
-  if (!listen) throw fail('node-listen', `'${nodeListen}' must be host:port, e.g. 10.0.0.5:4600`);
+  if (!listen) throw fail('node-listen', `'${nodeListen}' must be host:port, e.g. 10.0.0.5:7443`);
   const nodeAdvertise = get('node-advertise');
   if (nodeAdvertise !== '' && !parseHostPort(nodeAdvertise, { minPort: 1 })) {
-    throw fail('node-advertise', `'${nodeAdvertise}' must be host:port, e.g. 10.0.0.5:4600`);
+    throw fail('node-advertise', `'${nodeAdvertise}' must be host:port, e.g. 10.0.0.5:7443`);
   }
-  const unspecified = isIP(listen.host) !== 0 && /^(0\.0\.0\.0|::)$/.test(listen.host);
+  // 0.0.0.0, or :: however written (::0, 0:0:0:0:0:0:0:0): every address, none to dial.
+  const family = isIP(listen.host);
+  const unspecified =
+    family === 4 ? listen.host === '0.0.0.0' : family === 6 && /^[0:]+$/.test(listen.host);
   if (unspecified && nodeAdvertise === '') {
     throw fail(
       'node-advertise',
-      `--node-listen ${nodeListen} listens on every address: say which one other nodes dial`,
+      `required with --node-listen ${nodeListen} (every address): give the host:port the other nodes dial, e.g. 10.0.0.5:7443`,
     );
   }
   const ms = (name: string, min: number, max: number): number => {

@@ -39,9 +39,9 @@ export interface OnlineTunnelRow {
 export type ClaimResult = { holder: OnlineTunnelRow } | { replaced: OnlineTunnelRow[] };
 
 /**
- * True when `err` is a foreign-key violation: a write for a node (or session) whose row is gone,
- * typically because another node reaped this one. The caller registers again and republishes.
- * @example if (isForeignKeyViolation(err)) await rejoin();
+ * True when `err` is a foreign-key violation (PostgreSQL or SQLite): a write for a parent row that
+ * is gone, e.g. an online session of a node another node reaped, or a secret of a deleted vault.
+ * @example if (isForeignKeyViolation(err)) throw unknownVault(vaultId);
  */
 export function isForeignKeyViolation(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;

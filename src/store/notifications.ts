@@ -21,7 +21,7 @@ export interface StoreNotificationsOptions {
 }
 
 /** PostgreSQL refuses a NOTIFY payload of this many bytes or more (NOTIFY_PAYLOAD_MAX_LENGTH). */
-export const NOTIFY_PAYLOAD_LIMIT = 8000;
+const NOTIFY_PAYLOAD_LIMIT = 8000;
 
 const FIRST_RETRY_MS = 250;
 const LAST_RETRY_MS = 5000;

@@ -10,17 +10,31 @@ import type { Logger } from '../../core/logger.js';
 import { LocalCa, publishExclusive } from './local-ca.js';
 
 /** The settings key of the cluster's local CA: JSON `{cert, key}` (PEM), one value, one write. */
-export const SHARED_CA_KEY = 'local_ca';
+const SHARED_CA_KEY = 'local_ca';
 
-interface StoredCa {
+/** A CA as one settings value holds it (`local_ca` here, `cluster_ca` for node links). */
+export interface StoredCa {
   cert: string;
   key: string;
 }
 
-function parseStored(text: string): StoredCa {
-  const value = JSON.parse(text) as Partial<StoredCa>;
-  if (typeof value.cert !== 'string' || typeof value.key !== 'string') {
-    throw new Error(`settings '${SHARED_CA_KEY}' is not {cert, key}: restore it or delete it`);
+/**
+ * The settings value `settingsKey` as a CA: JSON `{"cert": PEM, "key": PKCS#8 PEM}`. Throws an
+ * Error that names the value and what to do when it is anything else.
+ * @example const { cert, key } = parseStoredCa(await settings.getOrCreate('cluster_ca', make), 'cluster_ca');
+ */
+export function parseStoredCa(text: string, settingsKey: string): StoredCa {
+  let value: Partial<Record<keyof StoredCa, unknown>> | undefined;
+  try {
+    value = JSON.parse(text) as typeof value;
+  } catch {
+    // Reported below.
+  }
+  if (typeof value?.cert !== 'string' || typeof value.key !== 'string') {
+    throw new Error(
+      `the settings value ${settingsKey} is not a CA ({"cert", "key"} PEM): restore it from a ` +
+        'backup, or delete it and restart every node (the first to start stores a new one)',
+    );
   }
   return { cert: value.cert, key: value.key };
 }
@@ -40,10 +54,11 @@ export async function sharedLocalCa(
   const certPath = join(dataDir, LocalCa.CERT_FILE);
   const keyPath = join(dataDir, LocalCa.KEY_FILE);
   const ownKey = await readFile(keyPath, 'utf8');
-  const stored = parseStored(
+  const stored = parseStoredCa(
     await settings.getOrCreate(SHARED_CA_KEY, () =>
       JSON.stringify({ cert: own.certPem, key: ownKey }),
     ),
+    SHARED_CA_KEY,
   );
   if (stored.cert.trim() === own.certPem.trim()) return own;
   const shared = await LocalCa.fromPem(stored.cert, stored.key, certPath);

@@ -4,9 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
+import { nodeIdProblem } from '../../core/cluster-config.js';
 import { openStore } from '../../store/database.js';
 import { SettingsRepository } from '../../store/settings.js';
-import { CLUSTER_CA_KEY, nodeCredentials, nodeIdProblem, type CaSettings } from './cluster-ca.js';
+import { CLUSTER_CA_KEY, nodeCredentials, type CaSettings } from './cluster-ca.js';
 
 /** Settings in memory that race like the store's: read, then insert unless someone did first. */
 class MemorySettings implements CaSettings {

@@ -6,6 +6,7 @@
  * creates it, every later one reads it.
  */
 import { X509Certificate, createPrivateKey } from 'node:crypto';
+import { nodeIdProblem } from '../../core/cluster-config.js';
 import {
   caSigner,
   issueLeaf,
@@ -13,6 +14,7 @@ import {
   selfSignCa,
   type CaSigner,
 } from '../certificates/local-ca.js';
+import { parseStoredCa } from '../certificates/shared-ca.js';
 
 const LEAF_VALIDITY_DAYS = 365;
 
@@ -36,22 +38,6 @@ export interface NodeCredentials {
  */
 export interface CaSettings {
   getOrCreate(key: string, make: () => string): Promise<string>;
-}
-
-/**
- * Node ids as certificates carry them (the CN, at most 64 characters): generated ids such as
- * `node_2abc…` and chosen ones such as `edge-a`.
- */
-const NODE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-
-/**
- * Why `nodeId` cannot name a node, or undefined when it can.
- * @example nodeIdProblem('edge a') // 'must be 1-64 letters, digits, "_", "." or "-", …'
- */
-export function nodeIdProblem(nodeId: string): string | undefined {
-  return NODE_ID_RE.test(nodeId)
-    ? undefined
-    : 'must be 1-64 letters, digits, "_", "." or "-", starting with a letter or digit';
 }
 
 /**
@@ -88,21 +74,13 @@ async function loadCa(settings: CaSettings, now: Date): Promise<ClusterCa> {
 }
 
 async function parseCa(stored: string): Promise<ClusterCa> {
-  let certPem: unknown;
-  let keyPem: unknown;
-  try {
-    ({ cert: certPem, key: keyPem } = JSON.parse(stored) as { cert?: unknown; key?: unknown });
-  } catch {
-    // Reported below.
-  }
-  if (typeof certPem !== 'string' || typeof keyPem !== 'string') {
-    throw new Error(`the settings value ${CLUSTER_CA_KEY} is not a cluster CA ({cert, key} PEM)`);
-  }
+  const { cert: certPem, key: keyPem } = parseStoredCa(stored, CLUSTER_CA_KEY);
   const checked = new X509Certificate(certPem);
   const privateKey = createPrivateKey(keyPem);
   if (!checked.ca || !checked.checkPrivateKey(privateKey)) {
     throw new Error(
-      `the settings value ${CLUSTER_CA_KEY} holds a certificate that is not a CA or does not match its key`,
+      `the settings value ${CLUSTER_CA_KEY} holds a certificate that is not a CA or does not match ` +
+        'its key: restore it from a backup, or delete it and restart every node',
     );
   }
   return { certPem: certPem.trim() + '\n', signer: await caSigner(certPem, privateKey) };

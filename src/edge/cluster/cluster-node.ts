@@ -3,7 +3,7 @@
  * with heartbeats, forgets nodes gone quiet, keeps its own online state in the store
  * (OnlinePresence) and other nodes' in its registry (OnlineReplica), carries commands for sessions
  * between nodes, and passes configuration notices (edges, cloud endpoints, credentials,
- * certificates) to whoever follows them. Traffic for other nodes' tunnels goes over NodeLinks.
+ * certificates, secrets) to whoever follows them. Traffic for other nodes' tunnels goes over NodeLinks.
  */
 import type { Duplex } from 'node:stream';
 import { BurrowError, CODES } from '../../core/errors.js';
@@ -110,13 +110,8 @@ export class ClusterNode {
 
   /** Register, load the cluster's online state, and follow notices and heartbeats. */
   async start(): Promise<void> {
-    const { cluster, notifications, nodeId, role, links } = this.options;
-    await cluster.register({
-      id: nodeId,
-      role,
-      linkAddress: links?.address ?? '',
-      startedAt: this.startedAt,
-    });
+    const { notifications, nodeId, role, links } = this.options;
+    await this.register();
     this.lastBeat = Date.now();
     notifications.on('notice', this.onNotice);
     notifications.on('resync', this.onResync);
@@ -207,6 +202,17 @@ export class ClusterNode {
     return links.connect({ id: node, address }, { tunnelId, info });
   }
 
+  /** Record this node (again, after it was taken for gone) with a fresh heartbeat. */
+  private register(): Promise<void> {
+    const { cluster, nodeId, role, links } = this.options;
+    return cluster.register({
+      id: nodeId,
+      role,
+      linkAddress: links?.address ?? '',
+      startedAt: this.startedAt,
+    });
+  }
+
   private async loadPeers(): Promise<void> {
     const nodes = await this.options.cluster.nodes();
     this.peers = new Map(
@@ -239,12 +245,7 @@ export class ClusterNode {
     try {
       if (!(await cluster.heartbeat(nodeId))) {
         logger.warn('this node was taken for gone (paused or cut off): joining again');
-        await cluster.register({
-          id: nodeId,
-          role,
-          linkAddress: links?.address ?? '',
-          startedAt: this.startedAt,
-        });
+        await this.register();
         this.presence.dirty = true;
       }
       if (this.presence.dirty) await this.presence.republish();

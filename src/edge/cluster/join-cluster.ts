@@ -17,7 +17,7 @@ import { ClusterNode } from './cluster-node.js';
 import { NodeLinks } from './node-links.js';
 
 /** The file in the data folder that keeps a generated node id across restarts. */
-export const NODE_ID_FILE = 'node-id';
+const NODE_ID_FILE = 'node-id';
 
 /** Where and how this process joins: the store's URL and the `--node-*` options. */
 export interface ClusterSettings {
@@ -35,7 +35,7 @@ export interface ClusterMembership {
 }
 
 /** The file that says which process uses the data folder's node id now. */
-export const NODE_LOCK_FILE = 'node-id.pid';
+const NODE_LOCK_FILE = 'node-id.pid';
 
 function isAlive(pid: number): boolean {
   try {

@@ -12,6 +12,7 @@ import type { MuxStream } from '../../protocol/muxado/stream.js';
 import {
   encodeMessage,
   errorAnswer,
+  OK_ANSWER,
   parseAnswer,
   parseRequest,
   readMessage,
@@ -106,7 +107,7 @@ export async function answerPeer(
     tunnel.destroy();
     return;
   }
-  stream.write(encodeMessage({ ok: true }));
+  stream.write(OK_ANSWER);
   relay(stream, tunnel);
 }
 

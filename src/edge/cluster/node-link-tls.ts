@@ -7,23 +7,27 @@
  */
 import { once } from 'node:events';
 import * as tls from 'node:tls';
+import { nodeIdProblem } from '../../core/cluster-config.js';
 import { formatHostPort, parseHostPort } from '../../core/host-port.js';
 import { readExactly } from '../../protocol/tunnel/reader.js';
-import { nodeIdProblem, type NodeCredentials } from './cluster-ca.js';
+import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
+import type { NodeCredentials } from './cluster-ca.js';
 import { LINK_GREETING, NODE_ALPN, withDeadline } from './node-link-wire.js';
 
 /** TCP keep-alive on links, so a peer that vanished without closing is noticed eventually. */
 export const KEEPALIVE_MS = 10_000;
 
 /**
- * The listener for links other nodes dial: it asks for and requires a cluster certificate.
+ * The listener for links other nodes dial: it asks for and requires a cluster certificate. Like
+ * every TLS listener of the edge, a handshake gets a fixed deadline and a failed one is closed
+ * (enforceHandshakeDeadline).
  * @example const server = nodeLinkServer(credentials, 10_000);
  */
 export function nodeLinkServer(
   credentials: NodeCredentials,
-  handshakeTimeoutMs: number,
+  handshakeDeadlineMs: number,
 ): tls.Server {
-  return tls.createServer({
+  const server = tls.createServer({
     ca: credentials.caPem,
     cert: credentials.certPem,
     key: credentials.keyPem,
@@ -31,8 +35,9 @@ export function nodeLinkServer(
     rejectUnauthorized: true,
     minVersion: 'TLSv1.3',
     ALPNProtocols: [NODE_ALPN],
-    handshakeTimeout: handshakeTimeoutMs,
   });
+  enforceHandshakeDeadline(server, handshakeDeadlineMs);
+  return server;
 }
 
 /**

@@ -5,11 +5,12 @@
  * carries the proxied connection's bytes, both ways.
  *
  * request: {"tunnelId": "tn_…", "info": {"clientAddr", "proto", "edgeType", "passthroughTls"}}
+ *          (info may carry "serverAddr", for PROXY protocol headers)
  * answer:  {"ok": true}  or  {"error": {"code": "ERR_…", "message": "…", "status": 404}}
  */
 import type { Readable } from 'node:stream';
 import { BurrowError, CODES } from '../../core/errors.js';
-import { readExactly } from '../../protocol/tunnel/reader.js';
+import { readPrefix, type PrefixParse } from '../../protocol/tunnel/reader.js';
 import type { ProxyInfo } from '../registry/tunnel-registry.js';
 
 /** ALPN of node links; also the greeting the accepting node sends once it accepted the peer. */
@@ -21,7 +22,7 @@ export const NODE_ALPN = 'burrow-node/1';
 export const LINK_GREETING = Buffer.from(`${NODE_ALPN}\n`);
 
 /** Largest request or answer body. */
-export const MAX_MESSAGE_BYTES = 16 * 1024;
+const MAX_MESSAGE_BYTES = 16 * 1024;
 /** Error messages relayed to the opener are cut to this many characters. */
 const MAX_ERROR_MESSAGE = 1000;
 
@@ -39,7 +40,7 @@ const EDGE_TYPES: ReadonlySet<string> = new Set(['', '1', '2', '3']);
 const ERROR_CODE_RE = /^ERR_[A-Z0-9_]{1,80}$/;
 
 /** A malformed request or answer. */
-export function nodeProtocolError(message: string): BurrowError {
+function nodeProtocolError(message: string): BurrowError {
   return new BurrowError(CODES.nodeLinkProtocol, 502, message);
 }
 
@@ -54,17 +55,27 @@ export function encodeMessage(value: NodeLinkRequest | NodeLinkAnswer): Buffer {
   return Buffer.concat([header, body]);
 }
 
+/** The ok answer, encoded once: every relayed connection starts with it. */
+export const OK_ANSWER: Buffer = encodeMessage({ ok: true });
+
 /**
  * One length-prefixed message body, at most MAX_MESSAGE_BYTES; bytes after it stay in the stream
  * for whoever reads next. Fails on a longer length (without reading the body) or an early end.
  * @example const body = await readMessage(stream);
  */
-export async function readMessage(stream: Readable): Promise<Buffer> {
-  const length = (await readExactly(stream, 4)).readUInt32BE(0);
+export function readMessage(stream: Readable): Promise<Buffer> {
+  return readPrefix(stream, 'a node link message', parseMessage);
+}
+
+/** Length and body in one read step (a stream's request or answer usually comes in one chunk). */
+function parseMessage(head: Buffer): PrefixParse<Buffer> {
+  if (head.length < 4) return { need: 4 };
+  const length = head.readUInt32BE(0);
   if (length > MAX_MESSAGE_BYTES) {
     throw nodeProtocolError(`a message of ${length} bytes; the limit is ${MAX_MESSAGE_BYTES}`);
   }
-  return readExactly(stream, length);
+  const end = 4 + length;
+  return head.length < end ? { need: end } : { value: head.subarray(4, end), used: end };
 }
 
 /**

@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { PassThrough, type Duplex } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import * as tls from 'node:tls';
@@ -235,6 +236,26 @@ describe('NodeLinks', () => {
     expect(b.linkCount).toBe(0);
     expect(x.linkCount).toBe(0);
     expect(a.linkCount).toBe(0);
+  });
+
+  it('closes a peer whose handshake does not finish in time, however it trickles', async () => {
+    const b = await start(creds.b, { connectTimeoutMs: 300 });
+    const [host, port] = b.address.split(':');
+    const socket = connect(Number(port), host);
+    socket.on('error', () => undefined);
+    await once(socket, 'connect');
+    // A TLS record of 512 bytes announced, then a byte of it every 100 ms: nothing to refuse yet,
+    // and an idle timer (Node's handshakeTimeout) would never fire.
+    socket.write(Buffer.from([0x16, 0x03, 0x01, 0x02, 0x00]));
+    const trickle = setInterval(() => socket.write(Buffer.alloc(1)), 100);
+    const before = Date.now();
+    try {
+      await once(socket, 'close');
+    } finally {
+      clearInterval(trickle);
+    }
+    expect(Date.now() - before).toBeLessThan(2000);
+    expect(b.linkCount).toBe(0);
   });
 
   it('fails fast when the peer is down, and dials again once it is back', async () => {

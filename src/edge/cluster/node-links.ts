@@ -9,11 +9,12 @@ import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Server, TLSSocket } from 'node:tls';
+import { nodeIdProblem } from '../../core/cluster-config.js';
 import { formatAddress, parseListenAddress } from '../../core/host-port.js';
 import type { Logger } from '../../core/logger.js';
 import { MuxSession, type MuxRole } from '../../protocol/muxado/session.js';
 import type { MuxStream } from '../../protocol/muxado/stream.js';
-import { nodeIdProblem, type NodeCredentials } from './cluster-ca.js';
+import type { NodeCredentials } from './cluster-ca.js';
 import {
   KEEPALIVE_MS,
   acceptedPeer,
@@ -27,7 +28,7 @@ import { LINK_GREETING, type NodeLinkRequest } from './node-link-wire.js';
 export type { NodeLinkRequest } from './node-link-wire.js';
 
 /** Default wait for a dial, and for the peer's answer to a stream request. */
-export const DEFAULT_NODE_CONNECT_TIMEOUT_MS = 10_000;
+const DEFAULT_NODE_CONNECT_TIMEOUT_MS = 10_000;
 
 export interface NodeLinksOptions {
   nodeId: string;
@@ -81,6 +82,9 @@ export class NodeLinks {
   private readonly logger: Logger;
   private readonly timeoutMs: number;
   private closing: Promise<void> | undefined;
+  /** `options.open`, bound once for every stream a peer opens. */
+  private readonly open = (request: NodeLinkRequest, peerId: string): Promise<Duplex> =>
+    this.options.open(request, peerId);
 
   private constructor(
     private readonly options: NodeLinksOptions,
@@ -92,11 +96,9 @@ export class NodeLinks {
     this.logger = options.logger.child({ component: 'node-links', node: options.nodeId });
     this.timeoutMs = options.connectTimeoutMs ?? DEFAULT_NODE_CONNECT_TIMEOUT_MS;
     server.on('secureConnection', (socket: TLSSocket) => this.accept(socket));
+    // nodeLinkServer closes the socket (enforceHandshakeDeadline); a refused peer is worth a warning.
     server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
       this.logger.warn({ remote: socket.remoteAddress, err: err.message }, 'node link refused');
-      // With a listener here Node leaves the socket open: a peer that never finishes (or fails)
-      // its handshake would otherwise hold a descriptor for good.
-      socket.destroy();
     });
     server.on('error', (err: Error) => this.logger.error({ err }, 'node link listener failed'));
   }
@@ -237,9 +239,7 @@ export class NodeLinks {
     if (!set) this.links.set(peerId, (set = new Set()));
     set.add(link);
     session.on('stream', (stream: MuxStream) => {
-      const open = (request: NodeLinkRequest, peer: string): Promise<Duplex> =>
-        this.options.open(request, peer);
-      answerPeer(stream, peerId, open, this.timeoutMs, this.logger).catch((err: unknown) => {
+      answerPeer(stream, peerId, this.open, this.timeoutMs, this.logger).catch((err: unknown) => {
         this.logger.error({ peer: peerId, err }, 'node link stream failed');
         stream.destroy();
       });

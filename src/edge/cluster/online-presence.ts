@@ -30,7 +30,7 @@ export interface OnlinePresenceOptions {
  * The text of the policy a tunnel runs: the bind options' rules before the agent's own policy.
  * @example policySourceOf({ text: 'on_http_request: []', policy }, 'https') // 'on_http_request: []'
  */
-export function policySourceOf(
+function policySourceOf(
   policy: { text: string; options?: OptionRules | undefined } | undefined,
   proto: OnlineTunnel['proto'],
 ): string | undefined {
@@ -116,13 +116,7 @@ export class OnlinePresence implements TunnelClaims {
   changed(tunnel: OnlineTunnel): void {
     const credentialId = this.claimed.get(tunnel.id);
     if (credentialId === undefined) return;
-    const source = policySourceOf(
-      tunnel.trafficPolicy === undefined
-        ? undefined
-        : { text: tunnel.trafficPolicy, options: optionRulesOf(tunnel) },
-      tunnel.proto,
-    );
-    const row = tunnelRow(tunnel, this.options.nodeId, credentialId, source);
+    const row = this.attachedRow(tunnel, credentialId);
     void this.write(tunnel.sessionId, () => this.options.cluster.updateTunnel(tunnel.id, row.data));
   }
 
@@ -142,16 +136,7 @@ export class OnlinePresence implements TunnelClaims {
     const tunnels = registry
       .listTunnels()
       .filter((t) => !t.node && this.claimed.has(t.id))
-      .map((t) => {
-        const credentialId = this.claimed.get(t.id) ?? '';
-        const source = policySourceOf(
-          t.trafficPolicy === undefined
-            ? undefined
-            : { text: t.trafficPolicy, options: optionRulesOf(t) },
-          t.proto,
-        );
-        return tunnelRow(t, nodeId, credentialId, source);
-      });
+      .map((t) => this.attachedRow(t, this.claimed.get(t.id) ?? ''));
     const { skipped } = await cluster.republish(
       nodeId,
       sessions.map((s) => sessionRow(s, nodeId)),
@@ -167,6 +152,20 @@ export class OnlinePresence implements TunnelClaims {
       registry.removeTunnel(id);
     }
     this.options.changed();
+  }
+
+  /** The row of a tunnel of ours whose bind attached its policy (its options' rules, its text). */
+  private attachedRow(tunnel: OnlineTunnel, credentialId: string): OnlineTunnelRow {
+    const policy =
+      tunnel.trafficPolicy === undefined
+        ? undefined
+        : { text: tunnel.trafficPolicy, options: optionRulesOf(tunnel) };
+    return tunnelRow(
+      tunnel,
+      this.options.nodeId,
+      credentialId,
+      policySourceOf(policy, tunnel.proto),
+    );
   }
 
   private evictResumed(replaced: OnlineTunnelRow[], takeoverFrom: string | undefined): void {

@@ -17,7 +17,13 @@ import {
   type ProxyInfo,
   type TunnelRegistry,
 } from '../registry/tunnel-registry.js';
-import { RemoteSession, RemoteTunnel, routeKeyOf, type SessionCommand } from './online-rows.js';
+import {
+  RemoteSession,
+  RemoteTunnel,
+  routeKeyOf,
+  tunnelVersion,
+  type SessionCommand,
+} from './online-rows.js';
 
 export interface OnlineReplicaOptions {
   nodeId: string;
@@ -90,7 +96,7 @@ export class OnlineReplica {
     // Gone or changed first, so a name that moved between tunnels is free when its new holder comes.
     for (const t of [...this.tunnels.values()]) {
       const row = tunnelRows.get(t.id);
-      if (!row || new RemoteTunnel(row, this.options.open).version !== t.version) {
+      if (!row || tunnelVersion(row) !== t.version) {
         this.removeTunnel(t);
       }
     }

@@ -19,7 +19,7 @@ type SessionData = Pick<
 > & { region: string };
 
 /** The tunnel fields a row carries: where it is served, what the API shows, its policy. */
-export interface TunnelData {
+interface TunnelData {
   credentialId: string;
   bindId: string;
   proto?: TunnelProto | undefined;
@@ -180,6 +180,14 @@ export class RemoteSession implements OnlineSession {
   }
 }
 
+/**
+ * What a stand-in is made of: a row whose version differs from its stand-in's replaces it.
+ * @example tunnelVersion(row) !== remote.version
+ */
+export function tunnelVersion(row: OnlineTunnelRow): string {
+  return JSON.stringify(row.data) + (row.pooling ? '+pool' : '');
+}
+
 /** Another node's tunnel: connect() reaches its agent through that node. */
 export class RemoteTunnel implements OnlineTunnel {
   readonly id: string;
@@ -233,7 +241,7 @@ export class RemoteTunnel implements OnlineTunnel {
     this.trafficPolicy = optionalStr(d.trafficPolicy);
     this.proxyProto = d.proxyProto === 1 || d.proxyProto === 2 ? d.proxyProto : undefined;
     this.hostHeaderRewrite = d.hostHeaderRewrite === true ? true : undefined;
-    this.version = JSON.stringify(row.data) + (row.pooling ? '+pool' : '');
+    this.version = tunnelVersion(row);
   }
 
   connect(info: ProxyInfo): Promise<Duplex> {
