@@ -1,10 +1,30 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, TEST_BASE_URL, type TestApi } from '../../test/support/api.js';
+import { expectDeletedForGood } from '../../test/support/api-delete.js';
 import { DATABASE_KINDS } from '../../test/support/stores.js';
 import { SECRET_VALUE_MAX_BYTES } from '../store/vaults.js';
 import type { ConfigTopic } from './context.js';
 
 const VALUE = 'hunter2-the-client-secret';
+
+/**
+ * What a create answers for a `prefix_…` resource of `collection`: its id and uri, `fields`, and
+ * created_at (RFC 3339) equal to updated_at.
+ */
+function created(
+  collection: string,
+  prefix: string,
+  body: { id: string; created_at: string },
+  fields: Record<string, unknown>,
+) {
+  return {
+    id: expect.stringMatching(new RegExp(`^${prefix}_[0-9A-Za-z]{27}$`)),
+    uri: `${TEST_BASE_URL}/${collection}/${body.id}`,
+    ...fields,
+    created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
+    updated_at: body.created_at,
+  };
+}
 
 describe.each(DATABASE_KINDS)('vaults and secrets API (%s)', (kind) => {
   let api: TestApi;
@@ -30,15 +50,13 @@ describe.each(DATABASE_KINDS)('vaults and secrets API (%s)', (kind) => {
       metadata: '{"team":"web"}',
     });
     expect(res.status).toBe(201);
-    expect(res.body).toEqual({
-      id: expect.stringMatching(/^vault_[0-9A-Za-z]{27}$/),
-      uri: `${TEST_BASE_URL}/vaults/${res.body.id}`,
-      name: 'oauth',
-      description: 'identity provider',
-      metadata: '{"team":"web"}',
-      created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
-      updated_at: res.body.created_at,
-    });
+    expect(res.body).toEqual(
+      created('vaults', 'vault', res.body, {
+        name: 'oauth',
+        description: 'identity provider',
+        metadata: '{"team":"web"}',
+      }),
+    );
     expect((await api.call('GET', `/vaults/${res.body.id}`)).body).toEqual(res.body);
     const patched = await api.call('PATCH', `/vaults/${res.body.id}`, { name: 'oauth2' });
     expect(patched.status).toBe(200);
@@ -46,8 +64,7 @@ describe.each(DATABASE_KINDS)('vaults and secrets API (%s)', (kind) => {
     const list = await api.call('GET', '/vaults');
     expect(list.body.uri).toBe(`${TEST_BASE_URL}/vaults`);
     expect(list.body.vaults).toContainEqual(patched.body);
-    expect((await api.call('DELETE', `/vaults/${res.body.id}`)).status).toBe(204);
-    expect((await api.call('GET', `/vaults/${res.body.id}`)).status).toBe(404);
+    await expectDeletedForGood(api, `/vaults/${res.body.id}`);
     expect(topics).toContain('secrets');
   });
 
@@ -65,26 +82,24 @@ describe.each(DATABASE_KINDS)('vaults and secrets API (%s)', (kind) => {
 
   it('never returns a secret value: create, get, list, PATCH and the audit trail', async () => {
     const v = await vault();
-    const created = await api.call('POST', '/secrets', {
+    const made = await api.call('POST', '/secrets', {
       vault_id: v.id,
       name: 'client_secret',
       value: VALUE,
       description: 'IdP client secret',
     });
-    expect(created.status).toBe(201);
-    expect(created.body).toEqual({
-      id: expect.stringMatching(/^sec_[0-9A-Za-z]{27}$/),
-      uri: `${TEST_BASE_URL}/secrets/${created.body.id}`,
-      name: 'client_secret',
-      description: 'IdP client secret',
-      metadata: '',
-      vault: { id: v.id, uri: `${TEST_BASE_URL}/vaults/${v.id}` },
-      created_at: expect.any(String),
-      updated_at: created.body.created_at,
-    });
-    const id = created.body.id as string;
+    expect(made.status).toBe(201);
+    expect(made.body).toEqual(
+      created('secrets', 'sec', made.body, {
+        name: 'client_secret',
+        description: 'IdP client secret',
+        metadata: '',
+        vault: { id: v.id, uri: `${TEST_BASE_URL}/vaults/${v.id}` },
+      }),
+    );
+    const id = made.body.id as string;
     const replies = [
-      created,
+      made,
       await api.call('GET', `/secrets/${id}`),
       await api.call('GET', '/secrets'),
       await api.call('GET', `/vaults/${v.id}/secrets`),
@@ -92,7 +107,7 @@ describe.each(DATABASE_KINDS)('vaults and secrets API (%s)', (kind) => {
       await api.call('GET', '/audit_events'),
     ];
     for (const reply of replies) {
-      expect(reply.status).toBe(200 + (reply === created ? 1 : 0));
+      expect(reply.status).toBe(200 + (reply === made ? 1 : 0));
       expect(JSON.stringify(reply.body)).not.toContain(VALUE);
       expect(JSON.stringify(reply.body)).not.toContain('rotated-value-42');
       expect(JSON.stringify(reply.body)).not.toContain('"value"');

@@ -48,15 +48,7 @@ export async function vaultRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
-  const viewVault = (v: Vault) => ({
-    id: v.id,
-    uri: uris.of(v.id),
-    name: v.name,
-    description: v.description,
-    metadata: v.metadata,
-    created_at: v.created_at,
-    updated_at: v.updated_at,
-  });
+  const viewVault = (v: Vault) => ({ ...v, uri: uris.of(v.id) });
   const viewSecret = (s: Secret) => ({
     id: s.id,
     uri: uris.of(s.id),

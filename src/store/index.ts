@@ -23,7 +23,6 @@ import { SecretRepository, VaultRepository } from './vaults.js';
 export { openStore, type Store, type StoreOptions } from './database.js';
 export type { Page, PageRequest } from './paging.js';
 export type { CloudEndpoint } from './cloud-endpoints.js';
-export type { SecretEntry } from './vaults.js';
 export {
   ClusterRepository,
   isForeignKeyViolation,

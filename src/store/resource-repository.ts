@@ -52,7 +52,7 @@ export class ResourceRepository<
   ) {}
 
   async get(id: string): Promise<View | undefined> {
-    const row: Row | undefined = await this.select().where('id', '=', id).executeTakeFirst();
+    const row = await this.row(id);
     return row && this.toView(row);
   }
 
@@ -67,7 +67,7 @@ export class ResourceRepository<
   /**
    * A PATCH's write: set the columns in `set` on row `id`, or do nothing when `set` is empty (an
    * empty PATCH changes nothing). A failed write throws what `mapError` makes of it (by default
-   * the error itself). Returns whether it wrote.
+   * the error itself). Returns whether it sent an UPDATE (true also when no row has that id).
    * @example if (await this.writeColumns(id, set, (err) => nameTaken(err))) emitChange(id);
    */
   protected async writeColumns(
@@ -101,20 +101,25 @@ export class ResourceRepository<
   }
 
   /**
-   * Delete row `id` in one transaction, after `check` saw the row and did not refuse (it throws,
-   * e.g. a 409 while something uses the row); false when there is no such row.
+   * Delete row `id` in one transaction, after `check` did not refuse (it throws, e.g. a 409 while
+   * something uses the row); false when there is no such row. `check` runs whether or not the
+   * row exists, so a check that needs the row reads it (`this.row(id, trx)`) and the others cost
+   * no extra SELECT.
    * @example return this.deleteChecked(id, (trx) => refuseWhileReferenced(trx, id, CODES.caInUse, (by) => `used by ${by}`));
    */
   protected async deleteChecked(
     id: string,
-    check: (trx: Kysely<DB>, row: Row) => Promise<void>,
+    check: (trx: Kysely<DB>) => Promise<void>,
   ): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
-      const row: Row | undefined = await this.select(trx).where('id', '=', id).executeTakeFirst();
-      if (!row) return false;
-      await check(trx, row);
+      await check(trx);
       return this.deleteRow(id, trx);
     });
+  }
+
+  /** Row `id` as the select reads it (in `db`, e.g. a transaction), or undefined. */
+  protected async row(id: string, db: Kysely<DB> = this.db): Promise<Row | undefined> {
+    return this.select(db).where('id', '=', id).executeTakeFirst();
   }
 
   private select(db: Kysely<DB> = this.db): SelectQueryBuilder<IdKeyed, string, Row> {

@@ -245,5 +245,8 @@ function unknownVault(id: string): ValidationError {
 
 function nameTaken(err: unknown, message: string): unknown {
   if (!isUniqueViolation(err)) return err;
-  return new ConflictError(CODES.nameTaken, `${message}; names must be unique.`);
+  return new ConflictError(
+    CODES.nameTaken,
+    `${message}; names must be unique, so choose another name.`,
+  );
 }

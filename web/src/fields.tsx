@@ -137,3 +137,55 @@ export function CreateForm({
     </form>
   );
 }
+
+/**
+ * Save and cancel buttons of something being edited (and `remove`, when given), why saving is not
+ * possible yet (`blocked`, which also disables Save), and the error of the last save. Save calls
+ * `save.run`, or, without one, submits its form.
+ * @example <EditActions save={{ text: 'Save endpoint' }} cancel={onClose} busy={action.busy} error={action.error} blocked={blocked} />
+ */
+export function EditActions({
+  save,
+  cancel,
+  busy,
+  error,
+  remove,
+  blocked,
+}: {
+  save: { text: string; run?: () => Promise<void> };
+  cancel: () => void;
+  busy: boolean;
+  error: string | undefined;
+  remove?: { text: string; run: () => Promise<void> };
+  blocked?: string | undefined;
+}) {
+  const run = save.run;
+  return (
+    <>
+      <div className="actions">
+        <button
+          type={run ? 'button' : 'submit'}
+          onClick={run ? () => void run() : undefined}
+          disabled={busy || blocked !== undefined}
+        >
+          {save.text}
+        </button>
+        {remove ? (
+          <button
+            type="button"
+            className="danger"
+            onClick={() => void remove.run()}
+            disabled={busy}
+          >
+            {remove.text}
+          </button>
+        ) : null}
+        <button type="button" className="secondary" onClick={cancel}>
+          Cancel
+        </button>
+      </div>
+      {blocked ? <p className="hint">{blocked}</p> : null}
+      <ErrorMessage error={error} />
+    </>
+  );
+}

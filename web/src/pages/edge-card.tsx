@@ -1,6 +1,7 @@
 import { useState } from 'react';
 import { api, type Ref } from '../api';
 import { Chips, DeleteButton, ErrorMessage } from '../components';
+import { EditActions } from '../fields';
 import { useAction } from '../hooks';
 import { PolicyEditor, policyBlocksSave, type PolicyState } from '../policy-editor';
 import { ResourceCard } from '../resource';
@@ -43,7 +44,6 @@ function TrafficPolicyModule({
     });
     if (ok) setEditing(false);
   };
-  const blocked = policyBlocksSave(state);
   if (!editing) {
     return (
       <Module title="Traffic policy">
@@ -61,20 +61,13 @@ function TrafficPolicyModule({
   return (
     <Module title="Traffic policy">
       <PolicyEditor protocol={type} value={text} onChange={setText} onState={setState} />
-      <div className="actions">
-        <button
-          type="button"
-          onClick={() => void save()}
-          disabled={action.busy || blocked !== undefined}
-        >
-          Save traffic policy
-        </button>
-        <button type="button" className="secondary" onClick={() => setEditing(false)}>
-          Cancel
-        </button>
-      </div>
-      {blocked ? <p className="hint">{blocked}</p> : null}
-      <ErrorMessage error={action.error} />
+      <EditActions
+        save={{ text: 'Save traffic policy', run: save }}
+        cancel={() => setEditing(false)}
+        busy={action.busy}
+        error={action.error}
+        blocked={policyBlocksSave(state)}
+      />
     </Module>
   );
 }

@@ -1,50 +1,10 @@
 import { useState } from 'react';
 import { api } from '../api';
-import { ErrorMessage } from '../components';
-import { Checkbox, SelectField } from '../fields';
+import { Checkbox, EditActions, SelectField } from '../fields';
 import { useAction } from '../hooks';
 import type { CertificateAuthority } from './certificate-authorities';
 import type { Edge } from './edge-card';
 import { Module } from './edge-module';
-
-/** Save and cancel buttons of a module being edited, with the error of the last save. */
-function EditActions({
-  save,
-  cancel,
-  busy,
-  error,
-  remove,
-}: {
-  save: { text: string; run: () => Promise<void> };
-  cancel: () => void;
-  busy: boolean;
-  error: string | undefined;
-  remove?: { text: string; run: () => Promise<void> };
-}) {
-  return (
-    <>
-      <div className="actions">
-        <button type="button" onClick={() => void save.run()} disabled={busy}>
-          {save.text}
-        </button>
-        {remove ? (
-          <button
-            type="button"
-            className="danger"
-            onClick={() => void remove.run()}
-            disabled={busy}
-          >
-            {remove.text}
-          </button>
-        ) : null}
-        <button type="button" className="secondary" onClick={cancel}>
-          Cancel
-        </button>
-      </div>
-      <ErrorMessage error={error} />
-    </>
-  );
-}
 
 /** Where a TLS edge terminates TLS, and the oldest version it accepts there. */
 export function TlsTerminationModule({

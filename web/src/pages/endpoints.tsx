@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState, type FormEvent } from 'react';
-import { ErrorMessage, PageHeader } from '../components';
-import { Checkbox, CreateForm, TextField } from '../fields';
+import { PageHeader } from '../components';
+import { Checkbox, CreateForm, EditActions, TextField } from '../fields';
 import { useAction, useResource, type Resource } from '../hooks';
 import { PolicyEditor, policyBlocksSave, type PolicyState } from '../policy-editor';
 import { ResourceTable, type Column } from '../resource';
@@ -109,7 +109,6 @@ function EditCloudEndpoint({
     };
     if (await action.send('PATCH', `/endpoints/${endpoint.id}`, body, onSaved)) onClose();
   };
-  const blocked = policyBlocksSave(state);
   return (
     <form className="card" aria-label={`Edit endpoint ${endpoint.url}`} onSubmit={save}>
       <h2 tabIndex={-1} ref={heading}>
@@ -145,16 +144,13 @@ function EditCloudEndpoint({
         onState={setState}
         label="Traffic policy (JSON or YAML)"
       />
-      <div className="actions">
-        <button type="submit" disabled={action.busy || blocked !== undefined}>
-          Save endpoint
-        </button>
-        <button type="button" className="secondary" onClick={onClose}>
-          Cancel
-        </button>
-      </div>
-      {blocked ? <p className="hint">{blocked}</p> : null}
-      <ErrorMessage error={action.error} />
+      <EditActions
+        save={{ text: 'Save endpoint' }}
+        cancel={onClose}
+        busy={action.busy}
+        error={action.error}
+        blocked={policyBlocksSave(state)}
+      />
     </form>
   );
 }
