@@ -1,12 +1,7 @@
 import { sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import {
-  ClusterRepository,
-  isForeignKeyViolation,
-  type OnlineSessionRow,
-  type OnlineTunnelRow,
-} from './cluster.js';
-import { openStore, type Store } from './database.js';
+import { ClusterRepository, type OnlineSessionRow, type OnlineTunnelRow } from './cluster.js';
+import { isForeignKeyViolation, openStore, type Store } from './database.js';
 import {
   createTestDatabase,
   DATABASE_KINDS,

@@ -38,16 +38,6 @@ export interface OnlineTunnelRow {
 /** What claimTunnel did: refused because of `holder`, or inserted after deleting `replaced`. */
 export type ClaimResult = { holder: OnlineTunnelRow } | { replaced: OnlineTunnelRow[] };
 
-/**
- * True when `err` is a foreign-key violation (PostgreSQL or SQLite): a write for a parent row that
- * is gone, e.g. an online session of a node another node reaped, or a secret of a deleted vault.
- * @example if (isForeignKeyViolation(err)) throw unknownVault(vaultId);
- */
-export function isForeignKeyViolation(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return code === '23503' || code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
-}
-
 /** Rows per INSERT: well under SQLite's and PostgreSQL's bound-parameter limits. */
 const INSERT_CHUNK = 500;
 
@@ -208,7 +198,7 @@ export class ClusterRepository {
   }
 
   /**
-   * Record or update an online session; its node's row must exist (isForeignKeyViolation).
+   * Record or update an online session; its node's row must exist (a foreign-key violation otherwise).
    * @example await cluster.putSession({ id: 'ts_…', nodeId, credentialId: 'cr_…', data: { ip, os } });
    */
   async putSession(row: OnlineSessionRow): Promise<void> {

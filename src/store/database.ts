@@ -126,6 +126,16 @@ export async function openStore(options: StoreOptions): Promise<Store> {
   return { db, dialect, location, close: () => db.destroy() };
 }
 
+/**
+ * True when `err` is a foreign-key violation (PostgreSQL or SQLite): a write for a parent row that
+ * is gone, e.g. a secret of a deleted vault, a rule of a deleted IP policy.
+ * @example if (isForeignKeyViolation(err)) throw unknownVault(vaultId);
+ */
+export function isForeignKeyViolation(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return code === '23503' || code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
+}
+
 /** True when `err` is a unique or primary-key violation, on either database. */
 export function isUniqueViolation(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;

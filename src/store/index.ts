@@ -25,7 +25,6 @@ export type { Page, PageRequest } from './paging.js';
 export type { CloudEndpoint } from './cloud-endpoints.js';
 export {
   ClusterRepository,
-  isForeignKeyViolation,
   type ClaimResult,
   type NodeRow,
   type OnlineSessionRow,

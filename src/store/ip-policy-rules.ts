@@ -2,7 +2,7 @@ import { enclosingCidr, formatCidr, parseCidr } from '../core/cidr.js';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { quote } from '../core/quote.js';
-import { isUniqueViolation } from './database.js';
+import { isForeignKeyViolation, isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns } from './described.js';
 import { ResourceRepository } from './resource-repository.js';
@@ -176,9 +176,4 @@ export class IpPolicyRuleRepository extends ResourceRepository<'ip_policy_rules'
       `The IP policy ${policyId} already has a rule for ${cidr}${existing ? ` (${existing.id})` : ''}. Each CIDR may appear once per policy; change that rule instead.`,
     );
   }
-}
-
-function isForeignKeyViolation(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
-  return code === '23503' || code === 'SQLITE_CONSTRAINT_FOREIGNKEY';
 }

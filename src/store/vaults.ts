@@ -1,8 +1,7 @@
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { quote } from '../core/quote.js';
-import { isForeignKeyViolation } from './cluster.js';
-import { isUniqueViolation } from './database.js';
+import { isForeignKeyViolation, isUniqueViolation } from './database.js';
 import type { RepoDeps } from './deps.js';
 import { describedChanges, describedColumns, type DescribedInput } from './described.js';
 import { nowRfc3339, selectPage, type Page, type PageRequest } from './paging.js';
