@@ -208,22 +208,7 @@ async function main(): Promise<void> {
   // Imported here, not at the top: every child role loads this script, and only this process needs it.
   const { startTestIdp } = await import('../test/support/oidc-idp.js');
   const idp = await startTestIdp({ redirectUris: [`${origin}/ngrok/callback`] });
-  const oidcPolicy = {
-    on_http_request: [
-      {
-        actions: [
-          {
-            type: 'openid-connect',
-            config: {
-              issuer_url: idp.issuer,
-              client_id: idp.clientId,
-              client_secret: idp.clientSecret,
-            },
-          },
-        ],
-      },
-    ],
-  };
+  const oidcPolicy = { on_http_request: [{ actions: [idp.action()] }] };
 
   const hosts = await roles.start<string[]>('agent', {
     edge,

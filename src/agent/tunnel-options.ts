@@ -20,6 +20,7 @@ import {
   type OptionNaming,
   type OptionRules,
 } from '../policy/endpoint-options.js';
+import { isMapping } from '../policy/actions/config.js';
 import { AgentApiError } from './errors.js';
 import { policyJson, type PolicyValue, type TunnelProtocol } from './policy.js';
 
@@ -100,9 +101,6 @@ function invalid(field: string, message: string): AgentApiError {
   return new AgentApiError(400, `${field}: ${message}`, { code: CODES.invalidValue, field });
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
-
 /** An object field with only `keys`; null is absent. */
 function object(
   field: string,
@@ -110,7 +108,7 @@ function object(
   keys: readonly string[],
 ): Record<string, unknown> | undefined {
   if (value === undefined || value === null) return undefined;
-  if (!isObject(value)) {
+  if (!isMapping(value)) {
     throw invalid(field, `must be an object with the fields ${keys.join(', ')}`);
   }
   const unknown = Object.keys(value).find((k) => !keys.includes(k));
@@ -272,7 +270,7 @@ function shapeOf(
 }
 
 /** The options in the shared translation's terms. */
-export function endpointOptions(options: TunnelOptions): EndpointOptions {
+function endpointOptions(options: TunnelOptions): EndpointOptions {
   const { oauth, oidc } = options;
   return defined({
     basicAuth: options.basic_auth,

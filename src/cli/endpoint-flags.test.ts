@@ -1,13 +1,13 @@
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { optionRules } from '../edge/binds/bind-option-rules.js';
+import { mergePolicy } from '../policy/endpoint-options.js';
 import { compilePolicy, type PolicyRule } from '../policy/index.js';
 import {
   addEndpointFlags,
   endpointTrafficPolicy,
   flagRules,
   hostHeaderRewrite,
-  mergePolicy,
   type EndpointFlags,
   type TunnelProto,
 } from './endpoint-flags.js';

@@ -20,8 +20,6 @@ import {
   type OptionRules,
 } from '../policy/endpoint-options.js';
 
-export { mergePolicy, policyProtocol } from '../policy/endpoint-options.js';
-
 export type TunnelProto = EndpointProto;
 
 /** The endpoint flags as commander parses them (repeatable ones are lists). */
@@ -30,12 +28,6 @@ export interface EndpointFlags extends Omit<EndpointOptions, 'circuitBreaker'> {
   /** `--host-header rewrite`: a bind option (HostHeaderRewrite), not a rule. */
   hostHeader?: string;
 }
-
-/** The rules the flags add, by phase (each list may be empty). */
-export type FlagRules = OptionRules;
-
-/** A flag that cannot be turned into a rule; the message starts with the flag (`option`). */
-export { EndpointOptionError as EndpointFlagError };
 
 const FLAGS: Record<EndpointOptionKey, string> = {
   basicAuth: '--basic-auth',
@@ -122,7 +114,7 @@ function asOptions(flags: EndpointFlags): EndpointOptions {
  * @example flagRules({ cidrDeny: ['10.0.0.0/8'] }, 'tcp').on_tcp_connect
  *   // [{ name: '--cidr-deny', expressions: [], actions: [{ type: 'restrict-ips', config: { deny: ['10.0.0.0/8'] } }] }]
  */
-export function flagRules(flags: EndpointFlags, proto: TunnelProto): FlagRules {
+export function flagRules(flags: EndpointFlags, proto: TunnelProto): OptionRules {
   if (proto === 'http') hostHeaderRewrite(flags.hostHeader);
   return optionRules(asOptions(flags), proto, FLAG_NAMING);
 }
@@ -178,18 +170,17 @@ export function addEndpointFlags(cmd: Command, proto: TunnelProto): Command {
     '--circuit-breaker <ratio>',
     'answer 503 while the share of 5xx responses is above this ratio → circuit-breaker',
   );
-  cmd.option('--oauth <provider>', 'require an OAuth login with this provider → oauth');
-  cmd.option('--oauth-client-id <id>', 'the OAuth app id registered with the provider');
-  cmd.option('--oauth-client-secret <secret>', 'the OAuth app secret');
-  list('--oauth-scope <scope>', 'an OAuth scope to request');
-  list('--oauth-allow-email <email>', 'let only this email in after an OAuth login → deny');
-  list('--oauth-allow-domain <domain>', 'let only emails of this domain in → deny');
-  cmd.option('--oidc <issuer-url>', 'require an OpenID Connect login → openid-connect');
-  cmd.option('--oidc-client-id <id>', 'the OpenID Connect client id');
-  cmd.option('--oidc-client-secret <secret>', 'the OpenID Connect client secret');
-  list('--oidc-scope <scope>', 'an OpenID Connect scope to request');
-  list('--oidc-allow-email <email>', 'let only this email in after an OIDC login → deny');
-  list('--oidc-allow-domain <domain>', 'let only emails of this domain in → deny');
+  // The two logins take the same flags, under their own prefix.
+  const login = (flag: string, value: string, what: string, action: string): void => {
+    cmd.option(`--${flag} <${value}>`, `require ${what} login → ${action}`);
+    cmd.option(`--${flag}-client-id <id>`, `the ${what} client id registered with the provider`);
+    cmd.option(`--${flag}-client-secret <secret>`, `the ${what} client secret`);
+    list(`--${flag}-scope <scope>`, `an ${what} scope to request`);
+    list(`--${flag}-allow-email <email>`, `let only this email in after an ${what} login → deny`);
+    list(`--${flag}-allow-domain <domain>`, 'let only emails of this domain in → deny');
+  };
+  login('oauth', 'provider', 'OAuth', 'oauth');
+  login('oidc', 'issuer-url', 'OpenID Connect', 'openid-connect');
   cmd.option('--verify-webhook <provider>', 'check webhook signatures → verify-webhook');
   cmd.option('--verify-webhook-secret <secret>', 'the webhook signing secret');
   return cmd;

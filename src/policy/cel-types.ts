@@ -6,14 +6,17 @@ import {
   ReqVars,
   ResVars,
   TimeVars,
-  TlsClientVars,
-  TlsNameVars,
-  TlsSanVars,
-  TlsValidityVars,
   TlsVars,
   UrlVars,
 } from './variables.js';
 import { SecretsVars } from './secrets.js';
+import {
+  TLS_NAME_ATTRIBUTES,
+  TlsClientVars,
+  TlsNameVars,
+  TlsSanVars,
+  TlsValidityVars,
+} from './tls-client-vars.js';
 
 /**
  * The CEL object types of the environment: each variable class with its fields' CEL types, and
@@ -60,18 +63,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
   declare(
     'ConnTlsName',
     TlsNameVars,
-    Object.fromEntries(
-      [
-        'common_name',
-        'organization',
-        'organizational_unit',
-        'country',
-        'locality',
-        'province',
-        'street_address',
-        'postal_code',
-      ].map((k) => [k, 'string']),
-    ),
+    Object.fromEntries(Object.keys(TLS_NAME_ATTRIBUTES).map((k) => [k, 'string'])),
     {},
   ),
   declare(

@@ -2,7 +2,6 @@ import type {
   ActionOutcome,
   BodyRewrite,
   CompressionEncoding,
-  ForwardInternal,
   PhaseContext,
   Terminal,
   TlsTermination,
@@ -19,7 +18,7 @@ import {
 import { HeaderEdits, NO_HEADER_CHANGES, type HeaderChanges } from './headers.js';
 import type { Template } from './interpolate.js';
 import type { PolicyPhase } from './parse.js';
-import { NO_SECRETS, SecretsVars, type SecretsLookup } from './secrets.js';
+import { NO_SECRETS, SecretsVars } from './secrets.js';
 import {
   ConnVars,
   EndpointVars,
@@ -27,15 +26,21 @@ import {
   ResVars,
   TimeVars,
   type Activation,
-  type ConnInput,
-  type EndpointInput,
-  type RequestInput,
-  type ResponseInput,
-  type TlsInput,
 } from './variables.js';
+import type {
+  HttpRequestDecision,
+  HttpRequestInput,
+  HttpResponseDecision,
+  HttpResponseInput,
+  PolicyRunnerOptions,
+  PolicyVars,
+  TcpConnectDecision,
+  TcpConnectInput,
+  TlsTerminator,
+} from './runner-types.js';
 
-/** Variables set by `set-vars`, carried from one phase to the next by the caller. */
-export type PolicyVars = Readonly<Record<string, unknown>>;
+export type * from './runner-types.js';
+export type { ForwardInternal, TlsTermination } from './actions/types.js';
 
 const NO_VARS: PolicyVars = Object.freeze({});
 const NO_RESULTS: Readonly<Record<string, unknown>> = Object.freeze({});
@@ -46,101 +51,6 @@ const NO_RESULTS: Readonly<Record<string, unknown>> = Object.freeze({});
  */
 const ACTION_RESULTS = Symbol('policy action results');
 type VarsWithResults = Record<string, unknown> & { [ACTION_RESULTS]?: Record<string, unknown> };
-
-export interface PolicyRunnerOptions {
-  /** The edge or endpoint id: it keys the event ring and appears in every event. */
-  ownerId: string;
-  /** Where events go (log actions and decisions); default: dropped. */
-  events?: PolicyEventSink | undefined;
-  /**
-   * The rules of IP policies (`restrict-ips` `ip_policies`), looked up when a client arrives, so
-   * edits to the policies apply at once. Cache in here if lookups are costly.
-   */
-  ipPolicyRules?: ((ids: readonly string[]) => Promise<readonly IpPolicyRule[]>) | undefined;
-  /** Clock in milliseconds (rate-limit windows, `time.now`, event times); default Date.now. */
-  now?: (() => number) | undefined;
-  /** Whether an internal endpoint serves a URL now (forward-internal `on_error: continue`). */
-  internalOnline?: ((url: string) => boolean) | undefined;
-  /**
-   * What `secrets.get('vault', 'name')` reads (the edge's SecretsResolver); without it every
-   * lookup fails with an `error` event. Once the policy has read a value, its events are redacted.
-   */
-  secrets?: SecretsLookup | undefined;
-}
-
-export type { ForwardInternal, TlsTermination } from './actions/types.js';
-
-/**
- * How the ingress ends a connection's TLS for terminate-tls: resolves with the TLS facts of the
- * finished handshake (negotiated version, cipher, client certificate), or undefined when the
- * handshake failed (the connection is gone).
- */
-export type TlsTerminator = (settings: TlsTermination) => Promise<TlsInput | undefined>;
-
-export interface TcpConnectInput {
-  conn: ConnInput;
-  endpoint?: EndpointInput | undefined;
-  vars?: PolicyVars | undefined;
-  /** Given by ingresses that can end TLS here (TLS endpoints); without it terminate-tls closes. */
-  terminateTls?: TlsTerminator | undefined;
-}
-export interface HttpRequestInput extends TcpConnectInput {
-  req: RequestInput;
-}
-export interface HttpResponseInput extends HttpRequestInput {
-  res: ResponseInput;
-}
-
-export type TcpConnectDecision =
-  | {
-      kind: 'continue';
-      vars: PolicyVars;
-      forwardInternal?: ForwardInternal | undefined;
-      /** terminate-tls ended the client's TLS: relay the plaintext, not the TLS bytes. */
-      tlsTerminated?: boolean | undefined;
-    }
-  | { kind: 'close'; vars: PolicyVars };
-
-/** An answer for the client: status, lower-case headers, and a (possibly empty) body. */
-export interface RespondDecision {
-  kind: 'respond';
-  status: number;
-  headers: Readonly<Record<string, string>>;
-  body: string;
-  vars: PolicyVars;
-}
-
-export type HttpRequestDecision =
-  | {
-      kind: 'continue';
-      /** Apply to the request before it goes upstream. */
-      headers: HeaderChanges;
-      /** The new request target (path and query) when url-rewrite changed it. */
-      rewrite: string | undefined;
-      vars: PolicyVars;
-      /** Call each with the status the client got, once the response is written. */
-      afterResponse?: ReadonlyArray<(status: number) => void> | undefined;
-      /** forward-internal ended the phase: hand the request to this internal endpoint. */
-      forwardInternal?: ForwardInternal | undefined;
-      /** request-body-find-replace: stream the request body through this rewrite. */
-      bodyRewrite?: BodyRewrite | undefined;
-    }
-  | RespondDecision
-  | { kind: 'close'; vars: PolicyVars };
-
-export type HttpResponseDecision =
-  | {
-      kind: 'continue';
-      /** Apply to the response before it is written to the client. */
-      headers: HeaderChanges;
-      /** Pipe the body through this zlib encoder (headers already say so). */
-      compress: CompressionEncoding | undefined;
-      /** response-body-find-replace, sse-find-replace: stream the body through this rewrite first. */
-      bodyRewrite?: BodyRewrite | undefined;
-      vars: PolicyVars;
-    }
-  /** Replace the upstream response with this one. */
-  | RespondDecision;
 
 type Settled<T> = T | Promise<T>;
 

@@ -9,6 +9,7 @@ import {
   type HeaderInput,
 } from './headers.js';
 import type { SecretsVars } from './secrets.js';
+import { TlsClientVars } from './tls-client-vars.js';
 
 /** A Host header: `host[:port]`, an IPv6 host kept in brackets as the policy variables show it. */
 const HOST_HEADER = { port: 'optional', keepBrackets: true, allowEmptyHost: true } as const;
@@ -128,130 +129,6 @@ export class TlsVars {
   }
   get client(): TlsClientVars {
     return (this.#client ??= new TlsClientVars(this.#in.client));
-  }
-}
-
-/**
- * The attributes of a certificate's subject or issuer, as Node writes them (`CN=alice\nO=Acme\, Inc.`):
- * the first value of each, escapes undone.
- */
-function nameAttributes(text: string | undefined): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const line of (text ?? '').split('\n')) {
-    const eq = line.indexOf('=');
-    if (eq <= 0) continue;
-    const key = line.slice(0, eq);
-    if (!out.has(key)) out.set(key, line.slice(eq + 1).replace(/\\(.)/g, '$1'));
-  }
-  return out;
-}
-
-/** `conn.tls.client.subject`, `conn.tls.client.issuer`: a distinguished name's attributes. */
-export class TlsNameVars {
-  readonly #attrs: Map<string, string>;
-  constructor(text: string | undefined) {
-    this.#attrs = nameAttributes(text);
-  }
-  get common_name(): string {
-    return this.#attrs.get('CN') ?? '';
-  }
-  get organization(): string {
-    return this.#attrs.get('O') ?? '';
-  }
-  get organizational_unit(): string {
-    return this.#attrs.get('OU') ?? '';
-  }
-  get country(): string {
-    return this.#attrs.get('C') ?? '';
-  }
-  get locality(): string {
-    return this.#attrs.get('L') ?? '';
-  }
-  get province(): string {
-    return this.#attrs.get('ST') ?? '';
-  }
-  get street_address(): string {
-    return this.#attrs.get('street') ?? '';
-  }
-  get postal_code(): string {
-    return this.#attrs.get('postalCode') ?? '';
-  }
-}
-
-/** `conn.tls.client.san`: the subject alternative names, by kind. */
-export class TlsSanVars {
-  readonly dns_names: string[] = [];
-  readonly email_addresses: string[] = [];
-  readonly ip_addresses: string[] = [];
-  readonly uris: string[] = [];
-  constructor(text: string | undefined) {
-    // Node: `DNS:a.example, IP Address:10.0.0.1, email:x@y.z, URI:spiffe://a/b` (odd values quoted).
-    const kinds: Record<string, string[]> = {
-      DNS: this.dns_names,
-      email: this.email_addresses,
-      'IP Address': this.ip_addresses,
-      URI: this.uris,
-    };
-    for (const part of (text ?? '').split(/, (?=[A-Za-z ]+:)/)) {
-      const colon = part.indexOf(':');
-      const list = colon > 0 ? kinds[part.slice(0, colon)] : undefined;
-      if (!list) continue;
-      let value = part.slice(colon + 1);
-      if (value.startsWith('"')) {
-        try {
-          value = JSON.parse(value) as string;
-        } catch {
-          // Keep it as written.
-        }
-      }
-      list.push(value);
-    }
-  }
-}
-
-/** `conn.tls.client.validity`. */
-export class TlsValidityVars {
-  constructor(
-    readonly not_before: Date,
-    readonly not_after: Date,
-  ) {}
-}
-
-const EPOCH = new Date(0);
-
-/**
- * `conn.tls.client`: the client certificate of a connection whose TLS ended at the edge
- * (terminate-tls with mutual TLS); every field empty when there is none.
- */
-export class TlsClientVars {
-  readonly #cert: X509Certificate | undefined;
-  #subject: TlsNameVars | undefined;
-  #issuer: TlsNameVars | undefined;
-  #san: TlsSanVars | undefined;
-  constructor(cert: X509Certificate | undefined) {
-    this.#cert = cert;
-  }
-  get subject(): TlsNameVars {
-    return (this.#subject ??= new TlsNameVars(this.#cert?.subject));
-  }
-  get issuer(): TlsNameVars {
-    return (this.#issuer ??= new TlsNameVars(this.#cert?.issuer));
-  }
-  get san(): TlsSanVars {
-    return (this.#san ??= new TlsSanVars(this.#cert?.subjectAltName));
-  }
-  /** Hex, upper case, as OpenSSL prints it. */
-  get serial_number(): string {
-    return this.#cert?.serialNumber ?? '';
-  }
-  /** SHA-256 of the DER certificate, hex pairs separated by colons. */
-  get fingerprint(): string {
-    return this.#cert?.fingerprint256 ?? '';
-  }
-  get validity(): TlsValidityVars {
-    const cert = this.#cert;
-    if (!cert) return new TlsValidityVars(EPOCH, EPOCH);
-    return new TlsValidityVars(new Date(cert.validFrom), new Date(cert.validTo));
   }
 }
 

@@ -8,6 +8,14 @@ export interface TestIdp {
   issuer: string;
   clientId: string;
   clientSecret: string;
+  /**
+   * An openid-connect policy action that logs in with this provider, `config` added to its config.
+   * @example { on_http_request: [{ actions: [idp.action({ allow_cors_preflight: true })] }] }
+   */
+  action(config?: Record<string, unknown>): {
+    type: 'openid-connect';
+    config: Record<string, unknown>;
+  };
   close(): Promise<void>;
 }
 
@@ -91,6 +99,10 @@ export async function startTestIdp(options: {
     issuer,
     clientId,
     clientSecret,
+    action: (config = {}) => ({
+      type: 'openid-connect',
+      config: { issuer_url: issuer, client_id: clientId, client_secret: clientSecret, ...config },
+    }),
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();

@@ -3,8 +3,8 @@
  * traffic policy rules that enforce them, the translation ngrok documents from its modules to
  * actions. The rules run before the endpoint's own traffic policy, in the order below: who may
  * connect (IP restriction, user agents), then the circuit breaker, then who is authenticated
- * (webhook signature, basic auth, OIDC or OAuth login), then the request's changes; on the way back, header changes,
- * then compression. On tls endpoints, TLS termination and mutual TLS (terminate-tls) come right
+ * (webhook signature, basic auth, OIDC or OAuth login), then the request's changes; on the way
+ * back, header changes, then compression. On tls endpoints, TLS termination and mutual TLS (terminate-tls) come right
  * after the IP restriction, so refused addresses cost no handshake.
  */
 import {
@@ -18,8 +18,9 @@ import {
   restrictIpsRule,
   userAgentRule,
   webhookRule,
-  type OptionRules,
-} from '../../policy/endpoint-options.js';
+} from '../../policy/option-rule-builders.js';
+import { isMapping, type Mapping } from '../../policy/actions/config.js';
+import type { OptionRules } from '../../policy/endpoint-options.js';
 import type { PolicyProtocol, PolicyRule } from '../../policy/index.js';
 import type { BindExtra, BindOpts } from '../../protocol/index.js';
 import { refusals } from './agent-errors.js';
@@ -27,10 +28,6 @@ import { isSet } from './bind-options.js';
 
 /** The rules an endpoint's options add, by phase (built by src/policy/endpoint-options.ts). */
 export type { OptionRules };
-
-type Mapping = Record<string, unknown>;
-const isMapping = (v: unknown): v is Mapping =>
-  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const bad = refusals.badOption;
 

@@ -50,29 +50,54 @@ export function unseal(key: Buffer, name: string, text: string): unknown {
   }
 }
 
-/** The values of cookie `name` in Cookie headers `headers` (a client may send several). */
-export function cookieValues(headers: readonly string[], name: string): string[] {
-  const out: string[] = [];
+/** One cookie of a Cookie header: its name and value, trimmed. */
+export interface RequestCookie {
+  name: string;
+  /** Undefined for a pair without `=` (all name). */
+  value: string | undefined;
+  /** The pair as sent, trimmed, to pass it on unchanged. */
+  text: string;
+}
+
+/** The cookies of Cookie headers `headers` (a client may send several), in order. */
+export function parseCookies(headers: readonly string[]): RequestCookie[] {
+  const out: RequestCookie[] = [];
   for (const header of headers) {
     for (const pair of header.split(';')) {
+      const text = pair.trim();
+      if (text === '') continue;
       const eq = pair.indexOf('=');
-      if (eq > 0 && pair.slice(0, eq).trim() === name) out.push(pair.slice(eq + 1).trim());
+      out.push(
+        eq > 0
+          ? { name: pair.slice(0, eq).trim(), value: pair.slice(eq + 1).trim(), text }
+          : { name: text, value: undefined, text },
+      );
     }
   }
   return out;
 }
 
-/** Cookie headers `headers` without cookie `name`; '' when nothing else is left. */
-export function withoutCookie(headers: readonly string[], name: string): string {
-  const kept: string[] = [];
-  for (const header of headers) {
-    for (const pair of header.split(';')) {
-      const eq = pair.indexOf('=');
-      const key = eq > 0 ? pair.slice(0, eq).trim() : pair.trim();
-      if (key !== name && pair.trim() !== '') kept.push(pair.trim());
-    }
-  }
-  return kept.join('; ');
+/** The values of cookie `name` in Cookie headers `headers`. */
+export function cookieValues(headers: readonly string[], name: string): string[] {
+  return cookiesNamed(parseCookies(headers), name);
+}
+
+/** The values of the cookies named `name` among `cookies`. */
+export function cookiesNamed(cookies: readonly RequestCookie[], name: string): string[] {
+  const out: string[] = [];
+  for (const c of cookies) if (c.name === name && c.value !== undefined) out.push(c.value);
+  return out;
+}
+
+/** `cookies` without those named in `names`, as one Cookie header; '' when nothing is left. */
+export function withoutCookies(
+  cookies: readonly RequestCookie[],
+  names: readonly string[],
+): string {
+  return cookies
+    .filter((c) => !names.includes(c.name))
+    .map((c) => c.text)
+    .join('; ');
 }
 
 /** Attributes of a Set-Cookie header. */

@@ -14,7 +14,7 @@ import type {
 } from './types.js';
 
 /** The most replacements one action takes: each is a stage the body streams through. */
-export const MAX_REPLACEMENTS = 10;
+const MAX_REPLACEMENTS = 10;
 
 /** Media types, besides `text/*`, whose bodies are text. */
 const TEXT_TYPES = new Set([
@@ -36,7 +36,7 @@ const TEXT_TYPES = new Set([
  * means UTF-8). Anything else, including no content type at all, is left alone.
  * @example isRewritableText('application/json; charset=utf-8') // true
  */
-export function isRewritableText(contentType: string | undefined): boolean {
+function isRewritableText(contentType: string | undefined): boolean {
   if (!contentType) return false;
   const [type, ...params] = contentType.toLowerCase().split(';');
   const media = type!.trim();
@@ -54,9 +54,6 @@ export function isRewritableText(contentType: string | undefined): boolean {
   }
   return true;
 }
-
-const mediaType = (contentType: string | undefined): string =>
-  (contentType ?? '').split(';')[0]!.trim().toLowerCase();
 
 /** A replacement as compiled: the regex and the `to` template (groups `$1`…, `${}`). */
 interface CompiledReplacement {
@@ -236,10 +233,20 @@ export const requestBodyFindReplaceAction: ActionSpec = spec(
   },
 );
 
-/** A response the client gets no body for. */
-function bodiless(c: PhaseContext): boolean {
-  const status = Number(c.activation.res!.status_code);
-  return status === 204 || status === 304 || c.activation.req?.method === 'HEAD';
+/**
+ * Whether the response has a textual, unencoded body for response-body-find-replace (`sse`
+ * false) or sse-find-replace (`sse` true): each takes the bodies the other leaves.
+ */
+function rewritableResponse(c: PhaseContext, sse: boolean): boolean {
+  const res = c.activation.res!;
+  const status = Number(res.status_code);
+  // A response the client gets no body for.
+  if (status === 204 || status === 304 || c.activation.req?.method === 'HEAD') return false;
+  return (
+    (res.content_type === 'text/event-stream') === sse &&
+    isRewritableText(res.header('content-type')[0]) &&
+    unencoded(c, res.header('content-encoding'))
+  );
 }
 
 /**
@@ -251,16 +258,7 @@ export const responseBodyFindReplaceAction: ActionSpec = spec(
   'response-body-find-replace',
   'on_http_response',
   'body',
-  (c) => {
-    const res = c.activation.res!;
-    const type = res.header('content-type')[0];
-    return (
-      !bodiless(c) &&
-      mediaType(type) !== 'text/event-stream' &&
-      isRewritableText(type) &&
-      unencoded(c, res.header('content-encoding'))
-    );
-  },
+  (c) => rewritableResponse(c, false),
 );
 
 /**
@@ -273,14 +271,5 @@ export const sseFindReplaceAction: ActionSpec = spec(
   'sse-find-replace',
   'on_http_response',
   'sse',
-  (c) => {
-    const res = c.activation.res!;
-    const type = res.header('content-type')[0];
-    return (
-      !bodiless(c) &&
-      mediaType(type) === 'text/event-stream' &&
-      isRewritableText(type) &&
-      unencoded(c, res.header('content-encoding'))
-    );
-  },
+  (c) => rewritableResponse(c, true),
 );

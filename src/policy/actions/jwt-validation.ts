@@ -1,6 +1,7 @@
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify } from 'jose';
 import { LRUCache } from 'lru-cache';
 import { quote } from '../../core/quote.js';
+import { cookieValues } from './auth-cookies.js';
 import { isMapping, type ConfigReader, type Mapping } from './config.js';
 import { keyResolver } from './jwt-keys.js';
 import type { ActionSpec, CompiledAction, PhaseContext, Terminal } from './types.js';
@@ -113,15 +114,8 @@ function findToken(c: PhaseContext, sources: readonly TokenSource[]): string | u
           return value.slice(s.prefix.length).trim();
       }
     } else {
-      for (const header of req.header('cookie')) {
-        for (const pair of header.split(';')) {
-          const eq = pair.indexOf('=');
-          if (eq > 0 && pair.slice(0, eq).trim() === s.name) {
-            const v = pair.slice(eq + 1).trim();
-            return v.startsWith(s.prefix) ? v.slice(s.prefix.length) : v;
-          }
-        }
-      }
+      const v = cookieValues(req.header('cookie'), s.name)[0];
+      if (v !== undefined) return v.startsWith(s.prefix) ? v.slice(s.prefix.length) : v;
     }
   }
   return undefined;

@@ -1,8 +1,16 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { hostnameProblem } from '../../core/hostname.js';
-import { quote } from '../../core/quote.js';
-import { cookieKey, cookieValues, seal, setCookie, unseal, withoutCookie } from './auth-cookies.js';
-import { isMapping, type ConfigReader } from './config.js';
+import {
+  cookieKey,
+  cookiesNamed,
+  parseCookies,
+  seal,
+  setCookie,
+  unseal,
+  withoutCookies,
+  type RequestCookie,
+} from './auth-cookies.js';
+import { isMapping } from './config.js';
+import type { LoginConfig } from './login-config.js';
 import type { CompiledAction, PhaseContext, Terminal } from './types.js';
 
 /**
@@ -23,9 +31,9 @@ import type { CompiledAction, PhaseContext, Terminal } from './types.js';
  * changed, forged or expired cookie is simply no session.
  */
 
-export const LOGIN_PATH = '/ngrok/login';
-export const LOGOUT_PATH = '/ngrok/logout';
-export const CALLBACK_PATH = '/ngrok/callback';
+const LOGIN_PATH = '/ngrok/login';
+const LOGOUT_PATH = '/ngrok/logout';
+const CALLBACK_PATH = '/ngrok/callback';
 
 /** How long a started login may take before its callback is refused. */
 const PENDING_MS = 10 * 60_000;
@@ -68,128 +76,6 @@ export class LoginError extends Error {
   }
 }
 
-/** The config both login actions share, read by {@link readLoginConfig}. */
-export interface LoginConfig {
-  authId: string;
-  clientId: string;
-  clientSecret: string;
-  scopes: string[];
-  authzParams: Record<string, string>;
-  maxSessionMs: number;
-  idleSessionMs: number;
-  allowCorsPreflight: boolean;
-  cookieDomain: string | undefined;
-}
-
-/** The config keys both login actions take. */
-export const LOGIN_CONFIG_KEYS = [
-  'auth_id',
-  'client_id',
-  'client_secret',
-  'scopes',
-  'authz_url_params',
-  'max_session_duration',
-  'idle_session_duration',
-  'idle_session_timeout',
-  'userinfo_refresh_interval',
-  'allow_cors_preflight',
-  'auth_cookie_domain',
-];
-
-/** Parameters the flow sets itself, so authz_url_params may not. */
-const OWN_PARAMS = [
-  'client_id',
-  'redirect_uri',
-  'response_type',
-  'scope',
-  'state',
-  'nonce',
-  'code_challenge',
-  'code_challenge_method',
-];
-
-const DAY = 86_400_000;
-
-/** Read the shared keys; `defaultScopes` go first, then `scopes` (added, as ngrok does). */
-export function readLoginConfig(
-  config: ConfigReader,
-  defaultAuthId: string,
-  defaultScopes: readonly string[],
-): LoginConfig {
-  const authId = config.string('auth_id') ?? defaultAuthId;
-  if (!/^[A-Za-z0-9_-]{1,64}$/.test(authId)) {
-    config.fail('auth_id', 'must be 1 to 64 letters, digits, "-" or "_" (it names the cookie)');
-  }
-  const clientId = config.string('client_id', { required: true, example: '"my-app"' })!;
-  if (clientId.trim() === '') config.fail('client_id', 'must not be empty');
-  const clientSecret = config.string('client_secret') ?? '';
-  if (clientSecret === '') {
-    config.fail(
-      'client_secret',
-      'is required: Burrow runs no managed app, and the session cookies are encrypted with a key derived from it',
-    );
-  }
-  const extra = config.stringList('scopes', { min: 0, max: 50 }) ?? [];
-  extra.forEach((s, i) => {
-    if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(s)) {
-      config.fail(`scopes[${i}]`, `must be a scope token without spaces, not ${quote(s, '"')}`);
-    }
-  });
-  const scopes = [...new Set([...defaultScopes, ...extra])];
-  const authzParams = config.stringMap('authz_url_params', { min: 0, max: 20 }) ?? {};
-  for (const name of Object.keys(authzParams)) {
-    if (OWN_PARAMS.includes(name)) {
-      config.fail(`authz_url_params.${name}`, 'is set by the action itself and cannot be changed');
-    }
-  }
-  const maxSessionMs =
-    config.duration('max_session_duration', {
-      min: 60_000,
-      max: 90 * DAY,
-      range: '1m to 2160h (90 days)',
-      example: '"24h"',
-    }) ?? DAY;
-  if (config.has('idle_session_duration') && config.has('idle_session_timeout')) {
-    config.fail(
-      'idle_session_timeout',
-      'cannot be set with idle_session_duration (the same thing)',
-    );
-  }
-  const idleKey = config.has('idle_session_timeout')
-    ? 'idle_session_timeout'
-    : 'idle_session_duration';
-  const idleSessionMs =
-    config.duration(idleKey, {
-      min: 60_000,
-      max: 90 * DAY,
-      range: '1m to 2160h (90 days)',
-      example: '"12h"',
-    }) ?? Math.min(12 * 3_600_000, maxSessionMs);
-  if (config.has('userinfo_refresh_interval')) {
-    config.fail(
-      'userinfo_refresh_interval',
-      'is not supported: the identity is read at login; shorten max_session_duration instead',
-    );
-  }
-  const allowCorsPreflight = config.boolean('allow_cors_preflight') ?? false;
-  const domain = config.string('auth_cookie_domain');
-  const cookieDomain = domain?.replace(/^\./, '').toLowerCase();
-  if (cookieDomain !== undefined && hostnameProblem(cookieDomain, false) !== undefined) {
-    config.fail('auth_cookie_domain', `must be a domain name, not ${quote(domain!, '"')}`);
-  }
-  return {
-    authId,
-    clientId,
-    clientSecret,
-    scopes,
-    authzParams,
-    maxSessionMs,
-    idleSessionMs,
-    allowCorsPreflight,
-    cookieDomain,
-  };
-}
-
 interface Session {
   sub: string;
   email: string;
@@ -208,22 +94,28 @@ interface Pending {
   exp: number;
 }
 
-const isSession = (v: unknown): v is Session =>
-  isMapping(v) &&
-  typeof v.sub === 'string' &&
-  typeof v.email === 'string' &&
-  typeof v.name === 'string' &&
-  typeof v.iat === 'number' &&
-  typeof v.seen === 'number' &&
-  typeof v.exp === 'number';
+/** A guard for what a sealed cookie holds: a mapping with these fields of these types. */
+const shaped =
+  <T>(fields: Record<keyof T, 'string' | 'number'>) =>
+  (v: unknown): v is T =>
+    isMapping(v) && Object.entries(fields).every(([k, type]) => typeof v[k] === type);
 
-const isPending = (v: unknown): v is Pending =>
-  isMapping(v) &&
-  typeof v.state === 'string' &&
-  typeof v.nonce === 'string' &&
-  typeof v.verifier === 'string' &&
-  typeof v.back === 'string' &&
-  typeof v.exp === 'number';
+const isSession = shaped<Session>({
+  sub: 'string',
+  email: 'string',
+  name: 'string',
+  iat: 'number',
+  seen: 'number',
+  exp: 'number',
+});
+
+const isPending = shaped<Pending>({
+  state: 'string',
+  nonce: 'string',
+  verifier: 'string',
+  back: 'string',
+  exp: 'number',
+});
 
 const random = (): string => randomBytes(32).toString('base64url');
 
@@ -297,9 +189,9 @@ export function loginAction(
       domain: cfg.cookieDomain,
     });
 
-  const session = (c: PhaseContext): Session | undefined => {
+  const session = (c: PhaseContext, cookies: readonly RequestCookie[]): Session | undefined => {
     const now = c.now();
-    for (const value of cookieValues(c.activation.req!.header('cookie'), sessionName)) {
+    for (const value of cookiesNamed(cookies, sessionName)) {
       const s = unseal(key, sessionName, value);
       if (isSession(s) && s.exp > now && now - s.seen < cfg.idleSessionMs && s.iat <= now + 60_000)
         return s;
@@ -327,7 +219,7 @@ export function loginAction(
         forceLogin,
       });
     } catch (err) {
-      const message = err instanceof LoginError ? err.message : (err as Error).message;
+      const message = (err as Error).message;
       c.event('error', `login could not start: ${message}`);
       return page(
         502,
@@ -346,19 +238,25 @@ export function loginAction(
     );
   };
 
+  /** The first value of query parameter `name`. */
+  const param = (c: PhaseContext, name: string): string | undefined =>
+    c.activation.req!.url.query_params.get(name)?.[0];
+
   /** Whether a callback's state names another auth_id (another login action started it). */
   const othersCallback = (c: PhaseContext): boolean => {
-    const state = new URLSearchParams(c.activation.req!.url.query).get('state') ?? '';
+    const state = param(c, 'state') ?? '';
     const dot = state.indexOf('.');
     return dot > 0 && state.slice(0, dot) !== cfg.authId;
   };
 
-  const callback = async (c: PhaseContext): Promise<Terminal> => {
+  const callback = async (
+    c: PhaseContext,
+    cookies: readonly RequestCookie[],
+  ): Promise<Terminal> => {
     const req = c.activation.req!;
-    const params = new URLSearchParams(req.url.query);
-    const state = params.get('state') ?? '';
+    const state = param(c, 'state') ?? '';
     let pending: Pending | undefined;
-    for (const value of cookieValues(req.header('cookie'), pendingName)) {
+    for (const value of cookiesNamed(cookies, pendingName)) {
       const p = unseal(key, pendingName, value);
       if (isPending(p) && p.exp > c.now()) pending = p;
       if (pending?.state === state) break;
@@ -375,9 +273,9 @@ export function loginAction(
       c.event('unauthorized', 'login callback with a state that does not match the pending login');
       return page(400, 'Login failed', 'The login state does not match: start again.');
     }
-    const error = params.get('error');
-    if (error !== null) {
-      const description = params.get('error_description');
+    const error = param(c, 'error');
+    if (error !== undefined) {
+      const description = param(c, 'error_description');
       const text = `The identity provider refused the login: ${error}${description ? ` (${description})` : ''}.`;
       c.event('unauthorized', text);
       return page(error === 'access_denied' ? 403 : 400, 'Login refused', text);
@@ -414,12 +312,12 @@ export function loginAction(
 
   /** Whether this request is for this action (`?auth_id=` absent or ours). */
   const ours = (c: PhaseContext): boolean => {
-    const wanted = c.activation.req!.url.query_params.get('auth_id')?.[0];
+    const wanted = param(c, 'auth_id');
     return wanted === undefined || wanted === cfg.authId;
   };
 
   const returnParam = (c: PhaseContext): string | undefined =>
-    safeReturnPath(c.activation.req!.url.query_params.get('redirect_path')?.[0]);
+    safeReturnPath(param(c, 'redirect_path'));
 
   return {
     alwaysTerminates: false,
@@ -434,9 +332,11 @@ export function loginAction(
       ) {
         return undefined;
       }
+      // Parsed once: read for the session (or pending login), then taken out for the upstream.
+      const cookies = parseCookies(req.header('cookie'));
       // Another action's callback, login or logout is, for this one, an ordinary request: it
       // needs this action's session like any other.
-      if (path === CALLBACK_PATH && !othersCallback(c)) return callback(c);
+      if (path === CALLBACK_PATH && !othersCallback(c)) return callback(c, cookies);
       if (path === LOGOUT_PATH && ours(c)) {
         const gone = cookieOf(c, sessionName, '', 0);
         c.event('responded', 'logged out');
@@ -446,22 +346,21 @@ export function loginAction(
       }
       if (path === LOGIN_PATH && ours(c)) return startLogin(c, returnParam(c) ?? '/', true);
 
-      const s = session(c);
-      if (s === undefined) {
-        const target = req.url.query === '' ? path : `${path}?${req.url.query}`;
-        return startLogin(c, safeReturnPath(target) ?? '/', false);
-      }
+      /** This request's path and query, to come back to after a login or a session refresh. */
+      const back = (): string =>
+        safeReturnPath(req.url.query === '' ? path : `${path}?${req.url.query}`) ?? '/';
+      const s = session(c, cookies);
+      if (s === undefined) return startLogin(c, back(), false);
       const now = c.now();
+      const fetchMode = req.header('sec-fetch-mode');
       const navigation =
         (req.method === 'GET' || req.method === 'HEAD') &&
-        (req.header('sec-fetch-mode')[0] === 'navigate' ||
-          (req.header('sec-fetch-mode').length === 0 &&
-            (req.header('accept')[0] ?? '').includes('text/html')));
+        (fetchMode[0] === 'navigate' ||
+          (fetchMode.length === 0 && (req.header('accept')[0] ?? '').includes('text/html')));
       if (navigation && now - s.seen >= refreshAfter) {
         // The idle timeout counts from the last refresh; only a navigation can take a new cookie
         // on the way (the request goes on to the upstream otherwise), so it goes round once.
-        const target = req.url.query === '' ? path : `${path}?${req.url.query}`;
-        return redirect(safeReturnPath(target) ?? '/', sessionCookie(c, { ...s, seen: now }));
+        return redirect(back(), sessionCookie(c, { ...s, seen: now }));
       }
       c.setActionResult(result, {
         identity: {
@@ -476,9 +375,8 @@ export function loginAction(
         },
       });
       // The upstream gets the request without the action's cookies.
-      const cookies = req.header('cookie');
-      if (cookies.length > 0) {
-        const rest = withoutCookie([withoutCookie(cookies, sessionName)], pendingName);
+      if (req.header('cookie').length > 0) {
+        const rest = withoutCookies(cookies, [sessionName, pendingName]);
         c.headers!.remove('cookie');
         if (rest !== '') c.headers!.add('cookie', rest);
         c.publishHeaders();

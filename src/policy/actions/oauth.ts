@@ -1,19 +1,13 @@
 import * as oidc from 'openid-client';
 import { quote } from '../../core/quote.js';
 import { isMapping } from './config.js';
-import {
-  LOGIN_CONFIG_KEYS,
-  LoginError,
-  loginAction,
-  readLoginConfig,
-  type Identity,
-  type LoginProvider,
-} from './login-flow.js';
-import { loginErrorOf } from './openid-connect.js';
+import { LOGIN_CONFIG_KEYS, readLoginConfig } from './login-config.js';
+import { LoginError, loginAction, type Identity, type LoginProvider } from './login-flow.js';
+import { authorizationUrl, exchangeCode, loginErrorOf } from './oidc-client.js';
 import type { ActionSpec } from './types.js';
 
 /** One OAuth provider the `oauth` action knows: its fixed endpoints and how to read the user. */
-export interface OAuthProvider {
+interface OAuthProvider {
   /** The server metadata openid-client needs (issuer names it; endpoints are fixed). */
   metadata: oidc.ServerMetadata;
   /** Scopes always asked for (the configured `scopes` are added). */
@@ -35,24 +29,33 @@ const str = (v: unknown): string =>
 const verifiedEmail = (u: Record<string, unknown>): string =>
   u.email_verified === false ? '' : str(u.email);
 
+/** A provider that speaks OpenID: the user is its userinfo, the email only when verified. */
+const openidProvider = (
+  metadata: oidc.ServerMetadata & { userinfo_endpoint: string },
+  scopes: readonly string[],
+): OAuthProvider => ({
+  metadata,
+  scopes,
+  openid: true,
+  user: { url: metadata.userinfo_endpoint },
+  identity: (u) => ({ sub: str(u.sub), email: verifiedEmail(u), name: str(u.name) }),
+});
+
 /**
  * The providers of ngrok's `oauth` action, with their documented endpoints.
  * @example OAUTH_PROVIDERS.github.metadata.authorization_endpoint // 'https://github.com/login/oauth/authorize'
  */
-export const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
-  google: {
-    metadata: {
+const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
+  google: openidProvider(
+    {
       issuer: 'https://accounts.google.com',
       authorization_endpoint: 'https://accounts.google.com/o/oauth2/v2/auth',
       token_endpoint: 'https://oauth2.googleapis.com/token',
       userinfo_endpoint: 'https://openidconnect.googleapis.com/v1/userinfo',
       jwks_uri: 'https://www.googleapis.com/oauth2/v3/certs',
     },
-    scopes: ['openid', 'email', 'profile'],
-    openid: true,
-    user: { url: 'https://openidconnect.googleapis.com/v1/userinfo' },
-    identity: (u) => ({ sub: str(u.sub), email: verifiedEmail(u), name: str(u.name) }),
-  },
+    ['openid', 'email', 'profile'],
+  ),
   microsoft: {
     // The multi-tenant endpoint: its ID tokens name each tenant as issuer, so the user is read
     // from Microsoft Graph with the access token instead.
@@ -110,19 +113,16 @@ export const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
       name: str(u.name) || str(u.username),
     }),
   },
-  linkedin: {
-    metadata: {
+  linkedin: openidProvider(
+    {
       issuer: 'https://www.linkedin.com/oauth',
       authorization_endpoint: 'https://www.linkedin.com/oauth/v2/authorization',
       token_endpoint: 'https://www.linkedin.com/oauth/v2/accessToken',
       userinfo_endpoint: 'https://api.linkedin.com/v2/userinfo',
       jwks_uri: 'https://www.linkedin.com/oauth/openid/jwks',
     },
-    scopes: ['openid', 'profile', 'email'],
-    openid: true,
-    user: { url: 'https://api.linkedin.com/v2/userinfo' },
-    identity: (u) => ({ sub: str(u.sub), email: verifiedEmail(u), name: str(u.name) }),
-  },
+    ['openid', 'profile', 'email'],
+  ),
   twitch: {
     metadata: {
       issuer: 'https://id.twitch.tv/oauth2',
@@ -219,30 +219,14 @@ export const oauthAction: ActionSpec = {
     client[oidc.customFetch] = tokenFetch;
     const provider: LoginProvider = {
       authorizationUrl(a) {
+        const prompt = name === 'github' ? 'select_account' : 'login';
         return Promise.resolve(
-          oidc.buildAuthorizationUrl(client, {
-            redirect_uri: a.redirectUri,
-            scope: cfg.scopes.join(' '),
-            state: a.state,
-            code_challenge: a.codeChallenge,
-            code_challenge_method: 'S256',
-            ...(p.openid ? { nonce: a.nonce } : {}),
-            ...(a.forceLogin ? { prompt: name === 'github' ? 'select_account' : 'login' } : {}),
-          }),
+          authorizationUrl(client, cfg.scopes, a, { nonce: p.openid, prompt }),
         );
       },
       async finish(a) {
         try {
-          const tokens = await oidc.authorizationCodeGrant(
-            client,
-            a.callbackUrl,
-            {
-              pkceCodeVerifier: a.codeVerifier,
-              expectedState: a.state,
-              ...(p.openid ? { expectedNonce: a.nonce } : {}),
-            },
-            { redirect_uri: a.redirectUri },
-          );
+          const tokens = await exchangeCode(client, a, p.openid ? 'if-sent' : 'none');
           const headers: Record<string, string> = { ...p.user.headers };
           if (name === 'twitch') headers['client-id'] = cfg.clientId;
           const user = await readJson(client, tokens.access_token, p.user.url, headers);

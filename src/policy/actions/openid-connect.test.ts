@@ -31,18 +31,7 @@ function policy(extra: Record<string, unknown> = {}): string {
   return JSON.stringify({
     on_http_request: [
       {
-        actions: [
-          {
-            type: 'openid-connect',
-            config: {
-              issuer_url: idp.issuer,
-              client_id: idp.clientId,
-              client_secret: idp.clientSecret,
-              allow_cors_preflight: true,
-              ...extra,
-            },
-          },
-        ],
+        actions: [idp.action({ allow_cors_preflight: true, ...extra })],
       },
       {
         name: 'only example.com',

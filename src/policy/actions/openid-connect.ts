@@ -1,13 +1,9 @@
+import { LRUCache } from 'lru-cache';
 import * as oidc from 'openid-client';
 import { quote } from '../../core/quote.js';
-import {
-  LOGIN_CONFIG_KEYS,
-  LoginError,
-  loginAction,
-  readLoginConfig,
-  type Identity,
-  type LoginProvider,
-} from './login-flow.js';
+import { LOGIN_CONFIG_KEYS, readLoginConfig } from './login-config.js';
+import { LoginError, loginAction, type Identity, type LoginProvider } from './login-flow.js';
+import { authorizationUrl, exchangeCode, loginErrorOf } from './oidc-client.js';
 import type { ActionSpec } from './types.js';
 
 /**
@@ -16,86 +12,57 @@ import type { ActionSpec } from './types.js';
  * while the provider is down asks it once, not once each), and how long a call to the provider
  * may take. A failed exchange (502) drops the entry, so the next login asks again.
  */
-export const DISCOVERY_CACHE = {
+const DISCOVERY_CACHE = {
   maxAgeMs: 3_600_000,
   maxEntries: 256,
   retryMs: 5_000,
   timeoutSeconds: 10,
 };
 
-interface Discovered {
-  config: Promise<oidc.Configuration>;
-  at: number;
-  failed: boolean;
-}
-
-const discovered = new Map<string, Discovered>();
+const discovered = new LRUCache<string, Promise<oidc.Configuration>>({
+  max: DISCOVERY_CACHE.maxEntries,
+  ttl: DISCOVERY_CACHE.maxAgeMs,
+});
 
 /** Loopback issuers may speak plain http (a provider on the same machine, tests); others may not. */
 function isLoopback(url: URL): boolean {
   return ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
 }
 
-/** The client configuration of `issuer` (discovered once, cached). */
-function configuration(
-  issuer: URL,
-  clientId: string,
-  clientSecret: string,
-): Promise<oidc.Configuration> {
-  const cacheKey = `${issuer.href}\n${clientId}\n${clientSecret}`;
-  const hit = discovered.get(cacheKey);
-  if (hit) {
-    const age = Date.now() - hit.at;
-    if (age < (hit.failed ? DISCOVERY_CACHE.retryMs : DISCOVERY_CACHE.maxAgeMs)) return hit.config;
-  }
-  const insecure = issuer.protocol === 'http:';
-  const config = oidc
-    .discovery(issuer, clientId, clientSecret, undefined, {
-      timeout: DISCOVERY_CACHE.timeoutSeconds,
-      ...(insecure ? { execute: [oidc.allowInsecureRequests] } : {}),
-    })
-    .then((c) => {
-      c.timeout = DISCOVERY_CACHE.timeoutSeconds;
-      return c;
-    });
-  const entry: Discovered = { config, at: Date.now(), failed: false };
-  config.catch(() => {
-    entry.failed = true;
-    entry.at = Date.now();
-  });
-  discovered.delete(cacheKey);
-  if (discovered.size >= DISCOVERY_CACHE.maxEntries) {
-    discovered.delete(discovered.keys().next().value!);
-  }
-  discovered.set(cacheKey, entry);
-  return config;
-}
-
-function forget(issuer: URL, clientId: string, clientSecret: string): void {
-  discovered.delete(`${issuer.href}\n${clientId}\n${clientSecret}`);
+/**
+ * The client configuration of `issuer` for this client: `get` discovers it once (cached, shared
+ * by every action with the same issuer and client), `forget` drops it so the next login asks again.
+ */
+function discovery(issuer: URL, clientId: string, clientSecret: string) {
+  const key = `${issuer.href}\n${clientId}\n${clientSecret}`;
+  const options: oidc.DiscoveryRequestOptions = {
+    timeout: DISCOVERY_CACHE.timeoutSeconds,
+    ...(issuer.protocol === 'http:' ? { execute: [oidc.allowInsecureRequests] } : {}),
+  };
+  return {
+    get(): Promise<oidc.Configuration> {
+      const hit = discovered.get(key);
+      if (hit) return hit;
+      const config = oidc
+        .discovery(issuer, clientId, clientSecret, undefined, options)
+        .then((c) => {
+          c.timeout = DISCOVERY_CACHE.timeoutSeconds;
+          return c;
+        });
+      discovered.set(key, config);
+      // A failure is remembered for retryMs only.
+      config.catch(() => {
+        if (discovered.get(key) === config) {
+          discovered.set(key, config, { ttl: DISCOVERY_CACHE.retryMs });
+        }
+      });
+      return config;
+    },
+    forget: (): void => void discovered.delete(key),
+  };
 }
 
 const text = (v: unknown): string => (typeof v === 'string' ? v : '');
-
-/**
- * Why openid-client refused, as a LoginError: the provider refusing the code (invalid_grant, …)
- * is the browser's problem (400); an unreachable or misbehaving provider is a 502.
- */
-export function loginErrorOf(err: unknown): LoginError {
-  if (err instanceof LoginError) return err;
-  if (err instanceof oidc.ResponseBodyError) {
-    const detail = err.error_description ? ` (${err.error_description})` : '';
-    return new LoginError(
-      err.status >= 500 ? 502 : 400,
-      `the identity provider refused the code: ${err.error}${detail}`,
-    );
-  }
-  if (err instanceof oidc.AuthorizationResponseError) {
-    return new LoginError(400, `the identity provider refused the login: ${err.error}`);
-  }
-  const message = (err as Error)?.message ?? String(err);
-  return new LoginError(502, `the identity provider's answer could not be used: ${message}`);
-}
 
 /**
  * `openid-connect`: log browsers in with an OpenID Connect provider (`issuer_url`, discovered at
@@ -129,24 +96,16 @@ export const openidConnectAction: ActionSpec = {
     }
     const issuer: URL = parsed;
     const cfg = readLoginConfig(config, 'oidc', ['openid', 'profile', 'email']);
-    const { clientId, clientSecret } = cfg;
+    const client = discovery(issuer, cfg.clientId, cfg.clientSecret);
     const provider: LoginProvider = {
       async authorizationUrl(p) {
-        const c = await configuration(issuer, clientId, clientSecret);
-        return oidc.buildAuthorizationUrl(c, {
-          redirect_uri: p.redirectUri,
-          scope: cfg.scopes.join(' '),
-          state: p.state,
-          nonce: p.nonce,
-          code_challenge: p.codeChallenge,
-          code_challenge_method: 'S256',
-          ...(p.forceLogin ? { prompt: 'login' } : {}),
-        });
+        const c = await client.get();
+        return authorizationUrl(c, cfg.scopes, p, { nonce: true, prompt: 'login' });
       },
       async finish(p): Promise<Identity> {
         let c: oidc.Configuration;
         try {
-          c = await configuration(issuer, clientId, clientSecret);
+          c = await client.get();
         } catch (err) {
           throw new LoginError(
             502,
@@ -154,17 +113,7 @@ export const openidConnectAction: ActionSpec = {
           );
         }
         try {
-          const tokens = await oidc.authorizationCodeGrant(
-            c,
-            p.callbackUrl,
-            {
-              pkceCodeVerifier: p.codeVerifier,
-              expectedState: p.state,
-              expectedNonce: p.nonce,
-              idTokenExpected: true,
-            },
-            { redirect_uri: p.redirectUri },
-          );
+          const tokens = await exchangeCode(c, p, 'required');
           const claims = tokens.claims();
           if (!claims) throw new LoginError(502, 'the identity provider sent no ID token');
           // An address the provider says it has not verified is no identity: a rule that allows
@@ -179,7 +128,7 @@ export const openidConnectAction: ActionSpec = {
           return { sub: claims.sub, email, name };
         } catch (err) {
           const e = loginErrorOf(err);
-          if (e.status === 502) forget(issuer, clientId, clientSecret);
+          if (e.status === 502) client.forget();
           throw e;
         }
       },
