@@ -6,10 +6,10 @@
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer, type RequestListener, type Server } from 'node:http';
-import { isIP, type AddressInfo } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { resolve as resolvePath } from 'node:path';
 import { formatHostPort, parseHostPort } from '../core/host-port.js';
-import { hostnameProblem } from '../core/hostname.js';
+import { hostnameProblem, isLoopbackHost } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import { connect, parseCaFingerprint, type ConnectOptions } from '../sdk/index.js';
 import { AgentStartupError } from './errors.js';
@@ -119,14 +119,6 @@ export function checkAgentOptions(options: AgentOptions): void {
   }
 }
 
-/**
- * True for a loopback host: `localhost`, `::1` or an IPv4 address in 127.0.0.0/8.
- * @example isLoopback('127.0.0.2') // true
- */
-export function isLoopback(host: string): boolean {
-  return host === 'localhost' || host === '::1' || (isIP(host) === 4 && host.startsWith('127.'));
-}
-
 async function listen(server: Server, host: string, port: number): Promise<string> {
   server.listen(port, host);
   try {
@@ -207,7 +199,7 @@ export async function startAgent(options: AgentOptions, logger: Logger): Promise
     { address, state: state.path, tunnels: loaded.tunnels.length },
     'agent API listening',
   );
-  if (!isLoopback(host) && options.apiToken === undefined) {
+  if (!isLoopbackHost(host) && options.apiToken === undefined) {
     logger.warn(
       { address },
       'the agent API listens beyond loopback without --api-token: anyone who can reach it can create tunnels',

@@ -10,7 +10,7 @@ import type { Logger } from '../core/logger.js';
 import { CERTS_DIR, findCertificateFile } from '../edge/certificates/certificates.js';
 import type { Edge } from '../edge/edge.js';
 import { certificateFingerprint } from '../sdk/index.js';
-import { isLoopback } from '../agent/agent.js';
+import { isLoopbackHost } from '../core/hostname.js';
 import { DEFAULT_SERVER_ADDR } from './agent-config.js';
 import { DEFAULT_DATA_DIR } from './ca-config.js';
 
@@ -87,7 +87,7 @@ export function agentConnectHint(input: AgentHintInput): AgentHint {
     lines.push(
       `The certificate names only localhost, 127.0.0.1 and ::1: for agents elsewhere, start with --agent-listen <public name or address>:${port} so it names what they dial.`,
     );
-  } else if (isLoopback(host)) {
+  } else if (isLoopbackHost(host)) {
     lines.push(
       `${host} is loopback: for agents on other machines, start with --agent-listen <public name or address>:${port}.`,
     );

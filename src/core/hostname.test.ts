@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { domainCovers, hostnameProblem } from './hostname.js';
+import { domainCovers, hostnameProblem, isLoopbackHost } from './hostname.js';
 
 describe('hostnames', () => {
   it('accepts names and wildcards only as the whole first label', () => {
@@ -22,5 +22,14 @@ describe('hostnames', () => {
     expect(domainCovers('*.sitea.example.com', 'sitea.example.com')).toBe(false);
     expect(domainCovers('*.sitea.example.com', 'xsitea.example.com')).toBe(false);
     expect(domainCovers('app.example.com', 'app.example.com')).toBe(true);
+  });
+
+  it('knows loopback hosts, as listen addresses and as URL hostnames give them', () => {
+    for (const host of ['localhost', '127.0.0.1', '127.8.9.10', '::1', '[::1]']) {
+      expect(isLoopbackHost(host)).toBe(true);
+    }
+    for (const host of ['0.0.0.0', '::', '10.0.0.1', 'localhost.example.com', '128.0.0.1']) {
+      expect(isLoopbackHost(host)).toBe(false);
+    }
   });
 });

@@ -78,3 +78,17 @@ export function certificateNameCovers(san: string, name: string): boolean {
   if (san === name) return true;
   return san.startsWith('*.') && isIP(name) === 0 && isOneLabelUnder(name, san.slice(2));
 }
+
+/**
+ * True for a loopback host: `localhost`, `::1` (bracketed or not, as URL.hostname gives it) or an
+ * IPv4 address in 127.0.0.0/8.
+ * @example isLoopbackHost('127.0.0.2') // true
+ */
+export function isLoopbackHost(host: string): boolean {
+  return (
+    host === 'localhost' ||
+    host === '::1' ||
+    host === '[::1]' ||
+    (isIP(host) === 4 && host.startsWith('127.'))
+  );
+}

@@ -4,6 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CODES } from '../../core/errors.js';
+import { escapeHtml } from '../../core/html.js';
 
 /** Header naming why the ingress, not the upstream, answered. */
 export const ERROR_CODE_HEADER = 'Burrow-Error-Code';
@@ -51,19 +52,6 @@ export const INGRESS_ERRORS = {
 } as const;
 
 export type IngressError = (typeof INGRESS_ERRORS)[keyof typeof INGRESS_ERRORS];
-
-const HTML_ESCAPES: Record<string, string> = {
-  '&': '&amp;',
-  '<': '&lt;',
-  '>': '&gt;',
-  '"': '&quot;',
-  "'": '&#39;',
-};
-
-/** Host headers and error messages come from the network: never let them become markup. */
-function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => HTML_ESCAPES[c]!);
-}
 
 /** True when the client says it wants HTML (browsers do; curl and libraries do not). */
 function wantsHtml(accept: string | undefined): boolean {

@@ -9,6 +9,7 @@ import {
   withoutCookies,
   type RequestCookie,
 } from './auth-cookies.js';
+import { escapeHtml } from '../../core/html.js';
 import { isMapping } from './config.js';
 import type { LoginConfig } from './login-config.js';
 import type { CompiledAction, PhaseContext, Terminal } from './types.js';
@@ -130,12 +131,6 @@ export function safeReturnPath(path: string | undefined): string | undefined {
   }
   return path;
 }
-
-const escapeHtml = (text: string): string =>
-  text.replace(
-    /[&<>"']/g,
-    (ch) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[ch]!,
-  );
 
 /** A small HTML page saying what went wrong, with a way to start again. */
 function page(status: number, title: string, text: string, headers: Record<string, string> = {}) {

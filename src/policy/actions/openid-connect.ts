@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import * as oidc from 'openid-client';
+import { isLoopbackHost } from '../../core/hostname.js';
 import { quote } from '../../core/quote.js';
 import { LOGIN_CONFIG_KEYS, readLoginConfig } from './login-config.js';
 import { LoginError, loginAction, type Identity, type LoginProvider } from './login-flow.js';
@@ -23,11 +24,6 @@ const discovered = new LRUCache<string, Promise<oidc.Configuration>>({
   max: DISCOVERY_CACHE.maxEntries,
   ttl: DISCOVERY_CACHE.maxAgeMs,
 });
-
-/** Loopback issuers may speak plain http (a provider on the same machine, tests); others may not. */
-function isLoopback(url: URL): boolean {
-  return ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
-}
 
 /**
  * The client configuration of `issuer` for this client: `get` discovers it once (cached, shared
@@ -85,7 +81,10 @@ export const openidConnectAction: ActionSpec = {
     const parsed = URL.canParse(issuerText) ? new URL(issuerText) : undefined;
     if (
       parsed === undefined ||
-      !(parsed.protocol === 'https:' || (parsed.protocol === 'http:' && isLoopback(parsed))) ||
+      !(
+        parsed.protocol === 'https:' ||
+        (parsed.protocol === 'http:' && isLoopbackHost(parsed.hostname))
+      ) ||
       parsed.search !== '' ||
       parsed.hash !== ''
     ) {
