@@ -27,13 +27,12 @@
 import { once } from 'node:events';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import autocannon from 'autocannon';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { LoginClient } from '../test/support/login-client.js';
 import { processCpuMs } from './edge-process.js';
 import { fmt, machine, markdownTable } from './report.js';
 import { startBulkService } from './support/bulk.js';
-import { median, type RateResult } from './support/load.js';
+import { keepAliveLoadRole, median, type RateResult } from './support/load.js';
 import { answer, RoleProcesses, runRoles } from './support/roles.js';
 import { connectAgent, startBenchEdge, type EdgeAddress } from './support/sdk-agent.js';
 
@@ -88,25 +87,6 @@ async function serveAgent(spec: AgentSpec): Promise<void> {
     }),
   ];
   answer(endpoints.map((e) => new URL(e.url!).hostname));
-}
-
-/** Keep-alive GETs of `/` with `Host: host` and `headers` for DURATION s (1 s for a warm-up). */
-async function serveLoad(spec: LoadSpec): Promise<void> {
-  const r = await autocannon({
-    url: `http://127.0.0.1:${spec.port}/`,
-    headers: { host: spec.host, ...spec.headers },
-    connections: CONNECTIONS,
-    duration: spec.warmup ? 1 : DURATION,
-  });
-  const result: RateResult = {
-    rate: r.requests.average,
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    errors: r.errors + r.non2xx,
-    total: r.requests.total,
-  };
-  answer(result);
-  process.exit(0);
 }
 
 // ---- coordination ------------------------------------------------------------------------
@@ -327,5 +307,5 @@ runRoles(roles, {
   edge: () => startBenchEdge().then(({ info }) => answer(info)),
   service: () => startBulkService().then(answer),
   agent: (arg) => serveAgent(arg as AgentSpec),
-  load: (arg) => serveLoad(arg as LoadSpec),
+  load: keepAliveLoadRole(CONNECTIONS, DURATION),
 });

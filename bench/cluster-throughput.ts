@@ -19,7 +19,6 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { request } from 'node:http';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
-import autocannon from 'autocannon';
 import {
   createApiKey,
   freePort,
@@ -32,7 +31,7 @@ import { formatSummary, summarizeProfile } from './cpu-profile.js';
 import { createAuthtoken, processCpuMs } from './edge-process.js';
 import { fmt, machine, markdownTable } from './report.js';
 import { startBulkService, type ServicePorts } from './support/bulk.js';
-import { median, type RateResult } from './support/load.js';
+import { keepAliveLoadRole, median, type RateResult } from './support/load.js';
 import { answer, RoleProcesses, runRoles } from './support/roles.js';
 import { connectAgent, type EdgeAddress } from './support/sdk-agent.js';
 
@@ -82,25 +81,6 @@ interface LoadSpec {
   port: number;
   host: string;
   seconds: number;
-}
-
-/** Keep-alive GETs of `/` with autocannon, CONNECTIONS at a time (a closed loop per connection). */
-async function runLoad(spec: LoadSpec): Promise<void> {
-  const r = await autocannon({
-    url: `http://${spec.ip}:${spec.port}/`,
-    headers: { host: spec.host },
-    connections: CONNECTIONS,
-    duration: spec.seconds,
-  });
-  const result: RateResult = {
-    rate: r.requests.total / (r.duration || spec.seconds),
-    p50: r.latency.p50,
-    p99: r.latency.p99,
-    errors: r.errors + r.non2xx,
-    total: r.requests.total,
-  };
-  answer(result);
-  process.exit(0);
 }
 
 // ---- the cluster and the report (this process) ------------------------------------------------
@@ -345,5 +325,5 @@ runRoles(roles, {
   main,
   service: () => startBulkService().then(answer),
   agent: (arg) => serveAgent(arg as { edge: EdgeAddress; service: number }),
-  load: (arg) => runLoad(arg as LoadSpec),
+  load: keepAliveLoadRole(CONNECTIONS, DURATION),
 });

@@ -50,23 +50,27 @@ export async function closedLoop(
 }
 
 /**
- * Keep-alive HTTP GETs of `/` (autocannon) against 127.0.0.1:`port` with `Host: host`.
+ * Keep-alive HTTP GETs of `/` (autocannon) against `ip` (127.0.0.1 by default):`port` with
+ * `Host: host` and any other `headers`.
  * @example const r = await keepAliveLoad({ port, host, connections: 50, seconds: 5 });
  */
 export async function keepAliveLoad(spec: {
+  ip?: string | undefined;
   port: number;
   host: string;
+  headers?: Record<string, string> | undefined;
   connections: number;
   seconds: number;
 }): Promise<RateResult> {
   const r = await autocannon({
-    url: `http://127.0.0.1:${spec.port}/`,
-    headers: { host: spec.host },
+    url: `http://${spec.ip ?? '127.0.0.1'}:${spec.port}/`,
+    headers: { host: spec.host, ...spec.headers },
     connections: spec.connections,
     duration: spec.seconds,
   });
   return {
-    rate: r.requests.average,
+    // Requests over the time taken: the average of per-second samples drops a partial second.
+    rate: r.requests.total / (r.duration || spec.seconds),
     p50: r.latency.p50,
     p99: r.latency.p99,
     errors: r.errors + r.non2xx,
@@ -74,8 +78,20 @@ export async function keepAliveLoad(spec: {
   };
 }
 
+/** What the `load` role is asked to run (see keepAliveLoadRole). */
+export interface LoadRoleSpec {
+  ip?: string | undefined;
+  port: number;
+  host: string;
+  headers?: Record<string, string> | undefined;
+  /** A warm-up run: one second, its figures not used. */
+  warmup?: boolean | undefined;
+  /** Overrides the role's `seconds`. */
+  seconds?: number | undefined;
+}
+
 /**
- * The `load` role of a tunnel benchmark: `keepAliveLoad` on `{ port, host }` for `seconds`
+ * The `load` role of a tunnel benchmark: `keepAliveLoad` on the spec it is given for `seconds`
  * (one second for a warm-up run, whose figures are not used), then answer with the result and exit.
  * @example runRoles(roles, { main, load: keepAliveLoadRole(CONNECTIONS, DURATION) });
  */
@@ -84,13 +100,12 @@ export function keepAliveLoadRole(
   seconds: number,
 ): (arg: unknown) => Promise<void> {
   return async (arg) => {
-    const spec = arg as { port: number; host: string; warmup?: boolean };
+    const spec = arg as LoadRoleSpec;
     answer(
       await keepAliveLoad({
-        port: spec.port,
-        host: spec.host,
+        ...spec,
         connections,
-        seconds: spec.warmup ? 1 : seconds,
+        seconds: spec.warmup ? 1 : (spec.seconds ?? seconds),
       }),
     );
     process.exit(0);

@@ -166,6 +166,25 @@ export interface HttpReply {
 }
 
 /**
+ * A response read whole: its status, headers and body as text.
+ * @example const reply = await readReply(res);
+ */
+export function readReply(res: IncomingMessage): Promise<HttpReply> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () =>
+      resolve({
+        status: res.statusCode ?? 0,
+        headers: res.headers,
+        body: Buffer.concat(chunks).toString(),
+      }),
+    );
+    res.on('error', reject);
+  });
+}
+
+/**
  * One HTTP request to `port` on 127.0.0.1 with a Host header (Node cannot resolve test names).
  * @example const reply = await httpRequest(ingressPort, { host: 'app.burrow.test', path: '/' });
  */
@@ -190,18 +209,7 @@ export async function httpRequest(
         headers: { Host: options.host, ...options.headers },
         agent: options.agent ?? false,
       },
-      (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            body: Buffer.concat(chunks).toString(),
-          }),
-        );
-        res.on('error', reject);
-      },
+      (res) => void readReply(res).then(resolve, reject),
     );
     req.on('error', reject);
     req.end(options.body);

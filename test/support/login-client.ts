@@ -1,5 +1,6 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
+import { readReply } from './ingress.js';
 
 /** One reply, with the URL it answered. */
 export interface LoginReply {
@@ -59,17 +60,7 @@ export class LoginClient {
           if (attrs.some((a) => /^\s*max-age=0\s*$/i.test(a))) jar.delete(name);
           else jar.set(name, pair!.slice(eq + 1).trim());
         }
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: res.headers,
-            body: Buffer.concat(chunks).toString(),
-            url,
-          }),
-        );
-        res.on('error', reject);
+        void readReply(res).then((reply) => resolve({ ...reply, url }), reject);
       };
       const req = secure
         ? httpsRequest({ ...options, servername: u.hostname, ca: to?.ca }, onResponse)
