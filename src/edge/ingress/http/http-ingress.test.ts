@@ -1,8 +1,10 @@
-import { Agent, request } from 'node:http';
-import { describe, expect, it } from 'vitest';
+import { Agent, createServer, request } from 'node:http';
+import { describe, expect, it, vi } from 'vitest';
+import { withPolicy } from '../../../../test/support/policy.js';
 import {
   fakeTunnel,
   httpRequest,
+  listenLocal,
   metricValue,
   startHttpUpstream,
   startTcpUpstream,
@@ -272,5 +274,46 @@ describe('HTTP ingress metrics', () => {
     env.ingress.registry.removeTunnel(tunnel.id);
     await new Promise((resolve) => setTimeout(resolve, 100));
     expect(env.ingress.metrics.render()).not.toContain('metered.burrow.test');
+  });
+});
+
+describe('routing once per request', () => {
+  it('looks a request up and picks its pool member once, also when the full path serves it', async () => {
+    // Two pooled members with an HTTP policy phase: the lean relay routes each request and hands
+    // it to the full path. A second lookup there would pick again and send every request to the
+    // same member.
+    const services = await Promise.all(
+      ['A', 'B'].map((name) => listenLocal(createServer((_req, res) => res.end(name)))),
+    );
+    const members = services.map((service) => {
+      const tunnel = withPolicy(
+        fakeTunnel({ proto: 'http', hostname: 'once.burrow.test', upstreamPort: service.port }),
+        JSON.stringify({
+          on_http_request: [
+            { actions: [{ type: 'add-headers', config: { headers: { x: 'y' } } }] },
+          ],
+        }),
+      );
+      tunnel.pooling = true;
+      env.ingress.registry.addTunnel(tunnel);
+      return tunnel;
+    });
+    const registry = env.ingress.registry;
+    const byHost = vi.spyOn(registry, 'byHost');
+    const served: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const reply = await httpRequest(env.ingress.httpPort, {
+        host: 'once.burrow.test',
+        agent: false,
+      });
+      expect(reply.status).toBe(200);
+      served.push(reply.body);
+    }
+    expect(byHost).toHaveBeenCalledTimes(6);
+    byHost.mockRestore();
+    expect(served.filter((s) => s === 'A')).toHaveLength(3);
+    expect(served.filter((s) => s === 'B')).toHaveLength(3);
+    for (const m of members) registry.removeTunnel(m.id);
+    await Promise.all(services.map((s) => s.close()));
   });
 });

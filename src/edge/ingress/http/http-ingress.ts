@@ -142,7 +142,9 @@ export class HttpIngress {
 
   /**
    * The tunnel the lean relay carries a request to, or undefined when the full path must serve
-   * it: anything but a plain HTTP/1.1 request to a tunnel without a traffic policy.
+   * it: anything but a plain HTTP/1.1 request to a tunnel without an HTTP policy phase. A request
+   * routed here and declined takes its route (the pool member picked, or the error page) along to
+   * the full path, so that it is looked up and picked once.
    */
   private leanRoute(
     head: RequestHead,
@@ -155,12 +157,18 @@ export class HttpIngress {
     if (head.raw.length / 2 > this.maxHeaderCount) return undefined;
     if (this.acmeChallenge && head.target.startsWith(ACME_CHALLENGE_PATH)) return undefined;
     const found = lookupHttpTunnel(this.registry, host, socket);
-    if ('status' in found || found.cloud) return undefined;
-    if (this.exchangeTap?.captures(host)) return undefined;
-    const tunnel = this.registry.pick(found);
-    // A policy with no HTTP phase (IP restrictions, connect-time rate limits) rides the relay too.
-    if (tunnel.cloud || (tunnel.policy && !leanAdmits(socket, tunnel.policy))) return undefined;
-    return tunnel;
+    const routed = 'status' in found ? found : this.registry.pick(found);
+    if (
+      'status' in routed ||
+      routed.cloud ||
+      this.exchangeTap?.captures(host) ||
+      // A policy with no HTTP phase (IP restrictions, connect-time rate limits) rides the relay.
+      (routed.policy && !leanAdmits(socket, routed.policy))
+    ) {
+      this.requests.routedAhead(socket, routed);
+      return undefined;
+    }
+    return routed;
   }
 
   /** Public connections (plain and TLS) and relays still open. */

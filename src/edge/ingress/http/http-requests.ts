@@ -6,6 +6,7 @@
  * Upgrades take their own way (http-upgrades.ts).
  */
 import { request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../../../core/logger.js';
 import {
   answerAcmeChallenge,
@@ -14,7 +15,7 @@ import {
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
 import { clientIp, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
-import { INGRESS_ERRORS, sendErrorPage } from '../error-pages.js';
+import { INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
 import { carriedBody, followForward } from './http-forward-internal.js';
 import {
@@ -66,6 +67,8 @@ export class HttpRequests {
   private readonly onLimit: HttpIngressOptions['onLimit'];
   private readonly tap: HttpIngressOptions['tap'];
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
+  /** Routes the lean relay found for the request it handed over, by connection. */
+  private readonly ahead = new WeakMap<Duplex, OnlineTunnel | IngressError>();
 
   constructor(options: HttpRequestsOptions) {
     this.registry = options.registry;
@@ -106,13 +109,26 @@ export class HttpRequests {
     return agent;
   }
 
-  /** The tunnel for `req`, or undefined after answering it with an error page. */
+  /**
+   * The first request the full path reads on `socket` was already routed by the lean relay, which
+   * handed the connection over: `routed` is the pool member it picked, or why none serves it.
+   */
+  routedAhead(socket: Duplex, routed: OnlineTunnel | IngressError): void {
+    this.ahead.set(socket, routed);
+  }
+
+  /** The tunnel (a pool member, picked) for `req`, or undefined after an error page. */
   private route(req: IncomingMessage, res: ServerResponse): OnlineTunnel | undefined {
     const host = routingHost(req.headers.host);
-    const found = lookupHttpTunnel(this.registry, host, req.socket);
-    if (!('status' in found)) return found;
-    this.meters.unrouted.request(found.status);
-    sendErrorPage(req, res, found, host ?? '');
+    let routed = this.ahead.get(req.socket);
+    if (routed) this.ahead.delete(req.socket);
+    else {
+      const found = lookupHttpTunnel(this.registry, host, req.socket);
+      routed = 'status' in found ? found : this.registry.pick(found);
+    }
+    if (!('status' in routed)) return routed;
+    this.meters.unrouted.request(routed.status);
+    sendErrorPage(req, res, routed, host ?? '');
     return undefined;
   }
 
@@ -121,6 +137,7 @@ export class HttpRequests {
     if (this.draining) res.shouldKeepAlive = false;
     if (answerAcmeChallenge(req, res, this.acmeChallenge)) return;
     if (req.rawHeaders.length / 2 > this.maxHeaderCount) {
+      this.ahead.delete(req.socket);
       this.meters.unrouted.request(INGRESS_ERRORS.tooManyHeaders.status);
       this.onLimit?.(clientIp(req.socket), 'ingress_header_count');
       res.shouldKeepAlive = false;
@@ -136,7 +153,7 @@ export class HttpRequests {
     const tunnel = this.route(req, res);
     if (!tunnel) return;
     this.tap?.(req, res, tunnel);
-    this.serve(req, res, this.registry.pick(tunnel), []);
+    this.serve(req, res, tunnel, []);
   };
 
   /**
