@@ -1,5 +1,138 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, type TestApi } from '../../test/support/api.js';
+import { CA_EXTENSIONS, certificateMaker } from '../../test/support/certificates.js';
+
+/** How to make one resource of each kind that has `PATCH /<path>/{id}`, and a change to it. */
+interface Updatable {
+  path: string;
+  create: (api: TestApi) => Promise<Record<string, unknown>>;
+  patch: Record<string, unknown>;
+}
+
+const maker = certificateMaker();
+
+/** POST `body` to `path` and return the created resource (201 or the test fails). */
+async function created(api: TestApi, path: string, body: Record<string, unknown>) {
+  const res = await api.call('POST', path, body);
+  expect(res.status, `POST ${path}: ${JSON.stringify(res.body)}`).toBe(201);
+  return res.body as Record<string, unknown>;
+}
+
+let n = 0;
+const UPDATABLE: Updatable[] = [
+  { path: '/api_keys', create: (a) => created(a, '/api_keys', {}), patch: { description: 'y' } },
+  {
+    path: '/backends/tunnel_group',
+    create: (a) => created(a, '/backends/tunnel_group', { labels: { app: 'x' } }),
+    patch: { description: 'y' },
+  },
+  {
+    path: '/backends/failover',
+    create: async (a) => {
+      const member = await created(a, '/backends/static', { address: '127.0.0.1:81' });
+      return created(a, '/backends/failover', { backends: [member.id] });
+    },
+    patch: { description: 'y' },
+  },
+  {
+    path: '/backends/weighted',
+    create: async (a) => {
+      const member = await created(a, '/backends/static', { address: '127.0.0.1:82' });
+      return created(a, '/backends/weighted', { backends: { [member.id as string]: 1 } });
+    },
+    patch: { description: 'y' },
+  },
+  {
+    path: '/backends/static',
+    create: (a) => created(a, '/backends/static', { address: '127.0.0.1:80' }),
+    patch: { description: 'y' },
+  },
+  {
+    path: '/bot_users',
+    create: (a) => created(a, '/bot_users', { name: `bot-${++n}` }),
+    patch: { name: `renamed-${n}` },
+  },
+  {
+    path: '/certificate_authorities',
+    create: (a) =>
+      created(a, '/certificate_authorities', {
+        ca_pem: maker.make(`/CN=Update CA ${++n}`, CA_EXTENSIONS),
+      }),
+    patch: { description: 'y' },
+  },
+  {
+    path: '/credentials',
+    create: (a) => created(a, '/credentials', {}),
+    patch: { description: 'y' },
+  },
+  { path: '/edges/tcp', create: (a) => created(a, '/edges/tcp', {}), patch: { description: 'y' } },
+  { path: '/edges/tls', create: (a) => created(a, '/edges/tls', {}), patch: { description: 'y' } },
+  {
+    path: '/endpoints',
+    create: async (a) => {
+      const domain = `update-${++n}.example.com`;
+      await created(a, '/reserved_domains', { domain });
+      return created(a, '/endpoints', {
+        type: 'cloud',
+        url: `https://${domain}`,
+        traffic_policy: JSON.stringify({ on_http_request: [{ actions: [{ type: 'deny' }] }] }),
+      });
+    },
+    patch: { description: 'y' },
+  },
+  {
+    path: '/ip_policies',
+    create: (a) => created(a, '/ip_policies', {}),
+    patch: { description: 'y' },
+  },
+  {
+    path: '/ip_policy_rules',
+    create: async (a) => {
+      const policy = await created(a, '/ip_policies', {});
+      return created(a, '/ip_policy_rules', {
+        ip_policy_id: policy.id,
+        cidr: `10.${++n}.0.0/16`,
+        action: 'allow',
+      });
+    },
+    patch: { description: 'y' },
+  },
+  {
+    path: '/reserved_addrs',
+    create: (a) => created(a, '/reserved_addrs', {}),
+    patch: { description: 'y' },
+  },
+  {
+    path: '/reserved_domains',
+    create: (a) => created(a, '/reserved_domains', { domain: `patch-${++n}.example.com` }),
+    patch: { description: 'y' },
+  },
+  {
+    path: '/tls_certificates',
+    create: (a) => {
+      const domain = `cert-${++n}.example.com`;
+      const certificate = maker.make(`/CN=${domain}`, [`subjectAltName=DNS:${domain}`]);
+      return created(a, '/tls_certificates', {
+        certificate_pem: certificate,
+        private_key_pem: maker.lastKey(),
+      });
+    },
+    patch: { description: 'y' },
+  },
+  {
+    path: '/vaults',
+    create: (a) => created(a, '/vaults', { name: `vault-${++n}` }),
+    patch: { description: 'y' },
+  },
+  {
+    path: '/secrets',
+    create: async (a) => {
+      const vault = await created(a, '/vaults', { name: `vault-${++n}` });
+      return created(a, '/secrets', { vault_id: vault.id, name: 'key', value: 'v' });
+    },
+    patch: { description: 'y' },
+  },
+];
 
 describe('updates with the id in the body, as the API reference lists it', () => {
   let api: TestApi;
@@ -8,31 +141,45 @@ describe('updates with the id in the body, as the API reference lists it', () =>
   });
   afterAll(async () => {
     await api.close();
+    maker.cleanup();
   });
 
-  it.each([
-    ['bot user', '/bot_users', { name: 'bot-for-id' }, { name: 'renamed' }],
-    ['IP policy', '/ip_policies', { description: 'x' }, { description: 'y' }],
-    ['TCP edge', '/edges/tcp', { description: 'x' }, { description: 'y' }],
-  ])('accepts the same id in a %s PATCH body', async (_name, path, create, patch) => {
-    const created = await api.call('POST', path, create);
-    expect(created.status).toBe(201);
-    const id = created.body.id as string;
-    const updated = await api.call('PATCH', `${path}/${id}`, { id, ...patch });
-    expect(updated.status, JSON.stringify(updated.body)).toBe(200);
-    expect(updated.body).toMatchObject({ id, ...patch });
+  it('covers every resource that has an update', async () => {
+    const doc = await api.call('GET', '/openapi.json');
+    const updatable = Object.entries(doc.body.paths as Record<string, Record<string, unknown>>)
+      .filter(([, methods]) => 'patch' in methods)
+      .map(([path]) => path.replace(/\/\{id\}$/, ''));
+    expect(updatable.sort()).toEqual(UPDATABLE.map((u) => u.path).sort());
   });
 
-  it('refuses another id in the body, naming the field, and changes nothing', async () => {
-    const created = await api.call('POST', '/ip_policies', { description: 'keep' });
-    const res = await api.call('PATCH', `/ip_policies/${created.body.id}`, {
-      id: 'ipp_someoneelse',
-      description: 'changed',
-    });
-    expect(res.status).toBe(400);
-    expect(res.body).toMatchObject({ error_code: 'ERR_NGROK_215', details: { field: 'id' } });
-    expect((await api.call('GET', `/ip_policies/${created.body.id}`)).body.description).toBe(
-      'keep',
-    );
-  });
+  it.each(UPDATABLE)(
+    '$path: the same id in a PATCH body updates',
+    async ({ path, create, patch }) => {
+      const resource = await create(api);
+      const id = resource.id as string;
+      const updated = await api.call('PATCH', `${path}/${id}`, { id, ...patch });
+      expect(updated.status, JSON.stringify(updated.body)).toBe(200);
+      expect(updated.body).toMatchObject({ id, ...patch });
+    },
+  );
+
+  it.each(UPDATABLE)(
+    '$path: another id in a PATCH body is a 400 that names both, and changes nothing',
+    async ({ path, create, patch }) => {
+      const resource = await create(api);
+      const id = resource.id as string;
+      const other = `${id.split('_')[0]}_someoneelse`;
+      const res = await api.call('PATCH', `${path}/${id}`, { id: other, ...patch });
+      expect(res.status).toBe(400);
+      expect(res.body).toMatchObject({ error_code: 'ERR_NGROK_215', details: { field: 'id' } });
+      expect(res.body.msg).toContain(id);
+      expect(res.body.msg).toContain(other);
+      const after = await api.call('GET', `${path}/${id}`);
+      expect(after.status).toBe(200);
+      for (const [field, value] of Object.entries(patch)) {
+        expect(after.body[field]).toEqual(resource[field]);
+        expect(after.body[field]).not.toEqual(value);
+      }
+    },
+  );
 });
