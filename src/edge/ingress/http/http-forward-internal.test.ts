@@ -23,7 +23,8 @@ import {
 /**
  * forward-internal for WebSocket (and other) upgrades on the HTTP ingress, over real sockets: a
  * public agent or cloud endpoint hands the upgrade to an internal endpoint whose service is a
- * WebSocket echo, with the same loop, hop and offline answers as plain requests.
+ * WebSocket echo, with the same loop, hop, offline and on_error answers as plain requests (both
+ * are checked).
  */
 
 let t: TestIngress;
@@ -163,6 +164,10 @@ on_http_request:
     const reply = await upgrade(pub.hostname!);
     expect(reply.status).toBe(508);
     expect('body' in reply && reply.body).toMatch(new RegExp(`went through ${MAX_FORWARD_HOPS}`));
+    // The same for a plain request.
+    const plain = await httpRequest(t.httpPort, { host: pub.hostname!, path: '/ws' });
+    expect(plain.status).toBe(508);
+    expect(plain.body).toMatch(new RegExp(`went through ${MAX_FORWARD_HOPS}`));
   });
 
   it('answers an upgrade forwarded to a missing internal endpoint (on_error halt) with 502', async () => {
@@ -173,6 +178,9 @@ on_http_request:
     expect(reply.headers['burrow-error-code']).toBe('ERR_BURROW_INTERNAL_ENDPOINT_OFFLINE');
     expect('body' in reply && reply.body).toMatch(/gone\.internal/);
     expect(Date.now() - started).toBeLessThan(2000);
+    const plain = await httpRequest(t.httpPort, { host: pub.hostname!, path: '/ws' });
+    expect(plain.status).toBe(502);
+    expect(plain.headers['burrow-error-code']).toBe('ERR_BURROW_INTERNAL_ENDPOINT_OFFLINE');
     expect(pub.connects).toHaveLength(0);
   });
 
@@ -182,6 +190,10 @@ on_http_request:
     expect(reply.status).toBe(101);
     expect(await exchange(reply, ['fallback'])).toEqual(['FALLBACK']);
     expect(pub.connects).toHaveLength(1);
+    // A plain request too: the endpoint's own agent answers it.
+    const plain = await httpRequest(t.httpPort, { host: pub.hostname!, path: '/ws/plain' });
+    expect(plain.status).toBe(200);
+    expect(pub.connects.length).toBeGreaterThan(1);
     // A cloud endpoint has nothing to fall back to.
     const cloud = publicEndpoint(
       forwardTo('https://absent.internal', ', on_error: continue'),
@@ -190,6 +202,9 @@ on_http_request:
     const refused = await upgrade(cloud.hostname!);
     expect(refused.status).toBe(502);
     expect(refused.headers['burrow-error-code']).toBe('ERR_BURROW_CLOUD_ENDPOINT_UNHANDLED');
+    const plainRefused = await httpRequest(t.httpPort, { host: cloud.hostname!, path: '/ws' });
+    expect(plainRefused.status).toBe(502);
+    expect(plainRefused.headers['burrow-error-code']).toBe('ERR_BURROW_CLOUD_ENDPOINT_UNHANDLED');
   });
 
   it('spreads upgrades over a pooled internal endpoint', async () => {
