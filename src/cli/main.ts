@@ -1,5 +1,6 @@
 import { Command, Option } from 'commander';
-import { ConfigError, loadServerConfig, SERVER_OPTIONS } from '../core/config.js';
+import { ConfigError, loadServerConfig } from '../core/config.js';
+import { SERVER_OPTIONS } from '../core/server-options.js';
 import { createLogger } from '../core/logger.js';
 import { logDestination } from '../core/log-format.js';
 import { openStore } from '../store/index.js';

@@ -1,19 +1,27 @@
+/**
+ * Loading the server configuration: each option's text from its flag, environment variable,
+ * config file (YAML or JSON) or default, checked and turned into one ServerConfig; a value that
+ * cannot be used is a ConfigError naming the option and the rule.
+ */
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
+import { parseAcmeConfig, type AcmeConfig } from './acme-config.js';
 import { BurrowError, CODES, NO_HTTP_STATUS } from './errors.js';
 import { parseHostPort } from './host-port.js';
 import { hostnameProblem } from './hostname.js';
-import { LIMIT_OPTIONS, parseLimits, type ServerLimits } from './limits.js';
-import { CLUSTER_OPTIONS, parseClusterConfig, type ClusterConfig } from './cluster-config.js';
+import { parseLimits, type ServerLimits } from './limits.js';
+import { parseClusterConfig, type ClusterConfig } from './cluster-config.js';
+import { SERVER_OPTIONS } from './server-options.js';
 
 /**
  * Server configuration. Every option has a flag (`--api-listen`), an environment variable
  * (`BURROW_API_LISTEN`) and a config-file key (`api-listen`); precedence is flag, then environment,
- * then file, then default.
+ * then file, then default. The options are listed in server-options.ts; the ACME ones are
+ * AcmeConfig's (acme-config.ts).
  */
-export interface ServerConfig {
+export interface ServerConfig extends AcmeConfig {
   dataDir: string;
   /** Empty: SQLite in the data folder. Otherwise a `postgres://` URL. */
   database: string;
@@ -30,18 +38,6 @@ export interface ServerConfig {
   /** Requests per window per API key; 0 turns rate limiting off. */
   apiRateLimit: { max: number; windowSeconds: number };
   logLevel: string;
-  /** ACME directory URL; empty: certificates come from the local CA. */
-  acmeDirectory: string;
-  acmeEmail: string;
-  /** PEM text (read from the file given) trusted for the directory's own HTTPS, besides the system's. */
-  acmeCaCert: string;
-  /** External account binding, both or neither. */
-  acmeEabKid: string;
-  acmeEabHmacKey: string;
-  /** Fraction of a certificate's lifetime after which it is renewed (default 2/3). */
-  acmeRenewAfter: number;
-  /** First retry delay after a failed order, in seconds; doubles up to an hour. */
-  acmeRetryMin: number;
   /** The name agents dial: in the agent listener's certificate, and ordered by ACME when on. */
   agentHostname: string;
   /** Authoritative DNS (UDP and TCP) host:port; empty: no DNS server. */
@@ -55,179 +51,6 @@ export interface ServerConfig {
   /** `auto`: coloured lines on a terminal, JSON otherwise; `json` or `pretty` force one. */
   logFormat: 'auto' | 'json' | 'pretty';
 }
-
-/** One option as the CLI, the environment and config files see it. */
-export interface OptionSpec {
-  key: keyof ServerConfig;
-  /** Kebab-case name: the flag without dashes and the config-file key. */
-  name: string;
-  description: string;
-  default: string;
-}
-
-export const SERVER_OPTIONS: readonly OptionSpec[] = [
-  {
-    key: 'dataDir',
-    name: 'data-dir',
-    description: 'data folder (SQLite file, CA, keys)',
-    default: './burrow-data',
-  },
-  {
-    key: 'database',
-    name: 'database',
-    description: 'database: empty for SQLite in the data folder, or a postgres:// URL',
-    default: '',
-  },
-  {
-    key: 'role',
-    name: 'role',
-    description: 'what this process runs: api, edge or all',
-    default: 'all',
-  },
-  {
-    key: 'apiListen',
-    name: 'api-listen',
-    description: 'API and dashboard listener host:port',
-    default: '127.0.0.1:4000',
-  },
-  {
-    key: 'publicApiUrl',
-    name: 'public-api-url',
-    description: 'public URL of the API, used in uri fields (default http://<api-listen>)',
-    default: '',
-  },
-  {
-    key: 'agentListen',
-    name: 'agent-listen',
-    description: 'agent connections (TLS) host:port',
-    default: '127.0.0.1:4443',
-  },
-  {
-    key: 'httpListen',
-    name: 'http-listen',
-    description: 'public HTTP ingress host:port',
-    default: '127.0.0.1:8080',
-  },
-  {
-    key: 'httpsListen',
-    name: 'https-listen',
-    description: 'public HTTPS/TLS ingress host:port (SNI)',
-    default: '127.0.0.1:8443',
-  },
-  {
-    key: 'metricsListen',
-    name: 'metrics-listen',
-    description:
-      'separate Prometheus metrics listener host:port (default: /metrics on the API listener)',
-    default: '',
-  },
-  {
-    key: 'baseDomain',
-    name: 'base-domain',
-    description: 'base domain for random endpoint names',
-    default: 'burrow.localhost',
-  },
-  {
-    key: 'tcpHost',
-    name: 'tcp-host',
-    description: 'host name of public TCP addresses',
-    default: 'localhost',
-  },
-  {
-    key: 'tcpPorts',
-    name: 'tcp-ports',
-    description: 'port range of public TCP addresses, first-last',
-    default: '20000-20999',
-  },
-  {
-    key: 'apiRateLimit',
-    name: 'api-rate-limit',
-    description: 'API requests allowed per API key, as <count>/<seconds>s; 0 turns the limit off',
-    default: '1200/60s',
-  },
-  {
-    key: 'logLevel',
-    name: 'log-level',
-    description: 'log level: fatal, error, warn, info, debug, trace or silent',
-    default: 'info',
-  },
-  {
-    key: 'acmeDirectory',
-    name: 'acme-directory',
-    description:
-      "ACME directory URL (e.g. Let's Encrypt staging or production); empty: the local CA signs every certificate",
-    default: '',
-  },
-  {
-    key: 'acmeEmail',
-    name: 'acme-email',
-    description: 'contact email for the ACME account',
-    default: '',
-  },
-  {
-    key: 'acmeCaCert',
-    name: 'acme-ca-cert',
-    description:
-      "PEM file of a CA to trust for the ACME directory's own HTTPS (private and test CAs)",
-    default: '',
-  },
-  {
-    key: 'acmeEabKid',
-    name: 'acme-eab-kid',
-    description: 'external account binding key id, for CAs that need one',
-    default: '',
-  },
-  {
-    key: 'acmeEabHmacKey',
-    name: 'acme-eab-hmac-key',
-    description: 'external account binding HMAC key (base64url), with --acme-eab-kid',
-    default: '',
-  },
-  {
-    key: 'acmeRenewAfter',
-    name: 'acme-renew-after',
-    description: 'renew a certificate once this fraction of its lifetime has passed',
-    default: '0.6667',
-  },
-  {
-    key: 'acmeRetryMin',
-    name: 'acme-retry-min',
-    description: 'seconds before the first retry of a failed order; doubles up to 3600',
-    default: '60',
-  },
-  {
-    key: 'agentHostname',
-    name: 'agent-hostname',
-    description:
-      'the host name agents dial (e.g. connect.example.com): in the agent certificate, and given a trusted certificate when ACME is on',
-    default: '',
-  },
-  {
-    key: 'dnsListen',
-    name: 'dns-listen',
-    description:
-      'authoritative DNS server host:port (UDP and TCP) for ACME DNS-01 challenges and the base domain; empty: none',
-    default: '',
-  },
-  {
-    key: 'publicIp',
-    name: 'public-ip',
-    description:
-      'comma-separated addresses the DNS server answers (A/AAAA) for the base domain and every name under it',
-    default: '',
-  },
-  {
-    key: 'logFormat',
-    name: 'log-format',
-    description:
-      'log lines: auto (readable and coloured on a terminal, JSON when piped), json or pretty',
-    default: 'auto',
-  },
-  // Limits (limits.ts): their values are read by parseLimits, not by key.
-  ...LIMIT_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'limits' })),
-  // Cluster options (cluster-config.ts): read by parseClusterConfig.
-  ...CLUSTER_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'cluster' })),
-];
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -366,78 +189,13 @@ export function loadServerConfig(
     tcpPorts: parsePortRange(get('tcpPorts')),
     apiRateLimit: parseRateLimit(get('apiRateLimit')),
     logLevel,
-    ...acmeConfig(get),
+    ...parseAcmeConfig(get, (name, rule) => new ConfigError(name, rule)),
     agentHostname: parseAgentHostname(get('agentHostname')),
     dnsListen: dnsListen ? parseListen('dns-listen', dnsListen) : '',
     publicIp: parsePublicIps(get('publicIp')),
     limits: parseLimits(raw, (name, rule) => new ConfigError(name, rule)),
     cluster: parseClusterConfig(raw, (name, rule) => new ConfigError(name, rule)),
     logFormat: parseLogFormat(get('logFormat')),
-  };
-}
-
-type AcmeKeys =
-  | 'acmeDirectory'
-  | 'acmeEmail'
-  | 'acmeCaCert'
-  | 'acmeEabKid'
-  | 'acmeEabHmacKey'
-  | 'acmeRenewAfter'
-  | 'acmeRetryMin';
-
-function acmeConfig(get: (key: keyof ServerConfig) => string): Pick<ServerConfig, AcmeKeys> {
-  const directory = get('acmeDirectory');
-  if (directory && !/^https?:\/\/[^/]+/.test(directory)) {
-    throw new ConfigError(
-      'acme-directory',
-      `'${directory}' must be the directory URL, e.g. https://acme-staging-v02.api.letsencrypt.org/directory (http:// only for a CA on this machine)`,
-    );
-  }
-  const caFile = get('acmeCaCert');
-  let caPem = '';
-  if (caFile) {
-    try {
-      caPem = readFileSync(caFile, 'utf8');
-    } catch (err) {
-      throw new ConfigError(
-        'acme-ca-cert',
-        `cannot read ${caFile}: ${(err as Error).message}; give the path of a readable PEM file`,
-      );
-    }
-    if (!caPem.includes('-----BEGIN CERTIFICATE-----')) {
-      throw new ConfigError(
-        'acme-ca-cert',
-        `${caFile} holds no PEM certificate: give a file with a -----BEGIN CERTIFICATE----- block`,
-      );
-    }
-  }
-  const kid = get('acmeEabKid');
-  const hmac = get('acmeEabHmacKey');
-  if (Boolean(kid) !== Boolean(hmac)) {
-    throw new ConfigError(
-      kid ? 'acme-eab-hmac-key' : 'acme-eab-kid',
-      'external account binding needs both --acme-eab-kid and --acme-eab-hmac-key',
-    );
-  }
-  const renewAfter = Number(get('acmeRenewAfter'));
-  if (!(renewAfter >= 0 && renewAfter < 1)) {
-    throw new ConfigError(
-      'acme-renew-after',
-      `'${get('acmeRenewAfter')}' must be a fraction in [0, 1)`,
-    );
-  }
-  const retryMin = Number(get('acmeRetryMin'));
-  if (!(retryMin >= 1 && retryMin <= 3600)) {
-    throw new ConfigError('acme-retry-min', `'${get('acmeRetryMin')}' must be 1-3600 seconds`);
-  }
-  return {
-    acmeDirectory: directory,
-    acmeEmail: get('acmeEmail'),
-    acmeCaCert: caPem,
-    acmeEabKid: kid,
-    acmeEabHmacKey: hmac,
-    acmeRenewAfter: renewAfter,
-    acmeRetryMin: retryMin,
   };
 }
 

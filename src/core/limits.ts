@@ -1,7 +1,7 @@
 /**
  * The limits of every listener, each a server option with a safe default. They live here, apart
- * from config.ts, so the whole set is one block there, and one table in docs/security.md (what each
- * protects) and one in docs/configuration.md (flag, variable, default).
+ * from server-options.ts, so the whole set is one block there, and one table in docs/security.md
+ * (what each protects) and one in docs/configuration.md (flag, variable, default).
  */
 
 import { quote } from './quote.js';

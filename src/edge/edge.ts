@@ -19,7 +19,7 @@ import {
   LocalCa,
   wildcardSanFor,
 } from './certificates/certificates.js';
-import { publicEndpointUrl, type AgentEdgeSettings } from './binds/bind-policy.js';
+import { publicEndpointUrl, type AgentEdgeSettings } from './binds/agent-edge-settings.js';
 import { CloudEndpoints } from './binds/cloud-endpoints.js';
 import { EdgeRoutes } from './binds/edge-routes.js';
 import { startIngress, type Ingress } from './ingress/ingress.js';

@@ -3,7 +3,7 @@ import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, expect } from 'vitest';
 import { startAgentListener, type AgentListener } from '../../src/edge/sessions/agent-listener.js';
 import type { SessionLimits } from '../../src/edge/sessions/agent-session.js';
-import type { AgentEdgeSettings } from '../../src/edge/binds/bind-policy.js';
+import type { AgentEdgeSettings } from '../../src/edge/binds/agent-edge-settings.js';
 import { LocalCa } from '../../src/edge/certificates/certificates.js';
 import { EdgeMetrics } from '../../src/edge/metrics/metrics.js';
 import { TunnelRegistry } from '../../src/edge/registry/tunnel-registry.js';

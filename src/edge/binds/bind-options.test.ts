@@ -46,8 +46,9 @@ describe('checkBindOptions', () => {
   it('names the option it refuses, with the code', () => {
     expect(refusal({ MutualTLSCA: { mutual_tls_ca: 'AAAA' } })).toMatch(/Opts\.MutualTLSCA/);
     expect(refusal({ WebsocketTCPConverter: {} })).toMatch(/WebsocketTCPConverter/);
-    // ProxyProto is enforced (bind-policy.ts proxyProtoOf, agent-tunnel.ts), HostHeaderRewrite
-    // too (bind-policy.ts hostHeaderRewriteOf, http-forwarding.ts rewrittenHost).
+    // ProxyProto is enforced (bind-tunnel-options.ts proxyProtoOf, agent-tunnel.ts),
+    // HostHeaderRewrite too (bind-tunnel-options.ts hostHeaderRewriteOf, http-forwarding.ts
+    // rewrittenHost).
     expect(refusal({ ProxyProto: 2 })).toBeUndefined();
     expect(refusal({ HostHeaderRewrite: true })).toBeUndefined();
     expect(refusal({}, { Bindings: ['kubernetes'] })).toMatch(/"kubernetes"/);

@@ -8,7 +8,7 @@ import { refusals } from './agent-errors.js';
  * The others (BasicAuth, Auth, IPRestriction, Request/ResponseHeaders, Compression,
  * CircuitBreaker, UserAgentFilter, WebhookVerification, OAuth, OIDC, Extra.IPPolicyRef) are
  * enforced as policy rules: bind-option-rules.ts; ProxyProto and HostHeaderRewrite by the tunnel
- * (bind-policy.ts). Unset means absent, null, "", 0, false, or an object or list
+ * (bind-tunnel-options.ts). Unset means absent, null, "", 0, false, or an object or list
  * holding only such values, because SDKs send every key with an empty value when an option is off.
  */
 const REFUSED: ReadonlyArray<[keyof BindOpts, string]> = [

@@ -8,7 +8,8 @@ import { BURROW_ALPN } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
 import { AgentSession, DEFAULT_SESSION_LIMITS, type SessionLimits } from './agent-session.js';
 import { AgentTunnel } from './agent-tunnel.js';
-import { BindPolicy, type AgentEdgeSettings } from '../binds/bind-policy.js';
+import type { AgentEdgeSettings } from '../binds/agent-edge-settings.js';
+import { BindPolicy } from '../binds/bind-policy.js';
 import {
   agentListenerCertificate,
   renewServerCertificate,

@@ -29,7 +29,7 @@ import { runCommand } from './agent-commands.js';
 import { AgentError, refusals } from '../binds/agent-errors.js';
 import { refuseRpc, serveRpc } from './agent-rpc.js';
 import { StreamLimiter, TunnelUnavailableError, type AgentTunnel } from './agent-tunnel.js';
-import type { Binder } from '../binds/bind-policy.js';
+import type { Binder } from '../binds/bind-plan.js';
 import type { RefusalLog } from '../listeners/connection-gate.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 import type { OnlineSession, OnlineTunnel } from '../registry/tunnel-registry.js';
