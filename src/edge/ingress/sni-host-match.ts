@@ -4,7 +4,8 @@
  * endpoint would get around them (domain fronting). Such requests are answered 421 Misdirected
  * Request (RFC 9110 §15.5.20), which tells browsers to retry on a connection made for that name.
  *
- * Kept apart from http-ingress.ts so the rule survives the ingress rewrite unchanged.
+ * One rule in one file, which docs/security.md names: http/http-routing.ts applies it alike to
+ * requests, upgrades and the lean relay's choice of what it carries, so no path can skip it.
  */
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
