@@ -4,7 +4,9 @@ import {
   enclosingCidr,
   formatCidr,
   ipAllowed,
+  ipv6Groups,
   parseCidr,
+  parseCidrCached,
   parseIp,
   type Cidr,
 } from './cidr.js';
@@ -98,6 +100,26 @@ describe('parseIp and cidrContains', () => {
     expect(cidrContains(cidr('2001:db8::/32'), '2001:db9::1')).toBe(false);
     expect(cidrContains(cidr('::/0'), '10.0.0.1')).toBe(false);
     expect(cidrContains(cidr('0.0.0.0/0'), '10.0.0.1')).toBe(true);
+  });
+});
+
+describe('ipv6Groups', () => {
+  it('expands ::, an IPv4 tail and drops a zone', () => {
+    expect(ipv6Groups('2001:db8::1')).toEqual([0x2001, 0xdb8, 0, 0, 0, 0, 0, 1]);
+    expect(ipv6Groups('::')).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+    expect(ipv6Groups('1::')).toEqual([1, 0, 0, 0, 0, 0, 0, 0]);
+    expect(ipv6Groups('2001:0DB8:0:0:0:0:0:00ff')).toEqual([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0xff]);
+    expect(ipv6Groups('::ffff:192.0.2.1')).toEqual([0, 0, 0, 0, 0, 0xffff, 0xc000, 0x201]);
+    expect(ipv6Groups('1:2:3:4:5:6:1.2.3.4')).toEqual([1, 2, 3, 4, 5, 6, 0x102, 0x304]);
+    expect(ipv6Groups('fe80::1%eth0')).toEqual([0xfe80, 0, 0, 0, 0, 0, 0, 1]);
+  });
+});
+
+describe('parseCidrCached', () => {
+  it('gives what parseCidr gives, the same object each time', () => {
+    expect(parseCidrCached('10.0.0.0/8')).toEqual(parseCidr('10.0.0.0/8'));
+    expect(parseCidrCached('10.0.0.0/8')).toBe(parseCidrCached('10.0.0.0/8'));
+    expect(parseCidrCached('10.0.0.1/8')).toEqual({ problem: 'not-network-address' });
   });
 });
 

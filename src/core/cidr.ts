@@ -1,4 +1,5 @@
 import { isIP } from 'node:net';
+import { LRUCache } from 'lru-cache';
 
 /** A parsed CIDR block: address family, network bits as a bigint, prefix length. */
 export interface Cidr {
@@ -14,21 +15,47 @@ function ipv4ToBigInt(ip: string): bigint {
   return ip.split('.').reduce((acc, part) => (acc << 8n) | BigInt(Number(part)), 0n);
 }
 
-function ipv6ToBigInt(ip: string): bigint {
-  let text = ip;
-  // An embedded IPv4 tail (::ffff:1.2.3.4) becomes two hextets.
-  const v4 = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (v4) {
-    const n = ipv4ToBigInt(v4[1]!);
-    text =
-      text.slice(0, -v4[1]!.length) + `${(n >> 16n).toString(16)}:${(n & 0xffffn).toString(16)}`;
+/** The 16-bit groups of `text`, a piece of IPv6 text between `::`s: hex groups, an IPv4 tail as two. */
+function hextets(text: string, out: number[]): void {
+  if (text === '') return;
+  for (const part of text.split(':')) {
+    if (part.includes('.')) {
+      const [a = 0, b = 0, c = 0, d = 0] = part.split('.').map(Number);
+      out.push((a << 8) | b, (c << 8) | d);
+    } else {
+      out.push(parseInt(part, 16));
+    }
   }
-  const [head, tail] = text.split('::') as [string, string | undefined];
-  const headParts = head ? head.split(':') : [];
-  const tailParts = tail !== undefined && tail !== '' ? tail.split(':') : [];
-  const fill = tail === undefined ? 0 : 8 - headParts.length - tailParts.length;
-  const parts = [...headParts, ...Array<string>(fill).fill('0'), ...tailParts];
-  return parts.reduce((acc, part) => (acc << 16n) | BigInt(parseInt(part, 16)), 0n);
+}
+
+/**
+ * The eight 16-bit groups of an IPv6 address: `::` expanded, an IPv4 tail (`::ffff:1.2.3.4`) as
+ * two groups, a `%zone` ignored. `address` must be one (`isIP(address) === 6`); other text gives
+ * garbage, not an error.
+ * @example ipv6Groups('2001:db8::1') // [0x2001, 0xdb8, 0, 0, 0, 0, 0, 1]
+ * @example ipv6Groups('::ffff:192.0.2.1') // [0, 0, 0, 0, 0, 0xffff, 0xc000, 0x201]
+ */
+export function ipv6Groups(address: string): number[] {
+  const zone = address.indexOf('%');
+  const ip = zone < 0 ? address : address.slice(0, zone);
+  const gap = ip.indexOf('::');
+  const groups: number[] = [];
+  if (gap < 0) {
+    hextets(ip, groups);
+    return groups;
+  }
+  const right: number[] = [];
+  hextets(ip.slice(0, gap), groups);
+  hextets(ip.slice(gap + 2), right);
+  for (let i = groups.length + right.length; i < 8; i++) groups.push(0);
+  for (const group of right) groups.push(group);
+  return groups;
+}
+
+function ipv6ToBigInt(ip: string): bigint {
+  let value = 0n;
+  for (const group of ipv6Groups(ip)) value = (value << 16n) | BigInt(group);
+  return value;
 }
 
 /** An IP address as family and bigint, or undefined when `ip` is not an address. */
@@ -64,6 +91,22 @@ export function parseCidr(text: string): Cidr | { problem: CidrProblem } {
   const network = (value >> hostBits) << hostBits;
   if (network !== value) return { problem: 'not-network-address' };
   return { family, network, prefix, text };
+}
+
+const parsedCidrs = new LRUCache<string, Cidr | { problem: CidrProblem }>({ max: 4096 });
+
+/**
+ * parseCidr, remembered for the 4096 texts used last: for blocks parsed again on every request
+ * (IP policy rules, CEL's inCidrRange). The result is shared: do not change it.
+ * @example parseCidrCached('10.0.0.0/8') === parseCidrCached('10.0.0.0/8') // true
+ */
+export function parseCidrCached(text: string): Cidr | { problem: CidrProblem } {
+  let parsed = parsedCidrs.get(text);
+  if (parsed === undefined) {
+    parsed = parseCidr(text);
+    parsedCidrs.set(text, parsed);
+  }
+  return parsed;
 }
 
 /** True when `ip` lies inside `cidr`. */

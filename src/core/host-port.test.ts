@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { formatHostPort, hostOfHostPort, parseHostPort } from './host-port.js';
+import {
+  formatHostPort,
+  hostOf,
+  hostOfHostPort,
+  parseHostPort,
+  splitHostPort,
+} from './host-port.js';
 
 describe('parseHostPort', () => {
   it('splits names, IPv4 and bracketed IPv6', () => {
@@ -92,5 +98,30 @@ describe('hostOfHostPort', () => {
     expect(hostOfHostPort('app.example.com')).toBe('app.example.com');
     expect(hostOfHostPort('[::1]:80')).toBe('::1');
     expect(hostOfHostPort('::1:80')).toBe('::1:80');
+  });
+});
+
+describe('hostOf', () => {
+  it('cuts the port off without checking the text, keeping brackets and case', () => {
+    expect(hostOf('App.example.com:8080')).toBe('App.example.com');
+    expect(hostOf('app.example.com')).toBe('app.example.com');
+    expect(hostOf('app.example.com:http')).toBe('app.example.com');
+    expect(hostOf('[::1]:80')).toBe('[::1]');
+    expect(hostOf('[::1]')).toBe('[::1]');
+    expect(hostOf('[::1')).toBe('');
+    expect(hostOf('::1')).toBe('');
+    expect(hostOf('')).toBe('');
+  });
+});
+
+describe('splitHostPort', () => {
+  it('splits by shape, the port as digits of any value', () => {
+    expect(splitHostPort('example.com:99999')).toEqual({ host: 'example.com', port: '99999' });
+    expect(splitHostPort('example.com:0080')).toEqual({ host: 'example.com', port: '0080' });
+    expect(splitHostPort('[::1]:0', { keepBrackets: true })).toEqual({ host: '[::1]', port: '0' });
+    expect(splitHostPort(':1', { allowEmptyHost: true })).toEqual({ host: '', port: '1' });
+    for (const text of ['example.com', 'example.com:http', ':1', '::1:80', 'h:-1']) {
+      expect(splitHostPort(text), text).toBeUndefined();
+    }
   });
 });

@@ -35,7 +35,20 @@ export interface HostPortOptions {
 }
 
 // `[v6]` (hex digits, colons, dots) or a host with no colon or bracket; then an optional `:digits`.
-const HOST_PORT_RE = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*))(?::(\d{1,5}))?$/;
+const HOST_PORT_RE = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]*))(?::(\d+))?$/;
+
+/** The host (brackets as asked) and port digits of `text`, shape checked, the port's value not. */
+function matchHostPort(
+  text: string,
+  options: HostPortOptions,
+): { host: string; port: string | undefined } | undefined {
+  const m = HOST_PORT_RE.exec(text);
+  if (!m) return undefined;
+  const [, v6, name, port] = m;
+  const host = v6 === undefined ? name! : options.keepBrackets ? `[${v6}]` : v6;
+  if (host === '' && !options.allowEmptyHost) return undefined;
+  return { host, port };
+}
 
 /**
  * The port a URL scheme implies when it names none.
@@ -70,17 +83,32 @@ export function parseHostPort(
   text: string,
   options: HostPortOptions = {},
 ): HostMaybePort | undefined {
-  const m = HOST_PORT_RE.exec(text);
+  const m = matchHostPort(text, options);
   if (!m) return undefined;
-  const [, v6, name, portText] = m;
-  const host = v6 === undefined ? name! : options.keepBrackets ? `[${v6}]` : v6;
-  if (host === '' && !options.allowEmptyHost) return undefined;
+  const { host, port: portText } = m;
   if (portText === undefined) {
     return options.port === 'optional' ? { host, port: undefined } : undefined;
   }
   const port = Number(portText);
-  if (port < (options.minPort ?? 0) || port > 65535) return undefined;
+  if (portText.length > 5 || port < (options.minPort ?? 0) || port > 65535) return undefined;
   return { host, port };
+}
+
+/**
+ * Split `host:port` by shape only, the port as its digits, whatever their value: for telling a
+ * port out of range from text that is no `host:port` at all, after parseHostPort refused it.
+ * Undefined when the port is missing or not digits, or as parseHostPort for the host.
+ *
+ * @example splitHostPort('example.com:99999')  // { host: 'example.com', port: '99999' }
+ * @example splitHostPort('[::1]:0', { keepBrackets: true }) // { host: '[::1]', port: '0' }
+ * @example splitHostPort('example.com:http')   // undefined
+ */
+export function splitHostPort(
+  text: string,
+  options: Pick<HostPortOptions, 'keepBrackets' | 'allowEmptyHost'> = {},
+): { host: string; port: string } | undefined {
+  const m = matchHostPort(text, options);
+  return m?.port === undefined ? undefined : { host: m.host, port: m.port };
 }
 
 /**
@@ -105,6 +133,25 @@ export function formatHostPort(host: string, port?: number | string): string {
  */
 export function hostOfHostPort(text: string): string {
   return parseHostPort(text, { port: 'optional', allowEmptyHost: true })?.host ?? text;
+}
+
+/**
+ * The host of a Host header (or any `host[:port]`) without checking it, for the per-request path
+ * where parseHostPort's regular expression would cost: an IPv6 literal with its brackets
+ * (`[::1]`), else the text before the first colon; '' when a `[` is never closed. Case is kept.
+ * Use parseHostPort (or hostOfHostPort) where the text must be valid.
+ *
+ * @example hostOf('App.example.com:8080') // 'App.example.com'
+ * @example hostOf('[::1]:443')            // '[::1]'
+ * @example hostOf('[::1')                 // ''
+ */
+export function hostOf(text: string): string {
+  if (text.charCodeAt(0) === 0x5b /* [ */) {
+    const end = text.indexOf(']');
+    return end < 0 ? '' : text.slice(0, end + 1);
+  }
+  const colon = text.indexOf(':');
+  return colon < 0 ? text : text.slice(0, colon);
 }
 
 /**
