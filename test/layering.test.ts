@@ -116,6 +116,12 @@ describe('layering', () => {
     ).toEqual([]);
     expect(violations()).toEqual([]);
   });
+
+  it('each layer folder has a README.md that says what it is and what it may import', () => {
+    for (const layer of LAYERS) {
+      expect(readFileSync(join(SRC, layer, 'README.md'), 'utf8')).toMatch(/^# /);
+    }
+  });
 });
 
 /**
