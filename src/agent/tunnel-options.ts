@@ -14,12 +14,12 @@ import { BurrowError, CODES } from '../core/errors.js';
 import {
   EndpointOptionError,
   optionRules,
-  trafficPolicyWithRules,
   type EndpointOptionKey,
   type EndpointOptions,
   type OptionNaming,
   type OptionRules,
 } from '../policy/endpoint-options.js';
+import { trafficPolicyWithRules } from '../policy/option-rules-merge.js';
 import { isMapping } from '../policy/actions/config.js';
 import { AgentApiError } from './errors.js';
 import { policyJson, type PolicyValue, type TunnelProtocol } from './policy.js';
@@ -304,10 +304,7 @@ function endpointOptions(options: TunnelOptions): EndpointOptions {
 /** An error of the shared translation or the policy engine as a 400 naming the field. */
 function asApiError(err: unknown, field: string | undefined): unknown {
   if (err instanceof EndpointOptionError) {
-    return new AgentApiError(400, err.message, {
-      code: err.code ?? CODES.invalidValue,
-      field: err.option,
-    });
+    return new AgentApiError(400, err.message, { code: err.code, field: err.option });
   }
   if (err instanceof BurrowError && !(err instanceof AgentApiError)) {
     return new AgentApiError(400, err.message, { code: err.code, field });

@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
 import { optionRules } from '../edge/binds/bind-option-rules.js';
-import { mergePolicy } from '../policy/endpoint-options.js';
+import { mergePolicy } from '../policy/option-rules-merge.js';
 import { compilePolicy, type PolicyRule } from '../policy/index.js';
 import {
   addEndpointFlags,

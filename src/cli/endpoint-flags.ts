@@ -12,13 +12,13 @@ import { Option, type Command } from 'commander';
 import {
   EndpointOptionError,
   optionRules,
-  trafficPolicyWithRules,
   type EndpointOptionKey,
   type EndpointOptions,
   type EndpointProto,
   type OptionNaming,
   type OptionRules,
 } from '../policy/endpoint-options.js';
+import { trafficPolicyWithRules } from '../policy/option-rules-merge.js';
 
 export type TunnelProto = EndpointProto;
 

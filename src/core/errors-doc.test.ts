@@ -15,7 +15,7 @@ const CODE_RE = /\bERR_(?:NGROK|BURROW)_[A-Z0-9_]*[A-Z0-9]\b/g;
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === 'test-support' ? [] : sourceFiles(path);
+    if (entry.isDirectory()) return sourceFiles(path);
     return entry.name.endsWith('.ts') && !entry.name.endsWith('.test.ts') ? [path] : [];
   });
 }

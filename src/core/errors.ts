@@ -155,6 +155,9 @@ export const CODES = {
   tunnelConnectTimeout: 'ERR_BURROW_TUNNEL_CONNECT_TIMEOUT',
   policyFailed: 'ERR_BURROW_POLICY_FAILED',
   proxyProtocolInvalid: 'ERR_BURROW_PROXY_PROTOCOL',
+  // Login pages of the oauth and openid-connect actions
+  loginRefused: 'ERR_BURROW_LOGIN_REFUSED',
+  loginProviderFailed: 'ERR_BURROW_LOGIN_PROVIDER',
   // Cluster: links between the nodes of one cluster
   nodeUnreachable: 'ERR_BURROW_NODE_UNREACHABLE',
   nodeConnectTimeout: 'ERR_BURROW_NODE_CONNECT_TIMEOUT',
@@ -255,15 +258,17 @@ export class ValidationError extends BurrowError {
   /**
    * The message is shown as `<field>: <message>`, so every complaint about a field reads the same
    * way; `sentence: true` keeps a message that names the field in a sentence of its own.
+   * `cause`: the error this one reports, when it wraps one.
    */
   constructor(
     code: string,
     field: string | undefined,
     message: string,
-    options: { sentence?: boolean } = {},
+    options: { sentence?: boolean; cause?: unknown } = {},
   ) {
     const prefixed = field && !options.sentence && !message.startsWith(`${field}: `);
-    super(code, 400, prefixed ? `${field}: ${message}` : message);
+    const cause = 'cause' in options ? { cause: options.cause } : undefined;
+    super(code, 400, prefixed ? `${field}: ${message}` : message, {}, cause);
     this.field = field;
     if (field) this.details.field = field;
   }

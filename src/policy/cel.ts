@@ -1,3 +1,4 @@
+import { BurrowError, CODES, type ErrorCode } from '../core/errors.js';
 import { quote, shorten } from '../core/quote.js';
 import { Environment, type ASTNode, type TypeCheckResult } from '@marcbachmann/cel-js';
 import { parseCidr, parseIp, type Cidr } from '../core/cidr.js';
@@ -39,8 +40,22 @@ export interface CompiledExpression {
   evaluate(activation: Activation): unknown;
 }
 
-/** Why an expression was refused at compile time; the caller adds where it was written. */
-export class ExpressionError extends Error {}
+/**
+ * Why an expression was refused at compile time; the caller adds where it was written. A 400
+ * with `ERR_NGROK_2200` (a subclass may give another policy code); `cause` is the CEL library's
+ * or regex engine's error, when it reports one.
+ */
+export class ExpressionError extends BurrowError {
+  declare readonly code: ErrorCode;
+
+  constructor(
+    message: string,
+    options?: { cause?: unknown },
+    code: ErrorCode = CODES.policyInvalidExpression,
+  ) {
+    super(code, 400, message, {}, options);
+  }
+}
 
 // The functions that read the request or response (getReqHeader, ...) take no such argument, so
 // they read the activation being evaluated. Evaluation is synchronous (no function here is
@@ -243,7 +258,9 @@ function literalCheck(arg: unknown, kind: 'regex' | 'cidr'): void {
     else cidrOf(text.includes('/') ? text : `${text}/${text.includes(':') ? 128 : 32}`);
   } catch (err) {
     const what = kind === 'regex' ? 'regular expression (RE2 syntax)' : 'CIDR block';
-    throw new ExpressionError(`invalid ${what} ${quote(text, '"')}: ${(err as Error).message}`);
+    throw new ExpressionError(`invalid ${what} ${quote(text, '"')}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 }
 
@@ -297,7 +314,7 @@ export function compileExpression(
   try {
     parsed = env.parse(source);
   } catch (err) {
-    throw new ExpressionError(describe(err, phase, source));
+    throw new ExpressionError(describe(err, phase, source), { cause: err });
   }
   const depth = deepest([parsed.ast], astChildren, EXPRESSION_LIMITS.maxDepth);
   if (depth > EXPRESSION_LIMITS.maxDepth) {
@@ -309,9 +326,11 @@ export function compileExpression(
   try {
     checked = parsed.check();
   } catch (err) {
-    throw new ExpressionError(describe(err, phase, source));
+    throw new ExpressionError(describe(err, phase, source), { cause: err });
   }
-  if (!checked.valid) throw new ExpressionError(describe(checked.error, phase, source));
+  if (!checked.valid) {
+    throw new ExpressionError(describe(checked.error, phase, source), { cause: checked.error });
+  }
   if (purpose === 'condition' && checked.type !== 'bool' && checked.type !== 'dyn') {
     throw new ExpressionError(
       `a rule expression must give a bool (true or false), but this one gives ${checked.type}; compare it with something, e.g. ${shorten(source)} == '...'`,

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { quote } from '../core/quote.js';
-import { CODES, ValidationError } from '../core/errors.js';
+import { ValidationError } from '../core/errors.js';
 import { ConfigReader } from './actions/config.js';
 import type { ActionCompileContext, CompiledAction } from './actions/types.js';
 import { compileExpression, ExpressionError, type CompiledExpression } from './cel.js';
@@ -94,9 +94,10 @@ function expressionError(
 ): never {
   if (!(err instanceof ExpressionError)) throw err;
   throw new ValidationError(
-    CODES.policyInvalidExpression,
+    err.code,
     field,
     `${where}: ${what} ${quote(source, '"')} is not a valid expression: ${err.message}`,
+    { cause: err },
   );
 }
 
@@ -136,7 +137,7 @@ function compileRule(
         try {
           return compileTemplate(text, phase, maxGroup);
         } catch (err) {
-          if (err instanceof GroupReferenceError) return reader.fail(key, err.message);
+          if (err instanceof GroupReferenceError) return reader.fail(key, err.message, err.code);
           return expressionError(at, `config.${key}`, text, err, field);
         }
       },

@@ -13,20 +13,14 @@
  * who is authenticated (webhook signature, basic auth, OpenID Connect or OAuth login), then the
  * request's header changes; on the way back, header changes, then compression.
  *
- * Option rules run before the endpoint's own policy; {@link trafficPolicyWithRules} merges both
- * into the one document the endpoint is bound with, after checking it with the policy engine.
+ * Option rules run before the endpoint's own policy; trafficPolicyWithRules (option-rules-merge.ts)
+ * merges both into the one document the endpoint is bound with, after checking it with the
+ * policy engine.
  */
 import { enclosingCidr, parseCidr } from '../core/cidr.js';
-import { BurrowError } from '../core/errors.js';
+import { CODES, ValidationError } from '../core/errors.js';
 import { quote } from '../core/quote.js';
-import {
-  parsePolicyDocument,
-  POLICY_PHASES as POLICY_PHASES_OF_DOCUMENT,
-  toPhases,
-  type PolicyPhase,
-  type PolicyProtocol,
-  type PolicyRule,
-} from './parse.js';
+import type { PolicyPhase, PolicyRule } from './parse.js';
 import {
   addHeadersActions,
   basicAuthRule,
@@ -42,7 +36,6 @@ import {
   values,
   webhookRule,
 } from './option-rule-builders.js';
-import { validatePolicy } from './validate.js';
 
 export type EndpointProto = 'http' | 'tcp' | 'tls';
 
@@ -96,17 +89,21 @@ export interface OptionNaming {
 export type OptionRules = Record<PolicyPhase, PolicyRule[]>;
 
 /**
- * An option that cannot be turned into a rule; the message starts with the option's name. `code`
- * is the policy engine's (ERR_NGROK_22xx) when the engine refused the option's rule.
+ * An option that cannot be turned into a rule: a 400 whose message starts with the option's name
+ * (`option`, also its `field`). Its code is `ERR_NGROK_215` (a value breaks a rule), or the policy
+ * engine's (ERR_NGROK_22xx) when the engine refused the option's rule; that refusal is the `cause`.
+ * @example throw new EndpointOptionError('--basic-auth', 'at most 10 credentials, not 11');
  */
-export class EndpointOptionError extends Error {
+export class EndpointOptionError extends ValidationError {
+  declare readonly code: string;
+
   constructor(
     readonly option: string,
     message: string,
-    readonly code?: string,
+    code: string = CODES.invalidValue,
+    options?: { cause?: unknown },
   ) {
-    super(`${option}: ${message}`);
-    this.name = 'EndpointOptionError';
+    super(code, option, `${option}: ${message}`, { sentence: true, ...options });
   }
 }
 
@@ -346,7 +343,7 @@ function login(n: OptionNaming, o: EndpointOptions, kind: 'oauth' | 'oidc'): Pol
  * The rules that enforce `options` on an endpoint of `proto`, by phase, in the order of
  * bind-option-rules.ts, each named with `naming`. Throws {@link EndpointOptionError} naming the
  * option for a malformed value; the policy engine checks the rest (header names, regexes) in
- * {@link trafficPolicyWithRules}.
+ * trafficPolicyWithRules (option-rules-merge.ts).
  * @example optionRules({ cidrDeny: ['10.0.0.0/8'] }, 'tcp', naming).on_tcp_connect
  *   // [{ name: '--cidr-deny', expressions: [], actions: [{ type: 'restrict-ips', config: { deny: ['10.0.0.0/8'] } }] }]
  */
@@ -381,82 +378,4 @@ export function optionRules(
   ];
   for (const r of response) if (r) out.on_http_response.push(r);
   return out;
-}
-
-/** How many rules `rules` holds, over every phase. */
-function ruleCount(rules: OptionRules): number {
-  return POLICY_PHASES_OF_DOCUMENT.reduce((count, phase) => count + rules[phase].length, 0);
-}
-
-/** The policy protocol an endpoint of `proto` is checked for. */
-function policyProtocol(proto: EndpointProto): PolicyProtocol {
-  return proto === 'http' ? 'https' : proto;
-}
-
-/**
- * The options' rules followed by the rules of policy `text` (either form), as one document in the
- * phase form; phases without rules are left out.
- * @example mergePolicy(optionRules({ cidrDeny: ['10.0.0.0/8'] }, 'http', naming), 'on_http_request: [{actions: [{type: deny}]}]', 'https', '--policy-file p.yml')
- *   // { on_http_request: [{ name: '--cidr-deny', … }, { expressions: [], actions: [{ type: 'deny', config: null }] }] }
- */
-export function mergePolicy(
-  rules: OptionRules,
-  text: string | undefined,
-  protocol: PolicyProtocol,
-  field: string,
-): Partial<OptionRules> {
-  const own = text === undefined ? undefined : toPhases(parsePolicyDocument(text, field), protocol);
-  const doc: Partial<OptionRules> = {};
-  for (const phase of POLICY_PHASES_OF_DOCUMENT) {
-    const mine = (own?.[phase] ?? []).map(({ name, expressions, actions }) => ({
-      ...(name === undefined ? {} : { name }),
-      expressions,
-      actions,
-    }));
-    const all = [...rules[phase], ...mine];
-    if (all.length > 0) doc[phase] = all;
-  }
-  return doc;
-}
-
-/** Re-throw a policy engine error about an option's rule as one that starts with the option. */
-function checkRule(phase: PolicyPhase, r: PolicyRule, protocol: PolicyProtocol): void {
-  const option = r.name ?? 'options';
-  try {
-    validatePolicy(JSON.stringify({ [phase]: [r] }), protocol, option);
-  } catch (err) {
-    const message = (err as Error).message;
-    throw new EndpointOptionError(
-      option,
-      message.startsWith(`${option}: `) ? message.slice(option.length + 2) : message,
-      err instanceof BurrowError ? err.code : undefined,
-    );
-  }
-}
-
-/**
- * The traffic policy text to bind an endpoint of `proto` with: the own policy's text unchanged
- * when the options add no rule, else one JSON document with the options' rules first, then the
- * own policy's. Each option's rule, the own policy (named `own.field`) and the whole (named
- * `wholeField`) are checked with the policy engine first, so a bad option fails before anything
- * connects, with a message that starts with the option; the engine's own errors (a BurrowError
- * with its ERR_NGROK_22xx code) are thrown for the own policy and the whole.
- * @example trafficPolicyWithRules(optionRules({ basicAuth: ['ops:correct-horse'] }, 'http', naming), 'http', undefined, 'the options')
- *   // '{"on_http_request":[{"name":"--basic-auth","expressions":[],"actions":[{"type":"basic-auth","config":{"credentials":["ops:correct-horse"]}}]}]}'
- */
-export function trafficPolicyWithRules(
-  rules: OptionRules,
-  proto: EndpointProto,
-  own: { field: string; text: string } | undefined,
-  wholeField: string,
-): string | undefined {
-  if (ruleCount(rules) === 0) return own?.text;
-  const protocol = policyProtocol(proto);
-  for (const phase of POLICY_PHASES_OF_DOCUMENT) {
-    for (const r of rules[phase]) checkRule(phase, r, protocol);
-  }
-  if (own) validatePolicy(own.text, protocol, own.field);
-  const merged = JSON.stringify(mergePolicy(rules, own?.text, protocol, own?.field ?? wholeField));
-  validatePolicy(merged, protocol, wholeField);
-  return merged;
 }

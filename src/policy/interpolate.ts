@@ -1,3 +1,4 @@
+import { CODES } from '../core/errors.js';
 import { compileExpression, ExpressionError, type CompiledExpression } from './cel.js';
 import type { PolicyPhase } from './parse.js';
 import { celToString } from './cel-types.js';
@@ -10,8 +11,15 @@ import type { Activation } from './variables.js';
  * groups of their `from` regex.
  */
 
-/** A `$N` that names a group the regex does not have: a config value error, not a CEL one. */
-export class GroupReferenceError extends ExpressionError {}
+/**
+ * A `$N` that names a group the regex does not have: a config value error, not a CEL one, so its
+ * code is `ERR_NGROK_2204` (an action's config has an invalid value), not 2200.
+ */
+export class GroupReferenceError extends ExpressionError {
+  constructor(message: string) {
+    super(message, undefined, CODES.policyActionValue);
+  }
+}
 
 type Part = string | CompiledExpression | { group: number };
 
@@ -72,7 +80,7 @@ export function compileTemplate(text: string, phase: PolicyPhase, maxGroup?: num
         expr = compileExpression(source, phase, 'value');
       } catch (err) {
         if (err instanceof ExpressionError) {
-          throw new ExpressionError(`in \${${source}}: ${err.message}`);
+          throw new ExpressionError(`in \${${source}}: ${err.message}`, { cause: err });
         }
         throw err;
       }

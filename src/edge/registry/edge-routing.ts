@@ -6,6 +6,7 @@
 import { connect as netConnect, isIP, type Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { connect as tlsConnect } from 'node:tls';
+import { BurrowError, CODES } from '../../core/errors.js';
 import { formatHostPort, parseHostPort } from '../../core/host-port.js';
 import type { Backend } from '../../store/backend-kinds.js';
 import { connectTunnel } from './connect-tunnel.js';
@@ -148,14 +149,18 @@ export class BackendBalancer {
   }
 }
 
-/** No backend target could take the connection. */
-export class NoUpstreamError extends Error {
+/**
+ * No backend target could take the connection: a 502 with `ERR_NGROK_3004`, the code the
+ * ingress's error page and a node link's answer give it. `attempts` lists each target tried and
+ * why it failed; `cause` holds those failures (an AggregateError), when there were any.
+ */
+export class NoUpstreamError extends BurrowError {
   constructor(
     message: string,
     readonly attempts: readonly { target: string; error: string }[] = [],
+    options?: { cause?: unknown },
   ) {
-    super(message);
-    this.name = 'NoUpstreamError';
+    super(CODES.tunnelUnreachable, 502, message, {}, options);
   }
 }
 
@@ -214,6 +219,7 @@ export async function openUpstream(
   options: { plaintext: boolean; timeoutMs: number },
 ): Promise<{ stream: Duplex; target: Target }> {
   const attempts: { target: string; error: string }[] = [];
+  const failures: unknown[] = [];
   for (const target of targets) {
     if (attempts.length >= MAX_DIAL_ATTEMPTS) break;
     try {
@@ -224,12 +230,12 @@ export async function openUpstream(
       return { stream, target };
     } catch (err) {
       attempts.push({ target: describe(target), error: (err as Error).message });
+      failures.push(err);
     }
   }
-  throw new NoUpstreamError(
-    attempts.length === 0
-      ? 'no tunnel matching the backend is online'
-      : `every backend target failed: ${attempts.map((a) => `${a.target}: ${a.error}`).join('; ')}`,
-    attempts,
-  );
+  if (attempts.length === 0) {
+    throw new NoUpstreamError('no tunnel matching the backend is online');
+  }
+  const message = `every backend target failed: ${attempts.map((a) => `${a.target}: ${a.error}`).join('; ')}`;
+  throw new NoUpstreamError(message, attempts, { cause: new AggregateError(failures, message) });
 }

@@ -1,3 +1,4 @@
+import { CODES, ConflictError } from '../../core/errors.js';
 import { longestWildcard } from '../../core/hostname.js';
 import { EventEmitter } from 'node:events';
 import type { Duplex } from 'node:stream';
@@ -19,14 +20,16 @@ export function trackStream(tunnel: OnlineTunnel, stream: Duplex): void {
   stream.once('close', () => openStreams.set(tunnel, (openStreams.get(tunnel) ?? 1) - 1));
 }
 
-/** Why a tunnel cannot be added. */
-export class TunnelConflictError extends Error {
+/**
+ * Why a tunnel cannot be added: `holder` serves its name or port already. A 409 with
+ * `ERR_NGROK_334`, the code of the bind refusal an agent gets for it (refusals.alreadyOnline).
+ */
+export class TunnelConflictError extends ConflictError {
   constructor(
     readonly holder: OnlineTunnel,
     message: string,
   ) {
-    super(message);
-    this.name = 'TunnelConflictError';
+    super(CODES.bindAlreadyOnline, message);
   }
 }
 

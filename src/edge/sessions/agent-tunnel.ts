@@ -1,4 +1,5 @@
 import type { Duplex } from 'node:stream';
+import { BurrowError, CODES } from '../../core/errors.js';
 import { nowRfc3339 } from '../../store/paging.js';
 import { type MuxSession, openProxyStream } from '../../protocol/index.js';
 import {
@@ -13,11 +14,14 @@ import type {
   TunnelProto,
 } from '../registry/tunnel-registry.js';
 
-/** Why a proxied connection could not be opened. */
-export class TunnelUnavailableError extends Error {
+/**
+ * Why a proxied connection could not be opened (the tunnel went offline, its agent session
+ * closed or has too many streams open): a 502 with `ERR_NGROK_3004`, the code the ingress's
+ * error page and a node link's answer give it.
+ */
+export class TunnelUnavailableError extends BurrowError {
   constructor(message: string) {
-    super(message);
-    this.name = 'TunnelUnavailableError';
+    super(CODES.tunnelUnreachable, 502, message);
   }
 }
 

@@ -9,6 +9,7 @@ import {
   withoutCookies,
   type RequestCookie,
 } from './auth-cookies.js';
+import { BurrowError, CODES } from '../../core/errors.js';
 import { escapeHtml } from '../../core/html.js';
 import { isMapping } from './config.js';
 import type { LoginConfig } from './login-config.js';
@@ -67,13 +68,17 @@ export interface LoginProvider {
   }): Promise<Identity>;
 }
 
-/** A login that failed, with the status and the words the browser gets. */
-export class LoginError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
+/**
+ * A login that failed, with the status and the words the browser gets. 400 is the login's own
+ * problem (`ERR_BURROW_LOGIN_REFUSED`: the provider refused it, start again); 502 the provider's
+ * (`ERR_BURROW_LOGIN_PROVIDER`: unreachable, or an answer that cannot be used). `cause` is the
+ * error of the provider or client library it reports, when there is one.
+ * @example throw new LoginError(502, 'the identity provider sent no ID token');
+ */
+export class LoginError extends BurrowError {
+  constructor(status: 400 | 502, message: string, options?: { cause?: unknown }) {
+    const code = status === 400 ? CODES.loginRefused : CODES.loginProviderFailed;
+    super(code, status, message, {}, options);
   }
 }
 
@@ -287,9 +292,12 @@ export function loginAction(
         codeVerifier: pending.verifier,
       });
     } catch (err) {
-      const e = err instanceof LoginError ? err : new LoginError(502, (err as Error).message);
-      c.event('unauthorized', `login failed: ${e.message}`);
-      return page(e.status, 'Login failed', e.message);
+      const e =
+        err instanceof LoginError
+          ? err
+          : new LoginError(502, (err as Error).message, { cause: err });
+      c.event('unauthorized', `login failed: ${e.message}`, { code: e.code });
+      return page(e.statusCode, 'Login failed', e.message);
     }
     const now = c.now();
     const s: Session = {

@@ -64,11 +64,16 @@ export function loginErrorOf(err: unknown): LoginError {
     return new LoginError(
       err.status >= 500 ? 502 : 400,
       `the identity provider refused the code: ${err.error}${detail}`,
+      { cause: err },
     );
   }
   if (err instanceof oidc.AuthorizationResponseError) {
-    return new LoginError(400, `the identity provider refused the login: ${err.error}`);
+    return new LoginError(400, `the identity provider refused the login: ${err.error}`, {
+      cause: err,
+    });
   }
   const message = (err as Error)?.message ?? String(err);
-  return new LoginError(502, `the identity provider's answer could not be used: ${message}`);
+  return new LoginError(502, `the identity provider's answer could not be used: ${message}`, {
+    cause: err,
+  });
 }

@@ -109,6 +109,7 @@ export const openidConnectAction: ActionSpec = {
           throw new LoginError(
             502,
             `the identity provider could not be reached: ${(err as Error).message}`,
+            { cause: err },
           );
         }
         try {
@@ -127,7 +128,7 @@ export const openidConnectAction: ActionSpec = {
           return { sub: claims.sub, email, name };
         } catch (err) {
           const e = loginErrorOf(err);
-          if (e.status === 502) client.forget();
+          if (e.statusCode === 502) client.forget();
           throw e;
         }
       },
