@@ -3,7 +3,7 @@
  * HTML, everything else plain text; both carry a `Burrow-Error-Code` header for scripts.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CODES } from '../../core/errors.js';
+import { BurrowError, CODES } from '../../core/errors.js';
 import { escapeHtml } from '../../core/html.js';
 
 /** Header naming why the ingress, not the upstream, answered. */
@@ -74,6 +74,17 @@ export function errorPageBody(error: IngressError, message: string, html: boolea
     `<h1>${error.title}</h1><p>${escapeHtml(message)}</p>` +
     `<p class="code">${error.code}</p></body></html>\n`
   );
+}
+
+/**
+ * What a tunnel failure's page says went wrong, in its parentheses: a system error's code
+ * (`ECONNRESET`, which the user can look up), else the error's own sentence. A Burrow error's
+ * code is already the page's code, so its message says more.
+ * @example failureDetail(err) // 'ECONNREFUSED', or 'the agent's session closed (…)'
+ */
+export function failureDetail(err: NodeJS.ErrnoException): string {
+  if (err instanceof BurrowError) return err.message;
+  return err.code ?? err.message;
 }
 
 /**

@@ -10,6 +10,7 @@
  */
 import type { Duplex } from 'node:stream';
 import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
+import { failureDetail } from '../error-pages.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import type { Exchange } from './exchange.js';
 import { publicProto } from './http-forwarding.js';
@@ -113,7 +114,7 @@ export abstract class ConnectionStream {
         this.send(exchange);
       },
       (err: NodeJS.ErrnoException) => {
-        if (this.exchange === exchange) this.badGateway(exchange, err.code ?? err.message);
+        if (this.exchange === exchange) this.badGateway(exchange, failureDetail(err));
       },
     );
   }

@@ -1,5 +1,6 @@
 import { Agent, createServer, request } from 'node:http';
 import { describe, expect, it, vi } from 'vitest';
+import { BurrowError, CODES } from '../../../core/errors.js';
 import { withPolicy } from '../../../../test/support/policy.js';
 import {
   fakeTunnel,
@@ -78,6 +79,21 @@ describe('HTTP ingress routing and headers', () => {
     expect(reply.body).toContain(
       'gone.burrow.test is online, but the connection through it failed',
     );
+    env.ingress.registry.removeTunnel(tunnel.id);
+  });
+
+  it('says in words what failed: a Burrow error its message, not its code again', async () => {
+    const tunnel = fakeTunnel({
+      proto: 'http',
+      hostname: 'busy.burrow.test',
+      connect: () =>
+        Promise.reject(new BurrowError(CODES.tunnelUnreachable, 502, 'the agent is at its limit')),
+    });
+    env.ingress.registry.addTunnel(tunnel);
+    const reply = await httpRequest(env.ingress.httpPort, { host: 'busy.burrow.test' });
+    expect(reply.status).toBe(502);
+    expect(reply.headers['burrow-error-code']).toBe('ERR_NGROK_3004');
+    expect(reply.body).toContain('failed (the agent is at its limit)');
     env.ingress.registry.removeTunnel(tunnel.id);
   });
 

@@ -15,7 +15,7 @@ import {
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
 import { clientIp, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
-import { INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
+import { failureDetail, INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
 import { carriedBody, followForward } from './http-forward-internal.js';
 import {
@@ -282,7 +282,7 @@ export class HttpRequests {
         'tunnel request failed',
       );
       req.unpipe(sink);
-      failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, err.code ?? err.message);
+      failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
     });
     res.once('close', () => {
       // The client left before the whole answer: the stream is mid-message and cannot be reused.

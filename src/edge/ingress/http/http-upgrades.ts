@@ -11,7 +11,12 @@ import { relay, type Relay } from '../../../core/relay.js';
 import type { EndpointMeter, EndpointMeters } from '../../metrics/endpoint-meters.js';
 import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
-import { INGRESS_ERRORS, rawErrorResponse, type IngressError } from '../error-pages.js';
+import {
+  failureDetail,
+  INGRESS_ERRORS,
+  rawErrorResponse,
+  type IngressError,
+} from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
 import { forwardStep } from './http-forward-internal.js';
 import {
@@ -171,7 +176,7 @@ export class HttpUpgrades {
       (err: NodeJS.ErrnoException) => {
         const status = INGRESS_ERRORS.tunnelUnreachable.status;
         for (const passed of meters) passed.request(status);
-        const detail = err.code ?? err.message;
+        const detail = failureDetail(err);
         const host = routingHost(req.headers.host) ?? '';
         socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelUnreachable, host, detail));
       },

@@ -9,7 +9,7 @@
  * (connection-stream.ts); the request side is the connection itself.
  */
 import type { Duplex } from 'node:stream';
-import { INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
+import { failureDetail, INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
 import { clientResponseHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
 import { concat, ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
@@ -139,7 +139,7 @@ export abstract class ResponseRelay extends ConnectionStream {
   }
 
   protected readonly onStreamError = (err: NodeJS.ErrnoException): void => {
-    this.streamError = err.code ?? err.message;
+    this.streamError = failureDetail(err);
   };
 
   protected readonly onStreamEnd = (): void => {
