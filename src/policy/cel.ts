@@ -1,7 +1,7 @@
 import { BurrowError, CODES, type ErrorCode } from '../core/errors.js';
 import { quote, shorten } from '../core/quote.js';
 import { Environment, type ASTNode, type TypeCheckResult } from '@marcbachmann/cel-js';
-import { parseCidr, parseIp, type Cidr } from '../core/cidr.js';
+import { parseCidrCached, parseIp, type Cidr } from '../core/cidr.js';
 import { CEL_TYPES } from './cel-types.js';
 import { deepest } from './document-limits.js';
 import type { PolicyPhase } from './parse.js';
@@ -72,17 +72,11 @@ function currentRes(): ResVars {
   return current.res;
 }
 
-const cidrCache = new Map<string, Cidr>();
-
 function cidrOf(text: string): Cidr {
-  let cidr = cidrCache.get(text);
-  if (cidr) return cidr;
-  const parsed = parseCidr(text);
+  const parsed = parseCidrCached(text);
   if ('problem' in parsed)
     throw new Error(`${quote(text)} is not a CIDR block (${parsed.problem})`);
-  if (cidrCache.size >= 1024) cidrCache.clear();
-  cidrCache.set(text, (cidr = parsed));
-  return cidr;
+  return parsed;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { Logger } from '../core/logger.js';
 import type { PolicyPhase } from './parse.js';
 
@@ -111,30 +112,21 @@ export interface PolicyEventLogOptions {
  * log.eventsFor(edge.id)
  */
 export class PolicyEventLog implements PolicyEventSink, PolicyEventSource {
-  private readonly rings = new Map<string, PolicyEventRing>();
+  /** Past maxOwners, the owner idle longest goes. */
+  private readonly rings: LRUCache<string, PolicyEventRing>;
   private readonly logger: Logger | undefined;
   private readonly perOwner: number;
-  private readonly maxOwners: number;
 
   constructor(options: PolicyEventLogOptions = {}) {
     this.logger = options.logger;
     this.perOwner = options.perOwner ?? 1000;
-    this.maxOwners = options.maxOwners ?? 10_000;
+    this.rings = new LRUCache({ max: options.maxOwners ?? 10_000 });
   }
 
   record(event: PolicyEvent): void {
+    // get() makes the owner the most recent; set() drops the idlest one past maxOwners.
     let ring = this.rings.get(event.owner_id);
-    if (ring) {
-      // Re-inserting keeps the map in order of last use, so eviction drops the idlest owner.
-      this.rings.delete(event.owner_id);
-    } else {
-      ring = new PolicyEventRing(this.perOwner);
-      if (this.rings.size >= this.maxOwners) {
-        const idlest = this.rings.keys().next();
-        if (!idlest.done) this.rings.delete(idlest.value);
-      }
-    }
-    this.rings.set(event.owner_id, ring);
+    if (!ring) this.rings.set(event.owner_id, (ring = new PolicyEventRing(this.perOwner)));
     ring.push(event);
     if (this.logger) {
       const line = `traffic policy ${event.outcome}: ${event.message}`;
@@ -144,7 +136,7 @@ export class PolicyEventLog implements PolicyEventSink, PolicyEventSource {
   }
 
   eventsFor(ownerId: string): PolicyEvent[] {
-    return this.rings.get(ownerId)?.list() ?? [];
+    return this.rings.peek(ownerId)?.list() ?? [];
   }
 
   /** Drop an owner's events (its edge or endpoint is gone). */

@@ -4,6 +4,7 @@
  * kept only for hosts whose capture is switched on, and only their first {@link BODY_CAP} bytes.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
+import { LRUCache } from 'lru-cache';
 
 /** Header set on replayed requests so the inspector can link a replay to its original. */
 export const REPLAY_HEADER = 'x-burrow-replay-of';
@@ -102,7 +103,8 @@ export class BodyBuffer {
  * @example const log = new TrafficLog(); log.setCapture('app.example.com', true); log.list({ host: 'app.example.com' });
  */
 export class TrafficLog {
-  private readonly byHost = new Map<string, TrafficRecord[]>();
+  /** Past HOST_CAP, the host that saw traffic least recently goes. */
+  private readonly byHost = new LRUCache<string, TrafficRecord[]>({ max: HOST_CAP });
   private readonly capture = new Set<string>();
   private seq = 0;
 
@@ -125,14 +127,11 @@ export class TrafficLog {
     const seq = ++this.seq;
     const full: TrafficRecord = { ...record, id: `tr_${seq}`, seq };
     const host = record.host.toLowerCase();
+    // get() makes the host the most recent; set() drops the least recent one past HOST_CAP.
     let list = this.byHost.get(host);
-    if (list) this.byHost.delete(host);
-    else list = [];
-    // Re-inserting moves the host to the end of the Map's order: the first key is the least recent.
-    this.byHost.set(host, list);
+    if (!list) this.byHost.set(host, (list = []));
     list.push(full);
     if (list.length > PER_HOST_CAP) list.shift();
-    while (this.byHost.size > HOST_CAP) this.byHost.delete(this.byHost.keys().next().value!);
     return full;
   }
 
@@ -143,7 +142,7 @@ export class TrafficLog {
     limit?: number;
   }): TrafficRecord[] {
     const lists = filter.host
-      ? [this.byHost.get(filter.host.toLowerCase()) ?? []]
+      ? [this.byHost.peek(filter.host.toLowerCase()) ?? []]
       : [...this.byHost.values()];
     const after = filter.afterSeq ?? 0;
     return lists
@@ -165,6 +164,6 @@ export class TrafficLog {
 
   /** Hosts with records, most recent traffic first. */
   hosts(): string[] {
-    return [...this.byHost.keys()].reverse();
+    return [...this.byHost.keys()];
   }
 }

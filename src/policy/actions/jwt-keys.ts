@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { createRemoteJWKSet, type JWSHeaderParameters, type FlattenedJWSInput } from 'jose';
 
 /**
@@ -16,7 +17,10 @@ type ResolvedKey = Awaited<ReturnType<KeyResolver>>;
  */
 export const JWKS_CACHE = { maxAgeMs: 10 * 60_000, cooldownMs: 30_000, timeoutMs: 5_000 };
 
-const sets = new Map<string, KeyResolver>();
+/** JWKS URLs, and issuers asked for theirs, remembered; past it the least recently used goes. */
+const MAX_ENTRIES = 256;
+
+const sets = new LRUCache<string, KeyResolver>({ max: MAX_ENTRIES });
 
 /** One resolver per URL for the whole process, so every policy naming it shares the cache. */
 function remoteSet(url: string): KeyResolver {
@@ -27,18 +31,17 @@ function remoteSet(url: string): KeyResolver {
       cooldownDuration: JWKS_CACHE.cooldownMs,
       timeoutDuration: JWKS_CACHE.timeoutMs,
     });
-    if (sets.size >= 256) sets.delete(sets.keys().next().value!);
     sets.set(url, set);
   }
   return set;
 }
 
-const discovered = new Map<string, { url: Promise<string>; at: number }>();
+const discovered = new LRUCache<string, Promise<string>>({ max: MAX_ENTRIES });
 
 /** The `jwks_uri` of `issuer`'s discovery document (cached like a key set). */
 function discoverJwks(issuer: string): Promise<string> {
   const hit = discovered.get(issuer);
-  if (hit && Date.now() - hit.at < JWKS_CACHE.maxAgeMs) return hit.url;
+  if (hit) return hit;
   const url = (async () => {
     const where = `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
     const res = await fetch(where, { signal: AbortSignal.timeout(JWKS_CACHE.timeoutMs) });
@@ -48,7 +51,7 @@ function discoverJwks(issuer: string): Promise<string> {
     return doc.jwks_uri;
   })();
   url.catch(() => discovered.delete(issuer));
-  discovered.set(issuer, { url, at: Date.now() });
+  discovered.set(issuer, url, { ttl: JWKS_CACHE.maxAgeMs });
   return url;
 }
 

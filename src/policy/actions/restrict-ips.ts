@@ -1,5 +1,5 @@
 import { quote, shorten } from '../../core/quote.js';
-import { enclosingCidr, parseCidr, parseIp, type Cidr } from '../../core/cidr.js';
+import { enclosingCidr, parseCidr, parseCidrCached, parseIp, type Cidr } from '../../core/cidr.js';
 import { ID_PREFIX, isId } from '../../core/ids.js';
 import type { IpPolicyRule } from '../events.js';
 import type { ConfigReader } from './config.js';
@@ -19,17 +19,10 @@ function contains(cidr: Cidr, ip: Ip): boolean {
   return ip.value >> hostBits === cidr.network >> hostBits;
 }
 
-const ruleCache = new Map<string, Cidr | null>();
-
 /** An IP policy rule's block, parsed once; a broken stored rule matches nothing. */
 function ruleCidr(text: string): Cidr | null {
-  let cidr = ruleCache.get(text);
-  if (cidr !== undefined) return cidr;
-  const parsed = parseCidr(text);
-  cidr = 'problem' in parsed ? null : parsed;
-  if (ruleCache.size >= 4096) ruleCache.clear();
-  ruleCache.set(text, cidr);
-  return cidr;
+  const parsed = parseCidrCached(text);
+  return 'problem' in parsed ? null : parsed;
 }
 
 function cidrList(config: ConfigReader, key: 'allow' | 'deny'): Cidr[] {

@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { quote } from '../../core/quote.js';
 import { isHeaderName } from '../headers.js';
 import type { ConfigReader } from './config.js';
@@ -17,19 +18,27 @@ const REFUSED: Terminal = Object.freeze({
   body: '',
 });
 
+/** Replay keys remembered per binding; past it, expired keys go first, then the least recent. */
+const SEEN_CAP = 10_000;
+
 /** Signatures seen lately, per binding: a replay inside the freshness window is refused. */
 class SeenSignatures {
-  private readonly until = new Map<string, number>();
+  /** The binding's clock as of the last add(), which is the cache's clock too. */
+  private now = 0;
+  private readonly until = new LRUCache<string, true>({
+    max: SEEN_CAP,
+    perf: { now: () => this.now },
+    // Read the clock on every check: it is the binding's (tests set it), not a timer's.
+    ttlResolution: 0,
+  });
+
   /** False when `key` was seen and has not expired; else remembers it until `expiresAt`. */
   add(key: string, expiresAt: number, now: number): boolean {
-    const known = this.until.get(key);
-    if (known !== undefined && known > now) return false;
-    if (this.until.size >= 10_000) {
-      for (const [k, t] of this.until) if (t <= now) this.until.delete(k);
-      // Still full of live entries: drop the oldest rather than grow without bound.
-      if (this.until.size >= 10_000) this.until.delete(this.until.keys().next().value!);
-    }
-    this.until.set(key, expiresAt);
+    this.now = now;
+    if (this.until.has(key)) return false;
+    if (this.until.size >= SEEN_CAP) this.until.purgeStale();
+    // A ttl of 0 would mean forever; a key live until `now` is kept for the millisecond.
+    this.until.set(key, true, { ttl: Math.max(1, expiresAt - now) });
     return true;
   }
 }
