@@ -282,6 +282,11 @@ describe('tokenMatches and isDirectHost', () => {
       'example.com',
       'localhost.example.com:8000',
       '127.0.0.1.nip.io',
+      // Not a Host header at all: an unbracketed IPv6 address, an unclosed bracket, a bad port.
+      '::1',
+      '[::1',
+      'localhost:http',
+      '127.0.0.1:99999',
     ]) {
       expect(isDirectHost(host), String(host)).toBe(false);
     }

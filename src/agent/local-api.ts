@@ -13,6 +13,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 import { CODES } from '../core/errors.js';
+import { parseHostPort } from '../core/host-port.js';
 import type { Logger } from '../core/logger.js';
 import { AgentApiError } from './errors.js';
 import { parseTunnelRequest } from './tunnel-input.js';
@@ -50,10 +51,9 @@ export function tokenMatches(presented: string, expected: string): boolean {
  * @example isDirectHost('evil.example.com:8000') // false
  */
 export function isDirectHost(host: string | undefined): boolean {
-  if (host === undefined || host === '') return false;
-  const name = host.startsWith('[')
-    ? host.slice(1, host.indexOf(']'))
-    : host.replace(/:\d*$/, '').toLowerCase();
+  if (host === undefined) return false;
+  const name = parseHostPort(host, { port: 'optional' })?.host.toLowerCase();
+  if (name === undefined) return false;
   return isIP(name) !== 0 || name === 'localhost' || name.endsWith('.localhost');
 }
 

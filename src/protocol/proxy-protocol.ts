@@ -6,6 +6,7 @@
  * Spec: https://www.haproxy.org/download/2.9/doc/proxy-protocol.txt
  */
 import { isIP } from 'node:net';
+import { ipv6Groups } from '../core/cidr.js';
 import { BurrowError, CODES } from '../core/errors.js';
 import { parseHostPort } from '../core/host-port.js';
 
@@ -140,21 +141,8 @@ export function parseProxyProtocol(buf: Buffer): ProxyProtocolHeader | undefined
 
 /** 16 bytes of an IPv6 address (`::` shorthand, an IPv4 tail and a `%zone` allowed). */
 function ipv6Bytes(text: string): Buffer {
-  let address = text.replace(/%.*$/, '');
-  const tail = /(\d+\.\d+\.\d+\.\d+)$/.exec(address);
-  if (tail) {
-    const [a, b, c, d] = tail[1]!.split('.').map(Number) as [number, number, number, number];
-    address =
-      address.slice(0, -tail[1]!.length) +
-      `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, rest] = address.split('::') as [string, string | undefined];
-  const left = head === '' ? [] : head.split(':');
-  const right = rest === undefined || rest === '' ? [] : rest.split(':');
-  const zeros = rest === undefined ? 0 : 8 - left.length - right.length;
-  const groups = [...left, ...Array<string>(zeros).fill('0'), ...right];
   const out = Buffer.alloc(16);
-  groups.forEach((group, i) => out.writeUInt16BE(parseInt(group, 16), i * 2));
+  ipv6Groups(text).forEach((group, i) => out.writeUInt16BE(group, i * 2));
   return out;
 }
 

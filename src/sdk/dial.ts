@@ -8,6 +8,7 @@ import { X509Certificate } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 import { formatHostPort, parseHostPort } from '../core/host-port.js';
+import { splitSubjectAltName } from '../core/x509-names.js';
 import { BURROW_ALPN, slabReads } from '../protocol/index.js';
 import {
   BurrowConnectError,
@@ -63,17 +64,6 @@ function errorText(err: NodeJS.ErrnoException): string {
   return reason === undefined ? err.message : `${reason}, ${err.code ?? 'SSL error'}`;
 }
 
-/** `IP Address:0:0:0:0:0:0:0:1` → `::1`; `DNS:localhost` → `localhost`. */
-function altNames(subjectaltname: string | undefined): string[] {
-  if (!subjectaltname) return [];
-  return subjectaltname.split(', ').map((entry) => {
-    const value = entry.slice(entry.indexOf(':') + 1);
-    return entry.startsWith('IP Address:') && value.includes(':')
-      ? new URL(`http://[${value}]/`).hostname.slice(1, -1)
-      : value;
-  });
-}
-
 /** The chain as the server presented it (completed by Node from the trust store), leaf first. */
 function presentedChain(socket: tls.TLSSocket): Array<{ pem: string; cert: PresentedCertificate }> {
   const chain: Array<{ pem: string; cert: PresentedCertificate }> = [];
@@ -89,7 +79,8 @@ function presentedChain(socket: tls.TLSSocket): Array<{ pem: string; cert: Prese
       cert: {
         name: name ?? JSON.stringify(peer.subject),
         fingerprint: formatFingerprint(peer.fingerprint256),
-        altNames: altNames(peer.subjectaltname),
+        // From Node's text: the SDK does not load @peculiar/x509 (it needs a global polyfill).
+        altNames: splitSubjectAltName(peer.subjectaltname).map((n) => n.value),
         validFrom: new Date(peer.valid_from),
         validTo: new Date(peer.valid_to),
       },

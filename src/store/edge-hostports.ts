@@ -1,6 +1,6 @@
 import type { Transaction } from 'kysely';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
-import { parseHostPort } from '../core/host-port.js';
+import { parseHostPort, splitHostPort } from '../core/host-port.js';
 import { quote, shorten } from '../core/quote.js';
 import type { Db, StoreSettings } from './deps.js';
 import type { EdgeType } from './edge-modules.js';
@@ -27,15 +27,12 @@ function parseHostport(
 ): { host: string; port: number } {
   // A host is a name (a wildcard `*.` first label included) or a bracketed IPv6 address.
   const text = value.trim().toLowerCase();
-  const hp = /[\s/]/.test(text) ? undefined : parseHostPort(text, { keepBrackets: true });
-  if (hp && hp.port >= 1) return hp;
+  const shaped = !/[\s/]/.test(text);
+  const hp = shaped ? parseHostPort(text, { keepBrackets: true, minPort: 1 }) : undefined;
+  if (hp) return hp;
   // A host with a port out of range is told apart from text that is no hostport at all.
-  const digits = /:(\d+)$/.exec(text)?.[1];
-  if (
-    digits === undefined ||
-    /[\s/]/.test(text) ||
-    !parseHostPort(`${text.slice(0, -digits.length)}1`)
-  ) {
+  const digits = shaped ? splitHostPort(text)?.port : undefined;
+  if (digits === undefined) {
     throw new ValidationError(
       CODES.hostportFormat,
       field,

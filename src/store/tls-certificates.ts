@@ -123,16 +123,18 @@ export function parseCertificateAndKey(certificatePem: string, keyPem: string): 
   }
   const dnsNames: string[] = [];
   const ips: string[] = [];
-  for (const entry of (leaf.subjectAltName ?? '').split(', ')) {
-    if (entry.startsWith('DNS:')) dnsNames.push(entry.slice(4).toLowerCase());
-    else if (entry.startsWith('IP Address:')) ips.push(entry.slice(11));
-  }
   let commonName = '';
   let issuerName = '';
   try {
-    // The CN as stored (Node prints the subject with OpenSSL escaping); the last is the most specific.
-    commonName = new x509.X509Certificate(leaf.raw).subjectName.getField('CN').at(-1) ?? '';
-    issuerName = /(?:^|\n)CN=([^\n]*)/.exec(leaf.issuer)?.[1] ?? '';
+    // Names read from the DER as stored (Node's text escapes them and joins them with commas).
+    const cert = new x509.X509Certificate(leaf.raw);
+    for (const name of cert.getExtension(x509.SubjectAlternativeNameExtension)?.names.items ?? []) {
+      if (name.type === 'dns') dnsNames.push(name.value.toLowerCase());
+      else if (name.type === 'ip') ips.push(name.value);
+    }
+    // The subject's last CN is the most specific; the issuer is named by its first.
+    commonName = cert.subjectName.getField('CN').at(-1) ?? '';
+    issuerName = cert.issuerName.getField('CN')[0] ?? '';
   } catch {
     throw new ValidationError(
       CODES.invalidCertificatePem,

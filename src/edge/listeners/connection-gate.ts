@@ -1,4 +1,6 @@
 import { isIPv6, type Server, type Socket } from 'node:net';
+import { LRUCache } from 'lru-cache';
+import { ipv6Groups } from '../../core/cidr.js';
 import type { Logger } from '../../core/logger.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 
@@ -7,23 +9,23 @@ import type { EdgeMetrics } from '../metrics/metrics.js';
  * @example const log = new RefusalLog(logger); log.refused('1.2.3.4', 'ingress_connections_per_ip');
  */
 export class RefusalLog {
-  private readonly last = new Map<string, number>();
+  /** Client and limit pairs logged in the period; bounded: an address spray cannot grow it. */
+  private readonly logged: LRUCache<string, true>;
 
   constructor(
     private readonly logger: Logger | undefined,
     private readonly metrics: EdgeMetrics | undefined,
-    private readonly periodMs = 60_000,
-  ) {}
+    periodMs = 60_000,
+  ) {
+    this.logged = new LRUCache({ max: 10_000, ttl: periodMs });
+  }
 
   /** Count the refusal in /metrics, and log it unless this client was logged for it recently. */
   refused(ip: string, limit: string): void {
     this.metrics?.limitRefusals.with({ limit }).inc();
     const key = `${limit} ${ip}`;
-    const now = Date.now();
-    const at = this.last.get(key);
-    if (at !== undefined && now - at < this.periodMs) return;
-    if (this.last.size > 10_000) this.last.clear(); // bounded: a spray of addresses cannot grow it
-    this.last.set(key, now);
+    if (this.logged.has(key)) return;
+    this.logged.set(key, true);
     this.logger?.warn({ ip, limit }, 'client over a limit: refused (logged once a minute)');
   }
 }
@@ -45,16 +47,11 @@ export interface GateLimits {
 export function clientKey(address: string): string {
   const ip = address.replace(/^::ffff:/, '');
   if (!isIPv6(ip)) return ip;
-  const [head = '', tail = ''] = ip.split('::');
-  const left = head === '' ? [] : head.split(':');
-  const right = tail === '' ? [] : tail.split(':');
-  const groups = ip.includes('::')
-    ? [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right]
-    : left;
-  return `${groups
+  const prefix = ipv6Groups(ip)
     .slice(0, 4)
-    .map((g) => parseInt(g, 16).toString(16))
-    .join(':')}::/64`;
+    .map((g) => g.toString(16))
+    .join(':');
+  return `${prefix}::/64`;
 }
 
 /**

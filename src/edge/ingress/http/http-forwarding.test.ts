@@ -28,6 +28,7 @@ describe('routingHost', () => {
     ['App.Example.COM', 'app.example.com'],
     ['app.example.com:8080', 'app.example.com'],
     ['app.example.com.', 'app.example.com'],
+    ['App.Example.com.:8080', 'app.example.com'],
     ['[::1]:8080', '[::1]'],
     ['', undefined],
     [undefined, undefined],

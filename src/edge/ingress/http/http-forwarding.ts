@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { HOP_BY_HOP_HEADERS as HOP_BY_HOP } from '../../../core/http-framing.js';
-import { parseHostPort } from '../../../core/host-port.js';
+import { hostOf, parseHostPort } from '../../../core/host-port.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 
 /** Set by the ingress from what it saw; values sent by clients are replaced. */
@@ -18,14 +18,9 @@ const REPLACED = new Set(['x-forwarded-proto', 'x-forwarded-host']);
  */
 export function routingHost(host: string | undefined): string | undefined {
   if (!host) return undefined;
-  let name = host.toLowerCase();
-  if (name.startsWith('[')) {
-    const end = name.indexOf(']');
-    return end > 0 ? name.slice(0, end + 1) : undefined;
-  }
-  const colon = name.indexOf(':');
-  if (colon >= 0) name = name.slice(0, colon);
-  if (name.endsWith('.')) name = name.slice(0, -1);
+  // hostOf, not parseHostPort: this runs on every request, where a regex would cost.
+  let name = hostOf(host.toLowerCase());
+  if (name.charCodeAt(name.length - 1) === 0x2e /* . */) name = name.slice(0, -1);
   return name === '' ? undefined : name;
 }
 
