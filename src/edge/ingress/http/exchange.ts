@@ -98,8 +98,16 @@ export class Exchange {
     readonly meter: EndpointMeter,
     readonly state: ConnectionState | undefined,
     readonly done: ExchangeDone | undefined,
+    /** The meters of the endpoints that forwarded the request here (forward-internal). */
+    readonly passed: readonly EndpointMeter[] = [],
   ) {
     this.requestBody = requestFramer(head);
+  }
+
+  /** Count the request, with its status and times, on its endpoint and those it came through. */
+  count(status: number, durationSeconds?: number, upstreamSeconds?: number): void {
+    this.meter.request(status, durationSeconds, upstreamSeconds);
+    for (const meter of this.passed) meter.request(status, durationSeconds, upstreamSeconds);
   }
 
   /** Whether the whole request has been sent. */

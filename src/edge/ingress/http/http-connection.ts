@@ -20,7 +20,10 @@ import { rewrittenHost, routingHost } from './http-forwarding.js';
 import { bareRefusal } from './http-parser-refusals.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
-import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
+import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
+import type { LeanRoute } from './http-relay.js';
+
+const NO_METERS: readonly EndpointMeter[] = [];
 
 /** Public bytes held while a response is pending (pipelined requests) before reads pause. */
 const MAX_BUFFERED = 256 * 1024;
@@ -90,7 +93,7 @@ export class HttpConnection extends ResponseRelay {
     if (exchange) {
       // 499: the client went away before the answer (nginx's convention).
       const status = exchange.response?.status ?? 499;
-      exchange.meter.request(status);
+      exchange.count(status);
       exchange.done?.(status, exchange.response?.raw ?? []);
       this.exchange = undefined;
       this.dropStream();
@@ -125,13 +128,13 @@ export class HttpConnection extends ResponseRelay {
       return;
     }
     const host = routingHost(head.host);
-    const tunnel = this.ctx.route(head, host, this.socket);
-    if (!tunnel) {
+    const route = this.ctx.route(head, host, this.socket);
+    if (!route) {
       this.handOver();
       return;
     }
     this.buffered = end < buf.length ? buf.subarray(end) : undefined;
-    this.begin(head, host ?? '', tunnel);
+    this.begin(head, host ?? '', route);
   }
 
   private readonly onHeadTimeout = (): void => {
@@ -169,17 +172,20 @@ export class HttpConnection extends ResponseRelay {
     this.ctx.handOver(socket, buffered);
   }
 
-  private begin(head: RequestHead, host: string, tunnel: OnlineTunnel): void {
+  private begin(head: RequestHead, host: string, route: LeanRoute): void {
+    const { tunnel, via } = route;
     const meter = this.ctx.meters.of(tunnel);
     const state = this.ctx.connections.attribute(this.socket, meter);
     const done = this.ctx.tap?.begin({
       host,
-      tunnel,
+      // The endpoint the client asked for, as on the full path.
+      tunnel: via[0] ?? tunnel,
       scheme: this.proto,
       head,
       clientIp: this.ip,
     });
-    const exchange = new Exchange(head, tunnel, meter, state, done);
+    const passed = via.length === 0 ? NO_METERS : via.map((t) => this.ctx.meters.of(t));
+    const exchange = new Exchange(head, tunnel, meter, state, done, passed);
     this.exchange = exchange;
     this.sendOnStream(exchange);
   }
@@ -238,7 +244,7 @@ export class HttpConnection extends ResponseRelay {
       this.socket.destroy();
       return;
     }
-    exchange.meter.request(error.status);
+    exchange.count(error.status);
     exchange.done?.(error.status, []);
     this.refuse(error);
   }

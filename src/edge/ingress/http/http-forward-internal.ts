@@ -21,7 +21,7 @@ export function carriedBody(req: IncomingMessage): Buffer | undefined {
 }
 
 /** `req.headers` for a changed raw header list (names lowercased; repeated values joined). */
-function headersOf(raw: string[]): IncomingMessage['headers'] {
+export function headersOf(raw: string[]): IncomingMessage['headers'] {
   const out: Record<string, string | string[]> = {};
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();

@@ -22,13 +22,18 @@ import {
 import { PublicConnections } from './http-connections.js';
 import { INGRESS_HIGH_WATER_MARK, INGRESS_SOCKET_OPTIONS } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
-import { HttpRelay } from './http-relay.js';
-import { leanAdmits } from './http-policy.js';
+import { HttpRelay, type LeanRoute } from './http-relay.js';
+import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
+import type { Settled } from './http-policy.js';
 import { HttpRequests } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
 import { HttpUpgrades } from './http-upgrades.js';
 import type { RequestHead } from './request-head.js';
-import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
+import { followInternal } from '../../registry/internal-routing.js';
+import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from '../../registry/tunnel-registry.js';
+import type { HttpRequestDecision } from '../../../policy/index.js';
+
+const RELAY: LeanVerdict = { kind: 'relay' };
 
 export interface HttpIngressOptions {
   registry: TunnelRegistry;
@@ -141,16 +146,18 @@ export class HttpIngress {
   }
 
   /**
-   * The tunnel the lean relay carries a request to, or undefined when the full path must serve
-   * it: anything but a plain HTTP/1.1 request to a tunnel without an HTTP policy phase. A request
-   * routed here and declined takes its route (the pool member picked, or the error page) along to
-   * the full path, so that it is looked up and picked once.
+   * Where the lean relay carries a request, or undefined when the full path must serve it:
+   * anything but a plain HTTP/1.1 request to an endpoint whose policy, if any, the relay can run
+   * (http-policy-lean.ts), following forward-internal to the internal endpoint that takes it. A
+   * request routed here and declined takes its route (the pool member picked, or the error page)
+   * and the policy decisions made for it along to the full path, so that it is looked up, picked
+   * and decided once.
    */
   private leanRoute(
     head: RequestHead,
     host: string | undefined,
     socket: Duplex,
-  ): OnlineTunnel | undefined {
+  ): LeanRoute | undefined {
     if (host === undefined || head.minor !== 1 || head.upgrade) return undefined;
     // origin-form only: absolute-form, CONNECT and `*` keep Node's handling.
     if (head.target.charCodeAt(0) !== 0x2f) return undefined;
@@ -158,18 +165,47 @@ export class HttpIngress {
     if (this.acmeChallenge && head.target.startsWith(ACME_CHALLENGE_PATH)) return undefined;
     const found = lookupHttpTunnel(this.registry, host, socket);
     const routed = 'status' in found ? found : this.registry.pick(found);
-    if (
-      'status' in routed ||
-      routed.cloud ||
-      this.exchangeTap?.captures(host) ||
-      // A policy with no HTTP phase (IP restrictions, connect-time rate limits) rides the relay.
-      (routed.policy && !leanAdmits(socket, routed.policy))
-    ) {
-      this.requests.routedAhead(socket, routed);
+    if ('status' in routed || this.exchangeTap?.captures(host)) {
+      this.requests.routedAhead(socket, { routed });
       return undefined;
     }
-    return routed;
+    let tunnel = routed;
+    let chain: string[] = [];
+    const via: OnlineTunnel[] = [];
+    let decisions: Map<TunnelPolicy, Settled<HttpRequestDecision>> | undefined;
+    for (;;) {
+      const verdict = tunnel.policy ? leanVerdict(socket, tunnel.policy, head) : RELAY;
+      if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
+        (decisions ??= new Map()).set(tunnel.policy!, verdict.decision);
+      }
+      if (verdict.kind === 'relay' && !tunnel.cloud) return { tunnel, via };
+      const step =
+        verdict.kind === 'forward'
+          ? followInternal(this.leanTargets, verdict.forward, chain, tunnel, ['http', 'https'])
+          : undefined;
+      // A cloud endpoint's error page, an offline target, a loop, an endpoint the relay cannot
+      // carry: the full path answers, with what was decided here.
+      if (!step || !('next' in step)) {
+        this.requests.routedAhead(socket, { routed, decisions });
+        return undefined;
+      }
+      via.push(tunnel);
+      chain = step.chain;
+      tunnel = step.next;
+    }
   }
+
+  /**
+   * Internal endpoints as the relay follows forward-internal: one whose policy the relay cannot
+   * run is not picked here (the full path picks it), so that a pool is picked once per request.
+   */
+  private readonly leanTargets: Pick<TunnelRegistry, 'internal'> = {
+    internal: (key) => {
+      const holder = this.registry.holder({ internal: key });
+      if (holder?.policy && !leanShaped(holder.policy)) return undefined;
+      return this.registry.internal(key);
+    },
+  };
 
   /** Public connections (plain and TLS) and relays still open. */
   get openConnections(): number {

@@ -45,7 +45,7 @@ const RESPONSE_REMOVE_OWNED = HOP_BY_HOP_HEADERS;
 /** The header that says the ingress itself answered, and why. */
 const POLICY_FAILED = { code: CODES.policyFailed, status: 500 };
 
-type Settled<T> = T | Promise<T>;
+export type Settled<T> = T | Promise<T>;
 
 function settle<T>(value: Settled<T>, next: (v: T) => void, fail: (err: unknown) => void): void {
   if (value instanceof Promise) value.then(next, fail);
@@ -75,7 +75,7 @@ export function applyToRawHeaders(
 }
 
 /** What the policy knows of a public connection: its variables, and what each tunnel's on_tcp_connect left. */
-interface ConnectionPolicyState {
+export interface ConnectionPolicyState {
   conn: ConnInput;
   admitted: Map<TunnelPolicy, PolicyVars>;
   /** on_tcp_connect decisions the lean relay started and the full path finishes (leanAdmits). */
@@ -84,7 +84,8 @@ interface ConnectionPolicyState {
 
 const connections = new WeakMap<Duplex, ConnectionPolicyState>();
 
-function connectionState(socket: Duplex): ConnectionPolicyState {
+/** The policy state of a public connection, made at its first use. */
+export function connectionState(socket: Duplex): ConnectionPolicyState {
   let state = connections.get(socket);
   if (!state) {
     const tls = socket as Partial<TLSSocket>;
@@ -260,11 +261,15 @@ interface RequestOutcome {
   observe?: (observers: ReadonlyArray<(status: number) => void>) => void;
 }
 
-/** on_tcp_connect (once per connection and policy), then on_http_request. */
+/**
+ * on_tcp_connect (once per connection and policy), then on_http_request, unless the lean relay
+ * already decided it for this request (`ahead`, see http-policy-lean.ts).
+ */
 function runRequestPhases(
   req: IncomingMessage,
   policy: TunnelPolicy,
   outcome: RequestOutcome,
+  ahead?: Settled<HttpRequestDecision>,
 ): void {
   const socket = req.socket;
   const state = connectionState(socket);
@@ -303,7 +308,8 @@ function runRequestPhases(
       }
     };
     settle(
-      runner.onHttpRequest({ conn: state.conn, endpoint: policy.endpoint, req: input, vars }),
+      ahead ??
+        runner.onHttpRequest({ conn: state.conn, endpoint: policy.endpoint, req: input, vars }),
       decided,
       outcome.fail,
     );
@@ -332,38 +338,10 @@ function runRequestPhases(
 }
 
 /**
- * Whether the lean relay may carry a request to an endpoint with `policy`: only when the policy
- * has no HTTP phase, and its on_tcp_connect (once per connection and policy, as on the full path)
- * let the connection through at once. Anything else (an HTTP phase, a decision that has to wait,
- * a close, a policy that throws) goes to the full path, which finishes the decision made here
- * rather than run on_tcp_connect a second time.
- * @example if (tunnel.policy && !leanAdmits(socket, tunnel.policy)) return undefined;
- */
-export function leanAdmits(socket: Duplex, policy: TunnelPolicy): boolean {
-  const phases = policy.runner.policy;
-  if (phases.has('on_http_request') || phases.has('on_http_response')) return false;
-  if (!phases.has('on_tcp_connect')) return true;
-  const state = connectionState(socket);
-  if (state.admitted.has(policy)) return true;
-  if (state.decided.has(policy)) return false;
-  let decision: Settled<TcpConnectDecision>;
-  try {
-    decision = policy.runner.onTcpConnect({ conn: state.conn, endpoint: policy.endpoint });
-  } catch {
-    return false;
-  }
-  if (!(decision instanceof Promise) && decision.kind !== 'close') {
-    state.admitted.set(policy, decision.vars);
-    return true;
-  }
-  state.decided.set(policy, decision);
-  return false;
-}
-
-/**
  * Run a tunnel's policy for a request, then call `forward` with the flow that carries its
  * changes, unless the policy answered (deny, custom-response, redirect, rate-limit, …) or
- * closed the connection.
+ * closed the connection. `ahead`: the on_http_request decision the lean relay made for this
+ * request before it handed it over, used instead of running the phase again.
  * @example if (tunnel.policy) return runHttpRequestPolicy(req, res, tunnel.policy, (flow) => this.forward(req, res, tunnel, 0, flow));
  */
 export function runHttpRequestPolicy(
@@ -371,6 +349,7 @@ export function runHttpRequestPolicy(
   res: ServerResponse,
   policy: TunnelPolicy,
   forward: (flow: HttpPolicyFlow) => void,
+  ahead?: Settled<HttpRequestDecision>,
 ): void {
   const drop = (): void => {
     // Nobody will read the rest of the body now; drop it so the answer gets through.
@@ -398,7 +377,7 @@ export function runHttpRequestPolicy(
     },
   };
   try {
-    runRequestPhases(req, policy, outcome);
+    runRequestPhases(req, policy, outcome, ahead);
   } catch {
     outcome.fail();
   }

@@ -12,6 +12,15 @@ import { HttpConnection } from './http-connection.js';
 import type { RequestHead } from './request-head.js';
 import { StreamPool } from './stream-pool.js';
 
+/**
+ * Where the relay carries a request: `tunnel` (a pool member, picked), reached through `via`, the
+ * endpoints whose policy forwarded it there (forward-internal), first to last; they count it too.
+ */
+export interface LeanRoute {
+  tunnel: OnlineTunnel;
+  via: readonly OnlineTunnel[];
+}
+
 /** What every connection of one listener shares. */
 export interface HttpRelayContext {
   meters: EndpointMeters;
@@ -22,8 +31,8 @@ export interface HttpRelayContext {
   keepAliveTimeoutMs: number;
   connectTimeoutMs: number | undefined;
   tap: ExchangeTap | undefined;
-  /** The tunnel (a pool member, picked) this relay carries the request to, or undefined. */
-  route(head: RequestHead, host: string | undefined, socket: Duplex): OnlineTunnel | undefined;
+  /** Where this relay carries the request, or undefined: the full path serves it. */
+  route(head: RequestHead, host: string | undefined, socket: Duplex): LeanRoute | undefined;
   /** Serve the rest of the connection on the full HTTP path; `buffered` was read, not served. */
   handOver(socket: Duplex, buffered: Buffer | undefined): void;
   /** A client went over a limit the relay enforces. */

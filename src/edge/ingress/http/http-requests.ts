@@ -14,7 +14,8 @@ import {
 } from '../../certificates/acme-http-challenge.js';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
 import { clientIp, proxyInfoOf } from '../../registry/connect-tunnel.js';
-import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
+import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from '../../registry/tunnel-registry.js';
+import type { HttpRequestDecision } from '../../../policy/index.js';
 import { failureDetail, INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
 import { carriedBody, followForward } from './http-forward-internal.js';
@@ -27,7 +28,7 @@ import {
   routingHost,
 } from './http-forwarding.js';
 import type { HttpIngressOptions } from './http-ingress.js';
-import { runHttpRequestPolicy, type HttpPolicyFlow } from './http-policy.js';
+import { runHttpRequestPolicy, type HttpPolicyFlow, type Settled } from './http-policy.js';
 import { failRequest, writeUpstreamResponse } from './http-responses.js';
 import { lookupHttpTunnel } from './http-routing.js';
 import { TunnelAgent, type TunnelRequestArgs } from './tunnel-agent.js';
@@ -48,6 +49,14 @@ export type HttpRequestsOptions = Pick<
   maxHeaderCount: number;
 };
 
+/** What the lean relay found for a request before it handed the connection over. */
+export interface RoutedAhead {
+  /** The pool member picked, or the error page. */
+  routed: OnlineTunnel | IngressError;
+  /** on_http_request decisions made for the request, by policy (http-policy-lean.ts). */
+  decisions?: ReadonlyMap<TunnelPolicy, Settled<HttpRequestDecision>> | undefined;
+}
+
 /**
  * @example
  * const requests = new HttpRequests({ registry, meters, connections, maxHeaderCount: 100 });
@@ -67,8 +76,8 @@ export class HttpRequests {
   private readonly onLimit: HttpIngressOptions['onLimit'];
   private readonly tap: HttpIngressOptions['tap'];
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
-  /** Routes the lean relay found for the request it handed over, by connection. */
-  private readonly ahead = new WeakMap<Duplex, OnlineTunnel | IngressError>();
+  /** What the lean relay found for the request it handed over, by connection. */
+  private readonly ahead = new WeakMap<Duplex, RoutedAhead>();
 
   constructor(options: HttpRequestsOptions) {
     this.registry = options.registry;
@@ -111,18 +120,22 @@ export class HttpRequests {
 
   /**
    * The first request the full path reads on `socket` was already routed by the lean relay, which
-   * handed the connection over: `routed` is the pool member it picked, or why none serves it.
+   * handed the connection over: the pool member it picked (or why none serves it), and the
+   * on_http_request decisions it made for the request on the way.
    */
-  routedAhead(socket: Duplex, routed: OnlineTunnel | IngressError): void {
-    this.ahead.set(socket, routed);
+  routedAhead(socket: Duplex, ahead: RoutedAhead): void {
+    this.ahead.set(socket, ahead);
   }
 
   /** The tunnel (a pool member, picked) for `req`, or undefined after an error page. */
-  private route(req: IncomingMessage, res: ServerResponse): OnlineTunnel | undefined {
+  private route(
+    req: IncomingMessage,
+    res: ServerResponse,
+    ahead: RoutedAhead | undefined,
+  ): OnlineTunnel | undefined {
     const host = routingHost(req.headers.host);
-    let routed = this.ahead.get(req.socket);
-    if (routed) this.ahead.delete(req.socket);
-    else {
+    let routed = ahead?.routed;
+    if (!routed) {
       const found = lookupHttpTunnel(this.registry, host, req.socket);
       routed = 'status' in found ? found : this.registry.pick(found);
     }
@@ -150,10 +163,12 @@ export class HttpRequests {
       );
       return;
     }
-    const tunnel = this.route(req, res);
+    const ahead = this.ahead.get(req.socket);
+    if (ahead) this.ahead.delete(req.socket);
+    const tunnel = this.route(req, res, ahead);
     if (!tunnel) return;
     this.tap?.(req, res, tunnel);
-    this.serve(req, res, tunnel, []);
+    this.serve(req, res, tunnel, [], ahead?.decisions);
   };
 
   /**
@@ -166,6 +181,7 @@ export class HttpRequests {
     res: ServerResponse,
     tunnel: OnlineTunnel,
     chain: readonly string[],
+    decisions?: RoutedAhead['decisions'],
   ): void {
     const meter = this.meters.of(tunnel);
     const state = this.connections.attribute(req.socket, meter);
@@ -176,12 +192,16 @@ export class HttpRequests {
     });
     const policy = tunnel.policy;
     if (policy) {
-      runHttpRequestPolicy(req, res, policy, (flow) =>
-        this.afterPolicy(req, res, tunnel, chain, flow),
+      runHttpRequestPolicy(
+        req,
+        res,
+        policy,
+        (flow) => this.afterPolicy(req, res, tunnel, chain, flow, decisions),
+        decisions?.get(policy),
       );
       return;
     }
-    this.afterPolicy(req, res, tunnel, chain, undefined);
+    this.afterPolicy(req, res, tunnel, chain, undefined, decisions);
   }
 
   private afterPolicy(
@@ -190,12 +210,13 @@ export class HttpRequests {
     tunnel: OnlineTunnel,
     chain: readonly string[],
     flow: HttpPolicyFlow | undefined,
+    decisions: RoutedAhead['decisions'],
   ): void {
     if (flow?.forwardInternal) {
       const next = followForward(this.registry, req, res, tunnel, chain, flow);
       if (next === 'answered') return;
       if (next) {
-        this.serve(req, res, next.next, next.chain);
+        this.serve(req, res, next.next, next.chain, decisions);
         return;
       }
     }

@@ -117,7 +117,7 @@ export abstract class ResponseRelay extends ConnectionStream {
   protected finish(exchange: Exchange): void {
     const response = exchange.response!;
     const now = performance.now();
-    exchange.meter.request(
+    exchange.count(
       response.status,
       (now - exchange.started) / 1000,
       (exchange.upstreamAt - exchange.sentAt) / 1000,
@@ -188,7 +188,7 @@ export abstract class ResponseRelay extends ConnectionStream {
     }
     const error = INGRESS_ERRORS.tunnelUnreachable;
     exchange.answered = true;
-    exchange.meter.request(error.status);
+    exchange.count(error.status);
     exchange.done?.(error.status, []);
     this.exchange = undefined;
     this.phase = Phase.Closed;

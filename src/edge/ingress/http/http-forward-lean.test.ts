@@ -1,0 +1,210 @@
+import http, { Agent } from 'node:http';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  httpRequest,
+  listenLocal,
+  metricValue,
+  startTestIngress,
+  type FakeTunnel,
+  type LocalServer,
+  type TestIngress,
+} from '../../../../test/support/ingress.js';
+import {
+  policyEndpoints,
+  type PolicyEndpoints,
+} from '../../../../test/support/policy-endpoints.js';
+import { endpointLabel } from '../../metrics/endpoint-meters.js';
+
+/**
+ * forward-internal on the lean relay: a policy whose on_http_request only routes is run on the
+ * relay's parsed head, and the request is carried as bytes to the internal endpoint it picks. How
+ * a reply tells the paths apart: the services send no `Date` header; the lean relay passes their
+ * head on as bytes, Node's server on the full path adds one.
+ */
+describe('forward-internal on the lean relay', () => {
+  let t: TestIngress;
+  let endpoints: PolicyEndpoints;
+  const services: LocalServer[] = [];
+  /** Service `name` answers `<name>:<path>`, with no Date header. */
+  let service: (name: string) => Promise<number>;
+
+  beforeAll(async () => {
+    t = await startTestIngress();
+    endpoints = policyEndpoints(t.registry);
+    service = async (name) => {
+      const server = await listenLocal(
+        http.createServer((req, res) => {
+          res.sendDate = false;
+          res.end(`${name}:${req.url}${req.headers['x-added'] ? ' +' : ''}`);
+        }),
+      );
+      services.push(server);
+      return server.port;
+    };
+  });
+  afterEach(() => endpoints.removeAll());
+  afterAll(async () => {
+    await t.close();
+    await Promise.all(services.map((s) => s.close()));
+  });
+
+  const routeByPath = (api: string, web: string): string => `
+on_http_request:
+  - expressions: ["req.url.path.startsWith('/api/')"]
+    actions: [{type: forward-internal, config: {url: "${api}"}}]
+  - actions: [{type: forward-internal, config: {url: "${web}"}}]`;
+
+  /** `count` requests over one kept-alive connection, or each on a new one (`fresh`). */
+  async function requests(host: string, paths: string[], fresh = false) {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const replies = [];
+      for (const path of paths) {
+        replies.push(await httpRequest(t.httpPort, { host, path, agent: fresh ? false : agent }));
+      }
+      return replies;
+    } finally {
+      agent.destroy();
+    }
+  }
+
+  it('carries a cloud endpoint’s requests to the internal endpoint its rules pick, as bytes', async () => {
+    const api = endpoints.internalEndpoint('https', 'api-lean.internal', await service('api'));
+    const web = endpoints.internalEndpoint('https', 'web-lean.internal', await service('web'));
+    const cloud = endpoints.publicEndpoint(
+      'http',
+      0,
+      routeByPath('https://api-lean.internal', 'https://web-lean.internal'),
+      'cloud',
+    );
+    const onHttpRequest = vi.spyOn(cloud.policy!.runner, 'onHttpRequest');
+    const replies = await requests(cloud.hostname!, ['/api/users', '/index.html', '/api/x']);
+    expect(replies.map((r) => [r.status, r.body, r.headers.date])).toEqual([
+      [200, 'api:/api/users', undefined],
+      [200, 'web:/index.html', undefined],
+      [200, 'api:/api/x', undefined],
+    ]);
+    expect(onHttpRequest).toHaveBeenCalledTimes(3);
+    // Counted on the cloud endpoint and on each internal endpoint it went to.
+    const count = (tunnel: FakeTunnel) =>
+      metricValue(t.metrics, 'burrow_http_requests_total', {
+        endpoint: endpointLabel(tunnel),
+        code: '200',
+      });
+    expect([cloud, api, web].map(count)).toEqual([3, 2, 1]);
+  });
+
+  it('follows a chain of routing-only policies, and an agent endpoint whose rule does not match serves itself', async () => {
+    endpoints.internalEndpoint('https', 'last-lean.internal', await service('last'));
+    endpoints.internalEndpoint(
+      'https',
+      'mid-lean.internal',
+      await service('mid'),
+      'on_http_request: [{actions: [{type: forward-internal, config: {url: "https://last-lean.internal"}}]}]',
+    );
+    const front = endpoints.publicEndpoint(
+      'http',
+      await service('front'),
+      `on_http_request: [{expressions: ["req.url.path == '/deep'"], actions: [{type: forward-internal, config: {url: "https://mid-lean.internal"}}]}]`,
+    );
+    const replies = await requests(front.hostname!, ['/deep', '/shallow']);
+    expect(replies.map((r) => [r.body, r.headers.date])).toEqual([
+      ['last:/deep', undefined],
+      ['front:/shallow', undefined],
+    ]);
+  });
+
+  it('leaves to the full path an internal endpoint whose policy changes the request, deciding the front’s rules once', async () => {
+    endpoints.internalEndpoint(
+      'https',
+      'edit-lean.internal',
+      await service('edit'),
+      'on_http_request: [{actions: [{type: add-headers, config: {headers: {x-added: "1"}}}]}]',
+    );
+    const cloud = endpoints.publicEndpoint(
+      'http',
+      0,
+      'on_http_request: [{actions: [{type: forward-internal, config: {url: "https://edit-lean.internal"}}]}]',
+      'cloud',
+    );
+    const onHttpRequest = vi.spyOn(cloud.policy!.runner, 'onHttpRequest');
+    const replies = await requests(cloud.hostname!, ['/a', '/b'], true);
+    expect(replies.map((r) => r.body)).toEqual(['edit:/a +', 'edit:/b +']);
+    expect(replies[0]!.headers.date).toEqual(expect.any(String));
+    expect(onHttpRequest).toHaveBeenCalledTimes(2);
+  });
+
+  it('answers what it cannot carry with the full path’s pages: an offline target, a loop', async () => {
+    const offline = endpoints.publicEndpoint(
+      'http',
+      0,
+      'on_http_request: [{actions: [{type: forward-internal, config: {url: "https://nobody-lean.internal"}}]}]',
+      'cloud',
+    );
+    const onHttpRequest = vi.spyOn(offline.policy!.runner, 'onHttpRequest');
+    const [gone] = await requests(offline.hostname!, ['/']);
+    expect(gone!.status).toBe(502);
+    expect(gone!.headers['burrow-error-code']).toBe('ERR_BURROW_INTERNAL_ENDPOINT_OFFLINE');
+    expect(onHttpRequest).toHaveBeenCalledTimes(1);
+
+    const forwardTo = (url: string) =>
+      `on_http_request: [{actions: [{type: forward-internal, config: {url: "${url}"}}]}]`;
+    endpoints.internalEndpoint('https', 'la.internal', 0, forwardTo('https://lb.internal'));
+    endpoints.internalEndpoint('https', 'lb.internal', 0, forwardTo('https://la.internal'));
+    const looped = endpoints.publicEndpoint('http', 0, forwardTo('https://la.internal'), 'cloud');
+    const [loop] = await requests(looped.hostname!, ['/']);
+    expect(loop!.status).toBe(508);
+    expect(loop!.body).toContain('→ la.internal → lb.internal → la.internal');
+    // A cloud endpoint with no matching rule: its error page.
+    const unmatched = endpoints.publicEndpoint(
+      'http',
+      0,
+      `on_http_request: [{expressions: ["req.url.path == '/x'"], actions: [{type: forward-internal, config: {url: "https://la.internal"}}]}]`,
+      'cloud',
+    );
+    const [page] = await requests(unmatched.hostname!, ['/y']);
+    expect(page!.status).toBe(502);
+    expect(page!.headers['burrow-error-code']).toBe('ERR_BURROW_CLOUD_ENDPOINT_UNHANDLED');
+  });
+
+  it.each([
+    ['no policy', undefined],
+    [
+      'a policy the relay cannot run',
+      'on_http_request: [{actions: [{type: add-headers, config: {headers: {x-added: "1"}}}]}]',
+    ],
+  ])(
+    'picks a pooled internal endpoint (%s) once per request: new connections alternate',
+    async (_name, policy) => {
+      const one = endpoints.internalEndpoint(
+        'https',
+        'pool-lean.internal',
+        await service('one'),
+        policy,
+        {
+          pooling: true,
+        },
+      );
+      const two = endpoints.internalEndpoint(
+        'https',
+        'pool-lean.internal',
+        await service('two'),
+        policy,
+        {
+          pooling: true,
+        },
+      );
+      expect([one.pooling, two.pooling]).toEqual([true, true]);
+      const cloud = endpoints.publicEndpoint(
+        'http',
+        0,
+        'on_http_request: [{actions: [{type: forward-internal, config: {url: "https://pool-lean.internal"}}]}]',
+        'cloud',
+      );
+      const replies = await requests(cloud.hostname!, ['/1', '/2', '/3', '/4'], true);
+      const served = replies.map((r) => r.body.split(':')[0]);
+      expect(served.filter((s) => s === 'one')).toHaveLength(2);
+      expect(served.filter((s) => s === 'two')).toHaveLength(2);
+    },
+  );
+});
