@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { hostOfHostPort } from '../../core/host-port.js';
 import { quote } from '../../core/quote.js';
 import type { ActionSpec } from './types.js';
@@ -10,9 +11,28 @@ const INTERNAL_SUFFIX = '.internal';
  * `api.internal`, `tcp://db.internal:5432` → `db.internal:5432`; undefined when it is no URL.
  * @example internalTarget('https://api.internal') // { scheme: 'https', key: 'api.internal', host: 'api.internal' }
  */
-export function internalTarget(
-  url: string,
-): { scheme: string; key: string; host: string } | undefined {
+export function internalTarget(url: string): InternalTarget | undefined {
+  // A policy's URL is the same text request after request: parse it once (a long one rendered
+  // from request data is parsed each time rather than kept).
+  if (url.length > 256) return parseInternalTarget(url);
+  let target = targets.get(url);
+  if (target === undefined) {
+    target = parseInternalTarget(url) ?? NOT_A_URL;
+    targets.set(url, target);
+  }
+  return target === NOT_A_URL ? undefined : target;
+}
+
+interface InternalTarget {
+  readonly scheme: string;
+  readonly key: string;
+  readonly host: string;
+}
+
+const NOT_A_URL: InternalTarget = { scheme: '', key: '', host: '' };
+const targets = new LRUCache<string, InternalTarget>({ max: 1024 });
+
+function parseInternalTarget(url: string): InternalTarget | undefined {
   const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]+)/i.exec(url.trim());
   if (!m) return undefined;
   const scheme = m[1]!.toLowerCase();

@@ -104,10 +104,13 @@ export class Exchange {
     this.requestBody = requestFramer(head);
   }
 
-  /** Count the request, with its status and times, on its endpoint and those it came through. */
+  /**
+   * Count the request on its endpoint, with its status and times, and its status on those it came
+   * through (as the full path counts a forwarded request: the times are the last endpoint's).
+   */
   count(status: number, durationSeconds?: number, upstreamSeconds?: number): void {
     this.meter.request(status, durationSeconds, upstreamSeconds);
-    for (const meter of this.passed) meter.request(status, durationSeconds, upstreamSeconds);
+    for (const meter of this.passed) meter.request(status);
   }
 
   /** Whether the whole request has been sent. */

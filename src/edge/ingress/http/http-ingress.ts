@@ -34,6 +34,7 @@ import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from '../../registry/
 import type { HttpRequestDecision } from '../../../policy/index.js';
 
 const RELAY: LeanVerdict = { kind: 'relay' };
+const NO_VIA: readonly OnlineTunnel[] = [];
 
 export interface HttpIngressOptions {
   registry: TunnelRegistry;
@@ -171,14 +172,14 @@ export class HttpIngress {
     }
     let tunnel = routed;
     let chain: string[] = [];
-    const via: OnlineTunnel[] = [];
+    let via: OnlineTunnel[] | undefined;
     let decisions: Map<TunnelPolicy, Settled<HttpRequestDecision>> | undefined;
     for (;;) {
       const verdict = tunnel.policy ? leanVerdict(socket, tunnel.policy, head) : RELAY;
       if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
         (decisions ??= new Map()).set(tunnel.policy!, verdict.decision);
       }
-      if (verdict.kind === 'relay' && !tunnel.cloud) return { tunnel, via };
+      if (verdict.kind === 'relay' && !tunnel.cloud) return { tunnel, via: via ?? NO_VIA };
       const step =
         verdict.kind === 'forward'
           ? followInternal(this.leanTargets, verdict.forward, chain, tunnel, ['http', 'https'])
@@ -189,7 +190,7 @@ export class HttpIngress {
         this.requests.routedAhead(socket, { routed, decisions });
         return undefined;
       }
-      via.push(tunnel);
+      (via ??= []).push(tunnel);
       chain = step.chain;
       tunnel = step.next;
     }
