@@ -381,22 +381,17 @@ describe('cloud endpoints, internal endpoints, forward-internal and pooling (sql
     const concurrency = 8;
     let failed = 0;
     let sent = 0;
-    let afterKill = { A: 0, B: 0 };
     const worker = async () => {
       while (sent < 400) {
         const i = sent++;
-        if (i === 100) {
-          a.child.kill('SIGKILL');
-          afterKill = { A: 0, B: 0 };
-        }
+        if (i === 100) a.child.kill('SIGKILL');
         const reply = await get(ports.http, name, `/k${i}`, keepAlive).catch(() => undefined);
         if (!reply || reply.status !== 200) failed++;
-        else afterKill[reply.body.startsWith('A') ? 'A' : 'B']++;
       }
     };
     await Promise.all(Array.from({ length: concurrency }, worker));
     console.info(
-      `pooling: 200 requests A=${counts.get('A')} B=${counts.get('B')}; 400 with A killed at #100: ${failed} failed, after the kill A answered ${afterKill.A} (in flight) and B ${afterKill.B}`,
+      `pooling: 200 requests A=${counts.get('A')} B=${counts.get('B')}; 400 with A killed at #100: ${failed} failed`,
     );
     // A dead member left in the pool would fail every request picked for it (a 502 each).
     expect(failed).toBeLessThanOrEqual(concurrency);

@@ -50,7 +50,7 @@ const UPDATABLE: Updatable[] = [
   {
     path: '/bot_users',
     create: (a) => created(a, '/bot_users', { name: `bot-${++n}` }),
-    patch: { name: `renamed-${n}` },
+    patch: { name: 'renamed-bot' },
   },
   {
     path: '/certificate_authorities',

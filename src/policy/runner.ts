@@ -2,6 +2,7 @@ import type {
   ActionOutcome,
   BodyRewrite,
   CompressionEncoding,
+  ForwardInternal,
   PhaseContext,
   Terminal,
   TlsTermination,
@@ -40,7 +41,7 @@ import type {
 } from './runner-types.js';
 
 export type * from './runner-types.js';
-export type { ForwardInternal, TlsTermination } from './actions/types.js';
+export type { ForwardInternal, InternalTarget, TlsTermination } from './actions/types.js';
 
 const NO_VARS: PolicyVars = Object.freeze({});
 const NO_RESULTS: Readonly<Record<string, unknown>> = Object.freeze({});
@@ -197,6 +198,11 @@ class PhaseRun implements PhaseContext {
   }
 }
 
+/** What a forward-internal outcome tells the ingress (its parsed target too). */
+function forwardOf(out: { kind: 'forward-internal' } & ForwardInternal): ForwardInternal {
+  return { url: out.url, onError: out.onError, target: out.target };
+}
+
 /**
  * A compiled policy bound to one owner: runs each phase against plain variable objects and
  * returns the decision the ingress applies. Results are synchronous unless an action had to wait
@@ -240,8 +246,7 @@ export class PolicyRunner {
       const vars = run.activation.vars;
       const tlsTerminated = run.tlsTerminated || undefined;
       if (out?.kind === 'forward-internal') {
-        const forwardInternal = { url: out.url, onError: out.onError };
-        return { kind: 'continue', vars, forwardInternal, tlsTerminated };
+        return { kind: 'continue', vars, forwardInternal: forwardOf(out), tlsTerminated };
       }
       if (out) return { kind: 'close', vars };
       return { kind: 'continue', vars, tlsTerminated };
@@ -266,7 +271,7 @@ export class PolicyRunner {
         rewrite: run.rewrite,
         vars: activation.vars,
         afterResponse: run.observers,
-        forwardInternal: out && { url: out.url, onError: out.onError },
+        forwardInternal: out && forwardOf(out),
         ...(run.bodyRewrite && { bodyRewrite: run.bodyRewrite }),
       };
     });

@@ -3,7 +3,7 @@
  * HTML, everything else plain text; both carry a `Burrow-Error-Code` header for scripts.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { BurrowError, CODES } from '../../core/errors.js';
+import { CODES } from '../../core/errors.js';
 import { escapeHtml } from '../../core/html.js';
 
 /** Header naming why the ingress, not the upstream, answered. */
@@ -77,14 +77,14 @@ export function errorPageBody(error: IngressError, message: string, html: boolea
 }
 
 /**
- * What a tunnel failure's page says went wrong, in its parentheses: a system error's code
- * (`ECONNRESET`, which the user can look up), else the error's own sentence. A Burrow error's
- * code is already the page's code, so its message says more.
- * @example failureDetail(err) // 'ECONNREFUSED', or 'the agent's session closed (…)'
+ * What a tunnel failure's page (`tunnelUnreachable`) says went wrong, in its parentheses: a code
+ * the user can look up (`ECONNRESET`, `ERR_BURROW_MUX_STREAM_REFUSED`), or, for an error that
+ * carries the page's own code, its sentence instead of that code a second time.
+ * @example failureDetail(err) // 'ECONNREFUSED', or "the agent's session closed"
  */
 export function failureDetail(err: NodeJS.ErrnoException): string {
-  if (err instanceof BurrowError) return err.message;
-  return err.code ?? err.message;
+  const code = err.code;
+  return code !== undefined && code !== INGRESS_ERRORS.tunnelUnreachable.code ? code : err.message;
 }
 
 /**

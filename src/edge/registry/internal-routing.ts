@@ -33,7 +33,8 @@ export function chainName(tunnel: OnlineTunnel): string {
 
 /**
  * Resolve a forward-internal from `from` (reached through `chain`, the names before it) to the
- * internal endpoint that takes it (a pool member, round robin), or why not.
+ * internal endpoint that takes it (a pool member, round robin), or why not. `target` is `url`
+ * parsed, when the policy action already parsed it (ForwardInternal.target).
  * @example const next = resolveInternal(registry, 'https://api.internal', [], tunnel);
  */
 export function resolveInternal(
@@ -41,8 +42,8 @@ export function resolveInternal(
   url: string,
   chain: readonly string[],
   from: OnlineTunnel,
+  target = internalTarget(url),
 ): { next: OnlineTunnel; chain: string[] } | ForwardRefusal {
-  const target = internalTarget(url);
   const walked = [...chain, chainName(from)];
   if (!target || !target.host.endsWith(INTERNAL_SUFFIX)) return { kind: 'invalid', url };
   if (walked.includes(target.key)) return { kind: 'loop', chain: [...walked, target.key] };
@@ -67,7 +68,7 @@ export function followInternal(
   from: OnlineTunnel,
   wanted: readonly string[],
 ): { next: OnlineTunnel; chain: string[] } | { refusal: ForwardRefusal } | undefined {
-  const resolved = resolveInternal(registry, forward.url, chain, from);
+  const resolved = resolveInternal(registry, forward.url, chain, from, forward.target);
   if ('next' in resolved) {
     const proto = resolved.next.proto ?? '';
     if (wanted.includes(proto)) return resolved;

@@ -1,7 +1,6 @@
-import { LRUCache } from 'lru-cache';
 import { hostOfHostPort } from '../../core/host-port.js';
 import { quote } from '../../core/quote.js';
-import type { ActionSpec } from './types.js';
+import type { ActionSpec, InternalTarget } from './types.js';
 
 /** Internal endpoints' names end with this; a URL elsewhere is public and refused. */
 const INTERNAL_SUFFIX = '.internal';
@@ -12,27 +11,6 @@ const INTERNAL_SUFFIX = '.internal';
  * @example internalTarget('https://api.internal') // { scheme: 'https', key: 'api.internal', host: 'api.internal' }
  */
 export function internalTarget(url: string): InternalTarget | undefined {
-  // A policy's URL is the same text request after request: parse it once (a long one rendered
-  // from request data is parsed each time rather than kept).
-  if (url.length > 256) return parseInternalTarget(url);
-  let target = targets.get(url);
-  if (target === undefined) {
-    target = parseInternalTarget(url) ?? NOT_A_URL;
-    targets.set(url, target);
-  }
-  return target === NOT_A_URL ? undefined : target;
-}
-
-interface InternalTarget {
-  readonly scheme: string;
-  readonly key: string;
-  readonly host: string;
-}
-
-const NOT_A_URL: InternalTarget = { scheme: '', key: '', host: '' };
-const targets = new LRUCache<string, InternalTarget>({ max: 1024 });
-
-function parseInternalTarget(url: string): InternalTarget | undefined {
   const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]+)/i.exec(url.trim());
   if (!m) return undefined;
   const scheme = m[1]!.toLowerCase();
@@ -62,10 +40,13 @@ export const forwardInternalAction: ActionSpec = {
       config.fail('url', 'forwards HTTP endpoints per request: place it in on_http_request');
     }
     const templated = url.includes('${');
+    // A URL without `${}` is parsed once, here; a rendered one once per run.
+    let fixed: InternalTarget | undefined;
     if (!templated) {
       const target =
         internalTarget(url) ??
         config.fail('url', `must be a URL such as https://api.internal, not ${quote(url)}`);
+      fixed = target;
       if (!target.host.endsWith(INTERNAL_SUFFIX) || target.host === INTERNAL_SUFFIX.slice(1)) {
         config.fail(
           'url',
@@ -95,15 +76,20 @@ export const forwardInternalAction: ActionSpec = {
       alwaysTerminates: onError === 'halt',
       run(c) {
         const target = c.render(template);
-        const online = c.internalOnline(target);
-        if (online === false && onError === 'continue') {
+        // Whether the target is online matters only when the next action may run instead.
+        if (onError === 'continue' && c.internalOnline(target) === false) {
           c.event('error', `the internal endpoint ${target} is not online; continuing`, {
             url: target,
           });
           return undefined;
         }
         c.event('log', `forwarded to ${target}`, { url: target });
-        return { kind: 'forward-internal', url: target, onError };
+        return {
+          kind: 'forward-internal',
+          url: target,
+          onError,
+          target: fixed ?? internalTarget(target),
+        };
       },
     };
   },

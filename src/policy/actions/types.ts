@@ -39,6 +39,16 @@ export type Terminal =
 export interface ForwardInternal {
   url: string;
   onError: 'continue' | 'halt';
+  /** `url` parsed (internalTarget), when the action already did: the ingress need not again. */
+  target?: InternalTarget | undefined;
+}
+
+/** An internal endpoint a forward-internal URL names (see forward-internal.ts internalTarget). */
+export interface InternalTarget {
+  readonly scheme: string;
+  /** The registry key: the name (http, https, tls) or `name:port` (tcp). */
+  readonly key: string;
+  readonly host: string;
 }
 
 /** What running an action gives: undefined continues with the next action. */

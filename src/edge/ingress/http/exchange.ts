@@ -99,7 +99,7 @@ export class Exchange {
     readonly state: ConnectionState | undefined,
     readonly done: ExchangeDone | undefined,
     /** The meters of the endpoints that forwarded the request here (forward-internal). */
-    readonly passed: readonly EndpointMeter[] = [],
+    readonly passed: readonly EndpointMeter[],
   ) {
     this.requestBody = requestFramer(head);
   }

@@ -82,7 +82,7 @@ describe('HTTP ingress routing and headers', () => {
     env.ingress.registry.removeTunnel(tunnel.id);
   });
 
-  it('says in words what failed: a Burrow error its message, not its code again', async () => {
+  it('names what failed: a code to look up, or the sentence of an error with the page’s own code', async () => {
     const tunnel = fakeTunnel({
       proto: 'http',
       hostname: 'busy.burrow.test',
@@ -95,6 +95,17 @@ describe('HTTP ingress routing and headers', () => {
     expect(reply.headers['burrow-error-code']).toBe('ERR_NGROK_3004');
     expect(reply.body).toContain('failed (the agent is at its limit)');
     env.ingress.registry.removeTunnel(tunnel.id);
+    // Another code is one to look up: the page names it.
+    const timedOut = fakeTunnel({
+      proto: 'http',
+      hostname: 'slow.burrow.test',
+      connect: () =>
+        Promise.reject(new BurrowError(CODES.tunnelConnectTimeout, 502, 'no stream in time')),
+    });
+    env.ingress.registry.addTunnel(timedOut);
+    const slow = await httpRequest(env.ingress.httpPort, { host: 'slow.burrow.test' });
+    expect(slow.body).toContain('failed (ERR_BURROW_TUNNEL_CONNECT_TIMEOUT)');
+    env.ingress.registry.removeTunnel(timedOut.id);
   });
 
   it('answers 502 quickly when the tunnel stream is reset before a response', async () => {

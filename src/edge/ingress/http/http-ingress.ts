@@ -24,14 +24,12 @@ import { INGRESS_HIGH_WATER_MARK, INGRESS_SOCKET_OPTIONS } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
 import { HttpRelay, type LeanRoute } from './http-relay.js';
 import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
-import type { Settled } from './http-policy.js';
-import { HttpRequests } from './http-requests.js';
+import { HttpRequests, type PolicyDecision } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
 import { HttpUpgrades } from './http-upgrades.js';
 import type { RequestHead } from './request-head.js';
 import { followInternal } from '../../registry/internal-routing.js';
-import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from '../../registry/tunnel-registry.js';
-import type { HttpRequestDecision } from '../../../policy/index.js';
+import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
 
 const RELAY: LeanVerdict = { kind: 'relay' };
 const NO_VIA: readonly OnlineTunnel[] = [];
@@ -173,11 +171,11 @@ export class HttpIngress {
     let tunnel = routed;
     let chain: string[] = [];
     let via: OnlineTunnel[] | undefined;
-    let decisions: Map<TunnelPolicy, Settled<HttpRequestDecision>> | undefined;
+    let decisions: PolicyDecision[] | undefined;
     for (;;) {
       const verdict = tunnel.policy ? leanVerdict(socket, tunnel.policy, head) : RELAY;
       if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
-        (decisions ??= new Map()).set(tunnel.policy!, verdict.decision);
+        (decisions ??= []).push({ policy: tunnel.policy!, decision: verdict.decision });
       }
       if (verdict.kind === 'relay' && !tunnel.cloud) return { tunnel, via: via ?? NO_VIA };
       const step =

@@ -17,10 +17,14 @@ import type {
 } from '../../../policy/index.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 import { headersOf } from './http-forward-internal.js';
-import { connectionState, type Settled } from './http-policy.js';
+import { connectionState, type ConnectionPolicyState, type Settled } from './http-policy.js';
 import type { RequestHead } from './request-head.js';
 
-/** Actions that only route or record: a request phase made of these changes nothing upstream. */
+/**
+ * Actions that only route or record. Only an action that changes nothing of the request or the
+ * response (no headers, target, body or observers) may be listed: the relay carries the request as
+ * the client sent it.
+ */
 const ROUTING_ACTIONS: ReadonlySet<string> = new Set(['forward-internal', 'log']);
 
 /** Per compiled policy: whether the relay can run it (computed once, policies are immutable). */
@@ -62,8 +66,10 @@ const FULL: LeanVerdict = { kind: 'full' };
  * the full path): its variables when it let the connection through at once, else undefined (it
  * waits, closes or throws), and the full path finishes the decision started here.
  */
-function tcpConnectVars(socket: Duplex, policy: TunnelPolicy): PolicyVars | undefined {
-  const state = connectionState(socket);
+function tcpConnectVars(
+  state: ConnectionPolicyState,
+  policy: TunnelPolicy,
+): PolicyVars | undefined {
   const known = state.admitted.get(policy);
   if (known !== undefined) return known;
   if (!policy.runner.policy.has('on_tcp_connect')) return Object.freeze({});
@@ -90,14 +96,15 @@ function tcpConnectVars(socket: Duplex, policy: TunnelPolicy): PolicyVars | unde
  */
 export function leanVerdict(socket: Duplex, policy: TunnelPolicy, head: RequestHead): LeanVerdict {
   if (!leanShaped(policy)) return FULL;
-  const vars = tcpConnectVars(socket, policy);
+  const state = connectionState(socket);
+  const vars = tcpConnectVars(state, policy);
   if (vars === undefined) return FULL;
   const runner = policy.runner;
   if (!runner.policy.has('on_http_request')) return RELAY;
   let decision: Settled<HttpRequestDecision>;
   try {
     decision = runner.onHttpRequest({
-      conn: connectionState(socket).conn,
+      conn: state.conn,
       endpoint: policy.endpoint,
       req: {
         method: head.method,
@@ -111,15 +118,9 @@ export function leanVerdict(socket: Duplex, policy: TunnelPolicy, head: RequestH
   } catch {
     return FULL;
   }
+  // A routing-only phase changes nothing (ROUTING_ACTIONS): it forwards, or lets the request by.
   if (decision instanceof Promise || decision.kind !== 'continue')
     return { kind: 'full', decision };
-  const unchanged =
-    decision.headers.add.length === 0 &&
-    decision.headers.remove.length === 0 &&
-    decision.rewrite === undefined &&
-    !decision.bodyRewrite &&
-    !decision.afterResponse?.length;
-  if (!unchanged) return { kind: 'full', decision };
   return decision.forwardInternal
     ? { kind: 'forward', forward: decision.forwardInternal, decision }
     : RELAY;

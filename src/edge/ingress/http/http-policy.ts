@@ -78,7 +78,7 @@ export function applyToRawHeaders(
 export interface ConnectionPolicyState {
   conn: ConnInput;
   admitted: Map<TunnelPolicy, PolicyVars>;
-  /** on_tcp_connect decisions the lean relay started and the full path finishes (leanAdmits). */
+  /** on_tcp_connect decisions the lean relay started and the full path finishes (http-policy-lean.ts). */
   decided: Map<TunnelPolicy, Settled<TcpConnectDecision>>;
 }
 

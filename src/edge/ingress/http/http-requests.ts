@@ -49,12 +49,18 @@ export type HttpRequestsOptions = Pick<
   maxHeaderCount: number;
 };
 
+/** An on_http_request decision the lean relay made for a request (http-policy-lean.ts). */
+export interface PolicyDecision {
+  policy: TunnelPolicy;
+  decision: Settled<HttpRequestDecision>;
+}
+
 /** What the lean relay found for a request before it handed the connection over. */
 export interface RoutedAhead {
   /** The pool member picked, or the error page. */
   routed: OnlineTunnel | IngressError;
-  /** on_http_request decisions made for the request, by policy (http-policy-lean.ts). */
-  decisions?: ReadonlyMap<TunnelPolicy, Settled<HttpRequestDecision>> | undefined;
+  /** The decisions it made for the request, one per endpoint (a forward chain has several). */
+  decisions?: readonly PolicyDecision[] | undefined;
 }
 
 /**
@@ -197,7 +203,7 @@ export class HttpRequests {
         res,
         policy,
         (flow) => this.afterPolicy(req, res, tunnel, chain, flow, decisions),
-        decisions?.get(policy),
+        decisions?.find((d) => d.policy === policy)?.decision,
       );
       return;
     }
