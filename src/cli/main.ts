@@ -1,6 +1,6 @@
 import { Command, Option } from 'commander';
 import { ConfigError, loadServerConfig } from '../core/config.js';
-import { SERVER_OPTIONS } from '../core/server-options.js';
+import { envName, SERVER_OPTIONS } from '../core/server-options.js';
 import { createLogger } from '../core/logger.js';
 import { logDestination } from '../core/log-format.js';
 import { openStore } from '../store/index.js';
@@ -32,7 +32,7 @@ function addServerOptions(cmd: Command, names?: readonly string[]): Command {
   );
   for (const spec of SERVER_OPTIONS) {
     if (names && !names.includes(spec.name)) continue;
-    const env = 'BURROW_' + spec.name.toUpperCase().replace(/-/g, '_');
+    const env = envName(spec.name);
     const def = spec.default ? ` (default: ${spec.default})` : '';
     cmd.addOption(new Option(`--${spec.name} <value>`, `${spec.description}${def} [env ${env}]`));
   }

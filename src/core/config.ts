@@ -10,10 +10,10 @@ import { parse as parseYaml } from 'yaml';
 import { parseAcmeConfig, type AcmeConfig } from './acme-config.js';
 import { BurrowError, CODES, NO_HTTP_STATUS } from './errors.js';
 import { parseHostPort } from './host-port.js';
-import { hostnameProblem } from './hostname.js';
+import { hostnameProblem, normalizeName } from './hostname.js';
 import { parseLimits, type ServerLimits } from './limits.js';
 import { parseClusterConfig, type ClusterConfig } from './cluster-config.js';
-import { SERVER_OPTIONS } from './server-options.js';
+import { envName, SERVER_OPTIONS } from './server-options.js';
 
 /**
  * Server configuration. Every option has a flag (`--api-listen`), an environment variable
@@ -64,9 +64,8 @@ export class ConfigError extends BurrowError {
   }
 }
 
-function envName(name: string): string {
-  return 'BURROW_' + name.toUpperCase().replace(/-/g, '_');
-}
+/** How the parsers of acme-config.ts, limits.ts and cluster-config.ts fail: a ConfigError. */
+const configError = (option: string, rule: string): ConfigError => new ConfigError(option, rule);
 
 function parseListen(name: string, value: string): string {
   if (!parseHostPort(value, { minPort: 1 }))
@@ -189,18 +188,18 @@ export function loadServerConfig(
     tcpPorts: parsePortRange(get('tcpPorts')),
     apiRateLimit: parseRateLimit(get('apiRateLimit')),
     logLevel,
-    ...parseAcmeConfig(get, (name, rule) => new ConfigError(name, rule)),
+    ...parseAcmeConfig(get, configError),
     agentHostname: parseAgentHostname(get('agentHostname')),
     dnsListen: dnsListen ? parseListen('dns-listen', dnsListen) : '',
     publicIp: parsePublicIps(get('publicIp')),
-    limits: parseLimits(raw, (name, rule) => new ConfigError(name, rule)),
-    cluster: parseClusterConfig(raw, (name, rule) => new ConfigError(name, rule)),
+    limits: parseLimits(raw, configError),
+    cluster: parseClusterConfig(raw, configError),
     logFormat: parseLogFormat(get('logFormat')),
   };
 }
 
 function parseAgentHostname(value: string): string {
-  const name = value.toLowerCase().replace(/\.$/, '');
+  const name = normalizeName(value);
   if (name !== '' && hostnameProblem(name, false) !== undefined) {
     throw new ConfigError(
       'agent-hostname',

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { domainCovers, hostnameProblem, isLoopbackHost } from './hostname.js';
+import { domainCovers, hostnameProblem, isLoopbackHost, normalizeName } from './hostname.js';
 
 describe('hostnames', () => {
   it('accepts names and wildcards only as the whole first label', () => {
@@ -14,6 +14,15 @@ describe('hostnames', () => {
     expect(hostnameProblem('a'.repeat(64) + '.com', false)).toBe('bad-label');
     expect(hostnameProblem(('a'.repeat(60) + '.').repeat(5) + 'com', false)).toBe('too-long');
     expect(hostnameProblem('localhost', false)).toBe('single-label');
+  });
+
+  it('normalizes names: lowercase, one trailing root dot dropped, nothing trimmed', () => {
+    expect(normalizeName('App.Example.COM.')).toBe('app.example.com');
+    expect(normalizeName('app.example.com')).toBe('app.example.com');
+    expect(normalizeName('example.com..')).toBe('example.com.');
+    expect(normalizeName(' App.Example.com ')).toBe(' app.example.com ');
+    expect(normalizeName('.')).toBe('');
+    expect(normalizeName('')).toBe('');
   });
 
   it('covers names at any depth under a wildcard', () => {

@@ -27,6 +27,17 @@ export function hostnameProblem(name: string, allowWildcard: boolean): HostnameP
   return undefined;
 }
 
+/**
+ * Lowercase, without one trailing root dot: the form names are compared and looked up in. It does
+ * not trim (callers whose input may carry spaces trim first); no regex, and a second string only
+ * when there is a dot to drop, so the per-request SNI check may use it.
+ * @example normalizeName('App.Example.COM.') // 'app.example.com'
+ */
+export function normalizeName(name: string): string {
+  const lower = name.toLowerCase();
+  return lower.endsWith('.') ? lower.slice(0, -1) : lower;
+}
+
 /** True when `name` is `suffix` itself or any name at any depth under it. */
 export function isAtOrUnder(name: string, suffix: string): boolean {
   return name === suffix || name.endsWith('.' + suffix);

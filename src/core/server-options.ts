@@ -9,6 +9,15 @@ import type { ServerConfig } from './config.js';
 import { CLUSTER_OPTIONS } from './cluster-config.js';
 import { LIMIT_OPTIONS } from './limits.js';
 
+/**
+ * The environment variable of the option named `name`: `BURROW_` and the name upper-cased, dashes
+ * as underscores.
+ * @example envName('api-listen') // 'BURROW_API_LISTEN'
+ */
+export function envName(name: string): string {
+  return 'BURROW_' + name.toUpperCase().replace(/-/g, '_');
+}
+
 /** One option as the CLI, the environment and config files see it. */
 export interface OptionSpec {
   key: keyof ServerConfig;

@@ -1,7 +1,7 @@
 /**
  * What the agent side of the edge knows about the server: the base domain of random names, the
  * host and port range of TCP endpoints, the public ports of the ingress and the region. From
- * them comes an endpoint's public URL, one function for agents' binds, cloud endpoints and edges.
+ * them comes an endpoint's public URL, one function for agents' binds and cloud endpoints.
  */
 import type { TunnelProto } from '../registry/tunnel-registry.js';
 

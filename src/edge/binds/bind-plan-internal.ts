@@ -6,39 +6,29 @@
  */
 import { aclPermits } from '../../core/acl.js';
 import { parseHostPort } from '../../core/host-port.js';
-import { hostnameProblem } from '../../core/hostname.js';
+import { hostnameProblem, normalizeName } from '../../core/hostname.js';
 import { quote } from '../../core/quote.js';
 import type { Bind } from '../../protocol/index.js';
 import { holderOf, INTERNAL_SUFFIX, type TunnelProto } from '../registry/tunnel-registry.js';
 import { refusals } from './agent-errors.js';
-import {
-  BIND_ADDR,
-  normalizeName,
-  requestedAddr,
-  requestedName,
-  type Binder,
-  type BindPlan,
-  type BindPlanContext,
-  type MayReplace,
-} from './bind-plan.js';
+import { BIND_ADDR, holderInTheWay, type BindPlan, type BindPlanCall } from './bind-plan.js';
 
 /**
  * An internal endpoint's plan (binding `internal`, or a name ending `.internal`), or undefined
- * for a public bind. A name outside `.internal` with the `internal` binding is refused.
- * @example internalPlan(context, bind, 'https', binder, mayReplace)?.url // 'https://api.internal'
+ * for a public bind. `requested` is the name (or, for tcp, the address) the bind asked for, as
+ * requestedName or requestedAddr read it. A name outside `.internal` with the `internal` binding
+ * is refused.
+ * @example internalPlan({ ...context, binder, mayReplace }, bind, 'https', 'api.internal')?.url // 'https://api.internal'
  */
 export function internalPlan(
-  context: BindPlanContext,
+  call: BindPlanCall,
   bind: Bind,
   proto: TunnelProto,
-  binder: Binder,
-  mayReplace: MayReplace,
+  requested: string | undefined,
 ): BindPlan | undefined {
   const bindings = bind.Extra?.Bindings ?? [];
   const asked = bindings.some((b) => typeof b === 'string' && b.toLowerCase() === 'internal');
-  const requested =
-    proto === 'tcp' ? requestedAddr(bind) : requestedName(bind, context.settings.baseDomain);
-  const raw = requested === undefined ? '' : normalizeName(requested);
+  const raw = requested === undefined ? '' : normalizeName(requested.trim());
   const host = proto === 'tcp' ? (parseHostPort(raw, BIND_ADDR)?.host ?? raw) : raw;
   const isInternal = host.endsWith(INTERNAL_SUFFIX);
   if (!asked && !isInternal) return undefined;
@@ -54,9 +44,8 @@ export function internalPlan(
       `the internal TCP address ${quote(requested ?? '')} must have the form name.internal:port`,
     );
   }
-  if (!aclPermits(binder.acl, { kind: 'domain', name: host })) throw refusals.aclName(host);
-  const holder = context.registry.holder({ internal: raw });
-  if (holder && !mayReplace(holder)) throw refusals.alreadyOnline(raw, holderOf(holder));
-  const url = proto === 'tcp' ? `tcp://${raw}` : `${proto}://${raw}`;
-  return { proto, url, internal: raw, random: false };
+  if (!aclPermits(call.binder.acl, { kind: 'domain', name: host })) throw refusals.aclName(host);
+  const holder = holderInTheWay(call.registry, { internal: raw }, call.mayReplace);
+  if (holder) throw refusals.alreadyOnline(raw, holderOf(holder));
+  return { proto, url: `${proto}://${raw}`, internal: raw, random: false };
 }

@@ -6,66 +6,58 @@
  * still free and allowed).
  */
 import { aclPermits } from '../../core/acl.js';
-import { hostnameProblem, isAtOrUnder } from '../../core/hostname.js';
+import { hostnameProblem, isAtOrUnder, normalizeName } from '../../core/hostname.js';
 import { randomDnsLabel } from '../../core/ids.js';
 import { quote } from '../../core/quote.js';
 import { holderOf, type TunnelProto } from '../registry/tunnel-registry.js';
 import { publicEndpointUrl } from './agent-edge-settings.js';
 import { refusals } from './agent-errors.js';
 import {
-  isFree,
-  normalizeName,
-  type Binder,
+  holderInTheWay,
   type BindPlan,
+  type BindPlanCall,
   type BindPlanContext,
-  type MayReplace,
 } from './bind-plan.js';
-import type { BindGrant } from './session-resumption.js';
 
 /** Random-name attempts before giving up; with 36^10 names a second one is already unlikely. */
 const RANDOM_NAME_ATTEMPTS = 8;
 
 /**
  * The plan of a bind by name: `requested` as the bind gave it (undefined: a random name, or the
- * one `restored` from a bind token), or the refusal.
- * @example (await planName(context, 'https', 'app.example.com', binder, undefined, mayReplace)).url // 'https://app.example.com:8443'
+ * one `call.restored` from a bind token), or the refusal.
+ * @example (await planName({ ...context, binder, mayReplace }, 'https', 'app.example.com')).url // 'https://app.example.com:8443'
  */
 export async function planName(
-  context: BindPlanContext,
+  call: BindPlanCall,
   proto: TunnelProto,
   requested: string | undefined,
-  binder: Binder,
-  restored: BindGrant | undefined,
-  mayReplace: MayReplace,
 ): Promise<BindPlan> {
-  const { repos, registry, settings } = context;
+  const { repos, registry, settings, binder, mayReplace } = call;
   if (requested === undefined) {
-    const old = restored?.hostname;
+    const old = call.restored?.hostname;
     if (
       old &&
-      isFree(registry, { hostname: old }, mayReplace) &&
-      (await nameAllowed(context, old, binder))
+      !holderInTheWay(registry, { hostname: old }, mayReplace) &&
+      (await nameAllowed(call, old))
     ) {
-      return namePlan(context, proto, old, undefined, true);
+      return namePlan(call, proto, old, undefined, true);
     }
-    const name = randomName(context);
+    const name = randomName(call);
     if (!aclPermits(binder.acl, { kind: 'domain', name })) throw refusals.aclName(name, true);
-    return namePlan(context, proto, name, undefined, true);
+    return namePlan(call, proto, name, undefined, true);
   }
-  const name = normalizeName(requested);
+  const name = normalizeName(requested.trim());
   const problem = hostnameProblem(name, true);
   if (problem) {
     throw refusals.badRequest(`${quote(requested)} is not a valid hostname (${problem})`);
   }
   if (!aclPermits(binder.acl, { kind: 'domain', name })) throw refusals.aclName(name);
-  const domainId = await ownership(context, name);
+  const domainId = await ownership(call, name);
   const edge = await repos.edges.edgeForHostport([`${name}:${settings.httpsPort}`, `${name}:443`]);
   if (edge) throw refusals.usedByEdge(name, edge.edge_id);
-  if (!isFree(registry, { hostname: name }, mayReplace)) {
-    const holder = registry.holder({ hostname: name });
-    throw refusals.alreadyOnline(name, holder && holderOf(holder));
-  }
-  return namePlan(context, proto, name, domainId, false);
+  const holder = holderInTheWay(registry, { hostname: name }, mayReplace);
+  if (holder) throw refusals.alreadyOnline(name, holderOf(holder));
+  return namePlan(call, proto, name, domainId, false);
 }
 
 /** A random name under the base domain that nobody holds. */
@@ -95,18 +87,14 @@ async function ownership(
 }
 
 /** Whether a restored random name may still be used (ACL, ownership, no edge). */
-async function nameAllowed(
-  context: BindPlanContext,
-  name: string,
-  binder: Binder,
-): Promise<boolean> {
-  if (!aclPermits(binder.acl, { kind: 'domain', name })) return false;
+async function nameAllowed(call: BindPlanCall, name: string): Promise<boolean> {
+  if (!aclPermits(call.binder.acl, { kind: 'domain', name })) return false;
   try {
-    await ownership(context, name);
+    await ownership(call, name);
   } catch {
     return false;
   }
-  const { repos, settings } = context;
+  const { repos, settings } = call;
   const edge = await repos.edges.edgeForHostport([`${name}:${settings.httpsPort}`]);
   return edge === undefined;
 }

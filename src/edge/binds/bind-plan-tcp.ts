@@ -11,32 +11,21 @@ import { quote } from '../../core/quote.js';
 import { holderOf } from '../registry/tunnel-registry.js';
 import { publicEndpointUrl } from './agent-edge-settings.js';
 import { refusals } from './agent-errors.js';
-import {
-  BIND_ADDR,
-  isFree,
-  type Binder,
-  type BindPlan,
-  type BindPlanContext,
-  type MayReplace,
-} from './bind-plan.js';
-import type { BindGrant } from './session-resumption.js';
+import { BIND_ADDR, holderInTheWay, type BindPlan, type BindPlanCall } from './bind-plan.js';
 
 /**
  * The plan of a tcp bind: `requested` as the bind gave it (undefined: a random port, or the one
- * `restored` from a bind token), or the refusal.
- * @example (await planTcp(context, 'localhost:20001', binder, undefined, mayReplace)).url // 'tcp://localhost:20001'
+ * `call.restored` from a bind token), or the refusal.
+ * @example (await planTcp({ ...context, binder, mayReplace }, 'localhost:20001')).url // 'tcp://localhost:20001'
  */
 export async function planTcp(
-  context: BindPlanContext,
+  call: BindPlanCall,
   requested: string | undefined,
-  binder: Binder,
-  restored: BindGrant | undefined,
-  mayReplace: MayReplace,
 ): Promise<BindPlan> {
-  const { repos, registry, settings } = context;
+  const { repos, registry, settings, binder, mayReplace } = call;
   if (requested === undefined) {
     if (!aclPermits(binder.acl, { kind: 'random-addr' })) throw refusals.aclRandomAddr();
-    const port = await randomPort(context, restored?.port, mayReplace);
+    const port = await randomPort(call);
     return { proto: 'tcp', port, url: publicEndpointUrl(settings, 'tcp', port), random: true };
   }
   const hp = parseHostPort(requested, BIND_ADDR);
@@ -56,10 +45,8 @@ export async function planTcp(
   if (!reserved) throw refusals.addrNotReserved(addr);
   const edge = await repos.edges.edgeForHostport([addr]);
   if (edge) throw refusals.usedByEdge(addr, edge.edge_id);
-  if (!isFree(registry, { port: hp.port }, mayReplace)) {
-    const holder = registry.holder({ port: hp.port });
-    throw refusals.alreadyOnline(addr, holder && holderOf(holder));
-  }
+  const holder = holderInTheWay(registry, { port: hp.port }, mayReplace);
+  if (holder) throw refusals.alreadyOnline(addr, holderOf(holder));
   return {
     proto: 'tcp',
     port: hp.port,
@@ -69,17 +56,20 @@ export async function planTcp(
   };
 }
 
-/** A port of the range that is neither reserved nor online; `preferred` first when it is. */
-async function randomPort(
-  context: BindPlanContext,
-  preferred: number | undefined,
-  mayReplace: MayReplace,
-): Promise<number> {
-  const { registry, settings } = context;
+/**
+ * A port of the range that is neither reserved nor online; the restored one first when it is (or
+ * its holder may be replaced).
+ */
+async function randomPort(call: BindPlanCall): Promise<number> {
+  const { registry, settings, mayReplace } = call;
+  const preferred = call.restored?.port;
   const { first, last } = settings.tcpPorts;
-  const reserved = await reservedPorts(context);
+  const reserved = await reservedPorts(call);
   const usable = (port: number): boolean =>
-    port >= first && port <= last && !reserved.has(port) && isFree(registry, { port }, mayReplace);
+    port >= first &&
+    port <= last &&
+    !reserved.has(port) &&
+    !holderInTheWay(registry, { port }, mayReplace);
   if (preferred !== undefined && usable(preferred)) return preferred;
   const size = last - first + 1;
   const start = randomInt(size);
@@ -91,7 +81,7 @@ async function randomPort(
 }
 
 /** Every reserved TCP address's port, read page by page. */
-async function reservedPorts({ repos }: BindPlanContext): Promise<Set<number>> {
+async function reservedPorts({ repos }: BindPlanCall): Promise<Set<number>> {
   const ports = new Set<number>();
   let beforeId: string | undefined;
   for (;;) {

@@ -1,8 +1,9 @@
 /**
  * What planning a bind works with: who binds (Binder), the plan it ends in (BindPlan), what the
- * planners read (BindPlanContext: the store, what is online, the server's settings), and the name
- * or TCP address a bind asks for, read from its options as the SDKs send them. The planners are
- * bind-plan-internal.ts (`.internal` names), bind-plan-names.ts (http, https, tls) and
+ * planners read (BindPlanContext: the store, what is online, the server's settings; BindPlanCall:
+ * that, and one bind's binder, mayReplace and restored grant), the holder in a bind's way, and the
+ * name or TCP address a bind asks for, read from its options as the SDKs send them. The planners
+ * are bind-plan-internal.ts (`.internal` names), bind-plan-names.ts (http, https, tls) and
  * bind-plan-tcp.ts; bind-policy.ts chooses between them.
  */
 import type { AclRule } from '../../core/acl.js';
@@ -12,6 +13,7 @@ import type { Repositories } from '../../store/index.js';
 import type { OnlineTunnel, TunnelProto, TunnelRegistry } from '../registry/tunnel-registry.js';
 import type { AgentEdgeSettings } from './agent-edge-settings.js';
 import type { BindTrafficPolicy } from './bind-traffic-policy.js';
+import type { BindGrant } from './session-resumption.js';
 
 /** Who binds: the session's credential and its parsed ACL. */
 export interface Binder {
@@ -51,36 +53,38 @@ export interface BindPlanContext {
 /** Whether the holder of a name or port may give it up to this bind (or share it, in a pool). */
 export type MayReplace = (holder: OnlineTunnel) => boolean;
 
-/**
- * Whether nobody holds `where`, or its holder may be replaced.
- * @example isFree(registry, { port: 20001 }, () => false)
- */
-export function isFree(
-  registry: TunnelRegistry,
-  where: { hostname?: string; port?: number },
-  mayReplace: MayReplace,
-): boolean {
-  const holder = registry.holder(where);
-  return holder === undefined || mayReplace(holder);
+/** One bind being planned: the context, who binds, and whose hold on a name or port gives way. */
+export interface BindPlanCall extends BindPlanContext {
+  binder: Binder;
+  mayReplace: MayReplace;
+  /** The random name or port an earlier bind had: a verified bind token's, of the same proto. */
+  restored?: BindGrant | undefined;
 }
 
-/** TCP addresses as reserved and ACL rules name them: port 1..65535, IPv6 kept in brackets. */
+/**
+ * Who holds `where` and may not be replaced: undefined when `where` is free for this bind (nobody
+ * holds it, or `mayReplace` lets its holder go).
+ * @example holderInTheWay(registry, { hostname: 'app.example.com' }, () => false)?.sessionId
+ */
+export function holderInTheWay(
+  registry: TunnelRegistry,
+  where: { hostname?: string; port?: number; internal?: string },
+  mayReplace: MayReplace,
+): OnlineTunnel | undefined {
+  const holder = registry.holder(where);
+  return holder !== undefined && !mayReplace(holder) ? holder : undefined;
+}
+
+/**
+ * TCP addresses as reservations, ACL rules and cloud endpoint URLs name them: port 1..65535, IPv6
+ * kept in brackets.
+ */
 export const BIND_ADDR = { minPort: 1, keepBrackets: true } as const;
 
-/** `scheme://host[:port][/path]` or a bare `host[:port]`, as Go v2 sends in Opts.URL. */
-function parseUrl(raw: string): { scheme: string | undefined; hostport: string } {
-  const m = /^([a-z][a-z0-9+.-]*):\/\/([^/?#]*)/i.exec(raw.trim());
-  if (m) return { scheme: m[1]!.toLowerCase(), hostport: m[2]! };
-  return { scheme: undefined, hostport: raw.trim().replace(/[/?#].*$/, '') };
-}
-
-/**
- * Lowercase without a trailing root dot.
- * @example normalizeName(' App.Example.COM. ') // 'app.example.com'
- */
-export function normalizeName(name: string): string {
-  const lower = name.trim().toLowerCase();
-  return lower.endsWith('.') ? lower.slice(0, -1) : lower;
+/** The host[:port] of `scheme://host[:port][/path]` or of a bare `host[:port]` (Go v2's Opts.URL). */
+function hostportOfUrl(raw: string): string {
+  const m = /^[a-z][a-z0-9+.-]*:\/\/([^/?#]*)/i.exec(raw.trim());
+  return m ? m[1]! : raw.trim().replace(/[/?#].*$/, '');
 }
 
 /**
@@ -94,7 +98,7 @@ export function requestedName(bind: Bind, baseDomain: string): string | undefine
     typeof v === 'string' && v.trim() !== '' ? v : undefined;
   const url = text(opts.URL);
   if (url) {
-    const { hostport } = parseUrl(url);
+    const hostport = hostportOfUrl(url);
     const hp = parseHostPort(hostport, BIND_ADDR);
     return hp ? hp.host : hostport || undefined;
   }
@@ -112,6 +116,6 @@ export function requestedName(bind: Bind, baseDomain: string): string | undefine
 export function requestedAddr(bind: Bind): string | undefined {
   const opts = bind.Opts ?? {};
   const url = typeof opts.URL === 'string' ? opts.URL.trim() : '';
-  if (url) return parseUrl(url).hostport || undefined;
+  if (url) return hostportOfUrl(url) || undefined;
   return typeof opts.Addr === 'string' && opts.Addr.trim() !== '' ? opts.Addr.trim() : undefined;
 }

@@ -19,6 +19,7 @@ import {
   requestedName,
   type Binder,
   type BindPlan,
+  type BindPlanCall,
   type BindPlanContext,
   type MayReplace,
 } from './bind-plan.js';
@@ -38,11 +39,9 @@ import type { OnlineTunnel, TunnelProto, TunnelRegistry } from '../registry/tunn
 const PROTOS: ReadonlySet<string> = new Set(['http', 'https', 'tcp', 'tls']);
 
 /**
- * Checks and allocates binds (docs/agents.md, "What an agent may bind"): the credential ACL
- * must permit the name, address or labels, and the name must be owned — reserved, covered by a
- * reserved wildcard (a wildcard itself only by its exact reservation), or under the base domain;
- * a TCP address must be reserved, or is a random free port. Names and addresses of edges are
- * refused, and so is one already online unless `mayReplace` says the holder is this agent's.
+ * Checks and allocates binds (docs/agents.md, "What an agent may bind"). What a name or address
+ * must be to be bound is each planner's (bind-plan-internal.ts, bind-plan-names.ts,
+ * bind-plan-tcp.ts); one already online is refused unless `mayReplace` lets its holder go.
  *
  * @example
  * const plan = await policy.plan(bind, { credentialId, acl }, grant, (holder) => holder.sessionId === resumedFrom);
@@ -51,11 +50,7 @@ const PROTOS: ReadonlySet<string> = new Set(['http', 'https', 'tcp', 'tls']);
 export class BindPolicy {
   private readonly context: BindPlanContext;
 
-  constructor(
-    repos: Repositories,
-    registry: TunnelRegistry,
-    readonly settings: AgentEdgeSettings,
-  ) {
+  constructor(repos: Repositories, registry: TunnelRegistry, settings: AgentEdgeSettings) {
     this.context = { repos, registry, settings };
   }
 
@@ -98,20 +93,16 @@ export class BindPolicy {
     const poolable = (holder: OnlineTunnel): boolean =>
       mayReplace(holder) ||
       (pooling && this.context.registry.poolOf(holder).every((m) => m.pooling === true));
-    const internal = internalPlan(this.context, bind, proto as TunnelProto, binder, poolable);
-    if (internal) return { ...internal, ...extras, ...(trafficPolicy ? { trafficPolicy } : {}) };
+    const requested =
+      proto === 'tcp' ? requestedAddr(bind) : requestedName(bind, this.context.settings.baseDomain);
     const restored = grant && grant.random && grant.proto === proto ? grant : undefined;
+    const call: BindPlanCall = { ...this.context, binder, mayReplace: poolable, restored };
+    const internal = internalPlan(call, bind, proto as TunnelProto, requested);
+    if (internal) return { ...internal, ...extras, ...(trafficPolicy ? { trafficPolicy } : {}) };
     const plan =
       proto === 'tcp'
-        ? await planTcp(this.context, requestedAddr(bind), binder, restored, poolable)
-        : await planName(
-            this.context,
-            proto as TunnelProto,
-            requestedName(bind, this.settings.baseDomain),
-            binder,
-            restored,
-            poolable,
-          );
+        ? await planTcp(call, requested)
+        : await planName(call, proto as TunnelProto, requested);
     const pooled = { ...plan, ...extras };
     return trafficPolicy ? { ...pooled, trafficPolicy } : pooled;
   }

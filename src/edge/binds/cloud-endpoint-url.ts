@@ -3,9 +3,10 @@
  * reserved TCP address, or an internal name) and under which protocol.
  */
 import { hostOfHostPort, parseHostPort } from '../../core/host-port.js';
-import { hostnameProblem } from '../../core/hostname.js';
+import { hostnameProblem, normalizeName } from '../../core/hostname.js';
 import { quote } from '../../core/quote.js';
 import { INTERNAL_SUFFIX, type TunnelProto } from '../registry/tunnel-registry.js';
+import { BIND_ADDR } from './bind-plan.js';
 
 /** Where a cloud endpoint is served. */
 export interface CloudEndpointTarget {
@@ -31,13 +32,13 @@ export function parseCloudEndpointUrl(raw: string): CloudEndpointTarget | string
     return `${quote(raw)} is not an endpoint URL: use https://name, http://name, tls://name, tcp://host:port, or https://name.internal (no path)`;
   }
   const scheme = m[1]!.toLowerCase();
-  const authority = m[2]!.toLowerCase().replace(/\.$/, '');
+  const authority = normalizeName(m[2]!);
   if (!['http', 'https', 'tcp', 'tls'].includes(scheme)) {
     return `the scheme ${quote(scheme)} is not one of http, https, tcp, tls`;
   }
   const proto = scheme as TunnelProto;
   if (proto === 'tcp') {
-    const hp = parseHostPort(authority, { minPort: 1, keepBrackets: true });
+    const hp = parseHostPort(authority, BIND_ADDR);
     if (!hp) return `a tcp URL needs host:port, e.g. tcp://db.internal:5432, not ${quote(raw)}`;
     const url = `tcp://${hp.host}:${hp.port}`;
     if (hp.host.endsWith(INTERNAL_SUFFIX)) return { proto, internal: `${hp.host}:${hp.port}`, url };

@@ -13,6 +13,7 @@ import dnsPacket from 'dns-packet';
 import type { Answer, DecodedPacket, OptAnswer, Packet, Question, SoaAnswer } from 'dns-packet';
 import type { Logger } from '../../core/logger.js';
 import { parseListenAddress } from '../../core/host-port.js';
+import { normalizeName } from '../../core/hostname.js';
 
 /** Where TXT answers come from (pending ACME challenges). */
 export interface DnsRecordSource {
@@ -83,10 +84,8 @@ const MAX_TCP_PER_PEER = 16;
 const MAX_TCP_LIFETIME_MS = 120_000;
 const TXT_TTL = 5;
 
-/** Lowercase, without the trailing dot: the form names are compared and looked up in. */
-export function normalizeName(name: string): string {
-  return name.toLowerCase().replace(/\.$/, '');
-}
+/** Names are compared and looked up lowercase, without the trailing dot (core/hostname.ts). */
+export { normalizeName };
 
 /**
  * True when `name` is `zone` or under it (both normalized).

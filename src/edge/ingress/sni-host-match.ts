@@ -9,6 +9,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
+import { normalizeName } from '../../core/hostname.js';
 import type { OnlineTunnel } from '../registry/tunnel-registry.js';
 
 /**
@@ -32,6 +33,6 @@ export function misdirected(
   if (socket.encrypted !== true) return false;
   const sni = socket.servername;
   if (typeof sni !== 'string' || sni === '') return false;
-  const name = sni.toLowerCase().replace(/\.$/, '');
+  const name = normalizeName(sni);
   return name !== host && byHost(name) !== tunnel;
 }
