@@ -3,8 +3,11 @@ import {
   cidrContains,
   enclosingCidr,
   formatCidr,
+  formatIpv6,
   ipAllowed,
+  ipInCidr,
   ipv6Groups,
+  ipv6ToBigInt,
   parseCidr,
   parseCidrCached,
   parseIp,
@@ -100,6 +103,21 @@ describe('parseIp and cidrContains', () => {
     expect(cidrContains(cidr('2001:db8::/32'), '2001:db9::1')).toBe(false);
     expect(cidrContains(cidr('::/0'), '10.0.0.1')).toBe(false);
     expect(cidrContains(cidr('0.0.0.0/0'), '10.0.0.1')).toBe(true);
+    // The same check on an address parsed once.
+    const ip = parseIp('::ffff:10.9.9.9')!;
+    expect(ipInCidr(ip, block)).toBe(true);
+    expect(ipInCidr(ip, cidr('10.9.0.0/16'))).toBe(true);
+    expect(ipInCidr(ip, cidr('11.0.0.0/8'))).toBe(false);
+    expect(ipInCidr(ip, cidr('::/0'))).toBe(false);
+  });
+});
+
+describe('formatIpv6', () => {
+  it('writes RFC 5952 text, an IPv4-mapped address dotted or (as @peculiar/x509) in hex', () => {
+    expect(formatIpv6(ipv6ToBigInt('2001:DB8:0:0:1:0:0:1'))).toBe('2001:db8::1:0:0:1');
+    expect(formatIpv6(ipv6ToBigInt('0:0:0:0:0:0:0:0'))).toBe('::');
+    expect(formatIpv6(ipv6ToBigInt('0:0:0:0:0:FFFF:C000:201'))).toBe('::ffff:192.0.2.1');
+    expect(formatIpv6(ipv6ToBigInt('::ffff:192.0.2.1'), 'hex')).toBe('::ffff:c000:201');
   });
 });
 

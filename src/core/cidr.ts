@@ -52,14 +52,21 @@ export function ipv6Groups(address: string): number[] {
   return groups;
 }
 
-function ipv6ToBigInt(ip: string): bigint {
+/** The 128 bits of an IPv6 address (`isIP(ip) === 6`), an IPv4-mapped one as it is written. */
+export function ipv6ToBigInt(ip: string): bigint {
   let value = 0n;
   for (const group of ipv6Groups(ip)) value = (value << 16n) | BigInt(group);
   return value;
 }
 
+/** An IP address as parseIp gives it: family and value (IPv4-mapped IPv6 as IPv4). */
+export interface ParsedIp {
+  family: 4 | 6;
+  value: bigint;
+}
+
 /** An IP address as family and bigint, or undefined when `ip` is not an address. */
-export function parseIp(address: string): { family: 4 | 6; value: bigint } | undefined {
+export function parseIp(address: string): ParsedIp | undefined {
   // A zone (fe80::1%eth0) names an interface, not part of the address.
   const ip = address.includes('%') ? address.slice(0, address.indexOf('%')) : address;
   const family = isIP(ip);
@@ -109,21 +116,37 @@ export function parseCidrCached(text: string): Cidr | { problem: CidrProblem } {
   return parsed;
 }
 
-/** True when `ip` lies inside `cidr`. */
+/**
+ * True when the parsed address `ip` lies inside `cidr` (of the other family: false). For checks
+ * made per connection or request: parse the address once, then test it against each block.
+ * @example ipInCidr(parseIp('10.1.2.3')!, parseCidrCached('10.0.0.0/8') as Cidr) // true
+ */
+export function ipInCidr(ip: ParsedIp, cidr: Cidr): boolean {
+  if (ip.family !== cidr.family) return false;
+  const hostBits = BigInt((cidr.family === 4 ? 32 : 128) - cidr.prefix);
+  return ip.value >> hostBits === cidr.network >> hostBits;
+}
+
+/** True when `ip` (text) lies inside `cidr`. */
 export function cidrContains(cidr: Cidr, ip: string): boolean {
   const parsed = parseIp(ip);
-  if (!parsed || parsed.family !== cidr.family) return false;
-  const hostBits = BigInt((cidr.family === 4 ? 32 : 128) - cidr.prefix);
-  return parsed.value >> hostBits === cidr.network >> hostBits;
+  return parsed !== undefined && ipInCidr(parsed, cidr);
 }
 
 function formatIpv4(value: bigint): string {
   return [24n, 16n, 8n, 0n].map((shift) => String((value >> shift) & 0xffn)).join('.');
 }
 
-/** RFC 5952 text: lowercase, no leading zeros, the longest run of two or more zero groups as `::`. */
-function formatIpv6(value: bigint): string {
-  if (value >> 32n === 0xffffn) return `::ffff:${formatIpv4(value & 0xffffffffn)}`;
+/**
+ * RFC 5952 text: lowercase, no leading zeros, the first longest run of two or more zero groups as
+ * `::`. An IPv4-mapped address ends in its IPv4 address (`::ffff:192.0.2.1`), or with `mapped:
+ * 'hex'` in two hex groups (`::ffff:c000:201`), as @peculiar/x509 and WHATWG URLs write it.
+ * @example formatIpv6(ipv6ToBigInt('2001:DB8:0:0:0:0:0:1')) // '2001:db8::1'
+ */
+export function formatIpv6(value: bigint, mapped: 'dotted' | 'hex' = 'dotted'): string {
+  if (mapped === 'dotted' && value >> 32n === 0xffffn) {
+    return `::ffff:${formatIpv4(value & 0xffffffffn)}`;
+  }
   const groups = Array.from({ length: 8 }, (_, i) => (value >> BigInt((7 - i) * 16)) & 0xffffn);
   let bestStart = -1;
   let bestLength = 1;
@@ -186,11 +209,13 @@ export interface IpRule {
  * @example ipAllowed([{ cidr: '10.0.0.0/8', action: 'allow' }, { cidr: '10.9.0.0/16', action: 'deny' }], '10.1.2.3') // true
  */
 export function ipAllowed(rules: readonly IpRule[], ip: string): boolean {
+  const addr = parseIp(ip);
+  if (!addr) return false;
   let allowed = false;
   for (const rule of rules) {
-    const cidr = parseCidr(rule.cidr);
+    const cidr = parseCidrCached(rule.cidr);
     // Stored rules are validated; an unparsable one must not widen access, so it matches nothing.
-    if ('problem' in cidr || !cidrContains(cidr, ip)) continue;
+    if ('problem' in cidr || !ipInCidr(addr, cidr)) continue;
     if (rule.action === 'deny') return false;
     allowed = true;
   }

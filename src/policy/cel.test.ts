@@ -151,6 +151,14 @@ describe('functions', () => {
     expect(inCidrRange('::ffff:10.1.2.3', '10.0.0.0/8')).toBe(true);
     expect(inCidrRange('10.1.2.3', '2001:db8::/32')).toBe(false);
     expect(inCidrRange('not an ip', '10.0.0.0/8')).toBe(false);
+    // A bare address is one host, of either family.
+    expect(inCidrRange('203.0.113.7', '203.0.113.7')).toBe(true);
+    expect(inCidrRange('::ffff:203.0.113.7', '203.0.113.7')).toBe(true);
+    expect(inCidrRange('2001:db8::1', '2001:DB8:0::1')).toBe(true);
+    expect(inCidrRange('2001:db8::1', '2001:db8::2')).toBe(false);
+    expect(inCidrRange('2001:db8::1', '203.0.113.7')).toBe(false);
+    expect(() => inCidrRange('203.0.113.7', 'nonsense')).toThrow(/not a CIDR block/);
+    expect(() => inCidrRange('fe80::1', 'fe80::1%eth0')).toThrow(/not a CIDR block/);
   });
 
   it('matches with RE2 semantics (an unanchored search), in both call forms', () => {

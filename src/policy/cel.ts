@@ -1,7 +1,7 @@
 import { BurrowError, CODES, type ErrorCode } from '../core/errors.js';
 import { quote, shorten } from '../core/quote.js';
 import { Environment, type ASTNode, type TypeCheckResult } from '@marcbachmann/cel-js';
-import { parseCidrCached, parseIp, type Cidr } from '../core/cidr.js';
+import { ipInCidr, parseCidrCached, parseIp, type Cidr } from '../core/cidr.js';
 import { CEL_TYPES } from './cel-types.js';
 import { deepest } from './document-limits.js';
 import type { PolicyPhase } from './parse.js';
@@ -42,18 +42,13 @@ export interface CompiledExpression {
 
 /**
  * Why an expression was refused at compile time; the caller adds where it was written. A 400
- * with `ERR_NGROK_2200` (a subclass may give another policy code); `cause` is the CEL library's
- * or regex engine's error, when it reports one.
+ * with `ERR_NGROK_2200`; `cause` is the CEL library's or regex engine's error, when it reports one.
  */
 export class ExpressionError extends BurrowError {
   declare readonly code: ErrorCode;
 
-  constructor(
-    message: string,
-    options?: { cause?: unknown },
-    code: ErrorCode = CODES.policyInvalidExpression,
-  ) {
-    super(code, 400, message, {}, options);
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(CODES.policyInvalidExpression, 400, message, {}, options);
   }
 }
 
@@ -86,12 +81,14 @@ function cidrOf(text: string): Cidr {
 export function inCidrRange(ip: string, cidr: string): boolean {
   const addr = parseIp(ip);
   if (!addr) return false;
-  const block = cidr.includes('/')
-    ? cidrOf(cidr)
-    : cidrOf(`${cidr}/${addr.family === 4 ? 32 : 128}`);
-  if (block.family !== addr.family) return false;
-  const hostBits = BigInt((block.family === 4 ? 32 : 128) - block.prefix);
-  return addr.value >> hostBits === block.network >> hostBits;
+  if (cidr.includes('/')) return ipInCidr(addr, cidrOf(cidr));
+  // A bare address is compared as parsed; a zone (fe80::1%eth0) names no host, as in a block.
+  const host = cidr.includes('%') ? undefined : parseIp(cidr);
+  if (!host) {
+    const block = `${cidr}/${addr.family === 4 ? 32 : 128}`;
+    throw new Error(`${quote(block)} is not a CIDR block (invalid)`);
+  }
+  return host.family === addr.family && host.value === addr.value;
 }
 
 // Internal name `matches` is routed to: cel-js ships `matches` on the backtracking RegExp engine,

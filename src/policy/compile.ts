@@ -137,7 +137,7 @@ function compileRule(
         try {
           return compileTemplate(text, phase, maxGroup);
         } catch (err) {
-          if (err instanceof GroupReferenceError) return reader.fail(key, err.message, err.code);
+          if (err instanceof GroupReferenceError) return reader.fail(key, err.message);
           return expressionError(at, `config.${key}`, text, err, field);
         }
       },

@@ -1,4 +1,3 @@
-import { CODES } from '../core/errors.js';
 import { compileExpression, ExpressionError, type CompiledExpression } from './cel.js';
 import type { PolicyPhase } from './parse.js';
 import { celToString } from './cel-types.js';
@@ -12,14 +11,10 @@ import type { Activation } from './variables.js';
  */
 
 /**
- * A `$N` that names a group the regex does not have: a config value error, not a CEL one, so its
- * code is `ERR_NGROK_2204` (an action's config has an invalid value), not 2200.
+ * A `$N` that names a group the regex does not have: a config value error, not a CEL one, so the
+ * policy compiler reports it as the action's config value (`ERR_NGROK_2204`), not as 2200.
  */
-export class GroupReferenceError extends ExpressionError {
-  constructor(message: string) {
-    super(message, undefined, CODES.policyActionValue);
-  }
-}
+export class GroupReferenceError extends ExpressionError {}
 
 type Part = string | CompiledExpression | { group: number };
 

@@ -1,5 +1,13 @@
 import { quote, shorten } from '../../core/quote.js';
-import { enclosingCidr, parseCidr, parseCidrCached, parseIp, type Cidr } from '../../core/cidr.js';
+import {
+  enclosingCidr,
+  ipInCidr,
+  parseCidr,
+  parseCidrCached,
+  parseIp,
+  type Cidr,
+  type ParsedIp,
+} from '../../core/cidr.js';
 import { ID_PREFIX, isId } from '../../core/ids.js';
 import type { IpPolicyRule } from '../events.js';
 import type { ConfigReader } from './config.js';
@@ -10,14 +18,6 @@ import {
   type PhaseContext,
   type Terminal,
 } from './types.js';
-
-type Ip = NonNullable<ReturnType<typeof parseIp>>;
-
-function contains(cidr: Cidr, ip: Ip): boolean {
-  if (cidr.family !== ip.family) return false;
-  const hostBits = BigInt((cidr.family === 4 ? 32 : 128) - cidr.prefix);
-  return ip.value >> hostBits === cidr.network >> hostBits;
-}
 
 /** An IP policy rule's block, parsed once; a broken stored rule matches nothing. */
 function ruleCidr(text: string): Cidr | null {
@@ -54,11 +54,11 @@ function cidrList(config: ConfigReader, key: 'allow' | 'deny'): Cidr[] {
  * Whether `ip` may pass: it matches no deny block and, when there are allow blocks, one of them.
  * @example allowed(parseIp('10.1.2.3')!, [cidr('10.0.0.0/8')], []) // true
  */
-function allowed(ip: Ip | undefined, allow: readonly Cidr[], deny: readonly Cidr[]): boolean {
+function allowed(ip: ParsedIp | undefined, allow: readonly Cidr[], deny: readonly Cidr[]): boolean {
   if (!ip) return false;
-  for (const block of deny) if (contains(block, ip)) return false;
+  for (const block of deny) if (ipInCidr(ip, block)) return false;
   if (allow.length === 0) return true;
-  for (const block of allow) if (contains(block, ip)) return true;
+  for (const block of allow) if (ipInCidr(ip, block)) return true;
   return false;
 }
 
