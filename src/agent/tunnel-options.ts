@@ -304,7 +304,7 @@ function endpointOptions(options: TunnelOptions): EndpointOptions {
 /** An error of the shared translation or the policy engine as a 400 naming the field. */
 function asApiError(err: unknown, field: string | undefined): unknown {
   if (err instanceof EndpointOptionError) {
-    return new AgentApiError(400, err.message, { code: err.code, field: err.option });
+    return new AgentApiError(400, err.message, { code: err.code, field: err.field });
   }
   if (err instanceof BurrowError && !(err instanceof AgentApiError)) {
     return new AgentApiError(400, err.message, { code: err.code, field });

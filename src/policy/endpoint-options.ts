@@ -90,15 +90,16 @@ export type OptionRules = Record<PolicyPhase, PolicyRule[]>;
 
 /**
  * An option that cannot be turned into a rule: a 400 whose message starts with the option's name
- * (`option`, also its `field`). Its code is `ERR_NGROK_215` (a value breaks a rule), or the policy
- * engine's (ERR_NGROK_22xx) when the engine refused the option's rule; that refusal is the `cause`.
+ * (its `field`). Its code is `ERR_NGROK_215` (a value breaks a rule), or the policy engine's
+ * (ERR_NGROK_22xx) when the engine refused the option's rule; that refusal is the `cause`.
  * @example throw new EndpointOptionError('--basic-auth', 'at most 10 credentials, not 11');
  */
 export class EndpointOptionError extends ValidationError {
   declare readonly code: string;
+  declare readonly field: string;
 
   constructor(
-    readonly option: string,
+    option: string,
     message: string,
     code: string = CODES.invalidValue,
     options?: { cause?: unknown },

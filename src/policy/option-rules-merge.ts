@@ -8,7 +8,7 @@ import { BurrowError } from '../core/errors.js';
 import { EndpointOptionError, type EndpointProto, type OptionRules } from './endpoint-options.js';
 import {
   parsePolicyDocument,
-  POLICY_PHASES as POLICY_PHASES_OF_DOCUMENT,
+  POLICY_PHASES,
   toPhases,
   type PolicyPhase,
   type PolicyProtocol,
@@ -18,7 +18,7 @@ import { validatePolicy } from './validate.js';
 
 /** How many rules `rules` holds, over every phase. */
 function ruleCount(rules: OptionRules): number {
-  return POLICY_PHASES_OF_DOCUMENT.reduce((count, phase) => count + rules[phase].length, 0);
+  return POLICY_PHASES.reduce((count, phase) => count + rules[phase].length, 0);
 }
 
 /** The policy protocol an endpoint of `proto` is checked for. */
@@ -40,7 +40,7 @@ export function mergePolicy(
 ): Partial<OptionRules> {
   const own = text === undefined ? undefined : toPhases(parsePolicyDocument(text, field), protocol);
   const doc: Partial<OptionRules> = {};
-  for (const phase of POLICY_PHASES_OF_DOCUMENT) {
+  for (const phase of POLICY_PHASES) {
     const mine = (own?.[phase] ?? []).map(({ name, expressions, actions }) => ({
       ...(name === undefined ? {} : { name }),
       expressions,
@@ -86,7 +86,7 @@ export function trafficPolicyWithRules(
 ): string | undefined {
   if (ruleCount(rules) === 0) return own?.text;
   const protocol = policyProtocol(proto);
-  for (const phase of POLICY_PHASES_OF_DOCUMENT) {
+  for (const phase of POLICY_PHASES) {
     for (const r of rules[phase]) checkRule(phase, r, protocol);
   }
   if (own) validatePolicy(own.text, protocol, own.field);

@@ -151,15 +151,11 @@ export class BackendBalancer {
 
 /**
  * No backend target could take the connection: a 502 with `ERR_NGROK_3004`, the code the
- * ingress's error page and a node link's answer give it. `attempts` lists each target tried and
- * why it failed; `cause` holds those failures (an AggregateError), when there were any.
+ * ingress's error page and a node link's answer give it. `cause` holds the failure of each target
+ * tried (an AggregateError, in order), when there were any; the message names each target and why.
  */
 export class NoUpstreamError extends BurrowError {
-  constructor(
-    message: string,
-    readonly attempts: readonly { target: string; error: string }[] = [],
-    options?: { cause?: unknown },
-  ) {
+  constructor(message: string, options?: { cause?: unknown }) {
     super(CODES.tunnelUnreachable, 502, message, {}, options);
   }
 }
@@ -237,5 +233,5 @@ export async function openUpstream(
     throw new NoUpstreamError('no tunnel matching the backend is online');
   }
   const message = `every backend target failed: ${attempts.map((a) => `${a.target}: ${a.error}`).join('; ')}`;
-  throw new NoUpstreamError(message, attempts, { cause: new AggregateError(failures, message) });
+  throw new NoUpstreamError(message, { cause: new AggregateError(failures, message) });
 }
