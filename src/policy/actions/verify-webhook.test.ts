@@ -2,6 +2,7 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { bindPolicy, oneRule } from '../../../test/support/policy-fixtures.js';
 import type { RequestInput } from '../variables.js';
+import { SeenSignatures } from './verify-webhook.js';
 
 /**
  * Every provider's signature made the way its own documentation says to make it, with
@@ -229,6 +230,18 @@ describe('verify-webhook', () => {
     const r = bindPolicy(policy, 'https');
     expect(await send(r, { 'x-gitlab-token': 'nope' })).toBe(418);
     expect(await send(r, { 'x-gitlab-token': 's' })).toBe(200);
+  });
+
+  it('forgets a replay key once it expires, on any clock (one starting at 0 too)', () => {
+    for (const t0 of [0, NOW]) {
+      const seen = new SeenSignatures();
+      expect(seen.add('k', t0 + 100, t0)).toBe(true);
+      expect(seen.add('k', t0 + 100, t0 + 100)).toBe(false);
+      // Expired: the same key is new again, and then remembered again.
+      expect(seen.add('k', t0 + 300, t0 + 101)).toBe(true);
+      expect(seen.add('k', t0 + 300, t0 + 200)).toBe(false);
+      expect(seen.add('other', t0 + 300, t0 + 200)).toBe(true);
+    }
   });
 
   it('refuses at save time an unknown provider, a missing secret, and hmac keys elsewhere', () => {

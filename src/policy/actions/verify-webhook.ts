@@ -18,16 +18,21 @@ const REFUSED: Terminal = Object.freeze({
   body: '',
 });
 
-/** Replay keys remembered per binding; past it, expired keys go first, then the least recent. */
+/** Replay keys remembered per binding; past it, the oldest goes (lru-cache evicts it). */
 const SEEN_CAP = 10_000;
 
-/** Signatures seen lately, per binding: a replay inside the freshness window is refused. */
-class SeenSignatures {
+/**
+ * Signatures seen lately, per binding: a replay inside the freshness window is refused. Exported
+ * for its tests.
+ */
+export class SeenSignatures {
   /** The binding's clock as of the last add(), which is the cache's clock too. */
   private now = 0;
   private readonly until = new LRUCache<string, true>({
     max: SEEN_CAP,
-    perf: { now: () => this.now },
+    // lru-cache takes a start time of 0 for "no ttl": one added at the binding's time 0 (a test's
+    // clock) would never expire. Its clock runs 1 ms ahead of the binding's, so none is 0.
+    perf: { now: () => this.now + 1 },
     // Read the clock on every check: it is the binding's (tests set it), not a timer's.
     ttlResolution: 0,
   });
@@ -36,7 +41,6 @@ class SeenSignatures {
   add(key: string, expiresAt: number, now: number): boolean {
     this.now = now;
     if (this.until.has(key)) return false;
-    if (this.until.size >= SEEN_CAP) this.until.purgeStale();
     // A ttl of 0 would mean forever; a key live until `now` is kept for the millisecond.
     this.until.set(key, true, { ttl: Math.max(1, expiresAt - now) });
     return true;
