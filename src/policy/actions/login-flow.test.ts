@@ -1,8 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { bindPolicy, oneRule } from '../../../test/support/policy-fixtures.js';
 import { compilePolicy } from '../compile.js';
+import { ReqVars } from '../variables.js';
 import { cookieKey, seal, unseal } from './auth-cookies.js';
-import { safeReturnPath } from './login-flow.js';
+import type { LoginConfig } from './login-config.js';
+import { loginAction, LoginError, safeReturnPath, type LoginProvider } from './login-flow.js';
+import type { PhaseContext } from './types.js';
 
 /**
  * The parts of openid-connect and oauth that need no identity provider: config checks, the
@@ -257,5 +260,84 @@ describe('session lifetime', () => {
     const renewed = set.slice(0, set.indexOf(';'));
     // Now an hour after the first login it still holds, 40 minutes after the refresh.
     expect((await at(now + 40 * 60_000)(renewed)).status).toBe(200);
+  });
+});
+
+describe('the login callback', () => {
+  const cfg: LoginConfig = {
+    authId: 'idp',
+    clientId: 'app',
+    clientSecret: 's3cret-value',
+    scopes: ['openid'],
+    authzParams: {},
+    maxSessionMs: 3_600_000,
+    idleSessionMs: 3_600_000,
+    allowCorsPreflight: false,
+    cookieDomain: undefined,
+  };
+  const now = 1_800_000_000_000;
+  const pending = seal(cookieKey('s3cret-value', 'test\napp\nidp'), 'burrow_idp_login', {
+    state: 'idp.s',
+    nonce: 'n',
+    verifier: 'v',
+    back: '/',
+    exp: now + 60_000,
+  });
+
+  /** The callback `query` as answered with a provider whose code exchange throws `thrown`. */
+  async function callback(query: string, thrown: Error = new Error('unused')) {
+    const provider: LoginProvider = {
+      authorizationUrl: () => Promise.resolve(new URL('https://id.example/auth')),
+      finish: () => Promise.reject(thrown),
+    };
+    const events: Array<{ message: string; metadata: Record<string, unknown> | undefined }> = [];
+    const c = {
+      activation: {
+        req: new ReqVars({
+          method: 'GET',
+          url: `/ngrok/callback?state=idp.s&${query}`,
+          scheme: 'https',
+          headers: { host: 'app.burrow.test', cookie: `burrow_idp_login=${pending}` },
+        }),
+      },
+      now: () => now,
+      event: (_outcome: string, message: string, metadata?: Record<string, unknown>) =>
+        events.push({ message, metadata }),
+    } as unknown as PhaseContext;
+    const d = await loginAction(cfg, 'test', 'test', provider).run(c);
+    if (d?.kind !== 'respond') throw new Error('expected a page');
+    return { status: d.status, body: d.body, event: events[0]! };
+  }
+
+  it('names the refusal of ?error= with the login refused code', async () => {
+    const r = await callback('error=access_denied&error_description=nope');
+    expect(r.status).toBe(403);
+    expect(r.body).toContain('access_denied (nope)');
+    expect(r.event.metadata).toEqual({ code: 'ERR_BURROW_LOGIN_REFUSED' });
+    expect((await callback('error=server_error')).event.metadata).toEqual({
+      code: 'ERR_BURROW_LOGIN_REFUSED',
+    });
+  });
+
+  it('gives the provider code only to a LoginError or a network error, not to a bug', async () => {
+    const refused = await callback('code=x', new LoginError(400, 'the code was refused'));
+    expect(refused.status).toBe(400);
+    expect(refused.event.metadata).toEqual({ code: 'ERR_BURROW_LOGIN_REFUSED' });
+    const network = new TypeError('fetch failed', {
+      cause: Object.assign(new Error('connect ECONNREFUSED'), {
+        code: 'ECONNREFUSED',
+        syscall: 'connect',
+      }),
+    });
+    const down = await callback('code=x', network);
+    expect(down.status).toBe(502);
+    expect(down.event.metadata).toEqual({ code: 'ERR_BURROW_LOGIN_PROVIDER' });
+    const bug = await callback(
+      'code=x',
+      new TypeError("Cannot read properties of undefined (reading 'sub')"),
+    );
+    expect(bug.status).toBe(502);
+    expect(bug.body).toContain('Cannot read properties of undefined');
+    expect(bug.event.metadata).toBeUndefined();
   });
 });

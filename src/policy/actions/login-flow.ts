@@ -82,6 +82,23 @@ export class LoginError extends BurrowError {
   }
 }
 
+/**
+ * Whether `err` (or an error it wraps) is the network's: a system error (ECONNREFUSED, ENOTFOUND,
+ * ETIMEDOUT, …, as fetch's `fetch failed` wraps it) or an aborted or timed-out request.
+ * @example isNetworkError(new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED', syscall: 'connect' } })) // true
+ */
+function isNetworkError(err: unknown): boolean {
+  let e: unknown = err;
+  for (let depth = 0; depth < 4 && typeof e === 'object' && e !== null; depth++) {
+    const { name, code, syscall } = e as { name?: unknown; code?: unknown; syscall?: unknown };
+    if (typeof syscall === 'string') return true;
+    if (typeof code === 'string' && /^(E[A-Z]+|UND_ERR_\w+)$/.test(code)) return true;
+    if (name === 'AbortError' || name === 'TimeoutError') return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
 interface Session {
   sub: string;
   email: string;
@@ -278,7 +295,7 @@ export function loginAction(
     if (error !== undefined) {
       const description = param(c, 'error_description');
       const text = `The identity provider refused the login: ${error}${description ? ` (${description})` : ''}.`;
-      c.event('unauthorized', text);
+      c.event('unauthorized', text, { code: CODES.loginRefused });
       return page(error === 'access_denied' ? 403 : 400, 'Login refused', text);
     }
     const redirectUri = `${req.url.origin}${CALLBACK_PATH}`;
@@ -292,6 +309,12 @@ export function loginAction(
         codeVerifier: pending.verifier,
       });
     } catch (err) {
+      if (!(err instanceof LoginError) && !isNetworkError(err)) {
+        // Neither the provider's answer nor the way to it (a bug): a failed login, no login code.
+        const message = err instanceof Error ? err.message : String(err);
+        c.event('unauthorized', `login failed: ${message}`);
+        return page(502, 'Login failed', message);
+      }
       const e =
         err instanceof LoginError
           ? err
