@@ -25,6 +25,10 @@ describe('splitSubjectAltName', () => {
     expect(splitSubjectAltName('IP Address:<invalid>')).toEqual([
       { type: 'ip', value: '<invalid>' },
     ]);
+    // IPv4-mapped addresses stay in hex, as @peculiar/x509 (and a URL) writes them.
+    expect(splitSubjectAltName('IP Address:0:0:0:0:0:FFFF:C000:201')).toEqual([
+      { type: 'ip', value: '::ffff:c000:201' },
+    ]);
   });
 
   it('agrees with @peculiar/x509 reading the same certificate', async () => {
@@ -50,6 +54,8 @@ describe('splitSubjectAltName', () => {
             { type: 'ip', value: '192.0.2.7' },
             { type: 'ip', value: '2001:db8:0:1::1' },
             { type: 'ip', value: '1:0:0:1:0:0:0:1' },
+            { type: 'ip', value: '::ffff:c000:201' },
+            { type: 'ip', value: '::' },
             { type: 'email', value: 'x@y.example' },
             { type: 'url', value: 'spiffe://a/b, DNS:not-a-name' },
           ]),

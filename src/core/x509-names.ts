@@ -6,6 +6,9 @@
  * where parsing its DER again would cost too much (a client certificate, per connection).
  */
 
+import { isIP } from 'node:net';
+import { formatIpv6, ipv6ToBigInt } from './cidr.js';
+
 /** One subject alternative name. */
 export interface AltName {
   /**
@@ -26,14 +29,14 @@ const TYPES: Readonly<Record<string, string>> = {
   'Registered ID': 'id',
 };
 
-/** `2001:DB8:0:0:0:0:0:1` (how Node writes an IPv6 name) as `2001:db8::1`; other text as it is. */
-function shortIpv6(text: string): string {
-  if (!text.includes(':')) return text;
-  try {
-    return new URL(`http://[${text}]/`).hostname.slice(1, -1);
-  } catch {
-    return text;
-  }
+/**
+ * `2001:DB8:0:0:0:0:0:1` (how Node writes an IPv6 name) as `2001:db8::1`, as @peculiar/x509 writes
+ * it (an IPv4-mapped address too: `::ffff:c000:201`); other text (IPv4) as it is.
+ * @example shortIpv6('0:0:0:0:0:FFFF:C000:201') // '::ffff:c000:201'
+ */
+export function shortIpv6(text: string): string {
+  if (!text.includes(':') || text.includes('%') || isIP(text) !== 6) return text;
+  return formatIpv6(ipv6ToBigInt(text), 'hex');
 }
 
 /**

@@ -27,6 +27,19 @@ describe('parseCertificateAndKey', () => {
     expect(parsed.subject_common_name).toBe('DNS:app.example.com');
   });
 
+  it('reads the names as Node does when @peculiar/x509 cannot read an extension', () => {
+    // A certificate policies extension holding a BOOLEAN: OpenSSL and Node take it, the library not.
+    const certificate_pem = maker.make(
+      '/CN=odd.example.com',
+      ['subjectAltName=DNS:Odd.example.com,IP:2001:db8::1', 'certificatePolicies=DER:0101ff'],
+      { days: 30, key: 'ec' },
+    );
+    const parsed = parseCertificateAndKey(certificate_pem, maker.lastKey());
+    expect(JSON.parse(parsed.dns_names)).toEqual(['odd.example.com']);
+    expect(JSON.parse(parsed.ips)).toEqual(['2001:db8::1']);
+    expect(parsed.subject_common_name).toBe('odd.example.com');
+  });
+
   it.each([
     ['no PEM at all', 'hello', undefined, 'certificate_pem', /PEM form/],
     ['a key in the certificate field', 'KEY', undefined, 'certificate_pem', /private_key_pem/],
@@ -89,6 +102,24 @@ describe.each(DATABASE_KINDS)('TlsCertificateRepository (%s)', (kind) => {
       await t.repos.tlsCertificates.servableFor('x.serve.example.com', muchLater),
     ).toBeUndefined();
     expect(short.id).not.toBe(long.id);
+  });
+
+  it('shows IPv6 names in one short form, whether stored short or (older rows) long', async () => {
+    const cert = await t.repos.tlsCertificates.create(
+      leaf('DNS:ips.example.com,IP:192.0.2.7,IP:2001:db8::1,IP:::ffff:192.0.2.1'),
+    );
+    const short = ['192.0.2.7', '2001:db8::1', '::ffff:c000:201'];
+    expect(cert.subject_alternative_names.ips).toEqual(short);
+    // How a row stored before the names were read from the DER holds them (Node's text).
+    const long = ['192.0.2.7', '2001:DB8:0:0:0:0:0:1', '0:0:0:0:0:FFFF:C000:201'];
+    await t.store.db
+      .updateTable('tls_certificates')
+      .set({ ips: JSON.stringify(long) })
+      .where('id', '=', cert.id)
+      .execute();
+    expect((await t.repos.tlsCertificates.get(cert.id))?.subject_alternative_names.ips).toEqual(
+      short,
+    );
   });
 
   it('refuses to delete a certificate a reserved domain serves, naming the domain', async () => {

@@ -5,6 +5,7 @@ import * as x509 from '@peculiar/x509';
 import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { certificateNameCovers } from '../core/hostname.js';
+import { shortIpv6, splitSubjectAltName, type AltName } from '../core/x509-names.js';
 import type { RepoDeps } from './deps.js';
 import {
   describedChanges,
@@ -121,17 +122,12 @@ export function parseCertificateAndKey(certificatePem: string, keyPem: string): 
       "does not belong to the certificate: the first certificate in certificate_pem must be the key's own",
     );
   }
-  const dnsNames: string[] = [];
-  const ips: string[] = [];
+  let cert: x509.X509Certificate;
   let commonName = '';
   let issuerName = '';
   try {
     // Names read from the DER as stored (Node's text escapes them and joins them with commas).
-    const cert = new x509.X509Certificate(leaf.raw);
-    for (const name of cert.getExtension(x509.SubjectAlternativeNameExtension)?.names.items ?? []) {
-      if (name.type === 'dns') dnsNames.push(name.value.toLowerCase());
-      else if (name.type === 'ip') ips.push(name.value);
-    }
+    cert = new x509.X509Certificate(leaf.raw);
     // The subject's last CN is the most specific; the issuer is named by its first.
     commonName = cert.subjectName.getField('CN').at(-1) ?? '';
     issuerName = cert.issuerName.getField('CN')[0] ?? '';
@@ -141,6 +137,12 @@ export function parseCertificateAndKey(certificatePem: string, keyPem: string): 
       certField,
       'the certificate could not be read: its DER encoding is malformed',
     );
+  }
+  const dnsNames: string[] = [];
+  const ips: string[] = [];
+  for (const name of altNames(cert, leaf)) {
+    if (name.type === 'dns') dnsNames.push(name.value.toLowerCase());
+    else if (name.type === 'ip') ips.push(name.value);
   }
   if (dnsNames.length === 0 && ips.length === 0) {
     throw new ValidationError(
@@ -163,6 +165,18 @@ export function parseCertificateAndKey(certificatePem: string, keyPem: string): 
   };
 }
 
+/**
+ * The subject alternative names of `cert`, from its DER; when @peculiar/x509 cannot read its
+ * extensions (a certificate Node and clients take), as Node read them.
+ */
+function altNames(cert: x509.X509Certificate, leaf: X509Certificate): readonly AltName[] {
+  try {
+    return cert.getExtension(x509.SubjectAlternativeNameExtension)?.names.items ?? [];
+  } catch {
+    return splitSubjectAltName(leaf.subjectAltName);
+  }
+}
+
 function toView(row: TlsCertificatesTable): TlsCertificate {
   return {
     id: row.id,
@@ -171,7 +185,8 @@ function toView(row: TlsCertificatesTable): TlsCertificate {
     subject_common_name: row.subject_common_name,
     subject_alternative_names: {
       dns_names: JSON.parse(row.dns_names) as string[],
-      ips: JSON.parse(row.ips) as string[],
+      // Rows stored before the names came from the DER hold Node's long IPv6 form.
+      ips: (JSON.parse(row.ips) as string[]).map(shortIpv6),
     },
     issuer_common_name: row.issuer_common_name,
     serial_number: row.serial_number,
