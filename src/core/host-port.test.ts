@@ -118,8 +118,7 @@ describe('splitHostPort', () => {
   it('splits by shape, the port as digits of any value', () => {
     expect(splitHostPort('example.com:99999')).toEqual({ host: 'example.com', port: '99999' });
     expect(splitHostPort('example.com:0080')).toEqual({ host: 'example.com', port: '0080' });
-    expect(splitHostPort('[::1]:0', { keepBrackets: true })).toEqual({ host: '[::1]', port: '0' });
-    expect(splitHostPort(':1', { allowEmptyHost: true })).toEqual({ host: '', port: '1' });
+    expect(splitHostPort('[::1]:0')).toEqual({ host: '::1', port: '0' });
     for (const text of ['example.com', 'example.com:http', ':1', '::1:80', 'h:-1']) {
       expect(splitHostPort(text), text).toBeUndefined();
     }

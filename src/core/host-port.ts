@@ -94,20 +94,19 @@ export function parseHostPort(
   return { host, port };
 }
 
+const NO_OPTIONS: HostPortOptions = Object.freeze({});
+
 /**
  * Split `host:port` by shape only, the port as its digits, whatever their value: for telling a
  * port out of range from text that is no `host:port` at all, after parseHostPort refused it.
  * Undefined when the port is missing or not digits, or as parseHostPort for the host.
  *
  * @example splitHostPort('example.com:99999')  // { host: 'example.com', port: '99999' }
- * @example splitHostPort('[::1]:0', { keepBrackets: true }) // { host: '[::1]', port: '0' }
+ * @example splitHostPort('[::1]:0')            // { host: '::1', port: '0' }
  * @example splitHostPort('example.com:http')   // undefined
  */
-export function splitHostPort(
-  text: string,
-  options: Pick<HostPortOptions, 'keepBrackets' | 'allowEmptyHost'> = {},
-): { host: string; port: string } | undefined {
-  const m = matchHostPort(text, options);
+export function splitHostPort(text: string): { host: string; port: string } | undefined {
+  const m = matchHostPort(text, NO_OPTIONS);
   return m?.port === undefined ? undefined : { host: m.host, port: m.port };
 }
 
