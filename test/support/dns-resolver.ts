@@ -17,10 +17,10 @@ import {
   UDP_EDNS_LIMIT,
   encodeWithin,
   isInZone,
-  normalizeName,
   udpAnswerLimit,
 } from '../../src/edge/certificates/dns-server.js';
 import { parseListenAddress } from '../../src/core/host-port.js';
+import { normalizeName } from '../../src/core/hostname.js';
 
 /** A zone whose names are answered by asking its authoritative server. */
 export interface DelegatedZone {

@@ -84,9 +84,6 @@ const MAX_TCP_PER_PEER = 16;
 const MAX_TCP_LIFETIME_MS = 120_000;
 const TXT_TTL = 5;
 
-/** Names are compared and looked up lowercase, without the trailing dot (core/hostname.ts). */
-export { normalizeName };
-
 /**
  * True when `name` is `zone` or under it (both normalized).
  * @example isInZone('x.burrow.example.com', 'burrow.example.com') // true
