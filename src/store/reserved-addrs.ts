@@ -90,17 +90,15 @@ export class ReservedAddrRepository extends ResourceRepository<
   async delete(id: string): Promise<boolean> {
     const use = (edge: { edge_id: string }) =>
       `is a hostport of the edge ${edge.edge_id}. Remove it from that edge's hostports, or delete the edge, then delete the address.`;
-    return this.deleteChecked(id, async (trx) => {
-      const row = await this.row(id, trx);
-      if (!row) return;
-      await refuseWhileEdgeUses(
+    return this.deleteCheckedRow(id, (trx, row) =>
+      refuseWhileEdgeUses(
         trx,
         id,
         CODES.addrInUse,
         `The reserved address ${row.addr} (${id})`,
         use,
-      );
-    });
+      ),
+    );
   }
 
   /** The reservation of `hostport` (`host:port`, host case-insensitive), or undefined. */

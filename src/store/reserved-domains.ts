@@ -203,17 +203,15 @@ export class ReservedDomainRepository extends ResourceRepository<
   async delete(id: string): Promise<boolean> {
     const use = (edge: { edge_id: string; hostport: string }) =>
       `is the hostport ${edge.hostport} of the edge ${edge.edge_id}. Remove it from that edge's hostports, or delete the edge, then delete the domain.`;
-    return this.deleteChecked(id, async (trx) => {
-      const row = await this.row(id, trx);
-      if (!row) return;
-      await refuseWhileEdgeUses(
+    return this.deleteCheckedRow(id, (trx, row) =>
+      refuseWhileEdgeUses(
         trx,
         id,
         CODES.domainInUse,
         `The reserved domain ${row.domain} (${id})`,
         use,
-      );
-    });
+      ),
+    );
   }
 
   /** The reservation of exactly `name` (case-insensitive), wildcard or not. */

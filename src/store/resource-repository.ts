@@ -103,7 +103,7 @@ export class ResourceRepository<
   /**
    * Delete row `id` in one transaction, after `check` did not refuse (it throws, e.g. a 409 while
    * something uses the row); false when there is no such row. `check` runs whether or not the
-   * row exists, so a check that needs the row reads it (`this.row(id, trx)`) and the others cost
+   * row exists, so a check that needs the row uses deleteCheckedRow and the others cost
    * no extra SELECT.
    * @example return this.deleteChecked(id, (trx) => refuseWhileReferenced(trx, id, CODES.caInUse, (by) => `used by ${by}`));
    */
@@ -114,6 +114,21 @@ export class ResourceRepository<
     return this.db.transaction().execute(async (trx) => {
       await check(trx);
       return this.deleteRow(id, trx);
+    });
+  }
+
+  /**
+   * deleteChecked for a check that needs the row (to name it in a refusal): `check` runs with the
+   * row read in the same transaction, and not at all when there is no such row.
+   * @example return this.deleteCheckedRow(id, (trx, row) => refuseWhileEdgeUses(trx, id, CODES.addrInUse, `The reserved address ${row.addr}`, use));
+   */
+  protected async deleteCheckedRow(
+    id: string,
+    check: (trx: Kysely<DB>, row: Row) => Promise<void>,
+  ): Promise<boolean> {
+    return this.deleteChecked(id, async (trx) => {
+      const row = await this.row(id, trx);
+      if (row) await check(trx, row);
     });
   }
 

@@ -82,30 +82,23 @@ describe('HTTP ingress routing and headers', () => {
     env.ingress.registry.removeTunnel(tunnel.id);
   });
 
-  it('names what failed: a code to look up, or the sentence of an error with the page’s own code', async () => {
+  it.each([
+    // An error with the page's own code: its sentence says more than the code again.
+    [CODES.tunnelUnreachable, 'the agent is at its limit', 'failed (the agent is at its limit)'],
+    // Another code is one to look up: the page names it.
+    [CODES.tunnelConnectTimeout, 'no stream in time', 'failed (ERR_BURROW_TUNNEL_CONNECT_TIMEOUT)'],
+  ])('names what failed (%s): a code to look up, or the sentence', async (code, message, shown) => {
     const tunnel = fakeTunnel({
       proto: 'http',
       hostname: 'busy.burrow.test',
-      connect: () =>
-        Promise.reject(new BurrowError(CODES.tunnelUnreachable, 502, 'the agent is at its limit')),
+      connect: () => Promise.reject(new BurrowError(code, 502, message)),
     });
     env.ingress.registry.addTunnel(tunnel);
     const reply = await httpRequest(env.ingress.httpPort, { host: 'busy.burrow.test' });
     expect(reply.status).toBe(502);
     expect(reply.headers['burrow-error-code']).toBe('ERR_NGROK_3004');
-    expect(reply.body).toContain('failed (the agent is at its limit)');
+    expect(reply.body).toContain(shown);
     env.ingress.registry.removeTunnel(tunnel.id);
-    // Another code is one to look up: the page names it.
-    const timedOut = fakeTunnel({
-      proto: 'http',
-      hostname: 'slow.burrow.test',
-      connect: () =>
-        Promise.reject(new BurrowError(CODES.tunnelConnectTimeout, 502, 'no stream in time')),
-    });
-    env.ingress.registry.addTunnel(timedOut);
-    const slow = await httpRequest(env.ingress.httpPort, { host: 'slow.burrow.test' });
-    expect(slow.body).toContain('failed (ERR_BURROW_TUNNEL_CONNECT_TIMEOUT)');
-    env.ingress.registry.removeTunnel(timedOut.id);
   });
 
   it('answers 502 quickly when the tunnel stream is reset before a response', async () => {

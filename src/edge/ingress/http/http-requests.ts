@@ -84,6 +84,8 @@ export class HttpRequests {
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
   /** What the lean relay found for the request it handed over, by connection. */
   private readonly ahead = new WeakMap<Duplex, RoutedAhead>();
+  /** Its decisions, by request, for each endpoint of a forward chain (as carriedBody's bodies). */
+  private readonly decided = new WeakMap<IncomingMessage, readonly PolicyDecision[]>();
 
   constructor(options: HttpRequestsOptions) {
     this.registry = options.registry;
@@ -174,7 +176,8 @@ export class HttpRequests {
     const tunnel = this.route(req, res, ahead);
     if (!tunnel) return;
     this.tap?.(req, res, tunnel);
-    this.serve(req, res, tunnel, [], ahead?.decisions);
+    if (ahead?.decisions) this.decided.set(req, ahead.decisions);
+    this.serve(req, res, tunnel, []);
   };
 
   /**
@@ -187,7 +190,6 @@ export class HttpRequests {
     res: ServerResponse,
     tunnel: OnlineTunnel,
     chain: readonly string[],
-    decisions?: RoutedAhead['decisions'],
   ): void {
     const meter = this.meters.of(tunnel);
     const state = this.connections.attribute(req.socket, meter);
@@ -202,12 +204,12 @@ export class HttpRequests {
         req,
         res,
         policy,
-        (flow) => this.afterPolicy(req, res, tunnel, chain, flow, decisions),
-        decisions?.find((d) => d.policy === policy)?.decision,
+        (flow) => this.afterPolicy(req, res, tunnel, chain, flow),
+        this.decided.get(req)?.find((d) => d.policy === policy)?.decision,
       );
       return;
     }
-    this.afterPolicy(req, res, tunnel, chain, undefined, decisions);
+    this.afterPolicy(req, res, tunnel, chain, undefined);
   }
 
   private afterPolicy(
@@ -216,13 +218,12 @@ export class HttpRequests {
     tunnel: OnlineTunnel,
     chain: readonly string[],
     flow: HttpPolicyFlow | undefined,
-    decisions: RoutedAhead['decisions'],
   ): void {
     if (flow?.forwardInternal) {
       const next = followForward(this.registry, req, res, tunnel, chain, flow);
       if (next === 'answered') return;
       if (next) {
-        this.serve(req, res, next.next, next.chain, decisions);
+        this.serve(req, res, next.next, next.chain);
         return;
       }
     }
