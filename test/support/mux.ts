@@ -100,10 +100,10 @@ export function nextEvent<T = unknown>(
 }
 
 /** Bytes received on a raw socket, for asserting what a session sent. */
-export function captured(socket: net.Socket): { bytes: () => Buffer } {
+export function captured(socket: net.Socket): { bytes: () => Buffer; clear: () => void } {
   const parts: Buffer[] = [];
   socket.on('data', (chunk: Buffer) => parts.push(chunk));
-  return { bytes: () => Buffer.concat(parts) };
+  return { bytes: () => Buffer.concat(parts), clear: () => void (parts.length = 0) };
 }
 
 /** Poll `check` until it is true or `ms` passes. */

@@ -27,7 +27,7 @@ import {
 } from './agent-binds.js';
 import { runCommand } from './agent-commands.js';
 import { AgentError, refusals } from '../binds/agent-errors.js';
-import { refuseRpc, serveRpc } from './agent-rpc.js';
+import { refuseRpc, serveRpc, type RpcBudgets, type RpcByteLimits } from './agent-rpc.js';
 import { StreamLimiter, TunnelUnavailableError, type AgentTunnel } from './agent-tunnel.js';
 import type { Binder } from '../binds/bind-plan.js';
 import type { RefusalLog } from '../listeners/connection-gate.js';
@@ -61,6 +61,8 @@ export interface SessionLimits {
   maxFrameBytes: number;
   /** Bytes of one RPC request after Auth (Auth itself is held to MAX_AUTH_BYTES). */
   maxRpcBytes: number;
+  /** Bytes all requests being read or served may hold at once: per session, credential, process. */
+  rpcBudget: RpcByteLimits;
 }
 
 export const DEFAULT_SESSION_LIMITS: SessionLimits = {
@@ -78,6 +80,11 @@ export const DEFAULT_SESSION_LIMITS: SessionLimits = {
   maxTunnelsPerSession: 1000,
   maxFrameBytes: 4 * 1024 * 1024,
   maxRpcBytes: 1024 * 1024,
+  rpcBudget: {
+    perSession: 4 * 1024 * 1024,
+    perCredential: 16 * 1024 * 1024,
+    perProcess: 128 << 20,
+  },
 };
 
 /** Heartbeat streams one authenticated session may open (agents open one). */
@@ -104,6 +111,8 @@ export interface AgentSessionContext extends BindServices {
   region: string;
   /** Counts each refusal in /metrics and logs it once per client per minute. */
   refusals?: RefusalLog | undefined;
+  /** The listener's budgets of bytes held by requests in progress (limits.rpcBudget). */
+  rpcBudgets?: RpcBudgets | undefined;
 }
 
 /**
@@ -158,15 +167,23 @@ export class AgentSession implements OnlineSession, BindHost {
     this.mux = new MuxSession(socket, {
       role: 'server',
       window: windowForAlpn(socket.alpnProtocol),
+      // Burrow's SDK turns Nagle off on its side; ngrok-rust agents do not (docs/benchmarks.md).
+      ackProbes: socket.alpnProtocol !== BURROW_ALPN,
       maxIncomingStreams: ctx.limits.maxStreamsPerSession,
       maxIncomingFrameSize: ctx.limits.maxFrameBytes,
       onLimit: (limit) =>
         this.refused(limit === 'streams' ? 'agent_streams_per_session' : 'agent_frame_bytes'),
     });
+    const budget = ctx.rpcBudgets?.session();
     this.services = {
       ...ctx,
       maxTunnelsPerSession: ctx.limits.maxTunnelsPerSession,
-      serving: { ...ctx.serving, maxBytes: ctx.limits.maxRpcBytes, refused: this.refused },
+      serving: {
+        ...ctx.serving,
+        maxBytes: ctx.limits.maxRpcBytes,
+        refused: this.refused,
+        budget: budget && (() => budget.hold(this.auth?.credentialId)),
+      },
     };
     this.transport = socket.alpnProtocol === BURROW_ALPN ? BURROW_ALPN : 'ngrok/2';
     this.region = ctx.region;
@@ -366,6 +383,7 @@ export class AgentSession implements OnlineSession, BindHost {
     this.os = auth.os;
     this.agentVersion = auth.agentVersion;
     clearTimeout(this.authTimer);
+    this.ctx.rpcBudgets?.join(auth.credentialId);
     this.ctx.registry.addSession(this);
     this.registered = true;
     this.armLiveness();
@@ -414,6 +432,7 @@ export class AgentSession implements OnlineSession, BindHost {
     clearTimeout(this.takeoverTimer);
     this.limiter.close(new TunnelUnavailableError(`the agent session ${this.id} closed`));
     if (this.registered) this.ctx.registry.removeSession(this.id);
+    if (this.auth) this.ctx.rpcBudgets?.leave(this.auth.credentialId);
     if (this.predecessorId) {
       const predecessor = this.ctx.registry.session(this.predecessorId);
       if (predecessor instanceof AgentSession && !predecessor.gone) predecessor.evict(this.id);

@@ -7,6 +7,12 @@
  * turn's control frames are encoded into one buffer. Writing stops while the transport holds more
  * than `writeBufferSize`; when the peer also stops reading our control frames, the session stops
  * reading from it until the transport drains.
+ *
+ * An ACK probe (`queueAckProbe`) is a frame written only when a turn would otherwise write
+ * nothing: the credit the stream owes, or an empty DATA frame. Its only purpose is the TCP
+ * segment that carries it, which acknowledges what the peer sent at once: a peer whose socket
+ * runs Nagle's algorithm (ngrok-rust agents) holds its next small write until then, and the
+ * kernel's delayed ACK would make it wait about 40 ms (docs/benchmarks.md, "The 40 ms stall").
  */
 import type { Duplex, Writable } from 'node:stream';
 import { FRAME_HEADER_SIZE, FrameType, encodeFrameHeader } from './frame.js';
@@ -32,6 +38,12 @@ export interface CreditedStream {
   takeCredit(): number;
 }
 
+/** A stream an ACK probe may be written on (MuxStream). */
+export interface ProbedStream extends CreditedStream {
+  /** Whether an empty DATA frame may go out on it now. */
+  readonly acceptsEmptyData: boolean;
+}
+
 /** WNDINC: header and a 4-byte increment. */
 const WNDINC_SIZE = FRAME_HEADER_SIZE + 4;
 
@@ -51,6 +63,7 @@ export class FrameWriter {
   private readonly control: (Buffer | CreditedStream)[] = [];
   private rotation: ScheduledStream[] = [];
   private rotationHead = 0;
+  private probe: ProbedStream | undefined;
   private pumpScheduled = false;
   private pumping = false;
   private waitingForDrain = false;
@@ -83,6 +96,17 @@ export class FrameWriter {
     this.pushControl(stream);
   }
 
+  /**
+   * Make sure the next turn writes something: if it has nothing else to write, it writes a frame
+   * on `stream` (its owed credit, else an empty DATA frame), so the peer's data is acknowledged
+   * now rather than by the delayed-ACK timer.
+   */
+  queueAckProbe(stream: ProbedStream): void {
+    if (this.stopped) return;
+    this.probe = stream;
+    this.schedulePump();
+  }
+
   private pushControl(entry: Buffer | CreditedStream): void {
     this.control.push(entry);
     if (this.waitingForDrain && this.control.length > MAX_CONTROL_BACKLOG && !this.readPaused) {
@@ -99,6 +123,7 @@ export class FrameWriter {
     this.control.length = 0;
     this.rotation = [];
     this.rotationHead = 0;
+    this.probe = undefined;
   }
 
   private schedulePump(): void {
@@ -112,6 +137,7 @@ export class FrameWriter {
     if (this.pumping || this.waitingForDrain || this.stopped) return;
     const out = this.transport;
     this.pumping = true;
+    let wrote = false;
     out.cork();
     try {
       for (;;) {
@@ -123,23 +149,44 @@ export class FrameWriter {
         }
         if (this.control.length > 0) {
           const frames = this.takeControl();
-          if (frames.length > 0) out.write(frames);
+          if (frames.length > 0) {
+            out.write(frames);
+            wrote = true;
+          }
           continue;
         }
         const stream = this.nextInRotation();
         if (!stream) break;
         if (stream.destroyed || !stream.hasSendWork()) continue;
         stream.writeFrame(out);
+        wrote = true;
         if (!stream.inSendRotation && stream.hasSendWork()) {
           stream.inSendRotation = true;
           this.rotation.push(stream);
         }
+      }
+      const probe = this.probe;
+      this.probe = undefined;
+      if (probe && !wrote && !this.stopped) {
+        this.writeProbe(probe, out);
       }
     } finally {
       this.pumping = false;
       out.uncork();
     }
   };
+
+  private writeProbe(stream: ProbedStream, out: Writable): void {
+    const credit = stream.creditQueued ? 0 : stream.takeCredit();
+    if (credit > 0) {
+      const frame = Buffer.allocUnsafe(WNDINC_SIZE);
+      encodeFrameHeader(FrameType.WndInc, 0, stream.id, 4, frame);
+      frame.writeUInt32BE(credit, FRAME_HEADER_SIZE);
+      out.write(frame);
+    } else if (stream.acceptsEmptyData) {
+      out.write(encodeFrameHeader(FrameType.Data, 0, stream.id, 0));
+    }
+  }
 
   /** The queued control frames as one buffer (WNDINCs encoded now, with their current credit). */
   private takeControl(): Buffer {

@@ -39,7 +39,17 @@ export interface MuxSessionOptions {
   onLimit?: (limit: 'streams' | 'frame_size') => void;
   /** Bytes queued in the transport before the scheduler waits for 'drain'. */
   writeBufferSize?: number;
+  /**
+   * Answer a small read that carried a WNDINC or DATA at once with a frame of our own (the credit
+   * owed, else an empty DATA frame) when nothing else goes out, so its TCP segment acknowledges
+   * the peer's data now: for peers whose sockets run Nagle's algorithm (ngrok-rust agents), whose
+   * next small write would otherwise wait for our delayed ACK, about 40 ms. Default false.
+   */
+  ackProbes?: boolean;
 }
+
+/** Reads at least this large are bulk transfer: the peer's segments are full and get ACKed. */
+const ACK_PROBE_BELOW = 16 * 1024;
 
 /** What the peer said in its GOAWAY. */
 export interface GoAwayInfo {
@@ -90,6 +100,10 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private lastRemoteId = 0;
   private incomingOpen = 0;
   private receiving: MuxStream | null = null;
+  private receivingLength = 0;
+  private readonly ackProbes: boolean;
+  /** The stream of this read's last WNDINC or DATA frame, for an ACK probe. */
+  private probeCandidate: MuxStream | undefined;
 
   private readonly writer: FrameWriter;
 
@@ -109,6 +123,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.maxIncomingStreams = options.maxIncomingStreams ?? 1024;
     this.maxIncomingFrameSize = options.maxIncomingFrameSize ?? MAX_FRAME_LENGTH;
     this.onLimit = options.onLimit;
+    this.ackProbes = options.ackProbes ?? false;
     this.writer = new FrameWriter(
       transport,
       Math.max(options.writeBufferSize ?? DEFAULT_WRITE_BUFFER, transport.writableHighWaterMark),
@@ -224,6 +239,11 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private readonly onTransportData = (chunk: Buffer): void => {
     try {
       this.parser.push(chunk);
+      const candidate = this.probeCandidate;
+      if (candidate) {
+        this.probeCandidate = undefined;
+        if (chunk.length < ACK_PROBE_BELOW && !this.ended) this.writer.queueAckProbe(candidate);
+      }
     } catch (err) {
       if (err instanceof FrameError) {
         this.goAway(err.wireCode, err.message);
@@ -245,7 +265,9 @@ export class MuxSession extends EventEmitter implements StreamHost {
       dataEnd: (_id, flags) => {
         const stream = this.receiving;
         this.receiving = null;
-        if (stream && flags & FrameFlag.Fin) stream.onRemoteFin();
+        if (!stream) return;
+        if (flags & FrameFlag.Fin) stream.onRemoteFin();
+        else if (this.ackProbes && this.receivingLength > 0) this.probeCandidate = stream;
       },
       rst: (id, code) => this.streams.get(id)?.onRemoteReset(code),
       wndInc: (id, increment) => {
@@ -253,6 +275,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
         if (stream && !stream.onWindowUpdate(increment)) {
           throw new FrameError(ErrorCode.FlowControl, `stream ${id} send window overflow`);
         }
+        if (stream && this.ackProbes) this.probeCandidate = stream;
       },
       goAway: (lastStreamId, code, message) => this.onGoAway({ lastStreamId, code, message }),
     };
@@ -260,6 +283,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
 
   private onDataStart(id: number, flags: number, length: number): void {
     this.receiving = null;
+    this.receivingLength = length;
     // Judged on the header, before a byte of the payload is taken in.
     if (length > this.maxIncomingFrameSize) {
       this.onLimit?.('frame_size');

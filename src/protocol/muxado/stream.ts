@@ -238,6 +238,14 @@ export class MuxStream extends Duplex {
     return this.fin === Fin.Pending;
   }
 
+  /**
+   * @internal Whether an empty DATA frame may go out on this stream now: opened on the wire, not
+   * finished or reset by us. Every muxado peer (Go, Rust, ours) reads one as nothing.
+   */
+  get acceptsEmptyData(): boolean {
+    return !this.synPending && this.fin === Fin.None && !this.discardWrites && !this.forgotten;
+  }
+
   /** @internal Write the next DATA frame (header + payload slices) to `out`. */
   writeFrame(out: Writable): void {
     const n = Math.min(this.queuedBytes, this.sendWindow, this.maxFrameSize);
