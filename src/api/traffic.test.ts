@@ -15,7 +15,7 @@ describe('traffic inspector API', () => {
           log,
           replay: async (record) => {
             replayed.push(record.id);
-            return { status: 204 };
+            return { status: 204, omittedHeaders: ['authorization'] };
           },
         },
       },
@@ -58,7 +58,11 @@ describe('traffic inspector API', () => {
 
     const replay = await api.call('POST', `/traffic/${record.id}/replay`, {});
     expect(replay.status).toBe(201);
-    expect(replay.body).toEqual({ replay_of: record.id, status: 204 });
+    expect(replay.body).toEqual({
+      replay_of: record.id,
+      status: 204,
+      omitted_headers: ['authorization'],
+    });
     expect(replayed).toEqual([record.id]);
     expect((await api.call('POST', '/traffic/tr_999/replay', {})).status).toBe(404);
 
@@ -71,15 +75,76 @@ describe('traffic inspector API', () => {
     );
   });
 
+  it('shows credentials per host only once switched on, from then on', async () => {
+    const request = (host: string) =>
+      log.add({
+        host,
+        tunnelId: 'tn_1',
+        scheme: 'http',
+        startedAt: Date.now(),
+        method: 'GET',
+        path: '/',
+        clientIp: '198.51.100.4',
+        requestHeaders: ['Host', host, 'Authorization', 'Bearer hunter2', 'Cookie', 'sid=hunter2'],
+        status: undefined,
+        responseHeaders: {},
+        durationMs: undefined,
+        requestBody: undefined,
+        responseBody: undefined,
+        replayOf: undefined,
+      });
+    const before = request('creds.example.com');
+    const redacted = await api.call('GET', `/traffic/${before.id}`);
+    expect(JSON.stringify(redacted.body)).not.toContain('hunter2');
+    expect(redacted.body).toMatchObject({
+      credentials_shown: false,
+      request_headers: [
+        ['Host', 'creds.example.com'],
+        ['Authorization', 'Bearer [redacted, 7 chars]'],
+        ['Cookie', 'sid=[redacted, 7 chars]'],
+      ],
+    });
+
+    const on = await api.call('PUT', '/traffic/credentials/Creds.example.com', { shown: true });
+    expect(on.body).toEqual({ host: 'creds.example.com', shown: true });
+    const list = await api.call('GET', '/traffic');
+    expect(list.body.credentials_shown_hosts).toEqual(['creds.example.com']);
+    expect(list.body.redacted_headers).toEqual([
+      'authorization',
+      'cookie',
+      'proxy-authorization',
+      'set-cookie',
+    ]);
+    // Switching on shows what comes from now on; what was redacted stays redacted.
+    expect(JSON.stringify((await api.call('GET', `/traffic/${before.id}`)).body)).not.toContain(
+      'hunter2',
+    );
+    const after = await api.call('GET', `/traffic/${request('creds.example.com').id}`);
+    expect(after.body.credentials_shown).toBe(true);
+    expect(after.body.request_headers).toContainEqual(['Authorization', 'Bearer hunter2']);
+
+    expect((await api.call('PUT', '/traffic/credentials/a.example', { shown: 1 })).status).toBe(
+      400,
+    );
+    expect((await api.call('PUT', '/traffic/credentials/a%20b', { shown: true })).status).toBe(400);
+    await api.call('PUT', '/traffic/credentials/creds.example.com', { shown: false });
+    const off = await api.call('GET', `/traffic/${request('creds.example.com').id}`);
+    expect(JSON.stringify(off.body)).not.toContain('hunter2');
+  });
+
   it('lists nothing and refuses capture in a process without an edge', async () => {
     expect((await bare.call('GET', '/traffic')).body).toEqual({
       available: false,
       requests: [],
       hosts: [],
       captured_hosts: [],
+      credentials_shown_hosts: [],
+      redacted_headers: [],
     });
     expect((await bare.call('GET', '/traffic/tr_1')).status).toBe(404);
     const capture = await bare.call('PUT', '/traffic/capture/a.example', { enabled: true });
     expect(capture.status).toBe(409);
+    const shown = await bare.call('PUT', '/traffic/credentials/a.example', { shown: true });
+    expect(shown.status).toBe(409);
   });
 });

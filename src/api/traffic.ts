@@ -8,7 +8,11 @@ import {
   type CapturedBody,
   type TrafficRecord,
 } from '../edge/metrics/traffic-log.js';
-import { replayRefusal } from '../edge/metrics/traffic-replay.js';
+import {
+  replayRefusal,
+  type ReplayResult,
+  type TrafficInspector,
+} from '../edge/metrics/traffic-replay.js';
 import type { ApiContext } from './context.js';
 import { found } from './crud.js';
 import { Body, IdParams } from './schemas.js';
@@ -40,6 +44,7 @@ function summary(r: TrafficRecord) {
     client_ip: r.clientIp,
     replay_of: r.replayOf ?? null,
     captured: r.requestBody !== undefined,
+    credentials_shown: r.credentialsShown,
   };
 }
 
@@ -56,17 +61,29 @@ function detail(r: TrafficRecord) {
 
 const AFTER = /^tr_(\d+)$/;
 
+/** A host in a path: what `PUT /traffic/capture/:host` and `/traffic/credentials/:host` take. */
+const HostParams = Type.Object({
+  host: Type.String({ maxLength: 255, pattern: '^[A-Za-z0-9.*-]+$' }),
+});
+
 /**
  * `/traffic`: the traffic inspector (edge/traffic-log.ts): the last requests of each HTTP endpoint
- * this process's edge served, kept in memory only; `PUT /traffic/capture/:host` switches body
- * capture for one host, and `POST /traffic/:id/replay` sends a request again. An API-only process
- * has no edge and lists nothing.
+ * this process's edge served, kept in memory only, visitors' credentials redacted;
+ * `PUT /traffic/capture/:host` switches body capture for one host,
+ * `PUT /traffic/credentials/:host` whether its credentials are kept in clear, and
+ * `POST /traffic/:id/replay` sends a request again. An API-only process has no edge and lists
+ * nothing.
  * @example await trafficRoutes(app, ctx);
  */
 export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const tags = ['Traffic inspector'];
   const recordOr404 = (id: string): TrafficRecord => found(ctx.online.traffic?.log.get(id));
+  const inspectorOr409 = (): TrafficInspector => {
+    if (!ctx.online.traffic)
+      throw new BurrowError(undefined, 409, 'This process runs no edge, so it sees no traffic.');
+    return ctx.online.traffic;
+  };
 
   app.get(
     '/traffic',
@@ -95,6 +112,8 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
         requests: (records ?? []).map(summary),
         hosts: inspector?.log.hosts() ?? [],
         captured_hosts: inspector?.log.capturedHosts() ?? [],
+        credentials_shown_hosts: inspector?.log.credentialsShownHosts() ?? [],
+        redacted_headers: inspector ? [...inspector.log.redactor.names].sort() : [],
       };
     },
   );
@@ -125,13 +144,17 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
       const record = recordOr404(request.params.id);
       const refusal = replayRefusal(record);
       if (refusal) throw new BurrowError(CODES.invalidValue, 400, `Cannot replay: ${refusal}.`);
-      let status: number;
+      let result: ReplayResult;
       try {
-        ({ status } = await ctx.online.traffic!.replay(record));
+        result = await ctx.online.traffic!.replay(record);
       } catch (err) {
         throw new BurrowError(undefined, 502, `The replay failed: ${(err as Error).message}`);
       }
-      return reply.status(201).send({ replay_of: record.id, status });
+      return reply.status(201).send({
+        replay_of: record.id,
+        status: result.status,
+        omitted_headers: result.omittedHeaders,
+      });
     },
   );
 
@@ -141,20 +164,33 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
       schema: {
         tags,
         summary: "Switch body capture for one endpoint's host",
-        params: Type.Object({
-          host: Type.String({ maxLength: 255, pattern: '^[A-Za-z0-9.*-]+$' }),
-        }),
+        params: HostParams,
         body: Body({ enabled: Type.Boolean() }),
       },
     },
     async (request) => {
       const { host } = request.params;
       const { enabled } = request.body;
-      const inspector = ctx.online.traffic;
-      if (!inspector)
-        throw new BurrowError(undefined, 409, 'This process runs no edge, so it sees no traffic.');
-      inspector.log.setCapture(host, enabled);
+      inspectorOr409().log.setCapture(host, enabled);
       return { host: host.toLowerCase(), enabled };
+    },
+  );
+
+  app.put(
+    '/traffic/credentials/:host',
+    {
+      schema: {
+        tags,
+        summary: "Show (or redact again) visitors' credentials in one endpoint's requests",
+        params: HostParams,
+        body: Body({ shown: Type.Boolean() }),
+      },
+    },
+    async (request) => {
+      const { host } = request.params;
+      const { shown } = request.body;
+      inspectorOr409().log.setCredentialsShown(host, shown);
+      return { host: host.toLowerCase(), shown };
     },
   );
 }

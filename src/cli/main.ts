@@ -34,7 +34,13 @@ function addServerOptions(cmd: Command, names?: readonly string[]): Command {
     if (names && !names.includes(spec.name)) continue;
     const env = envName(spec.name);
     const def = spec.default ? ` (default: ${spec.default})` : '';
-    cmd.addOption(new Option(`--${spec.name} <value>`, `${spec.description}${def} [env ${env}]`));
+    const option = new Option(`--${spec.name} <value>`, `${spec.description}${def} [env ${env}]`);
+    // A repeated flag adds to the list (config.ts splits it at commas) instead of replacing it.
+    if (spec.repeatable)
+      option.argParser((value: string, previous: string | undefined) =>
+        previous === undefined ? value : `${previous},${value}`,
+      );
+    cmd.addOption(option);
   }
   return cmd;
 }

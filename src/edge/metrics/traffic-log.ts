@@ -2,9 +2,12 @@
  * The traffic inspector's memory: the last requests of each HTTP endpoint (by public host name),
  * kept in this process only, with fixed caps so that it can never grow with traffic. Bodies are
  * kept only for hosts whose capture is switched on, and only their first {@link BODY_CAP} bytes.
+ * Visitors' credentials are redacted as a request is recorded (traffic-redact.ts), unless its host
+ * shows them.
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
+import { CredentialRedactor } from './traffic-redact.js';
 
 /** Header set on replayed requests so the inspector can link a replay to its original. */
 export const REPLAY_HEADER = 'x-burrow-replay-of';
@@ -76,6 +79,22 @@ export interface TrafficRecord {
   responseBody: CapturedBody | undefined;
   /** The record this one replays, when it came from the replay button. */
   replayOf: string | undefined;
+  /**
+   * True when its host showed credentials as it was recorded; otherwise the values of the
+   * redacted headers (both ways) were replaced before the record was kept.
+   */
+  credentialsShown: boolean;
+}
+
+/** What the tap fills in once a request is answered (or given up). */
+export type TrafficAnswer = Pick<
+  TrafficRecord,
+  'status' | 'responseHeaders' | 'durationMs' | 'requestBody' | 'responseBody'
+>;
+
+export interface TrafficLogOptions {
+  /** Header names redacted besides the four credential headers (`--inspect-redact-header`). */
+  redactHeaders?: readonly string[];
 }
 
 /** Accumulates one body up to the cap. */
@@ -106,7 +125,14 @@ export class TrafficLog {
   /** Past HOST_CAP, the host that saw traffic least recently goes. */
   private readonly byHost = new LRUCache<string, TrafficRecord[]>({ max: HOST_CAP });
   private readonly capture = new Set<string>();
+  /** Hosts whose credentials are kept in clear: each an explicit choice (`PUT /traffic/credentials`). */
+  private readonly shown = new Set<string>();
   private seq = 0;
+  readonly redactor: CredentialRedactor;
+
+  constructor(options: TrafficLogOptions = {}) {
+    this.redactor = new CredentialRedactor(options.redactHeaders);
+  }
 
   /** Bodies are captured for `host` from now on (or no longer). */
   setCapture(host: string, enabled: boolean): void {
@@ -122,17 +148,57 @@ export class TrafficLog {
     return [...this.capture].sort();
   }
 
-  /** Keep a new record (the tap fills in the response later); drops the oldest beyond the caps. */
-  add(record: Omit<TrafficRecord, 'id' | 'seq'>): TrafficRecord {
+  /** Credentials are kept in clear for `host`'s requests from now on (or redacted again). */
+  setCredentialsShown(host: string, shown: boolean): void {
+    if (shown) this.shown.add(host.toLowerCase());
+    else this.shown.delete(host.toLowerCase());
+  }
+
+  showsCredentials(host: string): boolean {
+    return this.shown.has(host.toLowerCase());
+  }
+
+  credentialsShownHosts(): string[] {
+    return [...this.shown].sort();
+  }
+
+  /**
+   * Keep a new record (the tap fills in the answer later with {@link answer}); drops the oldest
+   * beyond the caps. Its credentials are redacted here, before anything keeps them.
+   */
+  add(record: Omit<TrafficRecord, 'id' | 'seq' | 'credentialsShown'>): TrafficRecord {
     const seq = ++this.seq;
-    const full: TrafficRecord = { ...record, id: `tr_${seq}`, seq };
     const host = record.host.toLowerCase();
+    const credentialsShown = this.shown.has(host);
+    const full: TrafficRecord = {
+      ...record,
+      requestHeaders: credentialsShown
+        ? record.requestHeaders
+        : this.redactor.rawHeaders(record.requestHeaders),
+      responseHeaders: credentialsShown
+        ? record.responseHeaders
+        : this.redactor.outgoing(record.responseHeaders),
+      credentialsShown,
+      id: `tr_${seq}`,
+      seq,
+    };
     // get() makes the host the most recent; set() drops the least recent one past HOST_CAP.
     let list = this.byHost.get(host);
     if (!list) this.byHost.set(host, (list = []));
     list.push(full);
     if (list.length > PER_HOST_CAP) list.shift();
     return full;
+  }
+
+  /** Fill in `record`'s answer, its response headers redacted as its request's were. */
+  answer(record: TrafficRecord, answer: TrafficAnswer): void {
+    record.status = answer.status;
+    record.responseHeaders = record.credentialsShown
+      ? answer.responseHeaders
+      : this.redactor.outgoing(answer.responseHeaders);
+    record.durationMs = answer.durationMs;
+    record.requestBody = answer.requestBody;
+    record.responseBody = answer.responseBody;
   }
 
   /** Newest first; only `host`'s when given, only those after the cursor `afterSeq` when given. */

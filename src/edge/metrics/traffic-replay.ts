@@ -35,11 +35,41 @@ export function replayRefusal(record: TrafficRecord): string | undefined {
   return undefined;
 }
 
+/** What a replay got back, and which of the request's headers it could not send. */
+export interface ReplayResult {
+  status: number;
+  /**
+   * Lower-case names of headers the original request had but the replay left out because the
+   * inspector redacted them (their values were never kept); empty when its host showed credentials.
+   */
+  omittedHeaders: string[];
+}
+
 /** The traffic inspector the API serves: the log, and replay through this edge's own ingress. */
 export interface TrafficInspector {
   log: TrafficLog;
   /** Send `record`'s request again through the HTTP ingress; resolves with the answer's status. */
-  replay(record: TrafficRecord): Promise<{ status: number }>;
+  replay(record: TrafficRecord): Promise<ReplayResult>;
+}
+
+/**
+ * `record`'s headers as a replay sends them: without the connection's own and the framing, and,
+ * when they were redacted, without the credential headers, which a replay sends as absent rather
+ * than as the placeholder text the inspector kept.
+ */
+export function replayHeaders(
+  log: TrafficLog,
+  record: TrafficRecord,
+): { headers: Array<[string, string]>; omittedHeaders: string[] } {
+  const headers: Array<[string, string]> = [];
+  const omitted = new Set<string>();
+  for (const [name, value] of headerPairs(record.requestHeaders)) {
+    const lower = name.toLowerCase();
+    if (SKIPPED.has(lower)) continue;
+    if (!record.credentialsShown && log.redactor.redacts(name)) omitted.add(lower);
+    else headers.push([name, value]);
+  }
+  return { headers, omittedHeaders: [...omitted] };
 }
 
 /**
@@ -56,9 +86,7 @@ export function trafficInspector(log: TrafficLog, httpAddress: string): TrafficI
     replay(record) {
       const refusal = replayRefusal(record);
       if (refusal) return Promise.reject(new Error(refusal));
-      const headers: Array<[string, string]> = headerPairs(record.requestHeaders).filter(
-        ([k]) => !SKIPPED.has(k.toLowerCase()),
-      );
+      const { headers, omittedHeaders } = replayHeaders(log, record);
       headers.push([REPLAY_HEADER, record.id]);
       const body = record.requestBody?.bytes ?? Buffer.alloc(0);
       if (body.length > 0) headers.push(['content-length', String(body.length)]);
@@ -74,7 +102,7 @@ export function trafficInspector(log: TrafficLog, httpAddress: string): TrafficI
           },
           (res) => {
             res.resume();
-            res.once('end', () => resolve({ status: res.statusCode ?? 0 }));
+            res.once('end', () => resolve({ status: res.statusCode ?? 0, omittedHeaders }));
             res.once('error', reject);
           },
         );

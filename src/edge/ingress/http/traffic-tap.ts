@@ -1,7 +1,8 @@
 /**
  * The traffic inspector's hook in the HTTP ingress: one call per routed request, which records
  * it in a {@link TrafficLog}. Kept apart from http-ingress.ts so that the ingress stays about
- * forwarding; the only coupling is `tap(req, res, tunnel)`.
+ * forwarding; the only coupling is `tap(req, res, tunnel)`. The log redacts credentials as it
+ * records, so both paths hand it headers as they came.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -29,6 +30,7 @@ type RequestSide = Omit<
   | 'durationMs'
   | 'requestBody'
   | 'responseBody'
+  | 'credentialsShown'
 >;
 
 /** Add a request to the log, its answer still to come; both HTTP paths record through this. */
@@ -97,11 +99,13 @@ export function trafficTap(
     }) as typeof res.end;
   }
   res.once('close', () => {
-    record.status = res.headersSent ? res.statusCode : 499;
-    if (res.headersSent) record.responseHeaders = res.getHeaders();
-    record.durationMs = Number(process.hrtime.bigint() - started) / 1e6;
-    record.requestBody = requestBody?.done();
-    record.responseBody = responseBody?.done();
+    log.answer(record, {
+      status: res.headersSent ? res.statusCode : 499,
+      responseHeaders: res.headersSent ? res.getHeaders() : {},
+      durationMs: Number(process.hrtime.bigint() - started) / 1e6,
+      requestBody: requestBody?.done(),
+      responseBody: responseBody?.done(),
+    });
   });
 }
 
@@ -134,11 +138,14 @@ export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
         requestHeaders: head.raw,
         replayOf,
       });
-      return (status, headers) => {
-        record.status = status;
-        record.responseHeaders = responseHeaderObject(headers);
-        record.durationMs = performance.now() - started;
-      };
+      return (status, headers) =>
+        log.answer(record, {
+          status,
+          responseHeaders: responseHeaderObject(headers),
+          durationMs: performance.now() - started,
+          requestBody: undefined,
+          responseBody: undefined,
+        });
     },
   };
 }
