@@ -2,7 +2,7 @@
  * The pages the ingress answers with itself, when a request cannot reach a tunnel. Browsers get
  * HTML, everything else plain text; both carry a `Burrow-Error-Code` header for scripts.
  */
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import { CODES } from '../../core/errors.js';
 import { escapeHtml } from '../../core/html.js';
 
@@ -43,6 +43,20 @@ export const INGRESS_ERRORS = {
   },
   /** The request named no host at all. */
   missingHost: { status: 400, code: CODES.missingHost, title: 'Missing Host header' },
+  /** A request target that cannot be read one way only (core/request-target.ts). */
+  badRequestTarget: { status: 400, code: CODES.badRequestTarget, title: 'Bad request target' },
+  /** The policy made the request head unwritable: a control character in a target or value. */
+  unsafeRequestHead: {
+    status: 400,
+    code: CODES.unsafeRequestHead,
+    title: 'Control character in the request',
+  },
+  /** A response head the edge was to write held a control character. */
+  unsafeResponseHead: {
+    status: 502,
+    code: CODES.unsafeResponseHead,
+    title: 'Control character in the response',
+  },
   /** A plain HTTP request arrived on the HTTPS port. */
   plainHttpOnHttpsPort: {
     status: 400,
@@ -114,6 +128,12 @@ export function errorMessage(error: IngressError, host: string, detail?: string)
       return `The request has more header fields than the ${detail ?? ''} this server accepts (--max-header-count). Send fewer.`;
     case INGRESS_ERRORS.missingHost.code:
       return 'The request has no Host header, so it cannot be routed to a tunnel. Send one naming the endpoint, e.g. Host: app.example.com.';
+    case INGRESS_ERRORS.badRequestTarget.code:
+      return `The request target cannot be served (${detail ?? 'malformed'}). Send a path such as /a/b?c=1, or a URL whose host is the Host header.`;
+    case INGRESS_ERRORS.unsafeRequestHead.code:
+      return `The endpoint's traffic policy made a request that cannot be written (${detail ?? 'a control character'}); nothing was sent to the service.`;
+    case INGRESS_ERRORS.unsafeResponseHead.code:
+      return `The response for ${host} cannot be written (${detail ?? 'a control character'}); it was not sent.`;
   }
 }
 
@@ -131,7 +151,8 @@ export function sendErrorPage(
 ): void {
   const html = wantsHtml(req.headers.accept);
   const body = errorPageBody(error, errorMessage(error, host, detail), html);
-  res.writeHead(error.status, {
+  // The reason phrase of the page's own status, even after a writeHead that threw had set another.
+  res.writeHead(error.status, STATUS_CODES[error.status] ?? error.title, {
     'Content-Type': html ? 'text/html; charset=utf-8' : 'text/plain; charset=utf-8',
     'Content-Length': Buffer.byteLength(body),
     'Cache-Control': 'no-store',
@@ -148,7 +169,7 @@ export function sendErrorPage(
 export function rawErrorResponse(error: IngressError, host: string, detail?: string): string {
   const body = errorPageBody(error, errorMessage(error, host, detail), false);
   return (
-    `HTTP/1.1 ${error.status} ${error.title}\r\n` +
+    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? error.title}\r\n` +
     'Content-Type: text/plain; charset=utf-8\r\n' +
     `Content-Length: ${Buffer.byteLength(body)}\r\n` +
     `${ERROR_CODE_HEADER}: ${error.code}\r\n` +

@@ -42,7 +42,9 @@ export const redirectAction: ActionSpec = {
         if (location === undefined) return undefined;
         const out: Record<string, string> = {};
         for (const [name, value] of headers) out[name] = c.render(value);
-        out.location = location.replace(/[\r\n]/g, '');
+        // As rendered: a location holding a control character is refused where the edge writes
+        // the answer (a 502 page), never cleaned into another URL.
+        out.location = location;
         c.event('redirected', `redirected with ${status} to ${out.location}`, {
           status_code: status,
           location: out.location,

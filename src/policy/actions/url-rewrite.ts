@@ -1,3 +1,4 @@
+import { normalizeOriginForm } from '../../core/request-target.js';
 import { readFrom, replaceFirst } from './url-match.js';
 import type { ActionSpec } from './types.js';
 
@@ -53,8 +54,13 @@ export const urlRewriteAction: ActionSpec = {
           );
           return undefined;
         }
-        c.rewrite = target;
-        c.activation.req!.setTarget(target);
+        // Read as the edge reads every target (dot segments removed…), so later rules see the
+        // path the service gets. One it cannot read (a control character, say) stays as it is:
+        // the ingress refuses it with a 400 where it would write it (http-policy.ts).
+        const read = normalizeOriginForm(target);
+        const written = 'target' in read ? read.target : target;
+        c.rewrite = written;
+        c.activation.req!.setTarget(written);
         return undefined;
       },
     };

@@ -4,38 +4,10 @@
  * strings: one byte is one UTF-16 unit, so `charCodeAt` sees the bytes that came off the wire.
  */
 
-/** tchar (RFC 9110 §5.6.2) by character code. */
-const TCHAR = new Uint8Array(128);
-for (const c of "!#$%&'*+-.^_`|~") TCHAR[c.charCodeAt(0)] = 1;
-for (let c = 0x30; c <= 0x39; c++) TCHAR[c] = 1;
-for (let c = 0x41; c <= 0x5a; c++) TCHAR[c] = 1;
-for (let c = 0x61; c <= 0x7a; c++) TCHAR[c] = 1;
+import { isFieldValue, isToken } from '../../../core/http-wire.js';
 
-/**
- * True when `text[start, end)` is a non-empty token.
- * @example isToken('Content-Type', 0, 12) // true
- */
-export function isToken(text: string, start: number, end: number): boolean {
-  if (end <= start) return false;
-  for (let i = start; i < end; i++) {
-    const c = text.charCodeAt(i);
-    if (c >= 128 || TCHAR[c] === 0) return false;
-  }
-  return true;
-}
-
-/**
- * True when `text[start, end)` holds only field-value bytes: HTAB, SP, visible ASCII and
- * obs-text. NUL, CR, LF, DEL and other controls are refused (RFC 9110 §5.5).
- * @example isFieldValue('a\tb', 0, 3) // true
- */
-export function isFieldValue(text: string, start: number, end: number): boolean {
-  for (let i = start; i < end; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x20 ? c !== 0x09 : c === 0x7f) return false;
-  }
-  return true;
-}
+// The character rules themselves are core's, shared with every place that writes a head.
+export { isFieldValue, isToken };
 
 /** Why a head was refused: the status to answer with, and a reason for logs. */
 export interface HeadError {

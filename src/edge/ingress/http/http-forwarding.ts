@@ -4,8 +4,11 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
+import { BurrowError, CODES } from '../../../core/errors.js';
 import { HOP_BY_HOP_HEADERS as HOP_BY_HOP } from '../../../core/http-framing.js';
-import { hostOf, parseHostPort } from '../../../core/host-port.js';
+import { headersProblem, isTargetText } from '../../../core/http-wire.js';
+import { parseHostPort } from '../../../core/host-port.js';
+import { hostName } from '../../../core/request-target.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 
 /** Set by the ingress from what it saw; values sent by clients are replaced. */
@@ -18,9 +21,8 @@ const REPLACED = new Set(['x-forwarded-proto', 'x-forwarded-host']);
  */
 export function routingHost(host: string | undefined): string | undefined {
   if (!host) return undefined;
-  // hostOf, not parseHostPort: this runs on every request, where a regex would cost.
-  let name = hostOf(host.toLowerCase());
-  if (name.charCodeAt(name.length - 1) === 0x2e /* . */) name = name.slice(0, -1);
+  // The same name an absolute-form target's host is compared by (core/request-target.ts).
+  const name = hostName(host);
   return name === '' ? undefined : name;
 }
 
@@ -225,11 +227,19 @@ export function forwardResponseHeaders(res: IncomingMessage): string[] {
 
 /**
  * The request head (`GET /path HTTP/1.1` and headers) as bytes on the wire, for upgrades, where
- * the ingress hands the rest of the connection over to raw piping.
+ * the ingress hands the rest of the connection over to raw piping. Nothing checks the bytes after
+ * this, so this does: a target or header that cannot be written as it is (a CR, LF or other
+ * control character) throws a BurrowError (ERR_BURROW_UNSAFE_REQUEST_HEAD) instead. The policy
+ * refuses such requests before (http-policy.ts); this is the last word, not the first.
  * @example stream.write(requestHead(req, headers));
  */
 export function requestHead(req: IncomingMessage, headers: readonly string[]): string {
-  let head = `${req.method ?? 'GET'} ${req.url ?? '/'} HTTP/1.1\r\n`;
+  const target = req.url ?? '/';
+  const problem = isTargetText(target)
+    ? headersProblem(headers)
+    : 'a space or control character in the request target';
+  if (problem) throw new BurrowError(CODES.unsafeRequestHead, 400, problem);
+  let head = `${req.method ?? 'GET'} ${target} HTTP/1.1\r\n`;
   for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`;
   return head + '\r\n';
 }

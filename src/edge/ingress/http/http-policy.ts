@@ -6,6 +6,8 @@
  */
 import { CODES } from '../../../core/errors.js';
 import { HOP_BY_HOP_HEADERS } from '../../../core/http-framing.js';
+import { fieldProblem, headersProblem, isTargetText } from '../../../core/http-wire.js';
+import { normalizeOriginForm } from '../../../core/request-target.js';
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Duplex, Transform } from 'node:stream';
@@ -24,8 +26,15 @@ import {
   type RespondDecision,
   type TcpConnectDecision,
 } from '../../../policy/index.js';
+import {
+  INGRESS_ERRORS,
+  rawErrorResponse,
+  sendErrorPage,
+  type IngressError,
+} from '../error-pages.js';
 import { connInputOf } from '../policy-gate.js';
 import { bodyReplacer, sseReplacer } from './body-rewrite.js';
+import { routingHost } from './http-forwarding.js';
 import { bodyReader, type BodyHolder } from './http-policy-body.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 
@@ -227,13 +236,61 @@ export class HttpPolicyFlow {
   }
 }
 
+/**
+ * Write a policy's answer (custom-response, redirect, deny, …). Its headers may hold what a
+ * template rendered from the request: one that cannot be written as it is (a CR, LF or other
+ * control character) turns the answer into a 502 page, never into a second header or response.
+ */
 function writeDecision(res: ServerResponse, d: RespondDecision): void {
   if (res.headersSent || res.destroyed) {
     res.destroy();
     return;
   }
-  res.writeHead(d.status, d.headers);
+  const problem = headersProblem(d.headers);
+  if (problem) {
+    const req = res.req;
+    sendErrorPage(
+      req,
+      res,
+      INGRESS_ERRORS.unsafeResponseHead,
+      routingHost(req.headers.host) ?? '',
+      problem,
+    );
+    return;
+  }
+  res.writeHead(d.status, reasonOf(d.status), d.headers);
   res.end(d.body);
+}
+
+/** The reason phrase of `status`: a status line never reads `500 OK`. */
+function reasonOf(status: number): string {
+  return STATUS_CODES[status] ?? 'Unknown';
+}
+
+/**
+ * Why the request a policy let through cannot be written to the service, with the page to answer:
+ * a rewritten target or an added header value with a control character, or a rewritten target
+ * that breaks core/request-target.ts's rules. Otherwise its target, read as the edge reads one.
+ */
+function rewrittenRequest(d: {
+  rewrite?: string | undefined;
+  headers: HeaderChanges;
+}): { target: string | undefined } | { refused: IngressError; detail: string } {
+  for (const [name, value] of d.headers.add) {
+    const problem = fieldProblem(name, value);
+    if (problem) return { refused: INGRESS_ERRORS.unsafeRequestHead, detail: problem };
+  }
+  if (d.rewrite === undefined) return { target: undefined };
+  if (!isTargetText(d.rewrite)) {
+    return {
+      refused: INGRESS_ERRORS.unsafeRequestHead,
+      detail: 'a space or control character in the rewritten request target',
+    };
+  }
+  const read = normalizeOriginForm(d.rewrite);
+  return 'problem' in read
+    ? { refused: INGRESS_ERRORS.badRequestTarget, detail: `url-rewrite made ${read.problem}` }
+    : { target: read.target };
 }
 
 /** A policy that cannot run fails closed, with an answer that says so. */
@@ -242,7 +299,7 @@ function writeFailure(res: ServerResponse): void {
     res.destroy();
     return;
   }
-  res.writeHead(POLICY_FAILED.status, {
+  res.writeHead(POLICY_FAILED.status, reasonOf(POLICY_FAILED.status), {
     'content-type': 'text/plain; charset=utf-8',
     'burrow-error-code': POLICY_FAILED.code,
   });
@@ -255,6 +312,8 @@ function writeFailure(res: ServerResponse): void {
 interface RequestOutcome {
   forward: (flow: HttpPolicyFlow) => void;
   respond: (decision: RespondDecision) => void;
+  /** The request the policy made cannot be written (rewrittenRequest): answer with this page. */
+  refuse: (error: IngressError, detail: string) => void;
   close: () => void;
   fail: () => void;
   /** Report the status the client got to these observers (circuit-breaker); plain requests only. */
@@ -290,8 +349,14 @@ function runRequestPhases(
       if (d.kind === 'respond') outcome.respond(d);
       else if (d.kind === 'close') outcome.close();
       else {
-        // The ingress writes req.url as the request target, upstream and on upgrades alike.
-        if (d.rewrite !== undefined) req.url = d.rewrite;
+        // The ingress writes req.url as the request target, upstream and on upgrades alike: what
+        // the policy made of it is checked here, the one place it enters the request.
+        const rewritten = rewrittenRequest(d);
+        if ('refused' in rewritten) {
+          outcome.refuse(rewritten.refused, rewritten.detail);
+          return;
+        }
+        if (rewritten.target !== undefined) req.url = rewritten.target;
         if (d.afterResponse) outcome.observe?.(d.afterResponse);
         outcome.forward(
           new HttpPolicyFlow(
@@ -363,6 +428,11 @@ export function runHttpRequestPolicy(
       drop();
       writeDecision(res, d);
     },
+    refuse: (error, detail) => {
+      drop();
+      if (res.headersSent || res.destroyed) res.destroy();
+      else sendErrorPage(req, res, error, routingHost(req.headers.host) ?? '', detail);
+    },
     close: () => req.socket.destroy(),
     fail: () => {
       drop();
@@ -383,13 +453,22 @@ export function runHttpRequestPolicy(
   }
 }
 
-/** An answer written straight onto a socket (upgrades have no ServerResponse). */
+/**
+ * An answer written straight onto a socket (upgrades have no ServerResponse); as writeDecision,
+ * headers that cannot be written make it the 502 page.
+ */
 function rawResponse(
+  req: IncomingMessage,
   status: number,
   headers: Readonly<Record<string, string>>,
   body: string,
 ): string {
-  let head = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+  const problem = headersProblem(headers);
+  if (problem) {
+    const host = routingHost(req.headers.host) ?? '';
+    return rawErrorResponse(INGRESS_ERRORS.unsafeResponseHead, host, problem);
+  }
+  let head = `HTTP/1.1 ${status} ${reasonOf(status)}\r\n`;
   for (const [name, value] of Object.entries(headers)) {
     if (name !== 'content-length' && name !== 'connection') head += `${name}: ${value}\r\n`;
   }
@@ -413,11 +492,13 @@ export function runUpgradePolicy(
     forward: (flow) => {
       if (!socket.destroyed) forward(flow);
     },
-    respond: (d) => socket.end(rawResponse(d.status, d.headers, d.body)),
+    respond: (d) => socket.end(rawResponse(req, d.status, d.headers, d.body)),
+    refuse: (error, detail) =>
+      socket.end(rawErrorResponse(error, routingHost(req.headers.host) ?? '', detail)),
     close: () => socket.destroy(),
     fail: () =>
       socket.end(
-        rawResponse(POLICY_FAILED.status, { 'burrow-error-code': POLICY_FAILED.code }, ''),
+        rawResponse(req, POLICY_FAILED.status, { 'burrow-error-code': POLICY_FAILED.code }, ''),
       ),
   };
   try {

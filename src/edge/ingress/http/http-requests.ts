@@ -30,7 +30,7 @@ import {
 import type { HttpIngressOptions } from './http-ingress.js';
 import { runHttpRequestPolicy, type HttpPolicyFlow, type Settled } from './http-policy.js';
 import { failRequest, writeUpstreamResponse } from './http-responses.js';
-import { lookupHttpTunnel } from './http-routing.js';
+import { lookupHttpTunnel, readIncomingTarget } from './http-routing.js';
 import { TunnelAgent, type TunnelRequestArgs } from './tunnel-agent.js';
 
 export type HttpRequestsOptions = Pick<
@@ -156,6 +156,13 @@ export class HttpRequests {
   /** The http server's 'request' and 'checkContinue' listener. */
   readonly onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     if (this.draining) res.shouldKeepAlive = false;
+    // The target is read once, as the lean relay reads it, before anything routes or judges it.
+    const badTarget = readIncomingTarget(req);
+    if (badTarget) {
+      this.meters.unrouted.request(INGRESS_ERRORS.badRequestTarget.status);
+      failRequest(req, res, INGRESS_ERRORS.badRequestTarget, badTarget);
+      return;
+    }
     if (answerAcmeChallenge(req, res, this.acmeChallenge)) return;
     if (req.rawHeaders.length / 2 > this.maxHeaderCount) {
       this.ahead.delete(req.socket);

@@ -4,6 +4,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable, Transform } from 'node:stream';
+import { headersProblem, isReasonPhrase } from '../../../core/http-wire.js';
 import { INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
 import { routingHost } from './http-forwarding.js';
 
@@ -38,6 +39,16 @@ export function writeUpstreamResponse(
 ): void {
   if (res.destroyed) {
     up.destroy();
+    return;
+  }
+  // What on_http_response added, or an agent's reason phrase, is written here: a control
+  // character in either is refused with the 502 page, never written.
+  const problem = isReasonPhrase(up.statusMessage ?? '')
+    ? headersProblem(headers)
+    : 'a control character in the reason phrase';
+  if (problem) {
+    up.destroy();
+    failRequest(req, res, INGRESS_ERRORS.unsafeResponseHead, problem);
     return;
   }
   try {

@@ -27,7 +27,7 @@ import {
   routingHost,
 } from './http-forwarding.js';
 import { runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
-import { lookupHttpTunnel } from './http-routing.js';
+import { lookupHttpTunnel, readIncomingTarget } from './http-routing.js';
 
 export interface HttpUpgradesOptions {
   registry: TunnelRegistry;
@@ -71,6 +71,13 @@ export class HttpUpgrades {
     // The HTTP server dropped its own listeners when it handed the socket over.
     socket.on('error', () => socket.destroy());
     const host = routingHost(req.headers.host);
+    // The target is read once, as for every request (http-routing.ts readIncomingTarget).
+    const badTarget = readIncomingTarget(req);
+    if (badTarget) {
+      this.meters.unrouted.request(INGRESS_ERRORS.badRequestTarget.status);
+      socket.end(rawErrorResponse(INGRESS_ERRORS.badRequestTarget, host ?? '', badTarget));
+      return;
+    }
     const found = lookupHttpTunnel(this.registry, host, req.socket);
     if ('status' in found) {
       this.meters.unrouted.request(found.status);

@@ -2,14 +2,19 @@
  * A strict reader of HTTP/1.1 request heads (RFC 9112 §3, §6). What it accepts is what the edge
  * forwards, byte for byte; what is ambiguous (Content-Length with Transfer-Encoding, two lengths,
  * a coding other than chunked, obs-fold, bare LF, control bytes) is refused, never repaired, so
- * the agent cannot read a request in a different shape than the edge judged it.
+ * the agent cannot read a request in a different shape than the edge judged it. The request target
+ * is the exception: it is read once (core/request-target.ts) and written as read.
  */
+import { readRequestTarget } from '../../../core/request-target.js';
 import { isToken, parseFieldLine, type HeadError } from './head-syntax.js';
 
 /** A request head as the relay needs it. */
 export interface RequestHead {
   method: string;
-  /** The request target as sent (origin-form for everything the relay carries itself). */
+  /**
+   * The request target as read once (core/request-target.ts): origin-form, dot segments removed,
+   * an absolute-form target's host checked against Host. The policy judges it, the relay writes it.
+   */
   target: string;
   /** 1 for HTTP/1.1, 0 for HTTP/1.0. */
   minor: 0 | 1;
@@ -152,6 +157,9 @@ export function parseRequestHead(text: string, limits: RequestHeadLimits): Reque
     if (bad) return bad;
     head.chunked = true;
   }
+  const read = readRequestTarget(head.method, head.target, head.host);
+  if ('problem' in read) return refuse(400, read.problem);
+  head.target = read.target;
   if (head.connection !== undefined) {
     for (const token of head.connection.split(',')) {
       const name = token.trim().toLowerCase();

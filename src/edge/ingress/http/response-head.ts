@@ -4,7 +4,7 @@
  * ends and whether the tunnel stream can carry the next request.
  */
 import { HOP_BY_HOP_HEADERS } from '../../../core/http-framing.js';
-import { parseFieldLine, type HeadError } from './head-syntax.js';
+import { isFieldValue, parseFieldLine, type HeadError } from './head-syntax.js';
 import { connectionListed } from './http-forwarding.js';
 
 /** How a response body ends. */
@@ -38,6 +38,10 @@ export function parseResponseHead(text: string, method: string): ResponseHead | 
   if (!line) return { status: 502, reason: 'a malformed status line' };
   const status = Number(line[2]);
   if (status < 100) return { status: 502, reason: 'a status code under 100' };
+  // The reason phrase is relayed as it came (exchange.ts): it must be writable as it is.
+  if (line[3] !== undefined && !isFieldValue(line[3])) {
+    return { status: 502, reason: 'a control character in the reason phrase' };
+  }
   const minor = line[1] === '1' ? 1 : 0;
   const fields: string[] = [];
   let connection: string | undefined;
