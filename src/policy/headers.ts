@@ -19,10 +19,6 @@ export const NO_HEADER_CHANGES: HeaderChanges = Object.freeze({
   add: Object.freeze([]),
 });
 
-/** Control characters would let an interpolated value split a header; they become spaces. */
-// eslint-disable-next-line no-control-regex -- matching control characters is the point
-const UNSAFE_VALUE = /[\u0000-\u0008\u000a-\u001f\u007f]/g;
-
 /**
  * Header edits accumulated by actions, kept as the net effect of the sequence: removing a name
  * also drops values added for it earlier, so "add X, remove X" leaves X removed and "remove X,
@@ -47,7 +43,9 @@ export class HeaderEdits {
   }
 
   add(name: string, value: string): void {
-    this.added.push([name.toLowerCase(), value.replace(UNSAFE_VALUE, ' ')]);
+    // As rendered: a value with a control character is refused where the edge writes the head
+    // (ingress http-policy.ts, http-responses.ts), never cleaned into another value.
+    this.added.push([name.toLowerCase(), value]);
   }
 
   /** The net changes, for a decision. */
