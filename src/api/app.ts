@@ -47,6 +47,11 @@ export interface ApiOptions {
   limits?: { maxBodyBytes: number; maxJsonDepth: number } | undefined;
   /** Told of each refusal for a limit (client IP, metric label): counted and logged once a minute. */
   refused?: ((ip: string, limit: string) => void) | undefined;
+  /**
+   * Connection timeouts (`--api-headers-timeout-ms`, `--api-idle-timeout-ms`); default 10 s / 30 s.
+   * Short, so that connections that send nothing or trickle their headers do not pile up.
+   */
+  timeouts?: { headersMs: number; idleMs: number } | undefined;
 }
 
 /** Route plugins, one per resource, in the order they appear in the API description. */
@@ -69,6 +74,9 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
 ];
 
 const DEFAULT_API_LIMITS = { maxBodyBytes: 1024 * 1024, maxJsonDepth: 64 };
+const DEFAULT_API_TIMEOUTS = { headersMs: 10_000, idleMs: 30_000 };
+/** A whole request (headers and body) must arrive within this, or the headers timeout if longer. */
+const API_REQUEST_TIMEOUT_MS = 120_000;
 
 /**
  * The management API as a Fastify app, not yet listening.
@@ -76,9 +84,19 @@ const DEFAULT_API_LIMITS = { maxBodyBytes: 1024 * 1024, maxJsonDepth: 64 };
  */
 export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const { maxBodyBytes, maxJsonDepth } = options.limits ?? DEFAULT_API_LIMITS;
+  const timeouts = options.timeouts ?? DEFAULT_API_TIMEOUTS;
   const app: FastifyInstance = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger | undefined,
     bodyLimit: maxBodyBytes,
+    // A socket with no byte either way for idleMs is closed (one that never sends a request too);
+    // Node checks the headers timeout every connectionsCheckingInterval, 30 s unless set here.
+    connectionTimeout: timeouts.idleMs,
+    keepAliveTimeout: timeouts.idleMs,
+    requestTimeout: Math.max(API_REQUEST_TIMEOUT_MS, timeouts.headersMs),
+    http: {
+      headersTimeout: timeouts.headersMs,
+      connectionsCheckingInterval: Math.min(1000, timeouts.headersMs),
+    },
     genReqId: () => newId(ID_PREFIX.operation),
     // Errors of the router and of Node's HTTP parser, and requests that arrive while the server
     // closes, get the same body and Operation-Id header as every other error (transport-errors.ts).

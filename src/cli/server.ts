@@ -7,7 +7,8 @@ import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { buildApi } from '../api/app.js';
 import { onlineStateOf } from '../api/online.js';
-import { RefusalLog } from '../edge/listeners/connection-gate.js';
+import { gateConnections, RefusalLog } from '../edge/listeners/connection-gate.js';
+import { fitToOpenFiles, openFilesLimit } from '../edge/listeners/descriptor-budget.js';
 import { startEdge, type Edge } from '../edge/edge.js';
 import {
   joinCluster,
@@ -121,9 +122,19 @@ export async function startServer(
   let apiNode: ClusterMembership | undefined;
   let metricsServer: Server | undefined;
   let apiAddress: string | undefined;
+  // Every listener's connection caps fit the open-files limit together, with a share kept for
+  // agents, so a flood on the API or the ingress cannot take the descriptors agents need.
+  const fitted = fitToOpenFiles(config.limits, config.role, openFilesLimit());
+  if (fitted.lowered.length > 0) {
+    logger.info(
+      { openFiles: fitted.openFiles, lowered: fitted.lowered },
+      'connection caps lowered to fit the open-files limit',
+    );
+  }
+  const limits = fitted.limits;
   try {
     if (config.role !== 'api') {
-      edge = await startEdge({ config, repos, logger, cluster });
+      edge = await startEdge({ config: { ...config, limits }, repos, logger, cluster });
     }
     const renderMetrics = edge ? () => edge!.metrics.metrics() : undefined;
     if (renderMetrics && config.metricsListen) {
@@ -157,6 +168,7 @@ export async function startServer(
           maxBodyBytes: config.limits.apiMaxBodyBytes,
           maxJsonDepth: config.limits.apiMaxJsonDepth,
         },
+        timeouts: { headersMs: limits.apiHeadersTimeoutMs, idleMs: limits.apiIdleTimeoutMs },
         refused: (ip, limit) => apiRefusals.refused(ip, limit),
         online: edge
           ? {
@@ -177,6 +189,15 @@ export async function startServer(
             : undefined,
         metrics: config.metricsListen ? undefined : renderMetrics,
       });
+      gateConnections(
+        api.server,
+        {
+          name: 'api',
+          maxTotal: limits.apiMaxConnections,
+          maxPerIp: limits.apiMaxConnectionsPerIp,
+        },
+        apiRefusals,
+      );
       await api.listen({ host, port });
       apiAddress = formatHostPort(host, port);
       logger.info({ address: apiAddress, database: store.location }, 'API listening');

@@ -8,7 +8,7 @@ import { quote } from './quote.js';
 
 /** Limits as the server uses them (milliseconds, bytes, counts). */
 export interface ServerLimits {
-  /** Public ingress (HTTP and HTTPS ports): open connections in all and per client IP. */
+  /** Public ingress (HTTP, HTTPS and TCP ports together): open connections in all and per client IP. */
   ingressMaxConnections: number;
   ingressMaxConnectionsPerIp: number;
   /** Agent listener: open connections in all and per client IP. */
@@ -44,6 +44,17 @@ export interface ServerLimits {
   apiMaxBodyBytes: number;
   /** API: nesting depth of a JSON body (400 beyond). */
   apiMaxJsonDepth: number;
+  /** API and dashboard listener: open connections in all and per client IP. */
+  apiMaxConnections: number;
+  apiMaxConnectionsPerIp: number;
+  /** API: the request line and headers must arrive this soon (408). */
+  apiHeadersTimeoutMs: number;
+  /** API: a connection with no byte either way for this long is closed. */
+  apiIdleTimeoutMs: number;
+  /** Raw relays (TCP, TLS, upgrades): closed after this long with no byte either way. */
+  relayIdleTimeoutMs: number;
+  /** Raw relays: once one side has sent its FIN, closed after this long with no byte. */
+  relayHalfClosedTimeoutMs: number;
 }
 
 /** One limit option: flag/config name, the field it sets, its default, and its bounds. */
@@ -64,7 +75,8 @@ export const LIMIT_OPTIONS: readonly LimitSpec[] = [
   {
     name: 'ingress-max-connections',
     field: 'ingressMaxConnections',
-    description: 'open public connections (HTTP and HTTPS ports) in all; more are closed at once',
+    description:
+      'open public connections in all, over the HTTP, HTTPS and every TCP endpoint port; more are closed at once',
     default: '10000',
     min: 1,
     max: 1_000_000,
@@ -72,7 +84,7 @@ export const LIMIT_OPTIONS: readonly LimitSpec[] = [
   {
     name: 'ingress-max-connections-per-ip',
     field: 'ingressMaxConnectionsPerIp',
-    description: 'open public connections per client IP',
+    description: 'open public connections per client IP, over all public ports together',
     default: '256',
     min: 1,
     max: 1_000_000,
@@ -215,6 +227,56 @@ export const LIMIT_OPTIONS: readonly LimitSpec[] = [
     default: '64',
     min: 4,
     max: 10_000,
+  },
+  {
+    name: 'api-max-connections',
+    field: 'apiMaxConnections',
+    description: 'open API and dashboard connections in all; more are closed at once',
+    default: '1024',
+    min: 1,
+    max: 1_000_000,
+  },
+  {
+    name: 'api-max-connections-per-ip',
+    field: 'apiMaxConnectionsPerIp',
+    description: 'open API and dashboard connections per client IP',
+    default: '128',
+    min: 1,
+    max: 1_000_000,
+  },
+  {
+    name: 'api-headers-timeout-ms',
+    field: 'apiHeadersTimeoutMs',
+    description: 'API: the request line and headers must arrive within this many ms (408)',
+    default: '10000',
+    min: 100,
+    max: 600_000,
+  },
+  {
+    name: 'api-idle-timeout-ms',
+    field: 'apiIdleTimeoutMs',
+    description: 'API: a connection with no byte sent or received for this many ms is closed',
+    default: '30000',
+    min: 100,
+    max: 3_600_000,
+  },
+  {
+    name: 'relay-idle-timeout-ms',
+    field: 'relayIdleTimeoutMs',
+    description:
+      'raw relays (TCP endpoints, TLS passthrough, upgraded connections): closed after this many ms with no byte either way',
+    default: '3600000',
+    min: 100,
+    max: 604_800_000,
+  },
+  {
+    name: 'relay-half-closed-timeout-ms',
+    field: 'relayHalfClosedTimeoutMs',
+    description:
+      'raw relays: once one side has sent its FIN, closed after this many ms with no byte either way',
+    default: '30000',
+    min: 100,
+    max: 604_800_000,
   },
 ];
 

@@ -26,6 +26,24 @@ export interface RelayOptions {
   bytesOut?: ByteCounter | undefined;
   /** Runs once, when both sides are closed. */
   onClose?: (() => void) | undefined;
+  /** Close both sides when the relay goes quiet; default: never (the SDK's side of a tunnel). */
+  timeouts?: RelayTimeouts | undefined;
+}
+
+/** Why a relay was closed by its {@link RelayTimeouts}. */
+export type RelayTimeoutReason = 'idle' | 'half_closed';
+
+/**
+ * Inactivity limits of a relay, as TCP proxies have them (Envoy's tcp_proxy `idle_timeout`,
+ * HAProxy's `timeout client` and `timeout client-fin`): a byte either way restarts the clock.
+ */
+export interface RelayTimeouts {
+  /** No byte either way for this long: both sides closed. */
+  idleMs: number;
+  /** The same once one side has ended (sent its FIN): a half-closed relay ends sooner. */
+  halfClosedMs: number;
+  /** Told before both sides are closed for going quiet. */
+  onTimeout?: ((reason: RelayTimeoutReason) => void) | undefined;
 }
 
 /**
@@ -59,10 +77,63 @@ export function relay(near: Duplex, far: Duplex, options: RelayOptions = {}): Re
     if (!near.writableFinished && !near.writableEnded) near.destroy();
     closed();
   });
-  return {
-    destroy() {
-      near.destroy();
-      far.destroy();
-    },
+  const destroy = (): void => {
+    near.destroy();
+    far.destroy();
   };
+  if (options.timeouts) {
+    const stop = closeWhenQuiet(near, far, options.timeouts, destroy);
+    near.once('close', stop);
+    far.once('close', stop);
+  }
+  return { destroy };
+}
+
+/**
+ * Call `destroy` once neither side has read a byte for the idle time (the shorter half-closed
+ * time once either side ended). Activity only stamps the time; one timer checks it when due,
+ * so a busy relay costs no timer work per chunk. Returns a stop for when the relay closes.
+ */
+function closeWhenQuiet(
+  near: Duplex,
+  far: Duplex,
+  timeouts: RelayTimeouts,
+  destroy: () => void,
+): () => void {
+  let lastActive = Date.now();
+  let halfClosed = false;
+  let timer: NodeJS.Timeout | undefined;
+  const limit = (): number =>
+    halfClosed ? Math.min(timeouts.idleMs, timeouts.halfClosedMs) : timeouts.idleMs;
+  const check = (): void => {
+    const left = lastActive + limit() - Date.now();
+    if (left > 0) {
+      arm(left);
+      return;
+    }
+    timer = undefined;
+    timeouts.onTimeout?.(halfClosed ? 'half_closed' : 'idle');
+    destroy();
+  };
+  const arm = (ms: number): void => {
+    clearTimeout(timer);
+    timer = setTimeout(check, ms);
+    // A relay waiting to time out must not keep a process alive that has nothing else to do.
+    timer.unref();
+  };
+  const active = (): void => {
+    lastActive = Date.now();
+  };
+  const ended = (): void => {
+    if (halfClosed) return;
+    halfClosed = true;
+    active();
+    arm(limit());
+  };
+  near.on('data', active);
+  far.on('data', active);
+  near.once('end', ended);
+  far.once('end', ended);
+  arm(limit());
+  return () => clearTimeout(timer);
 }

@@ -14,9 +14,10 @@ import type { EdgeMetrics } from '../metrics/metrics.js';
 import { formatAddress, parseListenAddress } from '../../core/host-port.js';
 import { SniRouter } from './sni-router.js';
 import { TcpIngress } from './tcp-ingress.js';
+import { relayTimeoutsOf } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../core/limits.js';
-import { gateConnections, RefusalLog } from '../listeners/connection-gate.js';
+import { ConnectionGate, RefusalLog } from '../listeners/connection-gate.js';
 import { answerParserErrors } from './http/http-parser-refusals.js';
 import { proxyProtocolFront } from '../listeners/proxy-protocol-front.js';
 
@@ -84,6 +85,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   const meters = new EndpointMeters(options.metrics);
   const limits = options.limits ?? DEFAULT_LIMITS;
   const refusals = new RefusalLog(logger, options.metrics);
+  const relayTimeouts = relayTimeoutsOf(limits, (ip, limit) => refusals.timedOut(ip, limit));
   const http = new HttpIngress({
     registry,
     meters,
@@ -104,15 +106,20 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
     handshakeTimeoutMs: limits.tlsHandshakeTimeoutMs,
+    relayTimeouts,
   });
-  // One count per port: the HTTP, the HTTPS and each TCP listener admit up to the limits.
-  const gate = {
-    name: 'ingress',
-    maxTotal: limits.ingressMaxConnections,
-    maxPerIp: limits.ingressMaxConnectionsPerIp,
-  };
-  gateConnections(http.server, gate, refusals);
-  gateConnections(sni.server, gate, refusals);
+  // One budget for every public port: an address's connections to the HTTP, the HTTPS and all
+  // TCP endpoint ports add up, so opening more endpoints does not give it more.
+  const gate = new ConnectionGate(
+    {
+      name: 'ingress',
+      maxTotal: limits.ingressMaxConnections,
+      maxPerIp: limits.ingressMaxConnectionsPerIp,
+    },
+    refusals,
+  );
+  gate.attach(http.server);
+  gate.attach(sni.server);
   answerParserErrors(http.httpServer, refusals);
   // Behind a load balancer: listen on a front that reads the PROXY header, then hands over.
   const front = (server: Server, socketOptions?: ServerOpts): Server =>
@@ -129,10 +136,11 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     bindHost: options.tcpBindHost ?? parseListenAddress(options.httpListen).host,
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
-    // Each TCP port (endpoints and edges alike) gets the ingress's connection caps, like the HTTP
-    // and HTTPS ports, and behind a load balancer the PROXY header reader.
+    relayTimeouts,
+    // Each TCP port (endpoints and edges alike) counts against the ingress's one gate, like the
+    // HTTP and HTTPS ports, and behind a load balancer gets the PROXY header reader.
     front: (server, socketOptions) => {
-      gateConnections(server, gate, refusals);
+      gate.attach(server);
       return front(server, socketOptions);
     },
   });

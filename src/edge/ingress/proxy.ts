@@ -3,8 +3,8 @@
  * options, and relaying raw bytes both ways between a public connection and a tunnel stream.
  */
 import type { ServerOpts, Socket } from 'node:net';
-import { relay, type Relay } from '../../core/relay.js';
-import { connectTunnel, proxyInfoOf } from '../registry/connect-tunnel.js';
+import { relay, type Relay, type RelayTimeoutReason } from '../../core/relay.js';
+import { clientIp, connectTunnel, proxyInfoOf } from '../registry/connect-tunnel.js';
 import type { OnlineTunnel } from '../registry/tunnel-registry.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 
@@ -39,11 +39,36 @@ export interface RawConnection {
   onConnectFailed(err: unknown): void;
 }
 
+/** When raw relays end for going quiet (`--relay-idle-timeout-ms`, `--relay-half-closed-timeout-ms`). */
+export interface RawRelayTimeouts {
+  idleMs: number;
+  halfClosedMs: number;
+  /** Told of each relay closed for going quiet, with the public client's address. */
+  onTimeout?: ((clientIp: string, reason: RelayTimeoutReason) => void) | undefined;
+}
+
+/**
+ * The relay timeouts of `limits`, each closing counted under `relay_idle_timeout` or
+ * `relay_half_closed_timeout` by `count` (a RefusalLog's `timedOut`).
+ * @example relayTimeoutsOf(limits, (ip, limit) => refusals.timedOut(ip, limit))
+ */
+export function relayTimeoutsOf(
+  limits: { relayIdleTimeoutMs: number; relayHalfClosedTimeoutMs: number },
+  count?: (clientIp: string, limit: string) => void,
+): RawRelayTimeouts {
+  return {
+    idleMs: limits.relayIdleTimeoutMs,
+    halfClosedMs: limits.relayHalfClosedTimeoutMs,
+    onTimeout: count && ((ip, reason) => count(ip, `relay_${reason}_timeout`)),
+  };
+}
+
 /**
  * A listener's open raw relays through tunnels, each counted as one open connection of its
- * tunnel's endpoint from the moment it starts until it closes or fails to connect.
+ * tunnel's endpoint from the moment it starts until it closes or fails to connect, and closed
+ * when it goes quiet for the `timeouts`.
  * @example
- * const relays = new TunnelRelays(meters, connectTimeoutMs);
+ * const relays = new TunnelRelays(meters, connectTimeoutMs, relayTimeoutsOf(DEFAULT_LIMITS));
  * relays.start(socket, tunnel, { proto: 'tcp', onConnectFailed: () => socket.destroy() });
  */
 export class TunnelRelays {
@@ -51,7 +76,8 @@ export class TunnelRelays {
 
   constructor(
     private readonly meters: EndpointMeters,
-    private readonly connectTimeoutMs?: number | undefined,
+    private readonly connectTimeoutMs: number | undefined,
+    private readonly timeouts: RawRelayTimeouts,
   ) {}
 
   /** Relays open now (connecting ones are not counted). */
@@ -79,12 +105,18 @@ export class TunnelRelays {
           return;
         }
         if (firstBytes) stream.write(firstBytes);
+        const { idleMs, halfClosedMs, onTimeout } = this.timeouts;
         const relayed = relay(socket, stream, {
           bytesIn: meter.bytesIn,
           bytesOut: meter.bytesOut,
           onClose: () => {
             this.open.delete(relayed);
             closeConnection();
+          },
+          timeouts: {
+            idleMs,
+            halfClosedMs,
+            onTimeout: onTimeout && ((reason) => onTimeout(clientIp(socket), reason)),
           },
         });
         this.open.add(relayed);

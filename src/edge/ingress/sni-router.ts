@@ -23,7 +23,13 @@ import { EdgeTlsTerminator, tlsInputOf } from './edge-tls.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
 import { admitConnection, connInputOf, type EdgeTlsEnd } from './policy-gate.js';
-import { INGRESS_SOCKET_OPTIONS, TunnelRelays } from './proxy.js';
+import { DEFAULT_LIMITS } from '../../core/limits.js';
+import {
+  INGRESS_SOCKET_OPTIONS,
+  relayTimeoutsOf,
+  TunnelRelays,
+  type RawRelayTimeouts,
+} from './proxy.js';
 import { followInternal, refusalText } from '../registry/internal-routing.js';
 import type { EdgeTermination, OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
@@ -40,6 +46,8 @@ export interface SniRouterOptions {
   helloTimeoutMs?: number | undefined;
   /** And the whole handshake, when terminated here, within this time. Default 10 s. */
   handshakeTimeoutMs?: number | undefined;
+  /** When passthrough and terminated relays end for going quiet; default DEFAULT_LIMITS'. */
+  relayTimeouts?: RawRelayTimeouts | undefined;
 }
 
 /** A connection on its way to a TLS endpoint's agent, through forward-internal hops. */
@@ -79,7 +87,11 @@ export class SniRouter {
 
   constructor(options: SniRouterOptions) {
     this.options = options;
-    this.relays = new TunnelRelays(options.meters, options.connectTimeoutMs);
+    this.relays = new TunnelRelays(
+      options.meters,
+      options.connectTimeoutMs,
+      options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS),
+    );
     const cert = options.defaultCertificate;
     this.tlsServer = createTlsServer({
       SNICallback: options.certificates.sniCallback,

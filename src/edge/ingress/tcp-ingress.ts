@@ -9,7 +9,13 @@ import type { Logger } from '../../core/logger.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { followInternal, refusalText } from '../registry/internal-routing.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
-import { INGRESS_SOCKET_OPTIONS, TunnelRelays } from './proxy.js';
+import { DEFAULT_LIMITS } from '../../core/limits.js';
+import {
+  INGRESS_SOCKET_OPTIONS,
+  relayTimeoutsOf,
+  TunnelRelays,
+  type RawRelayTimeouts,
+} from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
 export interface TcpIngressOptions {
@@ -19,6 +25,8 @@ export interface TcpIngressOptions {
   bindHost: string;
   logger?: Logger | undefined;
   connectTimeoutMs?: number | undefined;
+  /** When relays end for going quiet; default DEFAULT_LIMITS' (1 h idle, 30 s half-closed). */
+  relayTimeouts?: RawRelayTimeouts | undefined;
   /**
    * What to listen on in place of each port's server, given its socket options: the PROXY
    * protocol front with `--ingress-proxy-protocol 1`. Default: the server itself.
@@ -51,7 +59,11 @@ export class TcpIngress {
   private readonly retries = new Set<NodeJS.Timeout>();
 
   constructor(private readonly options: TcpIngressOptions) {
-    this.relays = new TunnelRelays(options.meters, options.connectTimeoutMs);
+    this.relays = new TunnelRelays(
+      options.meters,
+      options.connectTimeoutMs,
+      options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS),
+    );
   }
 
   /** Listen for every tcp tunnel online now and follow the registry from here on. */

@@ -3,7 +3,7 @@ import net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { RpcError } from '../../protocol/index.js';
 import { connectTestAgent, startTestAgentEdge } from '../../../test/support/agent-edge.js';
-import { clientKey, gateConnections, RefusalLog } from './connection-gate.js';
+import { clientKey, ConnectionGate, gateConnections, RefusalLog } from './connection-gate.js';
 import { EdgeMetrics } from '../metrics/metrics.js';
 
 describe('listener limits', () => {
@@ -46,6 +46,46 @@ describe('listener limits', () => {
     await new Promise((r) => setTimeout(r, 50));
     expect((await open()).first).toBe('served');
     for (const x of [b, c, d]) x.socket.destroy();
+  });
+
+  it('counts an address once over every server the gate is attached to, refusing the newest', async () => {
+    const metrics = new EdgeMetrics();
+    const gate = new ConnectionGate(
+      { name: 'ingress', maxTotal: 3, maxPerIp: 2 },
+      new RefusalLog(undefined, metrics),
+    );
+    const ports: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const server = net.createServer((s) => s.write('hi'));
+      servers.push(server);
+      gate.attach(server);
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      ports.push((server.address() as net.AddressInfo).port);
+    }
+    const open = async (port: number, from = '127.0.0.1') => {
+      const socket = net.connect({ port, host: '127.0.0.1', localAddress: from });
+      socket.on('error', () => undefined);
+      const first = await Promise.race([
+        once(socket, 'data').then(() => 'served'),
+        once(socket, 'close').then(() => 'closed'),
+      ]);
+      return { socket, first };
+    };
+    // Two ports, one connection each: the address's budget of two is spent on both together.
+    const a = await open(ports[0]!);
+    const b = await open(ports[1]!);
+    const c = await open(ports[2]!);
+    expect([a.first, b.first, c.first]).toEqual(['served', 'served', 'closed']);
+    expect(gate.openFrom('127.0.0.1')).toBe(2);
+    // Another address still gets in, up to the total of three over all ports.
+    const d = await open(ports[2]!, '127.0.0.2');
+    const e = await open(ports[0]!, '127.0.0.3');
+    expect([d.first, e.first]).toEqual(['served', 'closed']);
+    expect(metrics.limitRefusals.with({ limit: 'ingress_connections_per_ip' }).value).toBe(1);
+    expect(metrics.limitRefusals.with({ limit: 'ingress_connections' }).value).toBe(1);
+    expect(gate.open).toBe(3);
+    for (const x of [a, b, c, d, e]) x.socket.destroy();
   });
 
   it('refuses Auth beyond the sessions a credential may hold, with ERR_NGROK_108', async () => {

@@ -28,6 +28,15 @@ export class RefusalLog {
     this.logged.set(key, true);
     this.logger?.warn({ ip, limit }, 'client over a limit: refused (logged once a minute)');
   }
+
+  /**
+   * Count a connection closed by a timeout (an idle raw relay, say): in /metrics under the same
+   * family, logged at debug only, since an idle connection ending is ordinary, not an attack.
+   */
+  timedOut(ip: string, limit: string): void {
+    this.metrics?.limitRefusals.with({ limit }).inc();
+    this.logger?.debug({ ip, limit }, 'connection closed by a timeout');
+  }
 }
 
 /** Connection caps of one listener; a name for metrics and logs. */
@@ -55,37 +64,78 @@ export function clientKey(address: string): string {
 }
 
 /**
- * Caps the open connections of a listener, in all and per client IP. Installed first on the
- * server's 'connection' event, so a refused socket is destroyed before anything reads from it
- * (a closed connection is the refusal every protocol understands); other clients are unaffected.
+ * Caps open connections, in all and per client address, over every server it is attached to: the
+ * public ingress attaches one gate to its HTTP, HTTPS and every TCP endpoint port, so an address's
+ * budget is one whatever the number of ports. Installed first on each server's 'connection'
+ * event, so a refused socket is destroyed before anything reads from it (a closed connection is
+ * the refusal every protocol understands); the newest connection is the one refused, and what is
+ * already admitted goes on.
  *
  * @example
- * gateConnections(server, { name: 'agent', maxTotal: 5000, maxPerIp: 64 }, refusals);
+ * const gate = new ConnectionGate({ name: 'ingress', maxTotal: 10000, maxPerIp: 256 }, refusals);
+ * gate.attach(httpServer); gate.attach(tcpPortServer);
  */
-export function gateConnections(server: Server, limits: GateLimits, log: RefusalLog): void {
-  let total = 0;
-  const perIp = new Map<string, number>();
-  server.prependListener('connection', (socket: Socket) => {
+export class ConnectionGate {
+  private total = 0;
+  private readonly perIp = new Map<string, number>();
+
+  constructor(
+    readonly limits: GateLimits,
+    private readonly log: RefusalLog,
+  ) {}
+
+  /** Connections admitted and still open, over every attached server. */
+  get open(): number {
+    return this.total;
+  }
+
+  /** Open connections of one client (its {@link clientKey}). */
+  openFrom(address: string): number {
+    return this.perIp.get(clientKey(address)) ?? 0;
+  }
+
+  /** Count `server`'s connections against this gate from now on. */
+  attach(server: Server): void {
+    server.prependListener('connection', (socket: Socket) => this.admit(socket));
+  }
+
+  private admit(socket: Socket): void {
+    const { limits } = this;
     const ip = clientKey(socket.remoteAddress ?? '');
-    const mine = perIp.get(ip) ?? 0;
+    const mine = this.perIp.get(ip) ?? 0;
     const over =
-      total >= limits.maxTotal
+      this.total >= limits.maxTotal
         ? `${limits.name}_connections`
         : mine >= limits.maxPerIp
           ? `${limits.name}_connections_per_ip`
           : undefined;
     if (over) {
-      log.refused(ip, over);
+      this.log.refused(ip, over);
       socket.destroy();
       return;
     }
-    total++;
-    perIp.set(ip, mine + 1);
+    this.total++;
+    this.perIp.set(ip, mine + 1);
     socket.once('close', () => {
-      total--;
-      const n = (perIp.get(ip) ?? 1) - 1;
-      if (n <= 0) perIp.delete(ip);
-      else perIp.set(ip, n);
+      this.total--;
+      const n = (this.perIp.get(ip) ?? 1) - 1;
+      if (n <= 0) this.perIp.delete(ip);
+      else this.perIp.set(ip, n);
     });
-  });
+  }
+}
+
+/**
+ * A gate of one listener's own (the agent listener).
+ * @example
+ * gateConnections(server, { name: 'agent', maxTotal: 5000, maxPerIp: 64 }, refusals);
+ */
+export function gateConnections(
+  server: Server,
+  limits: GateLimits,
+  log: RefusalLog,
+): ConnectionGate {
+  const gate = new ConnectionGate(limits, log);
+  gate.attach(server);
+  return gate;
 }
