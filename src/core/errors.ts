@@ -161,6 +161,9 @@ export const CODES = {
   // Login pages of the oauth and openid-connect actions
   loginRefused: 'ERR_BURROW_LOGIN_REFUSED',
   loginProviderFailed: 'ERR_BURROW_LOGIN_PROVIDER',
+  // Outbound calls a policy makes (core/egress-guard.ts)
+  egressRefused: 'ERR_BURROW_EGRESS_REFUSED',
+  egressFailed: 'ERR_BURROW_EGRESS_FAILED',
   // Cluster: links between the nodes of one cluster
   nodeUnreachable: 'ERR_BURROW_NODE_UNREACHABLE',
   nodeConnectTimeout: 'ERR_BURROW_NODE_CONNECT_TIMEOUT',

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { createRemoteJWKSet, type JWSHeaderParameters, type FlattenedJWSInput } from 'jose';
+import { checkEgressUrl, egressAgent, egressFetch } from '../../core/egress-guard.js';
 
 /**
  * Where jwt-validation finds signing keys: JWKS URLs, fetched on first use, cached, and fetched
@@ -22,14 +23,21 @@ const MAX_ENTRIES = 256;
 
 const sets = new LRUCache<string, KeyResolver>({ max: MAX_ENTRIES });
 
-/** One resolver per URL for the whole process, so every policy naming it shares the cache. */
+/**
+ * One resolver per URL for the whole process, so every policy naming it shares the cache. Its
+ * fetches go through the egress guard: an address in the URL is checked on each use (jose's
+ * request does no lookup for it), a name when its socket resolves it.
+ */
 function remoteSet(url: string): KeyResolver {
+  const parsed = new URL(url);
+  checkEgressUrl(parsed);
   let set = sets.get(url);
   if (!set) {
-    set = createRemoteJWKSet(new URL(url), {
+    set = createRemoteJWKSet(parsed, {
       cacheMaxAge: JWKS_CACHE.maxAgeMs,
       cooldownDuration: JWKS_CACHE.cooldownMs,
       timeoutDuration: JWKS_CACHE.timeoutMs,
+      agent: egressAgent(parsed.protocol),
     });
     sets.set(url, set);
   }
@@ -44,7 +52,7 @@ function discoverJwks(issuer: string): Promise<string> {
   if (hit) return hit;
   const url = (async () => {
     const where = `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
-    const res = await fetch(where, { signal: AbortSignal.timeout(JWKS_CACHE.timeoutMs) });
+    const res = await egressFetch(where, { signal: AbortSignal.timeout(JWKS_CACHE.timeoutMs) });
     if (!res.ok) throw new Error(`${where} answered ${res.status}`);
     const doc = (await res.json()) as { jwks_uri?: unknown };
     if (typeof doc.jwks_uri !== 'string') throw new Error(`${where} has no jwks_uri`);

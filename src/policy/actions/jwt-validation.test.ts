@@ -4,6 +4,11 @@ import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type JWK, type KeyLike } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindPolicy } from '../../../test/support/policy-fixtures.js';
+import {
+  configureEgress,
+  parseEgressAllow,
+  type EgressAllowEntry,
+} from '../../core/egress-guard.js';
 import { JWKS_CACHE } from './jwt-keys.js';
 
 /**
@@ -20,7 +25,11 @@ let key1: { privateKey: KeyLike; publicKey: KeyLike };
 let key2: { privateKey: KeyLike; publicKey: KeyLike };
 let stranger: { privateKey: KeyLike; publicKey: KeyLike };
 
+/** The JWKS server is on loopback: allowed as `--egress-allow 127.0.0.1` allows it. */
+const ALLOW_LOOPBACK = { allow: [parseEgressAllow('127.0.0.1') as EgressAllowEntry] };
+
 beforeAll(async () => {
+  configureEgress(ALLOW_LOOPBACK);
   // The 30 s between fetches would make the rotation test wait; the logic is the same.
   JWKS_CACHE.cooldownMs = 0;
   key1 = await generateKeyPair('RS256');
@@ -28,7 +37,11 @@ beforeAll(async () => {
   stranger = await generateKeyPair('RS256');
   published = [{ ...(await exportJWK(key1.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }];
   server = createServer((req, res) => {
-    if (req.url === '/jwks.json') {
+    if (req.url === '/not-json') {
+      res.writeHead(200, { 'content-type': 'text/plain' }).end('an internal admin page');
+      return;
+    }
+    if (req.url === '/jwks.json' || req.url === '/internal/jwks.json') {
       fetches++;
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ keys: published }));
@@ -41,7 +54,10 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 
-afterAll(() => server.close());
+afterAll(() => {
+  configureEgress({ allow: [] });
+  server.close();
+});
 
 const ISSUER = 'https://id.burrow.test/';
 
@@ -185,6 +201,34 @@ describe('jwt-validation', () => {
     }
     now += 200_000; // past exp and the skew: remembered or not, the token must not pass
     expect((await call(r, { authorization: `Bearer ${t}` })).status).toBe(401);
+  });
+
+  it('refuses a JWKS on loopback without --egress-allow, never fetching it, and tells the client nothing of it', async () => {
+    configureEgress({ allow: [] });
+    try {
+      const jkus = { keys: { sources: { additional_jkus: [`${base}/internal/jwks.json`] } } };
+      const r = bindPolicy(policy({ jws: { allowed_algorithms: ['RS256'], ...jkus } }), 'https');
+      const before = fetches;
+      const out = await call(r, { authorization: `Bearer ${await token({})}` });
+      expect(out.status).toBe(401);
+      expect(out.auth).toBe(
+        `Bearer error="invalid_token", error_description="the issuer's signing keys could not be fetched (ERR_BURROW_EGRESS_FAILED)"`,
+      );
+      expect(fetches).toBe(before);
+      // The operator's event says what was refused.
+      expect(r.events.eventsFor(r.owner)[0]!.message).toMatch(/127\.0\.0\.1.*loopback/);
+    } finally {
+      configureEgress(ALLOW_LOOPBACK);
+    }
+  });
+
+  it('tells the client the same when an allowed key URL answers something that is no key set', async () => {
+    const jkus = { keys: { sources: { additional_jkus: [`${base}/not-json`] } } };
+    const r = bindPolicy(policy({ jws: { allowed_algorithms: ['RS256'], ...jkus } }), 'https');
+    const out = await call(r, { authorization: `Bearer ${await token({})}` });
+    expect(out.auth).toContain('could not be fetched (ERR_BURROW_EGRESS_FAILED)');
+    expect(out.auth).not.toMatch(/JSON|malformed/);
+    expect(r.events.eventsFor(r.owner)[0]!.message).toMatch(/JSON/);
   });
 
   it('refuses bad configs at save time', () => {

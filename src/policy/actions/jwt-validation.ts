@@ -1,5 +1,6 @@
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify } from 'jose';
 import { LRUCache } from 'lru-cache';
+import { CODES } from '../../core/errors.js';
 import { quote } from '../../core/quote.js';
 import { cookieValues } from './auth-cookies.js';
 import { isMapping, type ConfigReader, type Mapping } from './config.js';
@@ -129,22 +130,37 @@ function celValue(v: unknown): unknown {
   return v;
 }
 
-/** Why jose refused a token, in words a client can act on. */
-function reasonOf(err: unknown): string {
-  if (err instanceof joseErrors.JWTExpired) return 'the token has expired';
+/** Why a token was refused: what the client is told, and what the operator's event says. */
+interface Problem {
+  visitor: string;
+  detail: string;
+}
+
+const problem = (reason: string): Problem => ({ visitor: reason, detail: reason });
+
+/**
+ * What a client is told when the keys could not be fetched or used, whatever the reason: the key
+ * URL is the policy author's choice, so the reason (refused, unreachable, not JSON, not a key
+ * set) would tell an authtoken holder what listens at an address the edge can reach.
+ */
+const KEYS_UNAVAILABLE = `the issuer's signing keys could not be fetched (${CODES.egressFailed})`;
+
+/** Why jose refused a token, in words a client can act on; a failed key fetch only as such. */
+function problemOf(err: unknown): Problem {
+  if (err instanceof joseErrors.JWTExpired) return problem('the token has expired');
   if (err instanceof joseErrors.JWTClaimValidationFailed) {
-    return `claim ${err.claim} is not acceptable (${err.reason})`;
+    return problem(`claim ${err.claim} is not acceptable (${err.reason})`);
   }
   if (err instanceof joseErrors.JOSEAlgNotAllowed)
-    return 'the token uses an algorithm that is not allowed';
+    return problem('the token uses an algorithm that is not allowed');
   if (err instanceof joseErrors.JWSSignatureVerificationFailed)
-    return 'the signature does not verify';
+    return problem('the signature does not verify');
   if (err instanceof joseErrors.JWKSNoMatchingKey)
-    return 'no signing key of the issuer matches the token';
+    return problem('no signing key of the issuer matches the token');
   if (err instanceof joseErrors.JWTInvalid || err instanceof joseErrors.JWSInvalid)
-    return 'the token is malformed';
-  if (err instanceof joseErrors.JWKSTimeout) return 'the signing keys could not be fetched in time';
-  return `the token could not be verified: ${(err as Error).message}`;
+    return problem('the token is malformed');
+  const message = err instanceof Error ? err.message : String(err);
+  return { visitor: KEYS_UNAVAILABLE, detail: `the signing keys could not be fetched: ${message}` };
 }
 
 function refusal(reason: string): Terminal {
@@ -237,9 +253,9 @@ export const jwtValidationAction: ActionSpec = {
       max: VERIFIED_MAX,
       ttl: VERIFIED_TTL_MS,
     });
-    const verify = async (c: PhaseContext): Promise<string | undefined> => {
+    const verify = async (c: PhaseContext): Promise<Problem | undefined> => {
       const token = findToken(c, sources);
-      if (token === undefined) return 'no token was sent';
+      if (token === undefined) return problem('no token was sent');
       const known = verified.get(token);
       if (known && c.now() < known.exp * 1000 + skewMs) {
         c.setActionResult('jwt_validation', {
@@ -252,14 +268,14 @@ export const jwtValidationAction: ActionSpec = {
       try {
         const header = decodeProtectedHeader(token);
         if (typeof header.alg !== 'string' || !options.algorithms.includes(header.alg)) {
-          return `the token's algorithm ${quote(String(header.alg), '"')} is not allowed`;
+          return problem(`the token's algorithm ${quote(String(header.alg), '"')} is not allowed`);
         }
         issuer = decodeJwt(token).iss;
       } catch {
-        return 'the token is malformed';
+        return problem('the token is malformed');
       }
       if (issuer === undefined || !issuers.includes(issuer))
-        return 'the token is not from an allowed issuer';
+        return problem('the token is not from an allowed issuer');
       try {
         const { payload, protectedHeader } = await jwtVerify(
           token,
@@ -273,21 +289,21 @@ export const jwtValidationAction: ActionSpec = {
         c.setActionResult('jwt_validation', { claims, tokens: [{ claims, header }] });
         return undefined;
       } catch (err) {
-        return reasonOf(err);
+        return problemOf(err);
       }
     };
 
     const action: CompiledAction = {
       alwaysTerminates: false,
       run(c) {
-        return verify(c).then((problem) => {
-          if (problem === undefined) return undefined;
+        return verify(c).then((found) => {
+          if (found === undefined) return undefined;
           if (!enforce) {
-            c.event('would-refuse-jwt', `${problem} (enforce is false: let through)`);
+            c.event('would-refuse-jwt', `${found.detail} (enforce is false: let through)`);
             return undefined;
           }
-          c.event('jwt-refused', problem);
-          return refusal(problem);
+          c.event('jwt-refused', found.detail);
+          return refusal(found.visitor);
         });
       },
     };

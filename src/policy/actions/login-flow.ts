@@ -83,6 +83,14 @@ export class LoginError extends BurrowError {
 }
 
 /**
+ * What a browser is told when the provider could not be reached or its answer could not be used,
+ * whatever the reason: the provider's URL is the policy author's, so the reason (refused by the
+ * egress guard, connection refused, not JSON, …) would tell what listens at an address the edge
+ * reaches. The reason goes to the event (the operator's log and policy events).
+ */
+const PROVIDER_FAILED = `The identity provider could not be reached or its answer could not be used (${CODES.loginProviderFailed}).`;
+
+/**
  * Whether `err` (or an error it wraps) is the network's: a system error (ECONNREFUSED, ENOTFOUND,
  * ETIMEDOUT, …, as fetch's `fetch failed` wraps it) or an aborted or timed-out request.
  * @example isNetworkError(new TypeError('fetch failed', { cause: { code: 'ECONNREFUSED', syscall: 'connect' } })) // true
@@ -238,12 +246,8 @@ export function loginAction(
       });
     } catch (err) {
       const message = (err as Error).message;
-      c.event('error', `login could not start: ${message}`);
-      return page(
-        502,
-        'Login unavailable',
-        `The identity provider could not be reached: ${message}`,
-      );
+      c.event('error', `login could not start: ${message}`, { code: CODES.loginProviderFailed });
+      return page(502, 'Login unavailable', PROVIDER_FAILED);
     }
     for (const [name, value] of Object.entries(cfg.authzParams)) url.searchParams.set(name, value);
     const pending: Pending = { state, nonce, verifier, back, exp: c.now() + PENDING_MS };
@@ -320,7 +324,7 @@ export function loginAction(
           ? err
           : new LoginError(502, (err as Error).message, { cause: err });
       c.event('unauthorized', `login failed: ${e.message}`, { code: e.code });
-      return page(e.statusCode, 'Login failed', e.message);
+      return page(e.statusCode, 'Login failed', e.statusCode === 502 ? PROVIDER_FAILED : e.message);
     }
     const now = c.now();
     const s: Session = {

@@ -1,4 +1,5 @@
 import * as oidc from 'openid-client';
+import { egressFetch } from '../../core/egress-guard.js';
 import { quote } from '../../core/quote.js';
 import { isMapping } from './config.js';
 import { LOGIN_CONFIG_KEYS, readLoginConfig } from './login-config.js';
@@ -148,7 +149,8 @@ const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
  * wants as one space-separated string: join it before openid-client reads the answer.
  */
 const tokenFetch: oidc.CustomFetch = async (url, options) => {
-  const res = await fetch(url, options);
+  // Through the egress guard, as every call a policy makes.
+  const res = await egressFetch(url, options);
   if (!(res.headers.get('content-type') ?? '').includes('json')) return res;
   let json: unknown;
   try {

@@ -1,5 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import * as oidc from 'openid-client';
+import { egressFetch } from '../../core/egress-guard.js';
 import { isLoopbackHost } from '../../core/hostname.js';
 import { quote } from '../../core/quote.js';
 import { LOGIN_CONFIG_KEYS, readLoginConfig } from './login-config.js';
@@ -31,8 +32,10 @@ const discovered = new LRUCache<string, Promise<oidc.Configuration>>({
  */
 function discovery(issuer: URL, clientId: string, clientSecret: string) {
   const key = `${issuer.href}\n${clientId}\n${clientSecret}`;
+  // Every call to the provider (discovery, keys, token, userinfo) goes through the egress guard.
   const options: oidc.DiscoveryRequestOptions = {
     timeout: DISCOVERY_CACHE.timeoutSeconds,
+    [oidc.customFetch]: egressFetch,
     ...(issuer.protocol === 'http:' ? { execute: [oidc.allowInsecureRequests] } : {}),
   };
   return {
@@ -43,6 +46,7 @@ function discovery(issuer: URL, clientId: string, clientSecret: string) {
         .discovery(issuer, clientId, clientSecret, undefined, options)
         .then((c) => {
           c.timeout = DISCOVERY_CACHE.timeoutSeconds;
+          c[oidc.customFetch] = egressFetch;
           return c;
         });
       discovered.set(key, config);
