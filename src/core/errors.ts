@@ -118,6 +118,8 @@ export const CODES = {
   bindAddrNotPermitted: 'ERR_NGROK_308',
   bindNameNotPermitted: 'ERR_NGROK_316',
   bindNotReserved: 'ERR_NGROK_319',
+  /** Requests in progress on a session, credential or process hold the most bytes allowed. */
+  agentRpcBytes: 'ERR_BURROW_AGENT_RPC_BYTES',
   bindWildcardNotExact: 'ERR_NGROK_321',
   bindAlreadyOnline: 'ERR_NGROK_334',
   bindRandomAddrNotPermitted: 'ERR_NGROK_356',

@@ -167,11 +167,32 @@ export function compileDocument(
       compileRule(rule, phase, options.protocol, field),
     );
   }
-  return new CompiledPolicy(options.protocol, compiled);
+  return new CompiledPolicy(options.protocol, compiled, secretReads);
+}
+
+/**
+ * What a compiled policy weighs in the heap, estimated from its text: compiled CEL expressions
+ * take up to about 25 times their source (measured), the rest less. Budgets of compiled policies
+ * (this cache, the states binds keep: docs/security.md, "Budgets") count with it.
+ * @example estimatedPolicyBytes(110_000) // 3_521_024
+ */
+export function estimatedPolicyBytes(textLength: number): number {
+  return 32 * textLength + 1024;
 }
 
 const CACHE_LIMIT = 256;
-const cache = new LRUCache<string, CompiledPolicy>({ max: CACHE_LIMIT });
+/** Estimated bytes the cache may hold: a policy of 1 MiB (an agent's request limit) fits twice. */
+const CACHE_MAX_BYTES = 64 * 1024 * 1024;
+const cache = new LRUCache<string, CompiledPolicy>({
+  max: CACHE_LIMIT,
+  maxSize: CACHE_MAX_BYTES,
+  sizeCalculation: (_policy, key) => estimatedPolicyBytes(key.length),
+});
+
+/** How many compiled policies the cache holds, and their estimated bytes (a gauge's reading). */
+export function compiledPolicyCacheSize(): { entries: number; bytes: number } {
+  return { entries: cache.size, bytes: cache.calculatedSize };
+}
 
 /**
  * Parse, validate and compile a policy (JSON or YAML text, either form, or an already parsed
@@ -192,6 +213,7 @@ export function compilePolicy(
   if (hit) return hit;
   const field = options.field ?? 'traffic_policy';
   const policy = compileDocument(parsePolicyDocument(source, field), options);
-  cache.set(key, policy);
+  // One too large for the budget is compiled each time rather than evicting every other.
+  if (estimatedPolicyBytes(key.length) <= CACHE_MAX_BYTES / 2) cache.set(key, policy);
   return policy;
 }

@@ -63,6 +63,8 @@ export { validatePolicy } from './validate.js';
 export {
   compilePolicy,
   compileDocument,
+  compiledPolicyCacheSize,
+  estimatedPolicyBytes,
   CompiledPolicy,
   type CompiledRule,
   type CompilePolicyOptions,

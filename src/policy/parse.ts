@@ -132,7 +132,7 @@ function parseText(text: string, field: string): unknown {
   try {
     // toJS refuses documents whose aliases expand excessively (maxAliasCount), so a small YAML
     // text cannot balloon into a huge value.
-    return doc.toJS();
+    return flattenStrings(doc.toJS());
   } catch (err) {
     throw new ValidationError(
       CODES.policyUnparseable,
@@ -140,6 +140,24 @@ function parseText(text: string, field: string): unknown {
       `cannot parse the traffic policy as JSON or YAML: ${(err as Error).message}`,
     );
   }
+}
+
+/**
+ * The value with its long strings made flat. The YAML parser builds scalars piece by piece, and V8
+ * keeps such a string as a tree of its pieces (about 30 bytes per character): a compiled policy
+ * holding its strings would otherwise weigh some 30 times its text. JSON.parse makes flat strings
+ * and keeps every code unit (lone surrogates included).
+ */
+function flattenStrings(value: unknown): unknown {
+  if (typeof value === 'string') {
+    return value.length < 64 ? value : (JSON.parse(JSON.stringify(value)) as string);
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) value[i] = flattenStrings(value[i]);
+  } else if (isMapping(value)) {
+    for (const [k, v] of Object.entries(value)) value[k] = flattenStrings(v);
+  }
+  return value;
 }
 
 function formsHint(): string {

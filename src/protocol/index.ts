@@ -22,3 +22,5 @@ export * from './tunnel/typed.js';
 export * from './tunnel/messages.js';
 export * from './tunnel/proxy-header.js';
 export * from './tunnel/rpc.js';
+export * from './tunnel/field-limits.js';
+export * from './tunnel/byte-budget.js';

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { compilePolicy, PolicyEventLog } from '../../policy/index.js';
+import { compilePolicy, estimatedPolicyBytes, PolicyEventLog } from '../../policy/index.js';
 import { StreamType, call, type BindOpts } from '../../protocol/index.js';
 import {
   connectTestAgent,
@@ -207,10 +207,13 @@ describe('EndpointPolicies', () => {
   const POLICY = 'on_tcp_connect: [{actions: [{type: log}]}]';
   const compiled = (text: string) => ({ text, policy: compilePolicy(text, { protocol: 'tcp' }) });
 
-  function setup(retainMs = 60_000) {
+  function setup(
+    retainMs = 60_000,
+    bounds: { maxRetained?: number; maxRetainedBytes?: number } = {},
+  ) {
     const registry = new TunnelRegistry();
     const events = new PolicyEventLog();
-    const policies = new EndpointPolicies({ registry, events, retainMs });
+    const policies = new EndpointPolicies({ registry, events, retainMs, ...bounds });
     const online = (bindId: string, credentialId: string, text: string | undefined) => {
       const tunnel = { ...fakeTunnel({ proto: 'tcp', port: 20001 }), bindId };
       registry.addTunnel(tunnel);
@@ -264,6 +267,41 @@ describe('EndpointPolicies', () => {
     expect(bare.policy).toBeUndefined();
     expect(events.eventsFor(b.id)).toHaveLength(0);
     policies.close();
+  });
+
+  it('keeps gone binds’ states up to a count, forgetting the least recently gone first', () => {
+    const { registry, events, policies, online, record } = setup(60_000, { maxRetained: 3 });
+    const gone = Array.from({ length: 5 }, (_, i) => {
+      const tunnel = online(`b${i}`, 'cr_1', POLICY);
+      record(tunnel.id);
+      registry.removeTunnel(tunnel.id);
+      return tunnel;
+    });
+    expect(policies.counts()).toMatchObject({ live: 0, retained: 3 });
+    expect(gone.map((t) => events.eventsFor(t.id).length)).toEqual([0, 0, 1, 1, 1]);
+    // The kept ones are still handed over to their bind's next tunnel.
+    expect(online('b4', 'cr_1', POLICY).policy!.runner).toBe(gone[4]!.policy!.runner);
+    expect(policies.counts()).toMatchObject({ live: 1, retained: 2 });
+    policies.close();
+  });
+
+  it('keeps gone binds’ states up to their estimated bytes; one larger than all is forgotten at once', () => {
+    const big = `${POLICY}\n# ${'x'.repeat(4000)}`;
+    const { registry, events, policies, online, record } = setup(60_000, {
+      maxRetainedBytes: 2.5 * estimatedPolicyBytes(big.length),
+    });
+    for (let i = 0; i < 4; i++) registry.removeTunnel(online(`b${i}`, 'cr_1', big).id);
+    const { retained, retainedBytes } = policies.counts();
+    expect(retained).toBe(2);
+    expect(retainedBytes).toBe(2 * estimatedPolicyBytes(big.length));
+    const huge = `${POLICY}\n# ${'x'.repeat(20_000)}`;
+    const tunnel = online('h', 'cr_1', huge);
+    record(tunnel.id);
+    registry.removeTunnel(tunnel.id);
+    expect(events.eventsFor(tunnel.id)).toHaveLength(0);
+    expect(policies.counts().retained).toBe(2);
+    policies.close();
+    expect(policies.counts()).toMatchObject({ retained: 0, retainedBytes: 0 });
   });
 
   it('turns a legacy object into policy text', () => {

@@ -9,15 +9,19 @@
  * counters start again), so neither a reconnect nor a takeover resets rate limits or loses the
  * events the API shows. The owner id is the id of the first tunnel of the bind; binds are told
  * apart by credential and bind id, so one agent cannot inherit another's state. A gone tunnel's
- * state waits `retainMs` for its agent, then its events are forgotten.
+ * state waits `retainMs` for its agent, then its events are forgotten; so it is, sooner, when
+ * the states kept go past their count or bytes (an agent binding and unbinding in a loop must
+ * not fill the heap: docs/security.md, "Budgets").
  */
-import type {
-  CompiledPolicy,
-  EndpointInput,
-  IpPolicyRule,
-  PolicyEventSink,
-  PolicyRunner,
-  SecretsLookup,
+import { LRUCache } from 'lru-cache';
+import {
+  estimatedPolicyBytes,
+  type CompiledPolicy,
+  type EndpointInput,
+  type IpPolicyRule,
+  type PolicyEventSink,
+  type PolicyRunner,
+  type SecretsLookup,
 } from '../../policy/index.js';
 import { DEFAULT_PORTS, parseHostPort } from '../../core/host-port.js';
 import type { OptionRules } from './bind-option-rules.js';
@@ -46,6 +50,11 @@ export interface EndpointPoliciesOptions {
   secrets?: SecretsLookup | undefined;
   /** How long a gone tunnel's policy state waits for its agent to bind again. Default 5 min. */
   retainMs?: number | undefined;
+  /** Gone tunnels' states kept at once, and their estimated bytes (POLICY_RETENTION). */
+  maxRetained?: number | undefined;
+  maxRetainedBytes?: number | undefined;
+  /** Told the counts after every change (the gauges of /metrics). */
+  onChange?: ((counts: EndpointPolicyCounts) => void) | undefined;
 }
 
 /** A tunnel's policy: the TunnelPolicy the ingress reads, plus what a successor needs. */
@@ -88,25 +97,64 @@ export function endpointInputOf(tunnel: OnlineTunnel): EndpointInput {
   };
 }
 
-interface Retired {
-  policy: EndpointPolicy;
-  timer: NodeJS.Timeout;
+/** How many gone binds' policy states are kept, and how much they may weigh in all. */
+export const POLICY_RETENTION = {
+  /** How long a gone tunnel's policy state waits for its agent to bind again. */
+  retainMs: 5 * 60_000,
+  /** States kept at once; past it the least recently gone is forgotten. */
+  maxStates: 10_000,
+  /** Their estimated bytes (policy text and compiled form, estimatedPolicyBytes); same rule. */
+  maxBytes: 128 * 1024 * 1024,
+} as const;
+
+/** What EndpointPolicies reports, for the gauges of /metrics. */
+export interface EndpointPolicyCounts {
+  /** Tunnels online with a policy state. */
+  live: number;
+  /** Gone binds' states kept for their agent, and their estimated bytes. */
+  retained: number;
+  retainedBytes: number;
 }
 
 /**
- * Creates, hands over and retires the runners of agent endpoints.
+ * Creates, hands over and retires the runners of agent endpoints. The states of gone tunnels wait
+ * for their agent in an LRU bounded by count and estimated bytes (POLICY_RETENTION), and the text
+ * of a policy many binds share is kept once, with its compiled form (compilePolicy's cache).
  * @example
  * const policies = new EndpointPolicies({ registry, events: policyEventLog });
  * registry.addTunnel(tunnel);
  * policies.attach(tunnel, compiled, credentialId); // before any I/O: the tunnel is not used yet
  */
 export class EndpointPolicies {
-  private readonly retired = new Map<string, Retired>();
-  private readonly retainMs: number;
+  private readonly retired: LRUCache<string, EndpointPolicy>;
+  /** Live tunnels with a policy state (their EndpointPolicy is on `tunnel.policy`). */
+  private live = 0;
+  /** One text per compiled policy: binds of the same policy keep one string, not one each. */
+  private readonly texts = new WeakMap<CompiledPolicy, string>();
 
   constructor(private readonly options: EndpointPoliciesOptions) {
-    this.retainMs = options.retainMs ?? 5 * 60_000;
+    this.retired = new LRUCache<string, EndpointPolicy>({
+      max: options.maxRetained ?? POLICY_RETENTION.maxStates,
+      maxSize: options.maxRetainedBytes ?? POLICY_RETENTION.maxBytes,
+      sizeCalculation: (policy) => estimatedPolicyBytes(policy.text.length),
+      ttl: options.retainMs ?? POLICY_RETENTION.retainMs,
+      ttlAutopurge: true,
+      // Taken over (delete) or replaced (set: handled by onRemoved): the owner lives on.
+      dispose: (policy, _key, reason) => {
+        if (reason === 'evict' || reason === 'expire') this.options.events.forget(policy.ownerId);
+        this.changed();
+      },
+    });
     options.registry.on('tunnel-removed', this.onRemoved);
+  }
+
+  /** Live and kept states now. */
+  counts(): EndpointPolicyCounts {
+    return {
+      live: this.live,
+      retained: this.retired.size,
+      retainedBytes: this.retired.calculatedSize,
+    };
   }
 
   /**
@@ -122,17 +170,16 @@ export class EndpointPolicies {
   ): void {
     const bindKey = `${credentialId}\n${tunnel.bindId}`;
     const previous = this.retired.get(bindKey);
-    if (previous) {
-      clearTimeout(previous.timer);
-      this.retired.delete(bindKey);
-    }
+    if (previous) this.retired.delete(bindKey);
     if (!compiled) {
-      if (previous) this.options.events.forget(previous.policy.ownerId);
+      if (previous) this.options.events.forget(previous.ownerId);
       tunnel.trafficPolicy = undefined;
       tunnel.policy = undefined;
       return;
     }
-    this.install(tunnel, compiled, bindKey, previous?.policy);
+    this.install(tunnel, compiled, bindKey, previous);
+    this.live++;
+    this.changed();
   }
 
   /**
@@ -146,16 +193,16 @@ export class EndpointPolicies {
   ): void {
     const current = tunnel.policy instanceof EndpointPolicy ? tunnel.policy : undefined;
     this.install(tunnel, compiled, `${credentialId}\n${tunnel.bindId}`, current);
+    if (!current) this.live++;
+    this.changed();
   }
 
   /** Stop following the registry and drop every retained state. */
   close(): void {
     this.options.registry.off('tunnel-removed', this.onRemoved);
-    for (const { policy, timer } of this.retired.values()) {
-      clearTimeout(timer);
-      this.options.events.forget(policy.ownerId);
-    }
+    const owners = [...this.retired.values()].map((policy) => policy.ownerId);
     this.retired.clear();
+    for (const owner of owners) this.options.events.forget(owner);
   }
 
   private install(
@@ -175,27 +222,36 @@ export class EndpointPolicies {
             secrets: this.options.secrets,
             internalOnline: (url) => internalOnline(this.options.registry, url),
           });
+    const text = this.sharedText(compiled.policy, compiled.text);
     // A bind with options but no policy of its own shows none (the options' rules hold secrets).
-    tunnel.trafficPolicy = compiled.text === '' ? undefined : compiled.text;
-    tunnel.policy = new EndpointPolicy(runner, endpoint, compiled.text, bindKey, compiled.options);
+    tunnel.trafficPolicy = text === '' ? undefined : text;
+    tunnel.policy = new EndpointPolicy(runner, endpoint, text, bindKey, compiled.options);
+  }
+
+  /** The text kept for `policy`: the one already kept when it is the same. */
+  private sharedText(policy: CompiledPolicy, text: string): string {
+    const kept = this.texts.get(policy);
+    if (kept === text) return kept;
+    if (kept === undefined) this.texts.set(policy, text);
+    return text;
+  }
+
+  private changed(): void {
+    this.options.onChange?.(this.counts());
   }
 
   private readonly onRemoved = (tunnel: OnlineTunnel): void => {
     const policy = tunnel.policy;
     if (!(policy instanceof EndpointPolicy)) return;
-    const earlier = this.retired.get(policy.bindKey);
-    if (earlier) {
-      clearTimeout(earlier.timer);
-      if (earlier.policy.ownerId !== policy.ownerId) {
-        this.options.events.forget(earlier.policy.ownerId);
-      }
-    }
-    const timer = setTimeout(() => {
-      if (this.retired.get(policy.bindKey)?.policy !== policy) return;
-      this.retired.delete(policy.bindKey);
+    this.live--;
+    const earlier = this.retired.peek(policy.bindKey);
+    if (earlier && earlier.ownerId !== policy.ownerId) this.options.events.forget(earlier.ownerId);
+    const maxBytes = this.options.maxRetainedBytes ?? POLICY_RETENTION.maxBytes;
+    if (estimatedPolicyBytes(policy.text.length) > maxBytes) {
+      // Larger than all the room there is: the LRU would not keep it (nor tell us), so forget now.
+      if (earlier) this.retired.delete(policy.bindKey);
       this.options.events.forget(policy.ownerId);
-    }, this.retainMs);
-    timer.unref();
-    this.retired.set(policy.bindKey, { policy, timer });
+    } else this.retired.set(policy.bindKey, policy);
+    this.changed();
   };
 }

@@ -185,6 +185,26 @@ export class EdgeMetrics {
     'Clients refused for going over a limit, by limit (docs/security.md).',
     ['limit'],
   );
+  readonly rpcPendingBytes = this.gauge(
+    'burrow_agent_rpc_pending_bytes',
+    'Bytes of agent requests being read or served now (docs/security.md, "Budgets").',
+    [],
+  );
+  readonly policyStates = this.gauge(
+    'burrow_policy_states',
+    'Traffic-policy states of binds (runners), live or kept for a gone tunnel, by state.',
+    ['state'],
+  );
+  readonly policyStateBytes = this.gauge(
+    'burrow_policy_states_retained_bytes',
+    'Estimated bytes of the policy states kept for gone tunnels (bounded, docs/security.md).',
+    [],
+  );
+  readonly compiledPolicies = this.gauge(
+    'burrow_policies_compiled',
+    'Compiled traffic policies in the shared cache, and their estimated bytes, by unit.',
+    ['unit'],
+  );
   /** Public request head received → response finished, by endpoint. */
   readonly requestDuration = this.histogram(
     'burrow_http_request_duration_seconds',

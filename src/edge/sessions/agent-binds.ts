@@ -69,17 +69,16 @@ export interface TunnelClaims {
   changed(tunnel: OnlineTunnel): void;
 }
 
-/** The session's credential, checked against the store (it may have been revoked elsewhere). */
-async function standingBinder(
-  host: BindHost,
-  s: BindServices,
-  text: { metadata: string; forwardsTo: string },
-): Promise<Binder> {
+/**
+ * The session's credential, checked against the store (it may have been revoked elsewhere), when
+ * the session may hold one more tunnel. (serveRpc held the tunnel's text to AGENT_FIELD_LIMITS.)
+ */
+async function standingBinder(host: BindHost, s: BindServices): Promise<Binder> {
   const binder = binderOf(host);
   const live = host.liveTunnelCount();
   const max = s.maxTunnelsPerSession ?? BIND_LIMITS.maxTunnelsPerSession;
   if (live >= max) s.serving.refused?.('agent_tunnels_per_session');
-  checkBindLimits(live, text, max);
+  checkBindLimits(live, max);
   const refused = await s.revocation?.refusal(binder.credentialId);
   if (refused) throw refused;
   return binder;
@@ -110,7 +109,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
     s.serving,
     async (bind) => {
       const described = { metadata: text(bind.Extra?.Metadata), forwardsTo: text(bind.ForwardsTo) };
-      const binder = await standingBinder(host, s, described);
+      const binder = await standingBinder(host, s);
       const requestedId = text(bind.Id);
       const grant = requestedId
         ? s.keys.verifyBindToken(text(bind.Extra?.Token), requestedId, binder.credentialId)
@@ -239,7 +238,7 @@ export async function serveLabeled(
     s.serving,
     async (request) => {
       const described = { metadata: text(request.Metadata), forwardsTo: text(request.ForwardsTo) };
-      const binder = await standingBinder(host, s, described);
+      const binder = await standingBinder(host, s);
       const labels = s.policy.checkLabels(request.Labels, binder.acl);
       const id = newId(ID_PREFIX.tunnel);
       const tunnel = new AgentTunnel(

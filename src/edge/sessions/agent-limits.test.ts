@@ -1,5 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { ErrorCode, MuxError, StreamType, call } from '../../protocol/index.js';
+import {
+  ErrorCode,
+  MuxError,
+  StreamType,
+  call,
+  openTypedStream,
+  readJsonObject,
+  type MuxStream,
+} from '../../protocol/index.js';
 import {
   expectRpcError,
   useTestAgentEdge,
@@ -85,5 +93,88 @@ describe('agent session limits', () => {
     expect((reason as MuxError).code).toBe('ERR_BURROW_MUX_FRAME_SIZE');
     expect(refusals('agent_frame_bytes')).toBe(1);
     expect((await bind(bystander)).URL).toMatch(/^tcp:\/\//);
+  });
+});
+
+/**
+ * The budget of bytes agent requests in progress hold (docs/security.md, "Budgets"): each request
+ * is within the request size, and their sum within the session's, credential's and process's.
+ */
+describe('agent request budgets', () => {
+  const fx = useTestAgentEdge('sqlite', {
+    limits: {
+      maxRpcBytes: 4096,
+      rpcBudget: { perSession: 16 * 1024, perCredential: 24 * 1024, perProcess: 32 * 1024 },
+    },
+  });
+  const refusals = (limit: string): number => fx.edge.metrics.limitRefusals.with({ limit }).value;
+  const pending = (): number => fx.edge.metrics.rpcPendingBytes.with().value;
+  /** A SrvInfo request left unfinished: 3,008 bytes of one JSON string, no closing quote. */
+  const unfinished = (agent: TestAgent): MuxStream => {
+    const stream = openTypedStream(
+      agent.mux,
+      StreamType.SrvInfo,
+      Buffer.from(`{"Pad":"${'x'.repeat(3000)}`),
+    );
+    stream.on('error', () => undefined);
+    return stream;
+  };
+  const reply = async (stream: MuxStream) =>
+    (await readJsonObject(stream, { timeoutMs: 5000 })) as { Error?: string; Region?: string };
+  const finish = async (streams: MuxStream[]) => {
+    for (const s of streams) s.write('"}');
+    return Promise.all(streams.map(reply));
+  };
+  const authedWith = async (token: string): Promise<TestAgent> => {
+    const agent = await fx.connect();
+    await agent.auth({ AuthToken: token });
+    return agent;
+  };
+
+  it('refuses the newest request past a session’s budget; admitted ones finish unhurt', async () => {
+    const agent = await fx.authed();
+    const admitted = Array.from({ length: 5 }, () => unfinished(agent));
+    const refused = await reply(unfinished(agent));
+    expect(refused.Error).toMatch(/ERR_BURROW_AGENT_RPC_BYTES/);
+    expect(refused.Error).toMatch(/per agent_rpc_bytes_per_session/);
+    expect(refusals('agent_rpc_bytes_per_session')).toBe(1);
+    expect(pending()).toBe(5 * 3008);
+    for (const answer of await finish(admitted))
+      expect(answer).toMatchObject({ Region: 'local', Error: '' });
+    expect(pending()).toBe(0);
+    expect(agent.mux.closed).toBe(false);
+  });
+
+  it('holds a credential’s sessions, and all sessions, to their budgets; the bytes come back', async () => {
+    const first = await fx.authed();
+    const second = await fx.authed();
+    const held = Array.from({ length: 5 }, () => unfinished(first));
+    // Sessions are read concurrently: each step waits until the edge holds the bytes before.
+    await expect.poll(pending).toBe(5 * 3008);
+    held.push(unfinished(second), unfinished(second), unfinished(second));
+    await expect.poll(pending).toBe(8 * 3008);
+    const byCredential = await reply(unfinished(second));
+    expect(byCredential.Error).toMatch(/per agent_rpc_bytes_per_credential/);
+    expect(refusals('agent_rpc_bytes_per_credential')).toBe(1);
+
+    const other = await authedWith(await fx.edge.token());
+    held.push(unfinished(other), unfinished(other));
+    await expect.poll(pending).toBe(10 * 3008);
+    const byProcess = await reply(unfinished(other));
+    expect(byProcess.Error).toMatch(/per agent_rpc_bytes_per_process/);
+    expect(refusals('agent_rpc_bytes_per_process')).toBe(1);
+    expect(pending()).toBe(10 * 3008);
+
+    for (const answer of await finish(held)) expect(answer.Error).toBe('');
+    expect(pending()).toBe(0);
+  });
+
+  it('gives back what an unfinished request held when its session ends', async () => {
+    const agent = await fx.authed();
+    unfinished(agent);
+    unfinished(agent);
+    await expect.poll(pending).toBe(2 * 3008);
+    agent.close();
+    await expect.poll(pending).toBe(0);
   });
 });

@@ -3,11 +3,12 @@ import type { AddressInfo } from 'node:net';
 import tls from 'node:tls';
 import { formatHostPort, parseHostPort } from '../../core/host-port.js';
 import type { Logger } from '../../core/logger.js';
-import { PolicyEventLog, type SecretsLookup } from '../../policy/index.js';
+import { compiledPolicyCacheSize, PolicyEventLog, type SecretsLookup } from '../../policy/index.js';
 import { BURROW_ALPN } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
 import { AgentSession, DEFAULT_SESSION_LIMITS, type SessionLimits } from './agent-session.js';
 import { AgentTunnel } from './agent-tunnel.js';
+import { RpcBudgets } from './agent-rpc.js';
 import type { AgentEdgeSettings } from '../binds/agent-edge-settings.js';
 import { BindPolicy } from '../binds/bind-policy.js';
 import {
@@ -15,7 +16,11 @@ import {
   renewServerCertificate,
   type LocalCa,
 } from '../certificates/certificates.js';
-import { EndpointPolicies, type EndpointPolicyEvents } from '../binds/endpoint-policy.js';
+import {
+  EndpointPolicies,
+  type EndpointPolicyCounts,
+  type EndpointPolicyEvents,
+} from '../binds/endpoint-policy.js';
 import type { AgentCertificatePicker } from './agent-listener-certificates.js';
 import { gateConnections, RefusalLog } from '../listeners/connection-gate.js';
 import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
@@ -66,6 +71,8 @@ export interface AgentListenerOptions {
   proxyProtocol?: boolean | undefined;
   /** The cluster's claims on names and ports (several nodes on one store); absent on one node. */
   claims?: TunnelClaims | undefined;
+  /** How long and how many gone binds' policy states are kept (default POLICY_RETENTION). */
+  policyRetention?: { retainMs?: number; maxStates?: number; maxBytes?: number } | undefined;
 }
 
 /** A running agent listener. */
@@ -86,6 +93,16 @@ export interface AgentListener {
   drain(message?: string, graceMs?: number): Promise<void>;
   /** drain(), then free the port. */
   close(): Promise<void>;
+}
+
+/** The gauges of policy states and of compiled policies (compilePolicy's cache, process-wide). */
+function policyGauges(metrics: EdgeMetrics, counts: EndpointPolicyCounts): void {
+  metrics.policyStates.with({ state: 'live' }).set(counts.live);
+  metrics.policyStates.with({ state: 'retained' }).set(counts.retained);
+  metrics.policyStateBytes.with().set(counts.retainedBytes);
+  const compiled = compiledPolicyCacheSize();
+  metrics.compiledPolicies.with({ unit: 'entries' }).set(compiled.entries);
+  metrics.compiledPolicies.with({ unit: 'bytes' }).set(compiled.bytes);
 }
 
 /** Keep the registry's gauges current and mark removed tunnels so they refuse connections. */
@@ -144,6 +161,10 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     events: options.policyEvents ?? new PolicyEventLog({ logger }),
     ipPolicyRules: (ids) => options.repos.ipPolicies.rulesFor(ids),
     secrets: options.secrets,
+    retainMs: options.policyRetention?.retainMs,
+    maxRetained: options.policyRetention?.maxStates,
+    maxRetainedBytes: options.policyRetention?.maxBytes,
+    onChange: (counts) => policyGauges(options.metrics, counts),
   });
   const live = new Set<AgentSession>();
   const refusalLog = new RefusalLog(logger, options.metrics);
@@ -165,6 +186,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     policy: new BindPolicy(options.repos, options.registry, options.settings),
     policies,
     serving: { logger, metrics: options.metrics, timeoutMs: limits.rpcTimeoutMs },
+    rpcBudgets: new RpcBudgets(limits.rpcBudget, options.metrics.rpcPendingBytes.with()),
     revocation,
     refusals: refusalLog,
     claims: options.claims,

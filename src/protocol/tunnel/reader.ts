@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import type { BudgetHold } from './byte-budget.js';
 import { JsonObjectScanner } from './json-scanner.js';
 
 /**
@@ -148,12 +149,14 @@ export function readPrefix<T>(
 }
 
 /**
- * Read one JSON object from the stream without waiting for EOF, and parse it.
+ * Read one JSON object from the stream without waiting for EOF, and parse it. With `budget`, every
+ * chunk held while the object is incomplete is taken from it first (BudgetExceededError refuses
+ * the read); the caller gives it back once done with the request.
  * @example const request = await readJsonObject(stream);
  */
 export function readJsonObject(
   stream: Readable,
-  options: { maxBytes?: number; timeoutMs?: number } = {},
+  options: { maxBytes?: number; timeoutMs?: number; budget?: BudgetHold | undefined } = {},
 ): Promise<unknown> {
   const scanner = new JsonObjectScanner(options.maxBytes);
   const parts: Buffer[] = [];
@@ -163,6 +166,7 @@ export function readJsonObject(
     (chunk) => {
       const end = scanner.push(chunk);
       if (end < 0) {
+        options.budget?.take(chunk.length);
         parts.push(chunk);
         return undefined;
       }

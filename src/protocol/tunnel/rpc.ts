@@ -2,6 +2,7 @@ import { BurrowError } from '../../core/errors.js';
 import type { Readable } from 'node:stream';
 import type * as M from './messages.js';
 import { decodeMessage, type MessageName, type MessageTypes } from './messages.js';
+import type { BudgetHold } from './byte-budget.js';
 import { readJsonObject } from './reader.js';
 import type { MuxSession } from '../muxado/session.js';
 import type { MuxStream } from '../muxado/stream.js';
@@ -71,6 +72,8 @@ export interface ReadMessageOptions {
   /** Largest request accepted (default 1 MiB). */
   maxBytes?: number;
   timeoutMs?: number;
+  /** What the bytes held while the request is incomplete are taken from (readJsonObject). */
+  budget?: BudgetHold | undefined;
 }
 
 /**
