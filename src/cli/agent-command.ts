@@ -12,6 +12,7 @@ import {
   resolveTunnelSettings,
 } from './agent-config.js';
 import { trustOptions } from './ca-config.js';
+import { describeCommand } from './command-index.js';
 
 /** The flags of `burrow agent` as commander gives them. */
 export interface AgentFlags {
@@ -97,13 +98,7 @@ export async function runAgent(
  * @example registerAgentCommand(program);
  */
 export function registerAgentCommand(program: Command): void {
-  addConnectionOptions(
-    program
-      .command('agent')
-      .description(
-        'run the device agent: a local REST API that creates, lists and deletes tunnels, kept in a state file and recreated at start',
-      ),
-  )
+  addConnectionOptions(program.command('agent').description(describeCommand('agent')))
     .addOption(
       new Option('--listen <host:port>', 'where the agent API listens')
         .env('BURROW_AGENT_API_LISTEN')

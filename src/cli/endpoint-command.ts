@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { Option, type Command } from 'commander';
 import { fetchFailure } from './ca-config.js';
+import { describeCommand } from './command-index.js';
 
 /** Where the API is and how to sign in to it. */
 export interface ApiTarget {
@@ -94,9 +95,7 @@ function withApi(cmd: Command): Command {
  * @example registerEndpointCommand(program); // burrow endpoint create https://app.example.com --traffic-policy-file policy.yml
  */
 export function registerEndpointCommand(program: Command): void {
-  const endpoint = program
-    .command('endpoint')
-    .description('manage cloud endpoints through the API');
+  const endpoint = program.command('endpoint').description(describeCommand('endpoint'));
   withApi(
     endpoint
       .command('create <url>')

@@ -1,122 +1,36 @@
-import { Command, Option } from 'commander';
-import { ConfigError, loadServerConfig } from '../core/config.js';
-import { envName, SERVER_OPTIONS } from '../core/server-options.js';
-import { createLogger } from '../core/logger.js';
-import { logDestination } from '../core/log-format.js';
-import { openStore } from '../store/index.js';
-import { serverRepositories, startServer } from './server.js';
-import { registerAgentCommand } from './agent-command.js';
-import { announceAgentListener } from './agent-hint.js';
-import { registerEndpointCommand } from './endpoint-command.js';
-import { registerTunnelCommands } from './tunnel-commands.js';
-import { registerUserCommand } from './user-command.js';
+import { Command } from 'commander';
+import { COMMANDS, requestedCommand } from './command-index.js';
 
-function collectFlags(
-  opts: Record<string, string | undefined>,
-): Record<string, string | undefined> {
-  const flags: Record<string, string | undefined> = {};
-  for (const spec of SERVER_OPTIONS) {
-    const camel = spec.name.replace(/-([a-z])/g, (_m, c: string) => c.toUpperCase());
-    const value = opts[camel];
-    if (value !== undefined) flags[spec.name] = value;
-  }
-  if (opts.config !== undefined) flags.config = opts.config;
-  return flags;
-}
+/** The version `burrow --version` prints; test/install.test.ts checks it against package.json. */
+export const BURROW_VERSION = '0.1.0';
 
-function addServerOptions(cmd: Command, names?: readonly string[]): Command {
-  cmd.addOption(
-    new Option('--config <file>', 'YAML or JSON config file; keys are the option names').env(
-      'BURROW_CONFIG',
-    ),
-  );
-  for (const spec of SERVER_OPTIONS) {
-    if (names && !names.includes(spec.name)) continue;
-    const env = envName(spec.name);
-    const def = spec.default ? ` (default: ${spec.default})` : '';
-    const option = new Option(`--${spec.name} <value>`, `${spec.description}${def} [env ${env}]`);
-    // A repeated flag adds to the list (config.ts splits it at commas) instead of replacing it.
-    if (spec.repeatable)
-      option.argParser((value: string, previous: string | undefined) =>
-        previous === undefined ? value : `${previous},${value}`,
-      );
-    cmd.addOption(option);
-  }
-  return cmd;
-}
-
-/** The `burrow` command line. */
-export function buildCli(): Command {
+/**
+ * The `burrow` command line for `argv`: the subcommand it names is registered in full (its file
+ * loaded now), every other one by name and description only.
+ * @example await (await buildCli(process.argv)).parseAsync(process.argv);
+ */
+export async function buildCli(argv: readonly string[]): Promise<Command> {
   const program = new Command('burrow')
     .description('Burrow: a self-hosted edge, domain and tunnel platform')
-    .version('0.1.0')
+    .version(BURROW_VERSION)
     .showHelpAfterError();
-
-  addServerOptions(
-    program.command('server').description('run the management API and the edge'),
-  ).action(async (opts: Record<string, string | undefined>) => {
-    const config = loadServerConfig(collectFlags(opts));
-    const logger = createLogger(
-      config.logLevel,
-      logDestination(config.logFormat, process.stdout.isTTY),
-    );
-    const server = await startServer(config, logger);
-    if (server.edge) await announceAgentListener(server.edge, config, logger);
-    let stopping = false;
-    const stop = (signal: string) => {
-      if (stopping) return;
-      stopping = true;
-      logger.info({ signal }, 'shutting down');
-      server.close().then(
-        () => process.exit(0),
-        (err: unknown) => {
-          logger.error({ err }, 'shutdown failed');
-          process.exit(1);
-        },
-      );
-    };
-    process.on('SIGTERM', () => stop('SIGTERM'));
-    process.on('SIGINT', () => stop('SIGINT'));
-  });
-
-  const apiKey = program.command('api-key').description('manage API keys directly in the database');
-  addServerOptions(apiKey.command('create').description('create an API key and print it once'), [
-    'data-dir',
-    'database',
-  ])
-    .option('--description <text>', 'description of the key', '')
-    .action(async (opts: Record<string, string | undefined>) => {
-      const config = loadServerConfig(collectFlags(opts));
-      const store = await openStore({ database: config.database, dataDir: config.dataDir });
-      try {
-        const repos = serverRepositories(store, config);
-        const key = await repos.apiKeys.create({ description: opts.description ?? '' });
-        process.stdout.write(`${key.token}\n`);
-        process.stderr.write(
-          `Created API key ${key.id}. This is the only time its token is shown; store it now.\n`,
-        );
-      } finally {
-        await store.close();
-      }
-    });
-
-  registerUserCommand(
-    program,
-    (cmd) => addServerOptions(cmd, ['data-dir', 'database']),
-    collectFlags,
-  );
-  registerTunnelCommands(program);
-  registerAgentCommand(program);
-  registerEndpointCommand(program);
-
+  const requested = requestedCommand(argv);
+  if (requested) (await requested.load())(program);
+  // The others by name, for `burrow --help` (shown only when no command is named, so in order).
+  const registered = new Set(program.commands.map((c) => c.name()));
+  for (const entry of COMMANDS) {
+    if (!registered.has(entry.name)) program.command(entry.name).description(entry.description);
+  }
   return program;
 }
 
 /** Run the CLI with `argv` (as `process.argv`); exits non-zero with a message on bad input. */
 export async function main(argv: string[]): Promise<void> {
   try {
-    await buildCli().parseAsync(argv);
+    await (await buildCli(argv)).parseAsync(argv);
   } catch (err) {
+    // Loaded only on this path: core/config.ts is not needed by `burrow --version`.
+    const { ConfigError } = await import('../core/config.js');
     if (err instanceof ConfigError) {
       process.stderr.write(`burrow: ${err.message}\n`);
       process.exit(2);

@@ -22,6 +22,7 @@ import {
   writeAgentConfig,
 } from './agent-config.js';
 import { registerAddCa, trustOptions } from './ca-config.js';
+import { describeCommand } from './command-index.js';
 import {
   addEndpointFlags,
   endpointTrafficPolicy,
@@ -193,15 +194,11 @@ export async function runTunnel(
  * @example registerTunnelCommands(program);
  */
 export function registerTunnelCommands(program: Command): void {
-  const kinds: Array<[TunnelProto, string]> = [
-    ['http', 'put a local HTTP service online (e.g. burrow http 3000)'],
-    ['tcp', 'put a local TCP service online (e.g. burrow tcp 22)'],
-    ['tls', 'put a local TLS service online, TLS passed through (e.g. burrow tls 443)'],
-  ];
-  for (const [proto, description] of kinds) {
+  const kinds: TunnelProto[] = ['http', 'tcp', 'tls'];
+  for (const proto of kinds) {
     const cmd = program
       .command(proto)
-      .description(description)
+      .description(describeCommand(proto))
       .argument('<target>', 'port, host:port or URL of the local service');
     if (proto === 'tcp')
       cmd.option('--addr <host:port>', 'a reserved TCP address (default: random port)');
@@ -221,9 +218,7 @@ export function registerTunnelCommands(program: Command): void {
     });
   }
 
-  const config = program
-    .command('config')
-    .description("manage the agent config file of 'burrow http|tcp|tls' and 'burrow agent'");
+  const config = program.command('config').description(describeCommand('config'));
   config
     .command('add-authtoken')
     .description(

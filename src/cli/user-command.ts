@@ -6,6 +6,7 @@ import { quote } from '../core/quote.js';
 import { openStore } from '../store/index.js';
 import { PASSWORD_MIN, type UserRepository } from '../store/users.js';
 import { serverRepositories } from './server.js';
+import { describeCommand } from './command-index.js';
 
 /** Read a line from the terminal without echoing it. */
 function promptHidden(question: string): Promise<string> {
@@ -78,7 +79,7 @@ export function registerUserCommand(
   storeOptions: (cmd: Command) => Command,
   flags: Flags,
 ): void {
-  const user = program.command('user').description('manage dashboard users (people who sign in)');
+  const user = program.command('user').description(describeCommand('user'));
   storeOptions(
     user
       .command('add <name>')
