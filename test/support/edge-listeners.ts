@@ -9,7 +9,13 @@ import { join } from 'node:path';
 import { expect } from 'vitest';
 import { createTestDatabase, type TestDatabase } from './stores.js';
 import { curl, CurlApi, type CurlReply } from './curl.js';
-import { createApiKey, freePort, startBurrowServer, type BurrowServer } from './server-process.js';
+import {
+  createApiKey,
+  freePort,
+  startBurrowServer,
+  type BurrowServer,
+  type StartOptions,
+} from './server-process.js';
 
 /** The agent listener and the HTTP and HTTPS ingress ports. */
 export interface EdgePorts {
@@ -58,10 +64,14 @@ export interface EdgeServer {
 export async function startEdgeServer(
   kind: TestDatabase['name'],
   extraArgs: string[] = [],
+  options: Pick<StartOptions, 'openFilesLimit' | 'nodeFlags'> = {},
 ): Promise<EdgeServer> {
   const db = await createTestDatabase(kind);
   const ports = await freeEdgePorts();
-  const server = await startBurrowServer(db, { args: [...edgeServerArgs(ports), ...extraArgs] });
+  const server = await startBurrowServer(db, {
+    ...options,
+    args: [...edgeServerArgs(ports), ...extraArgs],
+  });
   const api = new CurlApi(server.url, await createApiKey(db));
   const caFile = join(db.dataDir, 'ca.pem');
   return { db, ports, server, api, caFile, caPem: readFileSync(caFile, 'utf8') };

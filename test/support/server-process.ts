@@ -173,6 +173,13 @@ export interface StartOptions {
    * an API (`--role edge`) is ready at "cluster node joined". `address` is then ''.
    */
   readyMessage?: string;
+  /**
+   * Run the server under this open-files limit (soft and hard, with util-linux `prlimit`), for
+   * tests of what a flood does to a process at its descriptor limit.
+   */
+  openFilesLimit?: number;
+  /** Flags for node itself, before the script (e.g. `--max-old-space-size=160`). */
+  nodeFlags?: string[];
 }
 
 /**
@@ -225,7 +232,13 @@ async function launch(
     E2E_SETTINGS.tcpPorts,
     ...(options.args ?? []),
   ];
-  const child = spawn(process.execPath, args, {
+  const limit = options.openFilesLimit;
+  const nodeArgs = [...(options.nodeFlags ?? []), ...args];
+  const [command, commandArgs] =
+    limit === undefined
+      ? [process.execPath, nodeArgs]
+      : ['prlimit', [`--nofile=${limit}:${limit}`, process.execPath, ...nodeArgs]];
+  const child = spawn(command, commandArgs, {
     cwd: options.cwd ?? REPO_ROOT,
     stdio: ['ignore', options.discardLogs ? 'ignore' : 'pipe', 'pipe'],
     env: cleanEnv(),

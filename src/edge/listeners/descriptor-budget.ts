@@ -67,7 +67,7 @@ const CAPS: Record<keyof typeof SHARES, CapFields> = {
 
 /**
  * `limits` with each running listener's total cap no higher than its share of `openFiles` (less
- * the process reserve), and its per-address cap no higher than its total. Without a known limit,
+ * the process reserve), and its per-address cap no higher than half that share. Without a known limit,
  * the limits as they are.
  * @example fitToOpenFiles(DEFAULT_LIMITS, 'all', 1024).limits.ingressMaxConnections // 560
  */
@@ -90,7 +90,8 @@ export function fitToOpenFiles(
     const share = Math.max(1, Math.floor((left * SHARES[listener]) / weights));
     for (const [field, cap] of [
       [total, share],
-      [perIp, Math.min(share, fitted[total])],
+      // One address never takes a listener's whole share: others still get in during its flood.
+      [perIp, Math.min(fitted[total], Math.max(1, Math.floor(share / 2)))],
     ] as const) {
       if (fitted[field] > cap) {
         lowered.push(`${field}: ${fitted[field]} → ${cap}`);
