@@ -219,7 +219,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   });
   for (const routes of ROUTES) await routes(app, ctx);
   await dashboardRoutes(app);
-  await policyValidationRoutes(app);
+  await policyValidationRoutes(app, ctx);
   await trafficRoutes(app, ctx);
   await app.ready();
   return app;

@@ -1,8 +1,11 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
-import { BurrowError } from '../core/errors.js';
-import { validatePolicy } from '../policy/validate.js';
+import { aclReadsVault, parseAcl } from '../core/acl.js';
+import { BurrowError, CODES } from '../core/errors.js';
+import { compilePolicy, notGrantedMessage, ungrantedSecretRead } from '../policy/index.js';
+import type { Repositories } from '../store/index.js';
+import { found } from './crud.js';
 
 const ValidationReply = Type.Object({
   valid: Type.Boolean(),
@@ -45,13 +48,34 @@ export function policyLocation(message: string) {
 }
 
 /**
+ * The first vault `policy` reads that credential `credentialId`'s ACL does not grant, as the
+ * bind refusal's message (field `value`), or undefined when it may read them all.
+ */
+async function notGrantedTo(
+  repos: Repositories,
+  credentialId: string,
+  policy: ReturnType<typeof compilePolicy>,
+): Promise<string | undefined> {
+  const credential = found(await repos.credentials.get(credentialId));
+  const acl = parseAcl(credential.acl);
+  const rules = 'error' in acl ? [] : acl.rules;
+  const read = ungrantedSecretRead(policy.secretReads, (vault) => aclReadsVault(rules, vault));
+  return read && notGrantedMessage('value', read, credential.id);
+}
+
+/**
  * `POST /traffic_policy/validate`: run a traffic policy through the engine that would run it,
  * without saving anything, so editors can check as the user types. The answer is 200 either way:
  * `{valid: true}`, or `{valid: false, error}` with the code, message and details (phase, rule,
- * action) that saving would give.
- * @example await policyValidationRoutes(app);
+ * action) that saving would give. With `credential_id`, also whether an agent with that
+ * authtoken could bind it: every vault the policy reads secrets from must be granted by a
+ * `secrets:read:` rule in the credential's ACL (`ERR_BURROW_SECRET_NOT_GRANTED` otherwise).
+ * @example await policyValidationRoutes(app, ctx);
  */
-export async function policyValidationRoutes(fastify: FastifyInstance): Promise<void> {
+export async function policyValidationRoutes(
+  fastify: FastifyInstance,
+  { repos }: { repos: Repositories },
+): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   app.post(
     '/traffic_policy/validate',
@@ -71,6 +95,12 @@ export async function policyValidationRoutes(fastify: FastifyInstance): Promise<
               ],
               { description: 'the protocol of the endpoint or edge it is for' },
             ),
+            credential_id: Type.Optional(
+              Type.String({
+                description:
+                  "check it as an agent with this authtoken (cr_…) would bind it: the credential's acl must grant every vault the policy reads secrets from (secrets:read:<vault>)",
+              }),
+            ),
           },
           { additionalProperties: false },
         ),
@@ -78,10 +108,18 @@ export async function policyValidationRoutes(fastify: FastifyInstance): Promise<
       },
     },
     async (request) => {
-      const { value, protocol } = request.body;
+      const { value, protocol, credential_id: credentialId } = request.body;
       try {
-        validatePolicy(value, protocol, 'value');
-        return { valid: true };
+        const policy = compilePolicy(value, { protocol, field: 'value' });
+        const refusal =
+          credentialId === undefined ? undefined : await notGrantedTo(repos, credentialId, policy);
+        if (refusal === undefined) return { valid: true };
+        const location = policyLocation(refusal);
+        return {
+          valid: false,
+          error: { error_code: CODES.secretNotGranted, msg: refusal, details: { field: 'value' } },
+          ...(location ? { location } : {}),
+        };
       } catch (err) {
         if (!(err instanceof BurrowError) || err.statusCode !== 400) throw err;
         const location = policyLocation(err.message);

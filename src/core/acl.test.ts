@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { aclPermits, parseAcl, parseAclRule, type AclRule, type BindTarget } from './acl.js';
+import {
+  aclPermits,
+  aclReadsVault,
+  parseAcl,
+  parseAclRule,
+  type AclRule,
+  type BindTarget,
+} from './acl.js';
 
 function rules(...text: string[]): AclRule[] {
   const parsed = parseAcl(text);
@@ -175,5 +182,23 @@ describe('aclPermits', () => {
     expect(aclPermits(acl, domain('x.b.example.com'))).toBe(true);
     expect(aclPermits(acl, addr('tcp.burrow.test', 20001))).toBe(true);
     expect(aclPermits(acl, domain('c.example.com'))).toBe(false);
+  });
+
+  it('reads secrets rules as grants only: they neither permit nor restrict binds', () => {
+    const onlySecrets = rules('secrets:read:prod');
+    expect(onlySecrets).toEqual([{ kind: 'secrets', vault: 'prod' }]);
+    expect(aclPermits(onlySecrets, domain('anything.example.com'))).toBe(true);
+    expect(aclPermits(onlySecrets, { kind: 'random-addr' })).toBe(true);
+    const narrow = rules('bind:leak.example', 'secrets:read:*');
+    expect(aclPermits(narrow, domain('leak.example'))).toBe(true);
+    expect(aclPermits(narrow, domain('other.example'))).toBe(false);
+    expect(aclReadsVault(narrow, 'any vault')).toBe(true);
+    expect(aclReadsVault(rules('*'), 'prod')).toBe(false);
+    expect(aclReadsVault(onlySecrets, 'prod2')).toBe(false);
+    for (const bad of ['secrets:read:', 'secrets:read:a\nb', `secrets:read:${'v'.repeat(256)}`]) {
+      expect(parseAclRule(bad)).toMatchObject({
+        error: expect.stringMatching(/must name a vault/),
+      });
+    }
   });
 });

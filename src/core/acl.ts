@@ -6,14 +6,21 @@ import { quote } from './quote.js';
 
 /**
  * Authtoken ACL rules: `*`, `bind:*`, `bind:<domain>`, `bind:*.<suffix>`, `bind:<host>:<port>` and
- * label rules `bind:<key>=<value>` where either side may be `*`. An empty list permits everything.
+ * label rules `bind:<key>=<value>` where either side may be `*`; and `secrets:read:<vault name>`
+ * (`secrets:read:*` for every vault), which lets the authtoken's policies read that vault's
+ * secrets. A list with no bind rule (empty, or only secrets rules) permits every bind; only
+ * secrets rules grant reading secrets (`*` does not, so that older allow-all tokens read none).
  */
 export type AclRule =
   | { kind: 'any' }
   | { kind: 'domain'; name: string }
   | { kind: 'suffix'; suffix: string }
   | { kind: 'addr'; host: string; port: number }
-  | { kind: 'label'; key: string; value: string };
+  | { kind: 'label'; key: string; value: string }
+  | { kind: 'secrets'; vault: string };
+
+/** The prefix of the rules that grant reading a vault's secrets. */
+export const SECRETS_READ_PREFIX = 'secrets:read:';
 
 /** What an agent asks to bind, as the ACL sees it. */
 export type BindTarget =
@@ -34,8 +41,11 @@ function isAddrHost(host: string): boolean {
 /** Parse one rule, or return a message saying what is wrong with it. */
 export function parseAclRule(rule: string): AclRule | { error: string } {
   if (rule === '*' || rule === 'bind:*') return { kind: 'any' };
+  if (rule.startsWith(SECRETS_READ_PREFIX)) return parseSecretsRule(rule);
   if (!rule.startsWith('bind:')) {
-    return { error: `ACL rule ${quote(rule)} must be '*' or start with 'bind:'` };
+    return {
+      error: `ACL rule ${quote(rule)} must be '*' or start with 'bind:' or '${SECRETS_READ_PREFIX}'`,
+    };
   }
   const value = rule.slice('bind:'.length);
   if (value.includes('=')) {
@@ -75,6 +85,31 @@ export function parseAclRule(rule: string): AclRule | { error: string } {
     };
   }
   return { kind: 'domain', name };
+}
+
+/** The longest vault name the API accepts, in UTF-8 bytes (api/schemas.ts Name). */
+const VAULT_NAME_MAX_BYTES = 255;
+// eslint-disable-next-line no-control-regex -- a vault name is one line of text
+const CONTROL = /[\u0000-\u001f\u007f]/;
+
+/** `secrets:read:<vault name>`: the name as the vault has it (case counts), or `*`. */
+function parseSecretsRule(rule: string): AclRule | { error: string } {
+  const vault = rule.slice(SECRETS_READ_PREFIX.length);
+  if (vault === '' || CONTROL.test(vault) || Buffer.byteLength(vault) > VAULT_NAME_MAX_BYTES) {
+    return {
+      error: `secrets rule ${quote(rule)} must name a vault (one line, at most ${VAULT_NAME_MAX_BYTES} bytes) or '*': ${SECRETS_READ_PREFIX}<vault name>`,
+    };
+  }
+  return { kind: 'secrets', vault };
+}
+
+/**
+ * Whether parsed ACL `rules` let an authtoken's policies read the secrets of vault `vault`
+ * (a `secrets:read:<vault>` or `secrets:read:*` rule; nothing else grants it).
+ * @example aclReadsVault([{ kind: 'secrets', vault: 'prod' }], 'prod') // true
+ */
+export function aclReadsVault(rules: readonly AclRule[], vault: string): boolean {
+  return rules.some((r) => r.kind === 'secrets' && (r.vault === '*' || r.vault === vault));
 }
 
 /** Parse every rule; throws nothing, returns the first problem found. */
@@ -122,12 +157,13 @@ function labelAllowed(rules: readonly AclRule[], key: string, value: string): bo
 }
 
 /**
- * Whether parsed ACL `rules` permit binding `target`. An empty ACL permits everything; random TCP
+ * Whether parsed ACL `rules` permit binding `target`. An ACL with no bind rule permits every bind; random TCP
  * addresses need an empty ACL or `*`; every label of a labeled tunnel must be permitted.
  * @example aclPermits([{ kind: 'suffix', suffix: 'sitea.example.com' }], { kind: 'domain', name: 'a.sitea.example.com' }) // true
  */
 export function aclPermits(rules: readonly AclRule[], target: BindTarget): boolean {
-  if (rules.length === 0) return true;
+  // Secrets rules say nothing about binds: a list of only those restricts binds no more than [].
+  if (!rules.some((r) => r.kind !== 'secrets')) return true;
   if (target.kind === 'labels') {
     const entries = Object.entries(target.labels);
     // With no labels `every` would be vacuously true; only an allow-all rule permits that.

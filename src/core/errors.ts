@@ -127,6 +127,8 @@ export const CODES = {
   bindNoLabels: 'ERR_NGROK_394',
   bindLabelNotPermitted: 'ERR_NGROK_399',
   bindTooManyTunnels: 'ERR_NGROK_324',
+  /** The bind's policy reads a vault its authtoken's ACL grants no `secrets:read:` for. */
+  secretNotGranted: 'ERR_BURROW_SECRET_NOT_GRANTED',
   // Remote commands to agents (API)
   agentRestartUnsupported: 'ERR_NGROK_804',
   agentStopUnsupported: 'ERR_NGROK_805',

@@ -6,7 +6,7 @@ import { CEL_TYPES } from './cel-types.js';
 import { deepest } from './document-limits.js';
 import type { PolicyPhase } from './parse.js';
 import { compileRegex } from './regex.js';
-import type { SecretsVars } from './secrets.js';
+import { scanSecretUses, type SecretRef, type SecretsVars } from './secrets.js';
 import type { Activation, ReqVars, ResVars } from './variables.js';
 import type { UrlVars } from './variables.js';
 
@@ -37,8 +37,14 @@ export const EXPRESSION_LIMITS = {
 /** A compiled expression: evaluate it against an activation; it throws when evaluation fails. */
 export interface CompiledExpression {
   readonly source: string;
+  /** The secrets it reads (`secrets.get` calls, always with literal names). */
+  readonly secrets: readonly SecretRef[];
+  /** The whole expression is one `secrets.get` call: its value is a secret, whole. */
+  readonly bareSecret: boolean;
   evaluate(activation: Activation): unknown;
 }
+
+const NO_SECRET_REFS: readonly SecretRef[] = Object.freeze([]);
 
 /**
  * Why an expression was refused at compile time; the caller adds where it was written. A 400
@@ -327,8 +333,12 @@ export function compileExpression(
       `a rule expression must give a bool (true or false), but this one gives ${checked.type}; compare it with something, e.g. ${shorten(source)} == '...'`,
     );
   }
+  const secrets = source.includes('secrets') ? scanSecretUses(parsed.ast) : undefined;
+  if (secrets && 'problem' in secrets) throw new ExpressionError(secrets.problem);
   return {
     source,
+    secrets: secrets && secrets.refs.length > 0 ? secrets.refs : NO_SECRET_REFS,
+    bareSecret: secrets?.bare ?? false,
     evaluate(activation: Activation): unknown {
       const previous = current;
       current = activation;

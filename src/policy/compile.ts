@@ -1,10 +1,10 @@
 import { LRUCache } from 'lru-cache';
 import { quote } from '../core/quote.js';
-import { ValidationError } from '../core/errors.js';
+import { CODES, ValidationError } from '../core/errors.js';
 import { ConfigReader } from './actions/config.js';
 import type { ActionCompileContext, CompiledAction } from './actions/types.js';
 import { compileExpression, ExpressionError, type CompiledExpression } from './cel.js';
-import { compileTemplate, GroupReferenceError } from './interpolate.js';
+import { compileTemplate, GroupReferenceError, type Template } from './interpolate.js';
 import {
   parsePolicyDocument,
   POLICY_PHASES,
@@ -23,6 +23,7 @@ import {
   ruleWhere,
 } from './placement.js';
 import { PolicyRunner, type PolicyRunnerOptions } from './runner.js';
+import { secretCall, type SecretRead, type SecretRef } from './secrets.js';
 
 /** One action of a compiled rule. */
 export interface CompiledRuleAction {
@@ -59,6 +60,8 @@ export class CompiledPolicy {
   constructor(
     readonly protocol: PolicyProtocol,
     readonly phases: Readonly<Record<PolicyPhase, readonly CompiledRule[]>>,
+    /** Every `secrets.get` the policy makes, with where: a bind checks the vaults' grant. */
+    readonly secretReads: readonly SecretRead[] = [],
   ) {
     const ids = new Set<string>();
     for (const phase of POLICY_PHASES) {
@@ -101,19 +104,41 @@ function expressionError(
   );
 }
 
+/** A template that places a secret where its text is not sent as it is: refused, naming both. */
+function misplacedSecret(
+  at: string,
+  key: string,
+  refs: readonly SecretRef[],
+  field: string,
+): never {
+  const call = refs.map(secretCall).join(', ');
+  throw new ValidationError(
+    CODES.policyInvalidExpression,
+    field,
+    `${at}: config.${key} places ${call} in text that events, logs or later rules can read; a secret may be placed whole only in a header value or body the policy sends (add-headers headers, custom-response body and headers), or compared with == or !=`,
+  );
+}
+
 function compileRule(
   rule: PhasedRule,
   phase: PolicyPhase,
   protocol: PolicyProtocol,
   field: string,
+  secretReads: SecretRead[],
 ): CompiledRule {
   const where = ruleWhere(phase, rule);
+  const reads = (refs: readonly SecretRef[], at: string): void => {
+    for (const ref of refs) secretReads.push({ ...ref, where: at });
+  };
   const conditions = rule.expressions.map((source, i) => {
+    let compiled: CompiledExpression;
     try {
-      return compileExpression(source, phase, 'condition');
+      compiled = compileExpression(source, phase, 'condition');
     } catch (err) {
       return expressionError(where, `expressions[${i}]`, source, err, field);
     }
+    reads(compiled.secrets, `${where}, expressions[${i}]`);
+    return compiled;
   });
   const actions: CompiledRuleAction[] = [];
   let terminating: CompiledRuleAction | undefined;
@@ -127,19 +152,37 @@ function compileRule(
       phase,
       protocol,
       expression(source, key, purpose) {
+        let compiled: CompiledExpression;
         try {
-          return compileExpression(source, phase, purpose);
+          compiled = compileExpression(source, phase, purpose);
         } catch (err) {
           return expressionError(at, `config.${key}`, source, err, field);
         }
+        if (compiled.bareSecret) misplacedSecret(at, key, compiled.secrets, field);
+        reads(compiled.secrets, `${at}, config.${key}`);
+        return compiled;
       },
       template(text, key, maxGroup) {
+        let compiled: Template;
         try {
-          return compileTemplate(text, phase, maxGroup);
+          compiled = compileTemplate(text, phase, maxGroup);
         } catch (err) {
           if (err instanceof GroupReferenceError) return reader.fail(key, err.message);
           return expressionError(at, `config.${key}`, text, err, field);
         }
+        if (compiled.placesSecret) misplacedSecret(at, key, compiled.secrets, field);
+        reads(compiled.secrets, `${at}, config.${key}`);
+        return compiled;
+      },
+      outboundTemplate(text, key) {
+        let compiled: Template;
+        try {
+          compiled = compileTemplate(text, phase);
+        } catch (err) {
+          return expressionError(at, `config.${key}`, text, err, field);
+        }
+        reads(compiled.secrets, `${at}, config.${key}`);
+        return compiled;
       },
     };
     const compiled = { index, type, action: spec.compile(reader, ctx) };
@@ -162,9 +205,10 @@ export function compileDocument(
   const phases = toPhases(doc, options.protocol);
   checkPhases(phases, options.protocol, field);
   const compiled = {} as Record<PolicyPhase, CompiledRule[]>;
+  const secretReads: SecretRead[] = [];
   for (const phase of POLICY_PHASES) {
     compiled[phase] = phases[phase].map((rule) =>
-      compileRule(rule, phase, options.protocol, field),
+      compileRule(rule, phase, options.protocol, field, secretReads),
     );
   }
   return new CompiledPolicy(options.protocol, compiled, secretReads);

@@ -28,6 +28,8 @@ export const NO_HEADER_CHANGES: HeaderChanges = Object.freeze({
 export class HeaderEdits {
   private removed: string[] = [];
   private added: Array<[string, string]> = [];
+  /** Added pairs whose value holds a secret: sent as they are, shown to rules as [secret]. */
+  private secret: Set<readonly [string, string]> | undefined;
 
   /** True when nothing was asked for. */
   get empty(): boolean {
@@ -42,15 +44,28 @@ export class HeaderEdits {
     }
   }
 
-  add(name: string, value: string): void {
+  add(name: string, value: string, holdsSecret = false): void {
     // As rendered: a value with a control character is refused where the edge writes the head
     // (ingress http-policy.ts, http-responses.ts), never cleaned into another value.
-    this.added.push([name.toLowerCase(), value]);
+    const pair: [string, string] = [name.toLowerCase(), value];
+    this.added.push(pair);
+    if (holdsSecret) (this.secret ??= new Set()).add(pair);
   }
 
   /** The net changes, for a decision. */
   changes(): HeaderChanges {
     return this.empty ? NO_HEADER_CHANGES : { remove: this.removed, add: this.added };
+  }
+
+  /**
+   * The net changes as later rules see them (`req.headers`, `res.headers`): a value that holds a
+   * secret reads as `shown`, so no rule can compute on it and carry the result into an event.
+   */
+  visibleChanges(shown: string): HeaderChanges {
+    const secret = this.secret;
+    if (!secret || this.empty) return this.changes();
+    const add = this.added.map((pair) => (secret.has(pair) ? ([pair[0], shown] as const) : pair));
+    return { remove: this.removed, add };
   }
 }
 

@@ -122,4 +122,13 @@ export {
   type PolicyProtocol,
 } from './parse.js';
 export { EXPRESSION_LIMITS } from './cel.js';
-export { NO_SECRETS, SecretsResolver, type SecretsLookup, type SecretValue } from './secrets.js';
+export {
+  NO_SECRETS,
+  notGrantedMessage,
+  SecretsResolver,
+  ungrantedSecretRead,
+  type SecretRead,
+  type SecretRef,
+  type SecretsLookup,
+  type SecretValue,
+} from './secrets.js';

@@ -1,6 +1,7 @@
 import { compileExpression, ExpressionError, type CompiledExpression } from './cel.js';
 import type { PolicyPhase } from './parse.js';
 import { celToString } from './cel-types.js';
+import type { SecretRef } from './secrets.js';
 import type { Activation } from './variables.js';
 
 /**
@@ -23,6 +24,13 @@ export interface Template {
   readonly source: string;
   /** True when the text has no `${}` and no group references: render always gives `text`. */
   readonly isStatic: boolean;
+  /** The secrets its interpolations read. */
+  readonly secrets: readonly SecretRef[];
+  /**
+   * Some `${}` is a whole `secrets.get` call, so the rendered text holds a secret value: only an
+   * action that sends the text away as it is may accept such a template.
+   */
+  readonly placesSecret: boolean;
   render(activation: Activation, groups?: ArrayLike<string | undefined>): string;
 }
 
@@ -107,11 +115,16 @@ export function compileTemplate(text: string, phase: PolicyPhase, maxGroup?: num
   if (literal || parts.length === 0) parts.push(literal);
   if (parts.length === 1 && typeof parts[0] === 'string') {
     const only = parts[0];
-    return { source: text, isStatic: true, render: () => only };
+    return { source: text, isStatic: true, secrets: [], placesSecret: false, render: () => only };
   }
+  const expressions = parts.filter(
+    (p): p is CompiledExpression => typeof p === 'object' && 'evaluate' in p,
+  );
   return {
     source: text,
     isStatic: false,
+    secrets: expressions.flatMap((e) => e.secrets),
+    placesSecret: expressions.some((e) => e.bareSecret),
     render(activation, groups) {
       let out = '';
       for (const part of parts) {

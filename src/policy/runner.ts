@@ -19,7 +19,7 @@ import {
 import { HeaderEdits, NO_HEADER_CHANGES, type HeaderChanges } from './headers.js';
 import type { Template } from './interpolate.js';
 import type { PolicyPhase } from './parse.js';
-import { NO_SECRETS, SecretsVars } from './secrets.js';
+import { NO_SECRETS, REDACTED, SecretsVars } from './secrets.js';
 import {
   ConnVars,
   EndpointVars,
@@ -145,7 +145,8 @@ class PhaseRun implements PhaseContext {
   }
 
   publishHeaders(): void {
-    this.message?.setHeaderChanges(this.headerChanges());
+    if (this.message && this.#edits)
+      this.message.setHeaderChanges(this.#edits.visibleChanges(REDACTED));
   }
 
   setVar(name: string, value: unknown): void {

@@ -134,29 +134,46 @@ on_http_request:
     );
   });
 
-  it('keeps values out of events and logs, even when a log action or an error would show them', async () => {
+  it('keeps values out of events and logs: computing on a secret is refused, a header set from one reads as [secret]', async () => {
+    // The attack of issue 27: a log action leaking a value a character at a time.
+    for (const leak of [
+      "${size(secrets.get('v', 'token'))}",
+      "${secrets.get('v', 'token').matches('^tok')}",
+    ]) {
+      expect(() =>
+        compilePolicy(
+          `on_http_request:\n  - actions:\n      - type: log\n        config: { metadata: { leak: "${leak}" } }\n`,
+          { protocol: 'http' },
+        ),
+      ).toThrow(/may only be used whole/);
+    }
     const { host, owner } = policied(`
 on_http_request:
-  - actions:
-      - type: set-vars
-        config:
-          vars:
-            - token: "\${secrets.get('v', 'token')}"
-      - type: log
-        config:
-          metadata:
-            leaked: "\${secrets.get('v', 'token')}"
-            via_vars: "\${vars.token}"
+  - expressions: ["req.headers['x-key'][0] == secrets.get('v', 'token')"]
+    actions:
       - type: add-headers
         config:
           headers:
-            x-n: "\${int(secrets.get('v', 'token'))}"
+            x-token: "\${secrets.get('v', 'token')}"
+      - type: log
+        config:
+          metadata:
+            sent: "\${req.headers['x-token'][0]}"
+            size: "\${size(req.headers['x-token'][0])}"
+            presented: "\${req.headers['x-key'][0]}"
 `);
-    await echoedHeaders(host);
-    const recorded = JSON.stringify(events.eventsFor(owner));
-    expect(recorded).toContain('[secret]');
-    expect(recorded).not.toContain(TOKEN);
-    expect(logged).toContain('[secret]');
+    const reply = await httpRequest(t.httpPort, {
+      host,
+      path: '/echo',
+      headers: { 'x-key': TOKEN },
+    });
+    expect((JSON.parse(reply.body) as { headers: Record<string, string> }).headers['x-token']).toBe(
+      TOKEN,
+    );
+    const [event] = events.eventsFor(owner).filter((e) => e.outcome === 'log');
+    // The header reads as [secret]; what the client presented is redacted by value.
+    expect(event!.metadata).toEqual({ sent: '[secret]', size: '8', presented: '[secret]' });
+    expect(JSON.stringify(events.eventsFor(owner))).not.toContain(TOKEN);
     expect(logged).not.toContain(TOKEN);
   });
 });
@@ -177,17 +194,21 @@ describe('secret redaction in event metadata', () => {
       const resolver = new SecretsResolver(() => api.repos.secrets.entries());
       await resolver.reload();
       const events = new PolicyEventLog();
+      // The client presents the values; comparing them with the secrets makes the runner redact.
       const runner = compilePolicy(
         JSON.stringify({
           on_http_request: [
             {
+              expressions: [
+                "req.headers['q'][0] == secrets.get('w', 'quoted') && req.headers['s'][0] == secrets.get('w', 'short')",
+              ],
               actions: [
                 {
                   type: 'log',
                   config: {
                     metadata: {
-                      q: "${secrets.get('w', 'quoted')}",
-                      s: "${secrets.get('w', 'short')}",
+                      q: "${req.headers['q'][0]}",
+                      s: "${req.headers['s'][0]}",
                       flag: true,
                     },
                   },
@@ -200,11 +221,12 @@ describe('secret redaction in event metadata', () => {
       ).bind({ ownerId: 'ep_redact', events, secrets: resolver });
       const decision = await runner.onHttpRequest({
         conn: { client_ip: '192.0.2.1' },
-        req: { method: 'GET', url: '/', headers: { host: 'r.burrow.test' } },
+        req: { method: 'GET', url: '/', headers: { host: 'r.burrow.test', q: quoted, s: 'true' } },
       });
       expect(decision.kind).toBe('continue');
       const recorded = JSON.stringify(events.eventsFor('ep_redact'));
       expect(recorded).toContain('[secret]');
+      expect(recorded).toContain('"flag":true');
       expect(recorded).not.toContain('hi');
       expect(recorded).not.toContain(JSON.stringify(quoted).slice(1, -1));
     } finally {

@@ -62,6 +62,8 @@ function ruleText(raw: string, rule: AclRule): string {
       return `bind:${rule.host}:${rule.port}`;
     case 'label':
       return `bind:${rule.key}=${rule.value}`;
+    case 'secrets':
+      return raw;
   }
 }
 
@@ -76,7 +78,7 @@ export function normalizeAcl(acl: readonly string[]): string[] {
     throw new ValidationError(
       CODES.invalidAclRule,
       `acl[${parsed.index}]`,
-      `${parsed.error}. A rule is '*' or 'bind:' followed by a domain, '*.<domain>', '<host>:<port>' or '<key>=<value>'.`,
+      `${parsed.error}. A rule is '*', 'bind:' followed by a domain, '*.<domain>', '<host>:<port>' or '<key>=<value>', or 'secrets:read:' followed by a vault name or '*'.`,
     );
   }
   return parsed.rules.map((rule, i) => ruleText(acl[i]!, rule));

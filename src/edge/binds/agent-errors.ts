@@ -1,5 +1,6 @@
 import { BurrowError, CODES } from '../../core/errors.js';
 import { quote } from '../../core/quote.js';
+import { notGrantedMessage, type SecretRead } from '../../policy/index.js';
 import { rpcErrorText } from '../../protocol/index.js';
 
 /**
@@ -98,6 +99,11 @@ export const refusals = {
     new AgentError(
       CODES.bindLabelNotPermitted,
       `The credential ACL policy does not permit binding this label: '${key}=${value}'. Add a 'bind:${key}=${value}' rule (or 'bind:${key}=*') to the credential.`,
+    ),
+  secretNotGranted: (field: string, read: SecretRead, credentialId: string) =>
+    new AgentError(
+      CODES.secretNotGranted,
+      `The traffic policy may not read this secret: ${notGrantedMessage(field, read, credentialId)}`,
     ),
   nameNotReserved: (name: string, baseDomain: string) =>
     new AgentError(

@@ -4,10 +4,11 @@
  * its plan made by bind-plan-internal.ts, bind-plan-names.ts or bind-plan-tcp.ts; labeled
  * tunnels' labels and PatchTunnelState's policies are checked here too.
  */
-import { aclPermits, type AclRule } from '../../core/acl.js';
+import { aclPermits, aclReadsVault, type AclRule } from '../../core/acl.js';
 import { CODES } from '../../core/errors.js';
 import { shorten } from '../../core/quote.js';
 import { LABEL_LIMITS, labelProblem } from '../../core/labels.js';
+import { ungrantedSecretRead } from '../../policy/index.js';
 import type { Bind } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
 import type { AgentEdgeSettings } from './agent-edge-settings.js';
@@ -81,6 +82,7 @@ export class BindPolicy {
             given?.text ?? '',
             proto as TunnelProto,
             given?.field ?? 'TrafficPolicy',
+            binder,
             options,
           )
         : undefined;
@@ -109,15 +111,17 @@ export class BindPolicy {
 
   /**
    * Check a bind's (or PatchTunnelState's) policy text for an endpoint of `proto` like the API
-   * checks edges' policies, and that the IP policies it names exist; throws the refusal. With
-   * `options` (the rules of the bind's options), the policy that runs is those rules, then the
-   * text's; `text` may then be '' (no policy of its own).
-   * @example await policy.checkTrafficPolicy(text, 'https', 'TrafficPolicy')
+   * checks edges' policies, that the IP policies it names exist, and that `binder`'s ACL grants
+   * every vault it reads secrets from; throws the refusal. With `options` (the rules of the
+   * bind's options), the policy that runs is those rules, then the text's; `text` may then be ''
+   * (no policy of its own).
+   * @example await policy.checkTrafficPolicy(text, 'https', 'TrafficPolicy', binder)
    */
   async checkTrafficPolicy(
     text: string,
     proto: TunnelProto,
     field: string,
+    binder: Binder,
     options?: OptionRules,
   ): Promise<BindTrafficPolicy> {
     let checked: BindTrafficPolicy;
@@ -130,6 +134,11 @@ export class BindPolicy {
       const merged = mergedPolicyText(options, text === '' ? undefined : text, proto);
       checked = { text, policy: compileBindPolicy(merged, proto, field), options };
     }
+    // Secrets are an authtoken's only by grant: a policy naming any other vault is refused.
+    const ungranted = ungrantedSecretRead(checked.policy.secretReads, (vault) =>
+      aclReadsVault(binder.acl, vault),
+    );
+    if (ungranted) throw refusals.secretNotGranted(field, ungranted, binder.credentialId);
     const missing = await this.context.repos.ipPolicies.missing(checked.policy.ipPolicyIds);
     if (missing.length > 0) {
       throw new AgentError(

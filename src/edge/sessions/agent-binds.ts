@@ -303,6 +303,7 @@ export async function servePatchTunnelState(
               policyText,
               tunnel.proto,
               'TrafficPolicy',
+              binder,
               optionRulesOf(tunnel),
             )
           : undefined;

@@ -21,7 +21,7 @@ export const addHeadersAction: ActionSpec = {
     })!;
     const entries: Array<[string, Template]> = Object.entries(headers).map(([name, value]) => [
       checkHeaderName(config, `headers.${name}`, name, 'add'),
-      ctx.template(value, `headers.${name}`),
+      ctx.outboundTemplate(value, `headers.${name}`),
     ]);
     const replacesHost = ctx.phase === 'on_http_request';
     return {
@@ -30,7 +30,8 @@ export const addHeadersAction: ActionSpec = {
         const edits = c.headers!;
         for (const [name, value] of entries) {
           if (replacesHost && name === 'host') edits.remove('host');
-          edits.add(name, c.render(value));
+          // A value holding a secret goes out as it is, but later rules read it as [secret].
+          edits.add(name, c.render(value), value.placesSecret);
         }
         c.publishHeaders();
         return undefined;

@@ -43,11 +43,12 @@ export const customResponseAction: ActionSpec = {
     if (bodyText !== '' && (status === 204 || status === 304)) {
       config.fail(key, `must be empty: a ${status} response has no body`);
     }
-    const body = ctx.template(bodyText, key);
+    // Sent to the client as written: the one kind of text a policy may place a secret in.
+    const body = ctx.outboundTemplate(bodyText, key);
     const headerMap = config.stringMap('headers', { min: 0, max: 10 }) ?? {};
     const headers: Array<[string, Template]> = Object.entries(headerMap).map(([name, value]) => [
       checkHeaderName(config, `headers.${name}`, name, 'set'),
-      ctx.template(value, `headers.${name}`),
+      ctx.outboundTemplate(value, `headers.${name}`),
     ]);
     const labelled = headers.some(([name]) => name === 'content-type');
     return {

@@ -159,8 +159,16 @@ export interface ActionCompileContext {
   readonly protocol: PolicyProtocol;
   /** Compile a CEL expression found in config key `key` (throws 2200 naming the key). */
   expression(source: string, key: string, purpose: 'condition' | 'value'): CompiledExpression;
-  /** Compile a `${}` template found in config key `key` (throws 2200 naming the key). */
+  /**
+   * Compile a `${}` template found in config key `key` (throws 2200 naming the key). It may read
+   * secrets only by comparing them (`==`, `!=`): its text can reach events, logs or later rules.
+   */
   template(text: string, key: string, maxGroup?: number): Template;
+  /**
+   * Compile a template whose text the action sends as it is (a header value or a body the policy
+   * adds or answers with), so `${secrets.get('vault', 'secret')}` may place a secret in it.
+   */
+  outboundTemplate(text: string, key: string): Template;
 }
 
 /** One action type: where it may run, what config it takes, how it compiles. */

@@ -1,0 +1,75 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createTestApi, type TestApi } from '../../test/support/api.js';
+
+/** The attack of issue 27: a custom-response that prints a secret to anyone. */
+const LEAK = `
+on_http_request:
+  - name: leak
+    actions:
+      - type: custom-response
+        config: { body: "\${secrets.get('prod', 'oidc')}" }
+`;
+
+describe('POST /traffic_policy/validate and secrets', () => {
+  let api: TestApi;
+  let withoutGrant: string;
+  let withGrant: string;
+
+  beforeAll(async () => {
+    api = await createTestApi('sqlite');
+    const credential = async (acl: string[]) => {
+      const made = await api.call('POST', '/credentials', { acl });
+      expect(made.status).toBe(201);
+      return made.body.id as string;
+    };
+    withoutGrant = await credential(['bind:leak.example']);
+    withGrant = await credential(['bind:leak.example', 'secrets:read:prod']);
+  });
+  afterAll(async () => {
+    await api.close();
+  });
+
+  const validate = (body: Record<string, unknown>) =>
+    api.call('POST', '/traffic_policy/validate', { protocol: 'https', value: LEAK, ...body });
+
+  it('refuses, for an authtoken without the grant, naming the vault, the rule and the fix', async () => {
+    const reply = await validate({ credential_id: withoutGrant });
+    expect(reply.status).toBe(200);
+    expect(reply.body).toMatchObject({
+      valid: false,
+      error: { error_code: 'ERR_BURROW_SECRET_NOT_GRANTED', details: { field: 'value' } },
+      location: { phase: 'on_http_request', rule: 0, rule_name: 'leak', action: 0 },
+    });
+    const msg = (reply.body.error as { msg: string }).msg;
+    expect(msg).toContain('secrets.get("prod", "oidc")');
+    expect(msg).toContain(`credential ${withoutGrant}`);
+    expect(msg).toContain("'secrets:read:prod'");
+  });
+
+  it('accepts it for an authtoken with the grant, and for the API (whose keys are admins)', async () => {
+    expect((await validate({ credential_id: withGrant })).body).toEqual({ valid: true });
+    expect((await validate({})).body).toEqual({ valid: true });
+  });
+
+  it('refuses computing on a secret whoever asks', async () => {
+    const reply = await validate({
+      value: `on_http_request:\n  - actions:\n      - type: log\n        config: { metadata: { n: "\${size(secrets.get('prod', 'oidc'))}" } }\n`,
+    });
+    expect(reply.body).toMatchObject({ valid: false, error: { error_code: 'ERR_NGROK_2200' } });
+    expect((reply.body.error as { msg: string }).msg).toMatch(
+      /secrets.get\("prod", "oidc"\) at column \d+ may only be used whole/,
+    );
+  });
+
+  it('answers 404 for a credential that does not exist', async () => {
+    expect((await validate({ credential_id: 'cr_2bhsNc9X6FO3i2wzTOgIH8jAe52' })).status).toBe(404);
+  });
+
+  it('keeps secrets rules in the ACL as written, and refuses one without a vault', async () => {
+    const shown = await api.call('GET', `/credentials/${withGrant}`);
+    expect(shown.body.acl).toEqual(['bind:leak.example', 'secrets:read:prod']);
+    const bad = await api.call('POST', '/credentials', { acl: ['secrets:read:'] });
+    expect(bad.status).toBe(400);
+    expect(bad.body).toMatchObject({ error_code: 'ERR_NGROK_600', details: { field: 'acl[0]' } });
+  });
+});
