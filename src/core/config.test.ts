@@ -56,6 +56,15 @@ describe('loadServerConfig', () => {
     );
   });
 
+  it('reads the header names the traffic inspector redacts, lower-cased', () => {
+    expect(loadServerConfig({}, {}).inspectRedactHeaders).toEqual([]);
+    const c = loadServerConfig({ 'inspect-redact-header': 'X-Api-Key, x-session' }, {});
+    expect(c.inspectRedactHeaders).toEqual(['x-api-key', 'x-session']);
+    expect(() => loadServerConfig({ 'inspect-redact-header': 'x-ok,bad name' }, {})).toThrow(
+      /^--inspect-redact-header: 'bad name' must be a header name/,
+    );
+  });
+
   it('refuses unknown config-file keys', () => {
     const dir = mkdtempSync(join(tmpdir(), 'burrow-config-'));
     const file = join(dir, 'c.yaml');

@@ -8,6 +8,7 @@ import { isIP } from 'node:net';
 import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { parseAcmeConfig, type AcmeConfig } from './acme-config.js';
+import { parseEgressAllow, type EgressAllowEntry } from './egress-guard.js';
 import { BurrowError, CODES, NO_HTTP_STATUS } from './errors.js';
 import { parseHostPort } from './host-port.js';
 import { hostnameProblem, normalizeName } from './hostname.js';
@@ -50,6 +51,10 @@ export interface ServerConfig extends AcmeConfig {
   cluster: ClusterConfig;
   /** `auto`: coloured lines on a terminal, JSON otherwise; `json` or `pretty` force one. */
   logFormat: 'auto' | 'json' | 'pretty';
+  /** Lower-case header names the traffic inspector redacts besides the credential headers. */
+  inspectRedactHeaders: string[];
+  /** What traffic policies may make the edge fetch though it is internal (core/egress-guard.ts). */
+  egressAllow: EgressAllowEntry[];
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -195,7 +200,37 @@ export function loadServerConfig(
     limits: parseLimits(raw, configError),
     cluster: parseClusterConfig(raw, configError),
     logFormat: parseLogFormat(get('logFormat')),
+    inspectRedactHeaders: parseHeaderNames('inspect-redact-header', get('inspectRedactHeaders')),
+    egressAllow: parseEgressAllowList(get('egressAllow')),
   };
+}
+
+/** Comma-separated `--egress-allow` entries: blocks, addresses, host names. */
+function parseEgressAllowList(value: string): EgressAllowEntry[] {
+  return value
+    .split(',')
+    .filter((v) => v.trim() !== '')
+    .map((text) => {
+      const entry = parseEgressAllow(text);
+      if ('problem' in entry) throw new ConfigError('egress-allow', entry.problem);
+      return entry;
+    });
+}
+
+/** Comma-separated header names (RFC 9110 tokens), lower-cased. */
+function parseHeaderNames(option: string, value: string): string[] {
+  const names = value
+    .split(',')
+    .map((v) => v.trim().toLowerCase())
+    .filter((v) => v !== '');
+  for (const name of names) {
+    if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name))
+      throw new ConfigError(
+        option,
+        `'${name}' must be a header name: letters, digits and !#$%&'*+.^_\`|~-, e.g. x-api-key`,
+      );
+  }
+  return names;
 }
 
 function parseAgentHostname(value: string): string {

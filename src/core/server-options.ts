@@ -25,6 +25,8 @@ export interface OptionSpec {
   name: string;
   description: string;
   default: string;
+  /** The flag may be given more than once; its values join with commas (the list form). */
+  repeatable?: boolean;
 }
 
 /** Every server option, in the order `burrow server --help` lists them. */
@@ -185,6 +187,22 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
     description:
       'log lines: auto (readable and coloured on a terminal, JSON when piped), json or pretty',
     default: 'auto',
+  },
+  {
+    key: 'inspectRedactHeaders',
+    name: 'inspect-redact-header',
+    description:
+      'a header name the traffic inspector redacts besides Authorization, Proxy-Authorization, Cookie and Set-Cookie; repeat the flag or separate names with commas',
+    default: '',
+    repeatable: true,
+  },
+  {
+    key: 'egressAllow',
+    name: 'egress-allow',
+    description:
+      "a CIDR block, address or host name that traffic policies may make the edge fetch from (JWKS, OpenID discovery, token endpoints) though it is loopback, private, link-local or the node's own; repeat the flag or separate entries with commas",
+    default: '',
+    repeatable: true,
   },
   // Limits (limits.ts): their values are read by parseLimits, not by key.
   ...LIMIT_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'limits' })),

@@ -117,7 +117,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const secretsTimer = setInterval(reloadSecrets, SECRETS_RELOAD_MS);
   secretsTimer.unref();
   const baseWildcard = `*.${config.baseDomain}`;
-  const trafficLog = new TrafficLog();
+  const trafficLog = new TrafficLog({ redactHeaders: config.inspectRedactHeaders });
   const certsDir = join(config.dataDir, CERTS_DIR);
   const stored = storedCertificates(repos);
 

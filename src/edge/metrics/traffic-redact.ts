@@ -61,7 +61,7 @@ const COOKIE_ATTRIBUTES: ReadonlySet<string> = new Set([
  * @example hidden(6) // '[redacted, 6 chars]'
  */
 export function hidden(length: number): string {
-  return `[redacted, ${length} chars]`;
+  return `[redacted, ${length} ${length === 1 ? 'char' : 'chars'}]`;
 }
 
 /** `name=value` with the value hidden, or the whole pair hidden when it has no usable name. */

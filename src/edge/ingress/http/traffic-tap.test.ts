@@ -32,6 +32,12 @@ describe('trafficTap', () => {
       trafficTap(log, req, res, tunnel);
       closed = once(res, 'close').then(() => undefined);
       req.resume();
+      if (req.url === '/raw') {
+        // As the ingress writes an agent's answer: a raw list, no setHeader before.
+        res.writeHead(200, 'OK', ['Set-Cookie', 'sid=secret', 'Set-Cookie', 'b=2', 'X-Other', 'x']);
+        res.end('hello');
+        return;
+      }
       res.setHeader('set-cookie', ['sid=secret; Path=/; HttpOnly', 'other=secret']);
       res.setHeader('x-api-key', 'secret');
       res.end('hello');
@@ -43,8 +49,8 @@ describe('trafficTap', () => {
   afterAll(() => server.close());
 
   /** Send a request with credentials and wait until its record is answered. */
-  const send = async () => {
-    const res = await fetch(`${base}/login`, { headers: CREDENTIALS });
+  const send = async (path = '/login') => {
+    const res = await fetch(`${base}${path}`, { headers: CREDENTIALS });
     await res.text();
     await closed;
     return log.list({ limit: 1 })[0]!;
@@ -71,6 +77,14 @@ describe('trafficTap', () => {
       ]);
       expect(record.responseBody === undefined).toBe(!capture);
     }
+  });
+
+  it('records and redacts headers written as a raw list by writeHead', async () => {
+    const record = await send('/raw');
+    expect(record.responseHeaders).toMatchObject({
+      'set-cookie': ['sid=[redacted, 6 chars]', 'b=[redacted, 1 char]'],
+      'x-other': 'x',
+    });
   });
 
   it('keeps them as sent once the host shows credentials', async () => {

@@ -98,10 +98,22 @@ export function trafficTap(
       return end(...args);
     }) as typeof res.end;
   }
+  // Headers given to writeHead without setHeader before (the ingress writes the agent's raw list
+  // so) are written straight to the wire: getHeaders() never sees them, so note them here.
+  let headOnly: OutgoingHttpHeaders = {};
+  const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
+  res.writeHead = ((...args: unknown[]) => {
+    const given = args[1] !== undefined && typeof args[1] !== 'string' ? args[1] : args[2];
+    if (Array.isArray(given)) headOnly = responseHeaderObject(given.map(String));
+    else if (given !== null && typeof given === 'object')
+      headOnly = lowerCaseNames(given as OutgoingHttpHeaders);
+    return writeHead(...args);
+  });
   res.once('close', () => {
+    const set = res.getHeaders();
     log.answer(record, {
       status: res.headersSent ? res.statusCode : 499,
-      responseHeaders: res.headersSent ? res.getHeaders() : {},
+      responseHeaders: !res.headersSent ? {} : Object.keys(set).length > 0 ? set : headOnly,
       durationMs: Number(process.hrtime.bigint() - started) / 1e6,
       requestBody: requestBody?.done(),
       responseBody: responseBody?.done(),
@@ -148,6 +160,13 @@ export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
         });
     },
   };
+}
+
+/** `headers` with lower-case names, as `getHeaders()` gives them. */
+function lowerCaseNames(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) out[name.toLowerCase()] = value;
+  return out;
 }
 
 /** Raw response headers as Node's `getHeaders()` gives them: lower-case names, repeats in arrays. */
