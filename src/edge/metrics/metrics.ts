@@ -205,6 +205,11 @@ export class EdgeMetrics {
     'Compiled traffic policies in the shared cache, and their estimated bytes, by unit.',
     ['unit'],
   );
+  readonly streamsReleased = this.counter(
+    'burrow_http_streams_released_total',
+    'Tunnel streams given up because the public client closed, reset or timed out before its exchange ended, by ingress path (lean, full, upgrade).',
+    ['path'],
+  );
   /** Public request head received → response finished, by endpoint. */
   readonly requestDuration = this.histogram(
     'burrow_http_request_duration_seconds',

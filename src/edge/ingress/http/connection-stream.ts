@@ -15,6 +15,7 @@ import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import type { Exchange } from './exchange.js';
 import { publicProto } from './http-forwarding.js';
 import type { HttpRelayContext } from './http-relay.js';
+import { releaseStream } from './stream-release.js';
 
 export const enum Phase {
   /** Reading a request head (or idle between requests). */
@@ -107,7 +108,9 @@ export abstract class ConnectionStream {
     connectTunnel(exchange.tunnel, info, this.ctx.connectTimeoutMs).then(
       (stream) => {
         if (this.exchange !== exchange) {
-          stream.destroy();
+          // The client left while the stream opened; the agent may have dialled its service.
+          this.ctx.released.inc();
+          releaseStream(stream);
           return;
         }
         this.adopt(stream, exchange.tunnel);
@@ -159,6 +162,17 @@ export abstract class ConnectionStream {
 
   protected dropStream(): void {
     this.release()?.destroy();
+  }
+
+  /**
+   * The client left before the exchange ended: the stream is given up at once (FIN, then RST:
+   * stream-release.ts) and counted, never parked.
+   */
+  protected abandonStream(): void {
+    const stream = this.release();
+    if (!stream) return;
+    this.ctx.released.inc();
+    releaseStream(stream);
   }
 }
 

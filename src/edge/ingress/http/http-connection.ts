@@ -74,7 +74,13 @@ export class HttpConnection extends ResponseRelay {
 
   private readonly onSocketEnd = (): void => {
     this.clientEnded = true;
-    if (this.phase === Phase.Head && this.exchange === undefined) this.socket.end();
+    if (this.phase === Phase.Head && this.exchange === undefined) {
+      this.socket.end();
+      return;
+    }
+    // A client that half-closes before its answer has begun has left (nginx's 499): waiting on
+    // would hold the agent's stream, and its connection to the service, until the service answers.
+    if (this.exchange && !this.exchange.response) this.socket.destroy();
   };
 
   private readonly onSocketError = (): void => {
@@ -96,7 +102,7 @@ export class HttpConnection extends ResponseRelay {
       exchange.count(status);
       exchange.done?.(status, exchange.response?.raw ?? []);
       this.exchange = undefined;
-      this.dropStream();
+      this.abandonStream();
     } else {
       this.parkStream();
     }

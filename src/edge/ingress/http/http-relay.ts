@@ -5,6 +5,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
+import type { CounterSeries } from '../../metrics/metrics.js';
 import type { PublicConnections } from './http-connections.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import type { ExchangeTap } from './exchange.js';
@@ -31,6 +32,8 @@ export interface HttpRelayContext {
   keepAliveTimeoutMs: number;
   connectTimeoutMs: number | undefined;
   tap: ExchangeTap | undefined;
+  /** Counts streams given up because their client left before the exchange ended. */
+  released: CounterSeries;
   /** Where this relay carries the request, or undefined: the full path serves it. */
   route(head: RequestHead, host: string | undefined, socket: Duplex): LeanRoute | undefined;
   /** Serve the rest of the connection on the full HTTP path; `buffered` was read, not served. */
@@ -81,6 +84,7 @@ export class HttpRelay {
       keepAliveTimeoutMs: options.keepAliveTimeoutMs,
       connectTimeoutMs: options.connectTimeoutMs,
       tap: options.tap,
+      released: options.meters.metrics.streamsReleased.with({ path: 'lean' }),
       route: options.route,
       handOver: options.handOver,
       onLimit: options.onLimit,

@@ -120,6 +120,7 @@ export class HttpRequests {
       agent = new TunnelAgent(tunnel, {
         connectTimeoutMs: this.connectTimeoutMs,
         idleMs: this.idleStreamMs,
+        released: this.meters.metrics.streamsReleased.with({ path: 'full' }),
       });
       this.agents.set(tunnel, agent);
     }
@@ -320,8 +321,9 @@ export class HttpRequests {
       failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
     });
     res.once('close', () => {
-      // The client left before the whole answer: the stream is mid-message and cannot be reused.
-      if (!res.writableFinished) upstream.destroy();
+      // The client left before the whole answer: the stream is mid-message and cannot be reused,
+      // and is given up at once (the agent then lets go of its service connection).
+      if (!res.writableFinished) agent.abandon(upstream);
     });
 
     if (readBody) sink.end(readBody);

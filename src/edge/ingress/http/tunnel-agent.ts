@@ -11,8 +11,10 @@ import { parseHostPort } from '../../../core/host-port.js';
 import { asSocket } from '../../../core/socket-like.js';
 import { Agent, type ClientRequest, type ClientRequestArgs } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { CounterSeries } from '../../metrics/metrics.js';
 import { connectTunnel, DEFAULT_CONNECT_TIMEOUT_MS } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
+import { releaseStream } from './stream-release.js';
 
 /** Request options that say for whom a stream is opened. */
 export interface TunnelRequestArgs extends ClientRequestArgs {
@@ -25,6 +27,8 @@ export interface TunnelAgentOptions {
   idleMs?: number;
   /** Idle streams kept per client address. Default 256. */
   maxIdlePerClient?: number;
+  /** Counts streams given up because their client left before the exchange ended. */
+  released?: CounterSeries | undefined;
 }
 
 /**
@@ -40,6 +44,7 @@ export class TunnelAgent extends Agent {
   private readonly idleWatchers = new WeakMap<Duplex, () => void>();
   private readonly connectTimeoutMs: number;
   private readonly idleMs: number;
+  private readonly released: CounterSeries | undefined;
   private retired = false;
 
   constructor(
@@ -49,6 +54,7 @@ export class TunnelAgent extends Agent {
     super({ keepAlive: true, maxFreeSockets: options.maxIdlePerClient ?? 256, scheduling: 'lifo' });
     this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.idleMs = options.idleMs ?? 15_000;
+    this.released = options.released;
   }
 
   override getName(options?: ClientRequestArgs): string {
@@ -113,6 +119,22 @@ export class TunnelAgent extends Agent {
     for (const sockets of Object.values(this.freeSockets)) {
       for (const socket of sockets ?? []) socket.destroy();
     }
+  }
+
+  /**
+   * The public client of `request` left before its whole answer: its stream, mid-message, is given
+   * up at once (FIN, then RST: stream-release.ts) and counted. A request still waiting for its
+   * stream is destroyed; the stream, unused, comes back to the pool.
+   */
+  abandon(request: ClientRequest): void {
+    const stream = request.socket;
+    if (!stream || stream.destroyed) {
+      request.destroy();
+      return;
+    }
+    this.released?.inc();
+    // Closing the stream fails the request ('socket hang up'), which its error handler expects.
+    releaseStream(stream);
   }
 
   /** Close the idle streams kept for `proxyInfo`'s client (e.g. after one of them failed). */
