@@ -60,7 +60,12 @@ describe('@ngrok/ngrok bind options enforced by a burrow server process', () => 
     b.listenAndForward(`http://127.0.0.1:${web.port}`).then((l) => l.url()!);
 
   beforeAll(async () => {
-    ({ db, ports, server, api, caFile, caPem } = await startEdgeServer('sqlite'));
+    // The oidc test's identity provider listens on loopback, which the egress guard refuses
+    // unless the operator allows it.
+    ({ db, ports, server, api, caFile, caPem } = await startEdgeServer('sqlite', [
+      '--egress-allow',
+      '127.0.0.1',
+    ]));
     web = await startHttpUpstream(upstreamHandler);
     session = await connectNgrok(ports, caPem, await createAuthtoken(api));
   }, 60_000);

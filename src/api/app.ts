@@ -131,7 +131,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') options.refused?.(request.ip, 'api_body_bytes');
   });
   installClosingGuard(app);
-  installAuth(app, options.repos.apiKeys, sessionAuth(options.repos.users));
+  installAuth(app, options.repos, sessionAuth(options.repos.users));
   await installRateLimit(app, options.rateLimit);
   refuseUnstorableStrings(app);
   installAuditTrail(app, options.repos.auditEvents);

@@ -2,7 +2,8 @@ import fastifyRateLimit from '@fastify/rate-limit';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuthenticationError, BurrowError, CODES, RateLimitError } from '../core/errors.js';
 import { quote } from '../core/quote.js';
-import type { ApiKeyRepository } from '../store/api-keys.js';
+import { ID_PREFIX } from '../core/ids.js';
+import type { Repositories } from '../store/index.js';
 import type { SessionAuth } from './sessions.js';
 
 export const SUPPORTED_VERSIONS = ['2'];
@@ -39,19 +40,62 @@ declare module 'fastify' {
     operationId: string;
     /** The API key that authenticated the request. */
     apiKeyId: string | undefined;
+    /** The owner of that key (the account's user, a dashboard user or a bot user). */
+    apiKeyOwnerId: string | undefined;
   }
+}
+
+/** What API-key authentication reads: the keys, and their owners' state. */
+export type KeyOwnerRepositories = Pick<
+  Repositories,
+  'apiKeys' | 'botUsers' | 'users' | 'settings'
+>;
+
+/**
+ * Why the owner of a key no longer lets it in, or undefined when it does: a bot user that was
+ * deactivated or deleted, a dashboard user who was deleted. Read from the store on every request,
+ * so a change made through any node of a cluster holds at once on every node.
+ */
+async function ownerGone(
+  repos: KeyOwnerRepositories,
+  ownerId: string,
+  accountUserId: () => Promise<string>,
+): Promise<string | undefined> {
+  if (ownerId.startsWith(`${ID_PREFIX.botUser}_`)) {
+    const bot = await repos.botUsers.get(ownerId);
+    if (!bot) return `its owner, bot user ${ownerId}, has been deleted`;
+    return bot.active
+      ? undefined
+      : `its owner, bot user ${ownerId}, is deactivated (active: false)`;
+  }
+  if (ownerId === (await accountUserId())) return undefined;
+  if (await repos.users.get(ownerId)) return undefined;
+  return `its owner, user ${ownerId}, has been deleted`;
 }
 
 /**
  * Version check and API-key (or dashboard session) authentication, in that order, for every route
- * but the public ones. {@link installRateLimit} then limits what each key may do.
+ * but the public ones. {@link installRateLimit} then limits what each key may do. A key ends with
+ * its owner: a deactivated or deleted bot user's keys, and a deleted dashboard user's, are refused.
+ * @example installAuth(app, repos, sessionAuth(repos.users));
  */
 export function installAuth(
   app: FastifyInstance,
-  apiKeys: ApiKeyRepository,
+  repos: KeyOwnerRepositories,
   sessions?: SessionAuth,
 ): void {
   app.decorateRequest('apiKeyId', undefined);
+  app.decorateRequest('apiKeyOwnerId', undefined);
+  // The account's user id never changes once made: read once.
+  let account: Promise<string> | undefined;
+  const accountUserId = (): Promise<string> => {
+    if (account === undefined) {
+      account = repos.settings.accountUserId();
+      // A failed read (the store down) is not remembered.
+      void account.catch(() => (account = undefined));
+    }
+    return account;
+  };
   app.addHook('onRequest', async (request) => {
     if (publicPath(request) || sessions?.isPublic(request)) return;
     checkVersion(request);
@@ -71,14 +115,22 @@ export function installAuth(
         'The Authorization header must have the form: Bearer <API key>.',
       );
     }
-    const key = await apiKeys.verify(m[1]!);
+    const key = await repos.apiKeys.verify(m[1]!);
     if (!key) {
       throw new AuthenticationError(
         CODES.invalidApiKey,
         'The API key is invalid or has been deleted. Create a new one with `burrow api-key create`.',
       );
     }
+    const gone = await ownerGone(repos, key.owner_id, accountUserId);
+    if (gone !== undefined) {
+      throw new AuthenticationError(
+        CODES.apiKeyOwnerInactive,
+        `The API key ${key.id} is refused: ${gone}. An administrator can re-activate the bot user, or create a new key.`,
+      );
+    }
     request.apiKeyId = key.id;
+    request.apiKeyOwnerId = key.owner_id;
   });
 }
 

@@ -122,4 +122,41 @@ describe.each(DATABASE_KINDS)('bot users API (%s)', (kind) => {
       msg: 'active: must be a boolean',
     });
   });
+
+  it("a bot user's API key ends with its owner: refused once deactivated, and it may not re-activate its owner", async () => {
+    const { body: bot } = await api.call('POST', '/bot_users', { name: 'ci bot' });
+    const made = await api.call('POST', '/api_keys', { owner_id: bot.id });
+    const asBot = { authorization: `Bearer ${made.body.token as string}` };
+    expect((await api.call('GET', '/bot_users', undefined, asBot)).status).toBe(200);
+    // While active, the bot's key may still not touch its own owner's active field.
+    const self = await api.call('PATCH', `/bot_users/${bot.id}`, { active: false }, asBot);
+    expect(self.status).toBe(403);
+    expect(self.body.error_code).toBe('ERR_BURROW_API_KEY_OWN_OWNER');
+    expect((await api.call('PATCH', `/bot_users/${bot.id}`, { active: false })).status).toBe(200);
+    for (const [method, path, body] of [
+      ['GET', '/api_keys', undefined],
+      ['PATCH', `/bot_users/${bot.id}`, { active: true }],
+      ['POST', '/api_keys', {}],
+    ] as const) {
+      const res = await api.call(method, path, body, asBot);
+      expect(res.status, `${method} ${path}`).toBe(401);
+      expect(res.body.error_code).toBe('ERR_BURROW_API_KEY_OWNER_INACTIVE');
+      expect(res.body.msg).toContain(`bot user ${bot.id}, is deactivated`);
+    }
+    expect((await api.call('GET', `/bot_users/${bot.id}`)).body.active).toBe(false);
+    // The administrator re-activates it: the same key works again.
+    await api.call('PATCH', `/bot_users/${bot.id}`, { active: true });
+    expect((await api.call('GET', '/bot_users', undefined, asBot)).status).toBe(200);
+  });
+
+  it("a deleted dashboard user's API key is refused", async () => {
+    const user = await api.repos.users.create('leaver', 'a long enough password');
+    const { token } = await api.repos.apiKeys.create({ owner_id: user.id });
+    const asUser = { authorization: `Bearer ${token!}` };
+    expect((await api.call('GET', '/bot_users', undefined, asUser)).status).toBe(200);
+    await api.repos.users.deleteByName('leaver');
+    const res = await api.call('GET', '/bot_users', undefined, asUser);
+    expect(res.status).toBe(401);
+    expect(res.body.error_code).toBe('ERR_BURROW_API_KEY_OWNER_INACTIVE');
+  });
 });

@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { BurrowError, CODES } from '../core/errors.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Name } from './schemas.js';
@@ -12,11 +13,28 @@ export const BotUserSchema = Type.Object({
   created_at: Type.String(),
 });
 
-/** `/bot_users`: users that belong to no person and can own authtokens. */
+/**
+ * `/bot_users`: users that belong to no person and can own authtokens and API keys. A key owned
+ * by a bot user may not change that bot user's `active`: deactivation is how an administrator
+ * ends the bot's keys, so the bot must not be able to undo it (or race it).
+ */
 export async function botUserRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
+  app.addHook('preHandler', async (request) => {
+    if (request.method !== 'PATCH' || request.apiKeyOwnerId === undefined) return;
+    if (request.routeOptions.url !== '/bot_users/:id') return;
+    const { id } = request.params as { id?: string };
+    const body = request.body as { active?: unknown } | undefined;
+    if (id === request.apiKeyOwnerId && body?.active !== undefined) {
+      throw new BurrowError(
+        CODES.apiKeyOwnOwner,
+        403,
+        `The API key ${request.apiKeyId} is owned by bot user ${id} and may not change its active field. Use a key of the account or a dashboard session.`,
+      );
+    }
+  });
   registerCrud(
     app,
     {

@@ -13,18 +13,16 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { AuthenticationError, BurrowError, CODES, RateLimitError } from '../core/errors.js';
+import { AuthenticationError, BurrowError, CODES } from '../core/errors.js';
 import { quote } from '../core/quote.js';
-import { SlidingWindowLimiter } from '../core/sliding-window.js';
 import { PASSWORD_MAX, USER_NAME_MAX, type User, type UserRepository } from '../store/users.js';
 import { Body } from './schemas.js';
+import { SignInLimits } from './sign-in-limits.js';
 
 export const SESSION_COOKIE = 'burrow_session';
 export const CSRF_HEADER = 'x-csrf-token';
 /** A session ends this long after sign-in, whatever happens in between. */
 export const SESSION_TTL_MS = 12 * 60 * 60 * 1000;
-/** Sign-in attempts per client address, and per user name, per minute. */
-const LOGIN_ATTEMPTS_PER_MINUTE = 10;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -101,7 +99,7 @@ export interface SessionAuth {
 
 /**
  * The session layer over `users`.
- * @example installAuth(app, repos.apiKeys, sessionAuth(repos.users));
+ * @example installAuth(app, repos, sessionAuth(repos.users));
  */
 export function sessionAuth(users: UserRepository): SessionAuth {
   return {
@@ -161,8 +159,7 @@ export async function sessionRoutes(
   options: { secureCookies: boolean },
 ): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
-  const byAddress = new SlidingWindowLimiter(LOGIN_ATTEMPTS_PER_MINUTE, 60_000);
-  const byName = new SlidingWindowLimiter(LOGIN_ATTEMPTS_PER_MINUTE, 60_000);
+  const limits = new SignInLimits();
   app.decorateRequest('userId', undefined);
 
   const setCookie = (
@@ -212,19 +209,15 @@ export async function sessionRoutes(
     async (request, reply) => {
       checkOrigin(request);
       const { name, password } = request.body;
-      for (const verdict of [byAddress.take(request.ip), byName.take(name.toLowerCase())]) {
-        if (!verdict.allowed) {
-          // The error handler sets Retry-After from the error.
-          const retry = Math.ceil(verdict.retryAfterMs / 1000);
-          const err = new RateLimitError(retry);
-          err.message = `Too many sign-in attempts. Try again in ${retry} seconds.`;
-          throw err;
-        }
-      }
+      // Failures count per name and address: see sign-in-limits.ts (the error handler sets
+      // Retry-After from a refusal).
+      limits.admit(request.ip, name);
       const user = await users.authenticate(name, password);
       if (!user) {
+        limits.failed(request.ip, name);
         throw new AuthenticationError(CODES.signInFailed, 'Wrong user name or password.');
       }
+      limits.succeeded(request.ip, name);
       return startSession(request, reply, user);
     },
   );

@@ -3,6 +3,7 @@ import { createServer as createNetServer } from 'node:net';
 import { once } from 'node:events';
 import type { FastifyInstance } from 'fastify';
 import type { ServerConfig } from '../core/config.js';
+import { configureEgress } from '../core/egress-guard.js';
 import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import { createLogger, type Logger } from '../core/logger.js';
 import { buildApi } from '../api/app.js';
@@ -104,6 +105,13 @@ export async function startServer(
   config: ServerConfig,
   logger: Logger = createLogger(config.logLevel),
 ): Promise<RunningServer> {
+  // Outbound calls of traffic policies: internal addresses only as --egress-allow says.
+  configureEgress({
+    allow: config.egressAllow,
+    ownAddresses: config.publicIp,
+    onRefused: (err) =>
+      logger.warn({ code: err.code, host: err.host, address: err.address }, err.message),
+  });
   const store = await openStore({
     database: config.database,
     dataDir: config.dataDir,

@@ -20,6 +20,10 @@ export const CODES = {
   missingAuth: 'ERR_NGROK_200',
   malformedAuth: 'ERR_NGROK_201',
   invalidApiKey: 'ERR_NGROK_203',
+  /** The key's owner (a bot user, a dashboard user) was deactivated or deleted. */
+  apiKeyOwnerInactive: 'ERR_BURROW_API_KEY_OWNER_INACTIVE',
+  /** A key tried to change its own owner's `active`. */
+  apiKeyOwnOwner: 'ERR_BURROW_API_KEY_OWN_OWNER',
   unsupportedVersion: 'ERR_NGROK_217',
   missingVersion: 'ERR_NGROK_218',
   // Request shape

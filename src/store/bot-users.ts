@@ -83,7 +83,7 @@ export class BotUserRepository extends ResourceRepository<'bot_users', BotUser> 
       if (owned) {
         throw new ConflictError(
           CODES.botUserInUse,
-          `The bot user ${id} still owns ${owned.id}. Delete what it owns first, or set active to false.`,
+          `The bot user ${id} still owns ${owned.id}. Delete what it owns first, or set active to false instead: that refuses its authtokens and API keys at once and keeps them.`,
         );
       }
     });
