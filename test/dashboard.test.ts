@@ -304,7 +304,10 @@ describe('the dashboard in Chromium', () => {
     await open('Traffic');
     await page.getByText('No requests yet').waitFor();
     for (const path of ['/hello', '/world?x=1']) {
-      const res = await curl([`http://127.0.0.1:${ports.http}${path}`, '-H', `Host: ${HOST}`]);
+      const res = await curl([
+        `http://127.0.0.1:${ports.http}${path}`,
+        ...['-H', `Host: ${HOST}`, '-H', 'Authorization: Bearer visitor-secret'],
+      ]);
       expect(res.status).toBe(200);
     }
     expect(hits).toBe(2);
@@ -312,8 +315,12 @@ describe('the dashboard in Chromium', () => {
     const detail = page.getByRole('region', { name: 'Request GET /hello' });
     await detail.getByRole('table', { name: 'Request headers' }).waitFor();
     expect(await detail.textContent()).toContain(`http://${HOST} from 127.0.0.1: 200`);
+    // The visitor's credential is redacted on the page too (issue 27 item 9).
+    expect(await detail.textContent()).toContain('Bearer [redacted, 14 chars]');
+    expect(await page.content()).not.toContain('visitor-secret');
     await detail.getByRole('button', { name: 'Replay' }).click();
     await detail.getByText('Replayed: the service answered 200.').waitFor();
+    await detail.getByText('Sent without authorization (redacted).').waitFor();
     expect(hits).toBe(3);
     await page.locator('.badge', { hasText: 'replay' }).first().waitFor();
     await shot('traffic');

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from 'react';
+import { Fragment, useCallback, useEffect, useState } from 'react';
 import { api } from '../api';
 import { EmptyState, ErrorMessage, PageHeader } from '../components';
 import { Checkbox } from '../fields';
@@ -16,6 +16,7 @@ interface RequestSummary {
   client_ip: string;
   replay_of: string | null;
   captured: boolean;
+  credentials_shown: boolean;
 }
 
 interface Body {
@@ -38,6 +39,8 @@ interface TrafficReply {
   requests: RequestSummary[];
   hosts: string[];
   captured_hosts: string[];
+  credentials_shown_hosts: string[];
+  redacted_headers: string[];
 }
 
 function Headers({ title, headers }: { title: string; headers: Array<[string, string]> }) {
@@ -84,8 +87,16 @@ function Detail({ id, onReplayed }: { id: string; onReplayed: () => void }) {
   useEffect(() => setReplayed(undefined), [id]);
   const replay = () =>
     action.run(async () => {
-      const r = await api<{ status: number }>('POST', `/traffic/${id}/replay`, {});
-      setReplayed(`Replayed: the service answered ${r.status}.`);
+      const r = await api<{ status: number; omitted_headers: string[] }>(
+        'POST',
+        `/traffic/${id}/replay`,
+        {},
+      );
+      // Redacted credentials were never kept, so the replay went without them.
+      const omitted = r.omitted_headers.length
+        ? ` Sent without ${r.omitted_headers.join(', ')} (redacted).`
+        : '';
+      setReplayed(`Replayed: the service answered ${r.status}.${omitted}`);
       onReplayed();
     });
   if (error) return <ErrorMessage error={error} />;
@@ -117,6 +128,11 @@ function Detail({ id, onReplayed }: { id: string; onReplayed: () => void }) {
         {detail.scheme}://{detail.host} from {detail.client_ip}: {detail.status ?? '…'} in{' '}
         {detail.duration_ms ?? '…'} ms
       </p>
+      <p className="hint">
+        {detail.credentials_shown
+          ? 'Credentials shown: this endpoint was set to show them when the request came.'
+          : 'Credentials redacted: only their scheme, cookie names and length are kept.'}
+      </p>
       <Headers title="Request headers" headers={detail.request_headers} />
       <BodyView title="Request body" body={detail.request_body} />
       <Headers title="Response headers" headers={detail.response_headers} />
@@ -143,11 +159,16 @@ export function TrafficPage() {
   const setCapture = (h: string, enabled: boolean) =>
     capture.send('PUT', `/traffic/capture/${encodeURIComponent(h)}`, { enabled }, reload);
   const captured = new Set(reply?.captured_hosts ?? []);
+  const setShown = (h: string, shown: boolean) =>
+    capture.send('PUT', `/traffic/credentials/${encodeURIComponent(h)}`, { shown }, reload);
+  const shown = new Set(reply?.credentials_shown_hosts ?? []);
   return (
     <>
       <PageHeader title="Traffic">
         The last requests of each HTTP endpoint, as they arrive. Kept in this server's memory only
-        (the last 100 per endpoint); bodies only for endpoints with capture on.
+        (the last 100 per endpoint); bodies only for endpoints with capture on. Visitors'
+        credentials ({reply?.redacted_headers.join(', ') || 'authorization, cookie, …'}) are
+        redacted unless an endpoint shows them.
       </PageHeader>
       <ErrorMessage error={error ?? capture.error} />
       {reply && !reply.available ? (
@@ -169,15 +190,24 @@ export function TrafficPage() {
           {reply.hosts
             .filter((h) => !host || h === host)
             .map((h) => (
-              <Checkbox
-                key={h}
-                className="switch"
-                checked={captured.has(h)}
-                onChange={(on) => void setCapture(h, on)}
-              >
-                {' '}
-                Capture bodies for {h}
-              </Checkbox>
+              <Fragment key={h}>
+                <Checkbox
+                  className="switch"
+                  checked={captured.has(h)}
+                  onChange={(on) => void setCapture(h, on)}
+                >
+                  {' '}
+                  Capture bodies for {h}
+                </Checkbox>
+                <Checkbox
+                  className="switch"
+                  checked={shown.has(h)}
+                  onChange={(on) => void setShown(h, on)}
+                >
+                  {' '}
+                  Show credentials for {h}
+                </Checkbox>
+              </Fragment>
             ))}
         </div>
       ) : null}
