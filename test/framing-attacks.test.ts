@@ -1,7 +1,7 @@
 import http from 'node:http';
 import net from 'node:net';
 import type { Duplex } from 'node:stream';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type Session } from '../src/sdk/index.js';
 import { createAuthtoken, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';

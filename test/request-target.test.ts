@@ -1,5 +1,5 @@
 import net from 'node:net';
-import ngrok from '@ngrok/ngrok';
+import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthtoken, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
