@@ -85,6 +85,11 @@ describe('CredentialRedactor', () => {
     });
   });
 
+  it('returns the same response headers when nothing is redacted', () => {
+    const headers = { 'content-type': 'text/plain' };
+    expect(redactor.outgoing(headers)).toBe(headers);
+  });
+
   it('knows the names it redacts', () => {
     expect(redactor.redacts('Set-Cookie')).toBe(true);
     expect(redactor.redacts('X-API-KEY')).toBe(true);

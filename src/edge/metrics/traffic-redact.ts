@@ -136,8 +136,12 @@ export class CredentialRedactor {
     return out ?? raw;
   }
 
-  /** Response headers as `res.getHeaders()` gives them (lower-case names), redacted. */
+  /**
+   * Response headers as `res.getHeaders()` gives them (lower-case names), redacted; `headers`
+   * itself when it holds no credential.
+   */
   outgoing(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
+    if (!Object.keys(headers).some((name) => this.redacts(name))) return headers;
     const out: OutgoingHttpHeaders = {};
     for (const [name, value] of Object.entries(headers)) {
       const lower = name.toLowerCase();
