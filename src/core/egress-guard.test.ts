@@ -3,6 +3,7 @@ import { createServer, get, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { loadServerConfig } from './config.js';
 import {
   configureEgress,
   egressAgent,
@@ -108,6 +109,25 @@ describe('parseEgressAllow', () => {
 
   it('reads [::1] as an address', () => {
     expect(parseEgressAllow('[::1]')).toMatchObject({ kind: 'cidr', cidr: { prefix: 128 } });
+  });
+});
+
+describe('--egress-allow', () => {
+  it('is read from the flag (repeated flags arrive joined with commas) or BURROW_EGRESS_ALLOW', () => {
+    const flag = loadServerConfig({ 'egress-allow': '127.0.0.1,10.0.0.0/8, idp.internal' }, {});
+    expect(flag.egressAllow).toMatchObject([
+      { kind: 'cidr', cidr: { text: '127.0.0.1/32' } },
+      { kind: 'cidr', cidr: { text: '10.0.0.0/8' } },
+      { kind: 'host', name: 'idp.internal' },
+    ]);
+    expect(loadServerConfig({}, { BURROW_EGRESS_ALLOW: '::1' }).egressAllow).toHaveLength(1);
+    expect(loadServerConfig({}, {}).egressAllow).toEqual([]);
+  });
+
+  it('refuses an entry that is no block, address or name, naming the option', () => {
+    expect(() => loadServerConfig({ 'egress-allow': '10.0.0.1/8' }, {})).toThrow(
+      "--egress-allow: '10.0.0.1/8' must be a CIDR block with its network address, e.g. 10.0.0.0/8",
+    );
   });
 });
 

@@ -215,8 +215,8 @@ export function checkEgressUrl(url: URL): void {
 
 /** Agents whose sockets resolve through {@link guardedLookup} (for libraries that take one). */
 const AGENTS = {
-  'http:': new http.Agent({ keepAlive: false, lookup: guardedLookup as never }),
-  'https:': new https.Agent({ keepAlive: false, lookup: guardedLookup as never }),
+  'http:': new http.Agent({ keepAlive: false, lookup: guardedLookup }),
+  'https:': new https.Agent({ keepAlive: false, lookup: guardedLookup }),
 };
 
 /**
