@@ -180,6 +180,11 @@ export interface StartOptions {
   openFilesLimit?: number;
   /** Flags for node itself, before the script (e.g. `--max-old-space-size=160`). */
   nodeFlags?: string[];
+  /**
+   * Run this `burrow` executable instead of `node bin/burrow.js` (an installed copy, found on
+   * `env.PATH` when it is a bare name), with `env` added to the environment.
+   */
+  bin?: { command: string; env: NodeJS.ProcessEnv };
 }
 
 /**
@@ -193,7 +198,7 @@ export async function startBurrowServer(
   db: Pick<TestDatabase, 'dataDir' | 'database'>,
   options: StartOptions = {},
 ): Promise<BurrowServer> {
-  assertBuilt();
+  if (!options.bin) assertBuilt();
   // The port is chosen here rather than with --api-listen :0 so that --public-api-url (and with
   // it every `uri` field) names the real port. Another process may grab it in between; retry.
   let lastError: Error | undefined;
@@ -234,14 +239,15 @@ async function launch(
   ];
   const limit = options.openFilesLimit;
   const nodeArgs = [...(options.nodeFlags ?? []), ...args];
-  const [command, commandArgs] =
-    limit === undefined
+  const [command, commandArgs] = options.bin
+    ? [options.bin.command, args.slice(1)]
+    : limit === undefined
       ? [process.execPath, nodeArgs]
       : ['prlimit', [`--nofile=${limit}:${limit}`, process.execPath, ...nodeArgs]];
   const child = spawn(command, commandArgs, {
     cwd: options.cwd ?? REPO_ROOT,
     stdio: ['ignore', options.discardLogs ? 'ignore' : 'pipe', 'pipe'],
-    env: cleanEnv(),
+    env: { ...cleanEnv(), ...options.bin?.env },
   });
   const logs: LogLine[] = [];
   let stderr = '';
