@@ -17,7 +17,7 @@ import {
   type PresentedCertificate,
 } from './connect-errors.js';
 import { BurrowAgentError } from './errors.js';
-import { formatFingerprint, trustAnchors, type EdgeTrust } from './trust.js';
+import { formatFingerprint, trustContext, type EdgeTrust } from './trust.js';
 
 /** Where the agent listener is, split from `host:port`. */
 export interface ServerAddress {
@@ -97,7 +97,7 @@ function presentedChain(socket: tls.TLSSocket): Array<{ pem: string; cert: Prese
  */
 function handshake(
   options: DialOptions,
-  ca: string[],
+  secureContext: tls.SecureContext,
   alpn: string[],
   failure: (f: Omit<ConnectFailure, 'address' | 'serverName'>) => BurrowConnectError,
 ): Promise<tls.TLSSocket> {
@@ -111,10 +111,9 @@ function handshake(
       port,
       ...(net.isIP(name) ? {} : { servername: name }),
       checkServerIdentity: (_h: string, cert) => tls.checkServerIdentity(name, cert),
-      ca,
+      secureContext,
       rejectUnauthorized: false,
       ALPNProtocols: alpn,
-      minVersion: 'TLSv1.2',
       onread: reads.onread,
     };
     const socket = tls.connect(connectOptions);
@@ -171,7 +170,7 @@ export async function dialEdge(options: DialOptions): Promise<tls.TLSSocket> {
   // The pin as presented certificates' fingerprints are written, to compare with them.
   const pin = trust.pin === undefined ? undefined : formatFingerprint(trust.pin);
   if (pin !== undefined && trust.pinned === undefined) {
-    const probe = await handshake(options, trustAnchors(trust), [], failure);
+    const probe = await handshake(options, trustContext(trust), [], failure);
     const chain = presentedChain(probe);
     probe.destroy();
     const match = chain.find((c) => c.cert.fingerprint === pin);
@@ -189,7 +188,7 @@ export async function dialEdge(options: DialOptions): Promise<tls.TLSSocket> {
 
   const socket = await handshake(
     options,
-    trustAnchors(trust),
+    trustContext(trust),
     options.offerAlpn ? [BURROW_ALPN] : [],
     failure,
   );

@@ -13,6 +13,7 @@ import {
   resolveTrust,
   splitPemCertificates,
   trustAnchors,
+  trustContext,
 } from './trust.js';
 
 const HEX = 'ab'.repeat(16) + '0123456789ABCDEF'.repeat(2);
@@ -105,5 +106,15 @@ describe('trust', () => {
     expect(anchors).toContain(trust.extra[0]);
     const pinned = resolveTrust(ca.certPem, certificateFingerprint(ca.certPem));
     expect(trustAnchors(pinned)).toEqual([pinned.pinned]);
+  });
+
+  it('builds one secure context per distinct trust, shared by sessions that hold the same', () => {
+    const first = trustContext(resolveTrust(ca.certPem, undefined));
+    // Another session given the same CA (a new EdgeTrust, same content) gets the same context.
+    expect(trustContext(resolveTrust(ca.certPem, undefined))).toBe(first);
+    expect(trustContext(resolveTrust(other.certPem, undefined))).not.toBe(first);
+    const pinned = resolveTrust(ca.certPem, certificateFingerprint(ca.certPem));
+    expect(trustContext(pinned)).not.toBe(first);
+    expect(trustContext(pinned)).toBe(trustContext(pinned));
   });
 });
