@@ -37,6 +37,7 @@ describe('the agent hint of burrow server', () => {
       `whose SHA-256 fingerprint is ${fp}`,
       'On this machine, in this folder: burrow http 3000 --authtoken <token>',
       `On another machine: ${hint.remoteCommand}`,
+      '  (install it there with npm install -g <a clone or the npm pack tarball of this project>; the package named burrow on the npm registry is another project)',
       'Create the <token> with POST /credentials (`burrow api-key create` makes the API key for it).',
       '127.0.0.1 is loopback: for agents on other machines, start with --agent-listen <public name or address>:4443.',
     ]);

@@ -40,6 +40,9 @@ function splitAddress(address: string): { host: string; port: string } {
   return { host: hp?.host ?? address, port: String(hp?.port ?? 4443) };
 }
 
+/** Said wherever `burrow` is to be installed elsewhere. */
+const REGISTRY_WARNING = 'the package named burrow on the npm registry is another project';
+
 /** A listener on every address (`0.0.0.0`, `::`, or no host). */
 function isUnspecified(host: string): boolean {
   return host === '0.0.0.0' || host === '::' || host === '';
@@ -81,6 +84,8 @@ export function agentConnectHint(input: AgentHintInput): AgentHint {
     ...(input.realCertificate ? [] : [`whose SHA-256 fingerprint is ${fingerprint}`]),
     `On this machine${inFolder ? ', in this folder' : ''}: ${local.join(' ')}`,
     `On another machine: ${remote.join(' ')}`,
+    // `npx burrow` there would fetch the unrelated registry package of that name.
+    `  (install it there with npm install -g <a clone or the npm pack tarball of this project>; ${REGISTRY_WARNING})`,
     'Create the <token> with POST /credentials (`burrow api-key create` makes the API key for it).',
   ];
   if (unspecified) {
