@@ -9,7 +9,7 @@ import {
   TlsVars,
   UrlVars,
 } from './variables.js';
-import { SecretsVars } from './secrets.js';
+import { REDACTED, SecretsVars, SecretText } from './secrets.js';
 import {
   TLS_NAME_ATTRIBUTES,
   TlsClientVars,
@@ -245,6 +245,8 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
   declare('Time', TimeVars, { now: 'google.protobuf.Timestamp' }, { Now: 'now' }),
   // No fields: only `secrets.get(vault, name)`, registered in cel.ts.
   declare('Secrets', SecretsVars, {}, {}),
+  // What secrets.get gives: no fields, no functions, only == and != (cel.ts).
+  declare('Secret', SecretText, {}, {}),
 ];
 
 /**
@@ -264,6 +266,8 @@ export function celToString(value: unknown): string {
     default:
       if (value === null) return '';
       if (value instanceof UrlVars) return value.raw;
+      // Only an outbound template reveals a secret (interpolate.ts); any other text gets this.
+      if (value instanceof SecretText) return REDACTED;
       if (value instanceof Date) return value.toISOString();
       if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
       return JSON.stringify(toJson(value));
@@ -280,7 +284,12 @@ export function toJson(value: unknown): unknown {
       ? Number(value)
       : value.toString();
   }
-  if (value instanceof UrlVars || value instanceof Date || value instanceof Uint8Array) {
+  if (
+    value instanceof UrlVars ||
+    value instanceof Date ||
+    value instanceof Uint8Array ||
+    value instanceof SecretText
+  ) {
     return celToString(value);
   }
   if (value instanceof Map) {

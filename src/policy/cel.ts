@@ -6,7 +6,13 @@ import { CEL_TYPES } from './cel-types.js';
 import { deepest } from './document-limits.js';
 import type { PolicyPhase } from './parse.js';
 import { compileRegex } from './regex.js';
-import { scanSecretUses, type SecretRef, type SecretsVars } from './secrets.js';
+import {
+  scanSecretUses,
+  secretEquals,
+  type SecretRef,
+  type SecretsVars,
+  type SecretText,
+} from './secrets.js';
 import type { Activation, ReqVars, ResVars } from './variables.js';
 import type { UrlVars } from './variables.js';
 
@@ -133,9 +139,12 @@ function buildEnvironment(phase: PolicyPhase): Environment {
     .registerVariable('actions', 'map<string, dyn>')
     .registerVariable('secrets', 'Secrets')
     .registerFunction(
-      'Secrets.get(string, string): string',
+      'Secrets.get(string, string): Secret',
       (secrets: SecretsVars, vault: string, name: string) => secrets.get(vault, name),
     )
+    // Registering `Secret == string` covers `string == Secret` and both `!=` too.
+    .registerOperator('Secret == string', secretEquals)
+    .registerOperator('Secret == Secret', (a: SecretText, b: SecretText) => secretEquals(a, b))
     .registerOperator('Url == string', (u: UrlVars, s: string) => u.raw === s)
     .registerFunction('string(Url): string', (u: UrlVars) => u.raw)
     .registerFunction('Url.size(): int', (u: UrlVars) => BigInt(u.raw.length))
@@ -320,6 +329,9 @@ export function compileExpression(
     );
   }
   inspect(parsed.ast, 0);
+  // Before type checking, whose "no overload for size(Secret)" would say less than this does.
+  const secrets = source.includes('secrets') ? scanSecretUses(parsed.ast) : undefined;
+  if (secrets && 'problem' in secrets) throw new ExpressionError(secrets.problem);
   try {
     checked = parsed.check();
   } catch (err) {
@@ -333,8 +345,6 @@ export function compileExpression(
       `a rule expression must give a bool (true or false), but this one gives ${checked.type}; compare it with something, e.g. ${shorten(source)} == '...'`,
     );
   }
-  const secrets = source.includes('secrets') ? scanSecretUses(parsed.ast) : undefined;
-  if (secrets && 'problem' in secrets) throw new ExpressionError(secrets.problem);
   return {
     source,
     secrets: secrets && secrets.refs.length > 0 ? secrets.refs : NO_SECRET_REFS,

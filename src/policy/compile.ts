@@ -177,7 +177,7 @@ function compileRule(
       outboundTemplate(text, key) {
         let compiled: Template;
         try {
-          compiled = compileTemplate(text, phase);
+          compiled = compileTemplate(text, phase, undefined, true);
         } catch (err) {
           return expressionError(at, `config.${key}`, text, err, field);
         }

@@ -1,7 +1,7 @@
 import { compileExpression, ExpressionError, type CompiledExpression } from './cel.js';
 import type { PolicyPhase } from './parse.js';
 import { celToString } from './cel-types.js';
-import type { SecretRef } from './secrets.js';
+import { SecretText, type SecretRef } from './secrets.js';
 import type { Activation } from './variables.js';
 
 /**
@@ -56,10 +56,18 @@ function closingBrace(text: string, from: number): number {
 
 /**
  * Compile `text`. `maxGroup` enables `$N` group references up to that group count (use it for
- * templates paired with a regex). Throws {@link ExpressionError} naming the bad interpolation.
+ * templates paired with a regex). `outbound`: the text is sent as it is (a header value, a
+ * response body), so a `${secrets.get(…)}` renders as the secret; elsewhere as `[secret]` (the
+ * policy compiler refuses such templates anyway). Throws {@link ExpressionError} naming the bad
+ * interpolation.
  * @example compileTemplate('ip=${conn.client_ip}', 'on_tcp_connect').isStatic // false
  */
-export function compileTemplate(text: string, phase: PolicyPhase, maxGroup?: number): Template {
+export function compileTemplate(
+  text: string,
+  phase: PolicyPhase,
+  maxGroup?: number,
+  outbound = false,
+): Template {
   const parts: Part[] = [];
   let literal = '';
   let i = 0;
@@ -130,7 +138,10 @@ export function compileTemplate(text: string, phase: PolicyPhase, maxGroup?: num
       for (const part of parts) {
         if (typeof part === 'string') out += part;
         else if ('group' in part) out += groups?.[part.group] ?? '';
-        else out += celToString(part.evaluate(activation));
+        else {
+          const value = part.evaluate(activation);
+          out += outbound && value instanceof SecretText ? value.reveal() : celToString(value);
+        }
       }
       return out;
     },

@@ -3,8 +3,8 @@ import { bindPolicy, oneRule, sync } from '../../test/support/policy-fixtures.js
 import { aclReadsVault, parseAcl, type AclRule } from '../core/acl.js';
 import { ValidationError } from '../core/errors.js';
 import { compilePolicy } from './compile.js';
-import type { SecretsLookup } from './secrets.js';
-import { ungrantedSecretRead } from './secrets.js';
+import { celToString } from './cel-types.js';
+import { secretEquals, SecretText, ungrantedSecretRead, type SecretsLookup } from './secrets.js';
 
 /** The value every test secret has, so that a leak of it, or of its length (16), shows. */
 const VALUE = 'S3cr3t-0123-4567';
@@ -135,6 +135,47 @@ describe('where a policy may use a secret (checked when it is saved or bound)', 
     expect(new Set(policy.secretReads.map((r) => `${r.vault}/${r.name}`))).toEqual(
       new Set(['prod/oidc']),
     );
+  });
+});
+
+describe('comparing with a secret', () => {
+  it.each([
+    [`req.headers['x-key'][0] == ${SECRET}`, VALUE, true],
+    [`${SECRET} == req.headers['x-key'][0]`, VALUE, true],
+    [`${SECRET} != req.headers['x-key'][0]`, VALUE, false],
+    [`req.headers['x-key'][0] == ${SECRET}`, VALUE.slice(0, -1), false],
+    [`req.headers['x-key'][0] == ${SECRET}`, `${VALUE}x`, false],
+  ])('%s with the client sending %s matches: %s', (expression, sent, matches) => {
+    const { runner } = bindPolicy(
+      oneRule('on_http_request', [{ type: 'deny' }], [expression]),
+      'http',
+      {
+        secrets: SECRETS,
+      },
+    );
+    const req = { ...REQUEST, headers: { ...REQUEST.headers, 'x-key': sent } };
+    const decision = sync(runner.onHttpRequest({ conn: { client_ip: '192.0.2.1' }, req }));
+    expect(decision.kind === 'respond').toBe(matches);
+  });
+
+  it('gives a value of its own type: no string function, conversion or JSON reads it', () => {
+    for (const source of [
+      `size(${SECRET}) > 0`,
+      `string(${SECRET}) == 'x'`,
+      `dyn(${SECRET}) == 'x'`,
+    ]) {
+      expect(() =>
+        compilePolicy(JSON.stringify(oneRule('on_http_request', [{ type: 'deny' }], [source])), {
+          protocol: 'http',
+        }),
+      ).toThrow(/may only be used whole/);
+    }
+    const secret = new SecretText(VALUE);
+    expect(JSON.stringify({ secret })).toBe('{"secret":"[secret]"}');
+    expect(`${String(secret)}`).toBe('[secret]');
+    expect(celToString(secret)).toBe('[secret]');
+    expect(secretEquals(secret, VALUE)).toBe(true);
+    expect(secretEquals(secret, 16n)).toBe(false);
   });
 });
 

@@ -291,6 +291,6 @@ describe('SecretsResolver', () => {
         }),
         { protocol: 'tcp' },
       ),
-    ).toThrow(/found no matching overload for 'Secrets.get\(string\)'|overload/);
+    ).toThrow(/must name its vault and secret with two string literals/);
   });
 });

@@ -11,6 +11,7 @@
  * into text the policy sends (a header value, a response body) or be one side of `==` / `!=`, so
  * nothing derived from a secret (its size, a prefix match) can reach events, logs or later rules.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { coalesced } from '../core/coalesced.js';
 import type { ASTNode } from '@marcbachmann/cel-js';
 
@@ -91,6 +92,50 @@ export class SecretsResolver implements SecretsLookup {
 }
 
 /**
+ * What `secrets.get` gives CEL: a value of its own type (`Secret`), not a string, so that no
+ * string function (size, matches, startsWith, +, conversions) accepts it: the type checker
+ * refuses computing on it. Only `==` / `!=` ({@link secretEquals}) and a `${}` of text the policy
+ * sends ({@link SecretText.reveal}) read the value. Anything else that turns it into text or JSON
+ * (events, logs, bucket keys) gets `[secret]`.
+ */
+export class SecretText {
+  readonly #value: string;
+
+  constructor(value: string) {
+    this.#value = value;
+  }
+
+  /** The value, for the one place that sends it: an outbound template. */
+  reveal(): string {
+    return this.#value;
+  }
+
+  toString(): string {
+    return REDACTED;
+  }
+
+  toJSON(): string {
+    return REDACTED;
+  }
+}
+
+function digest(text: string): Buffer {
+  return createHash('sha256').update(text, 'utf8').digest();
+}
+
+/**
+ * CEL's `==` on a secret: in constant time (SHA-256 of both sides, compared with
+ * timingSafeEqual), so an API-key check does not tell a client how much of its guess was right.
+ * @example secretEquals(new SecretText('k'), 'k') // true
+ */
+export function secretEquals(secret: SecretText, other: unknown): boolean {
+  const text =
+    other instanceof SecretText ? other.reveal() : typeof other === 'string' ? other : undefined;
+  if (text === undefined) return false;
+  return timingSafeEqual(digest(secret.reveal()), digest(text));
+}
+
+/**
  * The `secrets` variable of CEL: the lookup of the runner evaluating, and whether any value was
  * read, so the runner knows to redact its events.
  */
@@ -100,7 +145,7 @@ export class SecretsVars {
 
   constructor(readonly lookup: SecretsLookup) {}
 
-  get(vault: string, name: string): string {
+  get(vault: string, name: string): SecretText {
     const value = this.lookup.get(vault, name);
     if (value === undefined) {
       throw new Error(
@@ -108,7 +153,7 @@ export class SecretsVars {
       );
     }
     this.used = true;
-    return value;
+    return new SecretText(value);
   }
 }
 
