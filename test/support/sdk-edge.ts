@@ -8,7 +8,11 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import net from 'node:net';
 import { pino } from 'pino';
-import { startAgentListener, type AgentListener } from '../../src/edge/sessions/agent-listener.js';
+import {
+  startAgentListener,
+  type AgentListener,
+  type AgentListenerOptions,
+} from '../../src/edge/sessions/agent-listener.js';
 import type { SessionLimits } from '../../src/edge/sessions/agent-session.js';
 import { CertificateStore, LocalCa } from '../../src/edge/certificates/certificates.js';
 import { startIngress, type Ingress } from '../../src/edge/ingress/ingress.js';
@@ -25,6 +29,8 @@ export interface SdkTestEdge {
   db: TestDatabase;
   /** The registry of the edge as it runs now (a restart makes a new one). */
   registry: TunnelRegistry;
+  /** The metrics of the edge as it runs now (a restart makes new ones). */
+  metrics: EdgeMetrics;
   listener: AgentListener;
   ingress: Ingress;
   /** `127.0.0.1:<port>` of the agent listener. */
@@ -51,7 +57,10 @@ function portOf(address: string): number {
  */
 export async function startSdkTestEdge(
   kind: 'sqlite' | 'postgres',
-  options: { limits?: Partial<SessionLimits> } = {},
+  options: {
+    limits?: Partial<SessionLimits>;
+    policyRetention?: AgentListenerOptions['policyRetention'];
+  } = {},
 ): Promise<SdkTestEdge> {
   const db = await createTestDatabase(kind);
   const store = await openStore({ database: db.database, dataDir: db.dataDir });
@@ -74,6 +83,7 @@ export async function startSdkTestEdge(
       ca,
       settings: TEST_AGENT_SETTINGS,
       limits: options.limits,
+      policyRetention: options.policyRetention,
     });
     const certificates = new CertificateStore({
       ca,
@@ -88,7 +98,7 @@ export async function startSdkTestEdge(
       logger,
       connectTimeoutMs: 5000,
     });
-    return { registry, listener, ingress };
+    return { registry, metrics, listener, ingress };
   };
 
   let running = await start({ agent: 0, http: 0, https: 0 });
@@ -97,6 +107,7 @@ export async function startSdkTestEdge(
     store,
     db,
     registry: running.registry,
+    metrics: running.metrics,
     listener: running.listener,
     ingress: running.ingress,
     serverAddr: `127.0.0.1:${running.listener.port}`,
@@ -114,6 +125,7 @@ export async function startSdkTestEdge(
       await new Promise((resolve) => setTimeout(resolve, o.downMs ?? 0));
       running = await start(ports);
       edge.registry = running.registry;
+      edge.metrics = running.metrics;
       edge.listener = running.listener;
       edge.ingress = running.ingress;
     },
