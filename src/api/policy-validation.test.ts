@@ -61,6 +61,46 @@ describe('POST /traffic_policy/validate and secrets', () => {
     );
   });
 
+  it('refuses computing on a secret when a cloud endpoint or an edge is saved, and accepts placing it', async () => {
+    const logSize = JSON.stringify({
+      on_tcp_connect: [
+        {
+          name: 'oracle',
+          actions: [
+            { type: 'log', config: { metadata: { n: "${size(secrets.get('prod', 'oidc'))}" } } },
+          ],
+        },
+      ],
+    });
+    expect((await api.call('POST', '/reserved_domains', { domain: 'leak.example' })).status).toBe(
+      201,
+    );
+    const endpoint = await api.call('POST', '/endpoints', {
+      type: 'cloud',
+      url: 'https://leak.example',
+      traffic_policy: logSize,
+    });
+    expect(endpoint.status).toBe(400);
+    expect(endpoint.body).toMatchObject({ error_code: 'ERR_NGROK_2200' });
+    expect(endpoint.body.msg).toMatch(
+      /rule 0 \("oracle"\).*secrets.get\("prod", "oidc"\).*may only be used whole/,
+    );
+    const placed = await api.call('POST', '/endpoints', {
+      type: 'cloud',
+      url: 'https://leak.example',
+      traffic_policy: LEAK,
+    });
+    expect(placed.status).toBe(201);
+    const edge = await api.call('POST', '/edges/tls', {});
+    expect(edge.status).toBe(201);
+    const module = await api.call('PUT', `/edges/tls/${edge.body.id as string}/traffic_policy`, {
+      value: logSize,
+    });
+    expect(module.status).toBe(400);
+    expect(module.body).toMatchObject({ error_code: 'ERR_NGROK_2200' });
+    expect(module.body.msg).toMatch(/secrets.get\("prod", "oidc"\).*may only be used whole/);
+  });
+
   it('answers 404 for a credential that does not exist', async () => {
     expect((await validate({ credential_id: 'cr_2bhsNc9X6FO3i2wzTOgIH8jAe52' })).status).toBe(404);
   });
