@@ -39,6 +39,8 @@ interface AddAuthtokenFlags {
 }
 
 interface TunnelFlags extends EndpointFlags {
+  /** `--label key=value`, repeatable: a labeled tunnel that edges route to, instead of an endpoint. */
+  label?: string[];
   domain?: string;
   addr?: string;
   policyFile?: string;
@@ -81,6 +83,43 @@ function readPolicyFile(path: string | undefined): { path: string; text: string 
   }
 }
 
+/**
+ * The labels of `--label key=value` flags, or undefined without any. A labeled tunnel has no
+ * address or policy of its own (the edge that routes to it has them), so the flags that give an
+ * endpoint those are refused with it.
+ * @example tunnelLabels({ label: ['app=ssh', 'site=a'] }, undefined) // { app: 'ssh', site: 'a' }
+ */
+export function tunnelLabels(
+  flags: TunnelFlags,
+  trafficPolicy: string | undefined,
+): Record<string, string> | undefined {
+  if (flags.label === undefined || flags.label.length === 0) return undefined;
+  const labels: Record<string, string> = {};
+  for (const flag of flags.label) {
+    const eq = flag.indexOf('=');
+    const key = eq > 0 ? flag.slice(0, eq).trim() : '';
+    const value = eq > 0 ? flag.slice(eq + 1).trim() : '';
+    if (key === '' || value === '') {
+      throw new Error(
+        `--label ${JSON.stringify(flag)}: a label is key=value, e.g. --label app=ssh`,
+      );
+    }
+    labels[key] = value;
+  }
+  const endpointOnly = [
+    flags.domain !== undefined && '--domain',
+    flags.addr !== undefined && '--addr',
+    flags.hostHeader !== undefined && '--host-header',
+    trafficPolicy !== undefined && 'the endpoint flags and --policy-file',
+  ].filter((f): f is string => f !== false);
+  if (endpointOnly.length > 0) {
+    throw new Error(
+      `--label starts a labeled tunnel, which has no address or traffic policy of its own (the edge that routes to it has them): drop ${endpointOnly.join(', ')}, or drop --label for an endpoint`,
+    );
+  }
+  return labels;
+}
+
 async function openEndpoint(
   session: Session,
   proto: TunnelProto,
@@ -88,6 +127,8 @@ async function openEndpoint(
   flags: TunnelFlags,
   trafficPolicy: string | undefined,
 ): Promise<Endpoint> {
+  const labels = tunnelLabels(flags, trafficPolicy);
+  if (labels) return session.labeledTunnel({ labels, forward: target });
   switch (proto) {
     case 'http':
       return session.httpEndpoint({
@@ -119,6 +160,7 @@ export async function runTunnel(
   parseLocalAddress(target); // a bad target fails before anything is dialled
   // The endpoint flags' rules, then the policy file's, checked before anything is dialled.
   const trafficPolicy = endpointTrafficPolicy(flags, proto, readPolicyFile(flags.policyFile));
+  tunnelLabels(flags, trafficPolicy); // bad labels fail before anything is dialled too
   const settings = resolveTunnelSettings(
     flags,
     env,
@@ -160,7 +202,9 @@ export async function runTunnel(
   if (proto === 'http') endpoint.on('request', (x) => io.out.write(`${formatExchange(x)}\n`));
   else
     endpoint.on('connection', (c) => io.out.write(`${clock()} connection from ${c.clientAddr}\n`));
-  io.out.write(`Forwarding ${endpoint.url} -> ${endpoint.forwardsTo}\n`);
+  const labels = Object.entries(endpoint.labels ?? {}).map(([k, v]) => `${k}=${v}`);
+  const from = endpoint.url ?? `labels ${labels.join(',')}`;
+  io.out.write(`Forwarding ${from} -> ${endpoint.forwardsTo}\n`);
 
   return new Promise<number>((resolve) => {
     let stopping = false;
@@ -203,6 +247,11 @@ export function registerTunnelCommands(program: Command): void {
     if (proto === 'tcp')
       cmd.option('--addr <host:port>', 'a reserved TCP address (default: random port)');
     else cmd.option('--domain <name>', 'the name to serve (default: a random name)');
+    cmd.option(
+      '--label <key=value>',
+      'start a labeled tunnel instead of an endpoint: edges whose tunnel-group backend has these labels route to it (repeatable)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    );
     addEndpointFlags(cmd, proto);
     addConnectionOptions(
       cmd.option(
