@@ -96,6 +96,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     tap: options.tap,
     exchangeTap: options.exchangeTap,
     onLimit: (ip, limit) => refusals.refused(ip, limit),
+    relayTimeouts,
   });
   const sni = new SniRouter({
     registry,

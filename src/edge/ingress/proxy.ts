@@ -3,7 +3,13 @@
  * options, and relaying raw bytes both ways between a public connection and a tunnel stream.
  */
 import type { ServerOpts, Socket } from 'node:net';
-import { relay, type Relay, type RelayTimeoutReason } from '../../core/relay.js';
+import type { Duplex } from 'node:stream';
+import {
+  relay,
+  type Relay,
+  type RelayTimeoutReason,
+  type RelayTimeouts,
+} from '../../core/relay.js';
 import { clientIp, connectTunnel, proxyInfoOf } from '../registry/connect-tunnel.js';
 import type { OnlineTunnel } from '../registry/tunnel-registry.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
@@ -64,6 +70,16 @@ export function relayTimeoutsOf(
 }
 
 /**
+ * The relay's own timeouts for one public connection: closings told with its client's address.
+ * @example relay(socket, stream, { timeouts: relayTimeoutsFor(timeouts, socket) });
+ */
+export function relayTimeoutsFor(timeouts: RawRelayTimeouts, socket: Duplex): RelayTimeouts {
+  const { idleMs, halfClosedMs, onTimeout } = timeouts;
+  const ip = clientIp(socket as Partial<Socket>);
+  return { idleMs, halfClosedMs, onTimeout: onTimeout && ((reason) => onTimeout(ip, reason)) };
+}
+
+/**
  * A listener's open raw relays through tunnels, each counted as one open connection of its
  * tunnel's endpoint from the moment it starts until it closes or fails to connect, and closed
  * when it goes quiet for the `timeouts`.
@@ -105,7 +121,6 @@ export class TunnelRelays {
           return;
         }
         if (firstBytes) stream.write(firstBytes);
-        const { idleMs, halfClosedMs, onTimeout } = this.timeouts;
         const relayed = relay(socket, stream, {
           bytesIn: meter.bytesIn,
           bytesOut: meter.bytesOut,
@@ -113,11 +128,7 @@ export class TunnelRelays {
             this.open.delete(relayed);
             closeConnection();
           },
-          timeouts: {
-            idleMs,
-            halfClosedMs,
-            onTimeout: onTimeout && ((reason) => onTimeout(clientIp(socket), reason)),
-          },
+          timeouts: relayTimeoutsFor(this.timeouts, socket),
         });
         this.open.add(relayed);
       },

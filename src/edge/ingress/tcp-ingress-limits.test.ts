@@ -1,5 +1,6 @@
 import { once } from 'node:events';
 import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEFAULT_LIMITS } from '../../core/limits.js';
 import {
@@ -128,13 +129,58 @@ describe('raw relays that go quiet', () => {
     expect(t.ingress.tcp.ports).toContain(port);
   });
 
+  it('closes a half-closed upgraded connection (101) whose service keeps its side open', async () => {
+    const before = t.metrics.limitRefusals.with({ limit: 'relay_half_closed_timeout' }).value;
+    // Switches protocols, then reads and never answers or closes.
+    const upgrading = await startTcpUpstream((socket) => {
+      socket.on('error', () => socket.destroy());
+      socket.once('data', () =>
+        socket.write(
+          'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n',
+        ),
+      );
+      socket.resume();
+    });
+    try {
+      const hostname = 'upgrade.burrow.test';
+      t.registry.addTunnel(fakeTunnel({ proto: 'http', hostname, upstreamPort: upgrading.port }));
+      const client = await connectFrom(t.httpPort);
+      client.write(
+        `GET / HTTP/1.1\r\nHost: ${hostname}\r\nConnection: Upgrade\r\nUpgrade: x\r\n\r\n`,
+      );
+      const [answer] = (await once(client, 'data')) as [Buffer];
+      expect(String(answer)).toMatch(/^HTTP\/1\.1 101 /);
+      client.end();
+      await once(client, 'close');
+      expect(t.metrics.limitRefusals.with({ limit: 'relay_half_closed_timeout' }).value).toBe(
+        before + 1,
+      );
+    } finally {
+      await upgrading.close();
+    }
+  });
+
+  it('closes an idle TLS passthrough relay (the service never answers the ClientHello)', async () => {
+    const before = t.metrics.limitRefusals.with({ limit: 'relay_idle_timeout' }).value;
+    const servername = 'passthrough.burrow.test';
+    t.registry.addTunnel(
+      fakeTunnel({ proto: 'tls', hostname: servername, upstreamPort: silent.port }),
+    );
+    const client = tlsConnect({ port: t.httpsPort, host: '127.0.0.1', servername });
+    client.on('error', () => {});
+    // The handshake never finishes: the client sees it fail when the edge closes the relay.
+    await new Promise((resolve) => client.once('close', resolve));
+    expect(t.metrics.limitRefusals.with({ limit: 'relay_idle_timeout' }).value).toBe(before + 1);
+  });
+
   it('closes an idle relay, both sides, after bytes went both ways', async () => {
     const port = await endpointTo(echo);
     const openBefore = echo.open;
+    const before = t.metrics.limitRefusals.with({ limit: 'relay_idle_timeout' }).value;
     const client = await connectFrom(port);
     expect(await servedOrClosed(client)).toBe('served');
     await once(client, 'close');
-    expect(t.metrics.limitRefusals.with({ limit: 'relay_idle_timeout' }).value).toBe(1);
+    expect(t.metrics.limitRefusals.with({ limit: 'relay_idle_timeout' }).value).toBe(before + 1);
     // The service's side of the relay was closed too.
     while (echo.open > openBefore) await new Promise((r) => setTimeout(r, 20));
   });

@@ -20,7 +20,11 @@ import {
   type AcmeChallengeLookup,
 } from '../../certificates/acme-http-challenge.js';
 import { PublicConnections } from './http-connections.js';
-import { INGRESS_HIGH_WATER_MARK, INGRESS_SOCKET_OPTIONS } from '../proxy.js';
+import {
+  INGRESS_HIGH_WATER_MARK,
+  INGRESS_SOCKET_OPTIONS,
+  type RawRelayTimeouts,
+} from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
 import { HttpRelay, type LeanRoute } from './http-relay.js';
 import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
@@ -50,6 +54,8 @@ export interface HttpIngressOptions {
   limits?: HeaderLimits | undefined;
   /** Told when a client goes over a limit the server enforces itself (for /metrics and logs). */
   onLimit?: ((clientIp: string, limit: string) => void) | undefined;
+  /** When upgraded connections' raw relays end for going quiet; default DEFAULT_LIMITS'. */
+  relayTimeouts?: RawRelayTimeouts | undefined;
   /** Told of every routed request (the traffic inspector, traffic-tap.ts). */
   tap?: ((req: IncomingMessage, res: ServerResponse, tunnel: OnlineTunnel) => void) | undefined;
   /** The same for requests on the lean relay. */
@@ -100,6 +106,7 @@ export class HttpIngress {
       meters: options.meters,
       connections,
       connectTimeoutMs: options.connectTimeoutMs,
+      relayTimeouts: options.relayTimeouts,
     });
     this.httpServer = createServer({
       requestTimeout: 0,

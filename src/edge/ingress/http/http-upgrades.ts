@@ -8,6 +8,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { relay, type Relay } from '../../../core/relay.js';
+import { DEFAULT_LIMITS } from '../../../core/limits.js';
+import { relayTimeoutsFor, relayTimeoutsOf, type RawRelayTimeouts } from '../proxy.js';
 import type { EndpointMeter, EndpointMeters } from '../../metrics/endpoint-meters.js';
 import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
@@ -35,6 +37,8 @@ export interface HttpUpgradesOptions {
   connections: PublicConnections;
   /** Wait for a tunnel stream this long before answering 502. */
   connectTimeoutMs: number | undefined;
+  /** When upgraded relays end for going quiet; default DEFAULT_LIMITS' (1 h, 30 s half-closed). */
+  relayTimeouts?: RawRelayTimeouts | undefined;
 }
 
 /**
@@ -47,6 +51,7 @@ export class HttpUpgrades {
   private readonly meters: EndpointMeters;
   private readonly connections: PublicConnections;
   private readonly connectTimeoutMs: number | undefined;
+  private readonly relayTimeouts: RawRelayTimeouts;
   private readonly relays = new Set<Relay>();
 
   constructor(options: HttpUpgradesOptions) {
@@ -54,6 +59,7 @@ export class HttpUpgrades {
     this.meters = options.meters;
     this.connections = options.connections;
     this.connectTimeoutMs = options.connectTimeoutMs;
+    this.relayTimeouts = options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS);
   }
 
   /** Relays still open. */
@@ -177,6 +183,7 @@ export class HttpUpgrades {
           bytesIn: meter.bytesIn,
           bytesOut: meter.bytesOut,
           onClose: () => this.relays.delete(relayed),
+          timeouts: relayTimeoutsFor(this.relayTimeouts, socket),
         });
         this.relays.add(relayed);
       },
