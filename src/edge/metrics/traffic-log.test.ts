@@ -38,6 +38,34 @@ describe('TrafficLog', () => {
     expect(log.get('tr_999')).toBeUndefined();
   });
 
+  it('redacts both ways as the request was recorded, even if its host changes mid-flight', () => {
+    const log = new TrafficLog({ redactHeaders: ['X-Api-Key'] });
+    const withCredentials = {
+      ...record('a.test'),
+      requestHeaders: ['Authorization', 'Bearer secret', 'X-Api-Key', 'secret'],
+    };
+    const answer = {
+      status: 200,
+      responseHeaders: { 'set-cookie': 'sid=secret' },
+      durationMs: 1,
+      requestBody: undefined,
+      responseBody: undefined,
+    };
+    const redacted = log.add(withCredentials);
+    log.setCredentialsShown('A.test', true);
+    log.answer(redacted, answer);
+    expect(redacted.credentialsShown).toBe(false);
+    expect(JSON.stringify(redacted)).not.toContain('secret');
+
+    const shown = log.add(withCredentials);
+    log.setCredentialsShown('a.test', false);
+    log.answer(shown, answer);
+    expect(shown.credentialsShown).toBe(true);
+    expect(shown.requestHeaders).toEqual(withCredentials.requestHeaders);
+    expect(shown.responseHeaders).toEqual({ 'set-cookie': 'sid=secret' });
+    expect(log.credentialsShownHosts()).toEqual([]);
+  });
+
   it('caps captured bodies', () => {
     const body = new BodyBuffer();
     body.add(Buffer.alloc(BODY_CAP - 1));

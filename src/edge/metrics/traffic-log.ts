@@ -154,10 +154,6 @@ export class TrafficLog {
     else this.shown.delete(host.toLowerCase());
   }
 
-  showsCredentials(host: string): boolean {
-    return this.shown.has(host.toLowerCase());
-  }
-
   credentialsShownHosts(): string[] {
     return [...this.shown].sort();
   }

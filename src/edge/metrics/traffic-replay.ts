@@ -48,7 +48,10 @@ export interface ReplayResult {
 /** The traffic inspector the API serves: the log, and replay through this edge's own ingress. */
 export interface TrafficInspector {
   log: TrafficLog;
-  /** Send `record`'s request again through the HTTP ingress; resolves with the answer's status. */
+  /**
+   * Send `record`'s request again through the HTTP ingress; resolves with the answer's status and
+   * the redacted headers it left out.
+   */
   replay(record: TrafficRecord): Promise<ReplayResult>;
 }
 
@@ -57,7 +60,7 @@ export interface TrafficInspector {
  * when they were redacted, without the credential headers, which a replay sends as absent rather
  * than as the placeholder text the inspector kept.
  */
-export function replayHeaders(
+function replayHeaders(
   log: TrafficLog,
   record: TrafficRecord,
 ): { headers: Array<[string, string]>; omittedHeaders: string[] } {
