@@ -112,6 +112,15 @@ describe('forwardRequestHeaders', () => {
     );
   });
 
+  it('never writes an upgrade head with a control character in its target or a header', () => {
+    const smuggling = message([], { method: 'GET', url: '/x?q=1 HTTP/1.1\r\n\r\nGET /smuggled' });
+    expect(() => requestHead(smuggling, [])).toThrow(
+      expect.objectContaining({ code: 'ERR_BURROW_UNSAFE_REQUEST_HEAD' }),
+    );
+    const ws = message([], { method: 'GET', url: '/ws' });
+    expect(() => requestHead(ws, ['X-Note', 'a\r\nSet-Cookie: x=1'])).toThrow(/value of X-Note/);
+  });
+
   it('knows which requests carry a body', () => {
     expect(requestHasBody(message(['Content-Length', '0']))).toBe(false);
     expect(requestHasBody(message([]))).toBe(false);

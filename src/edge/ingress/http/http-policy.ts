@@ -4,11 +4,8 @@
  * tunnel it is for), on_http_request before the request goes upstream, on_http_response on the
  * upstream's response head. Tunnels without a policy never get here.
  */
-import { CODES } from '../../../core/errors.js';
 import { HOP_BY_HOP_HEADERS } from '../../../core/http-framing.js';
-import { fieldProblem, headersProblem, isTargetText } from '../../../core/http-wire.js';
-import { normalizeOriginForm } from '../../../core/request-target.js';
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Duplex, Transform } from 'node:stream';
 import { createBrotliCompress, createDeflate, createGzip } from 'node:zlib';
@@ -26,15 +23,17 @@ import {
   type RespondDecision,
   type TcpConnectDecision,
 } from '../../../policy/index.js';
-import {
-  INGRESS_ERRORS,
-  rawErrorResponse,
-  sendErrorPage,
-  type IngressError,
-} from '../error-pages.js';
+import { rawErrorResponse, sendErrorPage, type IngressError } from '../error-pages.js';
 import { connInputOf } from '../policy-gate.js';
 import { bodyReplacer, sseReplacer } from './body-rewrite.js';
 import { routingHost } from './http-forwarding.js';
+import {
+  POLICY_FAILED,
+  rawResponse,
+  rewrittenRequest,
+  writeDecision,
+  writeFailure,
+} from './http-policy-writes.js';
 import { bodyReader, type BodyHolder } from './http-policy-body.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 
@@ -50,9 +49,6 @@ const REQUEST_OWNED: ReadonlySet<string> = new Set([
 /** A response may lose its length (compress-response drops it) but never gain one. */
 const RESPONSE_ADD_OWNED: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, 'content-length']);
 const RESPONSE_REMOVE_OWNED = HOP_BY_HOP_HEADERS;
-
-/** The header that says the ingress itself answered, and why. */
-const POLICY_FAILED = { code: CODES.policyFailed, status: 500 };
 
 export type Settled<T> = T | Promise<T>;
 
@@ -236,78 +232,6 @@ export class HttpPolicyFlow {
   }
 }
 
-/**
- * Write a policy's answer (custom-response, redirect, deny, …). Its headers may hold what a
- * template rendered from the request: one that cannot be written as it is (a CR, LF or other
- * control character) turns the answer into a 502 page, never into a second header or response.
- */
-function writeDecision(res: ServerResponse, d: RespondDecision): void {
-  if (res.headersSent || res.destroyed) {
-    res.destroy();
-    return;
-  }
-  const problem = headersProblem(d.headers);
-  if (problem) {
-    const req = res.req;
-    sendErrorPage(
-      req,
-      res,
-      INGRESS_ERRORS.unsafeResponseHead,
-      routingHost(req.headers.host) ?? '',
-      problem,
-    );
-    return;
-  }
-  res.writeHead(d.status, reasonOf(d.status), d.headers);
-  res.end(d.body);
-}
-
-/** The reason phrase of `status`: a status line never reads `500 OK`. */
-function reasonOf(status: number): string {
-  return STATUS_CODES[status] ?? 'Unknown';
-}
-
-/**
- * Why the request a policy let through cannot be written to the service, with the page to answer:
- * a rewritten target or an added header value with a control character, or a rewritten target
- * that breaks core/request-target.ts's rules. Otherwise its target, read as the edge reads one.
- */
-function rewrittenRequest(d: {
-  rewrite?: string | undefined;
-  headers: HeaderChanges;
-}): { target: string | undefined } | { refused: IngressError; detail: string } {
-  for (const [name, value] of d.headers.add) {
-    const problem = fieldProblem(name, value);
-    if (problem) return { refused: INGRESS_ERRORS.unsafeRequestHead, detail: problem };
-  }
-  if (d.rewrite === undefined) return { target: undefined };
-  if (!isTargetText(d.rewrite)) {
-    return {
-      refused: INGRESS_ERRORS.unsafeRequestHead,
-      detail: 'a space or control character in the rewritten request target',
-    };
-  }
-  const read = normalizeOriginForm(d.rewrite);
-  return 'problem' in read
-    ? { refused: INGRESS_ERRORS.badRequestTarget, detail: `url-rewrite made ${read.problem}` }
-    : { target: read.target };
-}
-
-/** A policy that cannot run fails closed, with an answer that says so. */
-function writeFailure(res: ServerResponse): void {
-  if (res.headersSent || res.destroyed) {
-    res.destroy();
-    return;
-  }
-  res.writeHead(POLICY_FAILED.status, reasonOf(POLICY_FAILED.status), {
-    'content-type': 'text/plain; charset=utf-8',
-    'burrow-error-code': POLICY_FAILED.code,
-  });
-  res.end(
-    `500 Internal Server Error\n\nThe endpoint's traffic policy could not run.\n\n${POLICY_FAILED.code}\n`,
-  );
-}
-
 /** How a request's policy ended, for the two kinds of HTTP request (plain and upgrade). */
 interface RequestOutcome {
   forward: (flow: HttpPolicyFlow) => void;
@@ -451,29 +375,6 @@ export function runHttpRequestPolicy(
   } catch {
     outcome.fail();
   }
-}
-
-/**
- * An answer written straight onto a socket (upgrades have no ServerResponse); as writeDecision,
- * headers that cannot be written make it the 502 page.
- */
-function rawResponse(
-  req: IncomingMessage,
-  status: number,
-  headers: Readonly<Record<string, string>>,
-  body: string,
-): string {
-  const problem = headersProblem(headers);
-  if (problem) {
-    const host = routingHost(req.headers.host) ?? '';
-    return rawErrorResponse(INGRESS_ERRORS.unsafeResponseHead, host, problem);
-  }
-  let head = `HTTP/1.1 ${status} ${reasonOf(status)}\r\n`;
-  for (const [name, value] of Object.entries(headers)) {
-    if (name !== 'content-length' && name !== 'connection') head += `${name}: ${value}\r\n`;
-  }
-  head += `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
-  return head + body;
 }
 
 /**

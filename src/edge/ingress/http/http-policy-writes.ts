@@ -1,0 +1,117 @@
+/**
+ * What the ingress writes for a traffic policy, apart from the request it forwards: its answers
+ * (custom-response, redirect, deny, …) on a response or raw on an upgrade's socket, the page of a
+ * policy that failed, and the check of what the policy made of the request (a rewritten target,
+ * added headers) before it is written. A template may render client input into any of these, so
+ * each is checked where it is written: a control character is refused, never written.
+ */
+import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import { CODES } from '../../../core/errors.js';
+import { fieldProblem, headersProblem, isTargetText } from '../../../core/http-wire.js';
+import { normalizeOriginForm } from '../../../core/request-target.js';
+import type { HeaderChanges, RespondDecision } from '../../../policy/index.js';
+import {
+  INGRESS_ERRORS,
+  rawErrorResponse,
+  sendErrorPage,
+  type IngressError,
+} from '../error-pages.js';
+import { routingHost } from './http-forwarding.js';
+
+/** The header that says the ingress itself answered, and why. */
+export const POLICY_FAILED = { code: CODES.policyFailed, status: 500 };
+
+/**
+ * Write a policy's answer (custom-response, redirect, deny, …). Its headers may hold what a
+ * template rendered from the request: one that cannot be written as it is (a CR, LF or other
+ * control character) turns the answer into a 502 page, never into a second header or response.
+ */
+export function writeDecision(res: ServerResponse, d: RespondDecision): void {
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  const problem = headersProblem(d.headers);
+  if (problem) {
+    const req = res.req;
+    sendErrorPage(
+      req,
+      res,
+      INGRESS_ERRORS.unsafeResponseHead,
+      routingHost(req.headers.host) ?? '',
+      problem,
+    );
+    return;
+  }
+  res.writeHead(d.status, reasonOf(d.status), d.headers);
+  res.end(d.body);
+}
+
+/** The reason phrase of `status`: a status line never reads `500 OK`. */
+export function reasonOf(status: number): string {
+  return STATUS_CODES[status] ?? 'Unknown';
+}
+
+/**
+ * Why the request a policy let through cannot be written to the service, with the page to answer:
+ * a rewritten target or an added header value with a control character, or a rewritten target
+ * that breaks core/request-target.ts's rules. Otherwise its target, read as the edge reads one.
+ */
+export function rewrittenRequest(d: {
+  rewrite?: string | undefined;
+  headers: HeaderChanges;
+}): { target: string | undefined } | { refused: IngressError; detail: string } {
+  for (const [name, value] of d.headers.add) {
+    const problem = fieldProblem(name, value);
+    if (problem) return { refused: INGRESS_ERRORS.unsafeRequestHead, detail: problem };
+  }
+  if (d.rewrite === undefined) return { target: undefined };
+  if (!isTargetText(d.rewrite)) {
+    return {
+      refused: INGRESS_ERRORS.unsafeRequestHead,
+      detail: 'a space or control character in the rewritten request target',
+    };
+  }
+  const read = normalizeOriginForm(d.rewrite);
+  return 'problem' in read
+    ? { refused: INGRESS_ERRORS.badRequestTarget, detail: `url-rewrite made ${read.problem}` }
+    : { target: read.target };
+}
+
+/** A policy that cannot run fails closed, with an answer that says so. */
+export function writeFailure(res: ServerResponse): void {
+  if (res.headersSent || res.destroyed) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(POLICY_FAILED.status, reasonOf(POLICY_FAILED.status), {
+    'content-type': 'text/plain; charset=utf-8',
+    'burrow-error-code': POLICY_FAILED.code,
+  });
+  res.end(
+    `500 Internal Server Error\n\nThe endpoint's traffic policy could not run.\n\n${POLICY_FAILED.code}\n`,
+  );
+}
+
+/**
+ * An answer written straight onto a socket (upgrades have no ServerResponse); as writeDecision,
+ * headers that cannot be written make it the 502 page.
+ */
+export function rawResponse(
+  req: IncomingMessage,
+  status: number,
+  headers: Readonly<Record<string, string>>,
+  body: string,
+): string {
+  const problem = headersProblem(headers);
+  if (problem) {
+    const host = routingHost(req.headers.host) ?? '';
+    return rawErrorResponse(INGRESS_ERRORS.unsafeResponseHead, host, problem);
+  }
+  let head = `HTTP/1.1 ${status} ${reasonOf(status)}\r\n`;
+  for (const [name, value] of Object.entries(headers)) {
+    if (name !== 'content-length' && name !== 'connection') head += `${name}: ${value}\r\n`;
+  }
+  head += `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
+  return head + body;
+}
