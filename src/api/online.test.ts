@@ -213,4 +213,33 @@ describe.each(DATABASE_KINDS)('online views: tunnel sessions, tunnels, endpoints
     registry.removeTunnel(https.id);
     expect((await api.call('GET', `/tunnels/${https.id}`)).status).toBe(404);
   });
+
+  it('pages endpoints online and cloud endpoints in the store together, newest first', async () => {
+    const session = fakeSession(calls);
+    registry.addSession(session);
+    const created: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const t = fakeTunnel(session.id, { proto: 'tcp', url: `tcp://tcp.burrow.test:2100${i}` });
+      registry.addTunnel(t);
+      created.push(`ep_${t.id.slice(3)}`);
+      const policy = JSON.stringify({ on_http_request: [{ actions: [{ type: 'deny' }] }] });
+      const cloud = await api.call('POST', '/endpoints', {
+        type: 'cloud',
+        url: `https://page${i}.burrow.test`,
+        traffic_policy: policy,
+      });
+      expect(cloud.status, JSON.stringify(cloud.body)).toBe(201);
+      created.push(cloud.body.id as string);
+    }
+    const listed: string[] = [];
+    let next: string | null = '/endpoints?limit=3';
+    while (next) {
+      const res = await api.call('GET', next.replace(TEST_BASE_URL, ''));
+      listed.push(...res.body.endpoints.map((e: { id: string }) => e.id));
+      next = res.body.next_page_uri;
+    }
+    const ours = listed.filter((id) => created.includes(id));
+    expect(ours).toEqual([...created].sort().reverse());
+    expect(new Set(listed).size).toBe(listed.length);
+  });
 });

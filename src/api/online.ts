@@ -10,11 +10,12 @@ import {
   type TunnelRegistry,
 } from '../edge/registry/tunnel-registry.js';
 import type { Page, PageRequest } from '../store/paging.js';
+import type { CloudEndpoint } from '../store/index.js';
 import type { TunnelGroupBackend } from '../store/backend-kinds.js';
 import { cloudEndpointRoutes, cloudEndpointView } from './cloud-endpoints.js';
 import type { ApiContext, OnlineState } from './context.js';
 import { found } from './crud.js';
-import { listEnvelope, pageRequest } from './paging.js';
+import { listEnvelope, matching, newestPage, pageRequest } from './paging.js';
 import { Body, IdParams, ListOf, ListQuery, Nullable, Ref } from './schemas.js';
 import type { Uris } from './uris.js';
 
@@ -90,16 +91,6 @@ const EndpointSchema = Type.Object({
   bindings: Type.Array(Type.String()),
   pooling_enabled: Type.Boolean(),
 });
-
-/** Newest first (ids are time-ordered), `before_id` exclusive, like the stored lists. */
-function pageOf<T extends { id: string }>(items: T[], page: PageRequest): Page<T> {
-  const sorted = items
-    .filter((i) => page.beforeId === undefined || i.id < page.beforeId)
-    .sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
-  const more = sorted.length > page.limit;
-  const slice = sorted.slice(0, page.limit);
-  return { items: slice, nextBeforeId: more ? slice[slice.length - 1]!.id : undefined };
-}
 
 function sessionView(s: OnlineSession, uris: Uris, localNode: string) {
   return {
@@ -187,9 +178,38 @@ function endpointView(t: OnlineTunnel, registry: TunnelRegistry, uris: Uris) {
 }
 
 /** Endpoints exist for addressed tunnels only; labeled tunnels are reached through edges. */
-function endpointTunnels(registry: TunnelRegistry | undefined): OnlineTunnel[] {
+function isEndpointTunnel(t: OnlineTunnel): boolean {
   // Cloud endpoints are listed from the store, online or not (cloud-endpoints.ts).
-  return (registry?.listTunnels() ?? []).filter((t) => !t.labels && servedByAgent(t));
+  return !t.labels && servedByAgent(t);
+}
+
+/**
+ * A page of endpoints, newest first: the newest agent endpoints online (their `ep_` id shares the
+ * tunnel's `tn_` body, so tunnel ids order them) merged with one page of cloud endpoints read from
+ * the store.
+ */
+async function endpointPage(
+  registry: TunnelRegistry | undefined,
+  ctx: ApiContext,
+  req: PageRequest,
+): Promise<Page<{ id: string; t?: OnlineTunnel; c?: CloudEndpoint }>> {
+  const tunnelBefore = req.beforeId === undefined ? undefined : `tn_${req.beforeId.slice(3)}`;
+  const agents = newestPage(
+    matching(registry?.listTunnels() ?? [], isEndpointTunnel),
+    (t) => t.id,
+    { beforeId: tunnelBefore, limit: req.limit },
+  );
+  const clouds = await ctx.repos.cloudEndpoints.list(req);
+  const merged = [
+    ...agents.items.map((t) => ({ id: endpointIdOf(t.id), t })),
+    ...clouds.items.map((c) => ({ id: c.id, c })),
+  ].sort((a, b) => (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+  const more =
+    merged.length > req.limit ||
+    agents.nextBeforeId !== undefined ||
+    clouds.nextBeforeId !== undefined;
+  const items = merged.slice(0, req.limit);
+  return { items, nextBeforeId: more ? items[items.length - 1]!.id : undefined };
 }
 
 async function allTunnelGroups(ctx: ApiContext): Promise<TunnelGroupBackend[]> {
@@ -250,7 +270,7 @@ export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): P
     'Tunnel sessions',
     TunnelSessionSchema,
     async (req) => {
-      const page = pageOf(registry()?.listSessions() ?? [], req);
+      const page = newestPage(registry()?.listSessions() ?? [], (s) => s.id, req);
       return {
         items: page.items.map((s) => sessionView(s, uris, ctx.online.nodeId ?? '')),
         nextBeforeId: page.nextBeforeId,
@@ -297,7 +317,7 @@ export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): P
     TunnelSchema,
     async (req) => {
       const reg = registry();
-      const page = pageOf((reg?.listTunnels() ?? []).filter(servedByAgent), req);
+      const page = newestPage(matching(reg?.listTunnels() ?? [], servedByAgent), (t) => t.id, req);
       const backends = page.items.some((t) => t.labels) ? await allTunnelGroups(ctx) : [];
       return {
         items: page.items.map((t) => tunnelView(t, reg!, uris, backends)),
@@ -331,16 +351,10 @@ export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): P
     EndpointSchema,
     async (req) => {
       const reg = registry();
-      const agents = endpointTunnels(reg).map((t) => ({ id: endpointIdOf(t.id), t, c: undefined }));
-      const clouds = (await ctx.repos.cloudEndpoints.all()).map((c) => ({
-        id: c.id,
-        t: undefined,
-        c,
-      }));
-      const page = pageOf([...agents, ...clouds], req);
+      const page = await endpointPage(reg, ctx, req);
       return {
         items: page.items.map(({ t, c }) =>
-          c ? cloudEndpointView(c, uris) : endpointView(t, reg!, uris),
+          c ? cloudEndpointView(c, uris) : endpointView(t!, reg!, uris),
         ),
         nextBeforeId: page.nextBeforeId,
       };
@@ -360,8 +374,8 @@ export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): P
     async (request) => {
       const id = request.params.id;
       const reg = registry();
-      const t = endpointTunnels(reg).find((x) => endpointIdOf(x.id) === id);
-      if (reg && t) return endpointView(t, reg, uris);
+      const t = reg?.tunnel(`tn_${id.slice(id.indexOf('_') + 1)}`);
+      if (reg && t && isEndpointTunnel(t)) return endpointView(t, reg, uris);
       return cloudEndpointView(found(await ctx.repos.cloudEndpoints.get(id)), uris);
     },
   );
