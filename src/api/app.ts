@@ -48,8 +48,9 @@ export interface ApiOptions {
   /** Told of each refusal for a limit (client IP, metric label): counted and logged once a minute. */
   refused?: ((ip: string, limit: string) => void) | undefined;
   /**
-   * Connection timeouts (`--api-headers-timeout-ms`, `--api-idle-timeout-ms`); default 10 s / 30 s.
-   * Short, so that connections that send nothing or trickle their headers do not pile up.
+   * Connection timeouts (`--api-headers-timeout-ms`, `--api-idle-timeout-ms` between keep-alive
+   * requests); default 10 s / 30 s. Short, so that connections that send nothing or trickle their
+   * headers do not pile up.
    */
   timeouts?: { headersMs: number; idleMs: number } | undefined;
 }
@@ -88,9 +89,10 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const app: FastifyInstance = Fastify({
     loggerInstance: options.logger as FastifyBaseLogger | undefined,
     bodyLimit: maxBodyBytes,
-    // A socket with no byte either way for idleMs is closed (one that never sends a request too);
-    // Node checks the headers timeout every connectionsCheckingInterval, 30 s unless set here.
-    connectionTimeout: timeouts.idleMs,
+    // An idle keep-alive connection closes after idleMs; a new one must send its request line and
+    // headers within headersMs (Node counts from the connection's start, checked every
+    // connectionsCheckingInterval: 30 s unless set here). No socket-wide idle timeout: it would
+    // cut a slow answer (a replay waiting on an agent) in the middle.
     keepAliveTimeout: timeouts.idleMs,
     requestTimeout: Math.max(API_REQUEST_TIMEOUT_MS, timeouts.headersMs),
     http: {

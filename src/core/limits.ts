@@ -49,7 +49,7 @@ export interface ServerLimits {
   apiMaxConnectionsPerIp: number;
   /** API: the request line and headers must arrive this soon (408). */
   apiHeadersTimeoutMs: number;
-  /** API: a connection with no byte either way for this long is closed. */
+  /** API: a keep-alive connection with no new request for this long is closed. */
   apiIdleTimeoutMs: number;
   /** Raw relays (TCP, TLS, upgrades): closed after this long with no byte either way. */
   relayIdleTimeoutMs: number;
@@ -255,7 +255,7 @@ export const LIMIT_OPTIONS: readonly LimitSpec[] = [
   {
     name: 'api-idle-timeout-ms',
     field: 'apiIdleTimeoutMs',
-    description: 'API: a connection with no byte sent or received for this many ms is closed',
+    description: 'API: a keep-alive connection with no new request for this many ms is closed',
     default: '30000',
     min: 100,
     max: 3_600_000,
