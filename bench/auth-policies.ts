@@ -28,6 +28,11 @@ import { once } from 'node:events';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import {
+  configureEgress,
+  parseEgressAllow,
+  type EgressAllowEntry,
+} from '../src/core/egress-guard.js';
 import { LoginClient } from '../test/support/login-client.js';
 import { processCpuMs } from './edge-process.js';
 import { fmt, machine, markdownTable } from './report.js';
@@ -304,7 +309,12 @@ async function main(): Promise<void> {
 
 runRoles(roles, {
   main,
-  edge: () => startBenchEdge().then(({ info }) => answer(info)),
+  edge: () => {
+    // The JWKS and the identity provider listen on loopback, which the egress guard refuses
+    // unless allowed (as `--egress-allow 127.0.0.1` would).
+    configureEgress({ allow: [parseEgressAllow('127.0.0.1') as EgressAllowEntry] });
+    return startBenchEdge().then(({ info }) => answer(info));
+  },
   service: () => startBulkService().then(answer),
   agent: (arg) => serveAgent(arg as AgentSpec),
   load: keepAliveLoadRole(CONNECTIONS, DURATION),
