@@ -207,4 +207,36 @@ describe.each(DATABASE_KINDS)('vaults and secrets API (%s)', (kind) => {
     expect((await api.call('PATCH', `/secrets/${s.id}`, { value: 'z' })).status).toBe(404);
     expect((await api.call('DELETE', `/secrets/${s.id}`)).status).toBe(404);
   });
+
+  it('lists the authtokens whose ACL grants the vault, following its name', async () => {
+    const v = await api.call('POST', '/vaults', { name: `readable-${kind}` });
+    const name = v.body.name as string;
+    const credential = async (acl: string[]) =>
+      (await api.call('POST', '/credentials', { acl, description: acl.join(' ') })).body
+        .id as string;
+    const exact = await credential(['bind:a.example', `secrets:read:${name}`]);
+    const all = await credential(['secrets:read:*']);
+    await credential(['*']);
+    await credential([`secrets:read:${name.toUpperCase()}`]);
+    const readers = await api.call('GET', `/vaults/${v.body.id as string}/readers`);
+    expect(readers.status).toBe(200);
+    const granted = (readers.body.readers as Array<{ id: string; rule: string; uri: string }>)
+      .filter((r) => r.id === exact || r.rule === `secrets:read:${name}`)
+      .map((r) => [r.id, r.rule, r.uri]);
+    expect(granted).toEqual([
+      [exact, `secrets:read:${name}`, `${TEST_BASE_URL}/credentials/${exact}`],
+    ]);
+    expect(readers.body.readers).toContainEqual(
+      expect.objectContaining({ id: all, rule: 'secrets:read:*' }),
+    );
+    // Renamed, the vault is no longer the one `exact` was granted.
+    await api.call('PATCH', `/vaults/${v.body.id as string}`, { name: `${name}-renamed` });
+    const after = await api.call('GET', `/vaults/${v.body.id as string}/readers`);
+    const ids = (after.body.readers as Array<{ id: string }>).map((r) => r.id);
+    expect(ids).toContain(all);
+    expect(ids).not.toContain(exact);
+    expect(
+      (await api.call('GET', '/vaults/vault_2bhsNc9X6FO3i2wzTOgIH8jAe52/readers')).status,
+    ).toBe(404);
+  });
 });

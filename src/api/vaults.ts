@@ -1,6 +1,8 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { aclReadsVault, parseAcl } from '../core/acl.js';
+import type { Repositories } from '../store/index.js';
 import { SECRET_VALUE_MAX_BYTES, type Secret, type Vault } from '../store/vaults.js';
 import type { ApiContext } from './context.js';
 import { found, registerCrud } from './crud.js';
@@ -28,6 +30,41 @@ export const SecretSchema = Type.Object({
   created_at: Type.String(),
   updated_at: Type.String(),
 });
+
+/** A credential whose ACL lets its agents' policies read a vault. */
+const VaultReaderSchema = Type.Object({
+  id: Type.String(),
+  uri: Type.String(),
+  description: Type.String(),
+  owner_id: Type.String(),
+  /** The ACL rule that grants it: `secrets:read:<name>` or `secrets:read:*`. */
+  rule: Type.String(),
+});
+
+/** Credentials are read this many at a time when looking for a vault's readers. */
+const READER_SCAN_PAGE = 100;
+
+/**
+ * The credentials whose ACL grants vault `name` (`secrets:read:<name>` or `secrets:read:*`),
+ * newest first, with the rule that does: a scan of every credential, as the grant lives on them.
+ */
+async function readersOf(repos: Repositories, name: string) {
+  const readers: Array<{ id: string; description: string; owner_id: string; rule: string }> = [];
+  let beforeId: string | undefined;
+  do {
+    const page = await repos.credentials.list({ beforeId, limit: READER_SCAN_PAGE });
+    for (const c of page.items) {
+      const acl = parseAcl(c.acl);
+      if ('error' in acl || !aclReadsVault(acl.rules, name)) continue;
+      const rule = c.acl.includes(`secrets:read:${name}`)
+        ? `secrets:read:${name}`
+        : 'secrets:read:*';
+      readers.push({ id: c.id, description: c.description, owner_id: c.owner_id, rule });
+    }
+    beforeId = page.nextBeforeId;
+  } while (beforeId !== undefined);
+  return readers;
+}
 
 const VaultName = Name(
   "the vault's name, unique; policies read its secrets with secrets.get('<vault name>', '<secret name>')",
@@ -111,6 +148,29 @@ export async function vaultRoutes(
       view: viewSecret,
     },
     uris.collection('secrets'),
+  );
+  app.withTypeProvider<TypeBoxTypeProvider>().get(
+    '/vaults/:id/readers',
+    {
+      schema: {
+        tags: ['Secrets'],
+        summary: "The authtokens whose agents' policies may read the vault",
+        description:
+          "Credentials whose acl has secrets:read:<this vault's name> or secrets:read:*. Policies saved through the API (cloud endpoints, edges) read every vault; they are not listed.",
+        params: IdParams,
+        response: {
+          200: Type.Object({ readers: Type.Array(VaultReaderSchema), uri: Type.String() }),
+        },
+      },
+    },
+    async (request) => {
+      const vault = found(await repos.vaults.get(request.params.id));
+      const readers = await readersOf(repos, vault.name);
+      return {
+        readers: readers.map((r) => ({ ...r, uri: uris.of(r.id) })),
+        uri: `${uris.of(vault.id)}/readers`,
+      };
+    },
   );
   app.withTypeProvider<TypeBoxTypeProvider>().get(
     '/vaults/:id/secrets',
