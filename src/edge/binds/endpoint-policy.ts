@@ -30,7 +30,7 @@ import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from '../registry/tun
 
 /**
  * The option rules of a tunnel's bind, for PatchTunnelState to keep.
- * @example await policy.checkTrafficPolicy(text, tunnel.proto, 'TrafficPolicy', optionRulesOf(tunnel))
+ * @example await policy.checkTrafficPolicy(text, tunnel.proto, 'TrafficPolicy', binder, optionRulesOf(tunnel))
  */
 export function optionRulesOf(tunnel: OnlineTunnel): OptionRules | undefined {
   return tunnel.policy instanceof EndpointPolicy ? tunnel.policy.options : undefined;
