@@ -1,5 +1,6 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
+import { BurrowError, CODES } from '../core/errors.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata, Nullable } from './schemas.js';
@@ -16,11 +17,32 @@ export const ApiKeySchema = Type.Object({
   ),
 });
 
-/** `/api_keys`: keys for this API. The token is shown once; only its hash is kept. */
+/**
+ * `/api_keys`: keys for this API. The token is shown once; only its hash is kept. A key owned by
+ * a bot user makes keys owned by that bot user only (the default for it): a key it made for the
+ * account would outlive the bot's deactivation, which is how an administrator ends its keys.
+ */
 export async function apiKeyRoutes(
   app: FastifyInstance,
   { repos, uris }: ApiContext,
 ): Promise<void> {
+  app.addHook('preHandler', async (request) => {
+    const owner = request.apiKeyOwnerId;
+    if (request.method !== 'POST' || owner === undefined || !owner.startsWith('bot_')) return;
+    if (request.routeOptions.url !== '/api_keys') return;
+    const body = request.body as { owner_id?: unknown } | undefined;
+    if (body === undefined || body.owner_id === undefined) {
+      if (body) body.owner_id = owner;
+      return;
+    }
+    if (body.owner_id !== owner) {
+      throw new BurrowError(
+        CODES.apiKeyOwnOwner,
+        403,
+        `The API key ${request.apiKeyId} is owned by bot user ${owner} and may create API keys only for it (owner_id ${owner} or none). Use a key of the account or a dashboard session.`,
+      );
+    }
+  });
   registerCrud(
     app,
     {

@@ -149,6 +149,27 @@ describe.each(DATABASE_KINDS)('bot users API (%s)', (kind) => {
     expect((await api.call('GET', '/bot_users', undefined, asBot)).status).toBe(200);
   });
 
+  it("a bot user's key makes keys owned by that bot only, which end with it", async () => {
+    const { body: bot } = await api.call('POST', '/bot_users', { name: 'minting bot' });
+    const made = await api.call('POST', '/api_keys', { owner_id: bot.id });
+    const asBot = { authorization: `Bearer ${made.body.token as string}` };
+    const account = (await api.call('POST', '/api_keys', {})).body.owner_id as string;
+    const forAccount = await api.call('POST', '/api_keys', { owner_id: account }, asBot);
+    expect(forAccount.status).toBe(403);
+    expect(forAccount.body.error_code).toBe('ERR_BURROW_API_KEY_OWN_OWNER');
+    const minted = [
+      await api.call('POST', '/api_keys', undefined, asBot),
+      await api.call('POST', '/api_keys', { description: 'x' }, asBot),
+    ];
+    for (const res of minted) {
+      expect(res.status).toBe(201);
+      expect(res.body.owner_id).toBe(bot.id);
+    }
+    await api.call('PATCH', `/bot_users/${bot.id}`, { active: false });
+    const asMinted = { authorization: `Bearer ${minted[0]!.body.token as string}` };
+    expect((await api.call('GET', '/api_keys', undefined, asMinted)).status).toBe(401);
+  });
+
   it("a deleted dashboard user's API key is refused", async () => {
     const user = await api.repos.users.create('leaver', 'a long enough password');
     const { token } = await api.repos.apiKeys.create({ owner_id: user.id });
