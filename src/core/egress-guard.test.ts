@@ -87,9 +87,10 @@ describe('egressRefusal', () => {
     expect(egressRefusal('x', '192.168.0.5')?.reason).toBe('private');
   });
 
-  it('tells the operator of each refusal', () => {
+  it('tells the operator of a refusal, once a minute per target', () => {
     const told: string[] = [];
     configureEgress({ allow: [], onRefused: (e) => told.push(e.message) });
+    egressRefusal('metadata.internal', '169.254.169.254');
     egressRefusal('metadata.internal', '169.254.169.254');
     expect(told).toEqual([
       'outbound request to metadata.internal (169.254.169.254) refused: link-local address; allow it with --egress-allow',

@@ -3,6 +3,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
+import { LRUCache } from 'lru-cache';
 import { ipInCidr, parseCidr, parseIp, type Cidr, type ParsedIp } from './cidr.js';
 import { BurrowError, CODES } from './errors.js';
 import { normalizeName } from './hostname.js';
@@ -108,11 +109,14 @@ export interface EgressSettings {
   allow: readonly EgressAllowEntry[];
   /** Addresses of this node beyond its interfaces' (such as `--public-ip`). */
   ownAddresses?: readonly string[];
-  /** Told of each refusal, for the operator log. */
+  /** Told of a refusal, for the operator log (once a minute per host and address). */
   onRefused?: (err: EgressRefusedError) => void;
 }
 
 let settings: EgressSettings = { allow: [] };
+
+/** Refusals told to the operator in the last minute (host and address), so each is told once. */
+const reported = new LRUCache<string, true>({ max: 1024, ttl: 60_000 });
 
 /**
  * Set the process's egress rules; the server calls it once at start, tests that use local
@@ -122,6 +126,7 @@ let settings: EgressSettings = { allow: [] };
  */
 export function configureEgress(next: EgressSettings): void {
   settings = next;
+  reported.clear();
 }
 
 function ownAddresses(): ParsedIp[] {
@@ -170,7 +175,12 @@ export function egressRefusal(host: string, address: string): EgressRefusedError
   const why = refusedKind(ip);
   if (why === undefined) return undefined;
   const err = new EgressRefusedError(host, address, why);
-  settings.onRefused?.(err);
+  // Once a minute per target: a policy's every request would otherwise write a line.
+  const target = `${host}\n${address}`;
+  if (!reported.has(target)) {
+    reported.set(target, true);
+    settings.onRefused?.(err);
+  }
   return err;
 }
 
