@@ -50,7 +50,7 @@ describe.each(DATABASE_KINDS)('reserved domains API (%s)', (kind) => {
       certificate_management_status: {
         renews_at: null,
         provisioning_job: {
-          error_code: null,
+          error_code: 'ACME_NOT_CONFIGURED',
           msg: LOCAL_CA_MESSAGE,
           started_at: res.body.created_at,
           retries_at: null,

@@ -77,7 +77,13 @@ export const PROVISIONING_MESSAGE = 'Managed certificate provisioning in progres
 
 /** What the provisioning job says while the server has no ACME client configured. */
 export const LOCAL_CA_MESSAGE =
-  "ACME is not configured on this server: certificates for this domain are issued by the server's local CA (ca.pem in its data folder). Clients must trust that CA, or the server must be given a real certificate for the domain.";
+  "no ACME directory configured: upload a certificate or start with --acme-directory. Until then the server's local CA (ca.pem in its data folder) issues this domain's certificate, which clients must trust.";
+
+/**
+ * The provisioning job's error_code while the server has no ACME client: nothing is being
+ * issued, and the dashboard says so instead of "Being issued".
+ */
+export const ACME_NOT_CONFIGURED = 'ACME_NOT_CONFIGURED';
 
 export const POLICY_FIELD = 'certificate_management_policy';
 const LABEL_RE = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -158,7 +164,7 @@ export function initialStatus(startedAt: string, acme: boolean): CertificateMana
   return {
     renews_at: null,
     provisioning_job: {
-      error_code: null,
+      error_code: acme ? null : ACME_NOT_CONFIGURED,
       msg: acme ? PROVISIONING_MESSAGE : LOCAL_CA_MESSAGE,
       started_at: startedAt,
       retries_at: null,

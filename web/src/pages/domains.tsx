@@ -83,6 +83,8 @@ function certificateStatus(d: ReservedDomain): string {
     return `Uploaded certificate ${d.certificate.id}`;
   const status = d.certificate_management_status;
   const job = status?.provisioning_job;
+  // Without ACME nothing is being issued: the message says what to do instead.
+  if (job?.error_code === 'ACME_NOT_CONFIGURED') return `Local CA only: ${job.msg}`;
   if (job) return job.error_code ? `Not issued yet: ${job.msg}` : `Being issued: ${job.msg}`;
   if (d.certificate)
     return status?.renews_at
