@@ -13,6 +13,7 @@ import {
   type TLSSocket,
   type Server as TlsServer,
 } from 'node:tls';
+import { DEFAULT_LIMITS } from '../../core/limits.js';
 import type { Logger } from '../../core/logger.js';
 import type { TlsTermination } from '../../policy/index.js';
 import type { CertificateStore } from '../certificates/certificate-store.js';
@@ -23,7 +24,6 @@ import { EdgeTlsTerminator, tlsInputOf } from './edge-tls.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
 import { admitConnection, connInputOf, type EdgeTlsEnd } from './policy-gate.js';
-import { DEFAULT_LIMITS } from '../../core/limits.js';
 import {
   INGRESS_SOCKET_OPTIONS,
   relayTimeoutsOf,

@@ -5,11 +5,11 @@
  * becomes a raw relay through the route's connect().
  */
 import { createServer, type Server, type ServerOpts, type Socket } from 'node:net';
+import { DEFAULT_LIMITS } from '../../core/limits.js';
 import type { Logger } from '../../core/logger.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { followInternal, refusalText } from '../registry/internal-routing.js';
 import { admitConnection, connInputOf } from './policy-gate.js';
-import { DEFAULT_LIMITS } from '../../core/limits.js';
 import {
   INGRESS_SOCKET_OPTIONS,
   relayTimeoutsOf,
