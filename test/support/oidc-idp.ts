@@ -23,7 +23,9 @@ export interface TestIdp {
  * Start oidc-provider on 127.0.0.1 (a random port): one confidential client with `redirectUris`,
  * the development login form (any login, any password; the login becomes the account id), no
  * consent screen, PKCE required. An account's email is `<login>@<emailDomain(login)>`, its name
- * the login capitalised.
+ * the login capitalised. The edge reaches it only where loopback egress is allowed: start a
+ * server process with `--egress-allow 127.0.0.1`, or call core/egress-guard's `configureEgress`
+ * in the test process.
  * @example const idp = await startTestIdp({ redirectUris: ['http://app.burrow.test:8080/ngrok/callback'] });
  */
 export async function startTestIdp(options: {
