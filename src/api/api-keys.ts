@@ -1,6 +1,7 @@
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { BurrowError, CODES } from '../core/errors.js';
+import { ID_PREFIX } from '../core/ids.js';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata, Nullable } from './schemas.js';
@@ -28,7 +29,12 @@ export async function apiKeyRoutes(
 ): Promise<void> {
   app.addHook('preHandler', async (request) => {
     const owner = request.apiKeyOwnerId;
-    if (request.method !== 'POST' || owner === undefined || !owner.startsWith('bot_')) return;
+    if (
+      request.method !== 'POST' ||
+      owner === undefined ||
+      !owner.startsWith(`${ID_PREFIX.botUser}_`)
+    )
+      return;
     if (request.routeOptions.url !== '/api_keys') return;
     const body = request.body as { owner_id?: unknown } | undefined;
     if (body === undefined || body.owner_id === undefined) {
