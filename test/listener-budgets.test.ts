@@ -10,6 +10,8 @@ import {
   type EdgeServer,
 } from './support/edge-listeners.js';
 import { connectNgrok } from './support/ngrok-agents.js';
+import { curl } from './support/curl.js';
+import { freePort } from './support/server-process.js';
 
 /**
  * Issue 27 item 6 and issue 36 item 5, as the attacks: a server under a low open-files limit (512:
@@ -140,6 +142,19 @@ describe('listeners under a low open-files limit', () => {
     expect(await refusals(edge, 'api_connections_per_ip')).toBeGreaterThan(0);
     expect(await refusals(edge, 'api_connections')).toBeGreaterThan(0);
   }, 120_000);
+
+  it('the --metrics-listen listener is capped per address too, the scraper still served', async () => {
+    const metricsPort = await freePort();
+    edge = await startEdgeServer('sqlite', ['--metrics-listen', `127.0.0.1:${metricsPort}`]);
+    const idle = await flood(metricsPort, ['127.0.0.9'], 10);
+    floods.push(idle);
+    await until(() => idle.closed() >= 10 - 4);
+    const scrape = await curl([`http://127.0.0.1:${metricsPort}/metrics`]);
+    expect(scrape.status).toBe(200);
+    expect(scrape.text).toContain(
+      'burrow_limit_refusals_total{limit="metrics_connections_per_ip"} 6',
+    );
+  });
 
   it('TCP endpoint flood from six addresses to three ports: the ingress holds only its share, half-closed relays end, a new agent connects and serves', async () => {
     edge = await startEdgeServer('sqlite', ['--relay-half-closed-timeout-ms', '1000'], {

@@ -72,11 +72,19 @@ async function freePort(host: string): Promise<number> {
   return port;
 }
 
+/**
+ * Caps of the `--metrics-listen` listener: a scraper or two, never a flood (its descriptors come
+ * out of the process's reserve, security.md "Connection budgets").
+ */
+const METRICS_LISTENER_CAPS = { name: 'metrics', maxTotal: 16, maxPerIp: 4 };
+
 async function startMetricsListener(
   listen: string,
   render: () => Promise<string>,
+  refusals: RefusalLog,
 ): Promise<Server> {
-  const server = createHttpServer((req, res) => {
+  const options = { headersTimeout: 10_000, connectionsCheckingInterval: 1000 };
+  const server = createHttpServer(options, (req, res) => {
     if (req.url?.split('?')[0] !== '/metrics') {
       res
         .writeHead(404, { 'content-type': 'text/plain' })
@@ -91,6 +99,7 @@ async function startMetricsListener(
           .end(`metrics failed: ${err instanceof Error ? err.message : String(err)}\n`),
     );
   });
+  gateConnections(server, METRICS_LISTENER_CAPS, refusals);
   const { host, port } = hostAndPort(listen);
   server.listen(port, host);
   await once(server, 'listening');
@@ -146,7 +155,11 @@ export async function startServer(
     }
     const renderMetrics = edge ? () => edge!.metrics.metrics() : undefined;
     if (renderMetrics && config.metricsListen) {
-      metricsServer = await startMetricsListener(config.metricsListen, renderMetrics);
+      metricsServer = await startMetricsListener(
+        config.metricsListen,
+        renderMetrics,
+        new RefusalLog(logger, edge?.metrics),
+      );
       logger.info({ address: config.metricsListen }, 'metrics listening');
     }
     if (config.role !== 'edge') {
