@@ -107,6 +107,8 @@ export class HttpIngress {
       connections,
       connectTimeoutMs: options.connectTimeoutMs,
       relayTimeouts: options.relayTimeouts,
+      draining: () => this.requests.draining,
+      handBack: (socket, buffered) => this.serveOnFullPath(socket, buffered),
     });
     this.httpServer = createServer({
       requestTimeout: 0,
@@ -131,14 +133,20 @@ export class HttpIngress {
       idleStreamMs: options.idleStreamMs,
       tap: options.exchangeTap,
       route: (head, host, socket) => this.leanRoute(head, host, socket),
-      handOver: (socket, buffered) => {
-        if (buffered) socket.unshift(buffered);
-        this.httpServer.emit('connection', socket);
-        socket.resume();
-      },
+      handOver: (socket, buffered) => this.serveOnFullPath(socket, buffered),
       onLimit: (ip, limit) => options.onLimit?.(ip, limit),
     });
     this.server = createNetServer(INGRESS_SOCKET_OPTIONS, (socket) => this.accept(socket, socket));
+  }
+
+  /**
+   * Serve the rest of `socket` on the full path, from `buffered` (read, not served) on: a
+   * connection the lean relay hands over, or one whose upgrade the agent did not take.
+   */
+  private serveOnFullPath(socket: Duplex, buffered: Buffer | undefined): void {
+    if (buffered) socket.unshift(buffered);
+    this.httpServer.emit('connection', socket);
+    socket.resume();
   }
 
   /** Serve a TLS connection the SNI router terminated; `wire` is the TCP socket under it. */

@@ -1,35 +1,32 @@
 /**
- * Upgrades (WebSocket) on the full HTTP path: routed by Host like any request, through their
- * endpoint's policy and any forward-internal, then the request head is written into a fresh tunnel
- * stream and the two become a raw relay; the agent's answer (101 or not) is relayed unparsed.
- * Every endpoint an upgrade went through counts it.
+ * Upgrades (WebSocket and friends) on the full HTTP path: routed by Host like any request, through
+ * their endpoint's policy and any forward-internal, then sent to the agent on a fresh tunnel
+ * stream. Only a 101 from the agent makes the connection a raw relay; any other answer is relayed
+ * as an HTTP response and the connection goes on under HTTP rules (upgrade-exchange.ts). Every
+ * endpoint an upgrade went through counts it.
  */
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { relay, type Relay } from '../../../core/relay.js';
+import { headersProblem, isTargetText } from '../../../core/http-wire.js';
+import type { Relay } from '../../../core/relay.js';
 import { DEFAULT_LIMITS } from '../../../core/limits.js';
-import { relayTimeoutsFor, relayTimeoutsOf, type RawRelayTimeouts } from '../proxy.js';
+import { relayTimeoutsOf, type RawRelayTimeouts } from '../proxy.js';
 import type { EndpointMeter, EndpointMeters } from '../../metrics/endpoint-meters.js';
-import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
+import { clientIp, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
-import {
-  failureDetail,
-  INGRESS_ERRORS,
-  rawErrorResponse,
-  type IngressError,
-} from '../error-pages.js';
+import { INGRESS_ERRORS, rawErrorResponse, type IngressError } from '../error-pages.js';
 import type { PublicConnections } from './http-connections.js';
 import { forwardStep } from './http-forward-internal.js';
 import {
   forwardRequestHeaders,
   publicProto,
-  requestHead,
   rewrittenHost,
   routingHost,
 } from './http-forwarding.js';
 import { runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
 import { lookupHttpTunnel, readIncomingTarget } from './http-routing.js';
+import { UpgradeExchange, type UpgradeContext } from './upgrade-exchange.js';
 
 export interface HttpUpgradesOptions {
   registry: TunnelRegistry;
@@ -39,27 +36,38 @@ export interface HttpUpgradesOptions {
   connectTimeoutMs: number | undefined;
   /** When upgraded relays end for going quiet; default DEFAULT_LIMITS' (1 h, 30 s half-closed). */
   relayTimeouts?: RawRelayTimeouts | undefined;
+  /** True once the ingress drains: a connection whose upgrade was not taken then closes. */
+  draining: () => boolean;
+  /** Serve the rest of a connection on the full HTTP path; `buffered` was read, not served. */
+  handBack: (socket: Duplex, buffered: Buffer | undefined) => void;
 }
 
 /**
  * @example
- * const upgrades = new HttpUpgrades({ registry, meters, connections, connectTimeoutMs });
+ * const upgrades = new HttpUpgrades({ registry, meters, connections, connectTimeoutMs, draining, handBack });
  * httpServer.on('upgrade', upgrades.onUpgrade);
  */
 export class HttpUpgrades {
   private readonly registry: TunnelRegistry;
   private readonly meters: EndpointMeters;
-  private readonly connections: PublicConnections;
-  private readonly connectTimeoutMs: number | undefined;
-  private readonly relayTimeouts: RawRelayTimeouts;
   private readonly relays = new Set<Relay>();
+  private readonly context: UpgradeContext;
 
   constructor(options: HttpUpgradesOptions) {
     this.registry = options.registry;
     this.meters = options.meters;
-    this.connections = options.connections;
-    this.connectTimeoutMs = options.connectTimeoutMs;
-    this.relayTimeouts = options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS);
+    const { draining } = options;
+    this.context = {
+      connections: options.connections,
+      connectTimeoutMs: options.connectTimeoutMs,
+      relayTimeouts: options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS),
+      relays: this.relays,
+      released: options.meters.metrics.streamsReleased.with({ path: 'upgrade' }),
+      get draining() {
+        return draining();
+      },
+      handBack: options.handBack,
+    };
   }
 
   /** Relays still open. */
@@ -75,7 +83,7 @@ export class HttpUpgrades {
   /** The http server's 'upgrade' listener. */
   readonly onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
     // The HTTP server dropped its own listeners when it handed the socket over.
-    socket.on('error', () => socket.destroy());
+    socket.on('error', destroyOnError);
     const host = routingHost(req.headers.host);
     // The target is read once, as for every request (http-routing.ts readIncomingTarget).
     const badTarget = readIncomingTarget(req);
@@ -149,7 +157,10 @@ export class HttpUpgrades {
     this.relayUpgrade(req, socket, head, tunnel, meters, flow);
   }
 
-  /** Relay an upgrade to `tunnel`'s agent; `flow` once the tunnel's policy let it through. */
+  /**
+   * Send an upgrade to `tunnel`'s agent, `flow` once the tunnel's policy let it through; the
+   * agent's answer decides what the connection becomes (upgrade-exchange.ts).
+   */
   private relayUpgrade(
     req: IncomingMessage,
     socket: Duplex,
@@ -158,8 +169,6 @@ export class HttpUpgrades {
     meters: readonly EndpointMeter[],
     flow: HttpPolicyFlow | undefined,
   ): void {
-    const meter = this.meters.of(tunnel);
-    this.connections.handOver(socket, meter);
     const proto = publicProto(socket);
     const forwarded = forwardRequestHeaders(req, {
       proto,
@@ -168,32 +177,31 @@ export class HttpUpgrades {
       host: rewrittenHost(tunnel),
     });
     const headers = flow ? flow.requestHeaders(forwarded) : forwarded;
-    const info = proxyInfoOf(socket, proto, false);
-    connectTunnel(tunnel, info, this.connectTimeoutMs).then(
-      (stream) => {
-        if (socket.destroyed) {
-          stream.destroy();
-          return;
-        }
-        stream.write(requestHead(req, headers));
-        if (head.length > 0) stream.write(head);
-        // Counted when handed over; the agent's answer is relayed unparsed.
-        for (const passed of meters) passed.request(101);
-        const relayed = relay(socket, stream, {
-          bytesIn: meter.bytesIn,
-          bytesOut: meter.bytesOut,
-          onClose: () => this.relays.delete(relayed),
-          timeouts: relayTimeoutsFor(this.relayTimeouts, socket),
-        });
-        this.relays.add(relayed);
-      },
-      (err: NodeJS.ErrnoException) => {
-        const status = INGRESS_ERRORS.tunnelUnreachable.status;
-        for (const passed of meters) passed.request(status);
-        const detail = failureDetail(err);
-        const host = routingHost(req.headers.host) ?? '';
-        socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelUnreachable, host, detail));
-      },
-    );
+    // A chunked body goes on chunked: Node's parser de-chunked it, Node's client re-chunks it.
+    if (req.headers['transfer-encoding'] !== undefined)
+      headers.push('Transfer-Encoding', 'chunked');
+    // The policy refuses unwritable heads first (http-policy.ts); this is the last word.
+    const problem = isTargetText(req.url ?? '')
+      ? headersProblem(headers)
+      : 'a space or control character in the request target';
+    if (problem) {
+      for (const passed of meters) passed.request(INGRESS_ERRORS.unsafeRequestHead.status);
+      const host = routingHost(req.headers.host) ?? '';
+      socket.end(rawErrorResponse(INGRESS_ERRORS.unsafeRequestHead, host, problem));
+      return;
+    }
+    new UpgradeExchange(this.context, req, socket, head, {
+      tunnel,
+      meters,
+      headers,
+      proxyInfo: proxyInfoOf(socket, proto, false),
+      flow,
+      onSocketError: destroyOnError,
+    }).start();
   }
+}
+
+/** The public socket's error listener while the upgrade holds it. */
+function destroyOnError(this: Duplex): void {
+  this.destroy();
 }

@@ -1,0 +1,144 @@
+/**
+ * Upgrades judged by the agent's answer (upgrade-exchange.ts), over real sockets: an ingress in
+ * front of real services through fake tunnels. Only a 101 makes a raw relay, and the bytes the
+ * client sent behind the upgrade reach the service only then; any other answer is an HTTP response
+ * and each request after it is read and judged by the policy. A client that leaves while the
+ * answer is awaited releases the stream.
+ */
+import net, { type Socket } from 'node:net';
+import type { IncomingMessage } from 'node:http';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  metricValue,
+  startHttpUpstream,
+  startTestIngress,
+  type LocalServer,
+  type TestIngress,
+} from '../../../../test/support/ingress.js';
+import {
+  policyEndpoints,
+  type PolicyEndpoints,
+} from '../../../../test/support/policy-endpoints.js';
+import { until } from '../../../../test/support/mux.js';
+
+const DENY_ADMIN = `
+on_http_request:
+  - expressions: ["req.url.path.startsWith('/admin')"]
+    actions: [{type: deny}]
+`;
+
+let t: TestIngress;
+let endpoints: PolicyEndpoints;
+/** Answers every request (upgrades too: no 'upgrade' listener) with 200 and its target. */
+let plain: LocalServer;
+/** Takes every upgrade (101) and then echoes the raw bytes back, upper-cased. */
+let switching: LocalServer;
+/** Never answers. */
+let silent: LocalServer;
+const received: string[] = [];
+
+beforeAll(async () => {
+  t = await startTestIngress();
+  endpoints = policyEndpoints(t.registry);
+  plain = await startHttpUpstream((req, res) => {
+    received.push(`${req.method} ${req.url}`);
+    res.end(`plain ${req.url}`);
+  });
+  switching = await startHttpUpstream(
+    (_req, res) => res.end('not an upgrade'),
+    (server) =>
+      server.on('upgrade', (req: IncomingMessage, socket: Socket, head: Buffer) => {
+        received.push(`upgrade ${req.url}`);
+        socket.write(
+          'HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n',
+        );
+        if (head.length > 0) socket.write(head.toString('latin1').toUpperCase());
+        socket.on('data', (d: Buffer) => socket.write(d.toString('latin1').toUpperCase()));
+      }),
+  );
+  silent = await startHttpUpstream(() => undefined);
+});
+afterEach(() => endpoints.removeAll());
+afterAll(async () => {
+  await t.close();
+  await plain.close();
+  await switching.close();
+  await silent.close();
+});
+
+/** Send `bytes`; read until the ingress closes the connection. */
+function exchange(bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(t.httpPort, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', reject);
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')));
+    socket.setTimeout(5000, () => socket.destroy(new Error('no close from the ingress')));
+    socket.write(bytes, 'latin1');
+  });
+}
+
+const statusLines = (text: string): string[] =>
+  text.match(/HTTP\/1\.1 \d{3} [^\r\n]*(?=\r\n)/g) ?? [];
+const UPGRADE = 'Connection: Upgrade\r\nUpgrade: anything\r\n';
+
+describe('upgrades judged by the answer', () => {
+  it('answers a 200 to an upgrade as HTTP and judges the requests pipelined behind it', async () => {
+    const host = endpoints.publicEndpoint('http', plain.port, DENY_ADMIN).hostname!;
+    const before = received.length;
+    const reply = await exchange(
+      `GET /public HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\n` +
+        `GET /admin/secret HTTP/1.1\r\nHost: ${host}\r\n\r\n` +
+        `GET /after HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(received.slice(before)).toEqual(['GET /public', 'GET /after']);
+    expect(statusLines(reply)).toEqual([
+      'HTTP/1.1 200 OK',
+      'HTTP/1.1 403 Forbidden',
+      'HTTP/1.1 200 OK',
+    ]);
+    expect(reply).toContain('plain /public');
+    expect(reply).toContain('plain /after');
+  });
+
+  it('relays raw only after a 101: bytes sent behind the upgrade reach the service then', async () => {
+    const host = endpoints.publicEndpoint('http', switching.port, DENY_ADMIN).hostname!;
+    const socket = net.connect(t.httpPort, '127.0.0.1');
+    let text = '';
+    socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+    socket.write(`GET /ws HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\nhello `);
+    await until(() => text.includes('HELLO '));
+    socket.write('again');
+    await until(() => text.includes('AGAIN'));
+    expect(text).toMatch(/^HTTP\/1\.1 101 Switching Protocols\r\n/);
+    expect(text).toContain('\r\n\r\nHELLO AGAIN');
+    socket.destroy();
+  });
+
+  it('refuses an upgrade to a denied path before the agent hears of it', async () => {
+    const host = endpoints.publicEndpoint('http', switching.port, DENY_ADMIN).hostname!;
+    const before = received.length;
+    const reply = await exchange(`GET /admin HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\nraw`);
+    expect(statusLines(reply)).toEqual(['HTTP/1.1 403 Forbidden']);
+    expect(received.slice(before)).toEqual([]);
+  });
+
+  it.each(['FIN', 'RST'] as const)(
+    'releases the stream when the client leaves (%s) while the answer is awaited',
+    async (way) => {
+      const host = endpoints.publicEndpoint('http', silent.port, DENY_ADMIN).hostname!;
+      const released = (): number =>
+        metricValue(t.metrics, 'burrow_http_streams_released_total', { path: 'upgrade' });
+      const before = released();
+      const socket = net.connect(t.httpPort, '127.0.0.1');
+      socket.on('error', () => undefined);
+      socket.write(`GET /ws HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\n`);
+      await until(() => silent.open === 1);
+      if (way === 'FIN') socket.end();
+      else socket.resetAndDestroy();
+      await until(() => silent.open === 0);
+      expect(released()).toBe(before + 1);
+    },
+  );
+});
