@@ -61,7 +61,11 @@ describe('ACK probes: a small read is answered at once so a Nagle-bound peer nev
   it('writes nothing on a stream we finished, nor when probes are off, nor for a FIN', async () => {
     const finished = await peerWithStream(true);
     finished.stream.end();
-    await until(() => frames(finished.received.bytes()).some((f) => f.flags & FrameFlag.Fin));
+    await until(() =>
+      frames(finished.received.bytes()).some(
+        (f) => f.type === 'data' && (f.flags & FrameFlag.Fin) !== 0,
+      ),
+    );
     finished.received.clear();
     finished.raw.write(encodeWndInc(3, 7));
     await settle();
