@@ -165,6 +165,10 @@ export const CODES = {
   plainHttpOnHttpsPort: 'ERR_BURROW_PLAIN_HTTP_ON_HTTPS_PORT',
   tunnelConnectTimeout: 'ERR_BURROW_TUNNEL_CONNECT_TIMEOUT',
   policyFailed: 'ERR_BURROW_POLICY_FAILED',
+  /** restrict-ips (IP policies, --cidr-allow/--cidr-deny) refused the client's address. */
+  ipRestricted: 'ERR_BURROW_IP_RESTRICTED',
+  /** A deny action without a body of its own refused the request. */
+  policyDenied: 'ERR_BURROW_POLICY_DENIED',
   proxyProtocolInvalid: 'ERR_BURROW_PROXY_PROTOCOL',
   // Login pages of the oauth and openid-connect actions
   loginRefused: 'ERR_BURROW_LOGIN_REFUSED',

@@ -108,7 +108,12 @@ export type {
   ResponseInput,
   TlsInput,
 } from './variables.js';
-export type { BodyReplacement, BodyRewrite, CompressionEncoding } from './actions/types.js';
+export type {
+  BodyReplacement,
+  BodyRewrite,
+  CompressionEncoding,
+  Refusal,
+} from './actions/types.js';
 export {
   isHttpProtocol,
   parsePolicyDocument,

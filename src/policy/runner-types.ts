@@ -2,6 +2,7 @@ import type {
   BodyRewrite,
   CompressionEncoding,
   ForwardInternal,
+  Refusal,
   TlsTermination,
 } from './actions/types.js';
 import type { IpPolicyRule, PolicyEventSink } from './events.js';
@@ -81,6 +82,8 @@ export interface RespondDecision {
   status: number;
   headers: Readonly<Record<string, string>>;
   body: string;
+  /** The edge's own refusal: written as its error page when `body` is empty. */
+  refusal?: Refusal | undefined;
   vars: PolicyVars;
 }
 

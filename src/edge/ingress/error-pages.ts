@@ -67,6 +67,13 @@ export const INGRESS_ERRORS = {
 
 export type IngressError = (typeof INGRESS_ERRORS)[keyof typeof INGRESS_ERRORS];
 
+/** What a page is about: the ingress's own errors, and a traffic policy's refusals. */
+export interface PageError {
+  status: number;
+  code: string;
+  title: string;
+}
+
 /** True when the client says it wants HTML (browsers do; curl and libraries do not). */
 function wantsHtml(accept: string | undefined): boolean {
   return accept !== undefined && accept.includes('text/html');
@@ -76,7 +83,7 @@ function wantsHtml(accept: string | undefined): boolean {
  * The body of an error page, as HTML or plain text.
  * @example errorPageBody(INGRESS_ERRORS.tunnelNotFound, 'No tunnel is online for x.example.com.', false)
  */
-export function errorPageBody(error: IngressError, message: string, html: boolean): string {
+export function errorPageBody(error: PageError, message: string, html: boolean): string {
   if (!html) return `${error.status} ${error.title}\n\n${message}\n\n${error.code}\n`;
   return (
     '<!doctype html>\n<html lang="en"><head><meta charset="utf-8">' +
@@ -159,6 +166,31 @@ export function sendErrorPage(
     [ERROR_CODE_HEADER]: error.code,
   });
   res.end(req.method === 'HEAD' ? undefined : body);
+}
+
+/**
+ * The page of a refusal a traffic policy made without a body of its own (restrict-ips, deny):
+ * HTML for browsers, text otherwise, and the Burrow-Error-Code header, as the ingress's own pages.
+ * @example refusalPage({ code: 'ERR_BURROW_IP_RESTRICTED', title: 'Forbidden', message }, 403, req.headers.accept)
+ */
+export function refusalPage(
+  refusal: { code: string; title: string; message: string },
+  status: number,
+  accept: string | undefined,
+): { body: string; headers: Record<string, string> } {
+  const html = wantsHtml(accept);
+  return {
+    body: errorPageBody(
+      { status, code: refusal.code, title: refusal.title },
+      refusal.message,
+      html,
+    ),
+    headers: {
+      'content-type': html ? 'text/html; charset=utf-8' : 'text/plain; charset=utf-8',
+      'cache-control': 'no-store',
+      [ERROR_CODE_HEADER.toLowerCase()]: refusal.code,
+    },
+  };
 }
 
 /**

@@ -46,6 +46,8 @@ describe('restrict-ips', () => {
         kind: 'respond',
         status: 403,
         body: '',
+        // The ingress writes the error page of this code (error-pages.ts refusalPage).
+        refusal: { code: 'ERR_BURROW_IP_RESTRICTED', title: 'Forbidden' },
       },
     );
     expect(req.events.eventsFor(req.owner)[0]).toMatchObject({

@@ -1,8 +1,11 @@
+import { STATUS_CODES } from 'node:http';
+import { CODES } from '../../core/errors.js';
 import { CLOSE, type ActionSpec, type Terminal } from './types.js';
 
 /**
- * `deny`: refuse the traffic. On HTTP it answers `status_code` (default 403) with no body; in
- * on_tcp_connect it closes the connection, so it takes no config there.
+ * `deny`: refuse the traffic. On HTTP it answers `status_code` (default 403) with the edge's error
+ * page (ERR_BURROW_POLICY_DENIED), so the client learns why; in on_tcp_connect it closes the
+ * connection, so it takes no config there.
  * @example { type: 'deny', config: { status_code: 404 } }
  */
 export const denyAction: ActionSpec = {
@@ -32,6 +35,11 @@ export const denyAction: ActionSpec = {
       status,
       headers: Object.freeze({}),
       body: '',
+      refusal: Object.freeze({
+        code: CODES.policyDenied,
+        title: STATUS_CODES[status] ?? 'Denied',
+        message: "The endpoint's traffic policy denied this request (a deny rule).",
+      }),
     });
     return {
       alwaysTerminates: true,

@@ -13,7 +13,7 @@ import {
 import { inferContentType } from './custom-response.js';
 
 describe('deny', () => {
-  it('answers 403 with no body by default on HTTP, and records it', () => {
+  it('answers 403 with the refusal of ERR_BURROW_POLICY_DENIED by default on HTTP, and records it', () => {
     const { runner, events, owner } = bindPolicy(
       oneRule('on_http_request', [{ type: 'deny' }]),
       'http',
@@ -23,6 +23,11 @@ describe('deny', () => {
       status: 403,
       headers: {},
       body: '',
+      refusal: {
+        code: 'ERR_BURROW_POLICY_DENIED',
+        title: 'Forbidden',
+        message: "The endpoint's traffic policy denied this request (a deny rule).",
+      },
       vars: {},
     });
     expect(events.eventsFor(owner)[0]).toMatchObject({

@@ -8,6 +8,7 @@ import {
   type Cidr,
   type ParsedIp,
 } from '../../core/cidr.js';
+import { CODES } from '../../core/errors.js';
 import { ID_PREFIX, isId } from '../../core/ids.js';
 import type { IpPolicyRule } from '../events.js';
 import type { ConfigReader } from './config.js';
@@ -18,6 +19,14 @@ import {
   type PhaseContext,
   type Terminal,
 } from './types.js';
+
+/** What a refused client reads: the error page of ERR_BURROW_IP_RESTRICTED. */
+const IP_REFUSAL = Object.freeze({
+  code: CODES.ipRestricted,
+  title: 'Forbidden',
+  message:
+    "Your address may not reach this endpoint: its traffic policy lets only some client addresses through (restrict-ips, an IP policy, or the agent's --cidr-allow/--cidr-deny).",
+});
 
 /** An IP policy rule's block, parsed once; a broken stored rule matches nothing. */
 function ruleCidr(text: string): Cidr | null {
@@ -66,9 +75,9 @@ function allowed(ip: ParsedIp | undefined, allow: readonly Cidr[], deny: readonl
  * `restrict-ips`: let a client through only when its address matches an `allow` block (or there
  * are none) and no `deny` block. `ip_policies` adds the rules of IP policies (`ipp_…`, resolved at
  * run time, so editing a policy's rules applies at once): their allow rules join `allow`, their
- * deny rules join `deny`. Refused: HTTP 403 with no body, or the connection closed in
- * on_tcp_connect. With `enforce: false` refusals are only recorded as events. If the IP policies
- * cannot be read, the client is refused.
+ * deny rules join `deny`. Refused: HTTP 403 with the error page of ERR_BURROW_IP_RESTRICTED, or
+ * the connection closed in on_tcp_connect. With `enforce: false` refusals are only recorded as
+ * events. If the IP policies cannot be read, the client is refused.
  * @example { type: 'restrict-ips', config: { allow: ['192.0.2.0/24'], ip_policies: ['ipp_…'] } }
  */
 export const restrictIpsAction: ActionSpec = {
@@ -98,7 +107,13 @@ export const restrictIpsAction: ActionSpec = {
     const refusal: Terminal =
       ctx.phase === 'on_tcp_connect'
         ? CLOSE
-        : Object.freeze({ kind: 'respond', status: 403, headers: Object.freeze({}), body: '' });
+        : Object.freeze({
+            kind: 'respond',
+            status: 403,
+            headers: Object.freeze({}),
+            body: '',
+            refusal: IP_REFUSAL,
+          });
 
     const verdict = (c: PhaseContext, ok: boolean, ip: string): ActionOutcome => {
       if (ok) return undefined;

@@ -23,6 +23,16 @@ export type Termination =
   /** Never ends it (add-headers, log, set-vars, ...). */
   | 'never';
 
+/**
+ * Why the edge itself refused a request (restrict-ips, deny): the ingress answers with its error
+ * page for it (HTML or text, with the Burrow-Error-Code header) instead of an empty body.
+ */
+export interface Refusal {
+  code: string;
+  title: string;
+  message: string;
+}
+
 /** An answer that ends the phase: reply with this response, or close the connection. */
 export type Terminal =
   | {
@@ -30,6 +40,7 @@ export type Terminal =
       status: number;
       headers: Readonly<Record<string, string>>;
       body: string;
+      refusal?: Refusal | undefined;
     }
   | { kind: 'close' }
   /** forward-internal: hand the request or connection to an internal endpoint. */

@@ -9,10 +9,11 @@ import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:ht
 import { CODES } from '../../../core/errors.js';
 import { fieldProblem, headersProblem, isTargetText } from '../../../core/http-wire.js';
 import { normalizeOriginForm } from '../../../core/request-target.js';
-import type { HeaderChanges, RespondDecision } from '../../../policy/index.js';
+import type { HeaderChanges, Refusal, RespondDecision } from '../../../policy/index.js';
 import {
   INGRESS_ERRORS,
   rawErrorResponse,
+  refusalPage,
   sendErrorPage,
   type IngressError,
 } from '../error-pages.js';
@@ -41,6 +42,13 @@ export function writeDecision(res: ServerResponse, d: RespondDecision): void {
       routingHost(req.headers.host) ?? '',
       problem,
     );
+    return;
+  }
+  if (d.refusal && d.body === '') {
+    // restrict-ips and a bare deny: the client is told why, with a code to look up.
+    const page = refusalPage(d.refusal, d.status, res.req.headers.accept);
+    res.writeHead(d.status, reasonOf(d.status), { ...d.headers, ...page.headers });
+    res.end(res.req.method === 'HEAD' ? undefined : page.body);
     return;
   }
   res.writeHead(d.status, reasonOf(d.status), d.headers);
@@ -102,11 +110,17 @@ export function rawResponse(
   status: number,
   headers: Readonly<Record<string, string>>,
   body: string,
+  refusal?: Refusal,
 ): string {
   const problem = headersProblem(headers);
   if (problem) {
     const host = routingHost(req.headers.host) ?? '';
     return rawErrorResponse(INGRESS_ERRORS.unsafeResponseHead, host, problem);
+  }
+  if (refusal && body === '') {
+    const page = refusalPage(refusal, status, undefined);
+    headers = { ...headers, ...page.headers };
+    body = page.body;
   }
   let head = `HTTP/1.1 ${status} ${reasonOf(status)}\r\n`;
   for (const [name, value] of Object.entries(headers)) {

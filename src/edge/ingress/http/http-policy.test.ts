@@ -105,6 +105,33 @@ on_http_request:
     });
   });
 
+  it('a bare deny and a restrict-ips refusal answer with the error page of their code', async () => {
+    const { tunnel, host } = policied(`
+on_http_request:
+  - name: block
+    expressions: ["'x-block' in req.headers"]
+    actions: [{type: deny, config: {status_code: 404}}]
+  - name: office only
+    actions: [{type: restrict-ips, config: {allow: [192.0.2.0/24]}}]`);
+    const denied = await httpRequest(t.httpPort, { host, path: '/', headers: { 'X-Block': '1' } });
+    expect(denied.status).toBe(404);
+    expect(denied.headers['burrow-error-code']).toBe('ERR_BURROW_POLICY_DENIED');
+    expect(denied.body).toBe(
+      "404 Not Found\n\nThe endpoint's traffic policy denied this request (a deny rule).\n\nERR_BURROW_POLICY_DENIED\n",
+    );
+    const restricted = await httpRequest(t.httpPort, {
+      host,
+      path: '/',
+      headers: { Accept: 'text/html' },
+    });
+    expect(restricted.status).toBe(403);
+    expect(restricted.headers['burrow-error-code']).toBe('ERR_BURROW_IP_RESTRICTED');
+    expect(restricted.headers['content-type']).toBe('text/html; charset=utf-8');
+    expect(restricted.body).toContain('<h1>Forbidden</h1>');
+    expect(restricted.body).toContain('Your address may not reach this endpoint');
+    expect(tunnel.connects).toHaveLength(0);
+  });
+
   it('adds and removes headers on the request and the response; X-Forwarded-* stay the ingress’s', async () => {
     const { host } = policied(`
 on_http_request:

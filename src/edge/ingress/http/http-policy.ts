@@ -393,7 +393,7 @@ export function runUpgradePolicy(
     forward: (flow) => {
       if (!socket.destroyed) forward(flow);
     },
-    respond: (d) => socket.end(rawResponse(req, d.status, d.headers, d.body)),
+    respond: (d) => socket.end(rawResponse(req, d.status, d.headers, d.body, d.refusal)),
     refuse: (error, detail) =>
       socket.end(rawErrorResponse(error, routingHost(req.headers.host) ?? '', detail)),
     close: () => socket.destroy(),
