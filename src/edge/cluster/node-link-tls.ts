@@ -10,6 +10,7 @@ import * as tls from 'node:tls';
 import { nodeIdProblem } from '../../core/cluster-config.js';
 import { formatHostPort, parseHostPort } from '../../core/host-port.js';
 import { readExactly } from '../../protocol/tunnel/reader.js';
+import { gateConnections, RefusalLog } from '../listeners/connection-gate.js';
 import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
 import type { NodeCredentials } from './cluster-ca.js';
 import { LINK_GREETING, NODE_ALPN, withDeadline } from './node-link-wire.js';
@@ -18,14 +19,21 @@ import { LINK_GREETING, NODE_ALPN, withDeadline } from './node-link-wire.js';
 export const KEEPALIVE_MS = 10_000;
 
 /**
+ * Connections the node-link listener holds at once: a node keeps one link per peer (two while
+ * both dial at once), so these leave room for 64 nodes and refuse a flood from one address early.
+ */
+export const NODE_LINK_CAPS = { name: 'node_link', maxTotal: 64, maxPerIp: 8 } as const;
+
+/**
  * The listener for links other nodes dial: it asks for and requires a cluster certificate. Like
- * every TLS listener of the edge, a handshake gets a fixed deadline and a failed one is closed
- * (enforceHandshakeDeadline).
+ * every TLS listener of the edge, it caps its connections (NODE_LINK_CAPS), a handshake gets a
+ * fixed deadline and a failed one is closed (enforceHandshakeDeadline).
  * @example const server = nodeLinkServer(credentials, 10_000);
  */
 export function nodeLinkServer(
   credentials: NodeCredentials,
   handshakeDeadlineMs: number,
+  refusals: RefusalLog = new RefusalLog(undefined, undefined),
 ): tls.Server {
   const server = tls.createServer({
     ca: credentials.caPem,
@@ -36,6 +44,7 @@ export function nodeLinkServer(
     minVersion: 'TLSv1.3',
     ALPNProtocols: [NODE_ALPN],
   });
+  gateConnections(server, NODE_LINK_CAPS, refusals);
   enforceHandshakeDeadline(server, handshakeDeadlineMs);
   return server;
 }
