@@ -14,6 +14,8 @@ describe('hostnames', () => {
     expect(hostnameProblem('a'.repeat(64) + '.com', false)).toBe('bad-label');
     expect(hostnameProblem(('a'.repeat(60) + '.').repeat(5) + 'com', false)).toBe('too-long');
     expect(hostnameProblem('localhost', false)).toBe('single-label');
+    expect(hostnameProblem('bad domain!', false)).toBe('bad-label');
+    expect(hostnameProblem('*', true)).toBe('single-label');
   });
 
   it('normalizes names: lowercase, one trailing root dot dropped, nothing trimmed', () => {

@@ -13,7 +13,7 @@ export function hostnameProblem(name: string, allowWildcard: boolean): HostnameP
   if (name.length === 0) return 'empty';
   if (name.length > 253) return 'too-long';
   const labels = name.split('.');
-  if (labels.length < 2) return 'single-label';
+  // Characters first: 'bad domain!' is told its label is bad, not that it lacks a second one.
   for (let i = 0; i < labels.length; i++) {
     const label = labels[i]!;
     if (label === '*') {
@@ -23,7 +23,7 @@ export function hostnameProblem(name: string, allowWildcard: boolean): HostnameP
     if (label.includes('*')) return 'wildcard';
     if (!LABEL_RE.test(label)) return 'bad-label';
   }
-  if (labels[0] === '*' && labels.length < 3) return 'single-label';
+  if (labels.length < 2 || (labels[0] === '*' && labels.length < 3)) return 'single-label';
   return undefined;
 }
 
