@@ -102,6 +102,21 @@ describe('upgrades judged by the answer', () => {
     expect(reply).toContain('plain /after');
   });
 
+  it('closes the stream of an upgrade answered 200 once the answer is relayed', async () => {
+    const own = await startHttpUpstream((_req, res) => res.end('no upgrade here'));
+    const host = endpoints.publicEndpoint('http', own.port).hostname!;
+    const socket = net.connect(t.httpPort, '127.0.0.1');
+    let text = '';
+    socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+    socket.write(`GET /ws HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\n`);
+    await until(() => text.endsWith('no upgrade here'));
+    // The client keeps its connection; the agent's side of the upgrade is let go of.
+    await until(() => own.open === 0);
+    expect(socket.destroyed).toBe(false);
+    socket.destroy();
+    await own.close();
+  });
+
   it('relays raw only after a 101: bytes sent behind the upgrade reach the service then', async () => {
     const host = endpoints.publicEndpoint('http', switching.port, DENY_ADMIN).hostname!;
     const socket = net.connect(t.httpPort, '127.0.0.1');
