@@ -107,7 +107,8 @@ describe('one authtoken cannot run the edge out of memory', () => {
     expect((await api.get('/tunnels')).body.tunnels).toEqual([]);
     // The kept states are bounded by count and bytes; the policy is compiled and kept once.
     expect(await metric(api, 'burrow_policy_states', '{state="live"}')).toBe(0);
-    const retainedBytes = await metric(api, 'burrow_policy_states_retained_bytes');
+    expect(await metric(api, 'burrow_policy_state_bytes', '{state="live"}')).toBe(0);
+    const retainedBytes = await metric(api, 'burrow_policy_state_bytes', '{state="retained"}');
     expect(retainedBytes).toBeLessThanOrEqual(128 * 1024 * 1024);
   }, 300_000);
 

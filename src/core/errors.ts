@@ -118,12 +118,14 @@ export const CODES = {
   agentNoToken: 'ERR_NGROK_4018',
   agentBadRequest: 'ERR_NGROK_801',
   agentTooManySessions: 'ERR_NGROK_108',
+  /** Requests in progress on a session, credential or process hold the most bytes allowed. */
+  agentRpcBytes: 'ERR_BURROW_AGENT_RPC_BYTES',
+  /** The policies of a session's (or the edge's) live tunnels would weigh more than allowed. */
+  agentPolicyBytes: 'ERR_BURROW_AGENT_POLICY_BYTES',
   // Agent binds
   bindAddrNotPermitted: 'ERR_NGROK_308',
   bindNameNotPermitted: 'ERR_NGROK_316',
   bindNotReserved: 'ERR_NGROK_319',
-  /** Requests in progress on a session, credential or process hold the most bytes allowed. */
-  agentRpcBytes: 'ERR_BURROW_AGENT_RPC_BYTES',
   bindWildcardNotExact: 'ERR_NGROK_321',
   bindAlreadyOnline: 'ERR_NGROK_334',
   bindRandomAddrNotPermitted: 'ERR_NGROK_356',

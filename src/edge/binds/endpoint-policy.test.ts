@@ -209,13 +209,23 @@ describe('EndpointPolicies', () => {
 
   function setup(
     retainMs = 60_000,
-    bounds: { maxRetained?: number; maxRetainedBytes?: number } = {},
+    bounds: {
+      maxRetained?: number;
+      maxRetainedBytes?: number;
+      liveBudget?: { perSession: number; perProcess: number };
+    } = {},
   ) {
     const registry = new TunnelRegistry();
     const events = new PolicyEventLog();
     const policies = new EndpointPolicies({ registry, events, retainMs, ...bounds });
-    const online = (bindId: string, credentialId: string, text: string | undefined) => {
-      const tunnel = { ...fakeTunnel({ proto: 'tcp', port: 20001 }), bindId };
+    let ports = 0;
+    const online = (
+      bindId: string,
+      credentialId: string,
+      text: string | undefined,
+      sessionId = 'ts_1',
+    ) => {
+      const tunnel = { ...fakeTunnel({ proto: 'tcp', port: 20001 + ports++ }), bindId, sessionId };
       registry.addTunnel(tunnel);
       policies.attach(tunnel, text === undefined ? undefined : compiled(text), credentialId);
       return tunnel;
@@ -302,6 +312,32 @@ describe('EndpointPolicies', () => {
     expect(policies.counts().retained).toBe(2);
     policies.close();
     expect(policies.counts()).toMatchObject({ retained: 0, retainedBytes: 0 });
+  });
+
+  it('holds the policies of a session’s live tunnels, and of all, to their estimated bytes', () => {
+    const text = (tag: string) => `${POLICY}\n# ${tag}${'x'.repeat(1000)}`;
+    const bytes = estimatedPolicyBytes(text('a').length);
+    const { registry, policies, online } = setup(60_000, {
+      liveBudget: { perSession: 2.5 * bytes, perProcess: 4.5 * bytes },
+    });
+    const a = online('a', 'cr_1', text('a'));
+    online('b', 'cr_1', text('b'));
+    expect(() => policies.checkRoom('ts_1', compiled(text('c')))).toThrow(
+      expect.objectContaining({ code: 'ERR_BURROW_AGENT_POLICY_BYTES', level: 'session' }),
+    );
+    // A policy the session already runs costs nothing more; another session has its own room.
+    expect(() => policies.checkRoom('ts_1', compiled(text('a')))).not.toThrow();
+    online('c', 'cr_1', text('c'), 'ts_2');
+    online('d', 'cr_1', text('d'), 'ts_2');
+    expect(() => policies.checkRoom('ts_3', compiled(text('e')))).toThrow(
+      expect.objectContaining({ level: 'process' }),
+    );
+    expect(policies.counts().liveBytes).toBe(4 * bytes);
+    registry.removeTunnel(a.id);
+    expect(() => policies.checkRoom('ts_1', compiled(text('c')))).not.toThrow();
+    for (const t of registry.listTunnels()) registry.removeTunnel(t.id);
+    expect(policies.counts()).toMatchObject({ live: 0, liveBytes: 0 });
+    policies.close();
   });
 
   it('turns a legacy object into policy text', () => {

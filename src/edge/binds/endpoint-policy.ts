@@ -23,7 +23,9 @@ import {
   type PolicyRunner,
   type SecretsLookup,
 } from '../../policy/index.js';
+import { CODES } from '../../core/errors.js';
 import { DEFAULT_PORTS, parseHostPort } from '../../core/host-port.js';
+import { AgentError } from './agent-errors.js';
 import type { OptionRules } from './bind-option-rules.js';
 import { internalOnline } from '../registry/internal-routing.js';
 import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from '../registry/tunnel-registry.js';
@@ -55,6 +57,8 @@ export interface EndpointPoliciesOptions {
   maxRetainedBytes?: number | undefined;
   /** Told the counts after every change (the gauges of /metrics). */
   onChange?: ((counts: EndpointPolicyCounts) => void) | undefined;
+  /** What live tunnels' policies may weigh, per session and in all (LIVE_POLICY_BUDGET). */
+  liveBudget?: { perSession: number; perProcess: number } | undefined;
 }
 
 /** A tunnel's policy: the TunnelPolicy the ingress reads, plus what a successor needs. */
@@ -97,6 +101,20 @@ export function endpointInputOf(tunnel: OnlineTunnel): EndpointInput {
   };
 }
 
+/** A bind or PatchTunnelState refused: its policy would take the session or process past its budget. */
+export class PolicyBudgetError extends AgentError {
+  constructor(
+    readonly level: 'session' | 'process',
+    bytes: number,
+    limit: number,
+  ) {
+    super(
+      CODES.agentPolicyBytes,
+      `The traffic policy was refused: the policies of this ${level === 'session' ? 'agent session' : 'edge'}'s tunnels would weigh more than ${limit} bytes (estimated; this one ${bytes}). Share one policy between endpoints, make it smaller, or stop some tunnels.`,
+    );
+  }
+}
+
 /** How many gone binds' policy states are kept, and how much they may weigh in all. */
 export const POLICY_RETENTION = {
   /** How long a gone tunnel's policy state waits for its agent to bind again. */
@@ -107,10 +125,21 @@ export const POLICY_RETENTION = {
   maxBytes: 128 * 1024 * 1024,
 } as const;
 
+/**
+ * What the policies of live tunnels may weigh together (estimatedPolicyBytes of each distinct
+ * policy): per agent session, and in all. A session of 1,000 tunnels may otherwise hold 1,000
+ * different policies of 128 KiB, some 3 GB compiled.
+ */
+export const LIVE_POLICY_BUDGET = {
+  perSession: 256 * 1024 * 1024,
+  perProcess: 2 * 1024 * 1024 * 1024,
+} as const;
+
 /** What EndpointPolicies reports, for the gauges of /metrics. */
 export interface EndpointPolicyCounts {
-  /** Tunnels online with a policy state. */
+  /** Tunnels online with a policy state, and the estimated bytes of their distinct policies. */
   live: number;
+  liveBytes: number;
   /** Gone binds' states kept for their agent, and their estimated bytes. */
   retained: number;
   retainedBytes: number;
@@ -131,6 +160,13 @@ export class EndpointPolicies {
   private live = 0;
   /** One text per compiled policy: binds of the same policy keep one string, not one each. */
   private readonly texts = new WeakMap<CompiledPolicy, string>();
+  /** The live tunnels' policies by session: how many tunnels use each, and their bytes. */
+  private readonly bySession = new Map<
+    string,
+    { uses: Map<CompiledPolicy, number>; bytes: number }
+  >();
+  private liveBytes = 0;
+  private readonly liveBudget: { perSession: number; perProcess: number };
 
   constructor(private readonly options: EndpointPoliciesOptions) {
     this.retired = new LRUCache<string, EndpointPolicy>({
@@ -145,6 +181,7 @@ export class EndpointPolicies {
         this.changed();
       },
     });
+    this.liveBudget = options.liveBudget ?? LIVE_POLICY_BUDGET;
     options.registry.on('tunnel-removed', this.onRemoved);
   }
 
@@ -152,6 +189,7 @@ export class EndpointPolicies {
   counts(): EndpointPolicyCounts {
     return {
       live: this.live,
+      liveBytes: this.liveBytes,
       retained: this.retired.size,
       retainedBytes: this.retired.calculatedSize,
     };
@@ -179,6 +217,7 @@ export class EndpointPolicies {
     }
     this.install(tunnel, compiled, bindKey, previous);
     this.live++;
+    this.use(tunnel.sessionId, compiled.policy, compiled.text.length, +1);
     this.changed();
   }
 
@@ -193,8 +232,38 @@ export class EndpointPolicies {
   ): void {
     const current = tunnel.policy instanceof EndpointPolicy ? tunnel.policy : undefined;
     this.install(tunnel, compiled, `${credentialId}\n${tunnel.bindId}`, current);
-    if (!current) this.live++;
+    if (current) this.use(tunnel.sessionId, current.runner.policy, current.text.length, -1);
+    else this.live++;
+    this.use(tunnel.sessionId, compiled.policy, compiled.text.length, +1);
     this.changed();
+  }
+
+  /**
+   * Refuse (ERR_BURROW_AGENT_POLICY_BYTES) a policy that session `sessionId` cannot hold on one
+   * more tunnel: a policy it already runs costs nothing more; another one its estimated bytes,
+   * within the session's budget and the process's. Call it just before addTunnel and attach.
+   * @example policies.checkRoom(host.id, plan.trafficPolicy); registry.addTunnel(tunnel);
+   */
+  checkRoom(
+    sessionId: string,
+    compiled: { text: string; policy: CompiledPolicy } | undefined,
+  ): void {
+    if (!compiled) return;
+    const held = this.bySession.get(sessionId);
+    if (held?.uses.has(compiled.policy)) return;
+    const bytes = estimatedPolicyBytes(compiled.text.length);
+    const sessionBytes = (held?.bytes ?? 0) + bytes;
+    if (
+      sessionBytes > this.liveBudget.perSession ||
+      this.liveBytes + bytes > this.liveBudget.perProcess
+    ) {
+      const which = sessionBytes > this.liveBudget.perSession ? 'session' : 'process';
+      throw new PolicyBudgetError(
+        which,
+        bytes,
+        which === 'session' ? this.liveBudget.perSession : this.liveBudget.perProcess,
+      );
+    }
   }
 
   /** Stop following the registry and drop every retained state. */
@@ -236,6 +305,25 @@ export class EndpointPolicies {
     return text;
   }
 
+  /** Count one more (or one fewer) live tunnel of `sessionId` running `policy`. */
+  private use(sessionId: string, policy: CompiledPolicy, textLength: number, delta: 1 | -1): void {
+    let held = this.bySession.get(sessionId);
+    if (!held) this.bySession.set(sessionId, (held = { uses: new Map(), bytes: 0 }));
+    const uses = (held.uses.get(policy) ?? 0) + delta;
+    const bytes = estimatedPolicyBytes(textLength);
+    if (uses > 0) held.uses.set(policy, uses);
+    else held.uses.delete(policy);
+    // The bytes come with the first tunnel of a policy and go with its last.
+    if (delta === 1 && uses === 1) {
+      held.bytes += bytes;
+      this.liveBytes += bytes;
+    } else if (delta === -1 && uses === 0) {
+      held.bytes -= bytes;
+      this.liveBytes -= bytes;
+    }
+    if (held.uses.size === 0) this.bySession.delete(sessionId);
+  }
+
   private changed(): void {
     this.options.onChange?.(this.counts());
   }
@@ -244,6 +332,7 @@ export class EndpointPolicies {
     const policy = tunnel.policy;
     if (!(policy instanceof EndpointPolicy)) return;
     this.live--;
+    this.use(tunnel.sessionId, policy.runner.policy, policy.text.length, -1);
     const earlier = this.retired.peek(policy.bindKey);
     if (earlier && earlier.ownerId !== policy.ownerId) this.options.events.forget(earlier.ownerId);
     const maxBytes = this.options.maxRetainedBytes ?? POLICY_RETENTION.maxBytes;

@@ -196,9 +196,9 @@ export class EdgeMetrics {
     ['state'],
   );
   readonly policyStateBytes = this.gauge(
-    'burrow_policy_states_retained_bytes',
-    'Estimated bytes of the policy states kept for gone tunnels (bounded, docs/security.md).',
-    [],
+    'burrow_policy_state_bytes',
+    'Estimated bytes of the policies of live tunnels and of the states kept for gone ones, by state (bounded, docs/security.md).',
+    ['state'],
   );
   readonly compiledPolicies = this.gauge(
     'burrow_policies_compiled',

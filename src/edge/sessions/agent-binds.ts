@@ -8,7 +8,11 @@ import type { BindPolicy } from '../binds/bind-policy.js';
 import { BIND_LIMITS, checkBindLimits } from '../binds/bind-limits.js';
 import { isSet } from '../binds/bind-options.js';
 import { legacyPolicyText, type BindTrafficPolicy } from '../binds/bind-traffic-policy.js';
-import { optionRulesOf, type EndpointPolicies } from '../binds/endpoint-policy.js';
+import {
+  optionRulesOf,
+  PolicyBudgetError,
+  type EndpointPolicies,
+} from '../binds/endpoint-policy.js';
 import type { ResumptionKeys } from '../binds/session-resumption.js';
 import {
   holderOf,
@@ -84,6 +88,17 @@ async function standingBinder(host: BindHost, s: BindServices): Promise<Binder> 
   return binder;
 }
 
+/** The session may run one more tunnel of this policy (LIVE_POLICY_BUDGET); refusals counted. */
+function checkPolicyRoom(host: BindHost, s: BindServices, policy: BindTrafficPolicy | undefined) {
+  try {
+    s.policies.checkRoom(host.id, policy);
+  } catch (err) {
+    if (err instanceof PolicyBudgetError)
+      s.serving.refused?.(`agent_policy_bytes_per_${err.level}`);
+    throw err;
+  }
+}
+
 /** Conflicts with a random name or port are retried with another one this many times. */
 const RANDOM_RETRIES = 3;
 
@@ -148,6 +163,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
         }
         try {
           if (host.gone) throw refusals.badRequest('the session closed during the bind');
+          checkPolicyRoom(host, s, plan.trafficPolicy);
           const replaced = s.registry.addTunnel(tunnel, { takeoverFrom: host.predecessorId });
           // Same tick as addTunnel: no connection can reach the tunnel before its policy is on.
           s.policies.attach(tunnel, plan.trafficPolicy, binder.credentialId);
@@ -307,7 +323,10 @@ export async function servePatchTunnelState(
               optionRulesOf(tunnel),
             )
           : undefined;
-      if (compiled) s.policies.replace(tunnel, compiled, binder.credentialId);
+      if (compiled) {
+        checkPolicyRoom(host, s, compiled);
+        s.policies.replace(tunnel, compiled, binder.credentialId);
+      }
       if (typeof patch.Metadata === 'string') tunnel.metadata = patch.Metadata;
       if (compiled || typeof patch.Metadata === 'string') s.claims?.changed(tunnel);
       return { Error: '' };

@@ -8,6 +8,7 @@ import {
   readJsonObject,
   type MuxStream,
 } from '../../protocol/index.js';
+import { estimatedPolicyBytes } from '../../policy/index.js';
 import {
   expectRpcError,
   useTestAgentEdge,
@@ -176,5 +177,48 @@ describe('agent request budgets', () => {
     await expect.poll(pending).toBe(2 * 3008);
     agent.close();
     await expect.poll(pending).toBe(0);
+  });
+});
+
+/** The policies of a session's live tunnels have a budget (LIVE_POLICY_BUDGET, estimated bytes). */
+describe('agent policy budgets', () => {
+  const policy = (tag: string) =>
+    `on_tcp_connect: [{name: "${tag}${'x'.repeat(2000)}", actions: [{type: deny}]}]`;
+  const fx = useTestAgentEdge('sqlite', {
+    limits: {
+      livePolicyBytes: {
+        perSession: 2.5 * estimatedPolicyBytes(policy('a').length),
+        perProcess: 100 * estimatedPolicyBytes(policy('a').length),
+      },
+    },
+  });
+  const bind = (agent: TestAgent, text: string) =>
+    call(agent.mux, StreamType.Bind, {
+      Id: '',
+      Proto: 'tcp',
+      ForwardsTo: 'localhost:3000',
+      Opts: { TrafficPolicy: text },
+      Extra: {},
+    });
+
+  it('refuses a bind whose new policy the session has no room for; the same policy binds again', async () => {
+    const agent = await fx.authed();
+    await bind(agent, policy('a'));
+    const b = await bind(agent, policy('b'));
+    const err = await expectRpcError(bind(agent, policy('c')));
+    // Clients split out ERR_NGROK_ codes only; Burrow's own stay in the message.
+    expect(err.message).toMatch(/ERR_BURROW_AGENT_POLICY_BYTES/);
+    expect(
+      fx.edge.metrics.limitRefusals.with({ limit: 'agent_policy_bytes_per_session' }).value,
+    ).toBe(1);
+    expect((await bind(agent, policy('a'))).URL).toMatch(/^tcp:\/\//);
+    const patch = await expectRpcError(
+      call(agent.mux, StreamType.PatchTunnelState, { TunnelId: b.Id, TrafficPolicy: policy('c') }),
+    );
+    expect(patch.message).toMatch(/ERR_BURROW_AGENT_POLICY_BYTES/);
+    await call(agent.mux, StreamType.Unbind, { Id: b.Id });
+    expect((await bind(agent, policy('c'))).URL).toMatch(/^tcp:\/\//);
+    const other = await fx.authed();
+    expect((await bind(other, policy('d'))).URL).toMatch(/^tcp:\/\//);
   });
 });

@@ -99,7 +99,8 @@ export interface AgentListener {
 function policyGauges(metrics: EdgeMetrics, counts: EndpointPolicyCounts): void {
   metrics.policyStates.with({ state: 'live' }).set(counts.live);
   metrics.policyStates.with({ state: 'retained' }).set(counts.retained);
-  metrics.policyStateBytes.with().set(counts.retainedBytes);
+  metrics.policyStateBytes.with({ state: 'live' }).set(counts.liveBytes);
+  metrics.policyStateBytes.with({ state: 'retained' }).set(counts.retainedBytes);
   const compiled = compiledPolicyCacheSize();
   metrics.compiledPolicies.with({ unit: 'entries' }).set(compiled.entries);
   metrics.compiledPolicies.with({ unit: 'bytes' }).set(compiled.bytes);
@@ -164,6 +165,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     retainMs: options.policyRetention?.retainMs,
     maxRetained: options.policyRetention?.maxStates,
     maxRetainedBytes: options.policyRetention?.maxBytes,
+    liveBudget: limits.livePolicyBytes,
     onChange: (counts) => policyGauges(options.metrics, counts),
   });
   const live = new Set<AgentSession>();

@@ -140,7 +140,7 @@ export class RpcBudgets {
 
   constructor(
     private readonly limits: RpcByteLimits,
-    gauge?: { inc(by: number): void } | undefined,
+    gauge?: { inc(by: number): void },
   ) {
     this.process = new ByteBudget('agent_rpc_bytes_per_process', limits.perProcess, (delta) =>
       gauge?.inc(delta),

@@ -27,6 +27,7 @@ import {
 } from './agent-binds.js';
 import { runCommand } from './agent-commands.js';
 import { AgentError, refusals } from '../binds/agent-errors.js';
+import { LIVE_POLICY_BUDGET } from '../binds/endpoint-policy.js';
 import { refuseRpc, serveRpc, type RpcBudgets, type RpcByteLimits } from './agent-rpc.js';
 import { StreamLimiter, TunnelUnavailableError, type AgentTunnel } from './agent-tunnel.js';
 import type { Binder } from '../binds/bind-plan.js';
@@ -63,6 +64,8 @@ export interface SessionLimits {
   maxRpcBytes: number;
   /** Bytes all requests being read or served may hold at once: per session, credential, process. */
   rpcBudget: RpcByteLimits;
+  /** Estimated bytes of the distinct policies of live tunnels, per session and process. */
+  livePolicyBytes: { perSession: number; perProcess: number };
 }
 
 export const DEFAULT_SESSION_LIMITS: SessionLimits = {
@@ -85,6 +88,7 @@ export const DEFAULT_SESSION_LIMITS: SessionLimits = {
     perCredential: 16 * 1024 * 1024,
     perProcess: 128 << 20,
   },
+  livePolicyBytes: LIVE_POLICY_BUDGET,
 };
 
 /** Heartbeat streams one authenticated session may open (agents open one). */
