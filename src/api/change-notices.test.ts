@@ -14,7 +14,8 @@ describe('change notices', () => {
       online: {
         tunnelsMatching: () => [],
         credentialsChanged: () => heard.push('credentials'),
-        configChanged: (topic) => heard.push(topic),
+        configChanged: (topic, inputs) =>
+          heard.push(inputs === undefined ? topic : `${topic} [${inputs.join(',')}]`),
       },
     });
   });
@@ -27,22 +28,32 @@ describe('change notices', () => {
     return [...heard];
   }
 
-  it('announces what edges read (IP policies and rules, backends) as edges', async () => {
+  it('announces what edges read (IP policies and rules, backends) as edges, naming it', async () => {
+    // A new IP policy or backend: no edge reads it yet, so there is nothing to announce.
+    heard.length = 0;
     const policy = await api.call('POST', '/ip_policies', { description: 'office' });
     expect(policy.status).toBe(201);
-    expect(
-      await heardAfter('POST', '/ip_policy_rules', {
-        cidr: '10.0.0.0/8',
-        ip_policy_id: policy.body.id,
-        action: 'allow',
-      }),
-    ).toEqual(['edges']);
+    const backend = await api.call('POST', '/backends/static', { address: '127.0.0.1:9' });
+    expect(backend.status).toBe(201);
+    expect(heard).toEqual([]);
+
+    const rule = await api.call('POST', '/ip_policy_rules', {
+      cidr: '10.0.0.0/8',
+      ip_policy_id: policy.body.id,
+      action: 'allow',
+    });
+    expect(rule.status).toBe(201);
+    expect(heard).toEqual([`edges [${policy.body.id}]`]);
     expect(
       await heardAfter('PATCH', `/ip_policies/${policy.body.id}`, { description: 'x' }),
+    ).toEqual([`edges [${policy.body.id}]`]);
+    expect(
+      await heardAfter('PATCH', `/backends/static/${backend.body.id}`, { description: 'x' }),
+    ).toEqual([`edges [${backend.body.id}]`]);
+    // A rule's path names the rule, not its policy: every edge reloads.
+    expect(
+      await heardAfter('PATCH', `/ip_policy_rules/${rule.body.id}`, { description: 'y' }),
     ).toEqual(['edges']);
-    expect(await heardAfter('POST', '/backends/tunnel_group', { labels: { a: 'b' } })).toEqual([
-      'edges',
-    ]);
   });
 
   it('announces reserved domains as certificates, and credential deletions as credentials', async () => {

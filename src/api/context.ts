@@ -20,10 +20,11 @@ export interface OnlineState {
   /** Called after a credential is deleted or a bot user changed, so the edge re-checks sessions now. */
   credentialsChanged?: (() => void) | undefined;
   /**
-   * A change edges read at their reload (`edges`), a served certificate changed, or a vault or
-   * secret changed (`secrets`: the edge reloads the values its policies read).
+   * A change edges read at their reload (`edges`, with the ids of the backends, IP policies or CAs
+   * changed when the call names them), a served certificate changed, or a vault or secret changed
+   * (`secrets`: the edge reloads the values its policies read).
    */
-  configChanged?: ((topic: ConfigTopic) => void) | undefined;
+  configChanged?: ((topic: ConfigTopic, inputs?: readonly string[]) => void) | undefined;
   /** This process's node id in a cluster (the sessions' `node_id`); absent on a single node. */
   nodeId?: string | undefined;
 }

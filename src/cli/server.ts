@@ -197,14 +197,14 @@ export async function startServer(
               policyEvents: edge.policyEvents,
               traffic: edge.traffic,
               credentialsChanged: () => void edge!.credentialsChanged(),
-              configChanged: (topic) => edge!.configChanged(topic),
+              configChanged: (topic, inputs) => edge!.configChanged(topic, inputs),
               nodeId: edge.cluster?.node.id,
             }
           : node
             ? {
                 ...onlineStateOf(node.registry),
                 credentialsChanged: () => node.announce('credentials'),
-                configChanged: (topic) => node.announce(topic),
+                configChanged: (topic, inputs) => node.announce(topic, inputs && { inputs }),
                 nodeId: node.id,
               }
             : undefined,

@@ -17,6 +17,7 @@ describe('cluster options', () => {
       nodeAdvertise: '',
       heartbeatMs: 1000,
       timeoutMs: 5000,
+      reconcileMs: 300_000,
     });
   });
 

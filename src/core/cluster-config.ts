@@ -16,6 +16,11 @@ export interface ClusterConfig {
   heartbeatMs: number;
   /** A node whose last heartbeat is older than this is gone; its agents' rows are cleared (ms). */
   timeoutMs: number;
+  /**
+   * How often edges and cloud endpoints are reloaded whole from the store (ms; 0: never). Changes
+   * arrive as events; this only heals a lost notice.
+   */
+  reconcileMs: number;
 }
 
 /** One cluster option as the CLI, environment and config file see it. */
@@ -54,6 +59,12 @@ export const CLUSTER_OPTIONS: readonly ClusterOptionSpec[] = [
     description:
       "a node silent this long is gone: its agents' sessions and tunnels are cleared (they reconnect elsewhere)",
     default: '5000',
+  },
+  {
+    name: 'store-reconcile-ms',
+    description:
+      "how often the edge reloads every edge and cloud endpoint from the store as a safety net (changes arrive as events at once: this process's writes, and other nodes' by PostgreSQL notices); 0 turns it off",
+    default: '300000',
   },
 ];
 
@@ -119,5 +130,17 @@ export function parseClusterConfig(
       `${timeoutMs} must be at least twice --node-heartbeat-ms (${heartbeatMs}), or one late beat ends a live node`,
     );
   }
-  return { nodeId, nodeListen, nodeAdvertise, heartbeatMs, timeoutMs };
+  const reconcileText = get('store-reconcile-ms');
+  const reconcileMs = Number(reconcileText);
+  if (
+    !/^\d+$/.test(reconcileText) ||
+    (reconcileMs !== 0 && reconcileMs < 1000) ||
+    reconcileMs > 86_400_000
+  ) {
+    throw fail(
+      'store-reconcile-ms',
+      `'${reconcileText}' must be 0 (no periodic reload) or a whole number of milliseconds from 1000 to 86400000`,
+    );
+  }
+  return { nodeId, nodeListen, nodeAdvertise, heartbeatMs, timeoutMs, reconcileMs };
 }

@@ -29,6 +29,7 @@ import { TrafficLog } from './metrics/traffic-log.js';
 import { trafficInspector, type TrafficInspector } from './metrics/traffic-replay.js';
 import { trafficExchangeTap, trafficTap } from './ingress/http/traffic-tap.js';
 import { sharedLocalCa } from './certificates/shared-ca.js';
+import { changedIds } from './cluster/changed-ids.js';
 import {
   joinCluster,
   type ClusterMembership,
@@ -61,7 +62,7 @@ export interface Edge {
    * Something edges read at their reload (`edges`) or a served certificate changed through this
    * process's API: apply it here now, and announce it to the other nodes.
    */
-  configChanged(topic: 'edges' | 'certificates' | 'secrets'): void;
+  configChanged(topic: 'edges' | 'certificates' | 'secrets', inputs?: readonly string[]): void;
   /** The values policies read with `secrets.get`, kept loaded from the store. */
   secrets: SecretsResolver;
   /** This process as a node of a cluster (a postgres:// database); undefined otherwise. */
@@ -147,7 +148,16 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   );
 
   // Edges' hostports are routes like endpoints: TCP ports and TLS names of the same ingress.
-  const edges = new EdgeRoutes({ repos, registry, policyEvents, secrets, logger });
+  // Both follow the store by change events; the full reload is a slow safety net.
+  const reconcileMs = config.cluster.reconcileMs;
+  const edges = new EdgeRoutes({
+    repos,
+    registry,
+    policyEvents,
+    secrets,
+    logger,
+    syncIntervalMs: reconcileMs,
+  });
 
   let agents: AgentListener | undefined;
   let ingress: Ingress | undefined;
@@ -220,6 +230,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       policyEvents,
       secrets,
       logger,
+      syncIntervalMs: reconcileMs,
       // The URLs agents' endpoints get.
       publicUrl: (proto, where) => publicEndpointUrl(settings, proto, where),
     });
@@ -239,8 +250,16 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       // Other nodes' tunnels run their policy here, where their traffic arrives.
       node.replica.policies = agents.policies;
       const started = { agents, cloud };
-      node.follow('edges', () => edges.sync());
-      node.follow('cloud_endpoints', () => started.cloud.sync());
+      // A notice names what changed (changed-ids.ts): only that is read; one naming nothing
+      // (a reconnect) reloads everything.
+      node.follow('edges', (data) => {
+        const ids = changedIds(data, 'edges');
+        return ids ? edges.syncIds(ids) : edges.inputsChanged(changedIds(data, 'inputs'));
+      });
+      node.follow('cloud_endpoints', (data) => {
+        const ids = changedIds(data, 'ids');
+        return ids ? started.cloud.syncIds(ids) : started.cloud.sync();
+      });
       node.follow('credentials', () => started.agents.revocation.checkNow());
       node.follow('secrets', () => secrets.reload());
       node.follow('certificates', () => {
@@ -302,8 +321,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       member?.node.announce('credentials');
       return started.agents.revocation.checkNow();
     },
-    configChanged: (topic) => {
-      member?.node.announce(topic);
+    configChanged: (topic, inputs) => {
+      member?.node.announce(topic, inputs && { inputs });
       if (topic === 'certificates') {
         certificates.clear();
         agentCertificates.refresh();
@@ -311,11 +330,11 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         reloadSecrets();
       } else {
         edges
-          .sync()
+          .inputsChanged(inputs)
           .catch((err: unknown) =>
             logger.warn(
               { err: (err as Error).message },
-              'edge reload failed; retrying on the timer',
+              'edge reload failed; the next change or reconcile retries',
             ),
           );
       }

@@ -2,8 +2,9 @@
  * Cloud endpoints on live traffic: every endpoint stored with `POST /endpoints` is a tunnel in
  * the registry with no agent behind it (`cloud: true`), so the ingress routes to it like to any
  * endpoint and runs its traffic policy; what the policy neither answers nor forwards gets an
- * error page (http-ingress.ts). Kept in sync with the store like edges' routes (StoreFollower): at
- * once on this process's writes (`changes`), and on a timer for writes made by other processes.
+ * error page (http-ingress.ts). Kept in sync with the store like edges' routes (StoreFollower): a
+ * change event (this process's `changes`, another node's notice) reloads the endpoint it names,
+ * and the slow reconcile reloads them all.
  */
 import type { Duplex } from 'node:stream';
 import type { Logger } from '../../core/logger.js';
@@ -31,6 +32,7 @@ export interface CloudEndpointsOptions {
   /** Builds public URLs the way agents' endpoints get them (ingress ports). */
   publicUrl: (proto: TunnelProto, where: string | number) => string;
   logger?: Logger | undefined;
+  /** The full reconcile's period (ms; 0: none). Default STORE_RECONCILE_MS. */
   syncIntervalMs?: number | undefined;
 }
 
@@ -82,12 +84,56 @@ class CloudTunnel implements OnlineTunnel {
  */
 export class CloudEndpoints extends StoreRouteSource {
   private readonly live = new Map<string, CloudTunnel>();
-  /** Endpoints whose URL an agent holds, warned about once. */
-  private readonly blocked = new Set<string>();
+  /** Endpoints whose URL an agent holds, warned about once, tried again when a tunnel leaves. */
+  private readonly blocked = new Map<string, CloudEndpoint>();
+  private retrying = false;
 
   constructor(private readonly options: CloudEndpointsOptions) {
     super(options.repos.cloudEndpoints.changes, options.syncIntervalMs);
+    options.registry.on('tunnel-removed', this.retryBlocked);
   }
+
+  override close(): void {
+    this.options.registry.off('tunnel-removed', this.retryBlocked);
+    super.close();
+  }
+
+  /** Reload only these endpoints (a change event named them). */
+  protected async reloadIds(ids: string[]): Promise<void> {
+    try {
+      const stored = await Promise.all(ids.map((id) => this.options.repos.cloudEndpoints.get(id)));
+      if (this.closed) return;
+      ids.forEach((id, i) => this.update(id, stored[i]));
+    } catch (err) {
+      this.options.logger?.warn({ err }, 'cloud endpoints could not be reloaded');
+    }
+  }
+
+  /** Bring one endpoint to what is stored (undefined: deleted). */
+  private update(id: string, ep: CloudEndpoint | undefined): void {
+    const current = this.live.get(id);
+    if (!ep) {
+      this.blocked.delete(id);
+      if (!current) return;
+      this.live.delete(id);
+      this.options.registry.removeTunnel(current.id);
+      return;
+    }
+    // updated_at has one-second resolution: compare what serving depends on instead.
+    if (current && JSON.stringify(current.stored) === JSON.stringify(ep)) return;
+    this.install(ep, current);
+  }
+
+  /** A tunnel left: an endpoint whose URL it held may be served now; after the removal's listeners. */
+  private readonly retryBlocked = (): void => {
+    if (this.blocked.size === 0 || this.closed || this.retrying) return;
+    this.retrying = true;
+    queueMicrotask(() => {
+      this.retrying = false;
+      if (this.closed) return;
+      for (const ep of [...this.blocked.values()]) this.install(ep, undefined);
+    });
+  };
 
   protected removeAll(): void {
     for (const tunnel of this.live.values()) this.options.registry.removeTunnel(tunnel.id);
@@ -108,15 +154,10 @@ export class CloudEndpoints extends StoreRouteSource {
     const seen = new Set<string>();
     for (const ep of stored) {
       seen.add(ep.id);
-      const current = this.live.get(ep.id);
-      // updated_at has one-second resolution: compare what serving depends on instead.
-      if (current && JSON.stringify(current.stored) === JSON.stringify(ep)) continue;
-      this.install(ep, current);
+      this.update(ep.id, ep);
     }
-    for (const [id, tunnel] of this.live) {
-      if (seen.has(id)) continue;
-      this.live.delete(id);
-      this.options.registry.removeTunnel(tunnel.id);
+    for (const id of [...this.live.keys(), ...this.blocked.keys()]) {
+      if (!seen.has(id)) this.update(id, undefined);
     }
   }
 
@@ -164,12 +205,12 @@ export class CloudEndpoints extends StoreRouteSource {
       this.live.set(ep.id, tunnel);
       this.blocked.delete(ep.id);
     } catch (err) {
-      // An agent holds the URL without pooling: the agent keeps it until it goes, and every
-      // reload tries again; say so once, not every 2 s.
+      // An agent holds the URL without pooling: the agent keeps it until it goes (retryBlocked);
+      // say so once.
       if (!this.blocked.has(ep.id)) {
-        this.blocked.add(ep.id);
         logger?.warn({ err, endpoint: ep.id }, 'cloud endpoint url is served by an agent');
       }
+      this.blocked.set(ep.id, ep);
       return;
     }
   }

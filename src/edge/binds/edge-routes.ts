@@ -6,8 +6,10 @@
  * any endpoint's: the same listener, the same connect gate (ip_restriction, TLS termination,
  * on_tcp_connect), the same relay, drain and meters (docs/architecture.md).
  *
- * Routes follow the store (StoreFollower): at once on this process's writes, every 2 s for the
- * rest. A route whose name or port an agent holds waits, and every reload tries again.
+ * Routes follow the store by change events (StoreFollower): an edge's write reloads that edge
+ * alone, a change to a backend, IP policy or CA reloads the edges that read it, and a full reload
+ * runs only at start, after a notice that names nothing, and on the slow reconcile. A route whose
+ * name or port an agent holds waits, and is tried again when a tunnel leaves the registry.
  */
 import type { Duplex } from 'node:stream';
 import type { IpRule } from '../../core/cidr.js';
@@ -17,7 +19,12 @@ import { compilePolicy, type PolicyEventLog, type PolicyRunner } from '../../pol
 import type { EndpointInput, SecretsLookup } from '../../policy/index.js';
 import { DEFAULT_CONNECT_TIMEOUT_MS } from '../registry/connect-tunnel.js';
 import { BackendBalancer, openUpstream, type BackendPlan } from '../registry/edge-routing.js';
-import { loadEdgeSpecs, type EdgeSpec, type EdgeSpecSources } from '../registry/edge-specs.js';
+import {
+  loadEdgeSpec,
+  loadEdgeSpecs,
+  type EdgeSpec,
+  type EdgeSpecSources,
+} from '../registry/edge-specs.js';
 import { internalOnline } from '../registry/internal-routing.js';
 import type {
   EdgeTermination,
@@ -37,6 +44,7 @@ export interface EdgeRoutesOptions {
   /** What policies' `secrets.get` reads (the edge's SecretsResolver). */
   secrets?: SecretsLookup | undefined;
   logger?: Logger | undefined;
+  /** The full reconcile's period (ms; 0: none). Default STORE_RECONCILE_MS. */
   syncIntervalMs?: number | undefined;
   /** Per dial of a backend target. Default 10 s. */
   connectTimeoutMs?: number | undefined;
@@ -127,6 +135,8 @@ class EdgeRoute implements OnlineTunnel {
 /** Where one edge's routes stand: the spec they were built from, and those in the registry. */
 interface LiveEdge {
   signature: string;
+  /** What the spec was read from (EdgeSpec.inputs): changes to these reload this edge. */
+  inputs: readonly string[];
   routes: EdgeRoute[];
 }
 
@@ -137,13 +147,36 @@ interface LiveEdge {
  */
 export class EdgeRoutes extends StoreRouteSource {
   private readonly balancer: BackendBalancer;
-  private edges = new Map<string, LiveEdge>();
+  private readonly edges = new Map<string, LiveEdge>();
   /** Routes an agent's tunnel blocks, warned about once. */
   private readonly blocked = new Set<string>();
+  /** A retry of blocked routes is queued. */
+  private retrying = false;
 
   constructor(private readonly options: EdgeRoutesOptions) {
     super(options.repos.edges.changes, options.syncIntervalMs);
     this.balancer = new BackendBalancer(options.registry, options.random);
+    options.registry.on('tunnel-removed', this.retryBlocked);
+  }
+
+  override close(): void {
+    this.options.registry.off('tunnel-removed', this.retryBlocked);
+    super.close();
+  }
+
+  /**
+   * Something edges read changed (a backend, IP policy or its rules, a CA): reload the edges that
+   * read one of `inputs`, or every edge when the change could not say which (`undefined`).
+   * @example routes.inputsChanged(['bkdtg_…']); // only the edges whose backend plan holds it
+   */
+  inputsChanged(inputs: readonly string[] | undefined): Promise<void> {
+    if (inputs === undefined) return this.sync();
+    const wanted = new Set(inputs);
+    const ids: string[] = [];
+    for (const [id, edge] of this.edges) {
+      if (edge.inputs.some((input) => wanted.has(input))) ids.push(id);
+    }
+    return this.syncIds(ids);
   }
 
   protected removeAll(): void {
@@ -151,7 +184,7 @@ export class EdgeRoutes extends StoreRouteSource {
     this.edges.clear();
   }
 
-  /** One reload; failures are logged and the last good state kept, to be retried next time. */
+  /** The full reload; failures are logged and the last good state kept, to be retried next time. */
   protected async reload(): Promise<void> {
     if (this.closed) return;
     const { repos, logger } = this.options;
@@ -163,37 +196,75 @@ export class EdgeRoutes extends StoreRouteSource {
       return;
     }
     if (this.closed) return;
-    const next = new Map<string, LiveEdge>();
-    let changed = 0;
-    for (const spec of specs) {
-      const signature = JSON.stringify(spec);
-      const previous = this.edges.get(spec.id);
-      if (previous?.signature === signature) {
-        next.set(spec.id, previous);
-      } else {
-        changed++;
-        const shared = this.share(spec);
-        next.set(spec.id, {
-          signature,
-          routes: spec.hostports.map((hostport) => new EdgeRoute(shared, hostport)),
-        });
-      }
-    }
-    // Out first, then in, in one tick: a hostport that moves between edges has no gap.
-    let removed = 0;
-    for (const [id, edge] of this.edges) {
-      if (next.get(id) === edge) continue;
-      for (const route of edge.routes) this.remove(route);
-      if (!next.has(id)) {
-        removed++;
-        this.options.policyEvents?.forget(id);
-      }
-    }
-    this.edges = next;
-    for (const edge of next.values()) for (const route of edge.routes) this.install(route);
-    if (changed + removed > 0)
-      logger?.debug({ edges: next.size, changed, removed }, 'edges reloaded');
+    const next = new Map(specs.map((spec) => [spec.id, spec]));
+    const gone = [...this.edges.keys()].filter((id) => !next.has(id));
+    this.apply([...next.entries(), ...gone.map((id): [string, null] => [id, null])]);
+    this.retryBlocked();
   }
+
+  /** Reload the edges `ids` alone: what a change event named (created, changed or deleted). */
+  protected async reloadIds(ids: string[]): Promise<void> {
+    if (this.closed) return;
+    const { repos, logger } = this.options;
+    let specs: (EdgeSpec | null)[];
+    try {
+      specs = await Promise.all(ids.map((id) => loadEdgeSpec(repos, id)));
+    } catch (err) {
+      logger?.warn({ err, edges: ids }, 'could not reload edges; keeping the previous ones');
+      return;
+    }
+    if (this.closed) return;
+    this.apply(ids.map((id, i) => [id, specs[i] ?? null]));
+  }
+
+  /**
+   * Bring the edges named to their spec (null: not served any more). Out first, then in, in one
+   * tick: a hostport that moves between edges has no gap. Edges not named are not touched.
+   */
+  private apply(specs: readonly (readonly [string, EdgeSpec | null])[]): void {
+    const installs: EdgeRoute[] = [];
+    let changed = 0;
+    let removed = 0;
+    for (const [id, spec] of specs) {
+      const previous = this.edges.get(id);
+      const signature = spec && JSON.stringify(spec);
+      if (previous && previous.signature === signature) continue;
+      if (previous) for (const route of previous.routes) this.remove(route);
+      if (!spec || signature === null) {
+        if (previous) {
+          removed++;
+          this.edges.delete(id);
+          this.options.policyEvents?.forget(id);
+        }
+        continue;
+      }
+      changed++;
+      const shared = this.share(spec);
+      const routes = spec.hostports.map((hostport) => new EdgeRoute(shared, hostport));
+      this.edges.set(id, { signature, inputs: spec.inputs, routes });
+      installs.push(...routes);
+    }
+    for (const route of installs) this.install(route);
+    if (changed + removed > 0)
+      this.options.logger?.debug({ edges: this.edges.size, changed, removed }, 'edges reloaded');
+  }
+
+  /**
+   * A tunnel left: a route it blocked may be free now (no reload needed, the spec is here). Tried
+   * after the registry's listeners have seen the removal, so the ingress does not see this route
+   * added before the old one removed.
+   */
+  private readonly retryBlocked = (): void => {
+    if (this.blocked.size === 0 || this.closed || this.retrying) return;
+    this.retrying = true;
+    queueMicrotask(() => {
+      this.retrying = false;
+      if (this.closed) return;
+      for (const edge of this.edges.values()) {
+        for (const route of edge.routes) if (this.blocked.has(route.id)) this.install(route);
+      }
+    });
+  };
 
   /** Compile what every route of `spec` shares. */
   private share(spec: EdgeSpec): EdgeShared {
@@ -240,7 +311,7 @@ export class EdgeRoutes extends StoreRouteSource {
       this.blocked.delete(route.id);
     } catch (err) {
       if (!(err instanceof TunnelConflictError)) throw err;
-      // An agent holds the name or port: it keeps it until it goes; say so once, not every 2 s.
+      // An agent holds the name or port: it keeps it until it goes (retryBlocked); say so once.
       if (!this.blocked.has(route.id)) {
         this.blocked.add(route.id);
         logger?.warn(

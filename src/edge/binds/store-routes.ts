@@ -1,59 +1,119 @@
 /**
  * What the route sources that come from the store (cloud endpoints, edges) share: following the
- * store, at once on this process's writes (the repository's `changes`) and on a timer for writes
- * made by other processes or to what the routes read (IP policy rules, backends, CAs).
+ * store by change events, not by polling. A write through this process's API is announced by the
+ * repository's `changes` ('change' with the id); another node's reaches the cluster node as a
+ * PostgreSQL notice naming the id (edge.ts hands it to `syncIds`). Each reloads only what it
+ * names. A full reload runs at start, after a notice without ids (a reconnect, a change to
+ * something many edges read) and, as a safety net for a lost notice, every `everyMs`
+ * (`--store-reconcile-ms`, minutes by default); nothing runs while nothing changes.
  */
 import type { EventEmitter } from 'node:events';
-import { coalesced } from '../../core/coalesced.js';
 
-/** How often routes are reloaded from the store when nothing told this process about a change. */
-export const STORE_ROUTES_SYNC_MS = 2000;
+/** The full reconcile's default period: a safety net for lost notices, not the way changes arrive. */
+export const STORE_RECONCILE_MS = 300_000;
 
 /**
- * Runs `reload` at start, on every 'change' of `changes` and every `everyMs`; calls that arrive
- * during a reload share one follow-up reload, so a burst of writes costs two reloads at most.
+ * Runs `reloadAll` at start and `reloadIds` on every 'change' of `changes`, one reload at a time so
+ * an older read never overwrites a newer one. Requests that arrive during a reload wait for the
+ * next round, which takes them all at once (ids merged; a full reload covers every id), so a burst
+ * of writes costs two rounds at most.
  * @example
- * const follower = new StoreFollower(repos.edges.changes, () => this.reload());
+ * const follower = new StoreFollower(repos.edges.changes, () => this.reload(), (ids) => this.reloadIds(ids));
  * await follower.start(); ... follower.stop();
  */
 export class StoreFollower {
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
-
-  /** Reload now; resolves once a reload that started after the call has finished. */
-  readonly sync: () => Promise<void>;
+  private fullPending = false;
+  private readonly idsPending = new Set<string>();
+  /** The round that will take what is pending now: resolved when it has run. */
+  private nextRound: { promise: Promise<void>; resolve: () => void } | undefined;
+  private running = false;
 
   constructor(
     private readonly changes: EventEmitter,
-    reload: () => Promise<void>,
-    private readonly everyMs = STORE_ROUTES_SYNC_MS,
-  ) {
-    this.sync = coalesced(reload, { stop: () => this.stopped });
-  }
+    private readonly reloadAll: () => Promise<void>,
+    private readonly reloadIds: (ids: string[]) => Promise<void>,
+    private readonly everyMs = STORE_RECONCILE_MS,
+  ) {}
 
   async start(): Promise<void> {
     this.changes.on('change', this.onChange);
     await this.sync();
-    this.timer = setInterval(() => void this.sync(), this.everyMs);
-    this.timer.unref();
+    if (this.everyMs > 0) {
+      this.timer = setInterval(() => void this.sync(), this.everyMs);
+      this.timer.unref();
+    }
   }
 
-  /** Stop following; a reload under way finishes and no follow-up runs. */
+  /** Reload everything; resolves once a full reload that started after the call has finished. */
+  sync(): Promise<void> {
+    this.fullPending = true;
+    return this.request();
+  }
+
+  /** Reload these ids only; resolves once a round that started after the call has finished. */
+  syncIds(ids: readonly string[]): Promise<void> {
+    if (ids.length === 0) return Promise.resolve();
+    for (const id of ids) this.idsPending.add(id);
+    return this.request();
+  }
+
+  /** Stop following; a reload under way finishes and no further round runs. */
   stop(): void {
     this.stopped = true;
     this.changes.off('change', this.onChange);
     clearInterval(this.timer);
+    this.nextRound?.resolve();
+    this.nextRound = undefined;
   }
 
-  private readonly onChange = (): void => {
-    void this.sync();
+  private request(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    if (!this.nextRound) {
+      let resolve = (): void => undefined;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.nextRound = { promise, resolve };
+    }
+    const { promise } = this.nextRound;
+    if (!this.running) void this.drain();
+    return promise;
+  }
+
+  private async drain(): Promise<void> {
+    this.running = true;
+    try {
+      while (!this.stopped && this.nextRound) {
+        const round = this.nextRound;
+        this.nextRound = undefined;
+        const full = this.fullPending;
+        const ids = [...this.idsPending];
+        this.fullPending = false;
+        this.idsPending.clear();
+        try {
+          if (full) await this.reloadAll();
+          else await this.reloadIds(ids);
+        } catch {
+          // Reloads log their own failures and keep the last good state; the next event or
+          // reconcile tries again.
+        }
+        round.resolve();
+      }
+    } finally {
+      this.running = false;
+    }
+  }
+
+  private readonly onChange = (id: unknown): void => {
+    if (typeof id === 'string') void this.syncIds([id]);
+    else void this.sync();
   };
 }
 
 /**
  * A source of routes kept from the store (cloud endpoints, edges): it follows the store from
  * start() (StoreFollower) and takes its routes out of the registry on close().
- * @example class EdgeRoutes extends StoreRouteSource { protected async reload() {…} protected removeAll() {…} }
+ * @example class EdgeRoutes extends StoreRouteSource { protected async reload() {…} protected async reloadIds(ids) {…} protected removeAll() {…} }
  */
 export abstract class StoreRouteSource {
   /** Set by close(): a reload still under way must not put routes back. */
@@ -61,7 +121,12 @@ export abstract class StoreRouteSource {
   private readonly follower: StoreFollower;
 
   constructor(changes: EventEmitter, everyMs?: number) {
-    this.follower = new StoreFollower(changes, () => this.reload(), everyMs);
+    this.follower = new StoreFollower(
+      changes,
+      () => this.reload(),
+      (ids) => this.reloadIds(ids),
+      everyMs,
+    );
   }
 
   /** Load every route and follow changes from here on. */
@@ -69,9 +134,14 @@ export abstract class StoreRouteSource {
     return this.follower.start();
   }
 
-  /** Reload now; calls during a reload share one follow-up reload. */
+  /** Reload everything now; calls during a reload share one follow-up round. */
   sync(): Promise<void> {
     return this.follower.sync();
+  }
+
+  /** Reload the routes of these ids (a change event named them); the others are not read. */
+  syncIds(ids: readonly string[]): Promise<void> {
+    return this.follower.syncIds(ids);
   }
 
   /** Stop following the store and take every route of this source out of the registry. */
@@ -81,8 +151,11 @@ export abstract class StoreRouteSource {
     this.removeAll();
   }
 
-  /** One reload from the store; must not reject (log and keep the last good state). */
+  /** One full reload from the store; must not reject (log and keep the last good state). */
   protected abstract reload(): Promise<void>;
+
+  /** Reload only `ids` (created, changed or deleted); must not reject. */
+  protected abstract reloadIds(ids: string[]): Promise<void>;
 
   protected abstract removeAll(): void;
 }

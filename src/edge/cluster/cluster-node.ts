@@ -64,7 +64,7 @@ function isCommand(data: unknown): data is CommandNotice {
 export class ClusterNode {
   readonly presence: OnlinePresence;
   readonly replica: OnlineReplica;
-  private readonly followers = new Map<string, (() => unknown)[]>();
+  private readonly followers = new Map<string, ((data: unknown) => unknown)[]>();
   private timer: NodeJS.Timeout | undefined;
   private beating: Promise<void> | undefined;
   private readonly startedAt = new Date().toISOString();
@@ -123,8 +123,12 @@ export class ClusterNode {
     this.options.logger.info({ node: nodeId, role, link: links?.address }, 'cluster node joined');
   }
 
-  /** Run `handler` when another node announces a change of `topic` (and after a reconnect). */
-  follow(topic: ClusterTopic, handler: () => unknown): void {
+  /**
+   * Run `handler` when another node announces a change of `topic`, with the notice's data (which
+   * may name what changed), and with undefined after a reconnect (notices may have been lost:
+   * reload everything).
+   */
+  follow(topic: ClusterTopic, handler: (data: unknown) => unknown): void {
     const list = this.followers.get(topic) ?? [];
     list.push(handler);
     this.followers.set(topic, list);
@@ -282,18 +286,18 @@ export class ClusterNode {
       if (isCommand(notice.data) && notice.data.to === this.options.nodeId) this.run(notice.data);
       return;
     }
-    this.notify(notice.topic);
+    this.notify(notice.topic, notice.data);
   };
 
   private readonly onResync = (): void => {
     this.replica.resync().catch((err: unknown) => this.reloadFailed(ONLINE_TOPIC, err));
-    for (const topic of this.followers.keys()) this.notify(topic);
+    for (const topic of this.followers.keys()) this.notify(topic, undefined);
   };
 
-  private notify(topic: string): void {
+  private notify(topic: string, data: unknown): void {
     for (const handler of this.followers.get(topic) ?? []) {
       Promise.resolve()
-        .then(handler)
+        .then(() => handler(data))
         .catch((err: unknown) => this.reloadFailed(topic, err));
     }
   }

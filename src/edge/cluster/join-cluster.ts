@@ -149,9 +149,10 @@ export async function joinCluster(options: {
     await identity.release();
     throw err;
   }
-  // Writes through this process's API reach the other nodes at once.
-  const announceEdges = (): void => node.announce('edges');
-  const announceCloud = (): void => node.announce('cloud_endpoints');
+  // Writes through this process's API reach the other nodes at once, naming the one they changed
+  // so the others reload it alone (changed-ids.ts).
+  const announceEdges = (id: string): void => node.announce('edges', { edges: [id] });
+  const announceCloud = (id: string): void => node.announce('cloud_endpoints', { ids: [id] });
   repos.edges.changes.on('change', announceEdges);
   repos.cloudEndpoints.changes.on('change', announceCloud);
   const member = node;
