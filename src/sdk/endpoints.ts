@@ -164,6 +164,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   private forwarder: Forwarder | undefined;
   private readonly queued: Array<[MuxStream, ProxyHeader]> = [];
   private isClosed = false;
+  private captureBytes = 0;
 
   /** @internal Sessions create endpoints. */
   constructor(
@@ -207,6 +208,20 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
   forward(target: ForwardTarget): this {
     this.forwarder = createForwarder(target, { connectTimeoutMs: this.host.connectTimeoutMs });
     for (const [stream, header] of this.queued.splice(0)) this.dispatch(stream, header);
+    return this;
+  }
+
+  /**
+   * Keep up to `maxBytes` of each request and response (head, then body as framed) in the
+   * `request` event's exchange (`request.raw`, `response.raw`), for a local inspector; 0 stops.
+   * Only connections forwarded to a local address are captured.
+   * @example endpoint.capture(10 * 1024).on('request', (x) => inspector.add(x));
+   */
+  capture(maxBytes: number): this {
+    if (!Number.isInteger(maxBytes) || maxBytes < 0) {
+      throw new BurrowAgentError(`capture(${maxBytes}): give a whole number of bytes, 0 or more`);
+    }
+    this.captureBytes = maxBytes;
     return this;
   }
 
@@ -288,6 +303,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
     this.forwarder!.handle(stream, header, {
       url: this.publicUrl,
       onExchange: this.listenerCount('request') > 0 ? (x) => this.emit('request', x) : undefined,
+      captureBytes: this.captureBytes,
       onError: (err) => {
         const error =
           err instanceof BurrowAgentError

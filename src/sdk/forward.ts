@@ -85,6 +85,8 @@ export interface ForwardHooks {
   url: string | undefined;
   /** Called with each HTTP exchange, when the endpoint's request log is wanted. */
   onExchange: ((exchange: HttpExchange) => void) | undefined;
+  /** Bytes of each request and response to keep in the exchange (0: none). */
+  captureBytes: number;
   /** A connection could not be forwarded (the local service is down, refused, reset…). */
   onError: (err: Error, header: ProxyHeader) => void;
 }
@@ -193,7 +195,7 @@ function forwardToAddress(
     stream.off('close', abandon);
     local.off('error', fail);
     if (hooks.onExchange && carriesHttp(header)) {
-      const observer = new HttpObserver(header.ClientAddr, hooks.onExchange);
+      const observer = new HttpObserver(header.ClientAddr, hooks.onExchange, hooks.captureBytes);
       stream.on('data', (chunk: Buffer) => observer.request(chunk));
       local.on('data', (chunk: Buffer) => observer.response(chunk));
       local.once('close', () => observer.close());

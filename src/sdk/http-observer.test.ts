@@ -118,4 +118,32 @@ describe('HttpObserver', () => {
     observer.request(Buffer.alloc(100 * 1024, 0x41));
     expect(seen).toEqual([]);
   });
+
+  it('captures each message as forwarded, split anywhere, up to the limit with the full size', () => {
+    const seen: HttpExchange[] = [];
+    const observer = new HttpObserver('203.0.113.7:4000', (x) => seen.push(x), 50);
+    const first = 'POST /a HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello';
+    const second = 'PUT /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n';
+    bytewise((c) => observer.request(c), first + second);
+    const answer1 = 'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok';
+    const answer2 = 'HTTP/1.1 201 Created\r\nContent-Length: 60\r\n\r\n' + 'x'.repeat(60);
+    bytewise((c) => observer.response(c), answer1 + answer2);
+    expect(seen.map((x) => x.request?.raw.toString('latin1'))).toEqual([
+      first,
+      second.slice(0, 50),
+    ]);
+    expect(seen.map((x) => x.request?.size)).toEqual([first.length, second.length]);
+    expect(seen[0]!.response).toEqual({ raw: Buffer.from(answer1), size: answer1.length });
+    expect(seen[1]!.response!.raw.toString('latin1')).toBe(answer2.slice(0, 50));
+    expect(seen[1]!.response!.size).toBe(answer2.length);
+  });
+
+  it('keeps nothing without a capture limit', () => {
+    const seen: HttpExchange[] = [];
+    const observer = new HttpObserver('203.0.113.7:4000', (x) => seen.push(x));
+    observer.request(Buffer.from('GET / HTTP/1.1\r\n\r\n'));
+    observer.response(Buffer.from('HTTP/1.1 204 No Content\r\n\r\n'));
+    expect(seen[0]!.request).toBeUndefined();
+    expect(seen[0]!.response).toBeUndefined();
+  });
 });

@@ -19,6 +19,43 @@ export interface HttpExchange {
   durationMs: number;
   /** The public client's `ip:port`, as the edge reported it. */
   clientAddr: string;
+  /** The request's bytes as forwarded (head and body), when the endpoint captures them. */
+  request?: CapturedMessage;
+  /** The response's bytes as the local service sent them, when the endpoint captures them. */
+  response?: CapturedMessage;
+}
+
+/**
+ * The first bytes of one HTTP message (head, then body as framed on the wire), kept for a local
+ * inspector; `size` counts every byte, so `raw.length < size` says it was cut.
+ */
+export interface CapturedMessage {
+  raw: Buffer;
+  size: number;
+}
+
+/** The bytes of one message being kept, up to a limit. */
+class Capture {
+  private readonly chunks: Buffer[] = [];
+  private kept = 0;
+  size = 0;
+
+  constructor(private readonly limit: number) {}
+
+  keep(bytes: Buffer): void {
+    if (bytes.length === 0) return;
+    this.size += bytes.length;
+    const room = this.limit - this.kept;
+    if (room <= 0) return;
+    // Copied: the chunk's buffer may be reused by the stream after the callback.
+    const piece = Buffer.from(bytes.subarray(0, room));
+    this.chunks.push(piece);
+    this.kept += piece.length;
+  }
+
+  message(): CapturedMessage {
+    return { raw: Buffer.concat(this.chunks), size: this.size };
+  }
 }
 
 const MAX_HEAD = 64 * 1024;
@@ -65,11 +102,19 @@ class MessageReader {
   /** The last bytes of the head so far, where a terminator may have begun. */
   private tail = Buffer.alloc(0);
   body: BodyState = { kind: 'none' };
+  /** The message being read, kept when the observer captures (a new one at each head). */
+  capture: Capture | undefined;
+  private bodyEnded = false;
 
   constructor(
     private readonly onHead: (head: Parsed) => void,
     private readonly onBodyEnd: () => void,
+    private readonly captureLimit = 0,
   ) {}
+
+  private keep(bytes: Buffer): void {
+    this.capture?.keep(bytes);
+  }
 
   /** Returns false when the bytes cannot be followed any more. */
   push(chunk: Buffer): boolean {
@@ -80,8 +125,14 @@ class MessageReader {
         if (next < 0) return next === -1;
         at = next;
       } else {
+        const from = at;
         at = this.skipBody(chunk, at);
         if (at < 0) return false;
+        this.keep(chunk.subarray(from, at));
+        if (this.bodyEnded) {
+          this.bodyEnded = false;
+          this.onBodyEnd();
+        }
       }
     }
     return true;
@@ -98,6 +149,7 @@ class MessageReader {
       // Leading blank lines between messages are allowed (RFC 9112 §2.2).
       while (at < chunk.length && (chunk[at] === 0x0d || chunk[at] === 0x0a)) at++;
       if (at === chunk.length) return -1;
+      if (this.captureLimit > 0) this.capture = new Capture(this.captureLimit);
     }
     const piece = chunk.subarray(at);
     const before = this.headBytes;
@@ -107,6 +159,7 @@ class MessageReader {
     this.headBytes += piece.length;
     if (hit < 0) {
       if (this.headBytes > MAX_HEAD) return -2;
+      this.keep(piece);
       this.tail = Buffer.from(window.subarray(Math.max(0, window.length - 3)));
       return -1;
     }
@@ -117,6 +170,7 @@ class MessageReader {
     this.headBytes = 0;
     this.tail = Buffer.alloc(0);
     if (!parsed) return -2;
+    this.keep(piece.subarray(0, end + 4 - before));
     this.onHead(parsed);
     if (this.body.kind === 'none') this.onBodyEnd();
     return at + (end + 4 - before);
@@ -167,9 +221,10 @@ class MessageReader {
     return at;
   }
 
+  /** The body ended; `push` reports it once the bytes read with it are kept. */
   private finishBody(): void {
     this.body = { kind: 'none' };
-    this.onBodyEnd();
+    this.bodyEnded = true;
   }
 }
 
@@ -178,6 +233,8 @@ interface Pending {
   path: string;
   startedAt: number;
   status: number;
+  requestCapture: Capture | undefined;
+  responseCapture: Capture | undefined;
 }
 
 /**
@@ -195,17 +252,24 @@ export class HttpObserver {
   private readonly responses: MessageReader;
   private requestStartedAt = 0;
 
+  /**
+   * `captureBytes` > 0 keeps up to that many bytes of each request and response (head and body)
+   * in the reports, for a local inspector; 0 (the default) keeps nothing.
+   */
   constructor(
     private readonly clientAddr: string,
     private readonly report: (exchange: HttpExchange) => void,
+    captureBytes = 0,
   ) {
     this.requests = new MessageReader(
       (head) => this.onRequestHead(head),
       () => undefined,
+      captureBytes,
     );
     this.responses = new MessageReader(
       (head) => this.onResponseHead(head),
       () => this.onResponseEnd(),
+      captureBytes,
     );
   }
 
@@ -233,7 +297,14 @@ export class HttpObserver {
   private onRequestHead(head: Parsed): void {
     if (this.stopped) return;
     const [method = '', path = ''] = head.startLine.split(' ');
-    this.pending.push({ method, path, startedAt: this.requestStartedAt, status: 0 });
+    this.pending.push({
+      method,
+      path,
+      startedAt: this.requestStartedAt,
+      status: 0,
+      requestCapture: this.requests.capture,
+      responseCapture: undefined,
+    });
     this.requestStartedAt = 0;
     this.requests.body = head.chunked
       ? { kind: 'chunked', phase: 'size', left: 0, line: '' }
@@ -253,6 +324,7 @@ export class HttpObserver {
     if (status >= 100 && status < 200 && status !== 101) return; // informational: more follows
     this.pending.shift();
     request.status = status;
+    request.responseCapture = this.responses.capture;
     this.current = request;
     const upgraded = status === 101 || (request.method === 'CONNECT' && status < 300);
     if (upgraded) {
@@ -284,6 +356,8 @@ export class HttpObserver {
       status: done.status,
       durationMs: performance.now() - done.startedAt,
       clientAddr: this.clientAddr,
+      ...(done.requestCapture && { request: done.requestCapture.message() }),
+      ...(done.responseCapture && { response: done.responseCapture.message() }),
     });
   }
 }

@@ -30,7 +30,7 @@ export type {
 } from './endpoints.js';
 export { parseLocalAddress, UPSTREAM_UNREACHABLE_CODE } from './forward.js';
 export type { ForwardTarget, LocalAddress } from './forward.js';
-export type { HttpExchange } from './http-observer.js';
+export type { CapturedMessage, HttpExchange } from './http-observer.js';
 export { BurrowAgentError } from './errors.js';
 export {
   BurrowConnectError,
