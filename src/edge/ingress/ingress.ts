@@ -123,14 +123,18 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   gate.attach(sni.server);
   answerParserErrors(http.httpServer, refusals);
   // Behind a load balancer: listen on a front that reads the PROXY header, then hands over.
-  const front = (server: Server, socketOptions?: ServerOpts): Server =>
-    limits.ingressProxyProtocol === 1
-      ? proxyProtocolFront(server, {
-          timeoutMs: limits.tlsHandshakeTimeoutMs,
-          onRefused: (peer) => refusals.refused(peer, 'ingress_proxy_protocol'),
-          socketOptions,
-        })
-      : server;
+  // Connections waiting for their header count in the gate's total too (not against the
+  // balancer's address): they hold descriptors like any other.
+  const front = (server: Server, socketOptions?: ServerOpts): Server => {
+    if (limits.ingressProxyProtocol !== 1) return server;
+    const outer = proxyProtocolFront(server, {
+      timeoutMs: limits.tlsHandshakeTimeoutMs,
+      onRefused: (peer) => refusals.refused(peer, 'ingress_proxy_protocol'),
+      socketOptions,
+    });
+    gate.attach(outer, { perAddress: false });
+    return outer;
+  };
   const tcp = new TcpIngress({
     registry,
     meters,

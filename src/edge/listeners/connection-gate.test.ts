@@ -5,6 +5,7 @@ import { RpcError } from '../../protocol/index.js';
 import { connectTestAgent, startTestAgentEdge } from '../../../test/support/agent-edge.js';
 import { clientKey, ConnectionGate, gateConnections, RefusalLog } from './connection-gate.js';
 import { EdgeMetrics } from '../metrics/metrics.js';
+import { proxyProtocolFront } from './proxy-protocol-front.js';
 
 describe('listener limits', () => {
   const servers: net.Server[] = [];
@@ -86,6 +87,52 @@ describe('listener limits', () => {
     expect(metrics.limitRefusals.with({ limit: 'ingress_connections' }).value).toBe(1);
     expect(gate.open).toBe(3);
     for (const x of [a, b, c, d, e]) x.socket.destroy();
+  });
+
+  it('behind a PROXY protocol front: waiting connections count in the total, each client by its real address', async () => {
+    const metrics = new EdgeMetrics();
+    const gate = new ConnectionGate(
+      { name: 'ingress', maxTotal: 3, maxPerIp: 1 },
+      new RefusalLog(undefined, metrics),
+    );
+    const inner = net.createServer((s) => s.write('hi'));
+    const outer = proxyProtocolFront(inner, { timeoutMs: 60_000 });
+    gate.attach(inner);
+    gate.attach(outer, { perAddress: false });
+    servers.push(inner, outer);
+    outer.listen(0, '127.0.0.1');
+    await once(outer, 'listening');
+    const port = (outer.address() as net.AddressInfo).port;
+    const connectAs = async (client?: string) => {
+      const socket = net.connect(port, '127.0.0.1');
+      socket.on('error', () => undefined);
+      await once(socket, 'connect');
+      if (client) socket.write(`PROXY TCP4 ${client} 192.0.2.1 4000 80\r\n`);
+      return socket;
+    };
+    const servedOrClosed = (socket: net.Socket) =>
+      Promise.race([
+        once(socket, 'data').then(() => 'served'),
+        once(socket, 'close').then(() => 'closed'),
+      ]);
+    // Two clients behind one balancer address: each within its own per-address budget.
+    const a = await connectAs('203.0.113.1');
+    const b = await connectAs('203.0.113.2');
+    expect([await servedOrClosed(a), await servedOrClosed(b)]).toEqual(['served', 'served']);
+    // The first client again: over its own budget, however many the balancer carries.
+    const again = await connectAs('203.0.113.1');
+    expect(await servedOrClosed(again)).toBe('closed');
+    // A connection still waiting for its header holds a place in the total; the next one is refused.
+    const waiting = await connectAs();
+    const over = await connectAs('203.0.113.3');
+    expect(await servedOrClosed(over)).toBe('closed');
+    expect(metrics.limitRefusals.with({ limit: 'ingress_connections_per_ip' }).value).toBe(1);
+    expect(metrics.limitRefusals.with({ limit: 'ingress_connections' }).value).toBe(1);
+    waiting.destroy();
+    await once(waiting, 'close');
+    while (gate.open > 2) await new Promise((r) => setTimeout(r, 10));
+    expect(await servedOrClosed(await connectAs('203.0.113.3'))).toBe('served');
+    for (const s of [a, b]) s.destroy();
   });
 
   it('refuses Auth beyond the sessions a credential may hold, with ERR_NGROK_108', async () => {

@@ -94,19 +94,29 @@ export class ConnectionGate {
     return this.perIp.get(clientKey(address)) ?? 0;
   }
 
-  /** Count `server`'s connections against this gate from now on. */
-  attach(server: Server): void {
-    server.prependListener('connection', (socket: Socket) => this.admit(socket));
+  /**
+   * Count `server`'s connections against this gate from now on. A PROXY protocol front is attached
+   * with `perAddress: false`: while its connections wait for their header they count in the
+   * total (they hold descriptors too) but not against the balancer's own address; once handed to
+   * the inner server, also attached, they are judged again as the real client's.
+   */
+  attach(server: Server, options: { perAddress?: boolean } = {}): void {
+    const perAddress = options.perAddress ?? true;
+    server.prependListener('connection', (socket: Socket) => this.admit(socket, perAddress));
   }
 
-  private admit(socket: Socket): void {
+  /** The address each admitted socket counts against now. */
+  private readonly countedAs = new WeakMap<Socket, string>();
+
+  private admit(socket: Socket, perAddress: boolean): void {
     const { limits } = this;
     const ip = clientKey(socket.remoteAddress ?? '');
+    const counted = this.countedAs.get(socket);
     const mine = this.perIp.get(ip) ?? 0;
     const over =
-      this.total >= limits.maxTotal
+      counted === undefined && this.total >= limits.maxTotal
         ? `${limits.name}_connections`
-        : mine >= limits.maxPerIp
+        : perAddress && counted !== ip && mine >= limits.maxPerIp
           ? `${limits.name}_connections_per_ip`
           : undefined;
     if (over) {
@@ -114,14 +124,26 @@ export class ConnectionGate {
       socket.destroy();
       return;
     }
+    if (counted !== undefined) {
+      // Handed over by a front: the socket is in the total already, and moves to its real client.
+      this.release(counted);
+      this.perIp.set(ip, (this.perIp.get(ip) ?? 0) + 1);
+      this.countedAs.set(socket, ip);
+      return;
+    }
     this.total++;
     this.perIp.set(ip, mine + 1);
+    this.countedAs.set(socket, ip);
     socket.once('close', () => {
       this.total--;
-      const n = (this.perIp.get(ip) ?? 1) - 1;
-      if (n <= 0) this.perIp.delete(ip);
-      else this.perIp.set(ip, n);
+      this.release(this.countedAs.get(socket) ?? ip);
     });
+  }
+
+  private release(ip: string): void {
+    const n = (this.perIp.get(ip) ?? 1) - 1;
+    if (n <= 0) this.perIp.delete(ip);
+    else this.perIp.set(ip, n);
   }
 }
 
