@@ -65,6 +65,7 @@ function gauges(edge: SdkTestEdge) {
     tunnels: edge.registry.listTunnels().length,
     tunnelGauge: sum(text, 'burrow_tunnels'),
     liveStates: counts.live,
+    livePolicyBytes: counts.liveBytes,
     retainedStates: counts.retained,
     pendingBytes: edge.metrics.rpcPendingBytes.with().value,
     proxyStreams: edge.listener.sessions().reduce((n, s) => n + s.limiter.active, 0),
