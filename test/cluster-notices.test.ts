@@ -1,0 +1,131 @@
+import { mkdirSync } from 'node:fs';
+import { request } from 'node:http';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CurlApi } from './support/curl.js';
+import { tcpExchange } from './support/edge-traffic.js';
+import type { LocalServer } from './support/ingress.js';
+import {
+  createApiKey,
+  freePort,
+  startBurrowServer,
+  type BurrowServer,
+} from './support/server-process.js';
+import { createTestDatabase, type TestDatabase } from './support/stores.js';
+import { startEchoUpstream } from './support/tcp-upstreams.js';
+
+/**
+ * Issue 35: a node learns of another node's changes by PostgreSQL notices alone. The edge node
+ * runs with `--store-reconcile-ms 0` (no periodic reload at all), so everything it serves after
+ * its start arrived as a notice naming what changed: an edge created, its IP policy's rules
+ * changed, the edge deleted, a cloud endpoint created and deleted, all through the API node.
+ */
+
+/** Poll `check` until it holds; throws after `ms`. */
+async function until(check: () => Promise<boolean>, ms = 5000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`condition not met in ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** GET / on 127.0.0.1:`port` with `host`: the status and body, or 0 when nothing answered. */
+function hostGet(port: number, host: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve) => {
+    const req = request({ port, host: '127.0.0.1', path: '/', headers: { host } }, (res) => {
+      let body = '';
+      res.setEncoding('utf8').on('data', (d: string) => (body += d));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.setTimeout(3000, () => req.destroy());
+    req.on('error', () => resolve({ status: 0, body: '' }));
+    req.end();
+  });
+}
+
+describe('a node follows another node by notices, with no periodic reload (postgres)', () => {
+  let db: TestDatabase;
+  let apiNode: BurrowServer;
+  let edgeNode: BurrowServer;
+  let client: CurlApi;
+  let echo: LocalServer;
+  const httpPort = { value: 0 };
+
+  beforeAll(async () => {
+    db = await createTestDatabase('postgres');
+    const dir = (name: string) => {
+      const path = join(db.dataDir, name);
+      mkdirSync(path, { recursive: true });
+      return { dataDir: path, database: db.database };
+    };
+    apiNode = await startBurrowServer(dir('api'), { args: ['--node-id', 'api-1'] });
+    httpPort.value = await freePort();
+    edgeNode = await startBurrowServer(dir('edge'), {
+      readyMessage: 'cluster node joined',
+      args: [
+        ...['--role', 'edge', '--node-id', 'edge-1', '--store-reconcile-ms', '0'],
+        ...['--agent-listen', `127.0.0.1:${await freePort()}`],
+        ...['--http-listen', `127.0.0.1:${httpPort.value}`],
+        ...['--https-listen', `127.0.0.1:${await freePort()}`],
+      ],
+    });
+    client = new CurlApi(apiNode.url, await createApiKey(dir('api')));
+    echo = await startEchoUpstream();
+  }, 90_000);
+
+  afterAll(async () => {
+    await echo?.close();
+    for (const s of [edgeNode, apiNode]) await s?.stop(20_000);
+    await db?.drop();
+  });
+
+  it('serves, changes and refuses a TCP edge made through the API node', async () => {
+    const addr = (await client.post('/reserved_addrs', { description: 'notices' })).body
+      .addr as string;
+    const port = Number(addr.slice(addr.lastIndexOf(':') + 1));
+    const backend = (await client.post('/backends/static', { address: `127.0.0.1:${echo.port}` }))
+      .body as { id: string };
+    const edge = await client.post('/edges/tcp', {
+      hostports: [addr],
+      backend: { backend_id: backend.id },
+    });
+    expect(edge.status, edge.text).toBe(201);
+    await until(async () => (await tcpExchange(port)).text === 'ping');
+
+    // A rule of its IP policy: the notice names the policy, the edge node reloads this edge.
+    const policy = (await client.post('/ip_policies', { description: 'none' })).body as {
+      id: string;
+    };
+    const put = await client.put(`/edges/tcp/${edge.body.id}/ip_restriction`, {
+      ip_policy_ids: [policy.id],
+    });
+    expect(put.status, put.text).toBe(200);
+    const deny = { ip_policy_id: policy.id, cidr: '127.0.0.0/8', action: 'deny' };
+    expect((await client.post('/ip_policy_rules', deny)).status).toBe(201);
+    await until(async () => !(await tcpExchange(port)).served);
+
+    expect((await client.delete(`/edges/tcp/${edge.body.id}`)).status).toBe(204);
+    await until(async () => (await tcpExchange(port)).error === 'ECONNREFUSED');
+  });
+
+  it('serves and forgets a cloud endpoint made through the API node', async () => {
+    const policy = JSON.stringify({
+      on_http_request: [
+        { actions: [{ type: 'custom-response', config: { status_code: 200, body: 'cloud' } }] },
+      ],
+    });
+    const made = await client.post('/endpoints', {
+      url: 'https://notices.burrow.test',
+      traffic_policy: policy,
+    });
+    expect(made.status, made.text).toBe(201);
+    await until(
+      async () => (await hostGet(httpPort.value, 'notices.burrow.test')).body === 'cloud',
+    );
+    expect((await client.delete(`/endpoints/${made.body.id}`)).status).toBe(204);
+    await until(
+      async () => (await hostGet(httpPort.value, 'notices.burrow.test')).body !== 'cloud',
+    );
+  });
+});
