@@ -112,7 +112,16 @@ export class UpgradeExchange {
         setHost: false,
         createConnection: (_options, done) => {
           connectTunnel(target.tunnel, target.proxyInfo, this.ctx.connectTimeoutMs).then(
-            (stream) => done(null, asSocket(stream)),
+            (stream) => {
+              if (this.stage === Stage.Waiting) {
+                done(null, asSocket(stream));
+                return;
+              }
+              // The client left while the stream opened; the agent may have dialled its service.
+              this.ctx.released.inc();
+              releaseStream(stream);
+              done(new Error('the client left'), undefined as unknown as Duplex);
+            },
             // Node's callback type has no error-only form; the stream is ignored on error.
             (err: unknown) => done(err as Error, undefined as unknown as Duplex),
           );
