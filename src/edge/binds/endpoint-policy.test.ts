@@ -295,21 +295,24 @@ describe('EndpointPolicies', () => {
     policies.close();
   });
 
-  it('keeps gone binds’ states up to their estimated bytes; one larger than all is forgotten at once', () => {
-    const big = `${POLICY}\n# ${'x'.repeat(4000)}`;
+  it('keeps gone binds’ states up to their estimated bytes, a shared policy counted once', () => {
+    const big = (tag: string) => `${POLICY}\n# ${tag}${'x'.repeat(4000)}`;
+    const policyBytes = estimatedPolicyBytes(big('a').length);
     const { registry, events, policies, online, record } = setup(60_000, {
-      maxRetainedBytes: 2.5 * estimatedPolicyBytes(big.length),
+      maxRetainedBytes: 2.5 * policyBytes,
     });
-    for (let i = 0; i < 4; i++) registry.removeTunnel(online(`b${i}`, 'cr_1', big).id);
+    for (let i = 0; i < 4; i++) registry.removeTunnel(online(`b${i}`, 'cr_1', big(`p${i}`)).id);
+    expect(policies.counts().retained).toBe(2);
+    // Many binds of one policy weigh that policy once, and a little each.
+    for (let i = 0; i < 20; i++) registry.removeTunnel(online(`s${i}`, 'cr_1', big('shared')).id);
     const { retained, retainedBytes } = policies.counts();
-    expect(retained).toBe(2);
-    expect(retainedBytes).toBe(2 * estimatedPolicyBytes(big.length));
-    const huge = `${POLICY}\n# ${'x'.repeat(20_000)}`;
-    const tunnel = online('h', 'cr_1', huge);
+    expect(retained).toBe(21);
+    expect(retainedBytes).toBeLessThan(2.5 * policyBytes);
+    // One larger than all the room there is is forgotten at once.
+    const tunnel = online('h', 'cr_1', `${POLICY}\n# ${'x'.repeat(20_000)}`);
     record(tunnel.id);
     registry.removeTunnel(tunnel.id);
     expect(events.eventsFor(tunnel.id)).toHaveLength(0);
-    expect(policies.counts().retained).toBe(2);
     policies.close();
     expect(policies.counts()).toMatchObject({ retained: 0, retainedBytes: 0 });
   });

@@ -121,9 +121,45 @@ export const POLICY_RETENTION = {
   retainMs: 5 * 60_000,
   /** States kept at once; past it the least recently gone is forgotten. */
   maxStates: 10_000,
-  /** Their estimated bytes (policy text and compiled form, estimatedPolicyBytes); same rule. */
+  /**
+   * Their estimated bytes: each distinct policy they run once (estimatedPolicyBytes), and
+   * STATE_BYTES each; past it, the least recently gone is forgotten too.
+   */
   maxBytes: 128 * 1024 * 1024,
 } as const;
+
+/** What one bind's state weighs besides its policy: the runner, its counters, the owner's events. */
+const STATE_BYTES = 2048;
+
+/** Distinct compiled policies and their estimated bytes, each counted once however many use it. */
+class DistinctPolicies {
+  private readonly uses = new Map<CompiledPolicy, number>();
+  bytes = 0;
+
+  has(policy: CompiledPolicy): boolean {
+    return this.uses.has(policy);
+  }
+
+  get empty(): boolean {
+    return this.uses.size === 0;
+  }
+
+  /** One more (+1) or one fewer (-1) user of `policy`; returns the change in bytes. */
+  count(policy: CompiledPolicy, textLength: number, delta: 1 | -1): number {
+    const uses = (this.uses.get(policy) ?? 0) + delta;
+    if (uses > 0) this.uses.set(policy, uses);
+    else this.uses.delete(policy);
+    // The bytes come with the first user of a policy and go with its last.
+    const change =
+      delta === 1 && uses === 1
+        ? estimatedPolicyBytes(textLength)
+        : delta === -1 && uses === 0
+          ? -estimatedPolicyBytes(textLength)
+          : 0;
+    this.bytes += change;
+    return change;
+  }
+}
 
 /**
  * What the policies of live tunnels may weigh together (estimatedPolicyBytes of each distinct
@@ -160,27 +196,26 @@ export class EndpointPolicies {
   private live = 0;
   /** One text per compiled policy: binds of the same policy keep one string, not one each. */
   private readonly texts = new WeakMap<CompiledPolicy, string>();
-  /** The live tunnels' policies by session: how many tunnels use each, and their bytes. */
-  private readonly bySession = new Map<
-    string,
-    { uses: Map<CompiledPolicy, number>; bytes: number }
-  >();
+  /** The live tunnels' policies by session, and the gone binds' states' policies. */
+  private readonly bySession = new Map<string, DistinctPolicies>();
   private liveBytes = 0;
+  private readonly kept = new DistinctPolicies();
+  private readonly maxRetainedBytes: number;
   private readonly liveBudget: { perSession: number; perProcess: number };
 
   constructor(private readonly options: EndpointPoliciesOptions) {
     this.retired = new LRUCache<string, EndpointPolicy>({
       max: options.maxRetained ?? POLICY_RETENTION.maxStates,
-      maxSize: options.maxRetainedBytes ?? POLICY_RETENTION.maxBytes,
-      sizeCalculation: (policy) => estimatedPolicyBytes(policy.text.length),
       ttl: options.retainMs ?? POLICY_RETENTION.retainMs,
       ttlAutopurge: true,
       // Taken over (delete) or replaced (set: handled by onRemoved): the owner lives on.
       dispose: (policy, _key, reason) => {
+        this.kept.count(policy.runner.policy, policy.text.length, -1);
         if (reason === 'evict' || reason === 'expire') this.options.events.forget(policy.ownerId);
         this.changed();
       },
     });
+    this.maxRetainedBytes = options.maxRetainedBytes ?? POLICY_RETENTION.maxBytes;
     this.liveBudget = options.liveBudget ?? LIVE_POLICY_BUDGET;
     options.registry.on('tunnel-removed', this.onRemoved);
   }
@@ -191,7 +226,7 @@ export class EndpointPolicies {
       live: this.live,
       liveBytes: this.liveBytes,
       retained: this.retired.size,
-      retainedBytes: this.retired.calculatedSize,
+      retainedBytes: this.retainedBytes(),
     };
   }
 
@@ -250,7 +285,7 @@ export class EndpointPolicies {
   ): void {
     if (!compiled) return;
     const held = this.bySession.get(sessionId);
-    if (held?.uses.has(compiled.policy)) return;
+    if (held?.has(compiled.policy)) return;
     const bytes = estimatedPolicyBytes(compiled.text.length);
     const sessionBytes = (held?.bytes ?? 0) + bytes;
     if (
@@ -308,20 +343,13 @@ export class EndpointPolicies {
   /** Count one more (or one fewer) live tunnel of `sessionId` running `policy`. */
   private use(sessionId: string, policy: CompiledPolicy, textLength: number, delta: 1 | -1): void {
     let held = this.bySession.get(sessionId);
-    if (!held) this.bySession.set(sessionId, (held = { uses: new Map(), bytes: 0 }));
-    const uses = (held.uses.get(policy) ?? 0) + delta;
-    const bytes = estimatedPolicyBytes(textLength);
-    if (uses > 0) held.uses.set(policy, uses);
-    else held.uses.delete(policy);
-    // The bytes come with the first tunnel of a policy and go with its last.
-    if (delta === 1 && uses === 1) {
-      held.bytes += bytes;
-      this.liveBytes += bytes;
-    } else if (delta === -1 && uses === 0) {
-      held.bytes -= bytes;
-      this.liveBytes -= bytes;
-    }
-    if (held.uses.size === 0) this.bySession.delete(sessionId);
+    if (!held) this.bySession.set(sessionId, (held = new DistinctPolicies()));
+    this.liveBytes += held.count(policy, textLength, delta);
+    if (held.empty) this.bySession.delete(sessionId);
+  }
+
+  private retainedBytes(): number {
+    return this.kept.bytes + this.retired.size * STATE_BYTES;
   }
 
   private changed(): void {
@@ -335,12 +363,12 @@ export class EndpointPolicies {
     this.use(tunnel.sessionId, policy.runner.policy, policy.text.length, -1);
     const earlier = this.retired.peek(policy.bindKey);
     if (earlier && earlier.ownerId !== policy.ownerId) this.options.events.forget(earlier.ownerId);
-    const maxBytes = this.options.maxRetainedBytes ?? POLICY_RETENTION.maxBytes;
-    if (estimatedPolicyBytes(policy.text.length) > maxBytes) {
-      // Larger than all the room there is: the LRU would not keep it (nor tell us), so forget now.
-      if (earlier) this.retired.delete(policy.bindKey);
-      this.options.events.forget(policy.ownerId);
-    } else this.retired.set(policy.bindKey, policy);
+    this.kept.count(policy.runner.policy, policy.text.length, +1);
+    this.retired.set(policy.bindKey, policy);
+    // Least recently gone first, until the states fit (this one too, if it alone does not).
+    while (this.retainedBytes() > this.maxRetainedBytes && this.retired.size > 0) {
+      this.retired.pop();
+    }
     this.changed();
   };
 }
