@@ -101,6 +101,22 @@ describe('POST /traffic_policy/validate and secrets', () => {
     expect(module.body.msg).toMatch(/secrets.get\("prod", "oidc"\).*may only be used whole/);
   });
 
+  it('refuses an IP policy id that does not exist, as a bind does, and accepts one that does', async () => {
+    const policy = (id: string) =>
+      `on_http_request: [{actions: [{type: restrict-ips, config: {ip_policies: [${id}]}}]}]`;
+    const unknown = 'ipp_2bhsNc9X6FO3i2wzTOgIH8jAe52';
+    const refused = await validate({ value: policy(unknown) });
+    expect(refused.body).toMatchObject({ valid: false, error: { error_code: 'ERR_NGROK_2204' } });
+    expect((refused.body.error as { msg: string }).msg).toContain(
+      `IP policies that do not exist: ${unknown}`,
+    );
+    const made = await api.call('POST', '/ip_policies', { description: 'office' });
+    expect(made.status).toBe(201);
+    expect((await validate({ value: policy(made.body.id as string) })).body).toEqual({
+      valid: true,
+    });
+  });
+
   it('answers 404 for a credential that does not exist', async () => {
     expect((await validate({ credential_id: 'cr_2bhsNc9X6FO3i2wzTOgIH8jAe52' })).status).toBe(404);
   });

@@ -67,7 +67,8 @@ async function notGrantedTo(
  * `POST /traffic_policy/validate`: run a traffic policy through the engine that would run it,
  * without saving anything, so editors can check as the user types. The answer is 200 either way:
  * `{valid: true}`, or `{valid: false, error}` with the code, message and details (phase, rule,
- * action) that saving would give. With `credential_id`, also whether an agent with that
+ * action) that saving would give, including a bind's checks on what the policy names (IP
+ * policies that must exist). With `credential_id`, also whether an agent with that
  * authtoken could bind it: every vault the policy reads secrets from must be granted by a
  * `secrets:read:` rule in the credential's ACL (`ERR_BURROW_SECRET_NOT_GRANTED` otherwise).
  * @example await policyValidationRoutes(app, ctx);
@@ -111,6 +112,18 @@ export async function policyValidationRoutes(
       const { value, protocol, credential_id: credentialId } = request.body;
       try {
         const policy = compilePolicy(value, { protocol, field: 'value' });
+        // The checks a bind makes after compiling, so that validate and bind agree.
+        const missing = await repos.ipPolicies.missing(policy.ipPolicyIds);
+        if (missing.length > 0) {
+          return {
+            valid: false,
+            error: {
+              error_code: CODES.policyActionValue,
+              msg: `restrict-ips names IP policies that do not exist: ${missing.join(', ')}. Create them with POST /ip_policies, or remove them from ip_policies.`,
+              details: { field: 'value' },
+            },
+          };
+        }
         const refusal =
           credentialId === undefined ? undefined : await notGrantedTo(repos, credentialId, policy);
         if (refusal === undefined) return { valid: true };

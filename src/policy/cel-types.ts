@@ -179,6 +179,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
     {
       raw: 'string',
       scheme: 'string',
+      authority: 'string',
       host: 'string',
       port: 'int',
       path: 'string',
@@ -189,6 +190,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
     {
       Raw: 'raw',
       Scheme: 'scheme',
+      Authority: 'authority',
       Host: 'host',
       Port: 'port',
       Path: 'path',

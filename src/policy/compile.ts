@@ -9,8 +9,10 @@ import {
   parsePolicyDocument,
   POLICY_PHASES,
   toPhases,
+  type ExpressionErrorChoice,
   type PhasedRule,
   type PolicyDocument,
+  type PolicyRule,
   type PolicyPhase,
   type PolicyProtocol,
 } from './parse.js';
@@ -39,6 +41,33 @@ export interface CompiledRule {
   readonly name: string | null;
   readonly conditions: readonly CompiledExpression[];
   readonly actions: readonly CompiledRuleAction[];
+  /** What an expression that fails at run time counts as: `match` (true) or `skip` the rule. */
+  readonly onExpressionError: ExpressionErrorChoice;
+}
+
+/**
+ * Actions that keep traffic out (refuse, authenticate, limit): a rule with one of them fails
+ * closed by default, so a mistyped `deny` rule refuses rather than lets everyone through.
+ */
+const GUARD_ACTIONS: ReadonlySet<string> = new Set([
+  'deny',
+  'close-connection',
+  'restrict-ips',
+  'rate-limit',
+  'basic-auth',
+  'jwt-validation',
+  'oauth',
+  'openid-connect',
+  'verify-webhook',
+]);
+
+/**
+ * The documented default when an expression of `rule` fails at run time: a rule that guards
+ * runs its actions (`match`), any other rule is skipped.
+ * @example expressionFailureDefault({ expressions: [], actions: [{ type: 'deny', config: null }] }) // 'match'
+ */
+export function expressionFailureDefault(rule: PolicyRule): ExpressionErrorChoice {
+  return rule.actions.some((a) => GUARD_ACTIONS.has(a.type)) ? 'match' : 'skip';
 }
 
 export interface CompilePolicyOptions {
@@ -119,6 +148,37 @@ function misplacedSecret(
   );
 }
 
+/** An unescaped `${`: `$${` writes a literal `${` in templates. */
+const INTERPOLATION = /(?<!\$)\$\{/;
+
+/**
+ * Refuse a `${…}` in a config value the action takes as it is (no interpolation there), which
+ * would otherwise reach the action literally and, say, never match: ngrok users write them in
+ * any field, so the difference must be said at save.
+ */
+function refuseUninterpolated(
+  config: unknown,
+  interpolated: ReadonlySet<string>,
+  at: string,
+  field: string,
+  path = 'config',
+): void {
+  if (typeof config === 'string') {
+    if (!INTERPOLATION.test(config) || interpolated.has(config)) return;
+    throw new ValidationError(
+      CODES.policyActionValue,
+      field,
+      `${at}: ${path} holds ${quote(config, '"')}, but this field is not interpolated: its \${…} would be taken literally; remove it, or write $\${ for a literal \${`,
+    );
+  }
+  if (Array.isArray(config)) {
+    config.forEach((v, i) => refuseUninterpolated(v, interpolated, at, field, `${path}[${i}]`));
+  } else if (config !== null && typeof config === 'object') {
+    for (const [k, v] of Object.entries(config))
+      refuseUninterpolated(v, interpolated, at, field, `${path}.${k}`);
+  }
+}
+
 function compileRule(
   rule: PhasedRule,
   phase: PolicyPhase,
@@ -148,10 +208,13 @@ function compileRule(
     const spec = resolveAction(type, at, field);
     checkPlacement(spec, phase, protocol, at, field);
     const reader = ConfigReader.open(config, spec.configKeys, at, field);
+    /** Texts compiled as templates or expressions: any other `${` in the config is refused. */
+    const interpolated = new Set<string>();
     const ctx: ActionCompileContext = {
       phase,
       protocol,
       expression(source, key, purpose) {
+        interpolated.add(source);
         let compiled: CompiledExpression;
         try {
           compiled = compileExpression(source, phase, purpose);
@@ -163,6 +226,7 @@ function compileRule(
         return compiled;
       },
       template(text, key, maxGroup) {
+        interpolated.add(text);
         let compiled: Template;
         try {
           compiled = compileTemplate(text, phase, maxGroup);
@@ -175,6 +239,7 @@ function compileRule(
         return compiled;
       },
       outboundTemplate(text, key) {
+        interpolated.add(text);
         let compiled: Template;
         try {
           compiled = compileTemplate(text, phase, undefined, true);
@@ -186,10 +251,17 @@ function compileRule(
       },
     };
     const compiled = { index, type, action: spec.compile(reader, ctx) };
+    refuseUninterpolated(config, interpolated, at, field);
     actions.push(compiled);
     if (compiled.action.alwaysTerminates) terminating = compiled;
   });
-  return { index: rule.source.index, name: rule.name ?? null, conditions, actions };
+  return {
+    index: rule.source.index,
+    name: rule.name ?? null,
+    conditions,
+    actions,
+    onExpressionError: rule.on_expression_error ?? expressionFailureDefault(rule),
+  };
 }
 
 /**

@@ -45,6 +45,12 @@ export interface PolicyAction {
 export interface PolicyRule {
   name?: string;
   expressions: string[];
+  /**
+   * What a failing expression (evaluation error at run time) does to this rule: `match` runs its
+   * actions, `skip` skips the rule. Default: `match` when an action guards (deny, auth,
+   * restrict-ips…), else `skip` (see compile.ts expressionFailureDefault).
+   */
+  on_expression_error?: ExpressionErrorChoice;
   actions: PolicyAction[];
 }
 
@@ -72,7 +78,11 @@ export interface PhasedRule extends PolicyRule {
 
 export type PolicyPhases = Record<PolicyPhase, PhasedRule[]>;
 
-const RULE_KEYS = ['name', 'expressions', 'actions'];
+/** What a rule does when one of its expressions fails to evaluate (a Burrow rule key). */
+export type ExpressionErrorChoice = 'match' | 'skip';
+const EXPRESSION_ERROR_CHOICES: readonly ExpressionErrorChoice[] = ['match', 'skip'];
+
+const RULE_KEYS = ['name', 'expressions', 'actions', 'on_expression_error'];
 const ACTION_KEYS = ['type', 'config'];
 
 type Mapping = Record<string, unknown>;
@@ -242,7 +252,18 @@ function parseRule(raw: unknown, list: PolicyListName, index: number, field: str
       );
     }
   }
-  const { name, expressions, actions } = raw;
+  const { name, expressions, actions, on_expression_error: onError } = raw;
+  if (
+    onError !== undefined &&
+    onError !== null &&
+    !EXPRESSION_ERROR_CHOICES.includes(onError as ExpressionErrorChoice)
+  ) {
+    throw new ValidationError(
+      CODES.policyUnparseable,
+      field,
+      `${label}: on_expression_error must be 'match' (run the actions when an expression fails at run time) or 'skip' (skip the rule), not ${describeValue(onError)}`,
+    );
+  }
   if (name !== undefined && name !== null && typeof name !== 'string') {
     throw new ValidationError(
       CODES.policyUnparseable,
@@ -282,6 +303,7 @@ function parseRule(raw: unknown, list: PolicyListName, index: number, field: str
     actions: actions.map((a: unknown, i) => parseAction(a, `${label}.actions[${i}]`, field)),
   };
   if (typeof name === 'string') rule.name = name;
+  if (typeof onError === 'string') rule.on_expression_error = onError as ExpressionErrorChoice;
   return rule;
 }
 

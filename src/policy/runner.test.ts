@@ -103,23 +103,54 @@ describe('rules and actions', () => {
     expect(events.eventsFor(owner).map((e) => e.outcome)).toEqual(['responded', 'log']);
   });
 
-  it('skips a rule whose expression fails at run time and records why', () => {
+  it('a deny rule whose expression fails at run time fails closed, and records why', () => {
     const { runner, events, owner } = bindPolicy(
       oneRule('on_http_request', [{ type: 'deny' }], ["req.headers['x-token'][0] == 'secret'"]),
       'http',
     );
     expect(sync(runner.onHttpRequest({ conn: CONN_TLS13, req: SAMPLE_REQUEST })).kind).toBe(
+      'respond',
+    );
+    const event = events.eventsFor(owner).find((e) => e.outcome === 'error');
+    expect(event).toMatchObject({ action: null, rule: { index: 0, name: 'rule' } });
+    expect(event!.message).toMatch(
+      /expression "req\.headers\['x-token'\]\[0\] == 'secret'" failed: No such key: x-token; it counts as true, so the rule runs its actions \(on_expression_error: match\)/,
+    );
+  });
+
+  it('skips a rule whose expression fails when the rule says on_expression_error: skip', () => {
+    const { runner, events, owner } = bindPolicy(
+      {
+        on_http_request: [
+          {
+            name: 'rule',
+            on_expression_error: 'skip',
+            expressions: ["req.headers['x-token'][0] == 'secret'"],
+            actions: [{ type: 'deny' }],
+          },
+        ],
+      },
+      'http',
+    );
+    expect(sync(runner.onHttpRequest({ conn: CONN_TLS13, req: SAMPLE_REQUEST })).kind).toBe(
       'continue',
     );
-    const [event] = events.eventsFor(owner);
-    expect(event).toMatchObject({
-      outcome: 'error',
-      action: null,
-      rule: { index: 0, name: 'rule' },
-    });
-    expect(event!.message).toMatch(
-      /expression "req\.headers\['x-token'\]\[0\] == 'secret'" failed: No such key: x-token; the rule is skipped/,
+    expect(events.eventsFor(owner)[0]!.message).toMatch(
+      /the rule is skipped \(on_expression_error: skip\)/,
     );
+  });
+
+  it('skips, by default, a rule that only changes the request when its expression fails', () => {
+    const { runner } = bindPolicy(
+      oneRule(
+        'on_http_request',
+        [{ type: 'add-headers', config: { headers: { 'x-seen': 'yes' } } }],
+        ["req.headers['x-token'][0] == 'secret'"],
+      ),
+      'http',
+    );
+    const decision = sync(runner.onHttpRequest({ conn: CONN_TLS13, req: SAMPLE_REQUEST }));
+    expect(decision).toMatchObject({ kind: 'continue', headers: { add: [] } });
   });
 
   it('carries set-vars from on_tcp_connect to the request and the response phase', () => {

@@ -349,7 +349,11 @@ export class PolicyRunner {
     return undefined;
   }
 
-  /** All conditions true; an expression that fails to evaluate makes the rule not match. */
+  /**
+   * All conditions true. An expression that fails to evaluate counts as the rule says
+   * (`on_expression_error`; by default true for rules that guard, so they fail closed) and an
+   * `error` event says so.
+   */
   private matches(run: PhaseRun, rule: CompiledRule): boolean {
     run.actionIndex = -1;
     for (const condition of rule.conditions) {
@@ -357,11 +361,13 @@ export class PolicyRunner {
       try {
         result = condition.evaluate(run.activation);
       } catch (err) {
+        const failClosed = rule.onExpressionError === 'match';
         run.event(
           'error',
-          `expression ${JSON.stringify(condition.source)} failed: ${(err as Error).message.split('\n')[0]}; the rule is skipped`,
+          `expression ${JSON.stringify(condition.source)} failed: ${(err as Error).message.split('\n')[0]}; ${failClosed ? 'it counts as true, so the rule runs its actions (on_expression_error: match)' : 'the rule is skipped (on_expression_error: skip)'}`,
         );
-        return false;
+        if (!failClosed) return false;
+        continue;
       }
       if (result !== true) return false;
     }

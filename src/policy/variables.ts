@@ -259,6 +259,8 @@ export class UrlVars {
   readonly raw: string;
   /** `scheme://host[:port]`, the part of `raw` before the path. */
   readonly origin: string;
+  /** `host[:port]` as the request named it (the Host header). */
+  readonly authority: string;
   #params: Map<string, string[]> | undefined;
   #path: string | undefined;
   constructor(scheme: string, hostHeader: string, target: string) {
@@ -269,6 +271,7 @@ export class UrlVars {
     const hp = parseHostPort(hostHeader, HOST_HEADER);
     this.host = (hp?.host ?? hostHeader).toLowerCase();
     this.port = hp?.port !== undefined ? BigInt(hp.port) : scheme === 'https' ? 443n : 80n;
+    this.authority = hostHeader;
     this.origin = `${scheme}://${hostHeader}`;
     this.raw = this.origin + target;
   }
@@ -297,6 +300,24 @@ export class UrlVars {
 /** How much of a query string policies see (documented in docs/traffic-policy.md). */
 const QUERY_LIMITS = { maxParams: 256, maxValuesPerName: 32 } as const;
 
+/**
+ * `map` with lookups (`[]`, `in`, `has()`) that ignore the key's case: `req.headers['X-Api-Version']`
+ * finds the header the map keeps as `x-api-version`, as users copying ngrok's examples expect.
+ * CEL reads maps by `get` and knows them by their constructor (Map), so the lookups are replaced
+ * on the instance rather than by a subclass. `normalize` gives the key the map is keyed by.
+ */
+function caseInsensitiveLookups<V>(
+  map: Map<string, V>,
+  normalize: (key: string) => string,
+): Map<string, V> {
+  const get = map.get.bind(map);
+  const has = map.has.bind(map);
+  map.get = (key: string) =>
+    get(key) ?? (typeof key === 'string' ? get(normalize(key)) : undefined);
+  map.has = (key: string) => has(key) || (typeof key === 'string' && has(normalize(key)));
+  return map;
+}
+
 /** Shared by `req` and `res`: the header map, rebuilt after the phase edits headers. */
 abstract class MessageVars {
   readonly #headers: HeaderInput;
@@ -307,14 +328,16 @@ abstract class MessageVars {
     this.#headers = headers;
   }
   get headers(): Map<string, string[]> {
-    return (this.#map ??= headerMap(this.#headers, this.#changes));
+    return (this.#map ??= caseInsensitiveLookups(headerMap(this.#headers, this.#changes), (k) =>
+      k.toLowerCase(),
+    ));
   }
   /** The older `Headers` map: the same values under Go's canonical names (`User-Agent`). */
   get Headers(): Map<string, string[]> {
     if (this.#canonical) return this.#canonical;
     const map = new Map<string, string[]>();
     for (const [k, v] of this.headers) map.set(canonicalHeaderName(k), v);
-    return (this.#canonical = map);
+    return (this.#canonical = caseInsensitiveLookups(map, canonicalHeaderName));
   }
   /** The values of header `name` (any case); empty when absent. Avoids building the whole map. */
   header(name: string): string[] {

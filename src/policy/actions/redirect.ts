@@ -18,7 +18,7 @@ export const redirectAction: ActionSpec = {
   termination: 'conditionally',
   configKeys: ['from', 'to', 'status_code', 'headers'],
   compile(config, ctx) {
-    const from = readFrom(config, false);
+    const from = readFrom(config, ctx, false);
     const to = ctx.template(
       config.string('to', { required: true, example: '"https://example.com/"' })!,
       'to',

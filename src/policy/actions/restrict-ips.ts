@@ -1,6 +1,7 @@
 import { quote, shorten } from '../../core/quote.js';
 import {
   enclosingCidr,
+  formatCidr,
   ipInCidr,
   parseCidr,
   parseCidrCached,
@@ -59,16 +60,39 @@ function cidrList(config: ConfigReader, key: 'allow' | 'deny'): Cidr[] {
   });
 }
 
+/** Whether the address may pass, and the block that decided it (none: no allow block matched). */
+interface IpVerdict {
+  ok: boolean;
+  matched: Cidr | undefined;
+}
+
 /**
  * Whether `ip` may pass: it matches no deny block and, when there are allow blocks, one of them.
- * @example allowed(parseIp('10.1.2.3')!, [cidr('10.0.0.0/8')], []) // true
+ * @example allowed(parseIp('10.1.2.3')!, [cidr('10.0.0.0/8')], []) // { ok: true, matched: 10.0.0.0/8 }
  */
-function allowed(ip: ParsedIp | undefined, allow: readonly Cidr[], deny: readonly Cidr[]): boolean {
-  if (!ip) return false;
-  for (const block of deny) if (ipInCidr(ip, block)) return false;
-  if (allow.length === 0) return true;
-  for (const block of allow) if (ipInCidr(ip, block)) return true;
-  return false;
+function allowed(
+  ip: ParsedIp | undefined,
+  allow: readonly Cidr[],
+  deny: readonly Cidr[],
+): IpVerdict {
+  if (!ip) return { ok: false, matched: undefined };
+  for (const block of deny) if (ipInCidr(ip, block)) return { ok: false, matched: block };
+  if (allow.length === 0) return { ok: true, matched: undefined };
+  for (const block of allow) if (ipInCidr(ip, block)) return { ok: true, matched: block };
+  return { ok: false, matched: undefined };
+}
+
+/** `actions.ngrok.restrict_ips`: as ngrok's action variables name them. */
+function publishResult(
+  c: PhaseContext,
+  verdict: IpVerdict | undefined,
+  error?: { code: string; message: string },
+): void {
+  c.setActionResult('restrict_ips', {
+    action: verdict?.ok ? 'allow' : 'deny',
+    matched_cidr: verdict?.matched ? formatCidr(verdict.matched) : '',
+    ...(error && { error }),
+  });
 }
 
 /**
@@ -115,8 +139,9 @@ export const restrictIpsAction: ActionSpec = {
             refusal: IP_REFUSAL,
           });
 
-    const verdict = (c: PhaseContext, ok: boolean, ip: string): ActionOutcome => {
-      if (ok) return undefined;
+    const verdict = (c: PhaseContext, result: IpVerdict, ip: string): ActionOutcome => {
+      publishResult(c, result);
+      if (result.ok) return undefined;
       if (!enforce) {
         c.event('would-restrict', `${ip} is not allowed (enforce is false: let through)`);
         return undefined;
@@ -146,10 +171,9 @@ export const restrictIpsAction: ActionSpec = {
             const then = enforce
               ? `refusing ${text}`
               : `letting ${text} through (enforce is false)`;
-            c.event(
-              'error',
-              `cannot read IP policies ${ipPolicies.join(', ')}: ${(err as Error).message}; ${then}`,
-            );
+            const message = `cannot read IP policies ${ipPolicies.join(', ')}: ${(err as Error).message}`;
+            c.event('error', `${message}; ${then}`);
+            publishResult(c, undefined, { code: CODES.ipRestricted, message });
             return enforce ? refusal : undefined;
           },
         );

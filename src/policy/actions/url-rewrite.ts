@@ -35,7 +35,7 @@ export const urlRewriteAction: ActionSpec = {
   termination: 'never',
   configKeys: ['from', 'to'],
   compile(config, ctx) {
-    const from = readFrom(config, true)!;
+    const from = readFrom(config, ctx, true)!;
     const to = ctx.template(
       config.string('to', { required: true, example: '"/new/$1"' })!,
       'to',
