@@ -22,7 +22,7 @@ import {
   type EndpointPolicyEvents,
 } from '../binds/endpoint-policy.js';
 import type { AgentCertificatePicker } from './agent-listener-certificates.js';
-import { gateConnections, RefusalLog } from '../listeners/connection-gate.js';
+import { gateConnections, RefusalLog, type ConnectionGate } from '../listeners/connection-gate.js';
 import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
 import { proxyProtocolFront } from '../listeners/proxy-protocol-front.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
@@ -203,11 +203,13 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
   });
   // Unauthenticated connections must not pile up: the handshake and then Auth each get a deadline.
   enforceHandshakeDeadline(server, options.handshakeTimeoutMs ?? limits.authTimeoutMs, logger);
+  let gate: ConnectionGate | undefined;
   if (options.maxConnections) {
     const { total, perIp } = options.maxConnections;
-    gateConnections(server, { name: 'agent', maxTotal: total, maxPerIp: perIp }, refusalLog);
+    gate = gateConnections(server, { name: 'agent', maxTotal: total, maxPerIp: perIp }, refusalLog);
   }
-  // The header is read before the TLS server sees the socket, so the gate counts the real client.
+  // The header is read before the TLS server sees the socket, so the gate counts the real client;
+  // connections still waiting for it count in the total (they hold descriptors too).
   const listener = options.proxyProtocol
     ? proxyProtocolFront(server, {
         timeoutMs: options.handshakeTimeoutMs ?? limits.authTimeoutMs,
@@ -215,6 +217,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
         handOverPaused: true,
       })
     : server;
+  if (listener !== server) gate?.attach(listener, { perAddress: false });
   server.on('secureConnection', (socket: tls.TLSSocket) => {
     const session = new AgentSession(socket, ctx);
     live.add(session);
