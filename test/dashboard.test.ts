@@ -180,6 +180,8 @@ describe('the dashboard in Chromium', () => {
 
     await page.reload();
     await page.getByRole('cell', { name: 'from the dashboard', exact: true }).waitFor();
+    // The owner by name, not as a raw usr_ id.
+    await page.getByRole('cell', { name: `${USER} (you)`, exact: true }).waitFor();
     expect(await page.getByTestId('secret').count()).toBe(0);
     expect(await page.content()).not.toContain(apiKey);
   });
@@ -206,6 +208,10 @@ describe('the dashboard in Chromium', () => {
     expect(creds.body.credentials[0].owner_id).toMatch(/^bot_/);
 
     await open('Reserved domains');
+    // A name with a bad character is told so, not that it "needs at least two labels".
+    await page.getByLabel('Domain', { exact: true }).fill('bad domain!');
+    await page.getByRole('button', { name: 'Reserve domain' }).click();
+    await page.getByText(/'bad domain!' is not valid: .*letters, digits/).waitFor();
     await page.getByLabel('Domain', { exact: true }).fill('*.sitea.example.test');
     await page.getByRole('button', { name: 'Reserve domain' }).click();
     const table = page
@@ -217,7 +223,12 @@ describe('the dashboard in Chromium', () => {
     const text = await table.textContent();
     expect(text).toContain('*.sitea.example.test');
     expect(text).toContain('_acme-challenge.sitea.example.test');
-    await page.getByTestId('certificate-status').first().waitFor();
+    // This server has no ACME directory: the status says so and what to do, not "Being issued".
+    const status = page.getByTestId('certificate-status').first();
+    await status.waitFor();
+    expect(await status.textContent()).toContain(
+      'Local CA only: no ACME directory configured: upload a certificate or start with --acme-directory',
+    );
     await shot('reserved-domains');
   });
 
@@ -447,10 +458,17 @@ describe('the dashboard in Chromium', () => {
     await row.waitFor({ state: 'detached' });
   });
 
-  it('stops the agent from the page', async () => {
+  it('stops the agent from the page, after asking once more', async () => {
     await open('Agents');
     const exited = once(agent!, 'exit');
+    // The first click only asks; Keep takes it back and the agent stays online.
     await page.getByRole('button', { name: /^Stop agent ts_/ }).click();
+    await page.getByRole('button', { name: /^Really stop agent ts_/ }).waitFor();
+    await shot('agents-stop-confirm');
+    await page.getByRole('button', { name: 'Keep' }).click();
+    expect(agent!.exitCode).toBeNull();
+    await page.getByRole('button', { name: /^Stop agent ts_/ }).click();
+    await page.getByRole('button', { name: /^Really stop agent ts_/ }).click();
     await exited;
     await page.getByText('No agent is connected').waitFor();
   });
@@ -597,7 +615,34 @@ describe('the dashboard in Chromium', () => {
 
   it('works at phone width and in dark mode', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
-    await open('API keys');
+    // No page is wider than the phone: a wide table scrolls inside its own box.
+    for (const name of [
+      'Agents',
+      'Traffic',
+      'Edges',
+      'Endpoints',
+      'Reserved domains',
+      'Authtokens',
+      'API keys',
+    ]) {
+      await open(name);
+      const widths = await page.evaluate(() => ({
+        page: document.documentElement.scrollWidth,
+        screen: window.innerWidth,
+        // What sticks out, to name in the failure.
+        wide: [...document.querySelectorAll('body *')]
+          .filter(
+            (e) =>
+              e.getBoundingClientRect().right > window.innerWidth + 1 &&
+              !e.parentElement?.closest('.table-wrap'),
+          )
+          .slice(0, 3)
+          .map((e) => `${e.parentElement?.className} > ${e.tagName.toLowerCase()}.${e.className}`),
+      }));
+      expect(widths.page, `${name} is wider than the phone: ${widths.wide.join(', ')}`).toBe(
+        widths.screen,
+      );
+    }
     await shot('phone-api-keys');
     await page.emulateMedia({ colorScheme: 'dark' });
     await page.setViewportSize({ width: 1280, height: 860 });

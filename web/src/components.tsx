@@ -81,6 +81,54 @@ export function ShownOnce({
   );
 }
 
+/**
+ * A button for something that cannot be undone (delete, stop an agent): the first click asks
+ * once more, with the verb and what it applies to, and "Keep" takes it back.
+ */
+export function ConfirmButton({
+  verb,
+  name,
+  onConfirm,
+  className = 'danger',
+}: {
+  /** The button's text, e.g. "Delete" or "Stop". */
+  verb: string;
+  /** What it applies to, in the accessible names: "Delete API key CI". */
+  name: string;
+  onConfirm: () => Promise<unknown>;
+  className?: string;
+}) {
+  const [asking, setAsking] = useState(false);
+  if (!asking) {
+    return (
+      <button
+        type="button"
+        className={className}
+        onClick={() => setAsking(true)}
+        aria-label={`${verb} ${name}`}
+      >
+        {verb}
+      </button>
+    );
+  }
+  const really = `Really ${verb.toLowerCase()}`;
+  return (
+    <span className="confirm">
+      <button
+        type="button"
+        className="danger"
+        onClick={() => void onConfirm()}
+        aria-label={`${really} ${name}`}
+      >
+        {really}
+      </button>
+      <button type="button" className="secondary" onClick={() => setAsking(false)}>
+        Keep
+      </button>
+    </span>
+  );
+}
+
 /** A delete button that asks once more before deleting. */
 export function DeleteButton({
   name,
@@ -89,34 +137,7 @@ export function DeleteButton({
   name: string;
   onDelete: () => Promise<unknown>;
 }) {
-  const [asking, setAsking] = useState(false);
-  if (!asking) {
-    return (
-      <button
-        type="button"
-        className="danger"
-        onClick={() => setAsking(true)}
-        aria-label={`Delete ${name}`}
-      >
-        Delete
-      </button>
-    );
-  }
-  return (
-    <span className="confirm">
-      <button
-        type="button"
-        className="danger"
-        onClick={() => void onDelete()}
-        aria-label={`Really delete ${name}`}
-      >
-        Really delete
-      </button>
-      <button type="button" className="secondary" onClick={() => setAsking(false)}>
-        Keep
-      </button>
-    </span>
-  );
+  return <ConfirmButton verb="Delete" name={name} onConfirm={onDelete} />;
 }
 
 /** A short date and time in the reader's locale. */

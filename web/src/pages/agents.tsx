@@ -1,5 +1,5 @@
 import type { Ref } from '../api';
-import { Chips, labelPairs, PageHeader, When } from '../components';
+import { Chips, ConfirmButton, labelPairs, PageHeader, When } from '../components';
 import { useAction, useList } from '../hooks';
 import { ResourceCard, ResourceList } from '../resource';
 
@@ -23,12 +23,6 @@ export interface Tunnel {
   forwards_to: string;
   tunnel_session: Ref;
 }
-
-/** What an agent can be told, with its button's text and look. */
-const COMMANDS = [
-  { what: 'restart', text: 'Restart', className: 'secondary' },
-  { what: 'stop', text: 'Stop', className: 'danger' },
-] as const;
 
 /** Agents: online tunnel sessions with their tunnels; stop or restart one. */
 export function AgentsPage() {
@@ -61,24 +55,22 @@ export function AgentsPage() {
                 title={<code>{s.id}</code>}
                 actions={
                   <span className="actions">
-                    {COMMANDS.map(({ what, text, className }) => (
-                      <button
-                        key={what}
-                        type="button"
-                        className={className}
-                        onClick={() =>
-                          void action.send(
-                            'POST',
-                            `/tunnel_sessions/${s.id}/${what}`,
-                            {},
-                            sessions.reload,
-                          )
-                        }
-                        aria-label={`${text} agent ${s.id}`}
-                      >
-                        {text}
-                      </button>
-                    ))}
+                    {/* Both cut the agent's tunnels off; stop also ends the agent, so both ask first. */}
+                    <ConfirmButton
+                      verb="Restart"
+                      name={`agent ${s.id}`}
+                      className="secondary"
+                      onConfirm={() =>
+                        action.send('POST', `/tunnel_sessions/${s.id}/restart`, {}, sessions.reload)
+                      }
+                    />
+                    <ConfirmButton
+                      verb="Stop"
+                      name={`agent ${s.id}`}
+                      onConfirm={() =>
+                        action.send('POST', `/tunnel_sessions/${s.id}/stop`, {}, sessions.reload)
+                      }
+                    />
                   </span>
                 }
               >

@@ -1,7 +1,8 @@
-import { useState } from 'react';
+import { useCallback, useState } from 'react';
+import { api } from '../api';
 import { PageHeader, ShownOnce, When } from '../components';
 import { CreateForm, TextField } from '../fields';
-import { useResource } from '../hooks';
+import { useList, useLoad, useResource } from '../hooks';
 import { ResourceTable } from '../resource';
 
 interface ApiKey {
@@ -12,9 +13,33 @@ interface ApiKey {
   token: string | null;
 }
 
+interface Named {
+  id: string;
+  name: string;
+}
+
+/**
+ * Who owns a key, by name: the signed-in person (who made the dashboard's keys), a bot user, or
+ * the id of another dashboard user (their names are not listed to the API).
+ */
+function useOwnerName(): (id: string) => string {
+  const loadMe = useCallback(
+    async () => (await api<{ user: Named }>('GET', '/auth/session')).user,
+    [],
+  );
+  const me = useLoad(loadMe).data;
+  const bots = useList<Named>('/bot_users', 'bot_users').items;
+  return (id) => {
+    if (me?.id === id) return `${me.name} (you)`;
+    const bot = bots?.find((b) => b.id === id);
+    return bot ? `${bot.name} (bot user)` : id;
+  };
+}
+
 /** API keys: create (the key shown once), list, delete. */
 export function ApiKeysPage() {
   const keys = useResource<ApiKey>('/api_keys', 'keys');
+  const ownerName = useOwnerName();
   const [description, setDescription] = useState('');
   const [created, setCreated] = useState<ApiKey | undefined>(undefined);
   const create = async () => {
@@ -56,7 +81,10 @@ export function ApiKeysPage() {
             cell: (k) => k.description || <span className="muted">(none)</span>,
           },
           { header: 'ID', cell: (k) => <code>{k.id}</code> },
-          { header: 'Owner', cell: (k) => <code>{k.owner_id}</code> },
+          {
+            header: 'Owner',
+            cell: (k) => <span title={k.owner_id}>{ownerName(k.owner_id)}</span>,
+          },
           { header: 'Created', cell: (k) => <When iso={k.created_at} /> },
         ]}
         deleteName={(k) => `API key ${k.description || k.id}`}
