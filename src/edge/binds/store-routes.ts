@@ -13,6 +13,12 @@ import type { EventEmitter } from 'node:events';
 export const STORE_RECONCILE_MS = 300_000;
 
 /**
+ * More ids than this in one round are read with one full reload instead: one query for all beats
+ * hundreds of reads by id (a backend that thousands of edges use changed).
+ */
+export const MOST_IDS_PER_ROUND = 100;
+
+/**
  * Runs `reloadAll` at start and `reloadIds` on every 'change' of `changes`, one reload at a time so
  * an older read never overwrites a newer one. Requests that arrive during a reload wait for the
  * next round, which takes them all at once (ids merged; a full reload covers every id), so a burst
@@ -91,7 +97,7 @@ export class StoreFollower {
         this.fullPending = false;
         this.idsPending.clear();
         try {
-          if (full) await this.reloadAll();
+          if (full || ids.length > MOST_IDS_PER_ROUND) await this.reloadAll();
           else await this.reloadIds(ids);
         } catch {
           // Reloads log their own failures and keep the last good state; the next event or
