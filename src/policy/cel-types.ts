@@ -11,6 +11,12 @@ import {
 } from './variables.js';
 import { REDACTED, SecretsVars, SecretText } from './secrets.js';
 import {
+  CookieVars,
+  RequestTsVars,
+  USER_AGENT_FIELDS,
+  UserAgentVars,
+} from './request-detail-vars.js';
+import {
   TLS_NAME_ATTRIBUTES,
   TlsClientVars,
   TlsNameVars,
@@ -200,6 +206,9 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
       QueryParams: 'query_params',
     },
   ),
+  declare('Cookie', CookieVars, { name: 'string', value: 'string' }, {}),
+  declare('UserAgent', UserAgentVars, USER_AGENT_FIELDS, {}),
+  declare('RequestTs', RequestTsVars, { header_received: 'google.protobuf.Timestamp' }, {}),
   declare(
     'Request',
     ReqVars,
@@ -214,6 +223,9 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
       content_type: 'string',
       content_encoding: 'list<string>',
       location: 'string',
+      cookies: 'map<string, list<Cookie>>',
+      user_agent: 'UserAgent',
+      ts: 'RequestTs',
     },
     {
       Method: 'method',

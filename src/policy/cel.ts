@@ -2,6 +2,7 @@ import { BurrowError, CODES, type ErrorCode } from '../core/errors.js';
 import { quote, shorten } from '../core/quote.js';
 import { Environment, type ASTNode, type TypeCheckResult } from '@marcbachmann/cel-js';
 import { ipInCidr, parseCidrCached, parseIp, type Cidr } from '../core/cidr.js';
+import { MACRO_NAMESPACES, registerMacros } from './cel-macros.js';
 import { CEL_TYPES } from './cel-types.js';
 import { deepest } from './document-limits.js';
 import type { PolicyPhase } from './parse.js';
@@ -115,6 +116,8 @@ const PHASE_FUNCTIONS: Record<string, PolicyPhase[]> = {
   hasReqHeader: ['on_http_request', 'on_http_response'],
   getQueryParam: ['on_http_request', 'on_http_response'],
   hasQueryParam: ['on_http_request', 'on_http_response'],
+  getReqCookie: ['on_http_request', 'on_http_response'],
+  hasReqCookie: ['on_http_request', 'on_http_response'],
   getResHeader: ['on_http_response'],
   hasResHeader: ['on_http_response'],
 };
@@ -131,6 +134,7 @@ function buildEnvironment(phase: PolicyPhase): Environment {
     limits: { maxDepth, maxAstNodes, maxListElements, maxMapEntries, maxCallArguments },
   });
   for (const t of CEL_TYPES) env.registerType(t.name, { ctor: t.ctor, fields: t.fields });
+  registerMacros(env);
   env
     .registerVariable('conn', 'Conn')
     .registerVariable('endpoint', 'Endpoint')
@@ -180,7 +184,13 @@ function buildEnvironment(phase: PolicyPhase): Environment {
       )
       .registerFunction('hasQueryParam(string): bool', (n: string) =>
         currentReq().url.query_params.has(n),
-      );
+      )
+      .registerFunction('getReqCookie(string): Cookie', (n: string) => {
+        const cookie = currentReq().cookies.get(n)?.[0];
+        if (!cookie) throw new Error(`the request has no cookie ${quote(n)}`);
+        return cookie;
+      })
+      .registerFunction('hasReqCookie(string): bool', (n: string) => currentReq().cookies.has(n));
   }
   if (phase === 'on_http_response') {
     env
@@ -280,7 +290,7 @@ function describe(error: unknown, phase: PolicyPhase, source: string): string {
     const phases = PHASE_VARIABLES[unknownVar];
     text += phases
       ? `; ${unknownVar} is only available in ${phases.join(' and ')}, not in ${phase}`
-      : '; the variables are conn, endpoint, time, vars, actions and secrets, plus req (HTTP phases) and res (on_http_response)';
+      : `; the variables are conn, endpoint, time, vars, actions and secrets, plus req (HTTP phases) and res (on_http_response), and the macros ${MACRO_NAMESPACES.join(', ')}`;
   } else if (/^No such key: /.test(text)) {
     text += '; see docs/traffic-policy.md for the fields of conn, req, res, endpoint and time';
   } else {

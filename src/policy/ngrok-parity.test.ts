@@ -168,3 +168,96 @@ describe('actions.ngrok.restrict_ips', () => {
     });
   });
 });
+
+describe('variables and macros of ngrok reference', () => {
+  const respondWith = (body: string, expressions: string[] = []) =>
+    bindPolicy(
+      oneRule('on_http_request', [{ type: 'custom-response', config: { body } }], expressions),
+      'http',
+    ).runner;
+  const bodyOf = (body: string, req = request(), expressions: string[] = []) => {
+    const d = sync(respondWith(body, expressions).onHttpRequest({ conn: CONN_TLS13, req }));
+    return d.kind === 'respond' ? d.body : `(${d.kind})`;
+  };
+
+  it('req.cookies, getReqCookie and hasReqCookie', () => {
+    const req = request({
+      headers: { ...SAMPLE_REQUEST.headers, cookie: 'session=abc; theme="dark"; session=def' },
+    });
+    expect(
+      bodyOf(
+        "${req.cookies['session'][1].value} ${getReqCookie('theme').value} ${req.cookies['session'][0].name}",
+        req,
+        ["hasReqCookie('session')", "!hasReqCookie('nope')", "'theme' in req.cookies"],
+      ),
+    ).toBe('def dark session');
+  });
+
+  it('req.user_agent: the browser, the OS and is_bot (ngrok examples: Edge users, bots denied)', () => {
+    const edge =
+      'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91';
+    const req = request({ headers: { ...SAMPLE_REQUEST.headers, 'user-agent': edge } });
+    expect(
+      bodyOf('${req.user_agent.name} ${req.user_agent.major} ${req.user_agent.os_name}', req, [
+        "req.user_agent.name == 'Edge'",
+        '!req.user_agent.is_bot',
+      ]),
+    ).toBe('Edge 120 Windows');
+    const bot = request({
+      headers: {
+        ...SAMPLE_REQUEST.headers,
+        'user-agent': 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)',
+      },
+    });
+    expect(bodyOf('bot', bot, ['req.user_agent.is_bot'])).toBe('bot');
+  });
+
+  it('rand.double() and rand.int(min, max) stay in range (A/B split example)', () => {
+    const runner = respondWith('${rand.int(3, 5)}', [
+      'rand.double() >= 0.0 && rand.double() < 1.0',
+    ]);
+    const seen = new Set<string>();
+    for (let i = 0; i < 200; i++) {
+      const d = sync(runner.onHttpRequest({ conn: CONN_TLS13, req: request() }));
+      if (d.kind === 'respond') seen.add(d.body);
+    }
+    expect([...seen].sort()).toEqual(['3', '4', '5']);
+    expect(bodyOf('${rand.int(5, 3)}')).toBe('');
+  });
+
+  it('timestamp(time.now), conn.ts.start, req.ts.header_received and the time functions', () => {
+    expect(
+      bodyOf('${conn.ts.start.getFullYear()}', request(), [
+        'timestamp(time.now) >= conn.ts.start',
+        "time.now - req.ts.header_received < duration('1h')",
+        "timestamp('2025-01-01T00:00:00Z') == conn.ts.start",
+      ]),
+    ).toBe('2025');
+  });
+
+  it('b64, base64, basic_auth, json and string macros', () => {
+    expect(
+      bodyOf(
+        "${b64.encode('hi')} ${b64.decode('aGk=')} ${basic_auth.encode('username', 'password1')} ${json.encode({'a': [1, 2]})} ${'a b'.escapeUrl()}",
+        request(),
+        [
+          "json.decode('{\"n\": 2}')['n'] == 2",
+          "'aGk='.decodeBase64() == 'hi'",
+          "base64.encode(base64.decode('aGk=')) == 'aGk='",
+          "'{}'.isJson() && !'{'.isJson()",
+        ],
+      ),
+    ).toBe('aGk= hi Basic dXNlcm5hbWU6cGFzc3dvcmQx {"a":[1,2]} a%20b');
+  });
+
+  it('refuses an unknown namespace or function at save, naming the macros', () => {
+    expect(() =>
+      compilePolicy(
+        JSON.stringify(oneRule('on_http_request', [{ type: 'deny' }], ['rnd.double() < 0.5'])),
+        {
+          protocol: 'http',
+        },
+      ),
+    ).toThrow(/the macros rand, b64, base64, basic_auth, json/);
+  });
+});

@@ -8,6 +8,12 @@ import {
   type HeaderChanges,
   type HeaderInput,
 } from './headers.js';
+import {
+  parseCookies,
+  RequestTsVars,
+  UserAgentVars,
+  type CookieVars,
+} from './request-detail-vars.js';
 import type { SecretsVars } from './secrets.js';
 import { TlsClientVars } from './tls-client-vars.js';
 
@@ -81,6 +87,8 @@ export interface RequestInput {
   host?: string | undefined;
   /** The HTTP version, e.g. `1.1`. */
   version?: string | undefined;
+  /** When the edge read the request's head (ms since the epoch); default: when a rule reads it. */
+  received?: number | undefined;
   /**
    * Reads the whole body (once); given by the ingress so that actions that need the body
    * (verify-webhook) can have it. Without it those actions refuse the request.
@@ -380,10 +388,22 @@ export class ReqVars extends MessageVars {
   readonly #in: RequestInput;
   #target: string;
   #url: UrlVars | undefined;
+  #cookies: Map<string, CookieVars[]> | undefined;
+  #ts: RequestTsVars | undefined;
   constructor(input: RequestInput) {
     super(input.headers);
     this.#in = input;
     this.#target = input.url;
+  }
+  /** The Cookie header's cookies by name (`req.cookies['session'][0].value`). */
+  get cookies(): Map<string, CookieVars[]> {
+    return (this.#cookies ??= parseCookies(this.header('cookie')));
+  }
+  get user_agent(): UserAgentVars {
+    return UserAgentVars.of(this.first('user-agent') ?? '');
+  }
+  get ts(): RequestTsVars {
+    return (this.#ts ??= new RequestTsVars(new Date(this.#in.received ?? Date.now())));
   }
   get method(): string {
     return this.#in.method.toUpperCase();

@@ -1,0 +1,118 @@
+import { isbot } from 'isbot';
+import { LRUCache } from 'lru-cache';
+import UAParser from 'ua-parser-js';
+
+/**
+ * Request variables parsed from headers on first use: `req.cookies` (the Cookie header) and
+ * `req.user_agent` (the User-Agent header, read with ua-parser-js 1.x and isbot).
+ */
+
+/** One cookie of the request: `req.cookies['session'][0].value`. */
+export class CookieVars {
+  constructor(
+    readonly name: string,
+    readonly value: string,
+  ) {}
+}
+
+/** At most this many cookies are read from a request (the rest are not visible to policies). */
+const MAX_COOKIES = 256;
+
+/**
+ * The cookies of Cookie header values, by name, in the order sent (RFC 6265 `name=value; …`;
+ * a pair without `=` is skipped, a quoted value is unquoted).
+ * @example parseCookies(['a=1; b=2; a=3']).get('a')?.map((c) => c.value) // ['1', '3']
+ */
+export function parseCookies(headers: readonly string[]): Map<string, CookieVars[]> {
+  const cookies = new Map<string, CookieVars[]>();
+  let seen = 0;
+  for (const header of headers) {
+    for (const pair of header.split(';')) {
+      const eq = pair.indexOf('=');
+      if (eq < 0) continue;
+      const name = pair.slice(0, eq).trim();
+      if (name === '') continue;
+      if (++seen > MAX_COOKIES) return cookies;
+      let value = pair.slice(eq + 1).trim();
+      if (value.length >= 2 && value.startsWith('"') && value.endsWith('"'))
+        value = value.slice(1, -1);
+      const list = cookies.get(name);
+      if (list) list.push(new CookieVars(name, value));
+      else cookies.set(name, [new CookieVars(name, value)]);
+    }
+  }
+  return cookies;
+}
+
+/** What the parser reads of a User-Agent: only the start (bounded work per request). */
+const MAX_USER_AGENT = 512;
+const parsedAgents = new LRUCache<string, UserAgentVars>({ max: 1024 });
+
+/**
+ * `req.user_agent`: the User-Agent header read by ua-parser-js (browser, engine, OS, device, CPU)
+ * and isbot (`is_bot`). Unknown parts are `''`.
+ */
+export class UserAgentVars {
+  readonly raw: string;
+  readonly name: string;
+  readonly version: string;
+  readonly major: string;
+  readonly engine_name: string;
+  readonly engine_version: string;
+  readonly os_name: string;
+  readonly os_version: string;
+  readonly device_type: string;
+  readonly device_vendor: string;
+  readonly device_model: string;
+  readonly cpu_architecture: string;
+  readonly is_bot: boolean;
+  /** Use {@link UserAgentVars.of}, which caches. */
+  constructor(raw: string) {
+    const head = raw.slice(0, MAX_USER_AGENT);
+    const r = UAParser(head);
+    this.raw = raw;
+    this.name = r.browser.name ?? '';
+    this.version = r.browser.version ?? '';
+    this.major = r.browser.major ?? '';
+    this.engine_name = r.engine.name ?? '';
+    this.engine_version = r.engine.version ?? '';
+    this.os_name = r.os.name ?? '';
+    this.os_version = r.os.version ?? '';
+    this.device_type = r.device.type ?? '';
+    this.device_vendor = r.device.vendor ?? '';
+    this.device_model = r.device.model ?? '';
+    this.cpu_architecture = r.cpu.architecture ?? '';
+    this.is_bot = isbot(head);
+  }
+
+  /** The parsed agent, cached: most requests come from a few agents. */
+  static of(raw: string): UserAgentVars {
+    // A long agent is parsed each time, so clients cannot fill the cache with large keys.
+    if (raw.length > MAX_USER_AGENT) return new UserAgentVars(raw);
+    let parsed = parsedAgents.get(raw);
+    if (!parsed) parsedAgents.set(raw, (parsed = new UserAgentVars(raw)));
+    return parsed;
+  }
+}
+
+/** `req.ts`: when the edge received the request's head. */
+export class RequestTsVars {
+  constructor(readonly header_received: Date) {}
+}
+
+/** The CEL fields of the types above (cel-types.ts declares them). */
+export const USER_AGENT_FIELDS: Record<string, string> = {
+  raw: 'string',
+  name: 'string',
+  version: 'string',
+  major: 'string',
+  engine_name: 'string',
+  engine_version: 'string',
+  os_name: 'string',
+  os_version: 'string',
+  device_type: 'string',
+  device_vendor: 'string',
+  device_model: 'string',
+  cpu_architecture: 'string',
+  is_bot: 'bool',
+};
