@@ -24,6 +24,8 @@ export interface EndpointOptions {
   forwardsTo?: string;
   /** Start forwarding at once, as `endpoint.forward(target)` would. */
   forward?: ForwardTarget;
+  /** Share the URL with other endpoints that pool it (the server balances between them). */
+  poolingEnabled?: boolean;
 }
 
 /** Options of `session.httpEndpoint()`. */
@@ -88,6 +90,7 @@ export type EndpointSpec =
       opts: BindOpts;
       metadata: string;
       forwardsTo: string;
+      poolingEnabled?: boolean;
     }
   | { kind: 'labeled'; labels: Record<string, string>; metadata: string; forwardsTo: string };
 
@@ -134,7 +137,9 @@ export function endpointSpec(
   if (options.hostHeaderRewrite === true && (kind === 'http' || kind === 'https')) {
     opts.HostHeaderRewrite = true;
   }
-  return { kind: 'bind', proto: kind, opts, metadata, forwardsTo };
+  const spec: EndpointSpec = { kind: 'bind', proto: kind, opts, metadata, forwardsTo };
+  if (options.poolingEnabled === true) spec.poolingEnabled = true;
+  return spec;
 }
 
 /**
@@ -257,7 +262,12 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       ForwardsTo: spec.forwardsTo,
       ForwardsProto: '',
       Opts: spec.opts,
-      Extra: { Token: this.token, Metadata: spec.metadata, Bindings: ['public'] },
+      Extra: {
+        Token: this.token,
+        Metadata: spec.metadata,
+        Bindings: ['public'],
+        ...(spec.poolingEnabled === true && { PoolingEnabled: true }),
+      },
     };
   }
 
