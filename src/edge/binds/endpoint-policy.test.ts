@@ -296,7 +296,7 @@ describe('EndpointPolicies', () => {
   });
 
   it('keeps gone binds’ states up to their estimated bytes, a shared policy counted once', () => {
-    const big = (tag: string) => `${POLICY}\n# ${tag}${'x'.repeat(4000)}`;
+    const big = (tag: string) => `${POLICY}\n# ${tag}${'x'.repeat(30_000)}`;
     const policyBytes = estimatedPolicyBytes(big('a').length);
     const { registry, events, policies, online, record } = setup(60_000, {
       maxRetainedBytes: 2.5 * policyBytes,
@@ -309,7 +309,7 @@ describe('EndpointPolicies', () => {
     expect(retained).toBe(21);
     expect(retainedBytes).toBeLessThan(2.5 * policyBytes);
     // One larger than all the room there is is forgotten at once.
-    const tunnel = online('h', 'cr_1', `${POLICY}\n# ${'x'.repeat(20_000)}`);
+    const tunnel = online('h', 'cr_1', `${POLICY}\n# ${'x'.repeat(100_000)}`);
     record(tunnel.id);
     registry.removeTunnel(tunnel.id);
     expect(events.eventsFor(tunnel.id)).toHaveLength(0);

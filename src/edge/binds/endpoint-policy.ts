@@ -128,8 +128,11 @@ export const POLICY_RETENTION = {
   maxBytes: 128 * 1024 * 1024,
 } as const;
 
-/** What one bind's state weighs besides its policy: the runner, its counters, the owner's events. */
-const STATE_BYTES = 2048;
+/**
+ * What one bind's state weighs besides its policy: the runner, its counters, the owner's events
+ * (about 12 KB each with a few events, measured in bench/soak-churn.ts).
+ */
+const STATE_BYTES = 16 * 1024;
 
 /** Distinct compiled policies and their estimated bytes, each counted once however many use it. */
 class DistinctPolicies {
