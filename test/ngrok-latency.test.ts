@@ -59,6 +59,12 @@ describe('@ngrok/ngrok as agent: no delayed-ACK stall on sequential keep-alive r
       // With the stall this is ≥ 2,000 ms; without it, tens of ms. The bound leaves a 2× margin
       // below the stall for a loaded machine, so it tells the stall apart, not a speed target.
       expect(total).toBeLessThan(1000);
+      // The edge's own share of each request is in /metrics, for operators to watch.
+      const metrics = await (await fetch(`${edge.server.url}/metrics`)).text();
+      const count = metrics
+        .split('\n')
+        .find((l) => l.startsWith('burrow_http_edge_duration_seconds_count{') && l.includes(host));
+      expect(Number(count?.slice(count.lastIndexOf(' ') + 1))).toBeGreaterThanOrEqual(55);
     } finally {
       keepAlive.destroy();
     }

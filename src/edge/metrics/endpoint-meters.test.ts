@@ -16,7 +16,7 @@ describe('EndpointMeter', () => {
   it('counts a request and observes its duration and upstream time in the histograms', async () => {
     const metrics = new EdgeMetrics();
     const meter = new EndpointMeters(metrics).of(tunnel);
-    meter.request(200, 0.01, 0.005);
+    meter.request(200, 0.01, 0.005, 0.0002);
     meter.request(200, 0.2);
     meter.request(404);
 
@@ -31,6 +31,10 @@ describe('EndpointMeter', () => {
     expect(sample(text, `burrow_http_upstream_duration_seconds_count{${e}}`)).toBe(1);
     expect(sample(text, `burrow_http_upstream_duration_seconds_bucket{le="0.005",${e}}`)).toBe(1);
     expect(sample(text, `burrow_http_upstream_duration_seconds_bucket{le="+Inf",${e}}`)).toBe(1);
+    // The edge's own time has buckets fine enough for its tens of microseconds.
+    expect(sample(text, `burrow_http_edge_duration_seconds_bucket{le="0.0001",${e}}`)).toBe(0);
+    expect(sample(text, `burrow_http_edge_duration_seconds_bucket{le="0.00025",${e}}`)).toBe(1);
+    expect(sample(text, `burrow_http_edge_duration_seconds_count{${e}}`)).toBe(1);
   });
 
   it('ignores a non-finite duration instead of throwing on the data path', async () => {

@@ -39,6 +39,7 @@ export class EndpointMeter {
   private readonly byCode = new Map<number, CounterSeries>();
   private readonly duration: Observer;
   private readonly upstream: Observer;
+  private readonly edge: Observer;
   private removed = false;
   /** @internal holders, managed by EndpointMeters. */
   holders = 0;
@@ -54,14 +55,21 @@ export class EndpointMeter {
     this.bytesOut = metrics.bytesOut.with(labels);
     this.duration = metrics.requestDuration.labels(labels);
     this.upstream = metrics.upstreamDuration.labels(labels);
+    this.edge = metrics.edgeDuration.labels(labels);
   }
 
   /**
    * Count one HTTP request answered with `status`; observe its duration (request head received →
    * response finished) and upstream time (sent to the agent → response head received), in
-   * seconds, when given. Nothing is counted once the meter's series are removed.
+   * seconds, when given, and the edge's own time on it. Nothing is counted once the meter's series
+   * are removed.
    */
-  request(status: number, durationSeconds?: number, upstreamSeconds?: number): void {
+  request(
+    status: number,
+    durationSeconds?: number,
+    upstreamSeconds?: number,
+    edgeSeconds?: number,
+  ): void {
     if (this.removed) return;
     let series = this.byCode.get(status);
     if (!series) {
@@ -71,6 +79,7 @@ export class EndpointMeter {
     series.inc();
     observe(this.duration, durationSeconds);
     observe(this.upstream, upstreamSeconds);
+    observe(this.edge, edgeSeconds);
   }
 
   /** @internal */
@@ -83,6 +92,7 @@ export class EndpointMeter {
     this.metrics.bytesOut.remove(labels);
     this.metrics.requestDuration.remove(labels);
     this.metrics.upstreamDuration.remove(labels);
+    this.metrics.edgeDuration.remove(labels);
     for (const code of this.byCode.keys()) {
       this.metrics.requests.remove({ endpoint: this.endpoint, code: String(code) });
     }

@@ -15,6 +15,11 @@ export const DURATION_BUCKETS: readonly number[] = [
   0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
 ];
 
+/** Buckets of the edge's own time per request, in seconds (50 µs … 100 ms). */
+export const EDGE_TIME_BUCKETS: readonly number[] = [
+  0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1,
+];
+
 function escapeLabel(value: string): string {
   return value.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
 }
@@ -220,6 +225,12 @@ export class EdgeMetrics {
     'burrow_http_upstream_duration_seconds',
     'Time from request sent to the agent to response head received, by endpoint.',
   );
+  /** The edge's own share of a request: head read → sent to the agent, plus the answer's head. */
+  readonly edgeDuration = this.histogram(
+    'burrow_http_edge_duration_seconds',
+    "The edge's own time per request on the lean relay, by endpoint: from the request head read to the request sent to the agent, plus from the response head received to it written to the client.",
+    EDGE_TIME_BUCKETS,
+  );
 
   /** This edge's registry: its own metrics and the process metrics. */
   readonly registry = Registry.merge([this.own, processMetrics()]);
@@ -261,8 +272,12 @@ export class EdgeMetrics {
     return metric;
   }
 
-  private histogram(name: string, help: string): Histogram<'endpoint'> {
-    const buckets = [...DURATION_BUCKETS];
+  private histogram(
+    name: string,
+    help: string,
+    bounds: readonly number[] = DURATION_BUCKETS,
+  ): Histogram<'endpoint'> {
+    const buckets = [...bounds];
     return new Histogram({ name, help, labelNames: ['endpoint'], buckets, registers: [this.own] });
   }
 }

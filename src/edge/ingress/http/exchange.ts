@@ -75,6 +75,8 @@ export class Exchange {
   readonly started = performance.now();
   sentAt = 0;
   upstreamAt = 0;
+  /** When the response head was written to the client. */
+  answeredAt = 0;
   /** The request body's framer while it is relayed; undefined once done (or none). */
   requestBody: BodyFramer | undefined;
   response: ResponseHead | undefined;
@@ -108,8 +110,13 @@ export class Exchange {
    * Count the request on its endpoint, with its status and times, and its status on those it came
    * through (as the full path counts a forwarded request: the times are the last endpoint's).
    */
-  count(status: number, durationSeconds?: number, upstreamSeconds?: number): void {
-    this.meter.request(status, durationSeconds, upstreamSeconds);
+  count(
+    status: number,
+    durationSeconds?: number,
+    upstreamSeconds?: number,
+    edgeSeconds?: number,
+  ): void {
+    this.meter.request(status, durationSeconds, upstreamSeconds, edgeSeconds);
     for (const meter of this.passed) meter.request(status);
   }
 

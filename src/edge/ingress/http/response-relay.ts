@@ -77,6 +77,7 @@ export abstract class ResponseRelay extends ConnectionStream {
     this.socket.cork();
     process.nextTick(uncork, this.socket);
     this.socket.write(clientResponseHead(response, exchange.closing), 'latin1');
+    exchange.answeredAt = performance.now();
     if (rest) this.relayResponseBody(exchange, rest);
     else if (exchange.responseBody.done) this.responseDone(exchange);
   }
@@ -121,6 +122,7 @@ export abstract class ResponseRelay extends ConnectionStream {
       response.status,
       (now - exchange.started) / 1000,
       (exchange.upstreamAt - exchange.sentAt) / 1000,
+      (exchange.sentAt - exchange.started + exchange.answeredAt - exchange.upstreamAt) / 1000,
     );
     if (exchange.state) this.ctx.connections.countBytes(exchange.state);
     exchange.done?.(response.status, response.raw);
