@@ -6,6 +6,7 @@ import { CODES, BurrowError, ValidationError } from '../core/errors.js';
 import type { Repositories } from '../store/index.js';
 import { apiKeyRoutes } from './api-keys.js';
 import { installAuth, installRateLimit } from './auth.js';
+import { installPermissions } from './permissions.js';
 import { auditEventRoutes } from './audit-events.js';
 import { installAuditTrail } from './audit-trail.js';
 import { dashboardRoutes } from './dashboard-static.js';
@@ -14,6 +15,7 @@ import { sessionAuth, sessionRoutes } from './sessions.js';
 import { trafficRoutes } from './traffic.js';
 import { backendRoutes } from './backends.js';
 import { botUserRoutes } from './bot-users.js';
+import { userRoutes } from './users.js';
 import { certificateAuthorityRoutes } from './certificate-authorities.js';
 import { tlsCertificateRoutes } from './tls-certificates.js';
 import { acceptIdInUpdateBody } from './update-id.js';
@@ -60,6 +62,7 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
   apiKeyRoutes,
   botUserRoutes,
   credentialRoutes,
+  userRoutes,
   reservedDomainRoutes,
   reservedAddrRoutes,
   ipPolicyRoutes,
@@ -137,6 +140,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   await installRateLimit(app, options.rateLimit);
   refuseUnstorableStrings(app);
   installAuditTrail(app, options.repos.auditEvents);
+  // After the rate limit, so refused requests count too.
+  installPermissions(app);
   installChangeNotices(app, ctx.online);
 
   // An empty body counts as {} so that creates whose fields are all optional need none.

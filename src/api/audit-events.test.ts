@@ -36,7 +36,8 @@ describe.each(DATABASE_KINDS)('audit trail (%s)', (kind) => {
       uri: `${TEST_BASE_URL}/audit_events/${post!.id}`,
       created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/),
       operation_id: created.headers['operation-id'],
-      actor: { type: 'api_key', id: keyId },
+      // The test key is the account's: its owner is named beside it.
+      actor: { type: 'api_key', id: keyId, owner_id: await api.repos.settings.accountUserId() },
       method: 'POST',
       path: '/ip_policies',
       status_code: 201,

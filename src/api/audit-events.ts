@@ -15,6 +15,12 @@ export const AuditEventSchema = Type.Object({
   actor: Type.Object({
     type: Type.Union([Type.Literal('api_key'), Type.Literal('user'), Type.Literal('none')]),
     id: Nullable(Type.String()),
+    owner_id: Nullable(
+      Type.String({
+        description:
+          'with an API key: who owns it (a dashboard user, bot user or the account user); else null',
+      }),
+    ),
   }),
   method: Type.String(),
   path: Type.String(),
@@ -38,7 +44,7 @@ export async function auditEventRoutes(
     uri: `${collectionUri}/${e.id}`,
     created_at: e.created_at,
     operation_id: e.operation_id,
-    actor: { type: e.actor_type, id: e.actor_id },
+    actor: { type: e.actor_type, id: e.actor_id, owner_id: e.actor_owner_id },
     method: e.method,
     path: e.path,
     status_code: e.status_code,

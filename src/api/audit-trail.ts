@@ -75,6 +75,8 @@ export function auditEventOf(
     operation_id: request.operationId || String(request.id),
     actor_type: actorType,
     actor_id: actorId,
+    // Who used the key: its owner (a dashboard user, a bot user or the account's user).
+    actor_owner_id: actorType === 'api_key' ? (request.apiKeyOwnerId ?? null) : null,
     method: request.method,
     path: auditPath(request),
     status_code: statusCode,

@@ -4,6 +4,8 @@ import { AuthenticationError, BurrowError, CODES, RateLimitError } from '../core
 import { quote } from '../core/quote.js';
 import { ID_PREFIX } from '../core/ids.js';
 import type { Repositories } from '../store/index.js';
+import type { Role } from '../core/roles.js';
+import { keyPrincipal } from './permissions.js';
 import type { SessionAuth } from './sessions.js';
 
 export const SUPPORTED_VERSIONS = ['2'];
@@ -52,31 +54,34 @@ export type KeyOwnerRepositories = Pick<
 >;
 
 /**
- * Why the owner of a key no longer lets it in, or undefined when it does: a bot user that was
+ * The role the owner of a key gives it, or why the owner no longer lets it in: a bot user that was
  * deactivated or deleted, a dashboard user who was deleted. Read from the store on every request,
- * so a change made through any node of a cluster holds at once on every node.
+ * so a change made through any node of a cluster (a deactivation, a user's new role) holds at
+ * once on every node. The account's user and bot users are admins (a key can be narrower).
  */
-async function ownerGone(
+async function ownerState(
   repos: KeyOwnerRepositories,
   ownerId: string,
   accountUserId: () => Promise<string>,
-): Promise<string | undefined> {
+): Promise<{ role: Role } | { gone: string }> {
   if (ownerId.startsWith(`${ID_PREFIX.botUser}_`)) {
     const bot = await repos.botUsers.get(ownerId);
-    if (!bot) return `its owner, bot user ${ownerId}, has been deleted`;
+    if (!bot) return { gone: `its owner, bot user ${ownerId}, has been deleted` };
     return bot.active
-      ? undefined
-      : `its owner, bot user ${ownerId}, is deactivated (active: false)`;
+      ? { role: 'admin' }
+      : { gone: `its owner, bot user ${ownerId}, is deactivated (active: false)` };
   }
-  if (ownerId === (await accountUserId())) return undefined;
-  if (await repos.users.get(ownerId)) return undefined;
-  return `its owner, user ${ownerId}, has been deleted`;
+  if (ownerId === (await accountUserId())) return { role: 'admin' };
+  const user = await repos.users.get(ownerId);
+  if (user) return { role: user.role };
+  return { gone: `its owner, user ${ownerId}, has been deleted` };
 }
 
 /**
  * Version check and API-key (or dashboard session) authentication, in that order, for every route
  * but the public ones. {@link installRateLimit} then limits what each key may do. A key ends with
  * its owner: a deactivated or deleted bot user's keys, and a deleted dashboard user's, are refused.
+ * It sets `request.access` (the role and scopes), which permissions.ts checks against the route.
  * @example installAuth(app, repos, sessionAuth(repos.users));
  */
 export function installAuth(
@@ -122,15 +127,17 @@ export function installAuth(
         'The API key is invalid or has been deleted. Create a new one with `burrow api-key create`.',
       );
     }
-    const gone = await ownerGone(repos, key.owner_id, accountUserId);
-    if (gone !== undefined) {
+    const owner = await ownerState(repos, key.owner_id, accountUserId);
+    if ('gone' in owner) {
       throw new AuthenticationError(
         CODES.apiKeyOwnerInactive,
-        `The API key ${key.id} is refused: ${gone}. An administrator can re-activate the bot user, or create a new key.`,
+        `The API key ${key.id} is refused: ${owner.gone}. An administrator can re-activate the bot user, or create a new key.`,
       );
     }
     request.apiKeyId = key.id;
     request.apiKeyOwnerId = key.owner_id;
+    // What the key may do: permissions.ts checks it against the route next.
+    request.access = keyPrincipal(key.owner_id, owner.role, key);
   });
 }
 

@@ -1,6 +1,6 @@
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Static, TSchema } from '@sinclair/typebox';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { NotFoundError } from '../core/errors.js';
 import type { Page, PageRequest } from '../store/paging.js';
 import { listEnvelope, pageRequest } from './paging.js';
@@ -36,6 +36,8 @@ export interface CrudSpec<T, CB extends TSchema, UB extends TSchema> {
   view(item: T): unknown;
   /** Whether create may be called without a body (every field optional). */
   createBodyOptional?: boolean;
+  /** The list a request sees, when not every item (e.g. a non-admin's own API keys only). */
+  listFor?: (request: FastifyRequest, page: PageRequest) => Promise<Page<T>>;
 }
 
 /** Throw the API's 404 when `value` is undefined. */
@@ -82,7 +84,7 @@ export function registerCrud<T, CB extends TSchema, UB extends TSchema>(
     },
     async (request) => {
       const req = pageRequest(request.query);
-      const page = await spec.repo.list(req);
+      const page = spec.listFor ? await spec.listFor(request, req) : await spec.repo.list(req);
       return listEnvelope(
         spec.listKey,
         { items: page.items.map((i) => spec.view(i)), nextBeforeId: page.nextBeforeId },

@@ -122,6 +122,13 @@ export function sessionAuth(users: UserRepository): SessionAuth {
         checkCsrf(request, secret, 'Changes made with a dashboard session need');
       }
       request.userId = session.user.id;
+      // The user's role, read with the session on every request: a new role holds at once.
+      request.access = {
+        ownerId: session.user.id,
+        role: session.user.role,
+        scopes: null,
+        keyRole: null,
+      };
       return true;
     },
   };
@@ -129,14 +136,15 @@ export function sessionAuth(users: UserRepository): SessionAuth {
 
 function sessionView(user: User, secret: string, expiresMs: number) {
   return {
-    user: { id: user.id, name: user.name },
+    user: { id: user.id, name: user.name, role: user.role },
     csrf_token: csrfTokenOf(secret),
     expires_at: new Date(expiresMs).toISOString(),
   };
 }
 
 const SessionSchema = Type.Object({
-  user: Type.Object({ id: Type.String(), name: Type.String() }),
+  // The role tells the dashboard what to show (the API enforces it either way).
+  user: Type.Object({ id: Type.String(), name: Type.String(), role: Type.String() }),
   csrf_token: Type.String(),
   expires_at: Type.String(),
 });

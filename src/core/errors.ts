@@ -24,6 +24,10 @@ export const CODES = {
   apiKeyOwnerInactive: 'ERR_BURROW_API_KEY_OWNER_INACTIVE',
   /** A key tried to change its own owner's `active`. */
   apiKeyOwnOwner: 'ERR_BURROW_API_KEY_OWN_OWNER',
+  /** The role or scopes of the key or dashboard user do not allow the route (403). */
+  permissionDenied: 'ERR_BURROW_PERMISSION_DENIED',
+  /** The change would leave no admin dashboard user. */
+  lastAdmin: 'ERR_BURROW_LAST_ADMIN',
   unsupportedVersion: 'ERR_NGROK_217',
   missingVersion: 'ERR_NGROK_218',
   // Request shape

@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import { ID_PREFIX, newId } from '../core/ids.js';
+import { isRole, PERMISSIONS, type Permission, type Role } from '../core/roles.js';
 import { issueToken, tokenIdBody, tokenMatches } from '../core/tokens.js';
+import { selectPage, type Page, type PageRequest } from './paging.js';
 import { resolveOwner } from './owners.js';
 import { describedChanges, describedColumns, describedOf } from './described.js';
 import { countRows, ResourceRepository } from './resource-repository.js';
@@ -14,6 +16,10 @@ export interface ApiKey {
   metadata: string;
   created_at: string;
   owner_id: string;
+  /** A role narrower than the owner's, or null: the owner's role (src/core/roles.ts). */
+  role: Role | null;
+  /** The permissions the key is limited to, or null: all its role allows. */
+  scopes: Permission[] | null;
   token: string | null;
 }
 
@@ -21,22 +27,62 @@ export interface ApiKeyCreate {
   description?: string | undefined;
   metadata?: string | undefined;
   owner_id?: string | undefined;
+  /** Checked by the caller (src/api/api-keys.ts): no wider than the creator's. */
+  role?: Role | null | undefined;
+  scopes?: Permission[] | null | undefined;
+}
+
+/** What authentication needs of a key. */
+export interface VerifiedApiKey {
+  id: string;
+  owner_id: string;
+  role: Role | null;
+  scopes: Permission[] | null;
 }
 
 export type ApiKeyUpdate = Pick<ApiKeyCreate, 'description' | 'metadata'>;
 
 type ApiKeyRow = Omit<ApiKeysTable, 'token_hash'>;
 
+/** A stored role; anything else (a row written by hand) counts as the narrowest. */
+function roleOf(value: string | null): Role | null {
+  if (value === null) return null;
+  return isRole(value) ? value : 'viewer';
+}
+
+/** Stored scopes; unknown names are dropped, and a list that was not one allows nothing. */
+function scopesOf(value: string | null): Permission[] | null {
+  if (value === null) return null;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return [];
+  }
+  if (!Array.isArray(parsed)) return [];
+  return parsed.filter((s): s is Permission => (PERMISSIONS as readonly unknown[]).includes(s));
+}
+
 function toApiKey(row: ApiKeyRow, token: string | null = null): ApiKey {
   return {
     id: row.id,
     ...describedOf(row),
     owner_id: row.owner_id,
+    role: roleOf(row.role),
+    scopes: scopesOf(row.scopes),
     token,
   };
 }
 
-const COLUMNS = ['id', 'description', 'metadata', 'created_at', 'owner_id'] as const;
+const COLUMNS = [
+  'id',
+  'description',
+  'metadata',
+  'created_at',
+  'owner_id',
+  'role',
+  'scopes',
+] as const;
 
 /**
  * API keys, stored as SHA-256 hashes; the token is returned once, by `create`.
@@ -58,6 +104,8 @@ export class ApiKeyRepository extends ResourceRepository<'api_keys', ApiKey, Api
       ...describedColumns(input),
       owner_id: await resolveOwner(this.db, this.settings, input.owner_id),
       token_hash: hash,
+      role: input.role ?? null,
+      scopes: input.scopes ? JSON.stringify(input.scopes) : null,
     };
     await this.db.insertInto('api_keys').values(row).execute();
     return toApiKey(row, token);
@@ -72,20 +120,34 @@ export class ApiKeyRepository extends ResourceRepository<'api_keys', ApiKey, Api
     return this.deleteRow(id);
   }
 
+  /** The keys `ownerId` owns, newest first, in pages (what a non-admin sees of `/api_keys`). */
+  async listOwnedBy(ownerId: string, page: PageRequest): Promise<Page<ApiKey>> {
+    const result = await selectPage(
+      this.db.selectFrom('api_keys').select(COLUMNS).where('owner_id', '=', ownerId),
+      page,
+    );
+    return { items: result.items.map((row) => toApiKey(row)), nextBeforeId: result.nextBeforeId };
+  }
+
   async count(): Promise<number> {
     return countRows(this.db, 'api_keys');
   }
 
   /** The key a presented token belongs to, or undefined; compares hashes in constant time. */
-  async verify(token: string): Promise<{ id: string; owner_id: string } | undefined> {
+  async verify(token: string): Promise<VerifiedApiKey | undefined> {
     const body = tokenIdBody(token);
     if (!body) return undefined;
     const row = await this.db
       .selectFrom('api_keys')
-      .select(['id', 'owner_id', 'token_hash'])
+      .select(['id', 'owner_id', 'token_hash', 'role', 'scopes'])
       .where('id', '=', `${ID_PREFIX.apiKey}_${body}`)
       .executeTakeFirst();
     if (!row || !tokenMatches(token, row.token_hash)) return undefined;
-    return { id: row.id, owner_id: row.owner_id };
+    return {
+      id: row.id,
+      owner_id: row.owner_id,
+      role: roleOf(row.role),
+      scopes: scopesOf(row.scopes),
+    };
   }
 }

@@ -20,6 +20,8 @@ function fromRow(row: AuditEventsTable): AuditEvent {
     actor_type: actor === 'api_key' || actor === 'user' ? actor : 'none',
     // PostgreSQL returns integer columns as numbers, SQLite too; Number() keeps both exact.
     status_code: Number(row.status_code),
+    // Rows written before migration 0008-roles have no owner.
+    actor_owner_id: row.actor_owner_id ?? null,
   };
 }
 

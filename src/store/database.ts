@@ -10,6 +10,7 @@ import { endpointsMigration } from './migrations/0004-endpoints.js';
 import { auditMigration } from './migrations/0005-audit.js';
 import { clusterMigration } from './migrations/0006-cluster.js';
 import { vaultsMigration } from './migrations/0007-vaults.js';
+import { rolesMigration } from './migrations/0008-roles.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -45,6 +46,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0006-cluster': clusterMigration(dialect),
     '0007-vaults': vaultsMigration(dialect),
   };
+    '0008-roles': rolesMigration(dialect),
 }
 
 /** Mode of the SQLite files: they hold settings.edge_resumption_secret and every row. */

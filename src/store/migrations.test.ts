@@ -18,6 +18,7 @@ import { endpointsMigration } from './migrations/0004-endpoints.js';
 import { auditMigration } from './migrations/0005-audit.js';
 import { clusterMigration } from './migrations/0006-cluster.js';
 import { vaultsMigration } from './migrations/0007-vaults.js';
+import { rolesMigration } from './migrations/0008-roles.js';
 
 /** The migrations in the order src/store/database.ts applies them. */
 const MIGRATIONS: [string, (dialect: Dialect) => Migration][] = [
@@ -28,6 +29,7 @@ const MIGRATIONS: [string, (dialect: Dialect) => Migration][] = [
   ['0005-audit', auditMigration],
   ['0006-cluster', clusterMigration],
   ['0007-vaults', vaultsMigration],
+  ['0008-roles', rolesMigration],
 ];
 
 /**
@@ -88,6 +90,14 @@ const POSTGRES_DDL: Record<string, string[]> = {
   '0007-vaults': [
     'create table "vaults" ("id" text collate "C" primary key, "description" text default \'\' not null, "metadata" text default \'\' not null, "created_at" text not null, "updated_at" text not null, "name" text not null unique)',
     'create table "secrets" ("id" text collate "C" primary key, "description" text default \'\' not null, "metadata" text default \'\' not null, "created_at" text not null, "updated_at" text not null, "vault_id" text collate "C" not null references "vaults" ("id") on delete cascade, "name" text not null, "value_encrypted" text not null, constraint "secrets_vault_name" unique ("vault_id", "name"))',
+  ],
+  '0008-roles': [
+    'alter table "users" add column "role" text default \'admin\' not null',
+    'alter table "users" add column "oidc_subject" text',
+    'create unique index "users_oidc_subject" on "users" ("oidc_subject")',
+    'alter table "api_keys" add column "role" text',
+    'alter table "api_keys" add column "scopes" text',
+    'alter table "audit_events" add column "actor_owner_id" text',
   ],
 };
 

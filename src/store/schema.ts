@@ -49,6 +49,10 @@ export interface ApiKeysTable extends ResourceColumns {
   owner_id: string;
   token_hash: string;
 }
+  /** A role narrower than the owner's (migration 0008-roles); null: the owner's. */
+  role: string | null;
+  /** JSON list of scopes such as `endpoints:write`; null: every resource the role allows. */
+  scopes: string | null;
 
 export interface BotUsersTable {
   id: string;
@@ -189,6 +193,10 @@ export interface UserSessionsTable {
 
 /** The first-start setup link's token, hashed; gone once used. */
 export interface UserSetupTokensTable {
+  /** 'admin', 'operator' or 'viewer' (migration 0008-roles). */
+  role: ColumnType<string, string | undefined, string>;
+  /** `<issuer> <sub>` of a user who signs in with OpenID Connect; null for password users. */
+  oidc_subject: ColumnType<string | null, string | null | undefined, string | null>;
   token_hash: string;
   expires_ms: number;
 }
@@ -219,6 +227,8 @@ export interface NodesTable {
   started_at: string;
   /**
    * Last heartbeat, by the database's clock: timestamptz on PostgreSQL (read as a Date), RFC 3339
+  /** The owner of the API key that made the change (migration 0008-roles); null otherwise. */
+  actor_owner_id: string | null;
    * text on SQLite. Written only as the database's now() and read only as an age, so its
    * JavaScript type never matters.
    */

@@ -4,6 +4,7 @@ import { CODES, ConflictError, ValidationError } from '../core/errors.js';
 import { ID_PREFIX, newId } from '../core/ids.js';
 import { quote } from '../core/quote.js';
 import { decoyHash, hashPassword, verifyPassword } from '../core/passwords.js';
+import { isRole, type Role } from '../core/roles.js';
 import { hashToken } from '../core/tokens.js';
 import { isUniqueViolation } from './database.js';
 import { countRows } from './resource-repository.js';
@@ -13,7 +14,22 @@ import type { Database } from './schema.js';
 export interface User {
   id: string;
   name: string;
+  /** What the user may do (src/core/roles.ts); their API keys carry it or a narrower one. */
+  role: Role;
   created_at: string;
+}
+
+/** The columns a User is read from. */
+const USER_COLUMNS = ['users.id', 'users.name', 'users.role', 'users.created_at'] as const;
+
+/** A stored role; anything else (a row edited by hand) counts as the narrowest. */
+function userOf(row: { id: string; name: string; role: string; created_at: string }): User {
+  return {
+    id: row.id,
+    name: row.name,
+    role: isRole(row.role) ? row.role : 'viewer',
+    created_at: row.created_at,
+  };
 }
 
 /** A session found by its cookie token. */
@@ -66,11 +82,13 @@ export class UserRepository {
     private readonly now: () => number = Date.now,
   ) {}
 
-  async create(name: string, password: string): Promise<User> {
+  /** A new user with `role` (default: admin for the first user, viewer for every later one). */
+  async create(name: string, password: string, role?: Role): Promise<User> {
     checkUserInput(name, password);
     const user: User = {
       id: newId(ID_PREFIX.user),
       name,
+      role: role ?? ((await this.count()) === 0 ? 'admin' : 'viewer'),
       created_at: new Date(this.now()).toISOString(),
     };
     try {
@@ -94,15 +112,54 @@ export class UserRepository {
   }
 
   async get(id: string): Promise<User | undefined> {
-    return this.db
+    const row = await this.db
       .selectFrom('users')
-      .select(['id', 'name', 'created_at'])
+      .select(USER_COLUMNS)
       .where('id', '=', id)
       .executeTakeFirst();
+    return row && userOf(row);
+  }
+
+  async getByName(name: string): Promise<User | undefined> {
+    const row = await this.db
+      .selectFrom('users')
+      .select(USER_COLUMNS)
+      .where('name', '=', name)
+      .executeTakeFirst();
+    return row && userOf(row);
   }
 
   async list(): Promise<User[]> {
-    return this.db.selectFrom('users').select(['id', 'name', 'created_at']).orderBy('id').execute();
+    const rows = await this.db.selectFrom('users').select(USER_COLUMNS).orderBy('id').execute();
+    return rows.map(userOf);
+  }
+
+  /**
+   * Give user `id` a new role; it holds from their next request on (the role is read on every
+   * one), for their sessions and their API keys. Undefined when there is no such user.
+   */
+  async setRole(id: string, role: Role): Promise<User | undefined> {
+    await this.db.updateTable('users').set({ role }).where('id', '=', id).execute();
+    return this.get(id);
+  }
+
+  /** How many users have `role` (an admin may not remove the last admin). */
+  async countWithRole(role: Role): Promise<number> {
+    const row = await this.db
+      .selectFrom('users')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('role', '=', role)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  /** Delete user `id` with their sessions; false when there is no such user. */
+  async delete(id: string): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      await trx.deleteFrom('user_sessions').where('user_id', '=', id).execute();
+      const res = await trx.deleteFrom('users').where('id', '=', id).executeTakeFirst();
+      return res.numDeletedRows > 0n;
+    });
   }
 
   /**
@@ -156,7 +213,7 @@ export class UserRepository {
       .where('name', '=', name)
       .executeTakeFirst();
     const ok = await verifyPassword(password, row?.password_hash ?? (await decoyHash()));
-    return row && ok ? { id: row.id, name: row.name, created_at: row.created_at } : undefined;
+    return row && ok ? userOf(row) : undefined;
   }
 
   /** A new session for `userId`; the returned token goes into the cookie and is not kept. */
@@ -180,7 +237,7 @@ export class UserRepository {
     const row = await this.db
       .selectFrom('user_sessions')
       .innerJoin('users', 'users.id', 'user_sessions.user_id')
-      .select(['users.id', 'users.name', 'users.created_at', 'user_sessions.expires_ms'])
+      .select([...USER_COLUMNS, 'user_sessions.expires_ms'])
       .where('user_sessions.token_hash', '=', hashToken(secret))
       .executeTakeFirst();
     if (!row) return undefined;
@@ -189,7 +246,7 @@ export class UserRepository {
       await this.endSession(secret);
       return undefined;
     }
-    return { user: { id: row.id, name: row.name, created_at: row.created_at }, expiresMs };
+    return { user: userOf(row), expiresMs };
   }
 
   async endSession(secret: string): Promise<void> {
@@ -239,6 +296,7 @@ export class UserRepository {
       .where('token_hash', '=', hashToken(secret))
       .executeTakeFirst();
     if (res.numDeletedRows === 0n) return undefined;
-    return this.create(name, password);
+    // The person with the setup link runs the server: the first user is an admin.
+    return this.create(name, password, 'admin');
   }
 }
