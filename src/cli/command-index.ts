@@ -1,72 +1,59 @@
 /**
- * The `burrow` subcommands and the file that registers each, loaded only when it runs: a call
- * such as `burrow --version` or `burrow http 3000` imports the one file it needs, not the server,
- * the store and the policy engine of every other command (importing them all took over a second).
+ * The `burrow` subcommands by name and description: what `burrow --help` lists without loading
+ * any command's file (main.ts loads the one that runs), and what each file registers its
+ * commands with. Imports nothing, so the self-contained agent (agent-sea.ts) can use it without
+ * taking in the server.
  */
-import type { Command } from 'commander';
 
-/** Adds one file's commands to the program. */
-export type RegisterCommands = (program: Command) => void;
-
-/** One subcommand: its name, its line in `burrow --help`, and the file that registers it. */
+/** One subcommand: its name and its line in `burrow --help`. */
 export interface CommandEntry {
   name: string;
   description: string;
-  load: () => Promise<RegisterCommands>;
 }
-
-const loadServerCommands = async (): Promise<RegisterCommands> =>
-  (await import('./server-commands.js')).registerServerCommands;
-const loadTunnelCommands = async (): Promise<RegisterCommands> =>
-  (await import('./tunnel-commands.js')).registerTunnelCommands;
 
 /** Every subcommand, in the order `burrow --help` lists them. */
 export const COMMANDS: readonly CommandEntry[] = [
   {
     name: 'server',
     description: 'run the management API and the edge',
-    load: loadServerCommands,
   },
   {
     name: 'api-key',
     description: 'manage API keys directly in the database',
-    load: loadServerCommands,
   },
   {
     name: 'user',
     description: 'manage dashboard users (people who sign in)',
-    load: loadServerCommands,
   },
   {
     name: 'http',
     description: 'put a local HTTP service online (e.g. burrow http 3000)',
-    load: loadTunnelCommands,
   },
   {
     name: 'tcp',
     description: 'put a local TCP service online (e.g. burrow tcp 22)',
-    load: loadTunnelCommands,
   },
   {
     name: 'tls',
     description: 'put a local TLS service online, TLS passed through (e.g. burrow tls 443)',
-    load: loadTunnelCommands,
   },
   {
     name: 'config',
     description: "manage the agent config file of 'burrow http|tcp|tls' and 'burrow agent'",
-    load: loadTunnelCommands,
+  },
+  {
+    name: 'start',
+    description:
+      'start the tunnels and endpoints of an ngrok.yml (version 2 or 3) by name, or --all, with the agent API on 127.0.0.1:4040',
   },
   {
     name: 'agent',
     description:
       'run the device agent: a local REST API that creates, lists and deletes tunnels, kept in a state file and recreated at start',
-    load: async () => (await import('./agent-command.js')).registerAgentCommand,
   },
   {
     name: 'endpoint',
     description: 'manage cloud endpoints through the API',
-    load: async () => (await import('./endpoint-command.js')).registerEndpointCommand,
   },
 ];
 

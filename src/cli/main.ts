@@ -1,8 +1,32 @@
 import { Command } from 'commander';
 import { COMMANDS, requestedCommand } from './command-index.js';
+import { BURROW_VERSION } from './version.js';
 
-/** The version `burrow --version` prints; test/install.test.ts checks it against package.json. */
-export const BURROW_VERSION = '0.1.0';
+/** Adds one file's commands to the program. */
+type RegisterCommands = (program: Command) => void;
+
+const serverCommands = async (): Promise<RegisterCommands> =>
+  (await import('./server-commands.js')).registerServerCommands;
+const tunnelCommands = async (): Promise<RegisterCommands> =>
+  (await import('./tunnel-commands.js')).registerTunnelCommands;
+
+/**
+ * The file that registers each subcommand, imported only when that command runs: a call such as
+ * `burrow --version` or `burrow http 3000` loads the one file it needs, not the server, the store
+ * and the policy engine of every other command (importing them all took over a second).
+ */
+const LOADERS: Record<string, () => Promise<RegisterCommands>> = {
+  server: serverCommands,
+  'api-key': serverCommands,
+  user: serverCommands,
+  http: tunnelCommands,
+  tcp: tunnelCommands,
+  tls: tunnelCommands,
+  config: tunnelCommands,
+  agent: async () => (await import('./agent-command.js')).registerAgentCommand,
+  endpoint: async () => (await import('./endpoint-command.js')).registerEndpointCommand,
+  start: async () => (await import('./start-command.js')).registerStartCommand,
+};
 
 /**
  * The `burrow` command line for `argv`: the subcommand it names is registered in full (its file
@@ -15,7 +39,8 @@ export async function buildCli(argv: readonly string[]): Promise<Command> {
     .version(BURROW_VERSION)
     .showHelpAfterError();
   const requested = requestedCommand(argv);
-  if (requested) (await requested.load())(program);
+  const load = requested && LOADERS[requested.name];
+  if (load) (await load())(program);
   // The others by name, for `burrow --help` (shown only when no command is named, so in order).
   const registered = new Set(program.commands.map((c) => c.name()));
   for (const entry of COMMANDS) {
