@@ -3,7 +3,8 @@
  * SQLite with 0, 1,000 and 10,000 serving TLS edges (a reserved domain each, a tunnel-group
  * backend, no traffic), measured from outside:
  *
- * - idle CPU: user + system time from /proc/<pid>/stat over `IDLE_S` seconds, in ms per second;
+ * - idle CPU: user + system time from /proc/<pid>/stat over `IDLE_S` seconds, in ms per second,
+ *   and the resident set size at its end;
  * - edge creation rate: `CREATE` edges made one after another through the API (POST
  *   /reserved_domains, then POST /edges/tls with its hostport), edges per second;
  * - restart time: from spawning the server to its API answering /healthz, with the edges in store
@@ -25,7 +26,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { ID_PREFIX, newId } from '../src/core/ids.js';
 import { freePort, REPO_ROOT } from '../test/support/server-process.js';
-import { processCpuMs } from './edge-process.js';
+import { processCpuMs, processRss } from './edge-process.js';
 
 const SIZES = (process.env.SIZES ?? '0,1000,10000').split(',').map(Number);
 const IDLE_S = Number(process.env.IDLE_S ?? 15);
@@ -44,7 +45,17 @@ interface Point {
   edges: number;
   restartMs: number;
   idleMsPerS: number;
+  rssMiB: number;
   createPerS: number;
+}
+
+/** Servers started and not yet stopped: killed if the benchmark itself is stopped. */
+const running = new Set<ChildProcess>();
+for (const signal of ['exit', 'SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => {
+    for (const child of running) child.kill('SIGKILL');
+    if (signal !== 'exit') process.exit(1);
+  });
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -86,7 +97,8 @@ async function start(node: Node): Promise<{ child: ChildProcess; ms: number }> {
     cwd: node.tree.root,
     stdio: ['ignore', 'ignore', 'ignore'],
   });
-  process.once('exit', () => child.kill('SIGKILL'));
+  running.add(child);
+  child.once('exit', () => running.delete(child));
   for (;;) {
     if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
     try {
@@ -228,8 +240,9 @@ async function measure(tree: Tree): Promise<Point[]> {
           backendId = (await call(node, key, '/backends/tunnel_group', { labels: { b: 'x' } })).id;
         }
         const idleMsPerS = await idleCpu(child);
+        const rssMiB = processRss(child.pid!) / 2 ** 20;
         const createPerS = await createThroughApi(node, key, backendId, CREATE);
-        const point = { edges: size, restartMs: ms, idleMsPerS, createPerS };
+        const point = { edges: size, restartMs: ms, idleMsPerS, rssMiB, createPerS };
         console.log(JSON.stringify({ tree: tree.name, ...point }));
         points.push(point);
       } finally {
@@ -257,7 +270,7 @@ for (const { tree, points } of results) {
   for (const p of points) {
     console.log(
       `| ${tree} | ${p.edges.toLocaleString('en')} | ${p.restartMs.toFixed(0)} | ` +
-        `${p.idleMsPerS.toFixed(1)} | ${p.createPerS.toFixed(1)} |`,
+        `${p.idleMsPerS.toFixed(1)} | ${p.rssMiB.toFixed(0)} | ${p.createPerS.toFixed(1)} |`,
     );
   }
 }
