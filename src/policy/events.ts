@@ -26,6 +26,7 @@ export type PolicyEventOutcome =
   | 'restricted'
   | 'would-restrict'
   | 'unauthorized'
+  | 'would-unauthorize'
   | 'circuit-open'
   | 'would-circuit-open'
   | 'webhook-refused'

@@ -125,12 +125,11 @@ describe('basic-auth', () => {
 
   it('asks for credentials with 401 and WWW-Authenticate', () => {
     const { runner, events, owner } = bindPolicy(policy, 'http');
-    expect(sync(runner.onHttpRequest({ conn: CONN_TLS13, req: withAuth() }))).toEqual({
+    expect(sync(runner.onHttpRequest({ conn: CONN_TLS13, req: withAuth() }))).toMatchObject({
       kind: 'respond',
       status: 401,
       headers: { 'www-authenticate': 'Basic realm="staging", charset="UTF-8"' },
       body: '',
-      vars: {},
     });
     expect(events.eventsFor(owner)[0]).toMatchObject({
       outcome: 'unauthorized',
@@ -148,6 +147,42 @@ describe('basic-auth', () => {
     expect(kind(basic('alice:battery-staple'))).toBe('respond');
     expect(kind(basic('alice:correct-horse '))).toBe('respond');
     expect(kind('Bearer abc')).toBe('respond');
+  });
+
+  it('with enforce: false lets everyone through and tells later rules what was presented', () => {
+    const { runner, events, owner } = bindPolicy(
+      {
+        on_http_request: [
+          {
+            actions: [
+              {
+                type: 'basic-auth',
+                config: { credentials: ['alice:correct-horse'], enforce: false },
+              },
+            ],
+          },
+          {
+            expressions: ['!actions.ngrok.basic_auth.credentials.authorized'],
+            actions: [
+              {
+                type: 'custom-response',
+                config: {
+                  status_code: 200,
+                  body: 'guest ${actions.ngrok.basic_auth.credentials.presented} ${actions.ngrok.basic_auth.credentials.username}',
+                },
+              },
+            ],
+          },
+        ],
+      },
+      'http',
+    );
+    const send = (auth?: string) =>
+      sync(runner.onHttpRequest({ conn: CONN_TLS13, req: withAuth(auth) }));
+    expect(send()).toMatchObject({ kind: 'respond', body: 'guest false ' });
+    expect(send(basic('mallory:guessing-it'))).toMatchObject({ body: 'guest true mallory' });
+    expect(send(basic('alice:correct-horse')).kind).toBe('continue');
+    expect(events.eventsFor(owner).map((e) => e.outcome)).toContain('would-unauthorize');
   });
 });
 

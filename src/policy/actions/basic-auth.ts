@@ -10,25 +10,49 @@ const digest = (text: string | Buffer): Buffer => createHash('sha256').update(te
  * reveals neither which user exists nor how much of a password matched.
  */
 export function basicAuthMatches(header: string | undefined, accepted: readonly Buffer[]): boolean {
+  return basicAuthCheck(header, accepted).authorized;
+}
+
+/** What an Authorization header presented: whether Basic credentials, whose, and accepted. */
+export interface BasicAuthCheck {
+  presented: boolean;
+  username: string;
+  authorized: boolean;
+}
+
+/** {@link basicAuthMatches}, also saying whether credentials were presented and whose. */
+export function basicAuthCheck(
+  header: string | undefined,
+  accepted: readonly Buffer[],
+): BasicAuthCheck {
   const m = header === undefined ? null : /^\s*basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
-  const given = digest(m ? Buffer.from(m[1]!, 'base64') : Buffer.alloc(0));
+  const decoded = m ? Buffer.from(m[1]!, 'base64') : Buffer.alloc(0);
+  const given = digest(decoded);
   let ok = false;
   for (const candidate of accepted) ok = timingSafeEqual(given, candidate) || ok;
-  return ok && m !== null;
+  const text = decoded.toString('utf8');
+  const colon = text.indexOf(':');
+  return {
+    presented: m !== null,
+    username: m !== null && colon > 0 ? text.slice(0, colon) : '',
+    authorized: ok && m !== null,
+  };
 }
 
 /**
  * `basic-auth`: require HTTP Basic credentials from `credentials` (1–10 `user:password`
  * strings; passwords 8–128 characters). Without a matching `Authorization` header the client
  * gets 401 with `WWW-Authenticate: Basic realm="<realm>"` (realm default `burrow`). The header is
- * passed upstream unchanged.
+ * passed upstream unchanged. With `enforce: false` the request goes on either way (an
+ * `would-unauthorize` event records a refusal), and later rules decide from
+ * `actions.ngrok.basic_auth.credentials.{presented,username,authorized}`.
  * @example { type: 'basic-auth', config: { realm: 'staging', credentials: ['alice:correct-horse'] } }
  */
 export const basicAuthAction: ActionSpec = {
   type: 'basic-auth',
   phases: ['on_http_request'],
   termination: 'conditionally',
-  configKeys: ['credentials', 'realm'],
+  configKeys: ['credentials', 'realm', 'enforce'],
   compile(config) {
     const credentials = config.stringList('credentials', {
       min: 1,
@@ -54,6 +78,7 @@ export const basicAuthAction: ActionSpec = {
     if (!/^[\x20-\x7e]*$/.test(realm) || realm.includes('"') || realm.includes('\\')) {
       config.fail('realm', 'must be printable ASCII without quotes or backslashes');
     }
+    const enforce = config.boolean('enforce') ?? true;
     const refusal: Terminal = Object.freeze({
       kind: 'respond',
       status: 401,
@@ -64,11 +89,15 @@ export const basicAuthAction: ActionSpec = {
       alwaysTerminates: false,
       run(c) {
         const header = c.activation.req!.header('authorization')[0];
-        if (basicAuthMatches(header, accepted)) return undefined;
-        c.event(
-          'unauthorized',
-          header === undefined ? 'no credentials given' : 'credentials refused',
-        );
+        const check = basicAuthCheck(header, accepted);
+        c.setActionResult('basic_auth', { credentials: { ...check } });
+        if (check.authorized) return undefined;
+        const why = check.presented ? 'credentials refused' : 'no credentials given';
+        if (!enforce) {
+          c.event('would-unauthorize', `${why} (enforce is false: let through)`);
+          return undefined;
+        }
+        c.event('unauthorized', why);
         return refusal;
       },
     };

@@ -68,10 +68,36 @@ describe('circuit-breaker', () => {
     expect(request(200)).toBe(200);
   });
 
+  it('takes error_threshold: 0 (ngrok allows 0.0–1.0): any error trips it, successes never do', () => {
+    const { runner } = bindPolicy(
+      oneRule('on_http_request', [
+        { type: 'circuit-breaker', config: { error_threshold: 0, volume_threshold: 2 } },
+      ]),
+      'https',
+      { now: () => 5_000_000 },
+    );
+    const request = (upstreamStatus: number): number => {
+      const d = sync(
+        runner.onHttpRequest({
+          conn: { client_ip: '192.0.2.1' },
+          req: { method: 'GET', url: '/', headers: { host: 'a.test' } },
+        }),
+      );
+      if (d.kind === 'respond') return d.status;
+      for (const observe of d.kind === 'continue' ? (d.afterResponse ?? []) : [])
+        observe(upstreamStatus);
+      return upstreamStatus;
+    };
+    for (let i = 0; i < 5; i++) expect(request(200)).toBe(200);
+    expect(request(500)).toBe(500);
+    expect(request(200)).toBe(503);
+  });
+
   it('refuses bad settings at save time', () => {
     const bad = (config: Record<string, unknown>) => () =>
       bindPolicy(oneRule('on_http_request', [{ type: 'circuit-breaker', config }]), 'https');
     expect(bad({ error_threshold: 2 })).toThrow(/error_threshold/);
+    expect(bad({ error_threshold: -0.1 })).toThrow(/error_threshold must be from 0 to 1/);
     expect(bad({ error_threshold: 'half' })).toThrow(/error_threshold/);
     expect(bad({ tripped_duration: 'forever' })).toThrow(/tripped_duration/);
     expect(bad({ num_buckets: 500 })).toThrow(/num_buckets/);

@@ -66,7 +66,8 @@ class CircuitBreaker {
       total += this.totals[j]!;
       failed += this.errors[j]!;
     }
-    if (total >= this.s.volumeThreshold && failed / total >= this.s.errorThreshold) {
+    // A threshold of 0 (ngrok allows 0.0–1.0) trips on any error, not on every request.
+    if (total >= this.s.volumeThreshold && failed > 0 && failed / total >= this.s.errorThreshold) {
       this.openUntil = now + this.s.trippedMs;
     }
   }
@@ -76,7 +77,7 @@ const BREAKER_DURATION = { min: 1000, max: 3_600_000, range: '1s to 1h', example
 
 /**
  * `circuit-breaker`: counts the answers of the endpoint (5xx are errors) over a rolling window;
- * once errors reach `error_threshold` (a share, 0–1) of at least `volume_threshold` requests, it
+ * once errors reach `error_threshold` (a share, 0–1; 0 trips on any error) of at least `volume_threshold` requests, it
  * answers 503 for `tripped_duration` without contacting the upstream. `enforce: false` only
  * records `would-circuit-open` events. State belongs to the binding (the endpoint).
  * @example { type: 'circuit-breaker', config: { error_threshold: 0.5, volume_threshold: 10, window_duration: '10s', tripped_duration: '30s' } }
@@ -99,8 +100,8 @@ export const circuitBreakerAction: ActionSpec = {
       return config.fail('error_threshold', 'must be a number from 0 to 1, e.g. 0.5');
     }
     const errorThreshold = raw;
-    if (!(errorThreshold > 0 && errorThreshold <= 1)) {
-      config.fail('error_threshold', `must be above 0 and at most 1, not ${errorThreshold}`);
+    if (!(errorThreshold >= 0 && errorThreshold <= 1)) {
+      config.fail('error_threshold', `must be from 0 to 1, not ${errorThreshold}`);
     }
     const settings: BreakerSettings = {
       errorThreshold,

@@ -104,10 +104,14 @@ function policy(extra: Record<string, unknown> = {}) {
 
 async function token(
   claims: Record<string, unknown>,
-  opts: { key?: KeyLike; alg?: string; kid?: string; exp?: string | number } = {},
+  opts: { key?: KeyLike; alg?: string; kid?: string; exp?: string | number; typ?: string } = {},
 ): Promise<string> {
   const jwt = new SignJWT({ sub: 'alice', ...claims })
-    .setProtectedHeader({ alg: opts.alg ?? 'RS256', kid: opts.kid ?? 'k1' })
+    .setProtectedHeader({
+      alg: opts.alg ?? 'RS256',
+      kid: opts.kid ?? 'k1',
+      ...(opts.typ !== undefined && { typ: opts.typ }),
+    })
     .setIssuer((claims.iss as string) ?? ISSUER)
     .setAudience((claims.aud as string) ?? 'orders-api')
     .setIssuedAt()
@@ -139,6 +143,42 @@ describe('jwt-validation', () => {
     expect(await call(r, { cookie: `theme=dark; session=${t}` })).toMatchObject({ status: 200 });
     const banned = await token({ sub: 'banned' });
     expect((await call(r, { authorization: `Bearer ${banned}` })).status).toBe(403);
+  });
+
+  it("reads ngrok's token types and a token posted in a form or JSON body (ngrok's example)", async () => {
+    const r = bindPolicy(
+      policy({
+        http: {
+          tokens: [
+            { type: 'at+jwt', method: 'header', name: 'Authorization', prefix: 'Bearer ' },
+            { type: 'it+jwt', method: 'body', name: '_id_token' },
+          ],
+        },
+      }),
+      'https',
+    );
+    const access = await token({}, { typ: 'at+jwt' });
+    expect(await call(r, { authorization: `Bearer ${access}` })).toMatchObject({ status: 200 });
+    const plain = await token({});
+    expect(await call(r, { authorization: `Bearer ${plain}` })).toMatchObject({
+      status: 401,
+      auth: expect.stringMatching(/not an access token/) as unknown,
+    });
+    const post = async (contentType: string, body: string) => {
+      const d = await r.runner.onHttpRequest({
+        conn: { client_ip: '192.0.2.1' },
+        req: {
+          method: 'POST',
+          url: '/login',
+          headers: { host: 'api.burrow.test', 'content-type': contentType },
+          body: () => Promise.resolve(Buffer.from(body)),
+        },
+      });
+      return d.kind === 'respond' ? d.status : 200;
+    };
+    expect(await post('application/x-www-form-urlencoded', `a=1&_id_token=${plain}`)).toBe(200);
+    expect(await post('application/json', JSON.stringify({ _id_token: plain }))).toBe(200);
+    expect(await post('application/json', JSON.stringify({ other: plain }))).toBe(401);
   });
 
   it('refuses missing, expired, wrong-audience, wrong-issuer, unsigned and wrongly signed tokens with 401', async () => {
@@ -240,5 +280,11 @@ describe('jwt-validation', () => {
     expect(bad({ issuer: { allow_list: [] } })).toThrow(/issuer.allow_list/);
     expect(bad({ http: { tokens: [] } })).toThrow(/http.tokens/);
     expect(bad({ lifetime: { clock_skew: 'soon' } })).toThrow(/clock_skew/);
+    expect(bad({ http: { tokens: [{ type: 'saml', name: 'x' }] } })).toThrow(
+      /type must be one of jwt, access_token, at\+jwt, id_token, it\+jwt/,
+    );
+    expect(bad({ http: { tokens: [{ method: 'query', name: 'x' }] } })).toThrow(
+      /must be header, cookie or body/,
+    );
   });
 });

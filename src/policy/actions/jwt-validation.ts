@@ -25,9 +25,21 @@ const ALGORITHMS = [
 const VERIFIED_MAX = 10_000;
 const VERIFIED_TTL_MS = 60_000;
 
-/** Where a token is read: a header (with a prefix such as `Bearer `) or a cookie. */
+/**
+ * The token types ngrok names: any JWT (`jwt`, `access_token`, `id_token`, `it+jwt`), or an
+ * RFC 9068 access token (`at+jwt`), whose header must then say `typ: at+jwt`.
+ */
+const TOKEN_TYPES = ['jwt', 'access_token', 'at+jwt', 'id_token', 'it+jwt'] as const;
+type TokenType = (typeof TOKEN_TYPES)[number];
+
+/**
+ * Where a token is read: a header (with a prefix such as `Bearer `), a cookie, or a field of the
+ * request body (a form or a JSON object: ngrok's `method: body`, e.g. an `_id_token` a login
+ * form posts).
+ */
 interface TokenSource {
-  method: 'header' | 'cookie';
+  type: TokenType;
+  method: 'header' | 'cookie' | 'body';
   name: string;
   prefix: string;
   /** `prefix` lowercased once, for the case-insensitive header match. */
@@ -92,34 +104,91 @@ function tokenSources(config: ConfigReader): TokenSource[] {
   return tokens.map((t: unknown, i) => {
     const at = `http.tokens[${i}]`;
     if (!isMapping(t)) return config.fail(at, `must be a mapping, e.g. ${TOKEN_EXAMPLE}`);
-    if (t.type !== undefined && t.type !== 'jwt') config.fail(`${at}.type`, 'must be "jwt"');
+    const type = t.type ?? 'jwt';
+    if (!(TOKEN_TYPES as readonly unknown[]).includes(type))
+      config.fail(`${at}.type`, `must be one of ${TOKEN_TYPES.join(', ')}`);
     const method = t.method ?? 'header';
-    if (method !== 'header' && method !== 'cookie')
-      config.fail(`${at}.method`, 'must be header or cookie');
+    if (method !== 'header' && method !== 'cookie' && method !== 'body')
+      config.fail(`${at}.method`, 'must be header, cookie or body');
     if (typeof t.name !== 'string' || t.name === '')
-      config.fail(`${at}.name`, 'must name the header or cookie');
+      config.fail(`${at}.name`, 'must name the header, cookie or body field');
     const prefix = t.prefix ?? '';
     if (typeof prefix !== 'string') config.fail(`${at}.prefix`, 'must be a string');
-    return { method, name: t.name, prefix, lowerPrefix: prefix.toLowerCase() };
+    return {
+      type: type as TokenType,
+      method,
+      name: t.name,
+      prefix,
+      lowerPrefix: prefix.toLowerCase(),
+    };
   });
 }
 
-/** The first token any source finds. */
-function findToken(c: PhaseContext, sources: readonly TokenSource[]): string | undefined {
+/** A found token and the source that had it. */
+interface FoundToken {
+  token: string;
+  source: TokenSource;
+}
+
+/** The first token any source finds; reads the body only when a body source is reached. */
+async function findToken(
+  c: PhaseContext,
+  sources: readonly TokenSource[],
+): Promise<FoundToken | undefined> {
   const req = c.activation.req!;
   for (const s of sources) {
+    let token: string | undefined;
     if (s.method === 'header') {
       for (const value of req.header(s.name)) {
-        if (s.prefix === '') return value.trim();
-        if (value.slice(0, s.prefix.length).toLowerCase() === s.lowerPrefix)
-          return value.slice(s.prefix.length).trim();
+        if (s.prefix === '') token = value.trim();
+        else if (value.slice(0, s.prefix.length).toLowerCase() === s.lowerPrefix)
+          token = value.slice(s.prefix.length).trim();
+        if (token !== undefined) break;
       }
-    } else {
+    } else if (s.method === 'cookie') {
       const v = cookieValues(req.header('cookie'), s.name)[0];
-      if (v !== undefined) return v.startsWith(s.prefix) ? v.slice(s.prefix.length) : v;
+      if (v !== undefined) token = v.startsWith(s.prefix) ? v.slice(s.prefix.length) : v;
+    } else {
+      const v = bodyField(await c.requestBody().catch(() => undefined), req.content_type, s.name);
+      if (v !== undefined) token = v.startsWith(s.prefix) ? v.slice(s.prefix.length) : v;
     }
+    if (token !== undefined) return { token, source: s };
   }
   return undefined;
+}
+
+/** Field `name` of a form (`application/x-www-form-urlencoded`) or JSON object body, as text. */
+function bodyField(
+  body: Buffer | undefined,
+  contentType: string,
+  name: string,
+): string | undefined {
+  if (!body || body.length === 0) return undefined;
+  const text = body.toString('utf8');
+  if (contentType === 'application/json' || contentType.endsWith('+json')) {
+    try {
+      const parsed: unknown = JSON.parse(text);
+      const v = isMapping(parsed) ? parsed[name] : undefined;
+      return typeof v === 'string' ? v : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+  return new URLSearchParams(text).get(name) ?? undefined;
+}
+
+/** The `typ` of a token's header, or undefined when it cannot be read. */
+function typOf(token: string): unknown {
+  try {
+    return decodeProtectedHeader(token).typ;
+  } catch {
+    return undefined;
+  }
+}
+
+/** RFC 9068: `at+jwt`, also written `application/at+jwt`, in any case. */
+function isAccessTokenType(typ: unknown): boolean {
+  return typeof typ === 'string' && /^(application\/)?at\+jwt$/i.test(typ);
 }
 
 /** JSON claims as CEL values: whole numbers become ints, so `claims.exp > 0` type-checks at run time. */
@@ -176,8 +245,8 @@ function refusal(reason: string): Terminal {
 }
 
 /**
- * `jwt-validation`: requires a JWT (from the `http.tokens` sources: headers with a prefix, or
- * cookies) signed with one of `jws.allowed_algorithms` by a key of `jws.keys.sources.additional_jkus`
+ * `jwt-validation`: requires a JWT (from the `http.tokens` sources: headers with a prefix,
+ * cookies, or a field of a form or JSON body; the first source that has one is used) signed with one of `jws.allowed_algorithms` by a key of `jws.keys.sources.additional_jkus`
  * (or the issuer's discovered JWKS), issued by one of `issuer.allow_list`, for one of
  * `audience.allow_list` (when given), within its `exp`/`nbf` give or take `lifetime.clock_skew`
  * (default 30s). Refused: 401 with `WWW-Authenticate: Bearer error="invalid_token"`. Accepted:
@@ -254,8 +323,12 @@ export const jwtValidationAction: ActionSpec = {
       ttl: VERIFIED_TTL_MS,
     });
     const verify = async (c: PhaseContext): Promise<Problem | undefined> => {
-      const token = findToken(c, sources);
-      if (token === undefined) return problem('no token was sent');
+      const found = await findToken(c, sources);
+      if (found === undefined) return problem('no token was sent');
+      const { token } = found;
+      if (found.source.type === 'at+jwt' && !isAccessTokenType(typOf(token))) {
+        return problem('the token is not an access token (its header typ is not at+jwt)');
+      }
       const known = verified.get(token);
       if (known && c.now() < known.exp * 1000 + skewMs) {
         c.setActionResult('jwt_validation', {
@@ -270,6 +343,7 @@ export const jwtValidationAction: ActionSpec = {
         if (typeof header.alg !== 'string' || !options.algorithms.includes(header.alg)) {
           return problem(`the token's algorithm ${quote(String(header.alg), '"')} is not allowed`);
         }
+
         issuer = decodeJwt(token).iss;
       } catch {
         return problem('the token is malformed');

@@ -49,23 +49,62 @@ const OWN_PARAMS = [
 
 const DAY = 86_400_000;
 
-/** Read the shared keys; `defaultScopes` go first, then `scopes` (added, as ngrok does). */
+/** An OAuth app the operator registered once for a provider (ngrok's managed apps). */
+export interface ManagedOAuthApp {
+  clientId: string;
+  clientSecret: string;
+}
+
+let managedApps: ReadonlyMap<string, ManagedOAuthApp> = new Map();
+
+/**
+ * Set the operator's OAuth apps by provider (`--oauth-<provider>-client-id/-secret`): an `oauth`
+ * action without `client_id` uses its provider's. Policies compiled before keep what they had.
+ * @example configureManagedOAuthApps({ google: { clientId: '…', clientSecret: '…' } })
+ */
+export function configureManagedOAuthApps(apps: Readonly<Record<string, ManagedOAuthApp>>): void {
+  managedApps = new Map(Object.entries(apps));
+}
+
+/** The operator's app for `provider`, if any. */
+export function managedOAuthApp(provider: string): ManagedOAuthApp | undefined {
+  return managedApps.get(provider);
+}
+
+/**
+ * Read the shared keys; `defaultScopes` go first, then `scopes` (added, as ngrok does). For an
+ * oauth `provider`, a config without `client_id` uses the operator's app for it, if any.
+ */
 export function readLoginConfig(
   config: ConfigReader,
   defaultAuthId: string,
   defaultScopes: readonly string[],
+  provider?: string,
 ): LoginConfig {
+  const managed = provider === undefined ? undefined : managedOAuthApp(provider);
   const authId = config.string('auth_id') ?? defaultAuthId;
   if (!/^[A-Za-z0-9_-]{1,64}$/.test(authId)) {
     config.fail('auth_id', 'must be 1 to 64 letters, digits, "-" or "_" (it names the cookie)');
   }
-  const clientId = config.string('client_id', { required: true, example: '"my-app"' })!;
+  const useManaged = managed !== undefined && !config.has('client_id');
+  if (useManaged && config.has('client_secret')) {
+    config.fail('client_secret', "needs client_id: without it the operator's app is used");
+  }
+  if (!useManaged && !config.has('client_id') && provider !== undefined) {
+    config.fail(
+      'client_id',
+      `is required: this server has no OAuth app of its own for ${provider} (the operator sets one with --oauth-${provider}-client-id and --oauth-${provider}-client-secret)`,
+    );
+  }
+  const clientId = useManaged
+    ? managed.clientId
+    : config.string('client_id', { required: true, example: '"my-app"' })!;
   if (clientId.trim() === '') config.fail('client_id', 'must not be empty');
-  const clientSecret = config.string('client_secret') ?? '';
+  const clientSecret = useManaged ? managed.clientSecret : (config.string('client_secret') ?? '');
   if (clientSecret === '') {
     config.fail(
       'client_secret',
-      'is required: Burrow runs no managed app, and the session cookies are encrypted with a key derived from it',
+      'is required with client_id: the session cookies are encrypted with a key derived from it',
     );
   }
   const extra = config.stringList('scopes', { min: 0, max: 50 }) ?? [];

@@ -3,7 +3,7 @@ import { bindPolicy, oneRule } from '../../../test/support/policy-fixtures.js';
 import { compilePolicy } from '../compile.js';
 import { ReqVars } from '../variables.js';
 import { cookieKey, seal, unseal } from './auth-cookies.js';
-import type { LoginConfig } from './login-config.js';
+import { configureManagedOAuthApps, type LoginConfig } from './login-config.js';
 import { loginAction, LoginError, safeReturnPath, type LoginProvider } from './login-flow.js';
 import type { PhaseContext } from './types.js';
 
@@ -36,7 +36,7 @@ describe('openid-connect and oauth config', () => {
       /config\.issuer_url must be an https URL/,
     );
     expect(compile('openid-connect', { ...OIDC, client_secret: undefined })).toThrow(
-      /config\.client_secret is required: Burrow runs no managed app/,
+      /config\.client_secret is required with client_id/,
     );
     expect(compile('openid-connect', { ...OIDC, auth_id: 'a b' })).toThrow(/config\.auth_id/);
     expect(compile('openid-connect', { ...OIDC, scopes: ['a b'] })).toThrow(/config\.scopes\[0\]/);
@@ -63,13 +63,16 @@ describe('openid-connect and oauth config', () => {
       /unknown config key 'colour'/,
     );
     expect(compile('oauth', { ...OAUTH, provider: 'myspace' })).toThrow(
-      /config\.provider must be one of google, microsoft, github, gitlab, linkedin, twitch/,
+      /config\.provider must be one of google, microsoft, github, gitlab, linkedin, amazon, facebook, twitch/,
     );
-    expect(compile('oauth', { provider: 'google' })).toThrow(/config\.client_id is required/);
+    expect(compile('oauth', { provider: 'google' })).toThrow(
+      /config\.client_id is required: this server has no OAuth app of its own for google \(the operator sets one with --oauth-google-client-id/,
+    );
     expect(compile('oauth', { ...OAUTH, client_secret: '' })).toThrow(/config\.client_secret/);
-    expect(compile('oauth', { ...OAUTH, scopes: ['openid'] })).toThrow(
-      /config\.scopes cannot ask github for openid/,
-    );
+    // ngrok's examples ask for openid from any provider; the user still comes from its user API.
+    expect(compile('oauth', { ...OAUTH, scopes: ['openid'] })).not.toThrow();
+    expect(compile('oauth', { ...OAUTH, provider: 'amazon' })).not.toThrow();
+    expect(compile('oauth', { ...OAUTH, provider: 'facebook' })).not.toThrow();
     expect(compile('oidc', OIDC)).toThrow(
       /unknown action type 'oidc'; did you mean 'openid-connect'\?/,
     );
@@ -107,6 +110,8 @@ describe('oauth providers', () => {
     ['gitlab', 'https://gitlab.com/oauth/authorize', 'read_user'],
     ['linkedin', 'https://www.linkedin.com/oauth/v2/authorization', 'openid profile email'],
     ['twitch', 'https://id.twitch.tv/oauth2/authorize', 'user:read:email'],
+    ['amazon', 'https://www.amazon.com/ap/oa', 'profile'],
+    ['facebook', 'https://www.facebook.com/v19.0/dialog/oauth', 'public_profile email'],
   ];
   for (const [provider, endpoint, scopes] of cases) {
     it(`sends a ${provider} login to ${endpoint} with scopes "${scopes}"`, async () => {
@@ -121,6 +126,35 @@ describe('oauth providers', () => {
       expect(url.searchParams.has('nonce')).toBe(scopes.includes('openid'));
     });
   }
+
+  it("uses the operator's app for a provider when the policy names no client_id (managed apps)", async () => {
+    configureManagedOAuthApps({ google: { clientId: 'operator-app', clientSecret: 'op-secret' } });
+    try {
+      const url = await loginUrl('oauth', { provider: 'google', scopes: ['openid'] });
+      expect(url.searchParams.get('client_id')).toBe('operator-app');
+      expect(() =>
+        compilePolicy(
+          JSON.stringify(
+            oneRule('on_http_request', [
+              { type: 'oauth', config: { provider: 'google', client_secret: 'x' } },
+            ]),
+          ),
+          { protocol: 'https' },
+        ),
+      ).toThrow(/config\.client_secret needs client_id/);
+      // Another provider without an app of the operator's still needs the policy's own.
+      expect(() =>
+        compilePolicy(
+          JSON.stringify(
+            oneRule('on_http_request', [{ type: 'oauth', config: { provider: 'github' } }]),
+          ),
+          { protocol: 'https' },
+        ),
+      ).toThrow(/no OAuth app of its own for github/);
+    } finally {
+      configureManagedOAuthApps({});
+    }
+  });
 
   it('adds configured scopes and authz_url_params', async () => {
     const url = await loginUrl('oauth', {

@@ -124,6 +124,28 @@ const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
     },
     ['openid', 'profile', 'email'],
   ),
+  amazon: {
+    metadata: {
+      issuer: 'https://www.amazon.com',
+      authorization_endpoint: 'https://www.amazon.com/ap/oa',
+      token_endpoint: 'https://api.amazon.com/auth/o2/token',
+    },
+    scopes: ['profile'],
+    openid: false,
+    user: { url: 'https://api.amazon.com/user/profile' },
+    identity: (u) => ({ sub: str(u.user_id), email: str(u.email), name: str(u.name) }),
+  },
+  facebook: {
+    metadata: {
+      issuer: 'https://www.facebook.com',
+      authorization_endpoint: 'https://www.facebook.com/v19.0/dialog/oauth',
+      token_endpoint: 'https://graph.facebook.com/v19.0/oauth/access_token',
+    },
+    scopes: ['public_profile', 'email'],
+    openid: false,
+    user: { url: 'https://graph.facebook.com/v19.0/me?fields=id,name,email' },
+    identity: (u) => ({ sub: str(u.id), email: str(u.email), name: str(u.name) }),
+  },
   twitch: {
     metadata: {
       issuer: 'https://id.twitch.tv/oauth2',
@@ -145,29 +167,40 @@ const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
 };
 
 /**
- * Twitch answers the token request with `scope` as a list, which OAuth 2 (and openid-client)
- * wants as one space-separated string: join it before openid-client reads the answer.
+ * The token answer, as openid-client should read it. Twitch sends `scope` as a list, which
+ * OAuth 2 (and openid-client) wants as one space-separated string. A provider whose user is read
+ * from its user API may also send an ID token when `openid` is among the scopes (ngrok lets a
+ * policy ask for it); Burrow does not use it, and Microsoft's multi-tenant ones name another
+ * issuer than the metadata's, so it is dropped rather than checked.
  */
-const tokenFetch: oidc.CustomFetch = async (url, options) => {
-  // Through the egress guard, as every call a policy makes.
-  const res = await egressFetch(url, options);
-  if (!(res.headers.get('content-type') ?? '').includes('json')) return res;
-  let json: unknown;
-  try {
-    json = await res.clone().json();
-  } catch {
-    return res; // Not JSON after all: openid-client says so.
-  }
-  if (!isMapping(json) || !Array.isArray(json.scope)) return res;
-  const headers = new Headers(res.headers);
-  headers.delete('content-length');
-  headers.delete('content-encoding');
-  return new Response(JSON.stringify({ ...json, scope: json.scope.join(' ') }), {
-    status: res.status,
-    statusText: res.statusText,
-    headers,
-  });
-};
+const tokenFetchFor =
+  (dropIdToken: boolean): oidc.CustomFetch =>
+  async (url, options) => {
+    // Through the egress guard, as every call a policy makes.
+    const res = await egressFetch(url, options);
+    if (!(res.headers.get('content-type') ?? '').includes('json')) return res;
+    let json: unknown;
+    try {
+      json = await res.clone().json();
+    } catch {
+      return res; // Not JSON after all: openid-client says so.
+    }
+    if (!isMapping(json)) return res;
+    const listScope = Array.isArray(json.scope);
+    const idToken = dropIdToken && 'id_token' in json;
+    if (!listScope && !idToken) return res;
+    const fixed: Record<string, unknown> = { ...json };
+    if (listScope) fixed.scope = (json.scope as unknown[]).join(' ');
+    if (idToken) delete fixed.id_token;
+    const headers = new Headers(res.headers);
+    headers.delete('content-length');
+    headers.delete('content-encoding');
+    return new Response(JSON.stringify(fixed), {
+      status: res.status,
+      statusText: res.statusText,
+      headers,
+    });
+  };
 
 /** GET `url` with the access token; the parsed JSON, or a LoginError. */
 async function readJson(
@@ -190,8 +223,10 @@ async function readJson(
 
 /**
  * `oauth`: log browsers in with one of the OAuth providers ngrok names (google, github, gitlab,
- * microsoft, linkedin, twitch), using your own OAuth app (`client_id`, `client_secret`; Burrow runs
- * no managed app). The same flow as openid-connect (login-flow.ts); the user is read from the
+ * microsoft, linkedin, twitch, amazon, facebook), using your own OAuth app (`client_id`,
+ * `client_secret`) or, without `client_id`, the app the operator configured for that provider
+ * (`--oauth-<provider>-client-id`, as ngrok's managed apps). `openid` among the scopes is asked
+ * for; the user is read from the provider's user API either way. The same flow as openid-connect (login-flow.ts); the user is read from the
  * provider's user API and set as `actions.ngrok.oauth.identity.{email,name,sub}`.
  * @example { type: 'oauth', config: { provider: 'github', client_id: 'Iv1.…', client_secret: '…' } }
  */
@@ -209,16 +244,10 @@ export const oauthAction: ActionSpec = {
         `must be one of ${Object.keys(OAUTH_PROVIDERS).join(', ')}, not ${quote(name, '"')}`,
       );
     }
-    const cfg = readLoginConfig(config, name, p.scopes);
-    if (!p.openid && cfg.scopes.includes('openid')) {
-      config.fail(
-        'scopes',
-        `cannot ask ${name} for openid here; use the openid-connect action for an OpenID provider`,
-      );
-    }
+    const cfg = readLoginConfig(config, name, p.scopes, name);
     const client = new oidc.Configuration(p.metadata, cfg.clientId, cfg.clientSecret);
     client.timeout = 10;
-    client[oidc.customFetch] = tokenFetch;
+    client[oidc.customFetch] = tokenFetchFor(!p.openid);
     const provider: LoginProvider = {
       authorizationUrl(a) {
         const prompt = name === 'github' ? 'select_account' : 'login';
