@@ -68,12 +68,6 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteRule>> = {
   'GET /ssh_credentials/:id': 'credentials:read',
   'PATCH /ssh_credentials/:id': 'credentials:write',
   'DELETE /ssh_credentials/:id': 'credentials:write',
-  // SSH public keys open tunnels as authtokens do: the same permission.
-  'POST /ssh_credentials': 'credentials:write',
-  'GET /ssh_credentials': 'credentials:read',
-  'GET /ssh_credentials/:id': 'credentials:read',
-  'PATCH /ssh_credentials/:id': 'credentials:write',
-  'DELETE /ssh_credentials/:id': 'credentials:write',
   'POST /certificate_authorities': 'certificate_authorities:write',
   'GET /certificate_authorities': 'certificate_authorities:read',
   'GET /certificate_authorities/:id': 'certificate_authorities:read',
