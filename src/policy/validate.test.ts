@@ -93,10 +93,10 @@ describe('validatePolicy refuses, naming phase, rule, action and fix', () => {
     expect(typo.message).toMatch(
       /action 0 \(add-header\): unknown action type 'add-header'; did you mean 'add-headers'\? The supported types are: add-headers, basic-auth,/,
     );
-    const unsupported = refusal(request({ type: 'http-request', config: { url: 'https://x' } }));
+    const unsupported = refusal(request({ type: 'saml', config: {} }));
     expect(unsupported.code).toBe('ERR_NGROK_2201');
     expect(unsupported.message).toMatch(
-      /action type 'http-request' is not supported by Burrow\. The supported types/,
+      /action type 'saml' is not supported by Burrow\. The supported types/,
     );
   });
 

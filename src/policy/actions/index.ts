@@ -11,6 +11,7 @@ import { compressResponseAction } from './compress-response.js';
 import { customResponseAction } from './custom-response.js';
 import { denyAction } from './deny.js';
 import { forwardInternalAction } from './forward-internal.js';
+import { httpRequestAction } from './http-request.js';
 import { jwtValidationAction } from './jwt-validation.js';
 import { logAction } from './log.js';
 import { oauthAction } from './oauth.js';
@@ -39,6 +40,7 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
     customResponseAction,
     denyAction,
     forwardInternalAction,
+    httpRequestAction,
     jwtValidationAction,
     logAction,
     oauthAction,
@@ -60,7 +62,6 @@ export const ACTIONS: ReadonlyMap<string, ActionSpec> = new Map(
 /** Action types of the API Burrow follows that it does not run; named so the error can say so. */
 export const UNSUPPORTED_ACTIONS = [
   'saml',
-  'http-request',
   'owasp-crs-request',
   'owasp-crs-response',
   'ai-gateway',
