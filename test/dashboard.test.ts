@@ -1,7 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CA_EXTENSIONS, certificateMaker } from './support/certificates.js';
@@ -334,6 +335,39 @@ describe('the dashboard in Chromium', () => {
     await detail.getByText('Sent without authorization (redacted).').waitFor();
     expect(hits).toBe(3);
     await page.locator('.badge', { hasText: 'replay' }).first().waitFor();
+
+    // With bodies captured, the detail still has the service's response headers.
+    // A controlled switch: it turns on once the server said so.
+    const captureSwitch = page.getByRole('checkbox', { name: `Capture bodies for ${HOST}` });
+    await captureSwitch.click();
+    await expect.poll(() => captureSwitch.isChecked()).toBe(true);
+    const many = Array.from({ length: 30 }, (_, i) => `http://127.0.0.1:${ports.http}/page-${i}`);
+    await promisify(execFile)('curl', ['-s', '-o', '/dev/null', '-H', `Host: ${HOST}`, ...many]);
+    await page.getByRole('button', { name: 'Inspect GET /page-29' }).waitFor();
+
+    // Filters: by path, by status class, by method.
+    await page.getByLabel('Path contains').fill('world');
+    await page.getByRole('button', { name: 'Inspect GET /world?x=1' }).waitFor();
+    expect(await page.getByRole('button', { name: /^Inspect GET \/page-/ }).count()).toBe(0);
+    await page.getByLabel('Path contains').fill('');
+    await page.getByLabel('Status', { exact: true }).selectOption('4xx');
+    await page.getByText('No request matches the filters.').waitFor();
+    await page.getByLabel('Status', { exact: true }).selectOption('2xx');
+    await page.getByLabel('Method', { exact: true }).selectOption('GET');
+    await page.getByRole('button', { name: 'Inspect GET /page-0' }).waitFor();
+
+    // The detail opens beside the list and in view, even for a row far down the list.
+    await page.getByRole('button', { name: 'Inspect GET /page-0' }).click();
+    const picked = page.getByRole('region', { name: 'Request GET /page-0' });
+    const headers = picked.getByRole('table', { name: 'Response headers' });
+    await headers.waitFor();
+    expect(await headers.textContent()).toContain('content-type');
+    const list = (await page.locator('.inspector > .table-wrap').boundingBox())!;
+    const box = (await picked.boundingBox())!;
+    expect(box.x).toBeGreaterThanOrEqual(list.x + list.width);
+    const viewport = page.viewportSize()!;
+    expect(box.y).toBeGreaterThanOrEqual(0);
+    expect(box.y).toBeLessThan(viewport.height);
     await shot('traffic');
 
     await open('Overview');
@@ -626,19 +660,17 @@ describe('the dashboard in Chromium', () => {
       'API keys',
     ]) {
       await open(name);
-      const widths = await page.evaluate(() => ({
+      // Run in the page (a string: this file's types have no DOM).
+      const widths = await page.evaluate<{ page: number; screen: number; wide: string[] }>(`({
         page: document.documentElement.scrollWidth,
         screen: window.innerWidth,
-        // What sticks out, to name in the failure.
+        // What sticks out (outside a table's own scrolling box), to name in the failure.
         wide: [...document.querySelectorAll('body *')]
-          .filter(
-            (e) =>
-              e.getBoundingClientRect().right > window.innerWidth + 1 &&
-              !e.parentElement?.closest('.table-wrap'),
-          )
+          .filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1 &&
+            !e.parentElement?.closest('.table-wrap'))
           .slice(0, 3)
-          .map((e) => `${e.parentElement?.className} > ${e.tagName.toLowerCase()}.${e.className}`),
-      }));
+          .map((e) => e.tagName.toLowerCase() + '.' + e.className),
+      })`);
       expect(widths.page, `${name} is wider than the phone: ${widths.wide.join(', ')}`).toBe(
         widths.screen,
       );

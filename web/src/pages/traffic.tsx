@@ -1,7 +1,7 @@
-import { Fragment, useCallback, useEffect, useState } from 'react';
+import { Fragment, useCallback, useEffect, useRef, useState } from 'react';
 import { api } from '../api';
 import { EmptyState, ErrorMessage, PageHeader } from '../components';
-import { Checkbox } from '../fields';
+import { Checkbox, SelectField, TextField } from '../fields';
 import { useAction, useLoad } from '../hooks';
 
 interface RequestSummary {
@@ -77,10 +77,79 @@ function BodyView({ title, body }: { title: string; body: Body | null }) {
   );
 }
 
+/** The status filter's choices: a class of status codes, or requests still waiting. */
+const STATUS_CLASSES = ['2xx', '3xx', '4xx', '5xx', 'waiting'] as const;
+
+/** What the list shows: every filter given must match (status class, method, path substring). */
+interface Filters {
+  status: string;
+  method: string;
+  path: string;
+}
+
+function matches(r: RequestSummary, f: Filters): boolean {
+  if (f.method && r.method !== f.method) return false;
+  if (f.path && !r.path.toLowerCase().includes(f.path.toLowerCase())) return false;
+  if (!f.status) return true;
+  if (f.status === 'waiting') return r.status === null;
+  return r.status !== null && String(r.status)[0] === f.status[0];
+}
+
+function FilterBar({
+  filters,
+  methods,
+  onChange,
+}: {
+  filters: Filters;
+  methods: string[];
+  onChange: (f: Filters) => void;
+}) {
+  return (
+    <div className="card inline-form filters" role="search" aria-label="Filter requests">
+      <SelectField
+        label="Status"
+        value={filters.status}
+        onChange={(status) => onChange({ ...filters, status })}
+      >
+        <option value="">Any</option>
+        {STATUS_CLASSES.map((s) => (
+          <option key={s} value={s}>
+            {s}
+          </option>
+        ))}
+      </SelectField>
+      <SelectField
+        label="Method"
+        value={filters.method}
+        onChange={(method) => onChange({ ...filters, method })}
+      >
+        <option value="">Any</option>
+        {methods.map((m) => (
+          <option key={m} value={m}>
+            {m}
+          </option>
+        ))}
+      </SelectField>
+      <TextField
+        label="Path contains"
+        value={filters.path}
+        onChange={(path) => onChange({ ...filters, path })}
+      />
+    </div>
+  );
+}
+
 function Detail({ id, onReplayed }: { id: string; onReplayed: () => void }) {
   const { data: detail, error } = useLoad(
     useCallback(() => api<RequestDetail>('GET', `/traffic/${id}`), [id]),
   );
+  // Beside the list on a wide screen (sticky), below it on a phone: either way bring it into
+  // view, so a request picked far down a long list does not open out of sight.
+  const region = useRef<HTMLElement>(null);
+  const loaded = detail !== undefined;
+  useEffect(() => {
+    if (loaded) region.current?.scrollIntoView({ block: 'nearest' });
+  }, [id, loaded]);
   const [replayed, setReplayed] = useState<string | undefined>(undefined);
   const action = useAction();
   // What a replay said belongs to the request it replayed.
@@ -102,7 +171,11 @@ function Detail({ id, onReplayed }: { id: string; onReplayed: () => void }) {
   if (error) return <ErrorMessage error={error} />;
   if (!detail) return <p className="loading">Loading…</p>;
   return (
-    <section className="card detail" aria-label={`Request ${detail.method} ${detail.path}`}>
+    <section
+      ref={region}
+      className="card detail"
+      aria-label={`Request ${detail.method} ${detail.path}`}
+    >
       <div className="card-head">
         <h2>
           <code>
@@ -145,6 +218,7 @@ function Detail({ id, onReplayed }: { id: string; onReplayed: () => void }) {
 export function TrafficPage() {
   const [host, setHost] = useState('');
   const [selected, setSelected] = useState<string | undefined>(undefined);
+  const [filters, setFilters] = useState<Filters>({ status: '', method: '', path: '' });
   const query = host ? `?host=${encodeURIComponent(host)}` : '';
   // Live: new requests show within a second or so.
   const {
@@ -162,6 +236,9 @@ export function TrafficPage() {
   const setShown = (h: string, shown: boolean) =>
     capture.send('PUT', `/traffic/credentials/${encodeURIComponent(h)}`, { shown }, reload);
   const shown = new Set(reply?.credentials_shown_hosts ?? []);
+  const requests = reply?.requests ?? [];
+  const methods = [...new Set(requests.map((r) => r.method))].sort();
+  const visible = requests.filter((r) => matches(r, filters));
   return (
     <>
       <PageHeader title="Traffic">
@@ -217,50 +294,58 @@ export function TrafficPage() {
           at once.
         </EmptyState>
       ) : null}
-      {reply?.requests.length ? (
-        <div className="table-wrap">
-          <table className="traffic" aria-live="polite">
-            <caption className="visually-hidden">Recent requests</caption>
-            <thead>
-              <tr>
-                <th scope="col">Time</th>
-                <th scope="col">Method</th>
-                <th scope="col">Path</th>
-                <th scope="col">Status</th>
-                <th scope="col">Duration</th>
-                <th scope="col">Client</th>
-                <th scope="col">Host</th>
-              </tr>
-            </thead>
-            <tbody>
-              {reply.requests.map((r) => (
-                <tr key={r.id} className={r.id === selected ? 'selected' : undefined}>
-                  <td>{new Date(r.started_at).toLocaleTimeString()}</td>
-                  <td>{r.method}</td>
-                  <td>
-                    <button
-                      type="button"
-                      className="link"
-                      onClick={() => setSelected(r.id)}
-                      aria-label={`Inspect ${r.method} ${r.path}`}
-                    >
-                      {r.path}
-                    </button>
-                    {r.replay_of ? <span className="badge">replay</span> : null}
-                  </td>
-                  <td className={r.status && r.status >= 400 ? 'bad' : undefined}>
-                    {r.status ?? '…'}
-                  </td>
-                  <td>{r.duration_ms === null ? '…' : `${r.duration_ms} ms`}</td>
-                  <td>{r.client_ip}</td>
-                  <td>{r.host}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
+      {requests.length ? (
+        <FilterBar filters={filters} methods={methods} onChange={setFilters} />
       ) : null}
-      {selected ? <Detail id={selected} onReplayed={() => void reload()} /> : null}
+      <div className={selected ? 'inspector with-detail' : 'inspector'}>
+        {requests.length && visible.length === 0 ? (
+          <EmptyState>No request matches the filters.</EmptyState>
+        ) : null}
+        {visible.length ? (
+          <div className="table-wrap">
+            <table className="traffic" aria-live="polite">
+              <caption className="visually-hidden">Recent requests</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Time</th>
+                  <th scope="col">Method</th>
+                  <th scope="col">Path</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Duration</th>
+                  <th scope="col">Client</th>
+                  <th scope="col">Host</th>
+                </tr>
+              </thead>
+              <tbody>
+                {visible.map((r) => (
+                  <tr key={r.id} className={r.id === selected ? 'selected' : undefined}>
+                    <td>{new Date(r.started_at).toLocaleTimeString()}</td>
+                    <td>{r.method}</td>
+                    <td>
+                      <button
+                        type="button"
+                        className="link"
+                        onClick={() => setSelected(r.id)}
+                        aria-label={`Inspect ${r.method} ${r.path}`}
+                      >
+                        {r.path}
+                      </button>
+                      {r.replay_of ? <span className="badge">replay</span> : null}
+                    </td>
+                    <td className={r.status && r.status >= 400 ? 'bad' : undefined}>
+                      {r.status ?? '…'}
+                    </td>
+                    <td>{r.duration_ms === null ? '…' : `${r.duration_ms} ms`}</td>
+                    <td>{r.client_ip}</td>
+                    <td>{r.host}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        ) : null}
+        {selected ? <Detail id={selected} onReplayed={() => void reload()} /> : null}
+      </div>
     </>
   );
 }
