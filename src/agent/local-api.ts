@@ -9,13 +9,11 @@
  * page cannot reach it through DNS rebinding; POST needs `Content-Type: application/json`, which
  * browsers cannot send across origins without a preflight this API never grants.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, RequestListener, ServerResponse } from 'node:http';
-import { isIP } from 'node:net';
 import { CODES } from '../core/errors.js';
-import { parseHostPort } from '../core/host-port.js';
 import type { Logger } from '../core/logger.js';
 import { AgentApiError } from './errors.js';
+import { isDirectHost, tokenMatches } from './local-access.js';
 import { parseTunnelRequest } from './tunnel-input.js';
 import type { TunnelService } from './tunnel-endpoints.js';
 
@@ -34,28 +32,7 @@ const MAX_BODY_BYTES = 1024 * 1024;
 
 const ROUTES_HINT = 'the API has GET /tunnels, POST /tunnels and DELETE /tunnels/{url_part}';
 
-/**
- * Whether `presented` is `expected`, in time that does not depend on where they differ (or on
- * their lengths: both are hashed first).
- * @example tokenMatches('s3cret', 's3cret') // true
- */
-export function tokenMatches(presented: string, expected: string): boolean {
-  const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
-  return timingSafeEqual(digest(presented), digest(expected));
-}
-
-/**
- * Whether a Host header names this machine directly: an IP address or a `localhost` name. Other
- * names reach a token-less agent only through DNS rebinding.
- * @example isDirectHost('127.0.0.1:8000') // true
- * @example isDirectHost('evil.example.com:8000') // false
- */
-export function isDirectHost(host: string | undefined): boolean {
-  if (host === undefined) return false;
-  const name = parseHostPort(host, { port: 'optional' })?.host.toLowerCase();
-  if (name === undefined) return false;
-  return isIP(name) !== 0 || name === 'localhost' || name.endsWith('.localhost');
-}
+export { isDirectHost, tokenMatches } from './local-access.js';
 
 function authorize(
   req: IncomingMessage,

@@ -10,7 +10,6 @@ import type { Session } from '../sdk/session.js';
 import { AgentApiError } from './errors.js';
 import { CAPTURE_BYTES, Meter, type MeterView, type RequestLog } from './request-log.js';
 import type { TunnelDefinition } from './tunnel-definition.js';
-import { redactOptions } from './tunnel-options.js';
 
 /** A tunnel as `GET /api/tunnels/{name}` shows it (ngrok's shape). */
 export interface TunnelView {
@@ -168,7 +167,7 @@ export function tunnelView(t: RunningTunnel): TunnelView {
   const labels = Object.entries(t.endpoint.labels ?? {}).map(([k, v]) => `${k}=${v}`);
   const publicUrl = t.endpoint.url ?? `labels:${labels.join(',')}`;
   const proto = t.endpoint.url ? new URL(t.endpoint.url).protocol.replace(':', '') : 'labeled';
-  const options = d.options ? redactOptions(d.options) : {};
+  const options = d.options ?? {};
   return {
     name: d.name,
     ID: t.endpoint.id,

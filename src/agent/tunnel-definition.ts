@@ -11,6 +11,7 @@ import { AgentApiError } from './errors.js';
 import { checkPolicy, type PolicyValue } from './policy.js';
 import {
   parseTunnelOptions,
+  redactOptions,
   TUNNEL_OPTION_FIELDS,
   tunnelTrafficPolicy,
   type TunnelOptions,
@@ -40,7 +41,7 @@ export interface TunnelDefinition {
   metadata: string;
   /** A version 3 endpoint's `url`, as configured. */
   url: string | undefined;
-  /** The definition as given, with secrets redacted, for `config` in the API. */
+  /** The endpoint options, their secrets redacted, for `config` in the API. */
   options: TunnelOptions | undefined;
 }
 
@@ -279,7 +280,7 @@ export function definitionFromTunnel(
     inspect: bool(fail, 'inspect', fields.inspect, true),
     metadata: str(fail, 'metadata', fields.metadata) ?? '',
     url: undefined,
-    options,
+    options: options && redactOptions(options),
   };
 }
 

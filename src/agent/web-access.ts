@@ -10,13 +10,12 @@
  * - On any other address the API would be open to the network: it refuses to start without a
  *   credential (`--web-auth user:password`, HTTP Basic), warns, and then asks it of every request.
  */
-import { once } from 'node:events';
 import type { IncomingMessage, RequestListener, Server } from 'node:http';
 import http from 'node:http';
 import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import { isLoopbackHost } from '../core/hostname.js';
 import { AgentApiError, AgentStartupError } from './errors.js';
-import { isDirectHost, tokenMatches } from './local-api.js';
+import { isDirectHost, tokenMatches } from './local-access.js';
 
 /** ngrok's default `web_addr`. */
 export const DEFAULT_WEB_ADDR = '127.0.0.1:4040';
@@ -87,12 +86,20 @@ export interface WebListener {
 }
 
 async function tryListen(server: Server, host: string, port: number): Promise<boolean> {
-  server.listen(port, host);
-  const outcome = await Promise.race([
-    once(server, 'listening').then(() => 'ok' as const),
-    once(server, 'error').then(([err]) => err as NodeJS.ErrnoException),
-  ]);
-  if (outcome === 'ok') return true;
+  const outcome = await new Promise<NodeJS.ErrnoException | undefined>((resolve) => {
+    const onError = (err: NodeJS.ErrnoException): void => {
+      server.off('listening', onListening);
+      resolve(err);
+    };
+    const onListening = (): void => {
+      server.off('error', onError);
+      resolve(undefined);
+    };
+    server.once('error', onError);
+    server.once('listening', onListening);
+    server.listen(port, host);
+  });
+  if (outcome === undefined) return true;
   if (outcome.code === 'EADDRINUSE') return false;
   throw new AgentStartupError(
     `cannot listen on ${formatHostPort(host, port)} for the agent API (web_addr): ${outcome.message}`,

@@ -23,7 +23,6 @@ import {
 } from './named-tunnels.js';
 import { replayBytes, sendReplay, type ReplayChanges } from './replay.js';
 import type { RequestLog } from './request-log.js';
-import { definitionFromEndpoint, definitionFromTunnel } from './tunnel-definition.js';
 import { checkWebAccess, type WebAccess } from './web-access.js';
 import { INSPECTOR_ASSETS } from './web-inspector.js';
 
@@ -199,6 +198,10 @@ export function webApi(options: WebApiOptions): RequestListener {
         const tunnelName = typeof given === 'string' && given !== '' ? given : undefined;
         if (tunnelName === undefined && resource === 'tunnels')
           throw badField('name', 'is required: the name of the tunnel');
+        // Loaded at the first start: it brings the policy engine, which `burrow http` needs not.
+        const { definitionFromEndpoint, definitionFromTunnel } = await import(
+          './tunnel-definition.js'
+        );
         const definition =
           resource === 'tunnels'
             ? definitionFromTunnel(tunnelName!, rest, badField)

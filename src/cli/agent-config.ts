@@ -20,6 +20,8 @@ export interface AgentConfig {
   ca_certs?: string[];
   /** The pinned SHA-256 fingerprint of the server's CA (`sha256:AB:…`). */
   ca_fingerprint?: string;
+  /** ngrok's `web_addr`: the agent API's address, or false (off). Not written by Burrow. */
+  web_addr?: string | false;
 }
 
 /** The agent listener of a `burrow server` with default flags. */
@@ -55,7 +57,17 @@ function readRaw(path: string): Record<string, unknown> {
  * @example const { authtoken } = readAgentConfig(agentConfigPath());
  */
 export function readAgentConfig(path: string): AgentConfig {
-  const raw = readRaw(path);
+  const top = readRaw(path);
+  // An ngrok.yml of version 3 keeps these under `agent:`, with connect_url for server_addr.
+  const agent = top.agent;
+  const raw =
+    agent !== null && typeof agent === 'object' && !Array.isArray(agent)
+      ? { ...top, ...(agent as Record<string, unknown>) }
+      : top;
+  if (raw.server_addr === undefined && typeof raw.connect_url === 'string') {
+    raw.server_addr = raw.connect_url.replace(/^tls:\/\//, '');
+  }
+  const webAddr = raw.web_addr;
   const text = (key: string): string | undefined =>
     typeof raw[key] === 'string' && raw[key] !== '' ? raw[key] : undefined;
   const certs = typeof raw.ca_certs === 'string' ? [raw.ca_certs] : raw.ca_certs;
@@ -68,6 +80,12 @@ export function readAgentConfig(path: string): AgentConfig {
     ca: text('ca'),
     ca_certs: caCerts.length > 0 ? caCerts : undefined,
     ca_fingerprint: text('ca_fingerprint'),
+    web_addr:
+      webAddr === false || webAddr === 'false'
+        ? false
+        : typeof webAddr === 'string' || typeof webAddr === 'number'
+          ? String(webAddr)
+          : undefined,
   };
 }
 
@@ -100,6 +118,8 @@ export interface TunnelSettings {
   caCerts: string[] | undefined;
   /** `--ca-fingerprint`, BURROW_CA_FINGERPRINT or the config file's `ca_fingerprint`. */
   caFingerprint: string | undefined;
+  /** The config file's `web_addr` (flags and environment are read where the API starts). */
+  webAddr: string | false | undefined;
 }
 
 /**
@@ -126,6 +146,7 @@ export function resolveTunnelSettings(
     ca: pick(flags.ca, env.BURROW_CA, file.ca),
     caCerts: file.ca_certs,
     caFingerprint: pick(flags.caFingerprint, env.BURROW_CA_FINGERPRINT, file.ca_fingerprint),
+    webAddr: file.web_addr,
   };
 }
 

@@ -22,6 +22,7 @@ import {
   writeAgentConfig,
 } from './agent-config.js';
 import { registerAddCa, trustOptions } from './ca-config.js';
+import { addWebOptions } from './agent-web-options.js';
 import { describeCommand } from './command-index.js';
 import {
   addEndpointFlags,
@@ -49,6 +50,9 @@ interface TunnelFlags extends EndpointFlags {
   ca?: string;
   caFingerprint?: string;
   config?: string;
+  /** `--web-addr` and `--web-auth`: the agent API and inspector (src/cli/agent-web.ts). */
+  webAddr?: string;
+  webAuth?: string;
 }
 
 /** Where the command writes: the URL and request log to `out`, status changes to `err`. */
@@ -204,6 +208,17 @@ export async function runTunnel(
     endpoint.on('connection', (c) => io.out.write(`${clock()} connection from ${c.clientAddr}\n`));
   const labels = Object.entries(endpoint.labels ?? {}).map(([k, v]) => `${k}=${v}`);
   const from = endpoint.url ?? `labels ${labels.join(',')}`;
+  // The agent API (127.0.0.1:4040) and inspector, loaded only now: `burrow --version` skips it.
+  const agentWeb = await import('./agent-web.js');
+  let web: Awaited<ReturnType<typeof agentWeb.startCliAgentWeb>>;
+  try {
+    web = await agentWeb.startCliAgentWeb(session, flags, settings.webAddr, env, io);
+  } catch (err) {
+    await endpoint.close().catch(() => undefined);
+    await session.close();
+    throw err;
+  }
+  web.tunnels.adopt(agentWeb.quickTunnelDefinition(proto, target, endpoint), endpoint);
   io.out.write(`Forwarding ${from} -> ${endpoint.forwardsTo}\n`);
 
   return new Promise<number>((resolve) => {
@@ -216,6 +231,7 @@ export async function runTunnel(
       const unbind = endpoint.closed ? Promise.resolve() : endpoint.close().catch(() => undefined);
       const deadline = new Promise((r) => setTimeout(r, 2000).unref());
       void Promise.race([unbind, deadline])
+        .then(() => web.close())
         .then(() => session.close())
         .then(() => resolve(code));
     };
@@ -253,6 +269,7 @@ export function registerTunnelCommands(program: Command): void {
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
     );
     addEndpointFlags(cmd, proto);
+    addWebOptions(cmd);
     addConnectionOptions(
       cmd.option(
         '--policy-file <file>',

@@ -1,0 +1,82 @@
+/**
+ * The agent API and inspector of the CLI agents (`burrow http|tcp|tls`, `burrow start`):
+ * starting src/agent/agent-web.ts for a session with the `--web-addr` and `--web-auth` flags.
+ * Loaded only once a tunnel is online, so `burrow --version` does not load it.
+ */
+import { createRequire } from 'node:module';
+import { startAgentWeb, type AgentWeb } from '../agent/agent-web.js';
+import type { TunnelDefinition } from '../agent/tunnel-definition.js';
+import { BurrowError } from '../core/errors.js';
+import type { Endpoint } from '../sdk/endpoints.js';
+import type { Session } from '../sdk/session.js';
+import type { WebFlags } from './agent-web-options.js';
+
+function agentVersion(): string {
+  try {
+    const pkg = createRequire(import.meta.url)('../../package.json') as { version?: string };
+    return pkg.version ?? 'unknown';
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * Start the agent API for `session` with the flags, environment and config file's `web_addr`;
+ * prints where it listens. When the address was not chosen (the default 4040 and the ports after
+ * it are taken) the agent runs without it and says so; a chosen address that fails stops it.
+ */
+export async function startCliAgentWeb(
+  session: Session,
+  flags: WebFlags,
+  configWebAddr: string | false | undefined,
+  env: NodeJS.ProcessEnv,
+  io: { out: NodeJS.WritableStream; err: NodeJS.WritableStream },
+  logBytes?: number,
+): Promise<AgentWeb> {
+  const chosen = flags.webAddr ?? env.BURROW_WEB_ADDR ?? configWebAddr;
+  const options = {
+    session,
+    credential: flags.webAuth ?? (env.BURROW_WEB_AUTH || undefined),
+    logBytes,
+    version: agentVersion(),
+    warn: (line: string) => io.err.write(`warning: ${line}\n`),
+  };
+  let web: AgentWeb;
+  try {
+    web = await startAgentWeb({ ...options, webAddr: chosen });
+  } catch (err) {
+    if (chosen !== undefined || !(err instanceof BurrowError)) throw err;
+    io.err.write(`warning: ${err.message}; running without the agent API\n`);
+    web = await startAgentWeb({ ...options, webAddr: false });
+  }
+  if (web.listener) io.out.write(`Web Interface http://${web.listener.address}\n`);
+  return web;
+}
+
+/**
+ * The definition of the one tunnel of `burrow http|tcp|tls`, named `command_line` as ngrok names it.
+ * @example quickTunnelDefinition('http', '3000', endpoint)
+ */
+export function quickTunnelDefinition(
+  proto: 'http' | 'tcp' | 'tls',
+  target: string,
+  endpoint: Endpoint,
+): TunnelDefinition {
+  return {
+    name: 'command_line',
+    kind: 'tunnel',
+    proto: endpoint.labels ? 'labeled' : proto,
+    addr: target,
+    domain: undefined,
+    remoteAddr: undefined,
+    scheme: undefined,
+    hostHeaderRewrite: false,
+    labels: endpoint.labels ? { ...endpoint.labels } : undefined,
+    trafficPolicy: undefined,
+    poolingEnabled: false,
+    inspect: true,
+    metadata: '',
+    url: undefined,
+    options: undefined,
+  };
+}
