@@ -12,7 +12,7 @@ import { edgeFixtures } from '../../../test/support/edge-fixtures.js';
 import { fakeTunnel } from '../../../test/support/ingress.js';
 import { DATABASE_KINDS } from '../../../test/support/stores.js';
 import { legacyPolicyText } from './bind-traffic-policy.js';
-import { EndpointPolicies, endpointInputOf } from './endpoint-policy.js';
+import { EndpointPolicies, endpointInputOf, type LivePolicyBudget } from './endpoint-policy.js';
 import { TunnelRegistry } from '../registry/tunnel-registry.js';
 
 const DENY_BOTS = `
@@ -212,7 +212,7 @@ describe('EndpointPolicies', () => {
     bounds: {
       maxRetained?: number;
       maxRetainedBytes?: number;
-      liveBudget?: { perSession: number; perProcess: number };
+      liveBudget?: LivePolicyBudget;
     } = {},
   ) {
     const registry = new TunnelRegistry();
@@ -317,27 +317,29 @@ describe('EndpointPolicies', () => {
     expect(policies.counts()).toMatchObject({ retained: 0, retainedBytes: 0 });
   });
 
-  it('holds the policies of a session’s live tunnels, and of all, to their estimated bytes', () => {
+  it('holds the policies of live tunnels to their estimated bytes per session, credential, process', () => {
     const text = (tag: string) => `${POLICY}\n# ${tag}${'x'.repeat(1000)}`;
     const bytes = estimatedPolicyBytes(text('a').length);
     const { registry, policies, online } = setup(60_000, {
-      liveBudget: { perSession: 2.5 * bytes, perProcess: 4.5 * bytes },
+      liveBudget: { perSession: 2.5 * bytes, perCredential: 3.5 * bytes, perProcess: 4.5 * bytes },
     });
-    const a = online('a', 'cr_1', text('a'));
-    online('b', 'cr_1', text('b'));
-    expect(() => policies.checkRoom('ts_1', compiled(text('c')))).toThrow(
+    const room = (session: string, credential: string, tag: string) => () =>
+      policies.checkRoom(session, credential, compiled(text(tag)));
+    const a = online('a', 'cr_1', text('a'), 'ts_1');
+    online('b', 'cr_1', text('b'), 'ts_1');
+    expect(room('ts_1', 'cr_1', 'c')).toThrow(
       expect.objectContaining({ code: 'ERR_BURROW_AGENT_POLICY_BYTES', level: 'session' }),
     );
-    // A policy the session already runs costs nothing more; another session has its own room.
-    expect(() => policies.checkRoom('ts_1', compiled(text('a')))).not.toThrow();
+    // A policy a holder already runs costs it nothing more.
+    expect(room('ts_1', 'cr_1', 'a')).not.toThrow();
     online('c', 'cr_1', text('c'), 'ts_2');
-    online('d', 'cr_1', text('d'), 'ts_2');
-    expect(() => policies.checkRoom('ts_3', compiled(text('e')))).toThrow(
-      expect.objectContaining({ level: 'process' }),
-    );
+    expect(room('ts_2', 'cr_1', 'd')).toThrow(expect.objectContaining({ level: 'credential' }));
+    online('d', 'cr_2', text('d'), 'ts_3');
+    expect(room('ts_4', 'cr_3', 'e')).toThrow(expect.objectContaining({ level: 'process' }));
+    expect(room('ts_4', 'cr_3', 'a')).not.toThrow();
     expect(policies.counts().liveBytes).toBe(4 * bytes);
     registry.removeTunnel(a.id);
-    expect(() => policies.checkRoom('ts_1', compiled(text('c')))).not.toThrow();
+    expect(room('ts_1', 'cr_1', 'c')).not.toThrow();
     for (const t of registry.listTunnels()) registry.removeTunnel(t.id);
     expect(policies.counts()).toMatchObject({ live: 0, liveBytes: 0 });
     policies.close();

@@ -58,7 +58,7 @@ export interface EndpointPoliciesOptions {
   /** Told the counts after every change (the gauges of /metrics). */
   onChange?: ((counts: EndpointPolicyCounts) => void) | undefined;
   /** What live tunnels' policies may weigh, per session and in all (LIVE_POLICY_BUDGET). */
-  liveBudget?: { perSession: number; perProcess: number } | undefined;
+  liveBudget?: LivePolicyBudget | undefined;
 }
 
 /** A tunnel's policy: the TunnelPolicy the ingress reads, plus what a successor needs. */
@@ -104,13 +104,14 @@ export function endpointInputOf(tunnel: OnlineTunnel): EndpointInput {
 /** A bind or PatchTunnelState refused: its policy would take the session or process past its budget. */
 export class PolicyBudgetError extends AgentError {
   constructor(
-    readonly level: 'session' | 'process',
+    readonly level: 'session' | 'credential' | 'process',
     bytes: number,
     limit: number,
   ) {
+    const whose = { session: 'agent session', credential: 'authtoken', process: 'edge' }[level];
     super(
       CODES.agentPolicyBytes,
-      `The traffic policy was refused: the policies of this ${level === 'session' ? 'agent session' : 'edge'}'s tunnels would weigh more than ${limit} bytes (estimated; this one ${bytes}). Share one policy between endpoints, make it smaller, or stop some tunnels.`,
+      `The traffic policy was refused: the policies of this ${whose}'s tunnels would weigh more than ${limit} bytes (estimated; this one ${bytes}). Share one policy between endpoints, make it smaller, or stop some tunnels.`,
     );
   }
 }
@@ -169,10 +170,18 @@ class DistinctPolicies {
  * policy): per agent session, and in all. A session of 1,000 tunnels may otherwise hold 1,000
  * different policies of 128 KiB, some 3 GB compiled.
  */
-export const LIVE_POLICY_BUDGET = {
+export const LIVE_POLICY_BUDGET: LivePolicyBudget = {
   perSession: 256 * 1024 * 1024,
+  perCredential: 1024 * 1024 * 1024,
   perProcess: 2 * 1024 * 1024 * 1024,
-} as const;
+};
+
+export interface LivePolicyBudget {
+  perSession: number;
+  /** All sessions of one authtoken together. */
+  perCredential: number;
+  perProcess: number;
+}
 
 /** What EndpointPolicies reports, for the gauges of /metrics. */
 export interface EndpointPolicyCounts {
@@ -199,12 +208,12 @@ export class EndpointPolicies {
   private live = 0;
   /** One text per compiled policy: binds of the same policy keep one string, not one each. */
   private readonly texts = new WeakMap<CompiledPolicy, string>();
-  /** The live tunnels' policies by session, and the gone binds' states' policies. */
-  private readonly bySession = new Map<string, DistinctPolicies>();
-  private liveBytes = 0;
+  /** The live tunnels' policies by holder (`session <id>`, `credential <id>`, `process`). */
+  private readonly holders = new Map<string, DistinctPolicies>();
+  /** The gone binds' states' policies. */
   private readonly kept = new DistinctPolicies();
   private readonly maxRetainedBytes: number;
-  private readonly liveBudget: { perSession: number; perProcess: number };
+  private readonly liveBudget: LivePolicyBudget;
 
   constructor(private readonly options: EndpointPoliciesOptions) {
     this.retired = new LRUCache<string, EndpointPolicy>({
@@ -227,7 +236,7 @@ export class EndpointPolicies {
   counts(): EndpointPolicyCounts {
     return {
       live: this.live,
-      liveBytes: this.liveBytes,
+      liveBytes: this.holders.get('process')?.bytes ?? 0,
       retained: this.retired.size,
       retainedBytes: this.retainedBytes(),
     };
@@ -255,7 +264,7 @@ export class EndpointPolicies {
     }
     this.install(tunnel, compiled, bindKey, previous);
     this.live++;
-    this.use(tunnel.sessionId, compiled.policy, compiled.text.length, +1);
+    this.use(tunnel.sessionId, credentialId, compiled.policy, compiled.text.length, +1);
     this.changed();
   }
 
@@ -270,37 +279,36 @@ export class EndpointPolicies {
   ): void {
     const current = tunnel.policy instanceof EndpointPolicy ? tunnel.policy : undefined;
     this.install(tunnel, compiled, `${credentialId}\n${tunnel.bindId}`, current);
-    if (current) this.use(tunnel.sessionId, current.runner.policy, current.text.length, -1);
+    const { sessionId } = tunnel;
+    if (current) this.use(sessionId, credentialId, current.runner.policy, current.text.length, -1);
     else this.live++;
-    this.use(tunnel.sessionId, compiled.policy, compiled.text.length, +1);
+    this.use(sessionId, credentialId, compiled.policy, compiled.text.length, +1);
     this.changed();
   }
 
   /**
-   * Refuse (ERR_BURROW_AGENT_POLICY_BYTES) a policy that session `sessionId` cannot hold on one
-   * more tunnel: a policy it already runs costs nothing more; another one its estimated bytes,
-   * within the session's budget and the process's. Call it just before addTunnel and attach.
-   * @example policies.checkRoom(host.id, plan.trafficPolicy); registry.addTunnel(tunnel);
+   * Refuse (ERR_BURROW_AGENT_POLICY_BYTES) a policy that session `sessionId` of `credentialId`
+   * cannot hold on one more tunnel: a policy a holder (the session, its credential, the process)
+   * already runs costs it nothing more; another one its estimated bytes, within each holder's
+   * budget. Call it just before addTunnel and attach.
+   * @example policies.checkRoom(host.id, binder.credentialId, plan.trafficPolicy); registry.addTunnel(tunnel);
    */
   checkRoom(
     sessionId: string,
+    credentialId: string,
     compiled: { text: string; policy: CompiledPolicy } | undefined,
   ): void {
     if (!compiled) return;
-    const held = this.bySession.get(sessionId);
-    if (held?.has(compiled.policy)) return;
     const bytes = estimatedPolicyBytes(compiled.text.length);
-    const sessionBytes = (held?.bytes ?? 0) + bytes;
-    if (
-      sessionBytes > this.liveBudget.perSession ||
-      this.liveBytes + bytes > this.liveBudget.perProcess
-    ) {
-      const which = sessionBytes > this.liveBudget.perSession ? 'session' : 'process';
-      throw new PolicyBudgetError(
-        which,
-        bytes,
-        which === 'session' ? this.liveBudget.perSession : this.liveBudget.perProcess,
-      );
+    const { perSession, perCredential, perProcess } = this.liveBudget;
+    for (const [level, key, limit] of [
+      ['session', `session ${sessionId}`, perSession],
+      ['credential', `credential ${credentialId}`, perCredential],
+      ['process', 'process', perProcess],
+    ] as const) {
+      const held = this.holders.get(key);
+      if (held?.has(compiled.policy)) continue;
+      if ((held?.bytes ?? 0) + bytes > limit) throw new PolicyBudgetError(level, bytes, limit);
     }
   }
 
@@ -343,12 +351,20 @@ export class EndpointPolicies {
     return text;
   }
 
-  /** Count one more (or one fewer) live tunnel of `sessionId` running `policy`. */
-  private use(sessionId: string, policy: CompiledPolicy, textLength: number, delta: 1 | -1): void {
-    let held = this.bySession.get(sessionId);
-    if (!held) this.bySession.set(sessionId, (held = new DistinctPolicies()));
-    this.liveBytes += held.count(policy, textLength, delta);
-    if (held.empty) this.bySession.delete(sessionId);
+  /** Count one more (or one fewer) live tunnel of a session and credential running `policy`. */
+  private use(
+    sessionId: string,
+    credentialId: string,
+    policy: CompiledPolicy,
+    textLength: number,
+    delta: 1 | -1,
+  ): void {
+    for (const key of [`session ${sessionId}`, `credential ${credentialId}`, 'process']) {
+      let held = this.holders.get(key);
+      if (!held) this.holders.set(key, (held = new DistinctPolicies()));
+      held.count(policy, textLength, delta);
+      if (held.empty) this.holders.delete(key);
+    }
   }
 
   private retainedBytes(): number {
@@ -363,7 +379,8 @@ export class EndpointPolicies {
     const policy = tunnel.policy;
     if (!(policy instanceof EndpointPolicy)) return;
     this.live--;
-    this.use(tunnel.sessionId, policy.runner.policy, policy.text.length, -1);
+    const credentialId = policy.bindKey.slice(0, policy.bindKey.indexOf('\n'));
+    this.use(tunnel.sessionId, credentialId, policy.runner.policy, policy.text.length, -1);
     const earlier = this.retired.peek(policy.bindKey);
     if (earlier && earlier.ownerId !== policy.ownerId) this.options.events.forget(earlier.ownerId);
     this.kept.count(policy.runner.policy, policy.text.length, +1);

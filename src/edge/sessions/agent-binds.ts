@@ -89,9 +89,14 @@ async function standingBinder(host: BindHost, s: BindServices): Promise<Binder> 
 }
 
 /** The session may run one more tunnel of this policy (LIVE_POLICY_BUDGET); refusals counted. */
-function checkPolicyRoom(host: BindHost, s: BindServices, policy: BindTrafficPolicy | undefined) {
+function checkPolicyRoom(
+  host: BindHost,
+  s: BindServices,
+  binder: Binder,
+  policy: BindTrafficPolicy | undefined,
+) {
   try {
-    s.policies.checkRoom(host.id, policy);
+    s.policies.checkRoom(host.id, binder.credentialId, policy);
   } catch (err) {
     if (err instanceof PolicyBudgetError)
       s.serving.refused?.(`agent_policy_bytes_per_${err.level}`);
@@ -163,7 +168,7 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
         }
         try {
           if (host.gone) throw refusals.badRequest('the session closed during the bind');
-          checkPolicyRoom(host, s, plan.trafficPolicy);
+          checkPolicyRoom(host, s, binder, plan.trafficPolicy);
           const replaced = s.registry.addTunnel(tunnel, { takeoverFrom: host.predecessorId });
           // Same tick as addTunnel: no connection can reach the tunnel before its policy is on.
           s.policies.attach(tunnel, plan.trafficPolicy, binder.credentialId);
@@ -324,7 +329,7 @@ export async function servePatchTunnelState(
             )
           : undefined;
       if (compiled) {
-        checkPolicyRoom(host, s, compiled);
+        checkPolicyRoom(host, s, binder, compiled);
         s.policies.replace(tunnel, compiled, binder.credentialId);
       }
       if (typeof patch.Metadata === 'string') tunnel.metadata = patch.Metadata;

@@ -188,6 +188,7 @@ describe('agent policy budgets', () => {
     limits: {
       livePolicyBytes: {
         perSession: 2.5 * estimatedPolicyBytes(policy('a').length),
+        perCredential: 100 * estimatedPolicyBytes(policy('a').length),
         perProcess: 100 * estimatedPolicyBytes(policy('a').length),
       },
     },

@@ -27,7 +27,7 @@ import {
 } from './agent-binds.js';
 import { runCommand } from './agent-commands.js';
 import { AgentError, refusals } from '../binds/agent-errors.js';
-import { LIVE_POLICY_BUDGET } from '../binds/endpoint-policy.js';
+import { LIVE_POLICY_BUDGET, type LivePolicyBudget } from '../binds/endpoint-policy.js';
 import { refuseRpc, serveRpc, type RpcBudgets, type RpcByteLimits } from './agent-rpc.js';
 import { StreamLimiter, TunnelUnavailableError, type AgentTunnel } from './agent-tunnel.js';
 import type { Binder } from '../binds/bind-plan.js';
@@ -64,8 +64,8 @@ export interface SessionLimits {
   maxRpcBytes: number;
   /** Bytes all requests being read or served may hold at once: per session, credential, process. */
   rpcBudget: RpcByteLimits;
-  /** Estimated bytes of the distinct policies of live tunnels, per session and process. */
-  livePolicyBytes: { perSession: number; perProcess: number };
+  /** Estimated bytes of the distinct policies of live tunnels, per session, credential, process. */
+  livePolicyBytes: LivePolicyBudget;
 }
 
 export const DEFAULT_SESSION_LIMITS: SessionLimits = {
