@@ -47,6 +47,9 @@ interface Point {
   idleMsPerS: number;
   rssMiB: number;
   createPerS: number;
+  /** Mean ms of POST /reserved_domains and of POST /edges/tls while creating. */
+  domainMs: number;
+  edgeMs: number;
 }
 
 /** Servers started and not yet stopped: killed if the benchmark itself is stopped. */
@@ -147,25 +150,39 @@ async function call(node: Node, key: string, path: string, body: unknown): Promi
 /** Serving TLS edges made so far, per node (API and bulk alike). */
 const made = new Map<Node, number>();
 
-/** Make `count` edges through the API, one after another; edges per second. */
+/** How long making edges through the API took: per edge, and its two calls apart (ms). */
+interface Creation {
+  perS: number;
+  domainMs: number;
+  edgeMs: number;
+}
+
+/** Make `count` edges through the API, one after another. */
 async function createThroughApi(
   node: Node,
   key: string,
   backendId: string,
   count: number,
-): Promise<number> {
+): Promise<Creation> {
   const started = performance.now();
+  let domainMs = 0;
+  let edgeMs = 0;
   for (let i = 0; i < count; i++) {
     const n = (made.get(node) ?? 0) + 1;
     made.set(node, n);
     const domain = `api-${n}.bench.test`;
+    const t0 = performance.now();
     await call(node, key, '/reserved_domains', { domain });
+    const t1 = performance.now();
     await call(node, key, '/edges/tls', {
       hostports: [`${domain}:${node.ports.https}`],
       backend: { backend_id: backendId },
     });
+    domainMs += t1 - t0;
+    edgeMs += performance.now() - t1;
   }
-  return count / ((performance.now() - started) / 1000);
+  const perS = count / ((performance.now() - started) / 1000);
+  return { perS, domainMs: domainMs / count, edgeMs: edgeMs / count };
 }
 
 /** Add serving TLS edges straight into the stopped node's database, up to `total`. */
@@ -241,8 +258,16 @@ async function measure(tree: Tree): Promise<Point[]> {
         }
         const idleMsPerS = await idleCpu(child);
         const rssMiB = processRss(child.pid!) / 2 ** 20;
-        const createPerS = await createThroughApi(node, key, backendId, CREATE);
-        const point = { edges: size, restartMs: ms, idleMsPerS, rssMiB, createPerS };
+        const created = await createThroughApi(node, key, backendId, CREATE);
+        const point: Point = {
+          edges: size,
+          restartMs: ms,
+          idleMsPerS,
+          rssMiB,
+          createPerS: created.perS,
+          domainMs: created.domainMs,
+          edgeMs: created.edgeMs,
+        };
         console.log(JSON.stringify({ tree: tree.name, ...point }));
         points.push(point);
       } finally {
@@ -263,14 +288,16 @@ console.log(
     `${CREATE} edges created through the API at each size\n`,
 );
 console.log(
-  '| tree | edges in store | start to API up (ms) | idle CPU (ms/s) | edges created per s |',
+  '| tree | edges in store | start to API up (ms) | idle CPU (ms/s) | RSS idle (MiB) | ' +
+    'edges created per s | POST /reserved_domains (ms) | POST /edges/tls (ms) |',
 );
-console.log('|---|---|---|---|---|');
+console.log('|---|--:|--:|--:|--:|--:|--:|--:|');
 for (const { tree, points } of results) {
   for (const p of points) {
     console.log(
       `| ${tree} | ${p.edges.toLocaleString('en')} | ${p.restartMs.toFixed(0)} | ` +
-        `${p.idleMsPerS.toFixed(1)} | ${p.rssMiB.toFixed(0)} | ${p.createPerS.toFixed(1)} |`,
+        `${p.idleMsPerS.toFixed(1)} | ${p.rssMiB.toFixed(0)} | ${p.createPerS.toFixed(1)} | ` +
+        `${p.domainMs.toFixed(1)} | ${p.edgeMs.toFixed(1)} |`,
     );
   }
 }
