@@ -199,9 +199,8 @@ export function webApi(options: WebApiOptions): RequestListener {
         if (tunnelName === undefined && resource === 'tunnels')
           throw badField('name', 'is required: the name of the tunnel');
         // Loaded at the first start: it brings the policy engine, which `burrow http` needs not.
-        const { definitionFromEndpoint, definitionFromTunnel } = await import(
-          './tunnel-definition.js'
-        );
+        const { definitionFromEndpoint, definitionFromTunnel } =
+          await import('./tunnel-definition.js');
         const definition =
           resource === 'tunnels'
             ? definitionFromTunnel(tunnelName!, rest, badField)
