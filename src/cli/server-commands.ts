@@ -11,7 +11,7 @@ import { openStore } from '../store/index.js';
 import { serverRepositories, startServer } from './server.js';
 import { announceAgentListener } from './agent-hint.js';
 import { describeCommand } from './command-index.js';
-import { registerUserCommand } from './user-command.js';
+import { apiKeyLimits, registerUserCommand } from './user-command.js';
 
 function collectFlags(
   opts: Record<string, string | undefined>,
@@ -85,12 +85,26 @@ export function registerServerCommands(program: Command): void {
     'database',
   ])
     .option('--description <text>', 'description of the key', '')
-    .action(async (opts: Record<string, string | undefined>) => {
-      const config = loadServerConfig(collectFlags(opts));
+    .option('--user <name>', "a dashboard user's key, with their role (default: the account's)")
+    .option('--role <role>', "admin, operator or viewer: narrower than the owner's role")
+    .option(
+      '--scope <scope>',
+      'limit the key to a permission such as endpoints:write (repeat for more)',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .action(async (opts: Record<string, string | undefined> & { scope?: string[] }) => {
+      // --role here is the key's, not the server's (`burrow server --role`): kept out of the config.
+      const { scope, role, ...flags } = opts;
+      const config = loadServerConfig(collectFlags(flags));
       const store = await openStore({ database: config.database, dataDir: config.dataDir });
       try {
         const repos = serverRepositories(store, config);
-        const key = await repos.apiKeys.create({ description: opts.description ?? '' });
+        const limits = await apiKeyLimits(repos.users, {
+          user: opts.user,
+          role,
+          scopes: scope,
+        });
+        const key = await repos.apiKeys.create({ description: opts.description ?? '', ...limits });
         process.stdout.write(`${key.token}\n`);
         process.stderr.write(
           `Created API key ${key.id}. This is the only time its token is shown; store it now.\n`,
