@@ -18,6 +18,11 @@ import {
 } from '../edge/cluster/join-cluster.js';
 import { TunnelRegistry } from '../edge/registry/tunnel-registry.js';
 import { validatePolicy } from '../policy/validate.js';
+import {
+  configureIpIntelligence,
+  configureManagedOAuthApps,
+  openIpIntelligence,
+} from '../policy/index.js';
 import { announceDashboardSetup } from './dashboard-setup.js';
 import {
   createRepositories,
@@ -121,6 +126,9 @@ export async function startServer(
     onRefused: (err) =>
       logger.warn({ code: err.code, host: err.host, address: err.address }, err.message),
   });
+  // Traffic policies' data: IP intelligence files (watched) and the operator's OAuth apps.
+  configureIpIntelligence(await openIpIntelligence(config.geoip));
+  configureManagedOAuthApps(config.oauthApps);
   const store = await openStore({
     database: config.database,
     dataDir: config.dataDir,

@@ -9,6 +9,12 @@ import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { parseAcmeConfig, type AcmeConfig } from './acme-config.js';
 import { parseEgressAllow, type EgressAllowEntry } from './egress-guard.js';
+import {
+  parseGeoipFiles,
+  parseOAuthApps,
+  type GeoipFiles,
+  type OAuthApp,
+} from './policy-data-options.js';
 import { BurrowError, CODES, NO_HTTP_STATUS } from './errors.js';
 import { parseHostPort } from './host-port.js';
 import { hostnameProblem, normalizeName } from './hostname.js';
@@ -43,6 +49,8 @@ export interface ServerConfig extends AcmeConfig {
   agentHostname: string;
   /** Authoritative DNS (UDP and TCP) host:port; empty: no DNS server. */
   dnsListen: string;
+  /** SSH tunnels' listener host:port (`ssh -R`, docs/ssh.md); empty: none. */
+  sshListen: string;
   /** Addresses the DNS server answers for the base domain and every name under it. */
   publicIp: string[];
   /** Limits of every listener (limits.ts; one table in docs/security.md). */
@@ -55,6 +63,10 @@ export interface ServerConfig extends AcmeConfig {
   inspectRedactHeaders: string[];
   /** What traffic policies may make the edge fetch though it is internal (core/egress-guard.ts). */
   egressAllow: EgressAllowEntry[];
+  /** MaxMind-format files of traffic policies' IP intelligence (policy-data-options.ts). */
+  geoip: GeoipFiles;
+  /** The operator's OAuth apps by provider (policy-data-options.ts). */
+  oauthApps: Record<string, OAuthApp>;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -174,6 +186,8 @@ export function loadServerConfig(
   }
   const metricsListen = get('metricsListen');
   const dnsListen = get('dnsListen');
+  // A bare port listens on loopback: exposing SSH to the network is a choice made by address.
+  const sshListen = get('sshListen').replace(/^(\d+)$/, '127.0.0.1:$1');
   const logLevel = get('logLevel');
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError('log-level', `'${logLevel}' must be one of ${LOG_LEVELS.join(', ')}`);
@@ -196,12 +210,15 @@ export function loadServerConfig(
     ...parseAcmeConfig(get, configError),
     agentHostname: parseAgentHostname(get('agentHostname')),
     dnsListen: dnsListen ? parseListen('dns-listen', dnsListen) : '',
+    sshListen: sshListen ? parseListen('ssh-listen', sshListen) : '',
     publicIp: parsePublicIps(get('publicIp')),
     limits: parseLimits(raw, configError),
     cluster: parseClusterConfig(raw, configError),
     logFormat: parseLogFormat(get('logFormat')),
     inspectRedactHeaders: parseHeaderNames('inspect-redact-header', get('inspectRedactHeaders')),
     egressAllow: parseEgressAllowList(get('egressAllow')),
+    geoip: parseGeoipFiles(raw),
+    oauthApps: parseOAuthApps(raw, configError),
   };
 }
 

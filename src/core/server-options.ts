@@ -8,6 +8,7 @@
 import type { ServerConfig } from './config.js';
 import { CLUSTER_OPTIONS } from './cluster-config.js';
 import { LIMIT_OPTIONS } from './limits.js';
+import { GEOIP_OPTIONS, OAUTH_APP_OPTIONS } from './policy-data-options.js';
 
 /**
  * The environment variable of the option named `name`: `BURROW_` and the name upper-cased, dashes
@@ -175,6 +176,13 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
     default: '',
   },
   {
+    key: 'sshListen',
+    name: 'ssh-listen',
+    description:
+      "SSH tunnels' listener host:port (ssh -R 0:localhost:3000 -p <port> <host> http; docs/ssh.md); a bare port is on 127.0.0.1; empty: none",
+    default: '',
+  },
+  {
     key: 'publicIp',
     name: 'public-ip',
     description:
@@ -204,6 +212,9 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
     default: '',
     repeatable: true,
   },
+  // Traffic policies' data (policy-data-options.ts): read by parseGeoipFiles, parseOAuthApps.
+  ...GEOIP_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'geoip' })),
+  ...OAUTH_APP_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'oauthApps' })),
   // Limits (limits.ts): their values are read by parseLimits, not by key.
   ...LIMIT_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'limits' })),
   // Cluster options (cluster-config.ts): read by parseClusterConfig.

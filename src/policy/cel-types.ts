@@ -10,6 +10,7 @@ import {
   UrlVars,
 } from './variables.js';
 import { REDACTED, SecretsVars, SecretText } from './secrets.js';
+import { IpAsVars, IpGeoVars, IpInfoVars, IpLocationVars } from './ip-intel-vars.js';
 import {
   CookieVars,
   RequestTsVars,
@@ -139,6 +140,35 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
   ),
   declare('ConnTs', ConnTsVars, { start: 'google.protobuf.Timestamp' }, { Start: 'start' }),
   declare(
+    'IpLocation',
+    IpLocationVars,
+    {
+      ...Object.fromEntries(
+        [
+          'city',
+          'country',
+          'country_code',
+          'subdivision',
+          'subdivision_code',
+          'postal_code',
+          'timezone',
+        ].map((k) => [k, 'string']),
+      ),
+      latitude: 'double',
+      longitude: 'double',
+      radius: 'int',
+    },
+    {},
+  ),
+  declare('IpGeo', IpGeoVars, { location: 'IpLocation' }, {}),
+  declare('IpAs', IpAsVars, { number: 'int', organization: 'string' }, {}),
+  declare(
+    'IpInfo',
+    IpInfoVars,
+    { geo: 'IpGeo', as: 'IpAs', categories: 'list<string>', is_on_blocklist: 'bool' },
+    {},
+  ),
+  declare(
     'Conn',
     ConnVars,
     {
@@ -152,6 +182,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
       ts: 'ConnTs',
       tls: 'ConnTls',
       geo: 'ConnGeo',
+      client_ip_info: 'IpInfo',
     },
     {
       ClientIP: 'client_ip',

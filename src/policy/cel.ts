@@ -4,6 +4,7 @@ import { Environment, type ASTNode, type TypeCheckResult } from '@marcbachmann/c
 import { ipInCidr, parseCidrCached, parseIp, type Cidr } from '../core/cidr.js';
 import { MACRO_NAMESPACES, registerMacros } from './cel-macros.js';
 import { CEL_TYPES } from './cel-types.js';
+import { CLIENT_IP_INFO_FIELDS } from './ip-intel-vars.js';
 import { deepest } from './document-limits.js';
 import type { PolicyPhase } from './parse.js';
 import { compileRegex } from './regex.js';
@@ -247,6 +248,7 @@ function inspect(node: unknown, nesting: number): void {
   }
   if (!isNode(node)) return;
   let inner = nesting;
+  if (node.op === '.') routeClientIpInfo(node);
   if (node.op === 'rcall' || node.op === 'call') {
     const args = node.args as unknown[];
     const name = args[0] as string;
@@ -264,6 +266,20 @@ function inspect(node: unknown, nesting: number): void {
     }
   }
   inspect(node.args, inner);
+}
+
+/**
+ * `conn.client_ip.geo` (and `.as`, `.categories`, `.is_on_blocklist`, ngrok's IP intelligence)
+ * reads `conn.client_ip_info.geo`: `conn.client_ip` itself stays a string everywhere else.
+ */
+function routeClientIpInfo(node: ASTNode): void {
+  const [target, field] = node.args as [unknown, unknown];
+  if (typeof field !== 'string' || !CLIENT_IP_INFO_FIELDS.has(field) || !isNode(target)) return;
+  if (target.op !== '.') return;
+  const [conn, name] = target.args as [unknown, unknown];
+  if ((name !== 'client_ip' && name !== 'ClientIP') || !isNode(conn)) return;
+  if (conn.op !== 'id' || conn.args !== 'conn') return;
+  (target.args as unknown[])[1] = 'client_ip_info';
 }
 
 function literalCheck(arg: unknown, kind: 'regex' | 'cidr'): void {

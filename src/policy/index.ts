@@ -51,7 +51,11 @@
  *                              deflate: createDeflate); the headers already say so
  *
  *    Skip a phase cheaply with `policy.has(phase)`. A rule whose expression fails at run time
- *    (a missing header indexed with []) does not match, and an `error` event says why.
+ *    (a missing header indexed with []) fails closed when it guards (deny, auth, restrict-ips…)
+ *    and is skipped otherwise (`on_expression_error` overrides it); an `error` event says why.
+ *
+ *    Process-wide data, set once at start: `configureIpIntelligence(await openIpIntelligence(
+ *    config.geoip))` (conn.client_ip.geo…, watched files) and `configureManagedOAuthApps(…)`.
  *
  * 4. Events: `log` actions and decisions (denied, closed, responded, redirected, rate-limited,
  *    restricted, unauthorized, error) go to the logger and to a ring of the last 1000 per owner.
@@ -127,6 +131,14 @@ export {
   type PolicyProtocol,
 } from './parse.js';
 export { EXPRESSION_LIMITS } from './cel.js';
+export {
+  configureIpIntelligence,
+  lookupIpIntel,
+  openIpIntelligence,
+  type IpIntel,
+  type IpIntelligenceSource,
+} from './ip-intel.js';
+export { configureManagedOAuthApps, type ManagedOAuthApp } from './actions/login-config.js';
 export {
   NO_SECRETS,
   notGrantedMessage,

@@ -15,6 +15,7 @@ import {
   type CookieVars,
 } from './request-detail-vars.js';
 import type { SecretsVars } from './secrets.js';
+import { IpInfoVars } from './ip-intel-vars.js';
 import { TlsClientVars } from './tls-client-vars.js';
 
 /** A Host header: `host[:port]`, an IPv6 host kept in brackets as the policy variables show it. */
@@ -142,8 +143,23 @@ export class TlsVars {
 
 export class GeoVars {
   readonly #in: GeoInput;
-  constructor(input: GeoInput | undefined) {
-    this.#in = input ?? {};
+  /** `input`, or what IP intelligence knows of the address (as text, as ngrok's conn.geo). */
+  constructor(input: GeoInput | undefined, info?: () => IpInfoVars) {
+    if (input) {
+      this.#in = input;
+      return;
+    }
+    const i = info?.().intel ?? {};
+    const text = (n: number | undefined) => (n === undefined ? undefined : String(n));
+    this.#in = {
+      city: i.city,
+      country: i.country,
+      country_code: i.country_code,
+      subdivision: i.subdivision,
+      latitude: text(i.latitude),
+      longitude: text(i.longitude),
+      radius: text(i.radius),
+    };
   }
   get city(): string {
     return this.#in.city ?? '';
@@ -178,6 +194,7 @@ export class ConnVars {
   #tls: TlsVars | undefined;
   #geo: GeoVars | undefined;
   #ts: ConnTsVars | undefined;
+  #info: IpInfoVars | undefined;
   constructor(input: ConnInput) {
     this.#in = input;
     this.#tlsIn = input.tls;
@@ -216,7 +233,11 @@ export class ConnVars {
     this.#tls = undefined;
   }
   get geo(): GeoVars {
-    return (this.#geo ??= new GeoVars(this.#in.geo));
+    return (this.#geo ??= new GeoVars(this.#in.geo, () => this.client_ip_info));
+  }
+  /** `conn.client_ip.geo…`, `.as…`, `.categories`, `.is_on_blocklist` (cel.ts routes them here). */
+  get client_ip_info(): IpInfoVars {
+    return (this.#info ??= IpInfoVars.of(this.#in.client_ip));
   }
 }
 
