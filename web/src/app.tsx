@@ -15,9 +15,11 @@ import { IpPoliciesPage } from './pages/ip-policies';
 import { OverviewPage } from './pages/overview';
 import { AddressesPage } from './pages/addresses';
 import { TrafficPage } from './pages/traffic';
+import { UsersPage } from './pages/users';
+import { CanChangeContext, canChangePage, seesPage, type Role } from './role';
 
 interface Session {
-  user: { id: string; name: string };
+  user: { id: string; name: string; role: Role };
   csrf_token: string;
   expires_at: string;
 }
@@ -35,6 +37,7 @@ const PAGE_COMPONENTS: Record<PagePath, () => React.JSX.Element> = {
   authtokens: AuthtokensPage,
   'bot-users': BotUsersPage,
   'api-keys': ApiKeysPage,
+  users: UsersPage,
 };
 
 /** The dashboard: sign-in (or first-user setup), then the pages behind the navigation. */
@@ -57,7 +60,10 @@ export function App() {
   }
   if (!session) return <SignInPage onDone={signedIn} />;
 
-  const current: PagePath = PAGES.find((p) => p.path === route[0])?.path ?? 'overview';
+  const role = session.user.role;
+  // Pages the role cannot see are left out of the navigation (and the API refuses them anyway).
+  const pages = PAGES.filter((p) => seesPage(role, p.path));
+  const current: PagePath = pages.find((p) => p.path === route[0])?.path ?? 'overview';
   const Page = PAGE_COMPONENTS[current];
   const signOut = async () => {
     try {
@@ -82,7 +88,10 @@ export function App() {
       <header className="topbar">
         <span className="brand">Burrow</span>
         <span className="who">
-          Signed in as <strong>{session.user.name}</strong>
+          Signed in as <strong>{session.user.name}</strong>{' '}
+          <span className="role" title="Your role">
+            ({role})
+          </span>
           <button type="button" className="secondary" onClick={() => void signOut()}>
             Sign out
           </button>
@@ -90,7 +99,7 @@ export function App() {
       </header>
       <nav aria-label="Main" className="sidenav">
         <ul>
-          {PAGES.map((p) => (
+          {pages.map((p) => (
             <li key={p.path}>
               <a href={`#/${p.path}`} aria-current={p.path === current ? 'page' : undefined}>
                 {p.name}
@@ -100,7 +109,15 @@ export function App() {
         </ul>
       </nav>
       <main id="main" tabIndex={-1}>
-        <Page key={current} />
+        {role === 'viewer' ? (
+          <p className="notice" role="note">
+            You are a viewer: you can look at everything here but change nothing. An admin can give
+            you another role.
+          </p>
+        ) : null}
+        <CanChangeContext.Provider value={canChangePage(role, current)}>
+          <Page key={current} />
+        </CanChangeContext.Provider>
       </main>
     </div>
   );

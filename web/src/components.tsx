@@ -1,4 +1,5 @@
 import { useEffect, useRef, useState, type ReactNode } from 'react';
+import { useCanChange } from './role';
 
 /** An API error, announced to screen readers as it appears. */
 export function ErrorMessage({ error }: { error: string | undefined }) {
@@ -99,6 +100,8 @@ export function ConfirmButton({
   className?: string;
 }) {
   const [asking, setAsking] = useState(false);
+  // A change the signed-in person's role cannot make is not offered (the API would refuse it).
+  if (!useCanChange()) return null;
   if (!asking) {
     return (
       <button

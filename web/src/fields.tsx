@@ -1,4 +1,5 @@
 import { useId, type FormEvent, type InputHTMLAttributes, type ReactNode } from 'react';
+import { useCanChange } from './role';
 import { ErrorMessage } from './components';
 
 /** A labelled form control; `hint` is read out with it. */
@@ -121,10 +122,13 @@ export function CreateForm({
   blocked?: string;
   children: ReactNode;
 }) {
+  const canChange = useCanChange();
   const submitted = (e: FormEvent) => {
     e.preventDefault();
     void onSubmit();
   };
+  // A create the signed-in person's role cannot make is not offered (the API would refuse it).
+  if (!canChange) return null;
   return (
     <form className={className} onSubmit={submitted} aria-label={label}>
       {title ? <h2>{title}</h2> : null}

@@ -14,6 +14,7 @@ export const PAGES = [
   { path: 'authtokens', name: 'Authtokens' },
   { path: 'bot-users', name: 'Bot users' },
   { path: 'api-keys', name: 'API keys' },
+  { path: 'users', name: 'Users' },
 ] as const;
 
 export type PagePath = (typeof PAGES)[number]['path'];

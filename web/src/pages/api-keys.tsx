@@ -1,7 +1,7 @@
 import { useCallback, useState } from 'react';
 import { api } from '../api';
 import { PageHeader, ShownOnce, When } from '../components';
-import { CreateForm, TextField } from '../fields';
+import { CreateForm, SelectField, TextField } from '../fields';
 import { useList, useLoad, useResource } from '../hooks';
 import { ResourceTable } from '../resource';
 
@@ -9,8 +9,19 @@ interface ApiKey {
   id: string;
   description: string;
   owner_id: string;
+  role: string | null;
+  scopes: string[] | null;
   created_at: string;
   token: string | null;
+}
+
+/** "endpoints:write, reserved_domains:read" as the API's list; empty: no scopes (null). */
+function scopeList(text: string): string[] | null {
+  const scopes = text
+    .split(/[\s,]+/)
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  return scopes.length === 0 ? null : scopes;
 }
 
 interface Named {
@@ -41,12 +52,19 @@ export function ApiKeysPage() {
   const keys = useResource<ApiKey>('/api_keys', 'keys');
   const ownerName = useOwnerName();
   const [description, setDescription] = useState('');
+  const [role, setRole] = useState('');
+  const [scopes, setScopes] = useState('');
   const [created, setCreated] = useState<ApiKey | undefined>(undefined);
   const create = async () => {
-    const key = await keys.create({ description });
+    const key = await keys.create({
+      description,
+      ...(role === '' ? {} : { role }),
+      ...(scopeList(scopes) ? { scopes: scopeList(scopes) } : {}),
+    });
     if (!key) return;
     setCreated(key);
     setDescription('');
+    setScopes('');
   };
   return (
     <>
@@ -70,6 +88,23 @@ export function ApiKeysPage() {
           onChange={setDescription}
           maxLength={255}
         />
+        <SelectField
+          label="Role"
+          hint="A key can do what your role allows, or less."
+          value={role}
+          onChange={setRole}
+        >
+          <option value="">Mine</option>
+          <option value="operator">Operator</option>
+          <option value="viewer">Viewer (read only)</option>
+        </SelectField>
+        <TextField
+          label="Scopes"
+          hint="Optional: limit the key to these, e.g. “endpoints:write, reserved_domains:read”."
+          value={scopes}
+          onChange={setScopes}
+          maxLength={2000}
+        />
       </CreateForm>
       <ResourceTable
         resource={keys}
@@ -84,6 +119,15 @@ export function ApiKeysPage() {
           {
             header: 'Owner',
             cell: (k) => <span title={k.owner_id}>{ownerName(k.owner_id)}</span>,
+          },
+          {
+            header: 'Allows',
+            cell: (k) => (
+              <>
+                {k.role ?? <span className="muted">owner&apos;s role</span>}
+                {k.scopes ? <span className="muted"> · {k.scopes.join(', ')}</span> : null}
+              </>
+            ),
           },
           { header: 'Created', cell: (k) => <When iso={k.created_at} /> },
         ]}
