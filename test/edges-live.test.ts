@@ -64,7 +64,7 @@ async function freePortRange(count: number): Promise<number> {
   throw new Error('no free port range');
 }
 
-/** Probe until `ok` (the edge applies API writes at once in-process, or within its 2 s reload). */
+/** Probe until `ok` (the edge applies API writes at once, by change events). */
 async function eventually(
   probe: () => Promise<Exchange>,
   ok: (e: Exchange) => boolean,
@@ -191,7 +191,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
     expect((await tcpExchange(port)).text).toBe('sdk:ping');
     const deny = { ip_policy_id: policy.id, cidr: '127.0.0.1/32', action: 'deny' };
     ok(await api.post('/ip_policy_rules', deny), 201);
-    // Rules are read by the edge on its periodic reload (every 2 s).
+    // A new rule names its IP policy: the edges that use it reload at once.
     const refused = await eventually(
       () => tcpExchange(port),
       (e) => !e.served,
