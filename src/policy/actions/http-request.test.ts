@@ -154,6 +154,28 @@ describe('http-request', () => {
       body: 'error request_failed',
     });
     expect(seen).toEqual([]);
+    // Later rules (and so visitors) learn no reason; the operator's event has it.
+    const told = bindPolicy(
+      {
+        on_http_request: [
+          { actions: [{ type: 'http-request', config: { url: `${base}/check` } }] },
+          {
+            actions: [
+              {
+                type: 'custom-response',
+                config: { body: '${actions.ngrok.http_request.error.message}' },
+              },
+            ],
+          },
+        ],
+      },
+      'http',
+    ).runner;
+    expect(
+      await told.onHttpRequest({ conn: { client_ip: '192.0.2.7' }, req: request }),
+    ).toMatchObject({
+      body: 'the call failed (ERR_BURROW_EGRESS_FAILED)',
+    });
     expect(
       go.events
         .eventsFor(go.owner)

@@ -171,20 +171,27 @@ export const httpRequestAction: ActionSpec = {
         }
       } catch (err) {
         const timedOut = signal.aborted;
-        const message = timedOut
+        const detail = timedOut
           ? `no answer within ${timeoutMs / 1000}s`
           : (err as Error).message || String(err);
-        return failed(c, timedOut ? 'timeout' : 'request_failed', message, req, attempts);
+        return failed(c, timedOut ? 'timeout' : 'request_failed', detail, req, attempts);
       }
     };
 
+    /**
+     * Record a failure. Later rules (whose output may reach the visitor) get a message that names
+     * no address or reason: the guard's refusal or a network error would tell an authtoken holder
+     * what a name resolves to or what listens inside. The operator's event has the detail.
+     */
     const failed = (
       c: PhaseContext,
       code: string,
-      message: string,
+      detail: string,
       req?: Record<string, unknown>,
       attempts: Array<Record<string, unknown>> = [],
     ): Terminal | undefined => {
+      const message =
+        code === 'request_failed' ? `the call failed (${CODES.egressFailed})` : detail;
       c.setActionResult('http_request', {
         ...(req && { req }),
         attempts,
@@ -192,7 +199,7 @@ export const httpRequestAction: ActionSpec = {
       });
       c.event(
         'error',
-        `http-request failed (${code}): ${message}; ${onError === 'halt' ? 'answering 502 (on_error: halt)' : 'going on (on_error: continue)'}`,
+        `http-request failed (${code}): ${detail}; ${onError === 'halt' ? 'answering 502 (on_error: halt)' : 'going on (on_error: continue)'}`,
       );
       return onError === 'halt' ? HALT : undefined;
     };
