@@ -7,7 +7,12 @@ import {
   tcpExchange,
   type EchoServer,
 } from '../../../test/support/edge-traffic.js';
-import { freePort, startTestIngress, type TestIngress } from '../../../test/support/ingress.js';
+import {
+  fakeTunnel,
+  freePort,
+  startTestIngress,
+  type TestIngress,
+} from '../../../test/support/ingress.js';
 import { until } from '../../../test/support/mux.js';
 import { DATABASE_KINDS } from '../../../test/support/stores.js';
 import { EdgeRoutes } from './edge-routes.js';
@@ -160,5 +165,33 @@ describe.each(DATABASE_KINDS)('edge routes follow change events (%s)', (kind) =>
     expect(reads.edges.length).toBeGreaterThanOrEqual(5);
     expect(new Set(reads.edges)).toEqual(new Set([edge.id]));
     for (const addr of others) expect(await served(addr)).toBe(true);
+  });
+  it("takes a hostport an agent held as soon as the agent's tunnel goes, reading nothing", async () => {
+    const backend = await ok('POST', '/backends/static', { address: `127.0.0.1:${echo.port}` });
+    const addr = await reserve();
+    const other = await startEchoServer('agent');
+    const agent = fakeTunnel({ proto: 'tcp', port: portOf(addr), upstreamPort: other.port });
+    ingress.registry.addTunnel(agent);
+    try {
+      await ingress.ingress.tcp.listening(portOf(addr));
+      const edge = await ok('POST', '/edges/tcp', {
+        hostports: [addr],
+        backend: { backend_id: backend.id },
+      });
+      await until(() => reads.edges.includes(edge.id));
+      await eventually(async () => (await tcpExchange(portOf(addr))).text === 'agent:ping');
+      const readsBefore = { serving: reads.serving, edges: reads.edges.length };
+
+      // No reload runs here (the reconcile is off): the edge's route, kept while blocked, goes in.
+      ingress.registry.removeTunnel(agent.id);
+      await until(() => ingress.registry.byPort(portOf(addr))?.edge?.id === edge.id);
+      await eventually(async () => served(addr));
+      expect({ serving: reads.serving, edges: reads.edges.length }).toEqual(readsBefore);
+      await ok('DELETE', `/edges/tcp/${edge.id}`);
+      await waitRefused(addr);
+    } finally {
+      if (ingress.registry.tunnel(agent.id)) ingress.registry.removeTunnel(agent.id);
+      await other.close();
+    }
   });
 });
