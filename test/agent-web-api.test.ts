@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { CapturedRequest } from '../src/agent/request-log.js';
 import { curl } from './support/curl.js';
 import {
   createAuthtoken,
@@ -134,7 +135,7 @@ describe('the agent API of burrow http (127.0.0.1:<web_addr>/api)', () => {
     const list = await curl([`${api}/api/requests/http?limit=10&tunnel_name=command_line`]);
     expect(list.status).toBe(200);
     expect(list.body.uri).toBe('/api/requests/http');
-    const [captured] = list.body.requests as Array<Record<string, any>>;
+    const [captured] = list.body.requests as CapturedRequest[];
     expect(captured).toMatchObject({
       tunnel_name: 'command_line',
       remote_addr: '127.0.0.1',
@@ -151,10 +152,10 @@ describe('the agent API of burrow http (127.0.0.1:<web_addr>/api)', () => {
       },
     });
     expect(captured!.duration).toBeGreaterThan(0);
-    expect(Buffer.from(captured!.request.raw as string, 'base64').toString()).toMatch(
+    expect(Buffer.from(captured!.request.raw, 'base64').toString()).toMatch(
       /\r\n\r\n\{"event":"push"\}$/,
     );
-    expect(Buffer.from(captured!.response.raw as string, 'base64').toString()).toMatch(
+    expect(Buffer.from(captured!.response!.raw, 'base64').toString()).toMatch(
       /\{"seen":"\/hook\?from=jq"\}$/,
     );
 
@@ -194,9 +195,7 @@ describe('the agent API of burrow http (127.0.0.1:<web_addr>/api)', () => {
     ]);
     expect(changed.status).toBe(204);
     expect(received[before + 1]).toBe('POST /hook?from=replay {"event":"tag"}');
-    const requests = (await curl([`${api}/api/requests/http`])).body.requests as Array<
-      Record<string, any>
-    >;
+    const requests = (await curl([`${api}/api/requests/http`])).body.requests as CapturedRequest[];
     expect(requests[0]).toMatchObject({
       replay_of: captured!.id,
       request: { uri: '/hook?from=replay' },
@@ -301,7 +300,7 @@ describe('the agent API of burrow http (127.0.0.1:<web_addr>/api)', () => {
     await until(() => /^Forwarding /m.test(off.stdout()), 20_000);
     expect(off.stdout()).not.toMatch(/Web Interface/);
     off.child.kill('SIGINT');
-    expect(await off.exit).toBe(0);
+    expect(await off.exit, `${String(off.child.signalCode)} ${off.stderr()}`).toBe(0);
   });
 
   it('beyond loopback the API needs a credential: refused without one, asked of every request with it', async () => {
