@@ -261,3 +261,68 @@ describe('variables and macros of ngrok reference', () => {
     ).toThrow(/the macros rand, b64, base64, basic_auth, json/);
   });
 });
+
+describe('actions.ngrok.* of the other actions', () => {
+  it('add_headers, log, rate_limit and compress say what they did', () => {
+    const { runner } = bindPolicy(
+      {
+        on_http_request: [
+          {
+            actions: [
+              { type: 'add-headers', config: { headers: { 'x-tier': 'gold' } } },
+              { type: 'log', config: { metadata: { message: 'seen', ip: '${conn.client_ip}' } } },
+              {
+                type: 'rate-limit',
+                config: { capacity: 5, rate: '60s', bucket_key: ['conn.client_ip'] },
+              },
+            ],
+          },
+          {
+            actions: [
+              {
+                type: 'add-headers',
+                config: {
+                  headers: {
+                    'x-results':
+                      "${actions.ngrok.add_headers.headers_added['x-tier']} ${actions.ngrok.log.metadata.ip} ${actions.ngrok.rate_limit.bucket_key} ${actions.ngrok.rate_limit.limited}",
+                  },
+                },
+              },
+            ],
+          },
+        ],
+        on_http_response: [
+          { actions: [{ type: 'compress-response' }] },
+          {
+            actions: [
+              {
+                type: 'add-headers',
+                config: {
+                  headers: {
+                    'x-compress':
+                      '${actions.ngrok.compress.negotiated_algorithm} ${actions.ngrok.compress.already_compressed}',
+                  },
+                },
+              },
+            ],
+          },
+        ],
+      },
+      'http',
+    );
+    const req = request({ headers: { ...SAMPLE_REQUEST.headers, 'accept-encoding': 'gzip' } });
+    const d = sync(runner.onHttpRequest({ conn: CONN_TLS13, req }));
+    if (d.kind !== 'continue') throw new Error(d.kind);
+    expect(d.headers.add).toContainEqual(['x-results', 'gold 203.0.113.7 203.0.113.7 false']);
+    const r = sync(
+      runner.onHttpResponse({
+        conn: CONN_TLS13,
+        req,
+        res: { status_code: 200, headers: { 'content-type': 'text/html' } },
+        vars: d.vars,
+      }),
+    );
+    if (r.kind !== 'continue') throw new Error(r.kind);
+    expect(r.headers.add).toContainEqual(['x-compress', 'gzip false']);
+  });
+});

@@ -1,5 +1,6 @@
 import type { Template } from '../interpolate.js';
 import { checkHeaderName } from './header-names.js';
+import { REDACTED } from '../secrets.js';
 import type { ActionSpec } from './types.js';
 
 /**
@@ -28,12 +29,16 @@ export const addHeadersAction: ActionSpec = {
       alwaysTerminates: false,
       run(c) {
         const edits = c.headers!;
+        const added: Record<string, string> = {};
         for (const [name, value] of entries) {
           if (replacesHost && name === 'host') edits.remove('host');
           // A value holding a secret goes out as it is, but later rules read it as [secret].
-          edits.add(name, c.render(value), value.placesSecret);
+          const text = c.render(value);
+          edits.add(name, text, value.placesSecret);
+          added[name] = value.placesSecret ? REDACTED : text;
         }
         c.publishHeaders();
+        c.setActionResult('add_headers', { headers_added: added });
         return undefined;
       },
     };

@@ -70,11 +70,18 @@ export const compressResponseAction: ActionSpec = {
         const status = Number(res.status_code);
         if (status === 204 || status === 304 || req.method === 'HEAD') return undefined;
         const existing = res.header('content-encoding')[0];
-        if (existing && existing.toLowerCase() !== 'identity') return undefined;
+        if (existing && existing.toLowerCase() !== 'identity') {
+          c.setActionResult('compress', { already_compressed: true, negotiated_algorithm: '' });
+          return undefined;
+        }
         if (res.header('cache-control').some((v) => /no-transform/i.test(v))) return undefined;
         const encoding = chooseEncoding(req.header('accept-encoding').join(','), offered);
         if (!encoding) return undefined;
         c.compress = encoding;
+        c.setActionResult('compress', {
+          already_compressed: false,
+          negotiated_algorithm: encoding,
+        });
         const edits = c.headers!;
         edits.remove('content-length');
         edits.remove('content-encoding');

@@ -52,6 +52,7 @@ export const logAction: ActionSpec = {
         const values = render(metadata, c) as Record<string, unknown>;
         const message = typeof values.message === 'string' ? values.message : 'log action';
         c.event('log', message, values);
+        c.setActionResult('log', { metadata: values });
         return undefined;
       },
     };

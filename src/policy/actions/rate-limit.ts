@@ -57,6 +57,10 @@ export const rateLimitAction: ActionSpec = {
           bucket += celToString(c.value(keys[i]!));
         }
         const { allowed, retryAfterMs } = limiter.take(bucket, c.now());
+        c.setActionResult('rate_limit', {
+          bucket_key: bucket.replaceAll('\u0000', ' '),
+          limited: !allowed,
+        });
         if (allowed) return undefined;
         const retryAfter = Math.max(1, Math.ceil(retryAfterMs / 1000));
         const details = {
