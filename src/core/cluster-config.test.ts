@@ -49,4 +49,14 @@ describe('cluster options', () => {
     expect(() => parse({ 'node-heartbeat-ms': '3000' })).toThrow(/--node-timeout-ms: 5000/);
     expect(() => parse({ 'node-heartbeat-ms': 'soon' })).toThrow(/whole number/);
   });
+
+  it('takes --store-reconcile-ms as 0 (off) or 1 s to 1 day', () => {
+    expect(parse({ 'store-reconcile-ms': '0' }).reconcileMs).toBe(0);
+    expect(parse({ 'store-reconcile-ms': '60000' }).reconcileMs).toBe(60_000);
+    for (const bad of ['500', '86400001', '-1', '5m', '']) {
+      expect(() => parse({ 'store-reconcile-ms': bad })).toThrow(
+        /^--store-reconcile-ms: .* must be 0 \(no periodic reload\) or a whole number of milliseconds from 1000 to 86400000/,
+      );
+    }
+  });
 });
