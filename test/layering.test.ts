@@ -126,7 +126,7 @@ describe('layering', () => {
 
 /**
  * Inside the edge the same rule holds between its folders (each folder's README.md says what it
- * is): registry < metrics < listeners < certificates < binds < sessions < cluster < ingress, and
+ * is): registry < metrics < listeners < certificates < binds < sessions < ssh < cluster < ingress, and
  * edge.ts, which composes them, on top. ingress/http is part of ingress.
  */
 const EDGE_FOLDERS = [
@@ -136,6 +136,7 @@ const EDGE_FOLDERS = [
   'certificates',
   'binds',
   'sessions',
+  'ssh',
   'cluster',
   'ingress',
   '',

@@ -20,6 +20,7 @@ import { certificateAuthorityRoutes } from './certificate-authorities.js';
 import { tlsCertificateRoutes } from './tls-certificates.js';
 import { acceptIdInUpdateBody } from './update-id.js';
 import { credentialRoutes } from './credentials.js';
+import { sshCredentialRoutes } from './ssh-credentials.js';
 import { edgeRoutes } from './edges.js';
 import { ipPolicyRoutes } from './ip-policies.js';
 import { ipPolicyRuleRoutes } from './ip-policy-rules.js';
@@ -62,6 +63,7 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
   apiKeyRoutes,
   botUserRoutes,
   credentialRoutes,
+  sshCredentialRoutes,
   userRoutes,
   reservedDomainRoutes,
   reservedAddrRoutes,

@@ -4,7 +4,7 @@ import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
 import { Body, Description, Metadata, Nullable } from './schemas.js';
 
-const Acl = Type.Array(Type.String(), {
+export const Acl = Type.Array(Type.String(), {
   description:
     "bind rules: '*', 'bind:*', 'bind:<domain>', 'bind:*.<domain>', 'bind:<host>:<port>', 'bind:<key>=<value>' ('*' on either side), no bind rule permits every bind; and secrets grants: 'secrets:read:<vault name>' or 'secrets:read:*' let the token's policies read that vault (nothing else does)",
 });

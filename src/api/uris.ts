@@ -3,6 +3,7 @@ const COLLECTIONS: Record<string, string> = {
   ak: 'api_keys',
   bot: 'bot_users',
   cr: 'credentials',
+  sshcr: 'ssh_credentials',
   rd: 'reserved_domains',
   ra: 'reserved_addrs',
   ipp: 'ip_policies',

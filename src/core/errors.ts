@@ -58,6 +58,10 @@ export const CODES = {
   // Credentials
   invalidAclRule: 'ERR_NGROK_600',
   invalidOwner: 'ERR_NGROK_630',
+  /** An SSH public key that is malformed, of a type not accepted, or RSA under 2048 bits. */
+  sshKeyInvalid: 'ERR_BURROW_SSH_KEY_INVALID',
+  /** The SSH public key is already an SSH credential's (one key, one credential). */
+  sshKeyTaken: 'ERR_BURROW_SSH_KEY_TAKEN',
   // IP policies
   invalidCidr: 'ERR_NGROK_1406',
   duplicateCidr: 'ERR_NGROK_1408',

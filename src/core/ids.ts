@@ -9,6 +9,7 @@ export const ID_PREFIX = {
   apiKey: 'ak',
   botUser: 'bot',
   credential: 'cr',
+  sshCredential: 'sshcr',
   reservedDomain: 'rd',
   reservedAddr: 'ra',
   ipPolicy: 'ipp',

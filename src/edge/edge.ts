@@ -28,6 +28,8 @@ import { TunnelRegistry } from './registry/tunnel-registry.js';
 import { TrafficLog } from './metrics/traffic-log.js';
 import { trafficInspector, type TrafficInspector } from './metrics/traffic-replay.js';
 import { trafficExchangeTap, trafficTap } from './ingress/http/traffic-tap.js';
+import { startSshListener, type SshListener } from './ssh/ssh-listener.js';
+import { sshRequestLog } from './ssh/ssh-tunnel.js';
 import { sharedLocalCa } from './certificates/shared-ca.js';
 import { changedIds } from './cluster/changed-ids.js';
 import {
@@ -52,6 +54,8 @@ export interface Edge {
   httpsAddress: string;
   /** The DNS server's address, when `--dns-listen` is set. */
   dnsAddress: string | undefined;
+  /** The SSH listener's address, when `--ssh-listen` is set. */
+  sshAddress: string | undefined;
   /** Events of every traffic policy this edge runs: the API's `online.policyEvents`. */
   policyEvents: PolicyEventLog;
   /** The last HTTP requests of each endpoint, in this process's memory (the dashboard's Traffic). */
@@ -163,6 +167,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   let ingress: Ingress | undefined;
   let management: CertificateManagement | undefined;
   let cloud: CloudEndpoints | undefined;
+  let ssh: SshListener | undefined;
   let member: ClusterMembership | undefined;
   try {
     member = options.cluster
@@ -185,7 +190,10 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       certificates,
       logger,
       limits: config.limits,
-      tap: (req, res, tunnel) => trafficTap(trafficLog, req, res, tunnel),
+      tap: (req, res, tunnel) => {
+        trafficTap(trafficLog, req, res, tunnel);
+        sshRequestLog(req, res, tunnel);
+      },
       exchangeTap: trafficExchangeTap(trafficLog),
     });
     const settings: AgentEdgeSettings = {
@@ -224,6 +232,19 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       settings,
       claims: member?.node.presence,
     });
+    // SSH sessions are agents of another kind: their endpoints share the registry and budgets.
+    ssh = config.sshListen
+      ? await startSshListener({
+          listen: config.sshListen,
+          dataDir: config.dataDir,
+          repos,
+          registry,
+          policies: agents.policies,
+          settings,
+          logger,
+          metrics,
+        })
+      : undefined;
     cloud = new CloudEndpoints({
       repos,
       registry,
@@ -260,7 +281,10 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         const ids = changedIds(data, 'ids');
         return ids ? started.cloud.syncIds(ids) : started.cloud.sync();
       });
-      node.follow('credentials', () => started.agents.revocation.checkNow());
+      node.follow('credentials', async () => {
+        await ssh?.revocation.checkNow();
+        await started.agents.revocation.checkNow();
+      });
       node.follow('secrets', () => secrets.reload());
       node.follow('certificates', () => {
         certificates.clear();
@@ -274,6 +298,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     cloud?.close();
     await management?.close();
     edges.close();
+    await ssh?.close();
     await agents?.close();
     await ingress?.close();
     throw err;
@@ -296,6 +321,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       // Public side first: stop accepting and let requests in flight finish through their agents.
       await started.ingress.drain(graceMs);
       edges.close();
+      await ssh?.close();
       await started.agents.drain(
         'the edge is shutting down; reconnect to another edge',
         Math.min(graceMs, 5000),
@@ -314,11 +340,13 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     httpAddress: ingress.httpAddress,
     httpsAddress: ingress.httpsAddress,
     dnsAddress: management.dnsAddress,
+    sshAddress: ssh?.address,
     policyEvents,
     secrets,
     traffic: trafficInspector(trafficLog, ingress.httpAddress),
     credentialsChanged: () => {
       member?.node.announce('credentials');
+      void ssh?.revocation.checkNow();
       return started.agents.revocation.checkNow();
     },
     configChanged: (topic, inputs) => {

@@ -11,6 +11,7 @@ import { auditMigration } from './migrations/0005-audit.js';
 import { clusterMigration } from './migrations/0006-cluster.js';
 import { vaultsMigration } from './migrations/0007-vaults.js';
 import { rolesMigration } from './migrations/0008-roles.js';
+import { sshCredentialsMigration } from './migrations/0009-ssh-credentials.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -45,8 +46,9 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0005-audit': auditMigration(dialect),
     '0006-cluster': clusterMigration(dialect),
     '0007-vaults': vaultsMigration(dialect),
-  };
     '0008-roles': rolesMigration(dialect),
+    '0009-ssh-credentials': sshCredentialsMigration(dialect),
+  };
 }
 
 /** Mode of the SQLite files: they hold settings.edge_resumption_secret and every row. */

@@ -16,6 +16,7 @@ import { IpPolicyRuleRepository } from './ip-policy-rules.js';
 import { ReservedAddrRepository } from './reserved-addrs.js';
 import { ReservedDomainRepository } from './reserved-domains.js';
 import { SettingsRepository } from './settings.js';
+import { SshCredentialRepository } from './ssh-credentials.js';
 import { TlsCertificateRepository } from './tls-certificates.js';
 import { UserRepository } from './users.js';
 import { SecretRepository, VaultRepository } from './vaults.js';
@@ -39,6 +40,7 @@ export interface Repositories {
   apiKeys: ApiKeyRepository;
   botUsers: BotUserRepository;
   credentials: CredentialRepository;
+  sshCredentials: SshCredentialRepository;
   reservedDomains: ReservedDomainRepository;
   reservedAddrs: ReservedAddrRepository;
   ipPolicies: IpPolicyRepository;
@@ -74,6 +76,7 @@ export function createRepositories(
     apiKeys: new ApiKeyRepository(store.db, accountSettings),
     botUsers: new BotUserRepository(store.db),
     credentials: new CredentialRepository(deps),
+    sshCredentials: new SshCredentialRepository(deps),
     reservedDomains: new ReservedDomainRepository(deps),
     reservedAddrs: new ReservedAddrRepository(deps),
     ipPolicies: new IpPolicyRepository(deps),

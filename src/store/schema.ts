@@ -9,6 +9,7 @@ export interface Database {
   api_keys: ApiKeysTable;
   bot_users: BotUsersTable;
   credentials: CredentialsTable;
+  ssh_credentials: SshCredentialsTable;
   reserved_domains: ReservedDomainsTable;
   reserved_addrs: ReservedAddrsTable;
   ip_policies: IpPoliciesTable;
@@ -48,11 +49,11 @@ export interface SettingsTable {
 export interface ApiKeysTable extends ResourceColumns {
   owner_id: string;
   token_hash: string;
-}
   /** A role narrower than the owner's (migration 0008-roles); null: the owner's. */
   role: string | null;
   /** JSON list of scopes such as `endpoints:write`; null: every resource the role allows. */
   scopes: string | null;
+}
 
 export interface BotUsersTable {
   id: string;
@@ -66,6 +67,17 @@ export interface CredentialsTable extends ResourceColumns {
   /** JSON array of rule strings. */
   acl: string;
   token_hash: string;
+}
+
+/** A public key that opens tunnels with `ssh -R` (migration 0009-ssh-credentials). */
+export interface SshCredentialsTable extends ResourceColumns {
+  owner_id: string;
+  /** JSON array of rule strings, as credentials.acl. */
+  acl: string;
+  /** `<type> <base64>`: the OpenSSH public key line without its comment. */
+  public_key: string;
+  /** `SHA256:<base64>` of the key blob, as `ssh-keygen -lf` prints it; unique. */
+  fingerprint: string;
 }
 
 export interface ReservedDomainsTable extends ResourceColumns {
@@ -181,6 +193,10 @@ export interface UsersTable {
   name: string;
   password_hash: string;
   created_at: string;
+  /** 'admin', 'operator' or 'viewer' (migration 0008-roles). */
+  role: ColumnType<string, string | undefined, string>;
+  /** `<issuer> <sub>` of a user who signs in with OpenID Connect; null for password users. */
+  oidc_subject: ColumnType<string | null, string | null | undefined, string | null>;
 }
 
 /** A signed-in browser; the cookie holds the token, the table its SHA-256 only. */
@@ -193,10 +209,6 @@ export interface UserSessionsTable {
 
 /** The first-start setup link's token, hashed; gone once used. */
 export interface UserSetupTokensTable {
-  /** 'admin', 'operator' or 'viewer' (migration 0008-roles). */
-  role: ColumnType<string, string | undefined, string>;
-  /** `<issuer> <sub>` of a user who signs in with OpenID Connect; null for password users. */
-  oidc_subject: ColumnType<string | null, string | null | undefined, string | null>;
   token_hash: string;
   expires_ms: number;
 }
@@ -215,6 +227,8 @@ export interface AuditEventsTable {
   status_code: number;
   resource_id: string | null;
   client_ip: string;
+  /** The owner of the API key that made the change (migration 0008-roles); null otherwise. */
+  actor_owner_id: string | null;
 }
 
 /** A server process of the cluster (migration 0006-cluster). */
@@ -227,8 +241,6 @@ export interface NodesTable {
   started_at: string;
   /**
    * Last heartbeat, by the database's clock: timestamptz on PostgreSQL (read as a Date), RFC 3339
-  /** The owner of the API key that made the change (migration 0008-roles); null otherwise. */
-  actor_owner_id: string | null;
    * text on SQLite. Written only as the database's now() and read only as an age, so its
    * JavaScript type never matters.
    */

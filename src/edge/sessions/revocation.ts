@@ -22,6 +22,14 @@ export interface RevocationOptions {
   metrics?: EdgeMetrics | undefined;
   /** How often the store is asked (`--revocation-check-ms`); 0 turns the periodic check off. */
   intervalMs: number;
+  /**
+   * Sessions of another kind of credential (SSH keys, src/edge/ssh): how the store answers for
+   * them (default: authtokens' `credentials.standing`) and what a revoked one is told.
+   */
+  credentials?: {
+    standing(ids: readonly string[]): Promise<Map<string, 'ok' | 'inactive'>>;
+    refusalFor(credentialId: string, standing: 'inactive' | undefined): AgentError;
+  };
 }
 
 /** Why a credential no longer serves agents, as the refusal the agent sees. */
@@ -42,7 +50,15 @@ function refusalFor(credentialId: string, standing: 'inactive' | undefined): Age
  */
 export class RevocationWatch {
   private timer: NodeJS.Timeout | undefined;
-  constructor(private readonly options: RevocationOptions) {}
+  private readonly standing: (ids: readonly string[]) => Promise<Map<string, 'ok' | 'inactive'>>;
+  private readonly refusalFor: (id: string, standing: 'inactive' | undefined) => AgentError;
+  constructor(private readonly options: RevocationOptions) {
+    const credentials = options.credentials;
+    this.standing = credentials
+      ? (ids) => credentials.standing(ids)
+      : (ids) => options.repos.credentials.standing(ids);
+    this.refusalFor = credentials?.refusalFor ?? refusalFor;
+  }
 
   start(): void {
     if (this.timer || this.options.intervalMs <= 0) return;
@@ -62,10 +78,8 @@ export class RevocationWatch {
 
   /** The refusal for a bind with `credentialId`, or undefined when the credential still stands. */
   async refusal(credentialId: string): Promise<AgentError | undefined> {
-    const standing = (await this.options.repos.credentials.standing([credentialId])).get(
-      credentialId,
-    );
-    return standing === 'ok' ? undefined : refusalFor(credentialId, standing);
+    const standing = (await this.standing([credentialId])).get(credentialId);
+    return standing === 'ok' ? undefined : this.refusalFor(credentialId, standing);
   }
 
   private async checkOnce(): Promise<void> {
@@ -73,7 +87,7 @@ export class RevocationWatch {
     if (live.length === 0) return;
     let standing: Map<string, 'ok' | 'inactive'>;
     try {
-      standing = await this.options.repos.credentials.standing([
+      standing = await this.standing([
         ...new Set(live.map((s) => s.credentialId)),
       ]);
     } catch (err) {
@@ -84,7 +98,7 @@ export class RevocationWatch {
     for (const session of live) {
       const state = standing.get(session.credentialId);
       if (state === 'ok' || session.gone) continue;
-      const error = refusalFor(session.credentialId, state);
+      const error = this.refusalFor(session.credentialId, state);
       this.options.logger.info(
         { session: session.id, credential: session.credentialId, code: error.code },
         'credential revoked: closing the agent session',
