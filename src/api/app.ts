@@ -16,6 +16,8 @@ import { trafficRoutes } from './traffic.js';
 import { backendRoutes } from './backends.js';
 import { botUserRoutes } from './bot-users.js';
 import { userRoutes } from './users.js';
+import { dashboardOidcRoutes, signInMethodsRoute } from './dashboard-oidc.js';
+import type { DashboardOidcConfig } from '../core/dashboard-oidc-options.js';
 import { certificateAuthorityRoutes } from './certificate-authorities.js';
 import { tlsCertificateRoutes } from './tls-certificates.js';
 import { acceptIdInUpdateBody } from './update-id.js';
@@ -56,15 +58,17 @@ export interface ApiOptions {
    * headers do not pile up.
    */
   timeouts?: { headersMs: number; idleMs: number } | undefined;
+  /** Dashboard sign-in with OpenID Connect (`--dashboard-oidc-*`); absent: passwords only. */
+  dashboardOidc?: DashboardOidcConfig | undefined;
 }
 
 /** Route plugins, one per resource, in the order they appear in the API description. */
 const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<void>> = [
   apiKeyRoutes,
   botUserRoutes,
+  userRoutes,
   credentialRoutes,
   sshCredentialRoutes,
-  userRoutes,
   reservedDomainRoutes,
   reservedAddrRoutes,
   ipPolicyRoutes,
@@ -140,10 +144,10 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   installClosingGuard(app);
   installAuth(app, options.repos, sessionAuth(options.repos.users));
   await installRateLimit(app, options.rateLimit);
-  refuseUnstorableStrings(app);
-  installAuditTrail(app, options.repos.auditEvents);
   // After the rate limit, so refused requests count too.
   installPermissions(app);
+  refuseUnstorableStrings(app);
+  installAuditTrail(app, options.repos.auditEvents);
   installChangeNotices(app, ctx.online);
 
   // An empty body counts as {} so that creates whose fields are all optional need none.
@@ -226,6 +230,13 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   await sessionRoutes(app, options.repos.users, {
     secureCookies: options.publicApiUrl.startsWith('https:'),
   });
+  await signInMethodsRoute(app, options.dashboardOidc !== undefined);
+  if (options.dashboardOidc) {
+    await dashboardOidcRoutes(app, options.repos.users, options.dashboardOidc, {
+      publicApiUrl: options.publicApiUrl,
+      secureCookies: options.publicApiUrl.startsWith('https:'),
+    });
+  }
   for (const routes of ROUTES) await routes(app, ctx);
   await dashboardRoutes(app);
   await policyValidationRoutes(app, ctx);

@@ -29,8 +29,14 @@ const EXPECTED: Record<Resource, { operator: 'rw' | 'r' | '-'; viewer: 'r' | '-'
   vaults: { operator: 'rw', viewer: 'r' },
 };
 
-/** Routes only some servers register: metrics with --metrics-listen off the API, the built dashboard. */
-const OPTIONAL_ROUTES = new Set(['GET /metrics', 'GET /dashboard/*']);
+/** Routes only some servers register: metrics off the API, the built dashboard, OIDC sign-in. */
+const OPTIONAL_ROUTES = new Set([
+  'GET /metrics',
+  'GET /dashboard/*',
+  // With --dashboard-oidc-issuer (test/dashboard-oidc.test.ts).
+  'GET /auth/oidc/start',
+  'GET /auth/oidc/callback',
+]);
 
 /** A concrete path for a route: ids that name nothing (the refusal must come first anyway). */
 function concrete(route: string): string {

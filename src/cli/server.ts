@@ -192,6 +192,7 @@ export async function startServer(
         repos,
         publicApiUrl: explicitUrl ? config.publicApiUrl : `http://${formatHostPort(host, port)}`,
         rateLimit: config.apiRateLimit,
+        dashboardOidc: config.dashboardOidc,
         logger: apiLogger,
         limits: {
           maxBodyBytes: config.limits.apiMaxBodyBytes,

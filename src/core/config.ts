@@ -9,6 +9,7 @@ import { resolve } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { parseAcmeConfig, type AcmeConfig } from './acme-config.js';
 import { parseEgressAllow, type EgressAllowEntry } from './egress-guard.js';
+import { parseDashboardOidc, type DashboardOidcConfig } from './dashboard-oidc-options.js';
 import {
   parseGeoipFiles,
   parseOAuthApps,
@@ -67,6 +68,8 @@ export interface ServerConfig extends AcmeConfig {
   geoip: GeoipFiles;
   /** The operator's OAuth apps by provider (policy-data-options.ts). */
   oauthApps: Record<string, OAuthApp>;
+  /** Dashboard sign-in with OpenID Connect (dashboard-oidc-options.ts); undefined: off. */
+  dashboardOidc: DashboardOidcConfig | undefined;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -219,6 +222,7 @@ export function loadServerConfig(
     egressAllow: parseEgressAllowList(get('egressAllow')),
     geoip: parseGeoipFiles(raw),
     oauthApps: parseOAuthApps(raw, configError),
+    dashboardOidc: parseDashboardOidc(raw, configError),
   };
 }
 

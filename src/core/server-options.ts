@@ -9,6 +9,7 @@ import type { ServerConfig } from './config.js';
 import { CLUSTER_OPTIONS } from './cluster-config.js';
 import { LIMIT_OPTIONS } from './limits.js';
 import { GEOIP_OPTIONS, OAUTH_APP_OPTIONS } from './policy-data-options.js';
+import { DASHBOARD_OIDC_OPTIONS } from './dashboard-oidc-options.js';
 
 /**
  * The environment variable of the option named `name`: `BURROW_` and the name upper-cased, dashes
@@ -215,6 +216,8 @@ export const SERVER_OPTIONS: readonly OptionSpec[] = [
   // Traffic policies' data (policy-data-options.ts): read by parseGeoipFiles, parseOAuthApps.
   ...GEOIP_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'geoip' })),
   ...OAUTH_APP_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'oauthApps' })),
+  // Dashboard sign-in with OpenID Connect (dashboard-oidc-options.ts): read by parseDashboardOidc.
+  ...DASHBOARD_OIDC_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'dashboardOidc' })),
   // Limits (limits.ts): their values are read by parseLimits, not by key.
   ...LIMIT_OPTIONS.map((o): OptionSpec => ({ ...o, key: 'limits' })),
   // Cluster options (cluster-config.ts): read by parseClusterConfig.

@@ -67,6 +67,9 @@ function checkPassword(password: string): void {
   }
 }
 
+/** The password hash of a user who signs in with OpenID Connect: no password matches it. */
+const NO_PASSWORD = '!oidc';
+
 function token(): string {
   return randomBytes(32).toString('base64url');
 }
@@ -141,6 +144,45 @@ export class UserRepository {
   async setRole(id: string, role: Role): Promise<User | undefined> {
     await this.db.updateTable('users').set({ role }).where('id', '=', id).execute();
     return this.get(id);
+  }
+
+  /**
+   * The user who signs in with OpenID Connect as `subject` (`<issuer> <sub>`): found by it, or
+   * made on first sign-in named `name` with `role`. `setRole` (roles from the provider's groups)
+   * also gives an existing user `role`. Such a user has no password (the stored hash matches none).
+   * A name already taken by a password user is refused rather than linked: the provider's word
+   * is not proof of owning that account.
+   */
+  async signInWithOidc(subject: string, name: string, role: Role, setRole: boolean): Promise<User> {
+    const found = await this.db
+      .selectFrom('users')
+      .select(USER_COLUMNS)
+      .where('oidc_subject', '=', subject)
+      .executeTakeFirst();
+    if (found) {
+      if (setRole && found.role !== role) return (await this.setRole(found.id, role))!;
+      return userOf(found);
+    }
+    const user: User = {
+      id: newId(ID_PREFIX.user),
+      name,
+      role,
+      created_at: new Date(this.now()).toISOString(),
+    };
+    try {
+      await this.db
+        .insertInto('users')
+        .values({ ...user, password_hash: NO_PASSWORD, oidc_subject: subject })
+        .execute();
+    } catch (err) {
+      if (isUniqueViolation(err))
+        throw new ConflictError(
+          CODES.invalidValue,
+          `a dashboard user named ${quote(name)} exists already and signs in with a password: an admin deletes or renames it first`,
+        );
+      throw err;
+    }
+    return user;
   }
 
   /** How many users have `role` (an admin may not remove the last admin). */

@@ -58,7 +58,11 @@ export function App() {
   if (route[0] === 'setup' && !session) {
     return <SetupPage token={route[1] ?? ''} onDone={signedIn} />;
   }
-  if (!session) return <SignInPage onDone={signedIn} />;
+  if (!session) {
+    // A refused sign-in with the identity provider comes back as #/signin-error/<reason>.
+    const refused = route[0] === 'signin-error' ? decodeURIComponent(route[1] ?? '') : undefined;
+    return <SignInPage onDone={signedIn} refused={refused} />;
+  }
 
   const role = session.user.role;
   // Pages the role cannot see are left out of the navigation (and the API refuses them anyway).
@@ -198,16 +202,29 @@ function NameAndPassword({
   );
 }
 
-function SignInPage({ onDone }: { onDone: (s: Session) => void }) {
+function SignInPage({
+  onDone,
+  refused,
+}: {
+  onDone: (s: Session) => void;
+  refused: string | undefined;
+}) {
   const [name, setName] = useState('');
   const [password, setPassword] = useState('');
-  const [error, setError] = useState<string | undefined>(undefined);
+  const [error, setError] = useState<string | undefined>(refused);
   const [busy, setBusy] = useState(false);
+  const [oidc, setOidc] = useState(false);
+  useEffect(() => {
+    api<{ oidc: boolean }>('GET', '/auth/methods').then(
+      (m) => setOidc(m.oidc),
+      () => setOidc(false),
+    );
+  }, []);
   const submit = async () => {
     setBusy(true);
     try {
       onDone(await api<Session>('POST', '/auth/login', { name, password }));
-      if (window.location.hash.startsWith('#/setup')) go('overview');
+      if (/^#\/(setup|signin-error)/.test(window.location.hash)) go('overview');
     } catch (err) {
       setError(errorMessage(err));
       setPassword('');
@@ -218,6 +235,13 @@ function SignInPage({ onDone }: { onDone: (s: Session) => void }) {
   return (
     <AuthForm title="Sign in to Burrow" onSubmit={submit}>
       <ErrorMessage error={error} />
+      {oidc ? (
+        <p>
+          <a className="button" href="/auth/oidc/start">
+            Sign in with your identity provider
+          </a>
+        </p>
+      ) : null}
       <NameAndPassword name={name} onName={setName} password={password} onPassword={setPassword} />
       <button type="submit" disabled={busy}>
         Sign in

@@ -28,9 +28,10 @@ const discovered = new LRUCache<string, Promise<oidc.Configuration>>({
 
 /**
  * The client configuration of `issuer` for this client: `get` discovers it once (cached, shared
- * by every action with the same issuer and client), `forget` drops it so the next login asks again.
+ * by every action with the same issuer and client, and by dashboard sign-in, src/api/dashboard-oidc.ts),
+ * `forget` drops it so the next login asks again.
  */
-function discovery(issuer: URL, clientId: string, clientSecret: string) {
+export function discovery(issuer: URL, clientId: string, clientSecret: string) {
   const key = `${issuer.href}\n${clientId}\n${clientSecret}`;
   // Every call to the provider (discovery, keys, token, userinfo) goes through the egress guard.
   const options: oidc.DiscoveryRequestOptions = {
