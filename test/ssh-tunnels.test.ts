@@ -74,8 +74,8 @@ describe('SSH tunnels with the OpenSSH client', () => {
     );
     let out = '';
     let err = '';
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
     const exit = once(child, 'exit').then(([code]) => code as number | null);
     const run = { child, stdout: () => out, stderr: () => err, exit };
     runs.push(run);
@@ -186,7 +186,9 @@ describe('SSH tunnels with the OpenSSH client', () => {
   it('refuses an unknown key, a shell, another command and a name the ACL does not allow, each with a message', async () => {
     const stranger = ssh(keygen('stranger', 'ed25519'), `0:localhost:${web.port}`, ['http']);
     expect(await stranger.exit).toBe(1);
-    expect(stranger.stderr()).toMatch(/ERROR: This SSH key \(SHA256:\S+\) is not an SSH credential/);
+    expect(stranger.stderr()).toMatch(
+      /ERROR: This SSH key \(SHA256:\S+\) is not an SSH credential/,
+    );
     expect(stranger.stdout()).toBe('');
 
     const shell = ssh(join(keys, 'ed'), `0:localhost:${web.port}`, []);

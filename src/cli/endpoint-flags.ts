@@ -16,11 +16,7 @@ import {
 } from '../policy/endpoint-flags.js';
 
 // The flags' vocabulary and translation are shared with SSH tunnels' commands (src/edge/ssh).
-export {
-  flagRules,
-  hostHeaderRewrite,
-  type EndpointFlags,
-} from '../policy/endpoint-flags.js';
+export { flagRules, hostHeaderRewrite, type EndpointFlags } from '../policy/endpoint-flags.js';
 
 export type TunnelProto = EndpointProto;
 

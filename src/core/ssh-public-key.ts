@@ -83,7 +83,8 @@ export function checkSshKeyBlob(blob: Buffer): SshPublicKey {
   }
   let bits: number;
   if (type === 'ssh-ed25519') {
-    if (parts.length !== 2 || parts[1]!.length !== 32) throw new SshKeyProblem('malformed ed25519 key');
+    if (parts.length !== 2 || parts[1]!.length !== 32)
+      throw new SshKeyProblem('malformed ed25519 key');
     bits = 256;
   } else if (type === 'ssh-rsa') {
     if (parts.length !== 3) throw new SshKeyProblem('malformed RSA key');
@@ -123,7 +124,9 @@ export function parseSshPublicKey(text: string): SshPublicKey {
   }
   const key = checkSshKeyBlob(Buffer.from(fields[1], 'base64'));
   if (key.type !== fields[0]) {
-    throw new SshKeyProblem(`the line says ${JSON.stringify(fields[0]?.slice(0, 40))} but the key is ${key.type}`);
+    throw new SshKeyProblem(
+      `the line says ${JSON.stringify(fields[0]?.slice(0, 40))} but the key is ${key.type}`,
+    );
   }
   return key;
 }

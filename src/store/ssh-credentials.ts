@@ -133,7 +133,11 @@ export class SshCredentialRepository extends ResourceRepository<'ssh_credentials
     const rows = await this.deps.db
       .selectFrom('ssh_credentials')
       .leftJoin('bot_users', 'bot_users.id', 'ssh_credentials.owner_id')
-      .select(['ssh_credentials.id as id', 'ssh_credentials.owner_id as owner_id', 'bot_users.active'])
+      .select([
+        'ssh_credentials.id as id',
+        'ssh_credentials.owner_id as owner_id',
+        'bot_users.active',
+      ])
       .where('ssh_credentials.id', 'in', [...ids])
       .execute();
     for (const row of rows) {

@@ -136,7 +136,8 @@ export function parseSshCommand(command: string): SshCommand {
         throw new SshCommandError(name, `applies to http tunnels only, not ${proto}`);
       }
       if (SWITCH_FLAGS.has(key)) flags[key] = inline === undefined || inline === 'true';
-      else if (REPEATABLE_FLAGS.has(key)) flags[key] = [...((flags[key] as string[]) ?? []), value()];
+      else if (REPEATABLE_FLAGS.has(key))
+        flags[key] = [...((flags[key] as string[]) ?? []), value()];
       else flags[key] = value();
     }
   }

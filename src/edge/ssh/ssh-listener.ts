@@ -54,8 +54,16 @@ export interface SshListener {
 /** What an SSH client is told when its key stops standing. */
 function sshRefusal(credentialId: string, standing: 'inactive' | undefined): AgentError {
   return standing === 'inactive'
-    ? new AgentError(undefined, `The owner of SSH key ${credentialId} was deactivated; its tunnels are closed.`, 'ssh_owner_inactive')
-    : new AgentError(undefined, `SSH key ${credentialId} was revoked (its SSH credential was deleted); its tunnels are closed.`, 'ssh_key_revoked');
+    ? new AgentError(
+        undefined,
+        `The owner of SSH key ${credentialId} was deactivated; its tunnels are closed.`,
+        'ssh_owner_inactive',
+      )
+    : new AgentError(
+        undefined,
+        `SSH key ${credentialId} was revoked (its SSH credential was deleted); its tunnels are closed.`,
+        'ssh_key_revoked',
+      );
 }
 
 /**

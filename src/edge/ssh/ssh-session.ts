@@ -68,7 +68,10 @@ export class SshSession implements RevocableSession {
     const l = s.limits;
     this.limiter = new StreamLimiter(l.maxStreamsPerSession, l.maxStreamsWaiting, l.streamWaitMs);
     // Authentication and the command must come within the handshake deadline.
-    this.timer = setTimeout(() => this.end('timed out before a tunnel command'), l.handshakeTimeoutMs);
+    this.timer = setTimeout(
+      () => this.end('timed out before a tunnel command'),
+      l.handshakeTimeoutMs,
+    );
     this.timer.unref();
     client.on('authentication', (ctx) => void this.authenticate(ctx));
     client.on('ready', () => this.ready());
@@ -85,7 +88,9 @@ export class SshSession implements RevocableSession {
       this.serveSession(accept());
     });
     client.on('tcpip', (_accept, reject, request) => {
-      this.tell(`Local forwarding (-L ${request.destIP}:${request.destPort}) is not available: Burrow serves reverse tunnels (-R) only.`);
+      this.tell(
+        `Local forwarding (-L ${request.destIP}:${request.destPort}) is not available: Burrow serves reverse tunnels (-R) only.`,
+      );
       reject();
     });
     client.on('openssh.streamlocal', (_accept, reject) => reject());
@@ -125,7 +130,9 @@ export class SshSession implements RevocableSession {
       parsed.verify(ctx.blob, ctx.signature, ctx.hashAlgo) === true;
     if (!valid) return this.failed(ctx, 'bad signature');
     try {
-      const found = key ? await this.s.repos.sshCredentials.authenticate(key.fingerprint) : undefined;
+      const found = key
+        ? await this.s.repos.sshCredentials.authenticate(key.fingerprint)
+        : undefined;
       if (!key || !found) {
         this.refusal = problem
           ? `This SSH key cannot be used: ${problem}.`
@@ -187,7 +194,10 @@ export class SshSession implements RevocableSession {
 
   private cancelForward(request: { bindAddr: string; bindPort: number }): void {
     for (const tunnel of this.tunnels) {
-      if (tunnel.forward.bindAddr === request.bindAddr && tunnel.forward.bindPort === request.bindPort) {
+      if (
+        tunnel.forward.bindAddr === request.bindAddr &&
+        tunnel.forward.bindPort === request.bindPort
+      ) {
         this.s.registry.removeTunnel(tunnel.id);
         this.tunnels.delete(tunnel);
       }
@@ -208,7 +218,9 @@ export class SshSession implements RevocableSession {
     session.on('sftp', refuse);
     session.on('shell', (accept) => {
       this.output = accept();
-      this.tell(`ERROR: Burrow has no shell. Give a tunnel command after the host.\r\n${SSH_USAGE}`);
+      this.tell(
+        `ERROR: Burrow has no shell. Give a tunnel command after the host.\r\n${SSH_USAGE}`,
+      );
       this.end('shell refused', 1);
     });
     session.on('exec', (accept, reject, request) => {
@@ -336,7 +348,11 @@ export class SshSession implements RevocableSession {
     const named = NO_NAME.has(forward.bindAddr.toLowerCase()) ? undefined : forward.bindAddr;
     const where =
       command.url ??
-      (named === undefined ? undefined : command.proto === 'tcp' ? `${named}:${forward.bindPort}` : named);
+      (named === undefined
+        ? undefined
+        : command.proto === 'tcp'
+          ? `${named}:${forward.bindPort}`
+          : named);
     const bind: Bind = {
       Proto: command.proto === 'http' ? 'https' : command.proto,
       Opts: {
