@@ -272,6 +272,27 @@ describe('the agent API of burrow http (127.0.0.1:<web_addr>/api)', () => {
     ).toEqual(['command_line']);
   });
 
+  it('GET /api lists the resources, /api/status the session; a wrong method is 405, a wrong path 404', async () => {
+    expect((await curl([`${api}/api`])).body).toMatchObject({
+      tunnels_uri: '/api/tunnels',
+      requests_uri: '/api/requests/http',
+    });
+    const status = await curl([`${api}/api/status`]);
+    expect(status.body).toMatchObject({
+      uri: '/api/status',
+      session: { server_addr: `127.0.0.1:${edge.ports.agent}`, connected: true },
+      tunnels: [{ name: 'command_line', public_url: publicUrl }],
+    });
+    expect((await curl([`${api}/api/tunnels/command_line`, '-X', 'PUT'])).body).toMatchObject({
+      error_code: 101,
+      status_code: 405,
+    });
+    expect((await curl([`${api}/api/nothing`])).body).toMatchObject({
+      error_code: 100,
+      status_code: 404,
+    });
+  });
+
   it('refuses other sites: a foreign Host (DNS rebinding) and a change from another Origin', async () => {
     const rebound = await curl([`${api}/api/tunnels`, '-H', 'Host: evil.example:4040']);
     expect(rebound.status).toBe(403);

@@ -11,7 +11,7 @@ import {
 } from './support/edge-listeners.js';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
 import { until } from './support/mux.js';
-import { freePort, spawnBurrow, type RunningBurrow } from './support/server-process.js';
+import { freePort, runBurrow, spawnBurrow, type RunningBurrow } from './support/server-process.js';
 
 /**
  * `burrow start` with ngrok.yml files of version 2 and 3 (ngrok's own examples, as printed, and
@@ -230,6 +230,26 @@ describe('burrow start with ngrok.yml', () => {
     expect(unknown.stderr()).toMatch(
       /no tunnel or endpoint is named nope in the config; they are web/,
     );
+  });
+
+  it('config check says what start would read; config upgrade rewrites version 2 as version 3', async () => {
+    const v2 = file('upgrade.yml', NGROK_V2_EXAMPLE);
+    const check = await runBurrow(['config', 'check', '--config', v2]);
+    expect(check.code, check.stderr).toBe(0);
+    expect(check.stdout).toContain(`ignored: ${v2}:3 (api_key)`);
+    expect(check.stdout).toContain(`Valid configuration (version 2) in ${v2}: basic (http)`);
+    const upgrade = await runBurrow(['config', 'upgrade', '--config', v2]);
+    expect(upgrade.code, upgrade.stderr).toBe(0);
+    const after = await runBurrow(['config', 'check', '--config', v2]);
+    expect(after.stdout).toContain(`Valid configuration (version 3) in ${v2}: basic (http)`);
+    const bad = await runBurrow([
+      'config',
+      'check',
+      '--config',
+      file('bad-check.yml', 'version: 2\nfoo: 1\n'),
+    ]);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toMatch(/bad-check\.yml:2 \(foo\): unknown key foo/);
   });
 
   it('web_addr: false in the config turns the agent API off', async () => {

@@ -22,6 +22,7 @@ import {
   writeAgentConfig,
 } from './agent-config.js';
 import { registerAddCa, trustOptions } from './ca-config.js';
+import { registerConfigFileCommands } from './config-commands.js';
 import { addWebOptions } from './agent-web-options.js';
 import { describeCommand } from './command-index.js';
 import {
@@ -310,4 +311,5 @@ export function registerTunnelCommands(program: Command): void {
       process.stdout.write(`Authtoken saved to ${path}\n`);
     });
   registerAddCa(config);
+  registerConfigFileCommands(config);
 }
