@@ -2,6 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
+import tls from 'node:tls';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -9,6 +10,8 @@ import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support
 import { until } from './support/mux.js';
 import { ingressCurl, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
 import { freePort } from './support/server-process.js';
+import { certificateMaker } from './support/certificates.js';
+import { startTlsServer, type TestTlsServer } from './support/tls.js';
 
 /**
  * SSH tunnels as a user runs them: Debian's OpenSSH client (`ssh -R`, batch mode, keys made by
@@ -29,6 +32,8 @@ describe('SSH tunnels with the OpenSSH client', () => {
   let keys: string;
   let web: LocalServer;
   let echo: LocalServer;
+  let local: TestTlsServer;
+  const certificates = certificateMaker();
   const runs: SshRun[] = [];
   const publicGet = (url: string, path = '/', extra: string[] = []) =>
     ingressCurl(
@@ -106,11 +111,15 @@ describe('SSH tunnels with the OpenSSH client', () => {
     keys = mkdtempSync(join(tmpdir(), 'burrow-ssh-keys-'));
     web = await startHttpUpstream((req, res) => res.end(`hello from ${req.url}`));
     echo = await startTcpUpstream((socket) => socket.pipe(socket));
+    const cert = certificates.make('/CN=service behind ssh', []);
+    local = await startTlsServer({ cert, key: certificates.lastKey() });
   });
   afterAll(async () => {
     for (const run of runs) run.child.kill('SIGKILL');
     await web.close();
     await echo.close();
+    await local.close();
+    certificates.cleanup();
     await edge.server.stop();
     await edge.db.drop();
     rmSync(keys, { recursive: true, force: true });
@@ -179,6 +188,55 @@ describe('SSH tunnels with the OpenSSH client', () => {
     socket.setEncoding('utf8').on('data', (d: string) => (got += d));
     await once(socket, 'close');
     expect(got).toBe('ping over ssh');
+    run.child.kill('SIGTERM');
+    await run.exit;
+  });
+
+  it('tls: the TLS connection is passed through to the service behind ssh', async () => {
+    const run = ssh(join(keys, 'ed'), `0:localhost:${local.port}`, ['tls']);
+    const url = await forwardingUrl(run);
+    const host = /^tls:\/\/([^:]+):\d+$/.exec(url)?.[1];
+    expect(host).toMatch(/\.burrow\.test$/);
+    const socket = tls.connect({
+      host: '127.0.0.1',
+      port: edge.ports.https,
+      servername: host,
+      rejectUnauthorized: false,
+    });
+    await once(socket, 'secureConnect');
+    // The certificate is the local service's: TLS ends there, not at the edge.
+    expect(socket.getPeerCertificate().subject.CN).toBe('service behind ssh');
+    let got = '';
+    socket.setEncoding('utf8').on('data', (d: string) => (got += d));
+    await once(socket, 'close');
+    expect(got).toBe('ok');
+    run.child.kill('SIGTERM');
+    await run.exit;
+  });
+
+  it('serves the name given as the bind address of -R', async () => {
+    const run = ssh(join(keys, 'ed'), `named.burrow.test:80:localhost:${web.port}`, ['http']);
+    const url = await forwardingUrl(run);
+    expect(new URL(url).hostname).toBe('named.burrow.test');
+    expect(await publicGet(url, '/n')).toMatchObject({ status: 200, text: 'hello from /n' });
+    run.child.kill('SIGTERM');
+    await run.exit;
+  });
+
+  it('refuses local forwarding (-L) with a message, and the tunnel goes on', async () => {
+    const localPort = await freePort();
+    const run = ssh(
+      join(keys, 'ed'),
+      `0:localhost:${web.port}`,
+      ['http'],
+      ['-L', `${localPort}:127.0.0.1:${edge.ports.http}`],
+    );
+    const url = await forwardingUrl(run);
+    const socket = net.connect(localPort, '127.0.0.1');
+    socket.on('error', () => undefined);
+    await once(socket, 'close');
+    await until(() => /Local forwarding \(-L [^)]+\) is not available/.test(run.stderr()), 5000);
+    expect((await publicGet(url, '/still')).status).toBe(200);
     run.child.kill('SIGTERM');
     await run.exit;
   });
