@@ -2,7 +2,6 @@ import {
   ConnTsVars,
   ConnVars,
   EndpointVars,
-  GeoVars,
   ReqVars,
   ResVars,
   TimeVars,
@@ -10,7 +9,7 @@ import {
   UrlVars,
 } from './variables.js';
 import { REDACTED, SecretsVars, SecretText } from './secrets.js';
-import { IpAsVars, IpGeoVars, IpInfoVars, IpLocationVars } from './ip-intel-vars.js';
+import { GeoVars, IpAsVars, IpGeoVars, IpInfoVars, IpLocationVars } from './ip-intel-vars.js';
 import {
   CookieVars,
   RequestTsVars,

@@ -160,3 +160,21 @@ const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 export function isHeaderName(name: string): boolean {
   return TOKEN.test(name);
 }
+
+/**
+ * `map` with lookups (`[]`, `in`, `has()`) that ignore the key's case: `req.headers['X-Api-Version']`
+ * finds the header the map keeps as `x-api-version`, as users copying ngrok's examples expect.
+ * CEL reads maps by `get` and knows them by their constructor (Map), so the lookups are replaced
+ * on the instance rather than by a subclass. `normalize` gives the key the map is keyed by.
+ */
+export function caseInsensitiveLookups<V>(
+  map: Map<string, V>,
+  normalize: (key: string) => string,
+): Map<string, V> {
+  const get = map.get.bind(map);
+  const has = map.has.bind(map);
+  map.get = (key: string) =>
+    get(key) ?? (typeof key === 'string' ? get(normalize(key)) : undefined);
+  map.has = (key: string) => has(key) || (typeof key === 'string' && has(normalize(key)));
+  return map;
+}

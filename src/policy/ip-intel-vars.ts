@@ -87,3 +87,57 @@ export const CLIENT_IP_INFO_FIELDS: ReadonlySet<string> = new Set([
   'categories',
   'is_on_blocklist',
 ]);
+
+/** Where the client is, when the ingress knows; else what IP intelligence says (`conn.geo`). */
+export interface GeoInput {
+  city?: string;
+  country?: string;
+  country_code?: string;
+  latitude?: string;
+  longitude?: string;
+  radius?: string;
+  subdivision?: string;
+}
+
+export class GeoVars {
+  readonly #in: GeoInput;
+  /** `input`, or what IP intelligence knows of the address (as text, as ngrok's conn.geo). */
+  constructor(input: GeoInput | undefined, info?: () => IpInfoVars) {
+    if (input) {
+      this.#in = input;
+      return;
+    }
+    const i = info?.().intel ?? {};
+    const text = (n: number | undefined) => (n === undefined ? undefined : String(n));
+    this.#in = {
+      city: i.city,
+      country: i.country,
+      country_code: i.country_code,
+      subdivision: i.subdivision,
+      latitude: text(i.latitude),
+      longitude: text(i.longitude),
+      radius: text(i.radius),
+    };
+  }
+  get city(): string {
+    return this.#in.city ?? '';
+  }
+  get country(): string {
+    return this.#in.country ?? '';
+  }
+  get country_code(): string {
+    return this.#in.country_code ?? '';
+  }
+  get latitude(): string {
+    return this.#in.latitude ?? '';
+  }
+  get longitude(): string {
+    return this.#in.longitude ?? '';
+  }
+  get radius(): string {
+    return this.#in.radius ?? '';
+  }
+  get subdivision(): string {
+    return this.#in.subdivision ?? '';
+  }
+}

@@ -1,4 +1,5 @@
-import maxmind, { Reader, type AsnResponse, type CityResponse, type Response } from 'maxmind';
+import type { Reader } from 'maxmind';
+import maxmind, { type AsnResponse, type CityResponse, type Response } from 'maxmind';
 import type { GeoipFiles } from '../core/policy-data-options.js';
 
 /**

@@ -2,6 +2,7 @@ import type { X509Certificate } from 'node:crypto';
 import { parseHostPort } from '../core/host-port.js';
 import {
   canonicalHeaderName,
+  caseInsensitiveLookups,
   firstHeader,
   headerMap,
   NO_HEADER_CHANGES,
@@ -15,7 +16,9 @@ import {
   type CookieVars,
 } from './request-detail-vars.js';
 import type { SecretsVars } from './secrets.js';
-import { IpInfoVars } from './ip-intel-vars.js';
+import { GeoVars, IpInfoVars, type GeoInput } from './ip-intel-vars.js';
+
+export type { GeoInput } from './ip-intel-vars.js';
 import { TlsClientVars } from './tls-client-vars.js';
 
 /** A Host header: `host[:port]`, an IPv6 host kept in brackets as the policy variables show it. */
@@ -39,17 +42,6 @@ export interface TlsInput {
   session_resumed?: boolean | undefined;
   /** The client's certificate, when TLS ended at the edge (terminate-tls) and the client sent one. */
   client?: X509Certificate | undefined;
-}
-
-/** Where the client is, when a GeoIP source knows; Burrow has none built in. */
-export interface GeoInput {
-  city?: string;
-  country?: string;
-  country_code?: string;
-  latitude?: string;
-  longitude?: string;
-  radius?: string;
-  subdivision?: string;
 }
 
 /** The client connection (every phase). */
@@ -138,49 +130,6 @@ export class TlsVars {
   }
   get client(): TlsClientVars {
     return (this.#client ??= new TlsClientVars(this.#in.client));
-  }
-}
-
-export class GeoVars {
-  readonly #in: GeoInput;
-  /** `input`, or what IP intelligence knows of the address (as text, as ngrok's conn.geo). */
-  constructor(input: GeoInput | undefined, info?: () => IpInfoVars) {
-    if (input) {
-      this.#in = input;
-      return;
-    }
-    const i = info?.().intel ?? {};
-    const text = (n: number | undefined) => (n === undefined ? undefined : String(n));
-    this.#in = {
-      city: i.city,
-      country: i.country,
-      country_code: i.country_code,
-      subdivision: i.subdivision,
-      latitude: text(i.latitude),
-      longitude: text(i.longitude),
-      radius: text(i.radius),
-    };
-  }
-  get city(): string {
-    return this.#in.city ?? '';
-  }
-  get country(): string {
-    return this.#in.country ?? '';
-  }
-  get country_code(): string {
-    return this.#in.country_code ?? '';
-  }
-  get latitude(): string {
-    return this.#in.latitude ?? '';
-  }
-  get longitude(): string {
-    return this.#in.longitude ?? '';
-  }
-  get radius(): string {
-    return this.#in.radius ?? '';
-  }
-  get subdivision(): string {
-    return this.#in.subdivision ?? '';
   }
 }
 
@@ -328,24 +277,6 @@ export class UrlVars {
 
 /** How much of a query string policies see (documented in docs/traffic-policy.md). */
 const QUERY_LIMITS = { maxParams: 256, maxValuesPerName: 32 } as const;
-
-/**
- * `map` with lookups (`[]`, `in`, `has()`) that ignore the key's case: `req.headers['X-Api-Version']`
- * finds the header the map keeps as `x-api-version`, as users copying ngrok's examples expect.
- * CEL reads maps by `get` and knows them by their constructor (Map), so the lookups are replaced
- * on the instance rather than by a subclass. `normalize` gives the key the map is keyed by.
- */
-function caseInsensitiveLookups<V>(
-  map: Map<string, V>,
-  normalize: (key: string) => string,
-): Map<string, V> {
-  const get = map.get.bind(map);
-  const has = map.has.bind(map);
-  map.get = (key: string) =>
-    get(key) ?? (typeof key === 'string' ? get(normalize(key)) : undefined);
-  map.has = (key: string) => has(key) || (typeof key === 'string' && has(normalize(key)));
-  return map;
-}
 
 /** Shared by `req` and `res`: the header map, rebuilt after the phase edits headers. */
 abstract class MessageVars {

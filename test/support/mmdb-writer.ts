@@ -17,7 +17,7 @@ export interface MmdbEntry {
 const DOUBLE = Symbol('double');
 /** A number to write as a double (a plain integer number is written as an unsigned integer). */
 export function double(n: number): MmdbValue {
-  return Object.assign(Object(n) as object, { [DOUBLE]: true }) as unknown as MmdbValue;
+  return Object.assign(Object(n) as object, { [DOUBLE]: true });
 }
 
 function control(type: number, size: number): Buffer {
