@@ -48,7 +48,7 @@ function groupsOf(value: unknown): string[] {
 }
 
 /** Whether the verified `email` or `groups` match an allow rule. */
-function admitted(config: DashboardOidcConfig, email: string, groups: string[]): boolean {
+export function admitted(config: DashboardOidcConfig, email: string, groups: string[]): boolean {
   const lower = email.toLowerCase();
   if (lower !== '' && config.allowedEmails.includes(lower)) return true;
   const domain = lower.includes('@') ? lower.slice(lower.lastIndexOf('@') + 1) : '';
@@ -56,8 +56,8 @@ function admitted(config: DashboardOidcConfig, email: string, groups: string[]):
   return groups.some((g) => config.allowedGroups.includes(g));
 }
 
-/** The role groups give, or undefined when no role group names the person. */
-function roleOfGroups(config: DashboardOidcConfig, groups: string[]): Role | undefined {
+/** The role groups give (admin before operator), or undefined when no role group names them. */
+export function roleOfGroups(config: DashboardOidcConfig, groups: string[]): Role | undefined {
   if (groups.some((g) => config.adminGroups.includes(g))) return 'admin';
   if (groups.some((g) => config.operatorGroups.includes(g))) return 'operator';
   return undefined;

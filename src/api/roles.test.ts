@@ -155,6 +155,29 @@ describe.each(DATABASE_KINDS)('roles, keys and scopes (%s)', (kind) => {
     expect(denied.status).toBe(403);
   });
 
+  it('OIDC users: found by subject, never a password user taken over, role from groups', async () => {
+    const users = api.repos.users;
+    const first = await users.signInWithOidc(
+      'https://id.test sub-1',
+      'kim@example.com',
+      'viewer',
+      false,
+    );
+    expect(first).toMatchObject({ name: 'kim@example.com', role: 'viewer' });
+    // Found again by subject; without role groups the role stays what an admin made it.
+    await users.setRole(first.id, 'operator');
+    const again = await users.signInWithOidc('https://id.test sub-1', 'renamed', 'viewer', false);
+    expect(again).toMatchObject({ id: first.id, role: 'operator' });
+    // With role groups, the groups decide at each sign-in.
+    const grouped = await users.signInWithOidc('https://id.test sub-1', 'x', 'admin', true);
+    expect(grouped).toMatchObject({ id: first.id, role: 'admin' });
+    // The name of a password user is not the provider's to claim.
+    await expect(
+      users.signInWithOidc('https://id.test sub-2', 'ada', 'admin', true),
+    ).rejects.toThrow('signs in with a password');
+    expect(await users.authenticate('kim@example.com', '!oidc')).toBeUndefined();
+  });
+
   it("a viewer's session reads, shows its role and changes nothing", async () => {
     await api.repos.users.create('vivian', 'viewer password', 'viewer');
     const login = await api.call(
