@@ -127,7 +127,20 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
         params: IdParams,
       },
     },
-    async (request) => detail(recordOr404(request.params.id)),
+    async (request) => {
+      const record = recordOr404(request.params.id);
+      // Visitors' credentials shown on purpose (PUT /traffic/credentials/{host}) are for those who
+      // may make that choice; a viewer sees no secret (docs/security.md, Roles and scopes).
+      if (record.credentialsShown && request.access?.role === 'viewer') {
+        throw new BurrowError(
+          CODES.permissionDenied,
+          403,
+          `This request was recorded with its visitors' credentials shown (PUT /traffic/credentials/${record.host}), which a viewer may not see. Ask an operator or admin.`,
+          { required: 'traffic:write', role: 'viewer' },
+        );
+      }
+      return detail(record);
+    },
   );
 
   app.post(
