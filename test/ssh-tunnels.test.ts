@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support/ingress.js';
 import { until } from './support/mux.js';
 import { ingressCurl, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
-import { freePort } from './support/server-process.js';
+import { databaseArgs, freePort, runBurrow } from './support/server-process.js';
 import { certificateMaker } from './support/certificates.js';
 import { startTlsServer, type TestTlsServer } from './support/tls.js';
 
@@ -239,6 +239,28 @@ describe('SSH tunnels with the OpenSSH client', () => {
     expect((await publicGet(url, '/still')).status).toBe(200);
     run.child.kill('SIGTERM');
     await run.exit;
+  });
+
+  it('burrow ssh-key add registers a key in the store that then opens tunnels', async () => {
+    const key = keygen('cli', 'ed25519');
+    const added = await runBurrow([
+      ...['ssh-key', 'add', `${key}.pub`, '--acl', 'bind:*.burrow.test'],
+      ...databaseArgs(edge.db),
+    ]);
+    expect(added.code, added.stderr).toBe(0);
+    expect(added.stdout).toMatch(/^sshcr_\S+ SHA256:\S+\n$/);
+    const run = ssh(key, `0:localhost:${web.port}`, ['http']);
+    expect(await publicGet(await forwardingUrl(run), '/cli')).toMatchObject({ status: 200 });
+    run.child.kill('SIGTERM');
+    await run.exit;
+    const weak = await runBurrow([
+      'ssh-key',
+      'add',
+      join(keys, 'rsa1024.pub'),
+      ...databaseArgs(edge.db),
+    ]);
+    expect(weak.code).not.toBe(0);
+    expect(weak.stderr).toMatch(/RSA key of 1024 bits is too weak/);
   });
 
   it('refuses an unknown key, a shell, another command and a name the ACL does not allow, each with a message', async () => {

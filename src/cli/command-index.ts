@@ -26,6 +26,10 @@ export const COMMANDS: readonly CommandEntry[] = [
     description: 'manage dashboard users (people who sign in)',
   },
   {
+    name: 'ssh-key',
+    description: 'register SSH public keys for ssh -R tunnels directly in the database',
+  },
+  {
     name: 'http',
     description: 'put a local HTTP service online (e.g. burrow http 3000)',
   },

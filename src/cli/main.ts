@@ -19,6 +19,7 @@ const LOADERS: Record<string, () => Promise<RegisterCommands>> = {
   server: serverCommands,
   'api-key': serverCommands,
   user: serverCommands,
+  'ssh-key': serverCommands,
   http: tunnelCommands,
   tcp: tunnelCommands,
   tls: tunnelCommands,

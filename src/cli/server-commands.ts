@@ -12,6 +12,7 @@ import { serverRepositories, startServer } from './server.js';
 import { announceAgentListener } from './agent-hint.js';
 import { describeCommand } from './command-index.js';
 import { apiKeyLimits, registerUserCommand } from './user-command.js';
+import { registerSshKeyCommand } from './ssh-key-command.js';
 
 function collectFlags(
   opts: Record<string, string | undefined>,
@@ -115,6 +116,11 @@ export function registerServerCommands(program: Command): void {
     });
 
   registerUserCommand(
+    program,
+    (cmd) => addServerOptions(cmd, ['data-dir', 'database']),
+    collectFlags,
+  );
+  registerSshKeyCommand(
     program,
     (cmd) => addServerOptions(cmd, ['data-dir', 'database']),
     collectFlags,
