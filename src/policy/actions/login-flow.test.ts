@@ -63,7 +63,7 @@ describe('openid-connect and oauth config', () => {
       /unknown config key 'colour'/,
     );
     expect(compile('oauth', { ...OAUTH, provider: 'myspace' })).toThrow(
-      /config\.provider must be one of google, microsoft, github, gitlab, linkedin, amazon, facebook, twitch/,
+      /config\.provider must be one of google, microsoft, github, gitlab, linkedin, amazon, facebook, twitch or custom/,
     );
     expect(compile('oauth', { provider: 'google' })).toThrow(
       /config\.client_id is required: this server has no OAuth app of its own for google \(the operator sets one with --oauth-google-client-id/,
@@ -126,6 +126,29 @@ describe('oauth providers', () => {
       expect(url.searchParams.has('nonce')).toBe(scopes.includes('openid'));
     });
   }
+
+  it('logs in with any OAuth 2.0 provider by its endpoints (provider: custom)', async () => {
+    const custom = {
+      ...OAUTH,
+      provider: 'custom',
+      authorization_url: 'https://id.example.com/oauth/authorize',
+      token_url: 'https://id.example.com/oauth/token',
+      userinfo_url: 'https://id.example.com/api/me',
+      scopes: ['read:user'],
+    };
+    const url = await loginUrl('oauth', custom);
+    expect(`${url.origin}${url.pathname}`).toBe('https://id.example.com/oauth/authorize');
+    expect(url.searchParams.get('scope')).toBe('read:user');
+    expect(compile('oauth', { ...custom, token_url: 'http://id.example.com/token' })).toThrow(
+      /config\.token_url must be an https URL/,
+    );
+    expect(compile('oauth', { ...custom, userinfo_url: undefined })).toThrow(
+      /config\.userinfo_url is required/,
+    );
+    expect(compile('oauth', { ...OAUTH, token_url: 'https://x.example/t' })).toThrow(
+      /config\.token_url is only for provider: custom/,
+    );
+  });
 
   it("uses the operator's app for a provider when the policy names no client_id (managed apps)", async () => {
     configureManagedOAuthApps({ google: { clientId: 'operator-app', clientSecret: 'op-secret' } });

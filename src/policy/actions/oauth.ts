@@ -1,7 +1,8 @@
 import * as oidc from 'openid-client';
 import { egressFetch } from '../../core/egress-guard.js';
+import { isLoopbackHost } from '../../core/hostname.js';
 import { quote } from '../../core/quote.js';
-import { isMapping } from './config.js';
+import { isMapping, type ConfigReader } from './config.js';
 import { LOGIN_CONFIG_KEYS, readLoginConfig } from './login-config.js';
 import { LoginError, loginAction, type Identity, type LoginProvider } from './login-flow.js';
 import { authorizationUrl, exchangeCode, loginErrorOf } from './oidc-client.js';
@@ -166,6 +167,56 @@ const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
   },
 };
 
+/** The config keys of `provider: custom`: the provider's OAuth 2.0 endpoints. */
+const CUSTOM_ENDPOINT_KEYS = ['authorization_url', 'token_url', 'userinfo_url'] as const;
+
+/** An https URL (http only on loopback, for tests and local providers) at `key`. */
+function endpointUrl(config: ConfigReader, key: string): string {
+  const text = config.string(key, {
+    required: true,
+    example: '"https://id.example/oauth/authorize"',
+  })!;
+  const url = URL.canParse(text) ? new URL(text) : undefined;
+  const loopback = url !== undefined && isLoopbackHost(url.hostname);
+  if (
+    url === undefined ||
+    !(url.protocol === 'https:' || (url.protocol === 'http:' && loopback)) ||
+    url.hash !== ''
+  ) {
+    return config.fail(
+      key,
+      `must be an https URL (http only on loopback), not ${quote(text, '"')}`,
+    );
+  }
+  return url.href;
+}
+
+/**
+ * `provider: custom`: any OAuth 2.0 provider by its endpoints (`authorization_url`, `token_url`,
+ * `userinfo_url`). Who logged in is the user endpoint's `sub` (or `id`), `email` (unless
+ * `email_verified` is false) and `name` (or `login`, `username`); no default scopes.
+ */
+function customProvider(config: ConfigReader): OAuthProvider {
+  const authorization = endpointUrl(config, 'authorization_url');
+  const token = endpointUrl(config, 'token_url');
+  const userinfo = endpointUrl(config, 'userinfo_url');
+  return {
+    metadata: {
+      issuer: new URL(authorization).origin,
+      authorization_endpoint: authorization,
+      token_endpoint: token,
+    },
+    scopes: [],
+    openid: false,
+    user: { url: userinfo },
+    identity: (u) => ({
+      sub: str(u.sub) || str(u.id),
+      email: verifiedEmail(u),
+      name: str(u.name) || str(u.login) || str(u.username),
+    }),
+  };
+}
+
 /**
  * The token answer, as openid-client should read it. Twitch sends `scope` as a list, which
  * OAuth 2 (and openid-client) wants as one space-separated string. A provider whose user is read
@@ -234,17 +285,25 @@ export const oauthAction: ActionSpec = {
   type: 'oauth',
   phases: ['on_http_request'],
   termination: 'conditionally',
-  configKeys: ['provider', ...LOGIN_CONFIG_KEYS],
+  configKeys: ['provider', ...CUSTOM_ENDPOINT_KEYS, ...LOGIN_CONFIG_KEYS],
   compile(config) {
     const name = config.string('provider', { required: true, example: '"google"' })!;
-    const p = OAUTH_PROVIDERS[name];
-    if (p === undefined || !Object.hasOwn(OAUTH_PROVIDERS, name)) {
+    const p = name === 'custom' ? customProvider(config) : OAUTH_PROVIDERS[name];
+    if (p === undefined || (name !== 'custom' && !Object.hasOwn(OAUTH_PROVIDERS, name))) {
       return config.fail(
         'provider',
-        `must be one of ${Object.keys(OAUTH_PROVIDERS).join(', ')}, not ${quote(name, '"')}`,
+        `must be one of ${Object.keys(OAUTH_PROVIDERS).join(', ')} or custom (any OAuth 2.0 provider by its endpoints), not ${quote(name, '"')}`,
       );
     }
-    const cfg = readLoginConfig(config, name, p.scopes, name);
+    if (name !== 'custom') {
+      for (const key of CUSTOM_ENDPOINT_KEYS) {
+        if (config.has(key)) config.fail(key, 'is only for provider: custom');
+      }
+    }
+    const cfg =
+      name === 'custom'
+        ? readLoginConfig(config, name, p.scopes)
+        : readLoginConfig(config, name, p.scopes, name);
     const client = new oidc.Configuration(p.metadata, cfg.clientId, cfg.clientSecret);
     client.timeout = 10;
     client[oidc.customFetch] = tokenFetchFor(!p.openid);
@@ -276,6 +335,9 @@ export const oauthAction: ActionSpec = {
         }
       },
     };
-    return loginAction(cfg, 'oauth', `oauth\n${name}`, provider);
+    // A custom provider's cookies are keyed to its endpoints too, not only to its client id.
+    const keyContext =
+      name === 'custom' ? `oauth\ncustom\n${p.metadata.authorization_endpoint}` : `oauth\n${name}`;
+    return loginAction(cfg, 'oauth', keyContext, provider);
   },
 };
