@@ -6,6 +6,7 @@ import { go, PAGES, useRoute, type PagePath } from './routes';
 import { AgentsPage } from './pages/agents';
 import { ApiKeysPage } from './pages/api-keys';
 import { AuthtokensPage } from './pages/authtokens';
+import { SshKeysPage } from './pages/ssh-keys';
 import { BackendsPage } from './pages/backends';
 import { BotUsersPage } from './pages/bot-users';
 import { DomainsPage } from './pages/domains';
@@ -35,6 +36,7 @@ const PAGE_COMPONENTS: Record<PagePath, () => React.JSX.Element> = {
   'ip-policies': IpPoliciesPage,
   backends: BackendsPage,
   authtokens: AuthtokensPage,
+  'ssh-keys': SshKeysPage,
   'bot-users': BotUsersPage,
   'api-keys': ApiKeysPage,
   users: UsersPage,

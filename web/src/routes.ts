@@ -12,6 +12,7 @@ export const PAGES = [
   { path: 'ip-policies', name: 'IP policies' },
   { path: 'backends', name: 'Backends' },
   { path: 'authtokens', name: 'Authtokens' },
+  { path: 'ssh-keys', name: 'SSH keys' },
   { path: 'bot-users', name: 'Bot users' },
   { path: 'api-keys', name: 'API keys' },
   { path: 'users', name: 'Users' },
