@@ -26,6 +26,7 @@ import { startIngress, type Ingress } from './ingress/ingress.js';
 import { EdgeMetrics } from './metrics/metrics.js';
 import { TunnelRegistry } from './registry/tunnel-registry.js';
 import { TrafficLog } from './metrics/traffic-log.js';
+import { trafficEventsOut } from './metrics/otlp-events.js';
 import { trafficInspector, type TrafficInspector } from './metrics/traffic-replay.js';
 import { trafficExchangeTap, trafficTap } from './ingress/http/traffic-tap.js';
 import { startSshListener, type SshListener } from './ssh/ssh-listener.js';
@@ -122,7 +123,11 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const secretsTimer = setInterval(reloadSecrets, SECRETS_RELOAD_MS);
   secretsTimer.unref();
   const baseWildcard = `*.${config.baseDomain}`;
-  const trafficLog = new TrafficLog({ redactHeaders: config.inspectRedactHeaders });
+  const trafficEvents = trafficEventsOut(logger);
+  const trafficLog = new TrafficLog({
+    redactHeaders: config.inspectRedactHeaders,
+    onAnswered: trafficEvents,
+  });
   const certsDir = join(config.dataDir, CERTS_DIR);
   const stored = storedCertificates(repos);
 

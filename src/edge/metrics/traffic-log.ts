@@ -95,6 +95,8 @@ export type TrafficAnswer = Pick<
 export interface TrafficLogOptions {
   /** Header names redacted besides the four credential headers (`--inspect-redact-header`). */
   redactHeaders?: readonly string[];
+  /** Told of each answered request, redacted as kept (traffic events out: otlp-events.ts). */
+  onAnswered?: ((record: TrafficRecord) => void) | undefined;
 }
 
 /** Accumulates one body up to the cap. */
@@ -130,8 +132,11 @@ export class TrafficLog {
   private seq = 0;
   readonly redactor: CredentialRedactor;
 
+  private readonly onAnswered: ((record: TrafficRecord) => void) | undefined;
+
   constructor(options: TrafficLogOptions = {}) {
     this.redactor = new CredentialRedactor(options.redactHeaders);
+    this.onAnswered = options.onAnswered;
   }
 
   /** Bodies are captured for `host` from now on (or no longer). */
@@ -195,6 +200,7 @@ export class TrafficLog {
     record.durationMs = answer.durationMs;
     record.requestBody = answer.requestBody;
     record.responseBody = answer.responseBody;
+    this.onAnswered?.(record);
   }
 
   /** Newest first; only `host`'s when given, only those after the cursor `afterSeq` when given. */
