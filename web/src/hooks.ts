@@ -105,3 +105,29 @@ export function useResource<T extends { id: string }>(
 
 /** What {@link useResource} returns. */
 export type Resource<T extends { id: string }> = ReturnType<typeof useResource<T>>;
+
+interface Named {
+  id: string;
+  name: string;
+}
+
+/**
+ * Who owns a key or an authtoken, by name: the signed-in person ("ada (you)"), a bot user, or
+ * another dashboard user (named for admins, who may list users; the id for others).
+ */
+export function useOwnerName(): (id: string) => string {
+  const loadMe = useCallback(
+    async () => (await api<{ user: Named }>('GET', '/auth/session')).user,
+    [],
+  );
+  const me = useLoad(loadMe).data;
+  const bots = useList<Named>('/bot_users', 'bot_users').items;
+  // Refused (403) for anyone but an admin: their owners stay ids.
+  const people = useList<Named>('/users', 'users').items;
+  return (id) => {
+    if (me?.id === id) return `${me.name} (you)`;
+    const bot = bots?.find((b) => b.id === id);
+    if (bot) return `${bot.name} (bot user)`;
+    return people?.find((p) => p.id === id)?.name ?? id;
+  };
+}

@@ -1,8 +1,7 @@
-import { useCallback, useState } from 'react';
-import { api } from '../api';
+import { useState } from 'react';
 import { PageHeader, ShownOnce, When } from '../components';
 import { CreateForm, SelectField, TextField } from '../fields';
-import { useList, useLoad, useResource } from '../hooks';
+import { useOwnerName, useResource } from '../hooks';
 import { ResourceTable } from '../resource';
 
 interface ApiKey {
@@ -22,29 +21,6 @@ function scopeList(text: string): string[] | null {
     .map((s) => s.trim())
     .filter((s) => s !== '');
   return scopes.length === 0 ? null : scopes;
-}
-
-interface Named {
-  id: string;
-  name: string;
-}
-
-/**
- * Who owns a key, by name: the signed-in person (who made the dashboard's keys), a bot user, or
- * the id of another dashboard user (their names are not listed to the API).
- */
-function useOwnerName(): (id: string) => string {
-  const loadMe = useCallback(
-    async () => (await api<{ user: Named }>('GET', '/auth/session')).user,
-    [],
-  );
-  const me = useLoad(loadMe).data;
-  const bots = useList<Named>('/bot_users', 'bot_users').items;
-  return (id) => {
-    if (me?.id === id) return `${me.name} (you)`;
-    const bot = bots?.find((b) => b.id === id);
-    return bot ? `${bot.name} (bot user)` : id;
-  };
 }
 
 /** API keys: create (the key shown once), list, delete. */

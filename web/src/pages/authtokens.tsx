@@ -1,7 +1,7 @@
 import { useState } from 'react';
 import { Chips, PageHeader, ShownOnce, When } from '../components';
 import { CreateForm, SelectField, TextField } from '../fields';
-import { useList, useResource } from '../hooks';
+import { useList, useOwnerName, useResource } from '../hooks';
 import { ResourceTable } from '../resource';
 import type { BotUser } from './bot-users';
 
@@ -44,7 +44,7 @@ export function AuthtokensPage() {
     setAcl([]);
     setRule('');
   };
-  const ownerName = (id: string) => bots.items?.find((b) => b.id === id)?.name ?? id;
+  const ownerName = useOwnerName();
 
   return (
     <>
