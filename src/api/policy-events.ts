@@ -22,6 +22,20 @@ const PolicyEventSchema = Type.Object({
   }),
   message: Type.String(),
   client_ip: Type.String(),
+  client_geo: Type.Optional(
+    Type.Object(
+      {
+        country_code: Type.String(),
+        subdivision: Type.String(),
+        city: Type.String(),
+        as_number: Type.Integer(),
+        as_organization: Type.String(),
+      },
+      {
+        description: "what the server's --geoip-* databases say of client_ip; absent when nothing",
+      },
+    ),
+  ),
   metadata: Nullable(Type.Record(Type.String(), Type.Unknown())),
 });
 

@@ -35,6 +35,15 @@ export type PolicyEventOutcome =
   | 'would-refuse-jwt'
   | 'error';
 
+/** The IP intelligence an event carries: the fields an operator filters events by. */
+export interface ClientGeo {
+  country_code: string;
+  subdivision: string;
+  city: string;
+  as_number: number;
+  as_organization: string;
+}
+
 /** One event, as the API returns it. */
 export interface PolicyEvent {
   /** RFC 3339 with milliseconds. */
@@ -49,6 +58,8 @@ export interface PolicyEvent {
   outcome: PolicyEventOutcome;
   message: string;
   client_ip: string;
+  /** What IP intelligence knows of client_ip (`--geoip-*`); absent when it knows nothing. */
+  client_geo?: ClientGeo;
   /** `log` metadata (interpolated), or details of the decision. */
   metadata: Record<string, unknown> | null;
 }

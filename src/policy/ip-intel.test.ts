@@ -124,6 +124,26 @@ describe('IP intelligence', () => {
     expect(answer(both, '192.0.2.10')).toBe('200 192.0.2.10');
   });
 
+  it('puts client_geo in the events of a known client, none for an unknown one', () => {
+    const { runner, events, owner } = bindPolicy(
+      oneRule('on_http_request', [{ type: 'deny' }], ["req.url.path == '/x'"]),
+      'http',
+    );
+    sync(runner.onHttpRequest({ conn: { client_ip: '192.0.2.10' }, req: { ...req, url: '/x' } }));
+    sync(runner.onHttpRequest({ conn: { client_ip: '203.0.113.9' }, req: { ...req, url: '/x' } }));
+    const [unknown, known] = events.eventsFor(owner);
+    expect(known).toMatchObject({
+      client_ip: '192.0.2.10',
+      client_geo: {
+        country_code: 'FR',
+        city: 'Paris',
+        as_number: 64500,
+        as_organization: 'Example Transit',
+      },
+    });
+    expect(unknown).not.toHaveProperty('client_geo');
+  });
+
   it('knows nothing of an address outside the databases, or of IPv6, without failing', () => {
     expect(lookupIpIntel('2001:db8::1')).toEqual({});
     const policy = oneRule('on_http_request', [

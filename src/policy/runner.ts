@@ -12,6 +12,7 @@ import type { CompiledPolicy, CompiledRule } from './compile.js';
 import { toJson } from './cel-types.js';
 import {
   DISCARD_EVENTS,
+  type ClientGeo,
   type IpPolicyRule,
   type PolicyEventOutcome,
   type PolicyEventSink,
@@ -398,6 +399,7 @@ export class PolicyRunner {
       outcome,
       message,
       client_ip: run.activation.conn.client_ip,
+      ...clientGeo(run.activation.conn),
       metadata: meta,
     });
   }
@@ -414,6 +416,21 @@ export class PolicyRunner {
     if (!this.lookup) return Promise.reject(new Error('no IP policy source was given'));
     return this.lookup(ids);
   }
+}
+
+/** `client_geo` of an event, when IP intelligence knows the client (looked up once per connection). */
+function clientGeo(conn: ConnVars): { client_geo?: ClientGeo } {
+  const i = conn.client_ip_info.intel;
+  if (i.country_code === undefined && i.as_number === undefined && i.city === undefined) return {};
+  return {
+    client_geo: {
+      country_code: i.country_code ?? '',
+      subdivision: i.subdivision ?? '',
+      city: i.city ?? '',
+      as_number: i.as_number ?? 0,
+      as_organization: i.as_organization ?? '',
+    },
+  };
 }
 
 /**
