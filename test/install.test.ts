@@ -23,7 +23,7 @@ import {
  * `npm install -g --prefix <tmp>` (its dependencies from npm's cache, else the registry), and the
  * installed `burrow` run by name from a folder outside the clone: `--version`, `server`,
  * `api-key create`, `http` and `agent`. Run `npm run build` first (the tarball takes `dist/` as it
- * is: `npm pack --ignore-scripts` skips the prepack build that `npm test` has just done).
+ * is: `npm pack --ignore-scripts` skips the prepare build that `npm test` has just done).
  *
  * better-sqlite3 would otherwise compile for minutes here (its prebuilt binaries are on a host
  * this machine cannot reach): its install script is pointed, through prebuild-install's
