@@ -148,8 +148,14 @@ function misplacedSecret(
   );
 }
 
-/** An unescaped `${`: `$${` writes a literal `${` in templates. */
-const INTERPOLATION = /(?<!\$)\$\{/;
+/**
+ * What reads as a template in a field that takes its text as it is: `${` (not `$${`), then a
+ * name, up to a `}` (`${req.url.authority}`, `${conn.client_ip}`).
+ */
+const INTERPOLATION = /(?<!\$)\$\{\s*[A-Za-z_][^}]*\}/;
+
+/** Keys whose values are secrets or credentials: any text is theirs, `${` included. */
+const LITERAL_KEYS = new Set(['credentials', 'secret', 'client_secret', 'password']);
 
 /**
  * Refuse a `${…}` in a config value the action takes as it is (no interpolation there), which
@@ -168,14 +174,15 @@ function refuseUninterpolated(
     throw new ValidationError(
       CODES.policyActionValue,
       field,
-      `${at}: ${path} holds ${quote(config, '"')}, but this field is not interpolated: its \${…} would be taken literally; remove it, or write $\${ for a literal \${`,
+      `${at}: ${path} holds ${quote(config, '"')}, but this field is not interpolated: its \${…} would be taken literally and never evaluated`,
     );
   }
   if (Array.isArray(config)) {
     config.forEach((v, i) => refuseUninterpolated(v, interpolated, at, field, `${path}[${i}]`));
   } else if (config !== null && typeof config === 'object') {
-    for (const [k, v] of Object.entries(config))
-      refuseUninterpolated(v, interpolated, at, field, `${path}.${k}`);
+    for (const [k, v] of Object.entries(config)) {
+      if (!LITERAL_KEYS.has(k)) refuseUninterpolated(v, interpolated, at, field, `${path}.${k}`);
+    }
   }
 }
 

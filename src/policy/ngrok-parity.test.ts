@@ -79,6 +79,17 @@ describe('templates in config fields', () => {
     expect((error as Error).message).toMatch(
       /config\.name holds "\$\{conn\.client_ip\}", but this field is not interpolated/,
     );
+    // A credential may hold any text, `${` included.
+    expect(() =>
+      compilePolicy(
+        JSON.stringify(
+          oneRule('on_http_request', [
+            { type: 'basic-auth', config: { credentials: ['alice:pa${ss}word'] } },
+          ]),
+        ),
+        { protocol: 'http' },
+      ),
+    ).not.toThrow();
   });
 });
 
