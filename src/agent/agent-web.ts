@@ -10,7 +10,10 @@ import { listenWebAddr, type WebListener } from './web-access.js';
 import { webApi } from './web-api.js';
 
 export interface AgentWebOptions {
-  session: Session;
+  /** The session, or how to find the current one (the device agent's). */
+  session: Session | (() => Session | undefined);
+  /** Tunnels are made elsewhere: starting and stopping them here is refused with this message. */
+  readOnly?: string;
   /** `web_addr`: host:port, a port, `false` (no listener), undefined (127.0.0.1:4040). */
   webAddr: string | false | undefined;
   /** `--web-auth user:password`: required on every request (and to listen beyond loopback). */
@@ -36,7 +39,7 @@ export interface AgentWeb {
  */
 export async function startAgentWeb(options: AgentWebOptions): Promise<AgentWeb> {
   const log = new RequestLog(options.logBytes ?? DEFAULT_LOG_BYTES);
-  const tunnels = new NamedTunnels(options.session, log);
+  const tunnels = new NamedTunnels(options.session, log, options.readOnly);
   const access = { credential: options.credential };
   const handler = webApi({
     tunnels,

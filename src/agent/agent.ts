@@ -12,10 +12,12 @@ import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import { hostnameProblem, isLoopbackHost } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import { connect, parseCaFingerprint, type ConnectOptions } from '../sdk/index.js';
+import { startAgentWeb } from './agent-web.js';
 import { AgentStartupError } from './errors.js';
 import { createAgentApi } from './local-api.js';
 import { loadDefaultPolicy } from './policy.js';
-import { StateFile, StateFileError } from './state-file.js';
+import { StateFile, StateFileError, type StoredTunnel } from './state-file.js';
+import type { TunnelDefinition } from './tunnel-definition.js';
 import { TunnelManager } from './tunnels.js';
 
 /** Everything the agent runs with (the CLI resolves flags, environment and config file). */
@@ -45,12 +47,21 @@ export interface AgentOptions {
   connectOptions?: Partial<ConnectOptions>;
   /** Backoff of the first connection and of refused binds, in ms. */
   retry?: { initialDelay: number; maxDelay: number };
+  /**
+   * The request inspector and read-only agent API (docs/agent-api.md) on this address (the next
+   * free port when taken); undefined or false: none.
+   */
+  webAddr?: string | false;
+  /** `user:password` the inspector asks of every request; required beyond loopback. */
+  webAuth?: string;
 }
 
 /** A running agent. */
 export interface RunningAgent {
   /** The local API's address, host:port, with the real port. */
   address: string;
+  /** The inspector's address (`webAddr`), with the real port; undefined when off. */
+  webAddress: string | undefined;
   tunnels: TunnelManager;
   /** Settles when the agent has to end: 0 when the server asked it to stop, 1 when it cannot go on. */
   ended: Promise<{ code: number; reason: string }>;
@@ -117,6 +128,27 @@ export function checkAgentOptions(options: AgentOptions): void {
       throw new AgentStartupError(`--ca-fingerprint: ${(err as Error).message}`);
     }
   }
+}
+
+/** A device-agent tunnel as the inspector names it: by its url_part. */
+function deviceTunnelDefinition(record: StoredTunnel, target: string): TunnelDefinition {
+  return {
+    name: record.url_part,
+    kind: 'tunnel',
+    proto: record.protocol,
+    addr: target,
+    domain: record.domain || undefined,
+    remoteAddr: undefined,
+    scheme: undefined,
+    hostHeaderRewrite: false,
+    labels: undefined,
+    trafficPolicy: undefined,
+    poolingEnabled: false,
+    inspect: true,
+    metadata: '',
+    url: record.url,
+    options: undefined,
+  };
 }
 
 async function listen(server: Server, host: string, port: number): Promise<string> {
@@ -188,7 +220,24 @@ export async function startAgent(options: AgentOptions, logger: Logger): Promise
         ...options.connectOptions,
       }),
     expose: expose ? { domain: expose, handler: (req, res) => exposedApi(req, res) } : undefined,
+    onEndpoint: (record, target, endpoint) =>
+      web?.tunnels.adopt(deviceTunnelDefinition(record, target), endpoint),
   });
+  // The inspector sees each tunnel's requests; its tunnels are those of this agent's /tunnels API.
+  const web =
+    options.webAddr === undefined || options.webAddr === false
+      ? undefined
+      : await startAgentWeb({
+          session: () => tunnels.currentSession,
+          readOnly:
+            "this device agent's tunnels are created and deleted with its own API (POST /tunnels, DELETE /tunnels/{url_part}, docs/device-agent.md)",
+          webAddr: options.webAddr,
+          credential: options.webAuth,
+          version: 'burrow agent',
+          warn: (line) => logger.warn(line),
+          logger,
+        });
+  if (web?.listener) logger.info({ address: web.listener.address }, 'agent inspector listening');
   const api = createAgentApi({ tunnels, apiToken: options.apiToken, logger });
   exposedApi = api('exposed');
 
@@ -215,6 +264,7 @@ export async function startAgent(options: AgentOptions, logger: Logger): Promise
   let closing: Promise<void> | undefined;
   return {
     address,
+    webAddress: web?.listener?.address,
     tunnels,
     ended,
     close() {
@@ -222,6 +272,7 @@ export async function startAgent(options: AgentOptions, logger: Logger): Promise
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeAllConnections();
         await tunnels.close();
+        await web?.close();
         await stopped;
       })();
       return closing;

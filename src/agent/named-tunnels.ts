@@ -75,14 +75,28 @@ export async function openDefinition(session: Session, d: TunnelDefinition): Pro
 export class NamedTunnels {
   private readonly running = new Map<string, RunningTunnel>();
 
+  /**
+   * `session` is the session, or how to find the current one (the device agent's changes as it
+   * reconnects). With `readOnly`, the tunnels are made elsewhere (the device agent's `/tunnels`
+   * API): starting and stopping them here is a 405 carrying that message.
+   */
   constructor(
-    private readonly session: Session,
+    private readonly session: Session | (() => Session | undefined),
     private readonly log: RequestLog,
+    private readonly readOnly?: string,
   ) {}
 
-  /** The session's server and the time it connected, for the status page. */
-  get sessionInfo(): Session {
-    return this.session;
+  /** The session now (undefined while the device agent has none), for the status page. */
+  get sessionInfo(): Session | undefined {
+    return typeof this.session === 'function' ? this.session() : this.session;
+  }
+
+  private changeable(): Session {
+    if (this.readOnly !== undefined) throw new AgentApiError(405, this.readOnly);
+    const session = this.sessionInfo;
+    if (!session)
+      throw new AgentApiError(503, 'the agent is not connected to its server yet; try again');
+    return session;
   }
 
   /**
@@ -90,6 +104,7 @@ export class NamedTunnels {
    * refuses a 502 with the server's words.
    */
   async start(definition: TunnelDefinition): Promise<RunningTunnel> {
+    const session = this.changeable();
     if (this.running.has(definition.name)) {
       throw new AgentApiError(
         409,
@@ -99,7 +114,7 @@ export class NamedTunnels {
     }
     let endpoint: Endpoint;
     try {
-      endpoint = await openDefinition(this.session, definition);
+      endpoint = await openDefinition(session, definition);
     } catch (err) {
       throw new AgentApiError(
         502,
@@ -132,6 +147,7 @@ export class NamedTunnels {
 
   /** Unbind the tunnel `name`; a name not running is a 404. */
   async stop(name: string): Promise<void> {
+    this.changeable();
     const tunnel = this.get(name);
     this.running.delete(name);
     await tunnel.endpoint.close();

@@ -39,6 +39,8 @@ export interface TunnelManagerOptions {
   expose?: { domain: string; handler: RequestListener };
   /** Backoff of the first connection and of binds the server refused, in ms. */
   retry?: { initialDelay: number; maxDelay: number };
+  /** Each endpoint as it is bound (created or restored), for the inspector (agent.ts). */
+  onEndpoint?: (record: StoredTunnel, target: string, endpoint: Endpoint) => void;
 }
 
 export interface TunnelManagerEvents {
@@ -352,6 +354,7 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
 
   private watch(entry: Entry, endpoint: Endpoint): void {
     const { logger } = this.options;
+    this.options.onEndpoint?.(entry.record, entry.target, endpoint);
     endpoint.on('close', (err) => {
       if (entry.endpoint === endpoint) entry.endpoint = undefined;
       if (err) {

@@ -274,10 +274,10 @@ export function webApi(options: WebApiOptions): RequestListener {
         uri: '/api/status',
         version: options.version,
         session: {
-          server_addr: session.serverAddr,
-          client_id: session.clientId,
-          connected: session.connected,
-          latency_ms: session.latency ?? null,
+          server_addr: session?.serverAddr ?? null,
+          client_id: session?.clientId ?? null,
+          connected: session?.connected ?? false,
+          latency_ms: session?.latency ?? null,
         },
         tunnels: tunnels.list().map(tunnelView),
       });

@@ -27,6 +27,14 @@ export interface AgentFlags {
   expose?: string;
   apiToken?: string;
   logLevel: string;
+  /** The inspector (off unless given: a device agent runs as a service). */
+  webAddr?: string;
+  webAuth?: string;
+}
+
+/** `--web-addr`: an address, or off (`false`, or not given). */
+function webAddrOf(value: string | false | undefined): string | false {
+  return value === undefined || value === 'false' ? false : value;
 }
 
 /**
@@ -57,6 +65,8 @@ export async function runAgent(
     defaultPolicyExplicit: source.defaultPolicyExplicit,
     expose: flags.expose,
     apiToken: flags.apiToken === '' ? undefined : flags.apiToken,
+    webAddr: webAddrOf(flags.webAddr ?? env.BURROW_WEB_ADDR ?? settings.webAddr),
+    webAuth: flags.webAuth ?? (env.BURROW_WEB_AUTH || undefined),
   };
   let agent;
   try {
@@ -128,6 +138,18 @@ export function registerAgentCommand(program: Command): void {
         '--api-token <token>',
         'bearer token every agent API request must carry (local and exposed)',
       ).env('BURROW_AGENT_API_TOKEN'),
+    )
+    .addOption(
+      new Option(
+        '--web-addr <host:port>',
+        "serve the request inspector and a read-only agent API (ngrok's shapes, docs/agent-api.md) here, e.g. 127.0.0.1:4040; off by default",
+      ).env('BURROW_WEB_ADDR'),
+    )
+    .addOption(
+      new Option(
+        '--web-auth <user:password>',
+        'HTTP Basic credential the inspector asks of every request; required beyond loopback',
+      ).env('BURROW_WEB_AUTH'),
     )
     .addOption(
       new Option('--log-level <level>', 'trace, debug, info, warn, error')
