@@ -16,16 +16,19 @@ import { connectNgrok } from './support/ngrok-agents.js';
  * Issue 33, traffic events out: a real `burrow server` started with the standard
  * `OTEL_EXPORTER_OTLP_ENDPOINT` sends each request a visitor made through the @ngrok/ngrok agent
  * to a local OTLP/HTTP receiver as a log record `http_request_complete.v0`, each once, with its
- * method, host, path and status, and without the visitor's credentials.
+ * method, host, path and status, and without the visitor's credentials; a request that came with a
+ * W3C traceparent reaches the service with it, and its record carries the same trace id.
  */
 
 interface LogRecord {
+  traceId?: string;
   attributes: Array<{ key: string; value: { stringValue?: string; intValue?: string } }>;
 }
 
 describe('traffic events to OpenTelemetry', () => {
   let collector: Server;
   const received: LogRecord[] = [];
+  const seenTraceparents: string[] = [];
   let edge: EdgeServer;
   let service: LocalServer;
   let session: ngrok.Session;
@@ -63,7 +66,10 @@ describe('traffic events to OpenTelemetry', () => {
     } finally {
       delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
     }
-    service = await startHttpUpstream((_req, res) => res.writeHead(201).end('made'));
+    service = await startHttpUpstream((req, res) => {
+      seenTraceparents.push(String(req.headers.traceparent ?? ''));
+      res.writeHead(201).end('made');
+    });
     session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
     const listener = await session
       .httpEndpoint()
@@ -97,5 +103,15 @@ describe('traffic events to OpenTelemetry', () => {
       expect(attr(r, 'server.address')).toBe(new URL(url).hostname);
     }
     expect(JSON.stringify(received)).not.toContain('visitor-secret');
+  });
+
+  it("puts the edge's record in the trace the client and the service share", async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const res = await curlUrl(url, '/traced', ['-H', `traceparent: ${traceparent}`]);
+    expect(res.status).toBe(201);
+    expect(seenTraceparents.at(-1)).toBe(traceparent);
+    const traced = () => received.find((r) => attr(r, 'url.path') === '/traced');
+    for (let i = 0; i < 200 && !traced(); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(traced()?.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
   });
 });

@@ -2,7 +2,8 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OtlpLogExporter, otlpFromEnv } from './otlp-events.js';
+import type { TrafficRecord } from './traffic-log.js';
+import { OtlpLogExporter, otlpFromEnv, requestLogRecord } from './otlp-events.js';
 
 /** A local OTLP/HTTP receiver: answers each request with the next of `statuses` (then 200). */
 async function receiver(statuses: number[] = []) {
@@ -49,6 +50,48 @@ describe('OTLP log exporter', () => {
       url: 'http://logs:4318/custom',
       headers: { authorization: 'Bearer abc', 'x-team': 'edge' },
     });
+  });
+
+  it('carries the trace id of a valid traceparent the request came with, and only then', () => {
+    const record = (headers: string[]) =>
+      requestLogRecord(
+        {
+          id: 'tr_1',
+          seq: 1,
+          host: 'app.example.com',
+          tunnelId: 'tn_1',
+          scheme: 'https',
+          startedAt: 1_700_000_000_000,
+          method: 'GET',
+          path: '/',
+          clientIp: '198.51.100.4',
+          requestHeaders: headers,
+          status: 200,
+          responseHeaders: {},
+          durationMs: 2,
+          requestBody: undefined,
+          responseBody: undefined,
+          replayOf: undefined,
+          credentialsShown: false,
+        } as TrafficRecord,
+        1_700_000_000_005,
+      );
+    const traced = record([
+      'Traceparent',
+      '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01',
+    ]);
+    expect(traced).toMatchObject({
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      spanId: '00f067aa0ba902b7',
+      timeUnixNano: '1700000000000000000',
+    });
+    for (const bad of [
+      '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
+      '01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      'garbage',
+    ]) {
+      expect(record(['traceparent', bad])).not.toHaveProperty('traceId');
+    }
   });
 
   it('batches, and retries a batch the collector refuses for now, sending each record once', async () => {

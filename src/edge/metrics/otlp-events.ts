@@ -57,7 +57,25 @@ const int = (key: string, value: number): KeyValue => ({
   value: { intValue: String(Math.round(value)) },
 });
 
-/** One answered request as an OTLP log record. */
+/** W3C `traceparent`: version 00, a trace id and parent id not all zeros, flags. */
+const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
+
+/** The trace and span ids of the request's `traceparent` header, when it has a valid one. */
+function traceOf(headers: readonly string[]): { traceId: string; spanId: string } | undefined {
+  for (let i = 0; i < headers.length; i += 2) {
+    if (headers[i]!.toLowerCase() !== 'traceparent') continue;
+    const m = TRACEPARENT.exec(headers[i + 1]!.trim().toLowerCase());
+    if (!m || /^0+$/.test(m[1]!) || /^0+$/.test(m[2]!)) return undefined;
+    return { traceId: m[1]!, spanId: m[2]! };
+  }
+  return undefined;
+}
+
+/**
+ * One answered request as an OTLP log record; a request that came with a W3C `traceparent`
+ * (which the edge passes to the service unchanged) carries its trace id, so the collector puts
+ * the edge's record in the trace the client and the service share.
+ */
 export function requestLogRecord(r: TrafficRecord, nowMs: number): Record<string, unknown> {
   const attributes: KeyValue[] = [
     str('event.name', 'http_request_complete.v0'),
@@ -74,6 +92,7 @@ export function requestLogRecord(r: TrafficRecord, nowMs: number): Record<string
     attributes.push({ key: 'burrow.duration_ms', value: { doubleValue: r.durationMs } });
   }
   return {
+    ...traceOf(r.requestHeaders),
     timeUnixNano: `${BigInt(Math.round(r.startedAt)) * 1_000_000n}`,
     observedTimeUnixNano: `${BigInt(Math.round(nowMs)) * 1_000_000n}`,
     severityNumber: 9,
