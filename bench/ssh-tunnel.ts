@@ -1,0 +1,117 @@
+/**
+ * SSH tunnels (issue 32) against `burrow http`: keep-alive requests to one local service through
+ * an endpoint made by Debian's OpenSSH client (`ssh -R 0:localhost:<service> … http`, the edge's
+ * SSH listener, forwarded-tcpip channels) and through the same service's endpoint of a Burrow SDK
+ * agent (what `burrow http` runs), as a ratio. Rounds are interleaved so drift hits both.
+ *
+ *   node --import tsx bench/ssh-tunnel.ts
+ *   DURATION=5 CONNECTIONS=50 ROUNDS=3 node --import tsx bench/ssh-tunnel.ts
+ *
+ * Processes: the edge (with its SSH listener), the SDK agent and the ssh client (children of the
+ * agent role), the local service, one load generator per measurement, and this process.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pino } from 'pino';
+import { startSshListener } from '../src/edge/ssh/ssh-listener.js';
+import { TEST_AGENT_SETTINGS } from '../test/support/agent-edge.js';
+import { fmt, machine, markdownTable } from './report.js';
+import { median, runTunnelBench, type RateResult } from './support/load.js';
+import { answer, RoleProcesses } from './support/roles.js';
+import { connectAgent, startBenchEdge, type EdgeAddress } from './support/sdk-agent.js';
+
+const DURATION = Number(process.env.DURATION ?? 5);
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+
+type EdgeInfo = EdgeAddress & { httpPort: number; sshPort: number; key: string };
+
+async function serveEdge(): Promise<void> {
+  const { edge, info } = await startBenchEdge();
+  const ssh = await startSshListener({
+    listen: '127.0.0.1:0',
+    dataDir: edge.db.dataDir,
+    repos: edge.repos,
+    registry: edge.registry,
+    policies: edge.listener.policies,
+    settings: TEST_AGENT_SETTINGS,
+    logger: pino({ level: 'silent' }),
+  });
+  const key = join(mkdtempSync(join(tmpdir(), 'burrow-bench-ssh-')), 'key');
+  spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
+  await edge.repos.sshCredentials.create({ public_key: readFileSync(`${key}.pub`, 'utf8') });
+  answer({ ...info, sshPort: Number(ssh.address.split(':').pop()), key });
+}
+
+/** `ssh -R` in batch mode; resolves with the host of the URL it prints. */
+function sshTunnel(edge: EdgeInfo, service: number): Promise<string> {
+  const child = spawn(
+    'ssh',
+    [
+      ...['-p', String(edge.sshPort), '-i', edge.key, '-R', `0:127.0.0.1:${service}`],
+      ...['-o', 'BatchMode=yes', '-o', 'StrictHostKeyChecking=no'],
+      ...['-o', 'UserKnownHostsFile=/dev/null', '-o', 'LogLevel=error'],
+      ...['127.0.0.1', 'http'],
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  process.on('exit', () => child.kill());
+  return new Promise((resolve, reject) => {
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      const m = /Forwarding (\S+)/.exec(out);
+      if (m) resolve(new URL(m[1]!).hostname);
+    });
+    child.once('exit', (code) => reject(new Error(`ssh exited with ${code}: ${out}`)));
+  });
+}
+
+async function serveAgent(spec: { edge: EdgeInfo; service: number }): Promise<void> {
+  const session = await connectAgent(spec.edge);
+  const direct = await session.httpEndpoint({ scheme: 'http', forward: spec.service });
+  answer([new URL(direct.url!).hostname, await sshTunnel(spec.edge, spec.service)]);
+}
+
+const roles = new RoleProcesses(import.meta.url);
+
+async function main(): Promise<void> {
+  const edge = await roles.start<EdgeInfo>('edge');
+  const service = await roles.start<{ http: number }>('service');
+  const hosts = await roles.start<string[]>('agent', { edge, service: service.http });
+  const names = ['burrow http (SDK agent)', 'ssh -R … http (OpenSSH client)'];
+  for (const host of hosts) {
+    await roles.start<RateResult>('load', { port: edge.httpPort, host, warmup: true });
+  }
+  const results = hosts.map(() => [] as RateResult[]);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (let i = 0; i < hosts.length; i++) {
+      results[i]!.push(
+        await roles.start<RateResult>('load', { port: edge.httpPort, host: hosts[i] }),
+      );
+      process.stderr.write(`round ${round + 1}: ${names[i]} done\n`);
+    }
+  }
+  const base = median(results[0]!.map((r) => r.rate));
+  const rows = names.map((name, i) => {
+    const rs = results[i]!;
+    const rps = median(rs.map((r) => r.rate));
+    return [
+      name,
+      fmt(rps),
+      fmt(rps / base, 2),
+      `${fmt(median(rs.map((r) => r.p50)), 1)} / ${fmt(median(rs.map((r) => r.p99)), 1)}`,
+      String(rs.reduce((n, r) => n + r.errors, 0)),
+    ];
+  });
+  console.log(
+    `\nSSH tunnel against burrow http, ${machine()}; ${CONNECTIONS} keep-alive connections, ` +
+      `${DURATION} s per run, median of ${ROUNDS} interleaved rounds.\n`,
+  );
+  console.log(markdownTable(['route', 'req/s', 'ratio', 'p50 / p99 ms', 'errors'], rows));
+  for (const child of roles.children) child.kill('SIGTERM');
+}
+
+runTunnelBench(roles, { main, serveEdge, serveAgent, connections: CONNECTIONS, seconds: DURATION });
