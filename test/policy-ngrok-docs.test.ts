@@ -50,6 +50,50 @@ function docsPolicy(checker: string): string {
           },
         ],
       }),
+      at('/asn', {
+        expressions: ['conn.client_ip.is_on_blocklist'],
+        actions: [{ type: 'deny', config: { status_code: 403 } }],
+      }),
+      at('/asn', {
+        actions: [
+          {
+            type: 'custom-response',
+            config: { body: '${conn.client_ip.as.number} ${conn.client_ip.as.organization}' },
+          },
+        ],
+      }),
+      // restrict-ips and its results.
+      at('/ips', {
+        actions: [
+          { type: 'restrict-ips', config: { allow: ['127.0.0.0/30'] } },
+          {
+            type: 'custom-response',
+            config: {
+              body: '${actions.ngrok.restrict_ips.action} ${actions.ngrok.restrict_ips.matched_cidr}',
+            },
+          },
+        ],
+      }),
+      // circuit-breaker with error_threshold 0: one 5xx opens it.
+      at('/cb', {
+        actions: [{ type: 'circuit-breaker', config: { error_threshold: 0, volume_threshold: 1 } }],
+      }),
+      // Macros.
+      at('/macros', {
+        expressions: ["json.decode('{\"a\": [1, 2]}')['a'][1] == 2"],
+        actions: [
+          {
+            type: 'custom-response',
+            config: {
+              body: "${b64.encode('hi')} ${basic_auth.encode('username', 'password1')}",
+            },
+          },
+        ],
+      }),
+      // oauth without client_id: the operator's app (--oauth-google-client-id).
+      at('/login', {
+        actions: [{ type: 'oauth', config: { provider: 'google', scopes: ['openid'] } }],
+      }),
       // User agent filtering example, as printed.
       at('/ua', {
         expressions: ["req.user_agent.name == 'Edge'"],
@@ -132,6 +176,16 @@ describe('ngrok documentation examples on live traffic (@ngrok/ngrok)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'burrow-geoip-e2e-'));
     const cityFile = join(dir, 'city.mmdb');
     const categoriesFile = join(dir, 'categories.mmdb');
+    const asnFile = join(dir, 'asn.mmdb');
+    writeFileSync(
+      asnFile,
+      writeMmdb('GeoLite2-ASN', [
+        {
+          cidr: '127.0.0.3/32',
+          record: { autonomous_system_number: 64501, autonomous_system_organization: 'Test AS' },
+        },
+      ]),
+    );
     const place = (code: string, name: string, town: string) => ({
       city: { names: { en: town } },
       country: { iso_code: code, names: { en: name } },
@@ -149,14 +203,19 @@ describe('ngrok documentation examples on live traffic (@ngrok/ngrok)', () => {
       categoriesFile,
       writeMmdb('Burrow-Categories', [
         { cidr: '127.0.0.4/32', record: { categories: ['proxy.anonymous.tor'] } },
+        { cidr: '127.0.0.6/32', record: { categories: ['blocklist.example.drop'] } },
       ]),
     );
     edge = await startEdgeServer('sqlite', [
-      ...['--geoip-city', cityFile, '--geoip-categories', categoriesFile],
+      ...['--geoip-city', cityFile, '--geoip-categories', categoriesFile, '--geoip-asn', asnFile],
+      ...['--oauth-google-client-id', 'operator-app', '--oauth-google-client-secret', 'op-secret'],
       // The checking service listens on loopback: allowed as an operator would.
       ...['--egress-allow', '127.0.0.1'],
     ]);
-    web = await startHttpUpstream((req, res) => res.end(`upstream ${req.url}`));
+    web = await startHttpUpstream((req, res) => {
+      if (req.url === '/cb') res.statusCode = 500;
+      res.end(`upstream ${req.url}`);
+    });
     checker = await startHttpUpstream((req, res) => {
       res.setHeader('content-type', 'application/json');
       res.end(JSON.stringify({ allowed: !(req.url ?? '').includes('ip=127.0.0.3') }));
@@ -194,6 +253,35 @@ describe('ngrok documentation examples on live traffic (@ngrok/ngrok)', () => {
     expect([ca.status, ca.text]).toEqual([200, 'CA Montreal Canada']);
     const unknown = await from('127.0.0.5', '/geo');
     expect([unknown.status, unknown.text]).toEqual([200, '  ']);
+  });
+
+  it('IP intelligence: the AS of a client, a client on a blocklist denied', async () => {
+    const known = await from('127.0.0.3', '/asn');
+    expect([known.status, known.text]).toEqual([200, '64501 Test AS']);
+    expect((await from('127.0.0.6', '/asn')).status).toBe(403);
+  });
+
+  it('restrict-ips tells later rules the block that matched', async () => {
+    expect((await from('127.0.0.2', '/ips')).text).toBe('allow 127.0.0.0/30');
+    expect((await from('127.0.0.5', '/ips')).status).toBe(403);
+  });
+
+  it('circuit-breaker with error_threshold 0 opens on one 5xx', async () => {
+    expect((await from('127.0.0.1', '/cb')).status).toBe(500);
+    expect((await from('127.0.0.1', '/cb')).status).toBe(503);
+  });
+
+  it('macros: b64, basic_auth, json', async () => {
+    expect((await from('127.0.0.1', '/macros')).text).toBe('aGk= Basic dXNlcm5hbWU6cGFzc3dvcmQx');
+  });
+
+  it("oauth without client_id logs in with the operator's app (managed apps), openid asked", async () => {
+    const reply = await from('127.0.0.1', '/login', ['-H', 'Accept: text/html']);
+    expect(reply.status).toBe(302);
+    const location = new URL(reply.headers.location!);
+    expect(location.origin).toBe('https://accounts.google.com');
+    expect(location.searchParams.get('client_id')).toBe('operator-app');
+    expect(location.searchParams.get('scope')).toBe('openid email profile');
   });
 
   it('user agent filtering as printed: Edge users greeted, bots denied', async () => {
