@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ngrok from '@ngrok/ngrok';
+import { exportJWK, generateKeyPair, SignJWT, type KeyLike } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
 import {
@@ -18,6 +19,8 @@ import { double, writeMmdb } from './support/mmdb-writer.js';
  * IP intelligence database built here maps loopback addresses curl binds to (127.0.0.2, …) to
  * made-up places; the unit tests (src/policy/ip-intel.test.ts) do the same with the test ranges.
  */
+
+const JWT_ISSUER = 'https://id.burrow.test/';
 
 const EDGE_UA =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91';
@@ -86,6 +89,29 @@ function docsPolicy(checker: string): string {
             type: 'custom-response',
             config: {
               body: "${b64.encode('hi')} ${basic_auth.encode('username', 'password1')}",
+            },
+          },
+        ],
+      }),
+      // jwt-validation as ngrok's example prints it: an access token in a header, or an ID token
+      // posted in the body.
+      at('/jwt', {
+        actions: [
+          {
+            type: 'jwt-validation',
+            config: {
+              issuer: { allow_list: [{ value: JWT_ISSUER }] },
+              audience: { allow_list: [{ value: 'urn:example:api' }] },
+              http: {
+                tokens: [
+                  { type: 'at+jwt', method: 'header', name: 'Authorization', prefix: 'Bearer ' },
+                  { type: 'it+jwt', method: 'body', name: '_id_token' },
+                ],
+              },
+              jws: {
+                allowed_algorithms: ['RS256'],
+                keys: { sources: { additional_jkus: [`${checker}/jwks.json`] } },
+              },
             },
           },
         ],
@@ -171,6 +197,14 @@ describe('ngrok documentation examples on live traffic (@ngrok/ngrok)', () => {
   let web: LocalServer;
   let checker: LocalServer;
   let url: string;
+  let keys: { privateKey: KeyLike; publicKey: KeyLike };
+  const token = (typ?: string) =>
+    new SignJWT({ sub: 'alice' })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1', ...(typ && { typ }) })
+      .setIssuer(JWT_ISSUER)
+      .setAudience('urn:example:api')
+      .setExpirationTime('5m')
+      .sign(keys.privateKey);
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'burrow-geoip-e2e-'));
@@ -216,8 +250,14 @@ describe('ngrok documentation examples on live traffic (@ngrok/ngrok)', () => {
       if (req.url === '/cb') res.statusCode = 500;
       res.end(`upstream ${req.url}`);
     });
+    keys = await generateKeyPair('RS256');
+    const jwk = { ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
     checker = await startHttpUpstream((req, res) => {
       res.setHeader('content-type', 'application/json');
+      if (req.url === '/jwks.json') {
+        res.end(JSON.stringify({ keys: [jwk] }));
+        return;
+      }
       res.end(JSON.stringify({ allowed: !(req.url ?? '').includes('ip=127.0.0.3') }));
     });
     const listener = await ngrok.forward({
@@ -273,6 +313,20 @@ describe('ngrok documentation examples on live traffic (@ngrok/ngrok)', () => {
 
   it('macros: b64, basic_auth, json', async () => {
     expect((await from('127.0.0.1', '/macros')).text).toBe('aGk= Basic dXNlcm5hbWU6cGFzc3dvcmQx');
+  });
+
+  it('jwt-validation as printed: an at+jwt header, or an ID token posted in a form', async () => {
+    const access = await from('127.0.0.1', '/jwt', [
+      '-H',
+      `Authorization: Bearer ${await token('at+jwt')}`,
+    ]);
+    expect([access.status, access.text]).toEqual([200, 'upstream /jwt']);
+    const plain = await from('127.0.0.1', '/jwt', ['-H', `Authorization: Bearer ${await token()}`]);
+    expect(plain.status).toBe(401);
+    expect(plain.headers['www-authenticate']).toMatch(/not an access token/);
+    const posted = await from('127.0.0.1', '/jwt', ['--data', `_id_token=${await token()}&x=1`]);
+    expect([posted.status, posted.text]).toEqual([200, 'upstream /jwt']);
+    expect((await from('127.0.0.1', '/jwt', ['--data', 'x=1'])).status).toBe(401);
   });
 
   it("oauth without client_id logs in with the operator's app (managed apps), openid asked", async () => {
