@@ -2,7 +2,6 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { TrafficRecord } from './traffic-log.js';
 import { OtlpLogExporter, otlpFromEnv, requestLogRecord } from './otlp-events.js';
 
 /** A local OTLP/HTTP receiver: answers each request with the next of `statuses` (then 200). */
@@ -73,7 +72,7 @@ describe('OTLP log exporter', () => {
           responseBody: undefined,
           replayOf: undefined,
           credentialsShown: false,
-        } as TrafficRecord,
+        },
         1_700_000_000_005,
       );
     const traced = record([
