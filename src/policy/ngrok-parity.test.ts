@@ -114,10 +114,57 @@ describe('a rule whose expression fails at run time', () => {
     ],
     ['custom-response', { type: 'custom-response', config: { body: 'x' } }, 'continue'],
     ['redirect', { type: 'redirect', config: { to: 'https://elsewhere.example/' } }, 'continue'],
+    ['add-headers', { type: 'add-headers', config: { headers: { 'x-a': '1' } } }, 'continue'],
+    [
+      'jwt-validation',
+      {
+        type: 'jwt-validation',
+        config: {
+          issuer: { allow_list: [{ value: 'https://id.example/' }] },
+          http: {
+            tokens: [{ type: 'jwt', method: 'header', name: 'Authorization', prefix: 'Bearer ' }],
+          },
+          jws: {
+            allowed_algorithms: ['RS256'],
+            keys: { sources: { additional_jkus: ['https://id.example/jwks'] } },
+          },
+        },
+      },
+      'respond',
+    ],
+    [
+      'verify-webhook',
+      { type: 'verify-webhook', config: { provider: 'github', secret: 'a-webhook-secret' } },
+      'respond',
+    ],
+    [
+      'oauth',
+      {
+        type: 'oauth',
+        config: { provider: 'github', client_id: 'Iv1.abc', client_secret: 's3cret-value' },
+      },
+      'respond',
+    ],
   ];
-  it.each(cases)('%s: fails %s by default', (_name, action, kind) => {
-    const { runner } = bindPolicy(oneRule('on_http_request', [action], [failing]), 'http');
-    expect(sync(runner.onHttpRequest({ conn: CONN_TLS13, req: request() })).kind).toBe(kind);
+  it.each(cases)('%s: a failing expression gives %s by default', async (_name, action, kind) => {
+    const { runner } = bindPolicy(oneRule('on_http_request', [action], [failing]), 'https');
+    const req = request({ headers: { ...SAMPLE_REQUEST.headers, accept: 'text/html' } });
+    const body = () => Promise.resolve(Buffer.from('{}'));
+    expect((await runner.onHttpRequest({ conn: CONN_TLS13, req: { ...req, body } })).kind).toBe(
+      kind,
+    );
+  });
+
+  it('close-connection in on_tcp_connect: a failing expression closes', () => {
+    const { runner } = bindPolicy(
+      oneRule(
+        'on_tcp_connect',
+        [{ type: 'close-connection' }],
+        ["conn.tls.client.san.dns_names[3] == 'x'"],
+      ),
+      'tls',
+    );
+    expect(sync(runner.onTcpConnect({ conn: CONN_TLS13 })).kind).toBe('close');
   });
 
   it('rate-limit fails closed: the rule runs, so a second request is limited', () => {
