@@ -248,6 +248,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
           settings,
           logger,
           metrics,
+          claims: member?.node.presence,
         })
       : undefined;
     cloud = new CloudEndpoints({

@@ -20,6 +20,7 @@ import type { EndpointPolicies } from '../binds/endpoint-policy.js';
 import { gateConnections, RefusalLog } from '../listeners/connection-gate.js';
 import type { EdgeMetrics } from '../metrics/metrics.js';
 import type { TunnelRegistry } from '../registry/tunnel-registry.js';
+import type { TunnelClaims } from '../sessions/agent-binds.js';
 import { RevocationWatch } from '../sessions/revocation.js';
 import { loadOrCreateSshHostKey } from './ssh-host-key.js';
 import { DEFAULT_SSH_LIMITS, type SshLimits, type SshServices } from './ssh-services.js';
@@ -38,6 +39,8 @@ export interface SshListenerOptions {
   logger: Logger;
   metrics?: EdgeMetrics | undefined;
   limits?: Partial<SshLimits> | undefined;
+  /** The cluster's record of names and ports (several nodes on one store); absent on one node. */
+  claims?: TunnelClaims | undefined;
   /** How often the store is asked whether live sessions' keys still stand; 0: only on changes. */
   revocationCheckMs?: number | undefined;
 }
@@ -101,6 +104,7 @@ export async function startSshListener(options: SshListenerOptions): Promise<Ssh
     logger,
     limits,
     region: options.settings.region ?? 'local',
+    claims: options.claims,
     parseAcl: (acl) => {
       const parsed = parseAcl(acl);
       return 'error' in parsed

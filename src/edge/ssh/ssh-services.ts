@@ -11,6 +11,7 @@ import type { BindPolicy } from '../binds/bind-policy.js';
 import type { EndpointPolicies } from '../binds/endpoint-policy.js';
 import type { RefusalLog } from '../listeners/connection-gate.js';
 import type { TunnelRegistry } from '../registry/tunnel-registry.js';
+import type { TunnelClaims } from '../sessions/agent-binds.js';
 import type { RevocationWatch } from '../sessions/revocation.js';
 import type { SshSession } from './ssh-session.js';
 
@@ -65,6 +66,8 @@ export interface SshServices {
   logger: Logger;
   limits: SshLimits;
   region: string;
+  /** The cluster's record of names and ports, as agents' binds claim them; absent on one node. */
+  claims?: TunnelClaims | undefined;
   /** A credential's stored ACL as rules, or why it cannot be applied. */
   parseAcl(acl: readonly string[]): AclRule[] | string;
 }

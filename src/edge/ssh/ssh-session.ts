@@ -16,20 +16,16 @@ import { BurrowError } from '../../core/errors.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import type { Logger } from '../../core/logger.js';
 import { checkSshKeyBlob, SshKeyProblem, type SshPublicKey } from '../../core/ssh-public-key.js';
-import { endpointTrafficPolicy } from '../../policy/endpoint-flags.js';
-import type { Bind } from '../../protocol/index.js';
 import { nowRfc3339 } from '../../store/paging.js';
 import type { AgentError } from '../binds/agent-errors.js';
 import type { Binder } from '../binds/bind-plan.js';
 import { StreamLimiter } from '../sessions/agent-tunnel.js';
 import type { RevocableSession } from '../sessions/revocation.js';
-import type { OnlineSession, OnlineTunnel } from '../registry/tunnel-registry.js';
+import type { OnlineSession } from '../registry/tunnel-registry.js';
 import { parseSshCommand, SSH_USAGE, type SshCommand } from './ssh-command.js';
 import type { SshServices } from './ssh-services.js';
-import { SshTunnel, type SshForward } from './ssh-tunnel.js';
-
-/** Bind addresses that name nothing: the endpoint gets a random name (or port). */
-const NO_NAME = new Set(['', 'localhost', '0.0.0.0', '::', '*', '127.0.0.1', '::1']);
+import { bindForward } from './ssh-bind.js';
+import type { SshForward, SshTunnel } from './ssh-tunnel.js';
 
 /** A refusal as the client's terminal shows it: the message, then the code. */
 function refusalText(err: unknown): string {
@@ -46,12 +42,12 @@ export class SshSession implements RevocableSession {
   credentialId = '';
   gone = false;
   readonly limiter: StreamLimiter;
-  private binder: Binder | undefined;
+  binder: Binder | undefined;
   /** Why this authenticated client may do nothing (an unknown or revoked key): told, then closed. */
   private refusal: string | undefined;
   private authAttempts = 0;
   private readonly forwards: SshForward[] = [];
-  private readonly tunnels = new Set<SshTunnel>();
+  readonly tunnels = new Set<SshTunnel>();
   private channels = 0;
   /** The exec channel: the URL and request log go to it, errors to its stderr. */
   private output: ServerChannel | undefined;
@@ -322,7 +318,7 @@ export class SshSession implements RevocableSession {
     }
     try {
       for (const forward of this.forwards) {
-        const tunnel = await this.bind(parsed, forward);
+        const tunnel = await bindForward(this, this.s, parsed, forward);
         this.print(`Forwarding ${tunnel.url ?? ''}`);
       }
     } catch (err) {
@@ -331,66 +327,5 @@ export class SshSession implements RevocableSession {
       return this.end('bind refused', 1);
     }
     clearTimeout(this.timer);
-  }
-
-  private async bind(command: SshCommand, forward: SshForward): Promise<OnlineTunnel> {
-    const binder = this.binder!;
-    const refused = await this.s.revocation.refusal(binder.credentialId);
-    if (refused) throw refused;
-    const policyText = endpointTrafficPolicy(
-      command.flags,
-      command.proto,
-      command.trafficPolicy === undefined
-        ? undefined
-        : { field: '--traffic-policy', text: command.trafficPolicy },
-      'the options with --traffic-policy',
-    );
-    const named = NO_NAME.has(forward.bindAddr.toLowerCase()) ? undefined : forward.bindAddr;
-    const where =
-      command.url ??
-      (named === undefined
-        ? undefined
-        : command.proto === 'tcp'
-          ? `${named}:${forward.bindPort}`
-          : named);
-    const bind: Bind = {
-      Proto: command.proto === 'http' ? 'https' : command.proto,
-      Opts: {
-        ...(where === undefined ? {} : command.proto === 'tcp' ? { Addr: where } : { URL: where }),
-        ...(policyText === undefined ? {} : { TrafficPolicy: policyText }),
-        ...(command.flags.hostHeader === undefined ? {} : { HostHeaderRewrite: true }),
-      },
-      Extra: { PoolingEnabled: command.pooling },
-    };
-    const mine = (holder: OnlineTunnel): boolean => holder.sessionId === this.id;
-    const plan = await this.s.policy.plan(bind, binder, undefined, mine);
-    const id = newId(ID_PREFIX.tunnel);
-    const tunnel = new SshTunnel(
-      {
-        id,
-        sessionId: this.id,
-        bindId: id,
-        proto: plan.proto,
-        url: plan.url,
-        hostname: plan.hostname,
-        port: plan.port,
-        forwardsTo: `ssh -R ${forward.bindAddr}:${forward.bindPort}`,
-        // Not the command's text: its options may hold passwords and secrets.
-        metadata: `ssh ${command.proto}`,
-        domainId: plan.domainId,
-        addrId: plan.addrId,
-        pooling: plan.pooling,
-        hostHeaderRewrite: plan.hostHeaderRewrite,
-      },
-      forward,
-      this,
-    );
-    if (this.gone) throw new Error('the SSH session closed during the bind');
-    this.s.policies.checkRoom(this.id, binder.credentialId, plan.trafficPolicy);
-    this.s.registry.addTunnel(tunnel);
-    // Same tick as addTunnel: no connection reaches the tunnel before its policy is on.
-    this.s.policies.attach(tunnel, plan.trafficPolicy, binder.credentialId);
-    this.tunnels.add(tunnel);
-    return tunnel;
   }
 }
