@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
@@ -155,5 +155,31 @@ describe('the agent inspector in Chromium', () => {
     );
     await shot('status');
     expect(foreign).toEqual([]);
+  });
+
+  it('shows form fields as a list, binary as hex, and says when a body was cut', async () => {
+    await page.goto(`${api}/inspect/http`);
+    await curlUrl(publicUrl, '/form', ['--data', 'name=Ada&lang=en']);
+    const binary = join(home, 'bytes.bin');
+    writeFileSync(binary, Buffer.from([0x00, 0xff, 0x10]));
+    await curlUrl(publicUrl, '/binary', [
+      '-H',
+      'content-type: application/octet-stream',
+      '--data-binary',
+      `@${binary}`,
+    ]);
+    const big = 'x'.repeat(70 * 1024);
+    await curlUrl(publicUrl, '/big', ['-H', 'content-type: text/plain', '--data', big]);
+    await page.locator('#requests tbody tr', { hasText: '/form' }).click();
+    await expect(page.locator('#request-detail dl').innerText()).resolves.toMatch(
+      /name\s+Ada\s+lang\s+en/,
+    );
+    await page.locator('#requests tbody tr', { hasText: '/binary' }).click();
+    await page.getByText('Binary body, shown as hex').waitFor();
+    await expect(page.locator('#request-detail pre.body').innerText()).resolves.toMatch(
+      /^000000 {2}00 ff 10 /,
+    );
+    await page.locator('#requests tbody tr', { hasText: '/big' }).click();
+    await page.getByText(/Captured 65536 of \d+ bytes/).waitFor();
   });
 });
