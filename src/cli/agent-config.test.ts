@@ -66,4 +66,28 @@ describe('the agent config file', () => {
       ca: '/flag.pem',
     });
   });
+
+  it('reads an ngrok.yml: version 2 root_cas, version 3 agent: keys (connect_url, connect_cas, web_addr)', () => {
+    writeFileSync(
+      join(dir, 'v2.yml'),
+      'version: 2\nauthtoken: t2\nserver_addr: e:1\nroot_cas: /ca2.pem\n',
+    );
+    expect(readAgentConfig(join(dir, 'v2.yml'))).toMatchObject({
+      authtoken: 't2',
+      server_addr: 'e:1',
+      ca: '/ca2.pem',
+    });
+    writeFileSync(
+      join(dir, 'v3.yml'),
+      'version: 3\nagent:\n  authtoken: t3\n  connect_url: tls://e:2\n  connect_cas: /ca3.pem\n  web_addr: false\n',
+    );
+    expect(readAgentConfig(join(dir, 'v3.yml'))).toMatchObject({
+      authtoken: 't3',
+      server_addr: 'e:2',
+      ca: '/ca3.pem',
+      web_addr: false,
+    });
+    writeFileSync(join(dir, 'host.yml'), 'root_cas: host\n');
+    expect(readAgentConfig(join(dir, 'host.yml')).ca).toBeUndefined();
+  });
 });

@@ -67,6 +67,11 @@ export function readAgentConfig(path: string): AgentConfig {
   if (raw.server_addr === undefined && typeof raw.connect_url === 'string') {
     raw.server_addr = raw.connect_url.replace(/^tls:\/\//, '');
   }
+  // ngrok's root_cas / connect_cas: a CA file ('host' is the system roots, which are trusted anyway).
+  const cas = raw.root_cas ?? raw.connect_cas;
+  if (raw.ca === undefined && typeof cas === 'string' && cas !== 'host' && cas !== 'trusted') {
+    raw.ca = cas;
+  }
   const webAddr = raw.web_addr;
   const text = (key: string): string | undefined =>
     typeof raw[key] === 'string' && raw[key] !== '' ? raw[key] : undefined;
