@@ -147,6 +147,8 @@ export class SshSession implements RevocableSession {
       this.logger.warn({ err: (err as Error).message }, 'SSH key lookup failed');
       return ctx.reject(['publickey']);
     }
+    // Over the address's failures: closed (by countFailure), never let in.
+    if (this.gone) return ctx.reject([], false);
     // Accepted even when refused, so the refusal reaches the client's terminal (the SSH
     // protocol has no message for a failed authentication); such a client can bind nothing.
     ctx.accept();
