@@ -300,4 +300,18 @@ describe('SSH tunnels with the OpenSSH client', () => {
     await endpointGone(url);
     expect((await publicGet(url, '/')).status).toBe(404);
   });
+
+  it("deactivating the key's bot user closes its live session", async () => {
+    const bot = await edge.api.post('/bot_users', { name: 'ssh fleet' });
+    expect(bot.status).toBe(201);
+    const key = keygen('fleet', 'ed25519');
+    expect((await addKey(key, { owner_id: bot.body.id })).status).toBe(201);
+    const run = ssh(key, `0:localhost:${web.port}`, ['http']);
+    const url = await forwardingUrl(run);
+    const patched = await edge.api.patch(`/bot_users/${bot.body.id as string}`, { active: false });
+    expect(patched.status).toBe(200);
+    expect(await run.exit).toBe(1);
+    expect(run.stderr()).toMatch(/The owner of SSH key sshcr_\S+ was deactivated/);
+    await endpointGone(url);
+  });
 });
