@@ -223,6 +223,28 @@ describe('SSH tunnels with the OpenSSH client', () => {
     await run.exit;
   });
 
+  it('pools two SSH sessions on one name with --pooling-enabled; without it the name is taken', async () => {
+    const other = await startHttpUpstream((req, res) => res.end(`other from ${req.url}`));
+    const pooled = ['http', '--url', 'pool.burrow.test', '--pooling-enabled'];
+    const a = ssh(join(keys, 'ed'), `0:localhost:${web.port}`, pooled);
+    const b = ssh(join(keys, 'ed'), `0:localhost:${other.port}`, pooled);
+    const url = await forwardingUrl(a);
+    expect(await forwardingUrl(b)).toBe(url);
+    const answers = new Set<string>();
+    for (let i = 0; i < 6; i++) answers.add((await publicGet(url, '/p')).text);
+    expect(answers).toEqual(new Set(['hello from /p', 'other from /p']));
+    const alone = ssh(join(keys, 'ed'), `0:localhost:${web.port}`, [
+      'http',
+      '--url',
+      'pool.burrow.test',
+    ]);
+    expect(await alone.exit).toBe(1);
+    expect(alone.stderr()).toMatch(/already online[\s\S]*ERR_NGROK_334/);
+    for (const run of [a, b]) run.child.kill('SIGTERM');
+    await Promise.all([a.exit, b.exit]);
+    await other.close();
+  });
+
   it('refuses local forwarding (-L) with a message, and the tunnel goes on', async () => {
     const localPort = await freePort();
     const run = ssh(
