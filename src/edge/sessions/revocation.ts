@@ -27,8 +27,8 @@ export interface RevocationOptions {
    * them (default: authtokens' `credentials.standing`) and what a revoked one is told.
    */
   credentials?: {
-    standing(ids: readonly string[]): Promise<Map<string, 'ok' | 'inactive'>>;
-    refusalFor(credentialId: string, standing: 'inactive' | undefined): AgentError;
+    standing: (ids: readonly string[]) => Promise<Map<string, 'ok' | 'inactive'>>;
+    refusalFor: (credentialId: string, standing: 'inactive' | undefined) => AgentError;
   };
 }
 
