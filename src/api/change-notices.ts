@@ -2,7 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import type { ConfigTopic, OnlineState } from './context.js';
 
 /** Changes after which an agent session may no longer stand: its credential or its bot user. */
-const REVOKING = /^(?:DELETE \/(?:ssh_)?credentials\/[^/?]+|(?:PATCH|DELETE) \/bot_users\/[^/?]+)(?:\?|$)/;
+const REVOKING =
+  /^(?:DELETE \/(?:ssh_)?credentials\/[^/?]+|(?:PATCH|DELETE) \/bot_users\/[^/?]+)(?:\?|$)/;
 
 /**
  * Changes that edges read when they load their configuration: what edges' modules refer to (IP

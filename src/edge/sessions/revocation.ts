@@ -87,9 +87,7 @@ export class RevocationWatch {
     if (live.length === 0) return;
     let standing: Map<string, 'ok' | 'inactive'>;
     try {
-      standing = await this.standing([
-        ...new Set(live.map((s) => s.credentialId)),
-      ]);
+      standing = await this.standing([...new Set(live.map((s) => s.credentialId))]);
     } catch (err) {
       // The store is away (restart, network): keep sessions; the next tick asks again.
       this.options.logger.warn({ err: (err as Error).message }, 'revocation check failed');

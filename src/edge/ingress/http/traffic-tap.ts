@@ -102,13 +102,13 @@ export function trafficTap(
   // so) are written straight to the wire: getHeaders() never sees them, so note them here.
   let headOnly: OutgoingHttpHeaders = {};
   const writeHead = res.writeHead.bind(res) as (...args: unknown[]) => ServerResponse;
-  res.writeHead = ((...args: unknown[]) => {
+  res.writeHead = (...args: unknown[]) => {
     const given = args[1] !== undefined && typeof args[1] !== 'string' ? args[1] : args[2];
     if (Array.isArray(given)) headOnly = responseHeaderObject(given.map(String));
     else if (given !== null && typeof given === 'object')
       headOnly = lowerCaseNames(given as OutgoingHttpHeaders);
     return writeHead(...args);
-  });
+  };
   res.once('close', () => {
     const set = res.getHeaders();
     log.answer(record, {
