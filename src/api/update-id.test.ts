@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, type TestApi } from '../../test/support/api.js';
 import { CA_EXTENSIONS, certificateMaker } from '../../test/support/certificates.js';
@@ -16,6 +17,14 @@ async function created(api: TestApi, path: string, body: Record<string, unknown>
   const res = await api.call('POST', path, body);
   expect(res.status, `POST ${path}: ${JSON.stringify(res.body)}`).toBe(201);
   return res.body as Record<string, unknown>;
+}
+
+/** A new ed25519 public key in OpenSSH's one-line form. */
+function sshPublicKey(): string {
+  const raw = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' });
+  const field = (b: Buffer) => Buffer.concat([Buffer.from([0, 0, 0, b.length]), b]);
+  const blob = Buffer.concat([field(Buffer.from('ssh-ed25519')), field(raw.subarray(-32))]);
+  return `ssh-ed25519 ${blob.toString('base64')}`;
 }
 
 let n = 0;
@@ -123,6 +132,17 @@ const UPDATABLE: Updatable[] = [
     path: '/vaults',
     create: (a) => created(a, '/vaults', { name: `vault-${++n}` }),
     patch: { description: 'y' },
+  },
+  {
+    path: '/ssh_credentials',
+    create: (a) => created(a, '/ssh_credentials', { public_key: sshPublicKey() }),
+    patch: { description: 'y' },
+  },
+  {
+    path: '/users',
+    create: (a) =>
+      created(a, '/users', { name: `user-${++n}`, password: 'a long enough password' }),
+    patch: { role: 'operator' },
   },
   {
     path: '/secrets',
