@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { matching, newestPage } from './paging.js';
+import { newestPage } from './paging.js';
 
 /** The reference: filter, sort newest first, slice (what the online lists did before). */
 function sortedPage(ids: string[], beforeId: string | undefined, limit: number) {
@@ -31,12 +31,10 @@ describe('newestPage: one pass keeps the newest page', () => {
     let beforeId: string | undefined;
     do {
       const page = newestPage(
-        matching(ids, (id) => !id.endsWith('7')),
+        ids,
         (id) => id,
-        {
-          beforeId,
-          limit: 100,
-        },
+        { beforeId, limit: 100 },
+        (id) => !id.endsWith('7'),
       );
       seen.push(...page.items);
       beforeId = page.nextBeforeId;

@@ -15,7 +15,7 @@ import type { TunnelGroupBackend } from '../store/backend-kinds.js';
 import { cloudEndpointRoutes, cloudEndpointView } from './cloud-endpoints.js';
 import type { ApiContext, OnlineState } from './context.js';
 import { found } from './crud.js';
-import { listEnvelope, matching, newestPage, pageRequest } from './paging.js';
+import { listEnvelope, newestPage, pageRequest } from './paging.js';
 import { Body, IdParams, ListOf, ListQuery, Nullable, Ref } from './schemas.js';
 import type { Uris } from './uris.js';
 
@@ -195,9 +195,10 @@ async function endpointPage(
 ): Promise<Page<{ id: string; t?: OnlineTunnel; c?: CloudEndpoint }>> {
   const tunnelBefore = req.beforeId === undefined ? undefined : `tn_${req.beforeId.slice(3)}`;
   const agents = newestPage(
-    matching(registry?.listTunnels() ?? [], isEndpointTunnel),
+    registry?.listTunnels() ?? [],
     (t) => t.id,
     { beforeId: tunnelBefore, limit: req.limit },
+    isEndpointTunnel,
   );
   const clouds = await ctx.repos.cloudEndpoints.list(req);
   const merged = [
@@ -317,7 +318,7 @@ export async function onlineRoutes(fastify: FastifyInstance, ctx: ApiContext): P
     TunnelSchema,
     async (req) => {
       const reg = registry();
-      const page = newestPage(matching(reg?.listTunnels() ?? [], servedByAgent), (t) => t.id, req);
+      const page = newestPage(reg?.listTunnels() ?? [], (t) => t.id, req, servedByAgent);
       const backends = page.items.some((t) => t.labels) ? await allTunnelGroups(ctx) : [];
       return {
         items: page.items.map((t) => tunnelView(t, reg!, uris, backends)),

@@ -49,48 +49,43 @@ export function listEnvelope<K extends string, T>(
 }
 
 /**
- * The newest page of in-memory `items` (newest first, ids time-ordered, `beforeId` exclusive)
- * without sorting or copying the whole list: candidates gather in a buffer of a few pages, which is
- * cut back to the `limit + 1` newest whenever it fills, and anything older than the cut is skipped
- * from then on. O(n log limit) in the worst case (items arriving oldest first, as registries add
- * them), so a page costs little whether 10 or 100,000 items are online.
- * @example newestPage(registry.listSessions(), (s) => s.id, { limit: 100 })
+ * The newest page of in-memory `items` that `accept` takes (newest first, ids time-ordered,
+ * `beforeId` exclusive) without sorting or copying the whole list: candidates gather in a buffer
+ * of a few pages, which is cut back to the `limit + 1` newest whenever it fills, and anything older
+ * than the cut is skipped from then on. O(n log limit) even when items come oldest first, as
+ * registries add them.
+ * @example newestPage(registry.listTunnels(), (t) => t.id, { limit: 100 }, servedByAgent)
  */
 export function newestPage<T>(
   items: Iterable<T>,
   idOf: (item: T) => string,
   page: PageRequest,
+  accept: (item: T) => boolean = () => true,
 ): Page<T> {
   const keep = page.limit + 1;
-  let ids: string[] = [];
-  let kept: T[] = [];
-  /** The oldest id still kept after the last cut: older ones cannot make the page. */
+  const kept: { id: string; item: T }[] = [];
+  /** The oldest id kept by the last full cut: older ones cannot make the page. */
   let floor: string | undefined;
   const cut = (): void => {
-    const order = ids.map((_, i) => i).sort((a, b) => (ids[a]! < ids[b]! ? 1 : -1));
-    order.length = Math.min(order.length, keep);
-    ids = order.map((i) => ids[i]!);
-    kept = order.map((i) => kept[i]!);
-    if (ids.length === keep) floor = ids[keep - 1];
+    kept.sort((a, b) => (a.id < b.id ? 1 : -1));
+    if (kept.length >= keep) {
+      kept.length = keep;
+      floor = kept[keep - 1]!.id;
+    }
   };
   for (const item of items) {
+    if (!accept(item)) continue;
     const id = idOf(item);
     if (page.beforeId !== undefined && id >= page.beforeId) continue;
     if (floor !== undefined && id <= floor) continue;
-    ids.push(id);
-    kept.push(item);
-    if (ids.length >= 4 * keep) cut();
+    kept.push({ id, item });
+    if (kept.length >= 4 * keep) cut();
   }
   cut();
   const more = kept.length > page.limit;
   if (more) kept.pop();
-  return { items: kept, nextBeforeId: more ? idOf(kept[kept.length - 1]!) : undefined };
-}
-
-/**
- * The items of `items` that `keep` accepts, lazily (no array of them is built).
- * @example newestPage(matching(registry.listTunnels(), servedByAgent), (t) => t.id, page)
- */
-export function* matching<T>(items: Iterable<T>, keep: (item: T) => boolean): Generator<T> {
-  for (const item of items) if (keep(item)) yield item;
+  return {
+    items: kept.map((k) => k.item),
+    nextBeforeId: more ? kept[kept.length - 1]!.id : undefined,
+  };
 }
