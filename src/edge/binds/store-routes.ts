@@ -8,6 +8,7 @@
  * (`--store-reconcile-ms`, minutes by default); nothing runs while nothing changes.
  */
 import type { EventEmitter } from 'node:events';
+import { coalesced } from '../../core/coalesced.js';
 
 /** The full reconcile's default period: a safety net for lost notices, not the way changes arrive. */
 export const STORE_RECONCILE_MS = 300_000;
@@ -20,9 +21,9 @@ export const MOST_IDS_PER_ROUND = 100;
 
 /**
  * Runs `reloadAll` at start and `reloadIds` on every 'change' of `changes`, one reload at a time so
- * an older read never overwrites a newer one. Requests that arrive during a reload wait for the
- * next round, which takes them all at once (ids merged; a full reload covers every id), so a burst
- * of writes costs two rounds at most.
+ * an older read never overwrites a newer one (`coalesced`). Requests that arrive during a reload
+ * wait for the next round, which takes them all at once (ids merged; a full reload covers every
+ * id), so a burst of writes costs two rounds at most.
  * @example
  * const follower = new StoreFollower(repos.edges.changes, () => this.reload(), (ids) => this.reloadIds(ids));
  * await follower.start(); ... follower.stop();
@@ -32,16 +33,32 @@ export class StoreFollower {
   private stopped = false;
   private fullPending = false;
   private readonly idsPending = new Set<string>();
-  /** The round that will take what is pending now: resolved when it has run. */
-  private nextRound: { promise: Promise<void>; resolve: () => void } | undefined;
-  private running = false;
+  /** Runs rounds until nothing is pending; every caller waits for the round after its call. */
+  private readonly rounds: () => Promise<void>;
 
   constructor(
     private readonly changes: EventEmitter,
-    private readonly reloadAll: () => Promise<void>,
-    private readonly reloadIds: (ids: string[]) => Promise<void>,
+    reloadAll: () => Promise<void>,
+    reloadIds: (ids: string[]) => Promise<void>,
     private readonly everyMs = STORE_RECONCILE_MS,
-  ) {}
+  ) {
+    this.rounds = coalesced(
+      async () => {
+        const full = this.fullPending;
+        const ids = [...this.idsPending];
+        this.fullPending = false;
+        this.idsPending.clear();
+        try {
+          if (full || ids.length > MOST_IDS_PER_ROUND) await reloadAll();
+          else await reloadIds(ids);
+        } catch {
+          // Reloads log their own failures and keep the last good state; the next event or
+          // reconcile tries again.
+        }
+      },
+      { stop: () => this.stopped },
+    );
+  }
 
   async start(): Promise<void> {
     this.changes.on('change', this.onChange);
@@ -54,15 +71,16 @@ export class StoreFollower {
 
   /** Reload everything; resolves once a full reload that started after the call has finished. */
   sync(): Promise<void> {
+    if (this.stopped) return Promise.resolve();
     this.fullPending = true;
-    return this.request();
+    return this.rounds();
   }
 
   /** Reload these ids only; resolves once a round that started after the call has finished. */
   syncIds(ids: readonly string[]): Promise<void> {
-    if (ids.length === 0) return Promise.resolve();
+    if (this.stopped || ids.length === 0) return Promise.resolve();
     for (const id of ids) this.idsPending.add(id);
-    return this.request();
+    return this.rounds();
   }
 
   /** Stop following; a reload under way finishes and no further round runs. */
@@ -70,44 +88,6 @@ export class StoreFollower {
     this.stopped = true;
     this.changes.off('change', this.onChange);
     clearInterval(this.timer);
-    this.nextRound?.resolve();
-    this.nextRound = undefined;
-  }
-
-  private request(): Promise<void> {
-    if (this.stopped) return Promise.resolve();
-    if (!this.nextRound) {
-      let resolve = (): void => undefined;
-      const promise = new Promise<void>((r) => (resolve = r));
-      this.nextRound = { promise, resolve };
-    }
-    const { promise } = this.nextRound;
-    if (!this.running) void this.drain();
-    return promise;
-  }
-
-  private async drain(): Promise<void> {
-    this.running = true;
-    try {
-      while (!this.stopped && this.nextRound) {
-        const round = this.nextRound;
-        this.nextRound = undefined;
-        const full = this.fullPending;
-        const ids = [...this.idsPending];
-        this.fullPending = false;
-        this.idsPending.clear();
-        try {
-          if (full || ids.length > MOST_IDS_PER_ROUND) await this.reloadAll();
-          else await this.reloadIds(ids);
-        } catch {
-          // Reloads log their own failures and keep the last good state; the next event or
-          // reconcile tries again.
-        }
-        round.resolve();
-      }
-    } finally {
-      this.running = false;
-    }
   }
 
   private readonly onChange = (id: unknown): void => {
