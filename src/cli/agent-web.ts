@@ -54,6 +54,38 @@ export async function startCliAgentWeb(
 }
 
 /**
+ * Serve until SIGINT or SIGTERM (code 0), the session's end (0), or `stop(code)`: then unbind every
+ * tunnel of the agent (waiting 2 s at most), close the agent API and the session, and resolve
+ * `done` with the code. The loop of `burrow http|tcp|tls` and `burrow start`.
+ * @example const { done } = serveUntilStopped(session, web); process.exitCode = await done;
+ */
+export function serveUntilStopped(
+  session: Session,
+  web: AgentWeb,
+): { done: Promise<number>; stop: (code: number) => void } {
+  let stop: (code: number) => void = () => undefined;
+  const done = new Promise<number>((resolve) => {
+    let stopping = false;
+    const onSignal = (): void => stop(0);
+    stop = (code) => {
+      if (stopping) return;
+      stopping = true;
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+      const deadline = new Promise((r) => setTimeout(r, 2000).unref());
+      void Promise.race([web.tunnels.closeAll(), deadline])
+        .then(() => web.close())
+        .then(() => session.close())
+        .then(() => resolve(code));
+    };
+    process.on('SIGINT', onSignal);
+    process.on('SIGTERM', onSignal);
+    session.on('close', () => stop(0));
+  });
+  return { done, stop };
+}
+
+/**
  * The definition of the one tunnel of `burrow http|tcp|tls`, named `command_line` as ngrok names it.
  * @example quickTunnelDefinition('http', '3000', endpoint)
  */

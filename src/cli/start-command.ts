@@ -16,12 +16,12 @@ import {
   type NgrokAgentConfig,
 } from '../agent/ngrok-config.js';
 import { CLI_HINTS, connect, describeConnectError, type Session } from '../sdk/index.js';
-import { agentConfigPath, DEFAULT_SERVER_ADDR, type TunnelSettings } from './agent-config.js';
+import { agentConfigPath, resolveTunnelSettings } from './agent-config.js';
 import { addWebOptions, type WebFlags } from './agent-web-options.js';
-import { startCliAgentWeb } from './agent-web.js';
+import { serveUntilStopped, startCliAgentWeb } from './agent-web.js';
 import { trustOptions } from './ca-config.js';
 import { describeCommand } from './command-index.js';
-import { formatExchange, type TunnelIo } from './tunnel-commands.js';
+import { formatExchange, forwardingFrom, type TunnelIo } from './tunnel-commands.js';
 
 export interface StartFlags extends WebFlags {
   all?: boolean;
@@ -112,17 +112,14 @@ export async function runStart(
   const wanted = pickTunnels(config, names, flags);
   for (const where of config.ignored)
     io.err.write(`burrow: ignoring ${where}: it means nothing to a Burrow agent\n`);
-  const pick = (...values: Array<string | undefined>): string | undefined =>
-    values.find((v) => v !== undefined && v !== '');
-  const settings: TunnelSettings = {
-    serverAddr:
-      pick(flags.server, env.BURROW_SERVER_ADDR, config.serverAddr) ?? DEFAULT_SERVER_ADDR,
-    authtoken: pick(flags.authtoken, env.BURROW_AUTHTOKEN, config.authtoken),
-    ca: pick(flags.ca, env.BURROW_CA, config.caFile),
-    caCerts: config.caCerts,
-    caFingerprint: pick(flags.caFingerprint, env.BURROW_CA_FINGERPRINT, config.caFingerprint),
-    webAddr: config.webAddr,
-  };
+  const settings = resolveTunnelSettings(flags, env, {
+    server_addr: config.serverAddr,
+    authtoken: config.authtoken,
+    ca: config.caFile,
+    ca_certs: config.caCerts,
+    ca_fingerprint: config.caFingerprint,
+    web_addr: config.webAddr,
+  });
   if (!settings.authtoken) {
     throw new Error(
       'no authtoken: put authtoken (version 2) or agent.authtoken (version 3) in the config file, pass --authtoken, or set BURROW_AUTHTOKEN',
@@ -153,15 +150,11 @@ export async function runStart(
   try {
     for (const definition of wanted) {
       const tunnel = await web.tunnels.start(definition);
-      const target =
-        tunnel.endpoint.url ??
-        `labels ${Object.entries(tunnel.endpoint.labels ?? {})
-          .map(([k, v]) => `${k}=${v}`)
-          .join(',')}`;
-      io.out.write(`Forwarding ${definition.name} ${target} -> ${tunnel.endpoint.forwardsTo}\n`);
-      tunnel.endpoint.on('request', (x) =>
-        io.out.write(`${formatExchange(x)} (${definition.name})\n`),
+      const { endpoint } = tunnel;
+      io.out.write(
+        `Forwarding ${definition.name} ${forwardingFrom(endpoint)} -> ${endpoint.forwardsTo}\n`,
       );
+      endpoint.on('request', (x) => io.out.write(`${formatExchange(x)} (${definition.name})\n`));
     }
   } catch (err) {
     await web.tunnels.closeAll();
@@ -172,24 +165,7 @@ export async function runStart(
   session.on('disconnected', (reason) =>
     io.err.write(`session lost${reason ? ` (${reason.message})` : ''}; reconnecting\n`),
   );
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = (code: number): void => {
-      if (stopping) return;
-      stopping = true;
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      const deadline = new Promise((r) => setTimeout(r, 2000).unref());
-      void Promise.race([web.tunnels.closeAll(), deadline])
-        .then(() => web.close())
-        .then(() => session.close())
-        .then(() => resolve(code));
-    };
-    const onSignal = (): void => stop(0);
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-    session.on('close', () => stop(0));
-  });
+  return serveUntilStopped(session, web).done;
 }
 
 /**

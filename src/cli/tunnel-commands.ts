@@ -75,6 +75,16 @@ export function formatExchange(x: HttpExchange): string {
   return `${clock()} ${x.method.padEnd(6)} ${x.path} ${status} ${Math.round(x.durationMs)}ms`;
 }
 
+/**
+ * What the `Forwarding` line names: the endpoint's URL, or a labeled tunnel's labels.
+ * @example forwardingFrom(endpoint) // 'https://k3j9x0a1b2.burrow.localhost:8443', or 'labels app=ssh,site=a'
+ */
+export function forwardingFrom(endpoint: Endpoint): string {
+  if (endpoint.url !== undefined) return endpoint.url;
+  const labels = Object.entries(endpoint.labels ?? {}).map(([k, v]) => `${k}=${v}`);
+  return `labels ${labels.join(',')}`;
+}
+
 function describeError(err: unknown): string {
   return describeConnectError(err, CLI_HINTS);
 }
@@ -131,8 +141,8 @@ async function openEndpoint(
   target: string,
   flags: TunnelFlags,
   trafficPolicy: string | undefined,
+  labels: Record<string, string> | undefined,
 ): Promise<Endpoint> {
-  const labels = tunnelLabels(flags, trafficPolicy);
   if (labels) return session.labeledTunnel({ labels, forward: target });
   switch (proto) {
     case 'http':
@@ -165,7 +175,7 @@ export async function runTunnel(
   parseLocalAddress(target); // a bad target fails before anything is dialled
   // The endpoint flags' rules, then the policy file's, checked before anything is dialled.
   const trafficPolicy = endpointTrafficPolicy(flags, proto, readPolicyFile(flags.policyFile));
-  tunnelLabels(flags, trafficPolicy); // bad labels fail before anything is dialled too
+  const labels = tunnelLabels(flags, trafficPolicy); // bad labels fail before anything is dialled too
   const settings = resolveTunnelSettings(
     flags,
     env,
@@ -190,7 +200,7 @@ export async function runTunnel(
     throw new Error(describeError(err));
   }
   try {
-    endpoint = await openEndpoint(session, proto, target, flags, trafficPolicy);
+    endpoint = await openEndpoint(session, proto, target, flags, trafficPolicy, labels);
   } catch (err) {
     await session.close();
     throw new Error(describeError(err));
@@ -207,8 +217,6 @@ export async function runTunnel(
   if (proto === 'http') endpoint.on('request', (x) => io.out.write(`${formatExchange(x)}\n`));
   else
     endpoint.on('connection', (c) => io.out.write(`${clock()} connection from ${c.clientAddr}\n`));
-  const labels = Object.entries(endpoint.labels ?? {}).map(([k, v]) => `${k}=${v}`);
-  const from = endpoint.url ?? `labels ${labels.join(',')}`;
   // The agent API (127.0.0.1:4040) and inspector, loaded only now: `burrow --version` skips it.
   const agentWeb = await import('./agent-web.js');
   let web: Awaited<ReturnType<typeof agentWeb.startCliAgentWeb>>;
@@ -220,34 +228,17 @@ export async function runTunnel(
     throw err;
   }
   web.tunnels.adopt(agentWeb.quickTunnelDefinition(proto, target, endpoint), endpoint);
-  io.out.write(`Forwarding ${from} -> ${endpoint.forwardsTo}\n`);
+  io.out.write(`Forwarding ${forwardingFrom(endpoint)} -> ${endpoint.forwardsTo}\n`);
 
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = (code: number): void => {
-      if (stopping) return;
-      stopping = true;
-      process.off('SIGINT', onSignal);
-      process.off('SIGTERM', onSignal);
-      const unbind = endpoint.closed ? Promise.resolve() : endpoint.close().catch(() => undefined);
-      const deadline = new Promise((r) => setTimeout(r, 2000).unref());
-      void Promise.race([unbind, deadline])
-        .then(() => web.close())
-        .then(() => session.close())
-        .then(() => resolve(code));
-    };
-    const onSignal = (): void => stop(0);
-    process.on('SIGINT', onSignal);
-    process.on('SIGTERM', onSignal);
-    endpoint.on('close', (err) => {
-      if (err) {
-        say(`the server stopped the endpoint: ${describeError(err)}`);
-        stop(1);
-      }
-    });
-    session.on('stop', () => say('the server asked this agent to stop'));
-    session.on('close', () => stop(0));
+  const { done, stop } = agentWeb.serveUntilStopped(session, web);
+  endpoint.on('close', (err) => {
+    if (err) {
+      say(`the server stopped the endpoint: ${describeError(err)}`);
+      stop(1);
+    }
   });
+  session.on('stop', () => say('the server asked this agent to stop'));
+  return done;
 }
 
 /**
