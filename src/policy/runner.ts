@@ -87,6 +87,8 @@ class PhaseRun implements PhaseContext {
   terminator: TlsTerminator | undefined;
   #edits: HeaderEdits | undefined;
   #varsCopied = false;
+  /** `actions.ngrok` of this run, once an action published a result (this run's own copy). */
+  #ngrokResults: Record<string, unknown> | undefined;
 
   constructor(
     readonly phase: PolicyPhase,
@@ -118,13 +120,19 @@ class PhaseRun implements PhaseContext {
   }
 
   setActionResult(name: string, value: Record<string, unknown>): void {
-    this.copyVars();
-    const vars = this.activation.vars as VarsWithResults;
-    const previous = vars[ACTION_RESULTS] ?? {};
-    const ngrok = (previous.ngrok ?? {}) as Record<string, unknown>;
-    const results = { ...previous, ngrok: { ...ngrok, [name]: value } };
-    vars[ACTION_RESULTS] = results;
-    this.activation.actions = results;
+    let ngrok = this.#ngrokResults;
+    if (!ngrok) {
+      // Once per run: the results so far belong to the vars of an earlier phase (and its
+      // decision), so this run writes to copies of its own, then adds to them in place.
+      this.copyVars();
+      const vars = this.activation.vars as VarsWithResults;
+      const previous = vars[ACTION_RESULTS] ?? {};
+      ngrok = this.#ngrokResults = { ...(previous.ngrok as Record<string, unknown>) };
+      const results = { ...previous, ngrok };
+      vars[ACTION_RESULTS] = results;
+      this.activation.actions = results;
+    }
+    ngrok[name] = value;
   }
 
   private copyVars(): void {
