@@ -60,11 +60,15 @@ function sshTunnel(edge: EdgeInfo, service: number): Promise<string> {
   process.on('exit', () => child.kill());
   return new Promise((resolve, reject) => {
     let out = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+    // Until the URL: then the request log flows on, unread (the stream keeps flowing).
+    const read = (d: string): void => {
       out += d;
       const m = /Forwarding (\S+)/.exec(out);
-      if (m) resolve(new URL(m[1]!).hostname);
-    });
+      if (!m) return;
+      child.stdout.off('data', read);
+      resolve(new URL(m[1]!).hostname);
+    };
+    child.stdout.setEncoding('utf8').on('data', read);
     child.once('exit', (code) => reject(new Error(`ssh exited with ${code}: ${out}`)));
   });
 }

@@ -178,6 +178,16 @@ describe('SSH tunnels with the OpenSSH client', () => {
     expect(after.status).toBe(404);
   });
 
+  it('http without options: requests the lean relay carries are logged on the terminal too', async () => {
+    const run = ssh(join(keys, 'ec'), `0:localhost:${web.port}`, ['http']);
+    const url = await forwardingUrl(run);
+    const reply = await publicGet(url, '/plain');
+    expect(reply).toMatchObject({ status: 200 });
+    await until(() => /GET\s+\/plain 200 \d+ms/.test(run.stdout()), 5000);
+    run.child.kill('SIGTERM');
+    await run.exit;
+  });
+
   it('tcp: a public port that reaches the service', async () => {
     const run = ssh(join(keys, 'rsa2048'), `0:localhost:${echo.port}`, ['tcp']);
     const url = await forwardingUrl(run);

@@ -124,9 +124,17 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   secretsTimer.unref();
   const baseWildcard = `*.${config.baseDomain}`;
   const trafficEvents = trafficEventsOut(logger);
+  // SSH sessions print their requests: the log hears of every answered one, from both HTTP paths.
+  const sshLog = config.sshListen ? sshRequestLog(registry) : undefined;
   const trafficLog = new TrafficLog({
     redactHeaders: config.inspectRedactHeaders,
-    onAnswered: trafficEvents,
+    onAnswered:
+      trafficEvents && sshLog
+        ? (record) => {
+            trafficEvents(record);
+            sshLog(record);
+          }
+        : (trafficEvents ?? sshLog),
   });
   const certsDir = join(config.dataDir, CERTS_DIR);
   const stored = storedCertificates(repos);
@@ -195,10 +203,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       certificates,
       logger,
       limits: config.limits,
-      tap: (req, res, tunnel) => {
-        trafficTap(trafficLog, req, res, tunnel);
-        sshRequestLog(req, res, tunnel);
-      },
+      tap: (req, res, tunnel) => trafficTap(trafficLog, req, res, tunnel),
       exchangeTap: trafficExchangeTap(trafficLog),
     });
     const settings: AgentEdgeSettings = {

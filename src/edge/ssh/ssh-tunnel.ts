@@ -7,12 +7,15 @@
 import type { Duplex } from 'node:stream';
 import type { Connection } from 'ssh2';
 import { parseHostPort } from '../../core/host-port.js';
+import { requestLogLine } from '../../core/request-log-line.js';
 import { nowRfc3339 } from '../../store/paging.js';
+import type { TrafficRecord } from '../metrics/traffic-log.js';
 import type {
   OnlineTunnel,
   ProxyInfo,
   TunnelPolicy,
   TunnelProto,
+  TunnelRegistry,
 } from '../registry/tunnel-registry.js';
 import {
   TunnelUnavailableError,
@@ -121,26 +124,18 @@ export class SshTunnel implements OnlineTunnel {
   }
 }
 
-function clock(): string {
-  return new Date().toTimeString().slice(0, 8) + '.' + String(Date.now() % 1000).padStart(3, '0');
-}
-
 /**
- * The ingress's tap for SSH tunnels: once a request to one is answered, a line on the client's
- * terminal, as `burrow http` prints it (time, method, path, status, duration).
- * @example ingress option `tap: (req, res, tunnel) => { trafficTap(…); sshRequestLog(req, res, tunnel); }`
+ * The request log of SSH tunnels: once a request to one is answered, a line on its client's
+ * terminal, as `burrow http` prints it (time, method, path, status, duration). Told by the
+ * traffic log of every answered request, so requests the lean relay carries (plain HTTP/1.1, the
+ * common case) are logged as well as those of the full path.
+ * @example new TrafficLog({ onAnswered: sshRequestLog(registry) })
  */
 export function sshRequestLog(
-  req: { method?: string | undefined; url?: string | undefined },
-  res: NodeJS.EventEmitter & { statusCode: number; headersSent: boolean },
-  tunnel: OnlineTunnel,
-): void {
-  if (!(tunnel instanceof SshTunnel)) return;
-  const started = process.hrtime.bigint();
-  res.once('close', () => {
-    const ms = Number(process.hrtime.bigint() - started) / 1e6;
-    const status = res.headersSent ? String(res.statusCode) : '---';
-    const method = (req.method ?? 'GET').padEnd(6);
-    tunnel.host.print(`${clock()} ${method} ${req.url ?? '/'} ${status} ${Math.round(ms)}ms`);
-  });
+  registry: Pick<TunnelRegistry, 'tunnel'>,
+): (record: Pick<TrafficRecord, 'tunnelId' | 'method' | 'path' | 'status' | 'durationMs'>) => void {
+  return (record) => {
+    const tunnel = registry.tunnel(record.tunnelId);
+    if (tunnel instanceof SshTunnel) tunnel.host.print(requestLogLine(record));
+  };
 }
