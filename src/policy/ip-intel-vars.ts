@@ -76,9 +76,14 @@ export class IpInfoVars {
 
   /** What the process's databases say of `ip` (nothing known: every field empty). */
   static of(ip: string): IpInfoVars {
-    return new IpInfoVars(lookupIpIntel(ip) ?? {});
+    const intel = lookupIpIntel(ip);
+    return intel ? new IpInfoVars(intel) : NOTHING_KNOWN;
   }
 }
+
+/** Without databases every address reads the same: one shared value, not four per request. */
+const NOTHING_KNOWN = new IpInfoVars(Object.freeze({}));
+Object.freeze(NOTHING_KNOWN.categories);
 
 /** The fields of `conn.client_ip` that cel.ts reads from `conn.client_ip_info`. */
 export const CLIENT_IP_INFO_FIELDS: ReadonlySet<string> = new Set([

@@ -426,7 +426,7 @@ export class PolicyRunner {
   }
 }
 
-/** `client_geo` of an event, when IP intelligence knows the client (looked up once per connection). */
+/** `client_geo` of an event, when IP intelligence knows the client (looked up once per phase run). */
 function clientGeo(conn: ConnVars): { client_geo?: ClientGeo } {
   const i = conn.client_ip_info.intel;
   if (i.country_code === undefined && i.as_number === undefined && i.city === undefined) return {};
