@@ -82,20 +82,11 @@ class CloudTunnel implements OnlineTunnel {
  * const cloud = new CloudEndpoints({ repos, registry, publicUrl });
  * await cloud.start();
  */
-export class CloudEndpoints extends StoreRouteSource {
+export class CloudEndpoints extends StoreRouteSource<CloudEndpoint> {
   private readonly live = new Map<string, CloudTunnel>();
-  /** Endpoints whose URL an agent holds, warned about once, tried again when a tunnel leaves. */
-  private readonly blocked = new Map<string, CloudEndpoint>();
-  private retrying = false;
 
   constructor(private readonly options: CloudEndpointsOptions) {
-    super(options.repos.cloudEndpoints.changes, options.syncIntervalMs);
-    options.registry.on('tunnel-removed', this.retryBlocked);
-  }
-
-  override close(): void {
-    this.options.registry.off('tunnel-removed', this.retryBlocked);
-    super.close();
+    super(options.repos.cloudEndpoints.changes, options.registry, options.syncIntervalMs);
   }
 
   /** Reload only these endpoints (a change event named them). */
@@ -124,16 +115,10 @@ export class CloudEndpoints extends StoreRouteSource {
     this.install(ep, current);
   }
 
-  /** A tunnel left: an endpoint whose URL it held may be served now; after the removal's listeners. */
-  private readonly retryBlocked = (): void => {
-    if (this.blocked.size === 0 || this.closed || this.retrying) return;
-    this.retrying = true;
-    queueMicrotask(() => {
-      this.retrying = false;
-      if (this.closed) return;
-      for (const ep of [...this.blocked.values()]) this.install(ep, undefined);
-    });
-  };
+  /** An endpoint whose URL an agent held: a tunnel left, it may be served now. */
+  protected retry(ep: CloudEndpoint): void {
+    this.install(ep, undefined);
+  }
 
   protected removeAll(): void {
     for (const tunnel of this.live.values()) this.options.registry.removeTunnel(tunnel.id);

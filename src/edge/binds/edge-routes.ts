@@ -145,23 +145,13 @@ interface LiveEdge {
  * const routes = new EdgeRoutes({ repos, registry, policyEvents });
  * await routes.start(); // every edge's hostports are routes from here on
  */
-export class EdgeRoutes extends StoreRouteSource {
+export class EdgeRoutes extends StoreRouteSource<EdgeRoute> {
   private readonly balancer: BackendBalancer;
   private readonly edges = new Map<string, LiveEdge>();
-  /** Routes an agent's tunnel blocks, warned about once. */
-  private readonly blocked = new Set<string>();
-  /** A retry of blocked routes is queued. */
-  private retrying = false;
 
   constructor(private readonly options: EdgeRoutesOptions) {
-    super(options.repos.edges.changes, options.syncIntervalMs);
+    super(options.repos.edges.changes, options.registry, options.syncIntervalMs);
     this.balancer = new BackendBalancer(options.registry, options.random);
-    options.registry.on('tunnel-removed', this.retryBlocked);
-  }
-
-  override close(): void {
-    this.options.registry.off('tunnel-removed', this.retryBlocked);
-    super.close();
   }
 
   /**
@@ -249,22 +239,10 @@ export class EdgeRoutes extends StoreRouteSource {
       this.options.logger?.debug({ edges: this.edges.size, changed, removed }, 'edges reloaded');
   }
 
-  /**
-   * A tunnel left: a route it blocked may be free now (no reload needed, the spec is here). Tried
-   * after the registry's listeners have seen the removal, so the ingress does not see this route
-   * added before the old one removed.
-   */
-  private readonly retryBlocked = (): void => {
-    if (this.blocked.size === 0 || this.closed || this.retrying) return;
-    this.retrying = true;
-    queueMicrotask(() => {
-      this.retrying = false;
-      if (this.closed) return;
-      for (const edge of this.edges.values()) {
-        for (const route of edge.routes) if (this.blocked.has(route.id)) this.install(route);
-      }
-    });
-  };
+  /** A route an agent's tunnel held (the edge's spec is here, no reload needed). */
+  protected retry(route: EdgeRoute): void {
+    this.install(route);
+  }
 
   /** Compile what every route of `spec` shares. */
   private share(spec: EdgeSpec): EdgeShared {
@@ -313,12 +291,12 @@ export class EdgeRoutes extends StoreRouteSource {
       if (!(err instanceof TunnelConflictError)) throw err;
       // An agent holds the name or port: it keeps it until it goes (retryBlocked); say so once.
       if (!this.blocked.has(route.id)) {
-        this.blocked.add(route.id);
         logger?.warn(
           { edge: route.edge.id, hostport: route.hostport, holder: err.holder.id },
           "an agent's endpoint holds this edge hostport; the edge serves it once the agent goes",
         );
       }
+      this.blocked.set(route.id, route);
     }
   }
 

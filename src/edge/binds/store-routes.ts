@@ -9,6 +9,7 @@
  */
 import type { EventEmitter } from 'node:events';
 import { coalesced } from '../../core/coalesced.js';
+import type { TunnelRegistry } from '../registry/tunnel-registry.js';
 
 /** The full reconcile's default period: a safety net for lost notices, not the way changes arrive. */
 export const STORE_RECONCILE_MS = 300_000;
@@ -98,21 +99,32 @@ export class StoreFollower {
 
 /**
  * A source of routes kept from the store (cloud endpoints, edges): it follows the store from
- * start() (StoreFollower) and takes its routes out of the registry on close().
- * @example class EdgeRoutes extends StoreRouteSource { protected async reload() {…} protected async reloadIds(ids) {…} protected removeAll() {…} }
+ * start() (StoreFollower) and takes its routes out of the registry on close(). A route whose name,
+ * port or URL an agent's tunnel holds waits in `blocked` (the subclass warns once) and is tried
+ * again (`retry`) when a tunnel leaves the registry: no reload is needed, the route is at hand.
+ * @example class EdgeRoutes extends StoreRouteSource<EdgeRoute> { protected async reload() {…} protected async reloadIds(ids) {…} protected retry(route) {…} protected removeAll() {…} }
  */
-export abstract class StoreRouteSource {
+export abstract class StoreRouteSource<Blocked> {
   /** Set by close(): a reload still under way must not put routes back. */
   protected closed = false;
+  /** Routes an agent's tunnel blocks, by id: what `retry` is given when a tunnel leaves. */
+  protected readonly blocked = new Map<string, Blocked>();
+  /** A retry of the blocked routes is queued. */
+  private retrying = false;
   private readonly follower: StoreFollower;
 
-  constructor(changes: EventEmitter, everyMs?: number) {
+  constructor(
+    changes: EventEmitter,
+    private readonly registry: TunnelRegistry,
+    everyMs?: number,
+  ) {
     this.follower = new StoreFollower(
       changes,
       () => this.reload(),
       (ids) => this.reloadIds(ids),
       everyMs,
     );
+    registry.on('tunnel-removed', this.retryBlocked);
   }
 
   /** Load every route and follow changes from here on. */
@@ -133,15 +145,34 @@ export abstract class StoreRouteSource {
   /** Stop following the store and take every route of this source out of the registry. */
   close(): void {
     this.closed = true;
+    this.registry.off('tunnel-removed', this.retryBlocked);
     this.follower.stop();
     this.removeAll();
   }
+
+  /**
+   * Try the blocked routes again (a tunnel left: what it held may be free now). Queued after the
+   * registry's listeners have seen the removal, so the ingress does not see a route added before
+   * the old one removed.
+   */
+  protected readonly retryBlocked = (): void => {
+    if (this.blocked.size === 0 || this.closed || this.retrying) return;
+    this.retrying = true;
+    queueMicrotask(() => {
+      this.retrying = false;
+      if (this.closed) return;
+      for (const route of [...this.blocked.values()]) this.retry(route);
+    });
+  };
 
   /** One full reload from the store; must not reject (log and keep the last good state). */
   protected abstract reload(): Promise<void>;
 
   /** Reload only `ids` (created, changed or deleted); must not reject. */
   protected abstract reloadIds(ids: string[]): Promise<void>;
+
+  /** Install a blocked route again (it stays in `blocked` while still held). */
+  protected abstract retry(route: Blocked): void;
 
   protected abstract removeAll(): void;
 }
