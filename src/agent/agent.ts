@@ -13,6 +13,7 @@ import { hostnameProblem, isLoopbackHost } from '../core/hostname.js';
 import type { Logger } from '../core/logger.js';
 import { connect, parseCaFingerprint, type ConnectOptions } from '../sdk/index.js';
 import { startAgentWeb } from './agent-web.js';
+import { adoptedDefinition } from './named-tunnels.js';
 import { AgentStartupError } from './errors.js';
 import { createAgentApi } from './local-api.js';
 import { loadDefaultPolicy } from './policy.js';
@@ -132,23 +133,10 @@ export function checkAgentOptions(options: AgentOptions): void {
 
 /** A device-agent tunnel as the inspector names it: by its url_part. */
 function deviceTunnelDefinition(record: StoredTunnel, target: string): TunnelDefinition {
-  return {
-    name: record.url_part,
-    kind: 'tunnel',
-    proto: record.protocol,
-    addr: target,
+  return adoptedDefinition(record.url_part, record.protocol, target, {
     domain: record.domain || undefined,
-    remoteAddr: undefined,
-    scheme: undefined,
-    hostHeaderRewrite: false,
-    labels: undefined,
-    trafficPolicy: undefined,
-    poolingEnabled: false,
-    inspect: true,
-    metadata: '',
     url: record.url,
-    options: undefined,
-  };
+  });
 }
 
 async function listen(server: Server, host: string, port: number): Promise<string> {

@@ -43,6 +43,38 @@ export interface RunningTunnel {
   http: Meter;
 }
 
+/**
+ * The definition of an endpoint opened elsewhere and adopted ({@link NamedTunnels.adopt}): the
+ * quick tunnel of `burrow http`, a device agent's tunnel. Its name, protocol and local address,
+ * with `changes`; every other key at its default (inspected, no options of its own).
+ * @example adoptedDefinition('command_line', 'http', '3000')
+ */
+export function adoptedDefinition(
+  name: string,
+  proto: TunnelDefinition['proto'],
+  addr: string,
+  changes: Partial<Pick<TunnelDefinition, 'domain' | 'labels' | 'url'>> = {},
+): TunnelDefinition {
+  return {
+    name,
+    kind: 'tunnel',
+    proto,
+    addr,
+    domain: undefined,
+    remoteAddr: undefined,
+    scheme: undefined,
+    hostHeaderRewrite: false,
+    labels: undefined,
+    trafficPolicy: undefined,
+    poolingEnabled: false,
+    inspect: true,
+    metadata: '',
+    url: undefined,
+    options: undefined,
+    ...changes,
+  };
+}
+
 /** Open the endpoint a definition describes on `session`. */
 export async function openDefinition(session: Session, d: TunnelDefinition): Promise<Endpoint> {
   const common = { forward: d.addr, metadata: d.metadata, poolingEnabled: d.poolingEnabled };

@@ -5,6 +5,7 @@
  */
 import { createRequire } from 'node:module';
 import { startAgentWeb, type AgentWeb } from '../agent/agent-web.js';
+import { adoptedDefinition } from '../agent/named-tunnels.js';
 import type { TunnelDefinition } from '../agent/tunnel-definition.js';
 import { BurrowError } from '../core/errors.js';
 import type { Endpoint } from '../sdk/endpoints.js';
@@ -94,21 +95,6 @@ export function quickTunnelDefinition(
   target: string,
   endpoint: Endpoint,
 ): TunnelDefinition {
-  return {
-    name: 'command_line',
-    kind: 'tunnel',
-    proto: endpoint.labels ? 'labeled' : proto,
-    addr: target,
-    domain: undefined,
-    remoteAddr: undefined,
-    scheme: undefined,
-    hostHeaderRewrite: false,
-    labels: endpoint.labels ? { ...endpoint.labels } : undefined,
-    trafficPolicy: undefined,
-    poolingEnabled: false,
-    inspect: true,
-    metadata: '',
-    url: undefined,
-    options: undefined,
-  };
+  const labels = endpoint.labels && { ...endpoint.labels };
+  return adoptedDefinition('command_line', labels ? 'labeled' : proto, target, { labels });
 }
