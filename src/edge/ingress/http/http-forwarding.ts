@@ -4,9 +4,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { BurrowError, CODES } from '../../../core/errors.js';
 import { HOP_BY_HOP_HEADERS as HOP_BY_HOP } from '../../../core/http-framing.js';
-import { headersProblem, isTargetText } from '../../../core/http-wire.js';
 import { parseHostPort } from '../../../core/host-port.js';
 import { hostName } from '../../../core/request-target.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
@@ -223,23 +221,4 @@ export function forwardResponseHeaders(res: IncomingMessage): string[] {
     out.push(name, raw[i + 1]!);
   }
   return out;
-}
-
-/**
- * The request head (`GET /path HTTP/1.1` and headers) as bytes on the wire, for upgrades, where
- * the ingress hands the rest of the connection over to raw piping. Nothing checks the bytes after
- * this, so this does: a target or header that cannot be written as it is (a CR, LF or other
- * control character) throws a BurrowError (ERR_BURROW_UNSAFE_REQUEST_HEAD) instead. The policy
- * refuses such requests before (http-policy.ts); this is the last word, not the first.
- * @example stream.write(requestHead(req, headers));
- */
-export function requestHead(req: IncomingMessage, headers: readonly string[]): string {
-  const target = req.url ?? '/';
-  const problem = isTargetText(target)
-    ? headersProblem(headers)
-    : 'a space or control character in the request target';
-  if (problem) throw new BurrowError(CODES.unsafeRequestHead, 400, problem);
-  let head = `${req.method ?? 'GET'} ${target} HTTP/1.1\r\n`;
-  for (let i = 0; i < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`;
-  return head + '\r\n';
 }
