@@ -92,12 +92,16 @@ export class StreamLimiter {
   }
 }
 
-/** What a tunnel needs from the session that serves it. */
-export interface TunnelHost {
-  readonly mux: MuxSession;
+/** What every tunnel needs from the session that serves it. */
+export interface SessionHost {
   readonly limiter: StreamLimiter;
   /** True once the session has ended or been evicted. */
   readonly gone: boolean;
+}
+
+/** What an agent's tunnel needs from the session that serves it. */
+export interface TunnelHost extends SessionHost {
+  readonly mux: MuxSession;
 }
 
 /** Where and what a new tunnel serves: the registry's view of it, less what binding adds later. */
@@ -132,13 +136,14 @@ export function proxyProtocolHeader(
 }
 
 /**
- * A tunnel served by an agent session. connect() opens a proxy stream (type 3) whose SYN frame
- * carries the type, the little-endian length and the ProxyHeader, and hands the stream over;
- * with Opts.ProxyProto the stream's first bytes are a PROXY protocol header, before any of the
- * public connection's, so the agent's service reads it first.
- * @example const stream = await tunnel.connect({ clientAddr: '203.0.113.7:4567', proto: 'https', edgeType: '', passthroughTls: false });
+ * A tunnel of a session (an agent's, or an SSH client's: src/edge/ssh/ssh-tunnel.ts): the route
+ * the registry holds, and connect()'s part that does not depend on how streams are opened: a
+ * slot of the session's StreamLimiter, the tunnel and its session checked before and after the
+ * wait for it, the slot given back when the stream closes (or could not be opened).
  */
-export class AgentTunnel implements OnlineTunnel {
+export abstract class SessionTunnel<
+  Host extends SessionHost = SessionHost,
+> implements OnlineTunnel {
   readonly id: string;
   readonly sessionId: string;
   readonly bindId: string;
@@ -165,7 +170,7 @@ export class AgentTunnel implements OnlineTunnel {
 
   constructor(
     init: AgentTunnelInit,
-    private readonly host: TunnelHost,
+    readonly host: Host,
   ) {
     this.id = init.id;
     this.sessionId = init.sessionId;
@@ -190,15 +195,8 @@ export class AgentTunnel implements OnlineTunnel {
     const release = await this.host.limiter.acquire();
     try {
       this.assertUsable();
-      const stream = openProxyStream(this.host.mux, {
-        Id: this.bindId,
-        ClientAddr: info.clientAddr,
-        Proto: info.proto,
-        EdgeType: info.edgeType,
-        PassthroughTLS: info.passthroughTls,
-      });
+      const stream = await this.openStream(info);
       stream.once('close', release);
-      if (this.proxyProto) stream.write(proxyProtocolHeader(this.proxyProto, info, this.port));
       return stream;
     } catch (err) {
       release();
@@ -206,10 +204,50 @@ export class AgentTunnel implements OnlineTunnel {
     }
   }
 
+  /** Open the stream of one proxied connection, a slot of the session's limiter held. */
+  protected abstract openStream(info: ProxyInfo): Duplex | Promise<Duplex>;
+
+  /** Whether the session can no longer open streams (besides `host.gone`). */
+  protected sessionClosed(): boolean {
+    return false;
+  }
+
+  /** The session's name in errors: `agent session ts_…`. */
+  protected abstract sessionName(): string;
+
   private assertUsable(): void {
     if (this.removed) throw new TunnelUnavailableError(`tunnel ${this.id} is offline`);
-    if (this.host.gone || this.host.mux.closed) {
-      throw new TunnelUnavailableError(`the agent session ${this.sessionId} is gone`);
+    if (this.host.gone || this.sessionClosed()) {
+      throw new TunnelUnavailableError(`the ${this.sessionName()} is gone`);
     }
+  }
+}
+
+/**
+ * A tunnel served by an agent session. connect() opens a proxy stream (type 3) whose SYN frame
+ * carries the type, the little-endian length and the ProxyHeader, and hands the stream over;
+ * with Opts.ProxyProto the stream's first bytes are a PROXY protocol header, before any of the
+ * public connection's, so the agent's service reads it first.
+ * @example const stream = await tunnel.connect({ clientAddr: '203.0.113.7:4567', proto: 'https', edgeType: '', passthroughTls: false });
+ */
+export class AgentTunnel extends SessionTunnel<TunnelHost> {
+  protected openStream(info: ProxyInfo): Duplex {
+    const stream = openProxyStream(this.host.mux, {
+      Id: this.bindId,
+      ClientAddr: info.clientAddr,
+      Proto: info.proto,
+      EdgeType: info.edgeType,
+      PassthroughTLS: info.passthroughTls,
+    });
+    if (this.proxyProto) stream.write(proxyProtocolHeader(this.proxyProto, info, this.port));
+    return stream;
+  }
+
+  protected override sessionClosed(): boolean {
+    return this.host.mux.closed;
+  }
+
+  protected sessionName(): string {
+    return `agent session ${this.sessionId}`;
   }
 }

@@ -8,19 +8,13 @@ import type { Duplex } from 'node:stream';
 import type { Connection } from 'ssh2';
 import { parseHostPort } from '../../core/host-port.js';
 import { requestLogLine } from '../../core/request-log-line.js';
-import { nowRfc3339 } from '../../store/paging.js';
 import type { TrafficRecord } from '../metrics/traffic-log.js';
-import type {
-  OnlineTunnel,
-  ProxyInfo,
-  TunnelPolicy,
-  TunnelProto,
-  TunnelRegistry,
-} from '../registry/tunnel-registry.js';
+import type { ProxyInfo, TunnelRegistry } from '../registry/tunnel-registry.js';
 import {
+  SessionTunnel,
   TunnelUnavailableError,
   type AgentTunnelInit,
-  type StreamLimiter,
+  type SessionHost,
 } from '../sessions/agent-tunnel.js';
 
 /** The `-R` forward a tunnel serves: what the client asked to bind and the port it was told. */
@@ -32,95 +26,50 @@ export interface SshForward {
 }
 
 /** What a tunnel needs of the SSH session that serves it. */
-export interface SshTunnelHost {
+export interface SshTunnelHost extends SessionHost {
   readonly client: Connection;
-  readonly limiter: StreamLimiter;
-  readonly gone: boolean;
   /** Write a line on the client's terminal (the request log). */
   print(line: string): void;
 }
 
 /**
- * One endpoint of an SSH session.
+ * One endpoint of an SSH session: the route and connect()'s stream slot are SessionTunnel's.
  * @example const stream = await tunnel.connect({ clientAddr: '203.0.113.7:4567', proto: 'https', edgeType: '', passthroughTls: false });
  */
-export class SshTunnel implements OnlineTunnel {
-  readonly id: string;
-  readonly sessionId: string;
-  readonly bindId: string;
-  readonly proto: TunnelProto | undefined;
-  readonly url: string | undefined;
-  readonly hostname: string | undefined;
-  readonly port: number | undefined;
-  readonly forwardsTo: string;
-  metadata: string;
-  trafficPolicy: string | undefined = undefined;
-  policy: TunnelPolicy | undefined = undefined;
-  readonly startedAt = nowRfc3339();
-  readonly domainId: string | undefined;
-  readonly addrId: string | undefined;
-  readonly pooling: boolean | undefined;
-  readonly hostHeaderRewrite: true | undefined;
-  removed = false;
-
+export class SshTunnel extends SessionTunnel<SshTunnelHost> {
   constructor(
     init: Omit<AgentTunnelInit, 'labels' | 'internal' | 'proxyProto'>,
     readonly forward: SshForward,
-    readonly host: SshTunnelHost,
+    host: SshTunnelHost,
   ) {
-    this.id = init.id;
-    this.sessionId = init.sessionId;
-    this.bindId = init.bindId;
-    this.proto = init.proto;
-    this.url = init.url;
-    this.hostname = init.hostname;
-    this.port = init.port;
-    this.forwardsTo = init.forwardsTo;
-    this.metadata = init.metadata;
-    this.domainId = init.domainId;
-    this.addrId = init.addrId;
-    this.pooling = init.pooling;
-    this.hostHeaderRewrite = init.hostHeaderRewrite;
+    super(init, host);
   }
 
-  async connect(info: ProxyInfo): Promise<Duplex> {
-    this.assertUsable();
-    const release = await this.host.limiter.acquire();
-    try {
-      this.assertUsable();
-      // The originator the client sees (OpenSSH logs it); a non-IP address is sent as 0.0.0.0.
-      const origin = parseHostPort(info.clientAddr);
-      const address = origin?.host.replace(/^\[|\]$/g, '') ?? '0.0.0.0';
-      const channel = await new Promise<Duplex>((resolve, reject) => {
-        this.host.client.forwardOut(
-          this.forward.bindAddr,
-          this.forward.bindPort,
-          address,
-          origin?.port ?? 0,
-          (err, stream) => {
-            if (err) {
-              reject(
-                new TunnelUnavailableError(
-                  `the SSH client could not open a connection to ${this.forwardsTo}: ${err.message}`,
-                ),
-              );
-            } else resolve(stream);
-          },
-        );
-      });
-      channel.once('close', release);
-      return channel;
-    } catch (err) {
-      release();
-      throw err;
-    }
+  protected openStream(info: ProxyInfo): Promise<Duplex> {
+    // The originator the client sees (OpenSSH logs it); a non-IP address is sent as 0.0.0.0.
+    const origin = parseHostPort(info.clientAddr);
+    const address = origin?.host.replace(/^\[|\]$/g, '') ?? '0.0.0.0';
+    return new Promise<Duplex>((resolve, reject) => {
+      this.host.client.forwardOut(
+        this.forward.bindAddr,
+        this.forward.bindPort,
+        address,
+        origin?.port ?? 0,
+        (err, stream) => {
+          if (err) {
+            reject(
+              new TunnelUnavailableError(
+                `the SSH client could not open a connection to ${this.forwardsTo}: ${err.message}`,
+              ),
+            );
+          } else resolve(stream);
+        },
+      );
+    });
   }
 
-  private assertUsable(): void {
-    if (this.removed) throw new TunnelUnavailableError(`tunnel ${this.id} is offline`);
-    if (this.host.gone) {
-      throw new TunnelUnavailableError(`the SSH session ${this.sessionId} is gone`);
-    }
+  protected sessionName(): string {
+    return `SSH session ${this.sessionId}`;
   }
 }
 
