@@ -251,6 +251,37 @@ describe('variables and macros of ngrok reference', () => {
     ).toBe('def dark session');
   });
 
+  it('req.cookies and req.user_agent read the headers as earlier rules changed them', () => {
+    const { runner } = bindPolicy(
+      {
+        on_http_request: [
+          {
+            expressions: ["req.cookies['session'][0].value == 'abc'", '!req.user_agent.is_bot'],
+            actions: [{ type: 'set-vars', config: { vars: { read: 'yes' } } }],
+          },
+          {
+            actions: [
+              {
+                type: 'add-headers',
+                config: { headers: { cookie: 'session=xyz', 'user-agent': 'Googlebot/2.1' } },
+              },
+            ],
+          },
+          {
+            expressions: ["req.cookies['session'][1].value == 'xyz'", 'req.user_agent.is_bot'],
+            actions: [{ type: 'custom-response', config: { body: 'seen' } }],
+          },
+        ],
+      },
+      'http',
+    );
+    const req = request({ headers: { ...SAMPLE_REQUEST.headers, cookie: 'session=abc' } });
+    expect(sync(runner.onHttpRequest({ conn: CONN_TLS13, req }))).toMatchObject({
+      kind: 'respond',
+      body: 'seen',
+    });
+  });
+
   it('req.user_agent: the browser, the OS and is_bot (ngrok examples: Edge users, bots denied)', () => {
     const edge =
       'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91';

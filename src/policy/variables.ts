@@ -341,6 +341,7 @@ export class ReqVars extends MessageVars {
   #target: string;
   #url: UrlVars | undefined;
   #cookies: Map<string, CookieVars[]> | undefined;
+  #userAgent: UserAgentVars | undefined;
   #ts: RequestTsVars | undefined;
   constructor(input: RequestInput) {
     super(input.headers);
@@ -352,7 +353,13 @@ export class ReqVars extends MessageVars {
     return (this.#cookies ??= parseCookies(this.header('cookie')));
   }
   get user_agent(): UserAgentVars {
-    return UserAgentVars.of(this.first('user-agent') ?? '');
+    return (this.#userAgent ??= UserAgentVars.of(this.first('user-agent') ?? ''));
+  }
+  /** Cookies and the agent are read from the headers: after an edit, read again. */
+  override setHeaderChanges(changes: HeaderChanges): void {
+    super.setHeaderChanges(changes);
+    this.#cookies = undefined;
+    this.#userAgent = undefined;
   }
   get ts(): RequestTsVars {
     return (this.#ts ??= new RequestTsVars(new Date(this.#in.received ?? Date.now())));
