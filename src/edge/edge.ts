@@ -166,15 +166,15 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
 
   // Edges' hostports are routes like endpoints: TCP ports and TLS names of the same ingress.
   // Both follow the store by change events; the full reload is a slow safety net.
-  const reconcileMs = config.cluster.reconcileMs;
-  const edges = new EdgeRoutes({
+  const storeRoutes = {
     repos,
     registry,
     policyEvents,
     secrets,
     logger,
-    syncIntervalMs: reconcileMs,
-  });
+    syncIntervalMs: config.cluster.reconcileMs,
+  };
+  const edges = new EdgeRoutes(storeRoutes);
 
   let agents: AgentListener | undefined;
   let ingress: Ingress | undefined;
@@ -257,12 +257,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         })
       : undefined;
     cloud = new CloudEndpoints({
-      repos,
-      registry,
-      policyEvents,
-      secrets,
-      logger,
-      syncIntervalMs: reconcileMs,
+      ...storeRoutes,
       // The URLs agents' endpoints get.
       publicUrl: (proto, where) => publicEndpointUrl(settings, proto, where),
     });
