@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CapturedRequest } from '../src/agent/request-log.js';
+import { BURROW_VERSION } from '../src/cli/version.js';
 import { curl } from './support/curl.js';
 import {
   createAuthtoken,
@@ -280,6 +281,7 @@ describe('the agent API of burrow http (127.0.0.1:<web_addr>/api)', () => {
     const status = await curl([`${api}/api/status`]);
     expect(status.body).toMatchObject({
       uri: '/api/status',
+      version: BURROW_VERSION,
       session: { server_addr: `127.0.0.1:${edge.ports.agent}`, connected: true },
       tunnels: [{ name: 'command_line', public_url: publicUrl }],
     });

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CapturedRequest } from '../src/agent/request-log.js';
+import { BURROW_VERSION } from '../src/cli/version.js';
 import { curl } from './support/curl.js';
 import {
   createAuthtoken,
@@ -121,5 +122,10 @@ describe('the device agent with --web-addr', () => {
     const stop = await curl([`http://${inspector}/api/tunnels/${tunnel!.name}`, '-X', 'DELETE']);
     expect(stop.status).toBe(405);
     expect((await curl([`http://${inspector}/api/tunnels`])).body.tunnels).toHaveLength(1);
+  });
+
+  it("/api/status gives burrow's version", async () => {
+    const status = await curl([`http://${inspector}/api/status`]);
+    expect(status.body).toMatchObject({ uri: '/api/status', version: BURROW_VERSION });
   });
 });

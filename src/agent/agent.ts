@@ -55,6 +55,8 @@ export interface AgentOptions {
   webAddr?: string | false;
   /** `user:password` the inspector asks of every request; required beyond loopback. */
   webAuth?: string;
+  /** The version `/api/status` of the inspector shows (the CLI's). */
+  version?: string;
 }
 
 /** A running agent. */
@@ -221,7 +223,7 @@ export async function startAgent(options: AgentOptions, logger: Logger): Promise
             "this device agent's tunnels are created and deleted with its own API (POST /tunnels, DELETE /tunnels/{url_part}, docs/device-agent.md)",
           webAddr: options.webAddr,
           credential: options.webAuth,
-          version: 'burrow agent',
+          version: options.version ?? 'unknown',
           warn: (line) => logger.warn(line),
           logger,
         });

@@ -13,6 +13,7 @@ import {
 } from './agent-config.js';
 import { trustOptions } from './ca-config.js';
 import { describeCommand } from './command-index.js';
+import { BURROW_VERSION } from './version.js';
 
 /** The flags of `burrow agent` as commander gives them. */
 export interface AgentFlags {
@@ -67,6 +68,7 @@ export async function runAgent(
     apiToken: flags.apiToken === '' ? undefined : flags.apiToken,
     webAddr: webAddrOf(flags.webAddr ?? env.BURROW_WEB_ADDR ?? settings.webAddr),
     webAuth: flags.webAuth ?? (env.BURROW_WEB_AUTH || undefined),
+    version: BURROW_VERSION,
   };
   let agent;
   try {

@@ -3,7 +3,6 @@
  * starting src/agent/agent-web.ts for a session with the `--web-addr` and `--web-auth` flags.
  * Loaded only once a tunnel is online, so `burrow --version` does not load it.
  */
-import { createRequire } from 'node:module';
 import { startAgentWeb, type AgentWeb } from '../agent/agent-web.js';
 import { adoptedDefinition } from '../agent/named-tunnels.js';
 import type { TunnelDefinition } from '../agent/tunnel-definition.js';
@@ -11,15 +10,7 @@ import { BurrowError } from '../core/errors.js';
 import type { Endpoint } from '../sdk/endpoints.js';
 import type { Session } from '../sdk/session.js';
 import type { WebFlags } from './agent-web-options.js';
-
-function agentVersion(): string {
-  try {
-    const pkg = createRequire(import.meta.url)('../../package.json') as { version?: string };
-    return pkg.version ?? 'unknown';
-  } catch {
-    return 'unknown';
-  }
-}
+import { BURROW_VERSION } from './version.js';
 
 /**
  * Start the agent API for `session` with the flags, environment and config file's `web_addr`;
@@ -39,7 +30,7 @@ export async function startCliAgentWeb(
     session,
     credential: flags.webAuth ?? (env.BURROW_WEB_AUTH || undefined),
     logBytes,
-    version: agentVersion(),
+    version: BURROW_VERSION,
     warn: (line: string) => io.err.write(`warning: ${line}\n`),
   };
   let web: AgentWeb;
