@@ -6,8 +6,8 @@
  */
 import type { Duplex } from 'node:stream';
 import type { Connection } from 'ssh2';
-import { parseHostPort } from '../../core/host-port.js';
 import { requestLogLine } from '../../core/request-log-line.js';
+import { proxiedAddress } from '../../protocol/proxy-protocol.js';
 import type { TrafficRecord } from '../metrics/traffic-log.js';
 import type { ProxyInfo, TunnelRegistry } from '../registry/tunnel-registry.js';
 import {
@@ -47,13 +47,12 @@ export class SshTunnel extends SessionTunnel<SshTunnelHost> {
 
   protected openStream(info: ProxyInfo): Promise<Duplex> {
     // The originator the client sees (OpenSSH logs it); a non-IP address is sent as 0.0.0.0.
-    const origin = parseHostPort(info.clientAddr);
-    const address = origin?.host.replace(/^\[|\]$/g, '') ?? '0.0.0.0';
+    const origin = proxiedAddress(info.clientAddr);
     return new Promise<Duplex>((resolve, reject) => {
       this.host.client.forwardOut(
         this.forward.bindAddr,
         this.forward.bindPort,
-        address,
+        origin?.address ?? '0.0.0.0',
         origin?.port ?? 0,
         (err, stream) => {
           if (err) {
