@@ -126,10 +126,27 @@ const reported = new LRUCache<string, true>({ max: 1024, ttl: 60_000 });
  */
 export function configureEgress(next: EgressSettings): void {
   settings = next;
+  ownCache = undefined;
   reported.clear();
 }
 
-function ownAddresses(): ParsedIp[] {
+/**
+ * How long the node's own addresses are kept: reading the interfaces costs tens of microseconds,
+ * and a public address is checked on every outbound connection. An address an interface gains is
+ * refused within this time.
+ */
+const OWN_ADDRESSES_TTL_MS = 1000;
+let ownCache: { ips: readonly ParsedIp[]; until: number } | undefined;
+
+function ownAddresses(): readonly ParsedIp[] {
+  const now = Date.now();
+  if (ownCache && now < ownCache.until) return ownCache.ips;
+  const ips = readOwnAddresses();
+  ownCache = { ips, until: now + OWN_ADDRESSES_TTL_MS };
+  return ips;
+}
+
+function readOwnAddresses(): ParsedIp[] {
   const out: ParsedIp[] = [];
   for (const list of Object.values(networkInterfaces())) {
     for (const nic of list ?? []) {
