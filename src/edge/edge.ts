@@ -190,6 +190,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
           registry,
           logger,
           role: config.role,
+          metrics,
         })
       : undefined;
     // Routed before agents connect, so an edge's name or port is the edge's, not an agent's.

@@ -11,6 +11,8 @@ import type { ClusterConfig } from '../../core/cluster-config.js';
 import type { Logger } from '../../core/logger.js';
 import { StoreNotifications, type Repositories } from '../../store/index.js';
 import { publishExclusive } from '../certificates/local-ca.js';
+import { RefusalLog } from '../listeners/connection-gate.js';
+import type { EdgeMetrics } from '../metrics/metrics.js';
 import type { TunnelRegistry } from '../registry/tunnel-registry.js';
 import { nodeCredentials } from './cluster-ca.js';
 import { ClusterNode } from './cluster-node.js';
@@ -103,6 +105,8 @@ export async function joinCluster(options: {
   registry: TunnelRegistry;
   logger: Logger;
   role: 'all' | 'api' | 'edge';
+  /** Counts the node-link listener's refusals (`burrow_limit_refusals_total`). */
+  metrics?: EdgeMetrics | undefined;
 }): Promise<ClusterMembership> {
   const { settings, repos, registry, role } = options;
   const logger = options.logger.child({ component: 'cluster' });
@@ -129,6 +133,7 @@ export async function joinCluster(options: {
         listen: settings.config.nodeListen,
         advertise: settings.config.nodeAdvertise || undefined,
         logger,
+        refusals: new RefusalLog(logger, options.metrics),
         open: (request, peerId) => node!.openLocal(request, peerId),
       });
     }

@@ -10,7 +10,7 @@ import * as tls from 'node:tls';
 import { nodeIdProblem } from '../../core/cluster-config.js';
 import { formatHostPort, parseHostPort } from '../../core/host-port.js';
 import { readExactly } from '../../protocol/tunnel/reader.js';
-import { gateConnections, RefusalLog } from '../listeners/connection-gate.js';
+import { gateConnections, type RefusalLog } from '../listeners/connection-gate.js';
 import { enforceHandshakeDeadline } from '../listeners/handshake-deadline.js';
 import type { NodeCredentials } from './cluster-ca.js';
 import { LINK_GREETING, NODE_ALPN, withDeadline } from './node-link-wire.js';
@@ -28,12 +28,12 @@ export const NODE_LINK_CAPS = { name: 'node_link', maxTotal: 64, maxPerIp: 8 } a
  * The listener for links other nodes dial: it asks for and requires a cluster certificate. Like
  * every TLS listener of the edge, it caps its connections (NODE_LINK_CAPS), a handshake gets a
  * fixed deadline and a failed one is closed (enforceHandshakeDeadline).
- * @example const server = nodeLinkServer(credentials, 10_000);
+ * @example const server = nodeLinkServer(credentials, 10_000, new RefusalLog(logger, metrics));
  */
 export function nodeLinkServer(
   credentials: NodeCredentials,
   handshakeDeadlineMs: number,
-  refusals: RefusalLog = new RefusalLog(undefined, undefined),
+  refusals: RefusalLog,
 ): tls.Server {
   const server = tls.createServer({
     ca: credentials.caPem,

@@ -13,6 +13,7 @@ import { nodeIdProblem } from '../../core/cluster-config.js';
 import { formatAddress, parseListenAddress } from '../../core/host-port.js';
 import type { Logger } from '../../core/logger.js';
 import { MuxSession, type MuxRole } from '../../protocol/muxado/session.js';
+import { RefusalLog } from '../listeners/connection-gate.js';
 import type { MuxStream } from '../../protocol/muxado/stream.js';
 import type { NodeCredentials } from './cluster-ca.js';
 import {
@@ -43,6 +44,11 @@ export interface NodeLinksOptions {
   /** Open the local tunnel a peer asks for; reject (ideally with a BurrowError carrying a code) when it is not here. */
   open(request: NodeLinkRequest, peerId: string): Promise<Duplex>;
   logger: Logger;
+  /**
+   * Where the listener's refusals (NODE_LINK_CAPS) are counted and logged; default: logged with
+   * `logger`, not counted.
+   */
+  refusals?: RefusalLog | undefined;
   /** Wait for the peer's answer to a stream request (and for a dial), default 10 s. */
   connectTimeoutMs?: number;
 }
@@ -114,6 +120,7 @@ export class NodeLinks {
     const server = nodeLinkServer(
       options.credentials,
       options.connectTimeoutMs ?? DEFAULT_NODE_CONNECT_TIMEOUT_MS,
+      options.refusals ?? new RefusalLog(options.logger, undefined),
     );
     server.listen(port, host === '' ? undefined : host);
     await once(server, 'listening');
