@@ -172,9 +172,9 @@ export class HttpIngress {
     host: string | undefined,
     socket: Duplex,
   ): LeanRoute | undefined {
+    // head.target is origin-form: parseRequestHead read it (core/request-target.ts), turning an
+    // absolute-form target into one and refusing CONNECT and `*`.
     if (host === undefined || head.minor !== 1 || head.upgrade) return undefined;
-    // origin-form only: absolute-form, CONNECT and `*` keep Node's handling.
-    if (head.target.charCodeAt(0) !== 0x2f) return undefined;
     if (head.raw.length / 2 > this.maxHeaderCount) return undefined;
     if (this.acmeChallenge && head.target.startsWith(ACME_CHALLENGE_PATH)) return undefined;
     const found = lookupHttpTunnel(this.registry, host, socket);
