@@ -1,9 +1,9 @@
 import { useState } from 'react';
 import { Chips, PageHeader, ShownOnce, When } from '../components';
-import { CreateForm, SelectField, TextField } from '../fields';
-import { useList, useOwnerName, useResource } from '../hooks';
+import { CreateForm, TextField } from '../fields';
+import { useOwnerName, useResource } from '../hooks';
 import { ResourceTable } from '../resource';
-import type { BotUser } from './bot-users';
+import { OwnerField } from './bot-users';
 
 interface Credential {
   id: string;
@@ -17,7 +17,6 @@ interface Credential {
 /** Authtokens: what agents connect with, each owned by a user or bot user, limited by its ACL. */
 export function AuthtokensPage() {
   const creds = useResource<Credential>('/credentials', 'credentials');
-  const bots = useList<BotUser>('/bot_users', 'bot_users');
   const [description, setDescription] = useState('');
   const [owner, setOwner] = useState('');
   const [acl, setAcl] = useState<string[]>([]);
@@ -69,19 +68,11 @@ export function AuthtokensPage() {
           onChange={setDescription}
           maxLength={255}
         />
-        <SelectField
-          label="Owner"
+        <OwnerField
           hint="A bot user keeps a fleet's tokens together; deactivating it stops them all."
           value={owner}
           onChange={setOwner}
-        >
-          <option value="">The account (default)</option>
-          {bots.items?.map((b) => (
-            <option key={b.id} value={b.id}>
-              Bot user {b.name}
-            </option>
-          ))}
-        </SelectField>
+        />
         <fieldset className="acl-editor">
           <legend>Access rules (ACL)</legend>
           <p className="hint" id="acl-help">

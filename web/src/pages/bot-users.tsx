@@ -1,7 +1,7 @@
-import { useState } from 'react';
+import { useState, type ReactNode } from 'react';
 import { PageHeader, When } from '../components';
-import { Checkbox, CreateForm, TextField } from '../fields';
-import { useResource } from '../hooks';
+import { Checkbox, CreateForm, SelectField, TextField } from '../fields';
+import { useList, useResource } from '../hooks';
 import { ResourceTable } from '../resource';
 
 export interface BotUser {
@@ -9,6 +9,29 @@ export interface BotUser {
   name: string;
   active: boolean;
   created_at: string;
+}
+
+/** The owner of a new authtoken or SSH key: the account (the default) or a bot user. */
+export function OwnerField({
+  value,
+  onChange,
+  hint,
+}: {
+  value: string;
+  onChange: (value: string) => void;
+  hint?: ReactNode;
+}) {
+  const bots = useList<BotUser>('/bot_users', 'bot_users');
+  return (
+    <SelectField label="Owner" hint={hint} value={value} onChange={onChange}>
+      <option value="">The account (default)</option>
+      {bots.items?.map((b) => (
+        <option key={b.id} value={b.id}>
+          Bot user {b.name}
+        </option>
+      ))}
+    </SelectField>
+  );
 }
 
 /** Bot users: identities for machines, which own authtokens and API keys. */

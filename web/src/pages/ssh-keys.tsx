@@ -1,9 +1,9 @@
 import { useState } from 'react';
 import { Chips, PageHeader, When } from '../components';
-import { CreateForm, SelectField, TextField } from '../fields';
-import { useList, useResource } from '../hooks';
+import { CreateForm, TextField } from '../fields';
+import { useOwnerName, useResource } from '../hooks';
 import { ResourceTable } from '../resource';
-import type { BotUser } from './bot-users';
+import { OwnerField } from './bot-users';
 
 interface SshCredential {
   id: string;
@@ -21,7 +21,6 @@ interface SshCredential {
  */
 export function SshKeysPage() {
   const keys = useResource<SshCredential>('/ssh_credentials', 'ssh_credentials');
-  const bots = useList<BotUser>('/bot_users', 'bot_users');
   const [publicKey, setPublicKey] = useState('');
   const [description, setDescription] = useState('');
   const [owner, setOwner] = useState('');
@@ -43,7 +42,7 @@ export function SshKeysPage() {
     setDescription('');
     setAcl('');
   };
-  const ownerName = (id: string) => bots.items?.find((b) => b.id === id)?.name ?? id;
+  const ownerName = useOwnerName();
 
   return (
     <>
@@ -74,14 +73,7 @@ export function SshKeysPage() {
           onChange={setDescription}
           maxLength={255}
         />
-        <SelectField label="Owner" value={owner} onChange={setOwner}>
-          <option value="">The account (default)</option>
-          {bots.items?.map((b) => (
-            <option key={b.id} value={b.id}>
-              Bot user {b.name}
-            </option>
-          ))}
-        </SelectField>
+        <OwnerField value={owner} onChange={setOwner} />
         <TextField
           label="Access rules (ACL)"
           hint="Comma-separated, as an authtoken's (bind:*.example.com, bind:app.example.com); none: every bind."
