@@ -167,10 +167,12 @@ export class RequestLog {
 
   /** Newest first, at most `limit`, of one tunnel when `tunnelName` is given. */
   list(limit: number | undefined, tunnelName: string | undefined): CapturedRequest[] {
-    const all = this.entries
-      .map((e) => e.request)
-      .filter((r) => tunnelName === undefined || r.tunnel_name === tunnelName);
-    return limit === undefined ? all : all.slice(0, limit);
+    const found: CapturedRequest[] = [];
+    for (const { request } of this.entries) {
+      if (limit !== undefined && found.length >= limit) break;
+      if (tunnelName === undefined || request.tunnel_name === tunnelName) found.push(request);
+    }
+    return found;
   }
 
   get(id: string): CapturedRequest | undefined {

@@ -128,8 +128,14 @@ async function api(method, path, body) {
   if (!res.ok) { const e = await res.json().catch(() => ({ msg: res.statusText })); throw new Error(e.msg); }
   return res.status === 204 ? null : res.json();
 }
+// The log only changes at its newest end (a capture is added, older ones dropped with it) or all
+// at once (cleared): asking for the newest request tells whether the list must be fetched again.
 async function poll() {
-  try { const data = await api('GET', '/api/requests/http?limit=500'); const known = requests.map((r) => r.id).join(); if (data.requests.map((r) => r.id).join() !== known) { requests = data.requests; render(); } }
+  try {
+    const newest = (await api('GET', '/api/requests/http?limit=1')).requests[0];
+    if ((newest ? newest.id : '') === (requests.length > 0 ? requests[0].id : '')) return;
+    requests = (await api('GET', '/api/requests/http?limit=500')).requests; render();
+  }
   catch (e) { /* the agent is stopping; try again */ }
 }
 async function replay(changes) {
