@@ -217,6 +217,25 @@ function compileRule(
     const reader = ConfigReader.open(config, spec.configKeys, at, field);
     /** Texts compiled as templates or expressions: any other `${` in the config is refused. */
     const interpolated = new Set<string>();
+    /** `outbound`: the action sends the text as it is, so it may place a secret whole. */
+    const template = (
+      text: string,
+      key: string,
+      maxGroup: number | undefined,
+      outbound: boolean,
+    ): Template => {
+      interpolated.add(text);
+      let compiled: Template;
+      try {
+        compiled = compileTemplate(text, phase, maxGroup, outbound);
+      } catch (err) {
+        if (err instanceof GroupReferenceError) return reader.fail(key, err.message);
+        return expressionError(at, `config.${key}`, text, err, field);
+      }
+      if (compiled.placesSecret && !outbound) misplacedSecret(at, key, compiled.secrets, field);
+      reads(compiled.secrets, `${at}, config.${key}`);
+      return compiled;
+    };
     const ctx: ActionCompileContext = {
       phase,
       protocol,
@@ -232,30 +251,8 @@ function compileRule(
         reads(compiled.secrets, `${at}, config.${key}`);
         return compiled;
       },
-      template(text, key, maxGroup) {
-        interpolated.add(text);
-        let compiled: Template;
-        try {
-          compiled = compileTemplate(text, phase, maxGroup);
-        } catch (err) {
-          if (err instanceof GroupReferenceError) return reader.fail(key, err.message);
-          return expressionError(at, `config.${key}`, text, err, field);
-        }
-        if (compiled.placesSecret) misplacedSecret(at, key, compiled.secrets, field);
-        reads(compiled.secrets, `${at}, config.${key}`);
-        return compiled;
-      },
-      outboundTemplate(text, key) {
-        interpolated.add(text);
-        let compiled: Template;
-        try {
-          compiled = compileTemplate(text, phase, undefined, true);
-        } catch (err) {
-          return expressionError(at, `config.${key}`, text, err, field);
-        }
-        reads(compiled.secrets, `${at}, config.${key}`);
-        return compiled;
-      },
+      template: (text, key, maxGroup) => template(text, key, maxGroup, false),
+      outboundTemplate: (text, key) => template(text, key, undefined, true),
     };
     const compiled = { index, type, action: spec.compile(reader, ctx) };
     refuseUninterpolated(config, interpolated, at, field);
