@@ -3,6 +3,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuthenticationError, BurrowError, CODES, RateLimitError } from '../core/errors.js';
 import { quote } from '../core/quote.js';
 import { ID_PREFIX } from '../core/ids.js';
+import type { VerifiedApiKey } from '../store/api-keys.js';
 import type { Repositories } from '../store/index.js';
 import type { Role } from '../core/roles.js';
 import { keyPrincipal } from './permissions.js';
@@ -47,33 +48,31 @@ declare module 'fastify' {
   }
 }
 
-/** What API-key authentication reads: the keys, and their owners' state. */
-export type KeyOwnerRepositories = Pick<
-  Repositories,
-  'apiKeys' | 'botUsers' | 'users' | 'settings'
->;
+/** What API-key authentication reads: the keys (with their owners' rows), the account's user. */
+export type KeyOwnerRepositories = Pick<Repositories, 'apiKeys' | 'settings'>;
 
 /**
  * The role the owner of a key gives it, or why the owner no longer lets it in: a bot user that was
- * deactivated or deleted, a dashboard user who was deleted. Read from the store on every request,
- * so a change made through any node of a cluster (a deactivation, a user's new role) holds at
- * once on every node. The account's user and bot users are admins (a key can be narrower).
+ * deactivated or deleted, a dashboard user who was deleted. The owner's row is read with the key
+ * (`verify`, one query) on every request, so a change made through any node of a cluster (a
+ * deactivation, a user's new role) holds at once on every node. The account's user and bot users
+ * are admins (a key can be narrower).
  */
 async function ownerState(
-  repos: KeyOwnerRepositories,
-  ownerId: string,
+  key: VerifiedApiKey,
   accountUserId: () => Promise<string>,
 ): Promise<{ role: Role } | { gone: string }> {
-  if (ownerId.startsWith(`${ID_PREFIX.botUser}_`)) {
-    const bot = await repos.botUsers.get(ownerId);
-    if (!bot) return { gone: `its owner, bot user ${ownerId}, has been deleted` };
-    return bot.active
+  const { owner, owner_id: ownerId } = key;
+  if (owner?.kind === 'bot') {
+    return owner.active
       ? { role: 'admin' }
       : { gone: `its owner, bot user ${ownerId}, is deactivated (active: false)` };
   }
+  if (ownerId.startsWith(`${ID_PREFIX.botUser}_`)) {
+    return { gone: `its owner, bot user ${ownerId}, has been deleted` };
+  }
   if (ownerId === (await accountUserId())) return { role: 'admin' };
-  const user = await repos.users.get(ownerId);
-  if (user) return { role: user.role };
+  if (owner?.kind === 'user') return { role: owner.role };
   return { gone: `its owner, user ${ownerId}, has been deleted` };
 }
 
@@ -127,7 +126,7 @@ export function installAuth(
         'The API key is invalid or has been deleted. Create a new one with `burrow api-key create`.',
       );
     }
-    const owner = await ownerState(repos, key.owner_id, accountUserId);
+    const owner = await ownerState(key, accountUserId);
     if ('gone' in owner) {
       throw new AuthenticationError(
         CODES.apiKeyOwnerInactive,

@@ -170,6 +170,19 @@ describe.each(DATABASE_KINDS)('bot users API (%s)', (kind) => {
     expect((await api.call('GET', '/api_keys', undefined, asMinted)).status).toBe(401);
   });
 
+  it("a bot user's key whose bot row is gone is refused as deleted", async () => {
+    const { body: bot } = await api.call('POST', '/bot_users', { name: 'vanished bot' });
+    const made = await api.call('POST', '/api_keys', { owner_id: bot.id });
+    const asBot = { authorization: `Bearer ${made.body.token as string}` };
+    expect((await api.call('GET', '/bot_users', undefined, asBot)).status).toBe(200);
+    // The API refuses to delete a bot user that owns keys: only a hand edit of the store does it.
+    await api.store.db.deleteFrom('bot_users').where('id', '=', bot.id).execute();
+    const res = await api.call('GET', '/bot_users', undefined, asBot);
+    expect(res.status).toBe(401);
+    expect(res.body.error_code).toBe('ERR_BURROW_API_KEY_OWNER_INACTIVE');
+    expect(res.body.msg).toContain(`bot user ${bot.id}, has been deleted`);
+  });
+
   it("a deleted dashboard user's API key is refused", async () => {
     const user = await api.repos.users.create('leaver', 'a long enough password');
     const { token } = await api.repos.apiKeys.create({ owner_id: user.id });
