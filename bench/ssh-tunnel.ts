@@ -10,13 +10,11 @@
  * Processes: the edge (with its SSH listener), the SDK agent and the ssh client (children of the
  * agent role), the local service, one load generator per measurement, and this process.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pino } from 'pino';
-import { startSshListener } from '../src/edge/ssh/ssh-listener.js';
-import { TEST_AGENT_SETTINGS } from '../test/support/agent-edge.js';
+import { sshKeygen, startTestSshListener } from '../test/support/ssh.js';
 import { fmt, machine, markdownTable } from './report.js';
 import { median, runTunnelBench, type RateResult } from './support/load.js';
 import { answer, RoleProcesses } from './support/roles.js';
@@ -30,19 +28,10 @@ type EdgeInfo = EdgeAddress & { httpPort: number; sshPort: number; key: string }
 
 async function serveEdge(): Promise<void> {
   const { edge, info } = await startBenchEdge();
-  const ssh = await startSshListener({
-    listen: '127.0.0.1:0',
-    dataDir: edge.db.dataDir,
-    repos: edge.repos,
-    registry: edge.registry,
-    policies: edge.listener.policies,
-    settings: TEST_AGENT_SETTINGS,
-    logger: pino({ level: 'silent' }),
-  });
-  const key = join(mkdtempSync(join(tmpdir(), 'burrow-bench-ssh-')), 'key');
-  spawnSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
-  await edge.repos.sshCredentials.create({ public_key: readFileSync(`${key}.pub`, 'utf8') });
-  answer({ ...info, sshPort: Number(ssh.address.split(':').pop()), key });
+  const ssh = await startTestSshListener(edge);
+  const key = sshKeygen(mkdtempSync(join(tmpdir(), 'burrow-bench-ssh-')), 'key', 'ed25519');
+  await edge.repos.sshCredentials.create({ public_key: key.line });
+  answer({ ...info, sshPort: Number(ssh.address.split(':').pop()), key: key.path });
 }
 
 /** `ssh -R` in batch mode; resolves with the host of the URL it prints. */

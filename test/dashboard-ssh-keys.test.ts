@@ -1,16 +1,17 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchBrowser, type TestBrowser } from './support/browser.js';
+import { CurlApi } from './support/curl.js';
 import {
   createApiKey,
   REPO_ROOT,
   startBurrowServer,
   type BurrowServer,
 } from './support/server-process.js';
+import { sshKeygen } from './support/ssh.js';
 import { createTestDatabase, type TestDatabase } from './support/stores.js';
 
 /**
@@ -26,48 +27,18 @@ describe('SSH keys in the dashboard', () => {
   let server: BurrowServer;
   let browser: TestBrowser;
   let page: Page;
-  let apiKey = '';
   let keys = '';
 
-  const call = async (method: string, path: string, body?: unknown) => {
-    const res = await fetch(`${server.url}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${apiKey}`,
-        'service-version': '2',
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
-  };
-  const keygen = (name: string, type: string, bits?: number) => {
-    const path = join(keys, name);
-    spawnSync('ssh-keygen', [
-      '-q',
-      '-t',
-      type,
-      ...(bits ? ['-b', String(bits)] : []),
-      '-N',
-      '',
-      '-f',
-      path,
-    ]);
-    return {
-      line: readFileSync(`${path}.pub`, 'utf8').trim(),
-      fingerprint: spawnSync('ssh-keygen', ['-lf', `${path}.pub`])
-        .stdout.toString()
-        .split(' ')[1]!,
-    };
-  };
+  let api: CurlApi;
 
   beforeAll(async () => {
     keys = mkdtempSync(join(tmpdir(), 'burrow-dashboard-ssh-'));
     db = await createTestDatabase('sqlite');
-    apiKey = await createApiKey(db);
+    const apiKey = await createApiKey(db);
     server = await startBurrowServer(db);
+    api = new CurlApi(server.url, apiKey);
     const admin = { name: 'ada', password: PASSWORD, role: 'admin' };
-    expect((await call('POST', '/users', admin)).status).toBe(201);
+    expect((await api.post('/users', admin)).status).toBe(201);
     browser = await launchBrowser();
     page = await browser.context.newPage();
     page.setDefaultTimeout(15_000);
@@ -92,13 +63,13 @@ describe('SSH keys in the dashboard', () => {
       .click();
     await page.getByRole('heading', { level: 1, name: 'SSH keys' }).waitFor();
 
-    const good = keygen('laptop', 'ed25519');
+    const good = sshKeygen(keys, 'laptop', 'ed25519');
     await page.getByLabel('Public key').fill(good.line);
     await page.getByLabel('Description').fill('laptop');
     await page.getByLabel('Access rules (ACL)').fill('bind:*.team.example.com');
     await page.getByRole('button', { name: 'Register key' }).click();
     await page.getByRole('cell', { name: good.fingerprint }).waitFor();
-    const listed = (await call('GET', '/ssh_credentials')).body.ssh_credentials as Array<{
+    const listed = (await api.get('/ssh_credentials')).body.ssh_credentials as Array<{
       fingerprint: string;
       acl: string[];
     }>;
@@ -106,7 +77,7 @@ describe('SSH keys in the dashboard', () => {
       expect.objectContaining({ fingerprint: good.fingerprint, acl: ['bind:*.team.example.com'] }),
     ]);
 
-    await page.getByLabel('Public key').fill(keygen('weak', 'rsa', 1024).line);
+    await page.getByLabel('Public key').fill(sshKeygen(keys, 'weak', 'rsa', 1024).line);
     await page.getByRole('button', { name: 'Register key' }).click();
     await page.getByText(/RSA key of 1024 bits is too weak/).waitFor();
     await page.screenshot({

@@ -11,6 +11,7 @@ import { until } from './support/mux.js';
 import { ingressCurl, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
 import { databaseArgs, freePort, runBurrow } from './support/server-process.js';
 import { certificateMaker } from './support/certificates.js';
+import { sshKeygen } from './support/ssh.js';
 import { startTlsServer, type TestTlsServer } from './support/tls.js';
 
 /**
@@ -42,17 +43,8 @@ describe('SSH tunnels with the OpenSSH client', () => {
     )(url, path, extra);
 
   /** A new key pair of `type` (and `bits`) in the test's folder; returns its private key path. */
-  function keygen(name: string, type: string, bits?: number): string {
-    const path = join(keys, name);
-    const made = spawnSync('ssh-keygen', [
-      '-q',
-      ...['-t', type],
-      ...(bits ? ['-b', String(bits)] : []),
-      ...['-N', '', '-f', path],
-    ]);
-    expect(made.status, made.stderr.toString()).toBe(0);
-    return path;
-  }
+  const keygen = (name: string, type: string, bits?: number): string =>
+    sshKeygen(keys, name, type, bits).path;
 
   /** POST /ssh_credentials with the public key of `path`; the reply. */
   async function addKey(path: string, body: object = {}) {

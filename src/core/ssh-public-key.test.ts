@@ -1,29 +1,15 @@
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { sshKeygen } from '../../test/support/ssh.js';
 import { parseSshPublicKey, SshKeyProblem } from './ssh-public-key.js';
 
 /** Keys made by Debian's ssh-keygen, and the fingerprints it prints for them. */
 const dir = mkdtempSync(join(tmpdir(), 'burrow-sshkey-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-function keygen(name: string, type: string, bits?: number): { line: string; fingerprint: string } {
-  const path = join(dir, name);
-  spawnSync('ssh-keygen', [
-    '-q',
-    '-t',
-    type,
-    ...(bits ? ['-b', String(bits)] : []),
-    '-N',
-    '',
-    '-f',
-    path,
-  ]);
-  const printed = spawnSync('ssh-keygen', ['-lf', `${path}.pub`]).stdout.toString();
-  return { line: readFileSync(`${path}.pub`, 'utf8'), fingerprint: printed.split(' ')[1]! };
-}
+const keygen = (name: string, type: string, bits?: number) => sshKeygen(dir, name, type, bits);
 
 describe('parseSshPublicKey', () => {
   it.each([

@@ -1,10 +1,9 @@
 import { once } from 'node:events';
-import { pino } from 'pino';
 import ssh2, { type Client, type ClientChannel } from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TEST_AGENT_SETTINGS } from '../../../test/support/agent-edge.js';
 import { startSdkTestEdge, type SdkTestEdge } from '../../../test/support/sdk-edge.js';
-import { startSshListener, type SshListener } from './ssh-listener.js';
+import { startTestSshListener } from '../../../test/support/ssh.js';
+import type { SshListener } from './ssh-listener.js';
 
 /**
  * The SSH listener's limits with ssh2's client on real sockets: forwards per connection, one
@@ -52,15 +51,9 @@ describe('SSH listener limits', () => {
 
   beforeAll(async () => {
     edge = await startSdkTestEdge('sqlite');
-    ssh = await startSshListener({
-      listen: '127.0.0.1:0',
-      dataDir: edge.db.dataDir,
-      repos: edge.repos,
-      registry: edge.registry,
-      policies: edge.listener.policies,
-      settings: TEST_AGENT_SETTINGS,
-      logger: pino({ level: 'silent' }),
-      limits: { maxForwardsPerSession: 2, maxAuthFailuresPerIpPerMinute: 2 },
+    ssh = await startTestSshListener(edge, {
+      maxForwardsPerSession: 2,
+      maxAuthFailuresPerIpPerMinute: 2,
     });
     await edge.repos.sshCredentials.create({ public_key: known.public });
   });
