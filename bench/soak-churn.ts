@@ -10,10 +10,11 @@
  *   SOAK_SECONDS=180 WORKERS=4 npm run bench:soak
  */
 import { readdirSync } from 'node:fs';
-import http from 'node:http';
 import { loadavg } from 'node:os';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Session } from '../src/sdk/index.js';
+import { visit } from '../test/support/ingress.js';
 import { startEdgeServer, type EdgeServer } from './edge-process.js';
 import { fmt, machine, markdownTable, mib } from './report.js';
 import { exitOnSignals } from './support/roles.js';
@@ -45,23 +46,6 @@ function service(req: IncomingMessage, res: ServerResponse): void {
   } else res.end('ok');
 }
 
-/** One visitor: a GET through the edge's HTTP ingress; `hangUpMs` leaves before the answer. */
-function visit(edge: EdgeServer, host: string, path: string, hangUpMs?: number): Promise<void> {
-  return new Promise<void>((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port: edge.httpPort, path, headers: { host } });
-    req.on('response', (res) =>
-      res
-        .resume()
-        .on('end', resolve)
-        .on('error', () => resolve()),
-    );
-    req.on('error', () => resolve());
-    req.on('close', () => resolve());
-    if (hangUpMs !== undefined) setTimeout(() => req.destroy(), hangUpMs).unref();
-    req.end();
-  });
-}
-
 /** One worker's loop until `deadline`; counts cycles and failures into `totals`. */
 async function churn(
   edge: EdgeServer,
@@ -85,8 +69,13 @@ async function churn(
       });
       const host = new URL(endpoint.url!).hostname;
       await Promise.all([
-        ...Array.from({ length: VISITS }, (_, i) => visit(edge, host, i === 0 ? '/p1' : '/')),
-        ...Array.from({ length: HANG_UPS }, () => visit(edge, host, '/slow', 200)),
+        ...Array.from({ length: VISITS }, (_, i) =>
+          visit(edge.httpPort, host, i === 0 ? '/p1' : '/'),
+        ),
+        // These hang up before /slow answers.
+        ...Array.from({ length: HANG_UPS }, () =>
+          visit(edge.httpPort, host, '/slow', delay(200, undefined, { ref: false })),
+        ),
       ]);
       await endpoint.close();
       totals.cycles++;

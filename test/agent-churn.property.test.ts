@@ -1,5 +1,4 @@
 import { readdirSync } from 'node:fs';
-import http from 'node:http';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { compiledPolicyCacheSize } from '../src/policy/index.js';
@@ -12,6 +11,7 @@ import {
 } from '../src/protocol/index.js';
 import { connectTestAgent, type TestAgent } from './support/agent-edge.js';
 import { reportFuzz } from './support/fuzz.js';
+import { metricSum, visit } from './support/ingress.js';
 import { startSdkTestEdge, type SdkTestEdge } from './support/sdk-edge.js';
 
 /**
@@ -53,42 +53,20 @@ const ACTION: fc.Arbitrary<Action> = fc.oneof(
 
 /** What the edge holds now, as gauges and counts. */
 function gauges(edge: SdkTestEdge) {
-  const sum = (text: string, name: string): number =>
-    text
-      .split('\n')
-      .filter((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `))
-      .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
   const text = edge.metrics.render();
   const counts = edge.listener.policies.counts();
   return {
     sessions: edge.listener.sessions().length,
     tunnels: edge.registry.listTunnels().length,
-    tunnelGauge: sum(text, 'burrow_tunnels'),
+    tunnelGauge: metricSum(text, 'burrow_tunnels'),
     liveStates: counts.live,
     livePolicyBytes: counts.liveBytes,
     retainedStates: counts.retained,
     pendingBytes: edge.metrics.rpcPendingBytes.with().value,
     proxyStreams: edge.listener.sessions().reduce((n, s) => n + s.limiter.active, 0),
-    publicConnections: sum(text, 'burrow_connections_active'),
+    publicConnections: metricSum(text, 'burrow_connections_active'),
     descriptors: readdirSync('/proc/self/fd').length,
   };
-}
-
-/** A visitor's request to `host`; `hangUp` leaves once the agent has the stream. */
-function visit(edge: SdkTestEdge, host: string, path: string, seen?: Promise<unknown>) {
-  return new Promise<void>((resolve) => {
-    const req = http.request({ host: '127.0.0.1', port: edge.httpPort, path, headers: { host } });
-    req.on('response', (res) =>
-      res
-        .resume()
-        .on('end', resolve)
-        .on('error', () => resolve()),
-    );
-    req.on('error', () => resolve());
-    req.on('close', () => resolve());
-    req.end();
-    void seen?.then(() => req.destroy());
-  });
 }
 
 describe('agent and visitor churn returns every gauge to its start', () => {
@@ -187,11 +165,12 @@ describe('agent and visitor churn returns every gauge to its start', () => {
         case 'hang-up': {
           const tunnel = pick(tunnels, action.tunnel);
           if (!tunnel) break;
-          if (action.kind === 'visit') await visit(edge, tunnel.host, '/fast');
+          if (action.kind === 'visit') await visit(edge.httpPort, tunnel.host, '/fast');
           else {
             const seen = new Promise<void>((resolve) => (onStream = resolve));
             await Promise.race([
-              visit(edge, tunnel.host, '/slow', seen),
+              // The visitor hangs up once the agent has the stream.
+              visit(edge.httpPort, tunnel.host, '/slow', seen),
               new Promise((resolve) => setTimeout(resolve, 2000)),
             ]);
             onStream = undefined;

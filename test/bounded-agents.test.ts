@@ -1,18 +1,17 @@
 import { readFileSync } from 'node:fs';
-import tls from 'node:tls';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  MuxSession,
   StreamType,
-  TypedSession,
   call,
   openTypedStream,
   readJsonObject,
+  type MuxSession,
   type MuxStream,
 } from '../src/protocol/index.js';
-import { expectRpcError } from './support/agent-edge.js';
+import { connectTestAgent, expectRpcError } from './support/agent-edge.js';
 import type { CurlApi } from './support/curl.js';
 import { createAuthtoken, type EdgePorts, startEdgeServer } from './support/edge-listeners.js';
+import { metricSum } from './support/ingress.js';
 import type { BurrowServer } from './support/server-process.js';
 import type { TestDatabase } from './support/stores.js';
 
@@ -31,20 +30,10 @@ const BIG_POLICY = `on_http_request:\n${Array.from(
 
 /** An agent made of the protocol library (what the Burrow SDK speaks), with heartbeats on. */
 async function rawAgent(port: number, caPem: string, token: string): Promise<MuxSession> {
-  const socket = tls.connect({ host: '127.0.0.1', port, ca: caPem });
-  await new Promise<void>((resolve, reject) => {
-    socket.once('secureConnect', resolve);
-    socket.once('error', reject);
-  });
-  socket.on('error', () => undefined);
-  const mux = new MuxSession(socket, { role: 'client' });
-  new TypedSession(mux).startHeartbeat({ interval: 1000, closeOnTimeout: false });
-  await call(mux, StreamType.Auth, {
-    Version: ['3', '2'],
-    ClientId: '',
-    Extra: { AuthToken: token },
-  });
-  return mux;
+  const agent = await connectTestAgent({ listener: { port }, caPem });
+  agent.heartbeat(1000);
+  await agent.auth({ AuthToken: token });
+  return agent.mux;
 }
 
 /** The server's resident memory, from /proc. */
@@ -55,14 +44,7 @@ function rssBytes(server: BurrowServer): number {
 
 /** One series of /metrics (the sum of its labelled lines). */
 async function metric(api: CurlApi, name: string, labels = ''): Promise<number> {
-  const text = (await api.get('/metrics')).text;
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    if (line.startsWith(`${name}${labels}`) && /[ {]/.test(line.charAt(name.length))) {
-      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-    }
-  }
-  return sum;
+  return metricSum((await api.get('/metrics')).text, name, labels);
 }
 
 describe('one authtoken cannot run the edge out of memory', () => {

@@ -1,8 +1,8 @@
 import { mkdirSync } from 'node:fs';
-import { request } from 'node:http';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CurlApi } from './support/curl.js';
+import { hostGet } from './support/edge-listeners.js';
 import { tcpExchange } from './support/edge-traffic.js';
 import type { LocalServer } from './support/ingress.js';
 import {
@@ -21,28 +21,16 @@ import { startEchoUpstream } from './support/tcp-upstreams.js';
  * changed, the edge deleted, a cloud endpoint created and deleted, all through the API node.
  */
 
-/** Poll `check` until it holds; throws after `ms`. */
-async function until(check: () => Promise<boolean>, ms = 5000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`condition not met in ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-/** GET / on 127.0.0.1:`port` with `host`: the status and body, or 0 when nothing answered. */
-function hostGet(port: number, host: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve) => {
-    const req = request({ port, host: '127.0.0.1', path: '/', headers: { host } }, (res) => {
-      let body = '';
-      res.setEncoding('utf8').on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.setTimeout(3000, () => req.destroy());
-    req.on('error', () => resolve({ status: 0, body: '' }));
-    req.end();
-  });
-}
+/** Poll until the change has reached the edge node (5 s at most). */
+const eventually = { timeout: 5000 };
+/** What TCP `port` of the edge node answers, or how it refused. */
+const exchange = (port: number) => expect.poll(async () => tcpExchange(port), eventually);
+/** The body HTTP `port` of the edge node answers for `host`, '' when nothing answered. */
+const bodyFor = (port: number, host: string) =>
+  expect.poll(
+    async () => (await hostGet(port, host, '/').catch(() => undefined))?.body ?? '',
+    eventually,
+  );
 
 describe('a node follows another node by notices, with no periodic reload (postgres)', () => {
   let db: TestDatabase;
@@ -91,7 +79,7 @@ describe('a node follows another node by notices, with no periodic reload (postg
       backend: { backend_id: backend.id },
     });
     expect(edge.status, edge.text).toBe(201);
-    await until(async () => (await tcpExchange(port)).text === 'ping');
+    await exchange(port).toMatchObject({ text: 'ping' });
 
     // A rule of its IP policy: the notice names the policy, the edge node reloads this edge.
     const policy = (await client.post('/ip_policies', { description: 'none' })).body as {
@@ -103,10 +91,10 @@ describe('a node follows another node by notices, with no periodic reload (postg
     expect(put.status, put.text).toBe(200);
     const deny = { ip_policy_id: policy.id, cidr: '127.0.0.0/8', action: 'deny' };
     expect((await client.post('/ip_policy_rules', deny)).status).toBe(201);
-    await until(async () => !(await tcpExchange(port)).served);
+    await exchange(port).toMatchObject({ served: false });
 
     expect((await client.delete(`/edges/tcp/${edge.body.id}`)).status).toBe(204);
-    await until(async () => (await tcpExchange(port)).error === 'ECONNREFUSED');
+    await exchange(port).toMatchObject({ error: 'ECONNREFUSED' });
   });
 
   it('serves and forgets a cloud endpoint made through the API node', async () => {
@@ -120,12 +108,8 @@ describe('a node follows another node by notices, with no periodic reload (postg
       traffic_policy: policy,
     });
     expect(made.status, made.text).toBe(201);
-    await until(
-      async () => (await hostGet(httpPort.value, 'notices.burrow.test')).body === 'cloud',
-    );
+    await bodyFor(httpPort.value, 'notices.burrow.test').toBe('cloud');
     expect((await client.delete(`/endpoints/${made.body.id}`)).status).toBe(204);
-    await until(
-      async () => (await hostGet(httpPort.value, 'notices.burrow.test')).body !== 'cloud',
-    );
+    await bodyFor(httpPort.value, 'notices.burrow.test').not.toBe('cloud');
   });
 });

@@ -112,7 +112,7 @@ export interface TestAgent {
  * @example const agent = await connectTestAgent(edge); await agent.auth({ AuthToken: token });
  */
 export async function connectTestAgent(
-  edge: Pick<TestAgentEdge, 'listener' | 'caPem'>,
+  edge: { listener: Pick<AgentListener, 'port'>; caPem: string },
   options: { alpn?: string[] } = {},
 ): Promise<TestAgent> {
   const socket = tls.connect({

@@ -216,6 +216,33 @@ export async function httpRequest(
   });
 }
 
+/**
+ * A visitor: GET `path` on 127.0.0.1:`port` with a Host header, the answer read and dropped.
+ * Resolves however it ends (answered, refused, reset); with `leave`, the visitor hangs up when
+ * that settles, answered or not.
+ * @example await visit(edge.httpPort, host, '/slow', setTimeout(200)); // node:timers/promises
+ */
+export function visit(
+  port: number,
+  host: string,
+  path: string,
+  leave?: Promise<unknown>,
+): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const req = request({ host: '127.0.0.1', port, path, headers: { host } });
+    req.on('response', (res) =>
+      res
+        .resume()
+        .on('end', resolve)
+        .on('error', () => resolve()),
+    );
+    req.on('error', () => resolve());
+    req.on('close', () => resolve());
+    req.end();
+    void leave?.then(() => req.destroy());
+  });
+}
+
 /** A running ingress on random ports with its registry, metrics and local CA. */
 export interface TestIngress {
   ingress: Ingress;
@@ -264,6 +291,21 @@ export async function startTestIngress(extra: Partial<IngressOptions> = {}): Pro
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The sum of every series of `name` in a text exposition (`/metrics`), or of those whose labels
+ * begin with `labels`; 0 when there is none.
+ * @example metricSum(metrics.render(), 'burrow_policy_states', '{state="live"}')
+ */
+export function metricSum(text: string, name: string, labels = ''): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`${name}${labels}`) && /[ {]/.test(line.charAt(name.length))) {
+      sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return sum;
 }
 
 /**
