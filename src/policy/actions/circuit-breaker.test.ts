@@ -1,5 +1,24 @@
 import { describe, expect, it } from 'vitest';
 import { bindPolicy, oneRule, sync } from '../../../test/support/policy-fixtures.js';
+import type { PolicyRunner } from '../runner.js';
+
+/**
+ * A request through `runner` whose upstream answers `upstreamStatus` (told to the breaker as
+ * the ingress tells it): the status the client gets, 0 when the connection is closed.
+ */
+function requester(runner: PolicyRunner): (upstreamStatus: number) => number {
+  return (upstreamStatus) => {
+    const d = sync(
+      runner.onHttpRequest({
+        conn: { client_ip: '192.0.2.1' },
+        req: { method: 'GET', url: '/', headers: { host: 'a.test' } },
+      }),
+    );
+    if (d.kind !== 'continue') return d.kind === 'respond' ? d.status : 0;
+    for (const observe of d.afterResponse ?? []) observe(upstreamStatus);
+    return upstreamStatus;
+  };
+}
 
 describe('circuit-breaker', () => {
   it('opens after enough 5xx answers in the window, answers 503 while open, then closes', () => {
@@ -19,18 +38,7 @@ describe('circuit-breaker', () => {
       'https',
       { now: () => now },
     );
-    const request = (upstreamStatus: number): number => {
-      const d = sync(
-        runner.onHttpRequest({
-          conn: { client_ip: '192.0.2.1' },
-          req: { method: 'GET', url: '/', headers: { host: 'a.test' } },
-        }),
-      );
-      if (d.kind === 'respond') return d.status;
-      for (const observe of d.kind === 'continue' ? (d.afterResponse ?? []) : [])
-        observe(upstreamStatus);
-      return upstreamStatus;
-    };
+    const request = requester(runner);
     expect(request(200)).toBe(200);
     expect(request(502)).toBe(502);
     expect(request(200)).toBe(200);
@@ -50,17 +58,7 @@ describe('circuit-breaker', () => {
       'https',
       { now: () => now },
     );
-    const request = (status: number): number => {
-      const d = sync(
-        runner.onHttpRequest({
-          conn: { client_ip: '192.0.2.1' },
-          req: { method: 'GET', url: '/', headers: {} },
-        }),
-      );
-      if (d.kind !== 'continue') return d.kind === 'respond' ? d.status : 0;
-      for (const observe of d.afterResponse ?? []) observe(status);
-      return status;
-    };
+    const request = requester(runner);
     request(500);
     request(500);
     now += 11_000;
@@ -76,18 +74,7 @@ describe('circuit-breaker', () => {
       'https',
       { now: () => 5_000_000 },
     );
-    const request = (upstreamStatus: number): number => {
-      const d = sync(
-        runner.onHttpRequest({
-          conn: { client_ip: '192.0.2.1' },
-          req: { method: 'GET', url: '/', headers: { host: 'a.test' } },
-        }),
-      );
-      if (d.kind === 'respond') return d.status;
-      for (const observe of d.kind === 'continue' ? (d.afterResponse ?? []) : [])
-        observe(upstreamStatus);
-      return upstreamStatus;
-    };
+    const request = requester(runner);
     for (let i = 0; i < 5; i++) expect(request(200)).toBe(200);
     expect(request(500)).toBe(500);
     expect(request(200)).toBe(503);
