@@ -1,3 +1,8 @@
+import {
+  configureEgress,
+  parseEgressAllow,
+  type EgressAllowEntry,
+} from '../../src/core/egress-guard.js';
 import { compilePolicy } from '../../src/policy/compile.js';
 import { PolicyEventLog } from '../../src/policy/events.js';
 import type { PolicyPhase, PolicyProtocol } from '../../src/policy/parse.js';
@@ -276,4 +281,17 @@ export function oneRule(
   expressions: string[] = [],
 ): Record<string, unknown> {
   return { [phase]: [{ name: 'rule', expressions, actions }] };
+}
+
+/**
+ * `--egress-allow 127.0.0.1`: for tests whose key sets, identity providers or services listen on
+ * loopback, which the egress guard refuses by default. Undo it with {@link refuseInternalEgress}.
+ */
+export function allowLoopbackEgress(): void {
+  configureEgress({ allow: [parseEgressAllow('127.0.0.1') as EgressAllowEntry] });
+}
+
+/** The egress guard's default again: no internal address allowed. */
+export function refuseInternalEgress(): void {
+  configureEgress({ allow: [] });
 }

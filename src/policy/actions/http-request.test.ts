@@ -2,12 +2,12 @@ import { once } from 'node:events';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { bindPolicy, oneRule } from '../../../test/support/policy-fixtures.js';
 import {
-  configureEgress,
-  parseEgressAllow,
-  type EgressAllowEntry,
-} from '../../core/egress-guard.js';
+  allowLoopbackEgress,
+  bindPolicy,
+  oneRule,
+  refuseInternalEgress,
+} from '../../../test/support/policy-fixtures.js';
 
 /**
  * http-request against a real local HTTP service: what it sends (method, query, headers, body),
@@ -50,13 +50,10 @@ beforeAll(async () => {
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 afterEach(() => {
-  configureEgress({ allow: [] });
+  refuseInternalEgress();
   seen.length = 0;
 });
 afterAll(() => server.close());
-
-const allowLoopback = () =>
-  configureEgress({ allow: [parseEgressAllow('127.0.0.1') as EgressAllowEntry] });
 
 const request = { method: 'GET', url: '/page', headers: { host: 'app.burrow.test' } };
 
@@ -86,7 +83,7 @@ function policy(config: Record<string, unknown>) {
 
 describe('http-request', () => {
   it('sends method, query params, headers and body, and later rules read the answer', async () => {
-    allowLoopback();
+    allowLoopbackEgress();
     const { runner } = bindPolicy(
       policy({
         url: `${base}/check`,
@@ -110,7 +107,7 @@ describe('http-request', () => {
   });
 
   it('follows redirects up to max_redirects, each through the guard', async () => {
-    allowLoopback();
+    allowLoopbackEgress();
     const follow = bindPolicy(policy({ url: `${base}/moved` }), 'http').runner;
     expect(
       await follow.onHttpRequest({ conn: { client_ip: '192.0.2.7' }, req: request }),
@@ -200,7 +197,7 @@ describe('http-request', () => {
   });
 
   it('gives up after timeout', async () => {
-    allowLoopback();
+    allowLoopbackEgress();
     const { runner } = bindPolicy(policy({ url: `${base}/slow`, timeout: '1s' }), 'http');
     expect(
       await runner.onHttpRequest({ conn: { client_ip: '192.0.2.7' }, req: request }),

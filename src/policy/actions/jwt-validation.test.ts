@@ -3,12 +3,11 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT, type JWK, type KeyLike } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bindPolicy } from '../../../test/support/policy-fixtures.js';
 import {
-  configureEgress,
-  parseEgressAllow,
-  type EgressAllowEntry,
-} from '../../core/egress-guard.js';
+  allowLoopbackEgress,
+  bindPolicy,
+  refuseInternalEgress,
+} from '../../../test/support/policy-fixtures.js';
 import { JWKS_CACHE } from './jwt-keys.js';
 
 /**
@@ -25,11 +24,9 @@ let key1: { privateKey: KeyLike; publicKey: KeyLike };
 let key2: { privateKey: KeyLike; publicKey: KeyLike };
 let stranger: { privateKey: KeyLike; publicKey: KeyLike };
 
-/** The JWKS server is on loopback: allowed as `--egress-allow 127.0.0.1` allows it. */
-const ALLOW_LOOPBACK = { allow: [parseEgressAllow('127.0.0.1') as EgressAllowEntry] };
-
 beforeAll(async () => {
-  configureEgress(ALLOW_LOOPBACK);
+  // The JWKS server is on loopback.
+  allowLoopbackEgress();
   // The 30 s between fetches would make the rotation test wait; the logic is the same.
   JWKS_CACHE.cooldownMs = 0;
   key1 = await generateKeyPair('RS256');
@@ -55,7 +52,7 @@ beforeAll(async () => {
 });
 
 afterAll(() => {
-  configureEgress({ allow: [] });
+  refuseInternalEgress();
   server.close();
 });
 
@@ -244,7 +241,7 @@ describe('jwt-validation', () => {
   });
 
   it('refuses a JWKS on loopback without --egress-allow, never fetching it, and tells the client nothing of it', async () => {
-    configureEgress({ allow: [] });
+    refuseInternalEgress();
     try {
       const jkus = { keys: { sources: { additional_jkus: [`${base}/internal/jwks.json`] } } };
       const r = bindPolicy(policy({ jws: { allowed_algorithms: ['RS256'], ...jkus } }), 'https');
@@ -258,7 +255,7 @@ describe('jwt-validation', () => {
       // The operator's event says what was refused.
       expect(r.events.eventsFor(r.owner)[0]!.message).toMatch(/127\.0\.0\.1.*loopback/);
     } finally {
-      configureEgress(ALLOW_LOOPBACK);
+      allowLoopbackEgress();
     }
   });
 

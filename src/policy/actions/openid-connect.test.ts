@@ -11,10 +11,9 @@ import { LoginClient } from '../../../test/support/login-client.js';
 import { startTestIdp, type TestIdp } from '../../../test/support/oidc-idp.js';
 import { withPolicy } from '../../../test/support/policy.js';
 import {
-  configureEgress,
-  parseEgressAllow,
-  type EgressAllowEntry,
-} from '../../core/egress-guard.js';
+  allowLoopbackEgress,
+  refuseInternalEgress,
+} from '../../../test/support/policy-fixtures.js';
 import { PolicyEventLog } from '../events.js';
 
 /**
@@ -59,8 +58,8 @@ function policy(extra: Record<string, unknown> = {}): string {
 }
 
 beforeAll(async () => {
-  // The provider listens on loopback: allowed as `--egress-allow 127.0.0.1` allows it.
-  configureEgress({ allow: [parseEgressAllow('127.0.0.1') as EgressAllowEntry] });
+  // The provider listens on loopback.
+  allowLoopbackEgress();
   t = await startTestIngress();
   origin = `http://${HOST}:${t.httpPort}`;
   idp = await startTestIdp({
@@ -86,7 +85,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  configureEgress({ allow: [] });
+  refuseInternalEgress();
   await t?.close();
   await idp?.close();
   await upstream?.close();
