@@ -13,6 +13,7 @@
 import { readFileSync } from 'node:fs';
 import { isMap, isPair, isScalar, isSeq, LineCounter, parseDocument, type Node } from 'yaml';
 import { BurrowError, CODES, NO_HTTP_STATUS } from '../core/errors.js';
+import { ngrokCaFile, ngrokServerAddr } from './ngrok-agent-keys.js';
 import {
   definitionFromEndpoint,
   definitionFromTunnel,
@@ -202,13 +203,8 @@ function optionalString(source: ConfigSource, key: string, value: unknown): stri
 /** `root_cas` / `connect_cas`: `host` (the system roots), or a PEM file. */
 function caFileOf(source: ConfigSource, key: string, value: unknown): string | undefined {
   const text = optionalString(source, key, value);
-  if (text === undefined || text === 'host') return undefined;
-  if (text === 'trusted') {
-    throw new NgrokConfigError(
-      `${where(source, key)}: 'trusted' means ngrok's own CA bundle, which a Burrow server does not use; give 'host' (the system roots) or the file of your server's CA (<data-dir>/ca.pem)`,
-    );
-  }
-  return text;
+  if (text === undefined) return undefined;
+  return ngrokCaFile(text, (message) => new NgrokConfigError(`${where(source, key)}: ${message}`));
 }
 
 function webAddrOf(source: ConfigSource, key: string, value: unknown): string | false | undefined {
@@ -291,7 +287,7 @@ function readSource(
   const str = (key: string): string | undefined => optionalString(source, k(key), agent[key]);
   into.authtoken = str('authtoken') ?? into.authtoken;
   const server = version === 2 ? str('server_addr') : str('connect_url');
-  into.serverAddr = server?.replace(/^tls:\/\//, '') ?? into.serverAddr;
+  into.serverAddr = (server && ngrokServerAddr(server)) ?? into.serverAddr;
   const casKey = version === 2 ? 'root_cas' : 'connect_cas';
   if (agent[casKey] !== undefined) into.caFile = caFileOf(source, k(casKey), agent[casKey]);
   into.caFile = str('ca') ?? into.caFile;

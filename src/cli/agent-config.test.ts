@@ -89,5 +89,14 @@ describe('the agent config file', () => {
     });
     writeFileSync(join(dir, 'host.yml'), 'root_cas: host\n');
     expect(readAgentConfig(join(dir, 'host.yml')).ca).toBeUndefined();
+
+    // As burrow start reads them: tls:// dropped from a version 2 server_addr too, and 'trusted'
+    // (ngrok's own CA bundle) refused with what to give instead, not ignored.
+    writeFileSync(join(dir, 'tls.yml'), 'server_addr: tls://e:3\n');
+    expect(readAgentConfig(join(dir, 'tls.yml')).server_addr).toBe('e:3');
+    writeFileSync(join(dir, 'trusted.yml'), 'version: 3\nagent:\n  connect_cas: trusted\n');
+    expect(() => readAgentConfig(join(dir, 'trusted.yml'))).toThrow(
+      /trusted\.yml: connect_cas: 'trusted' means ngrok's own CA bundle.*give 'host'/,
+    );
   });
 });

@@ -8,6 +8,7 @@ import { homedir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { ngrokCaFile, ngrokServerAddr } from '../agent/ngrok-agent-keys.js';
 
 /** What the config file holds (other keys are kept as they are). */
 export interface AgentConfig {
@@ -64,13 +65,16 @@ export function readAgentConfig(path: string): AgentConfig {
     agent !== null && typeof agent === 'object' && !Array.isArray(agent)
       ? { ...top, ...(agent as Record<string, unknown>) }
       : top;
-  if (raw.server_addr === undefined && typeof raw.connect_url === 'string') {
-    raw.server_addr = raw.connect_url.replace(/^tls:\/\//, '');
-  }
+  if (raw.server_addr === undefined) raw.server_addr = raw.connect_url;
+  if (typeof raw.server_addr === 'string') raw.server_addr = ngrokServerAddr(raw.server_addr);
   // ngrok's root_cas / connect_cas: a CA file ('host' is the system roots, which are trusted anyway).
-  const cas = raw.root_cas ?? raw.connect_cas;
-  if (raw.ca === undefined && typeof cas === 'string' && cas !== 'host' && cas !== 'trusted') {
-    raw.ca = cas;
+  const casKey = raw.root_cas !== undefined ? 'root_cas' : 'connect_cas';
+  const cas = raw[casKey];
+  if (raw.ca === undefined && typeof cas === 'string') {
+    raw.ca = ngrokCaFile(
+      cas,
+      (message) => new Error(`the config file ${path}: ${casKey}: ${message}`),
+    );
   }
   const webAddr = raw.web_addr;
   const text = (key: string): string | undefined =>
