@@ -11,8 +11,8 @@
  * load generator per measurement, and this coordinating process.
  */
 import { CloudEndpoints } from '../src/edge/binds/cloud-endpoints.js';
-import { fmt, machine, markdownTable } from './report.js';
-import { median, runTunnelBench, type RateResult } from './support/load.js';
+import { machine } from './report.js';
+import { compareRoutes, runTunnelBench } from './support/load.js';
 import { answer, RoleProcesses } from './support/roles.js';
 import { connectAgent, startBenchEdge, type EdgeAddress } from './support/sdk-agent.js';
 
@@ -57,35 +57,17 @@ async function main(): Promise<void> {
   const service = await roles.start<{ http: number }>('service');
   const hosts = await roles.start<string[]>('agent', { edge, service: service.http });
   const names = ['agent endpoint, directly', 'cloud endpoint → forward-internal → agent'];
-  for (const host of hosts) {
-    await roles.start<RateResult>('load', { port: edge.httpPort, host, warmup: true });
-  }
-  const results = hosts.map(() => [] as RateResult[]);
-  for (let round = 0; round < ROUNDS; round++) {
-    for (let i = 0; i < hosts.length; i++) {
-      results[i]!.push(
-        await roles.start<RateResult>('load', { port: edge.httpPort, host: hosts[i] }),
-      );
-      process.stderr.write(`round ${round + 1}: ${names[i]} done\n`);
-    }
-  }
-  const base = median(results[0]!.map((r) => r.rate));
-  const rows = names.map((name, i) => {
-    const rs = results[i]!;
-    const rps = median(rs.map((r) => r.rate));
-    return [
-      name,
-      fmt(rps),
-      fmt(rps / base, 2),
-      `${fmt(median(rs.map((r) => r.p50)), 1)} / ${fmt(median(rs.map((r) => r.p99)), 1)}`,
-      String(rs.reduce((n, r) => n + r.errors, 0)),
-    ];
+  const table = await compareRoutes(roles, {
+    port: edge.httpPort,
+    hosts,
+    names,
+    rounds: ROUNDS,
   });
   console.log(
     `\nforward-internal hop, ${machine()}; ${CONNECTIONS} keep-alive connections, ` +
       `${DURATION} s per run, median of ${ROUNDS} interleaved rounds.\n`,
   );
-  console.log(markdownTable(['route', 'req/s', 'ratio', 'p50 / p99 ms', 'errors'], rows));
+  console.log(table);
 }
 
 runTunnelBench(roles, { main, serveEdge, serveAgent, connections: CONNECTIONS, seconds: DURATION });

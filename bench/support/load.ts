@@ -1,6 +1,6 @@
 /** Load generation shared by the benchmarks: closed-loop workers, keep-alive HTTP, best-of runs. */
 import autocannon from 'autocannon';
-import { percentile } from '../report.js';
+import { fmt, markdownTable, percentile } from '../report.js';
 import { startBulkService } from './bulk.js';
 import { answer, runRoles, type RoleProcesses } from './roles.js';
 
@@ -157,4 +157,39 @@ export function runTunnelBench<Edge>(
     agent: (arg) => bench.serveAgent(arg as { edge: Edge; service: number }),
     load: keepAliveLoadRole(bench.connections, bench.seconds),
   });
+}
+
+/**
+ * Keep-alive load on each of `hosts` through the ingress port `port` (the `load` role): a warm-up
+ * run each (JIT, the agents' stream pools), then `rounds` rounds of one run per host, interleaved
+ * so drift hits every route alike (progress on stderr). Returns the Markdown table of each
+ * route's median req/s, its ratio to the first route's, median p50 / p99 and errors in all.
+ * @example console.log(await compareRoutes(roles, { port: edge.httpPort, hosts, names, rounds: 3 }));
+ */
+export async function compareRoutes(
+  roles: RoleProcesses,
+  spec: { port: number; hosts: readonly string[]; names: readonly string[]; rounds: number },
+): Promise<string> {
+  const { port, hosts, names } = spec;
+  for (const host of hosts) await roles.start<RateResult>('load', { port, host, warmup: true });
+  const results = hosts.map(() => [] as RateResult[]);
+  for (let round = 0; round < spec.rounds; round++) {
+    for (let i = 0; i < hosts.length; i++) {
+      results[i]!.push(await roles.start<RateResult>('load', { port, host: hosts[i] }));
+      process.stderr.write(`round ${round + 1}: ${names[i]} done\n`);
+    }
+  }
+  const base = median(results[0]!.map((r) => r.rate));
+  const rows = names.map((name, i) => {
+    const rs = results[i]!;
+    const rps = median(rs.map((r) => r.rate));
+    return [
+      name,
+      fmt(rps),
+      fmt(rps / base, 2),
+      `${fmt(median(rs.map((r) => r.p50)), 1)} / ${fmt(median(rs.map((r) => r.p99)), 1)}`,
+      String(rs.reduce((n, r) => n + r.errors, 0)),
+    ];
+  });
+  return markdownTable(['route', 'req/s', 'ratio', 'p50 / p99 ms', 'errors'], rows);
 }
