@@ -5,6 +5,7 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
+import { fieldProblem, isTargetText } from '../core/http-wire.js';
 import { parseLocalAddress } from '../sdk/forward.js';
 import { HttpObserver, type HttpExchange } from '../sdk/http-observer.js';
 import { AgentApiError } from './errors.js';
@@ -65,13 +66,8 @@ export function replayBytes(original: CapturedRequest, changes: ReplayChanges | 
   for (const [name, values] of Object.entries(changes.headers ?? oldHeaders)) {
     if (/^(content-length|transfer-encoding|connection)$/i.test(name)) continue;
     for (const value of Array.isArray(values) ? values : [values]) {
-      if (/[\r\n]/.test(name + value) || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
-        throw new AgentApiError(
-          400,
-          `headers: ${JSON.stringify(name)} is not a valid header line`,
-          { field: 'headers' },
-        );
-      }
+      const problem = fieldProblem(name, value);
+      if (problem) throw new AgentApiError(400, `headers: ${problem}`, { field: 'headers' });
       headers.push([name, value]);
     }
   }
@@ -81,10 +77,12 @@ export function replayBytes(original: CapturedRequest, changes: ReplayChanges | 
     throw new AgentApiError(400, 'method: must be an HTTP method in capitals, e.g. POST', {
       field: 'method',
     });
-  if (!/^\S+$/.test(uri))
-    throw new AgentApiError(400, 'uri: must be a request target without spaces, e.g. /hook?x=1', {
-      field: 'uri',
-    });
+  if (!isTargetText(uri))
+    throw new AgentApiError(
+      400,
+      'uri: must be a request target without spaces or control characters, e.g. /hook?x=1',
+      { field: 'uri' },
+    );
   if (body.length > 0 || /^(POST|PUT|PATCH)$/.test(method))
     headers.push(['Content-Length', String(body.length)]);
   headers.push(['Connection', 'close']);
