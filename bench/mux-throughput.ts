@@ -7,6 +7,7 @@
  *   ONLY=tls PATHS=mux WINDOW=256 node --cpu-prof --cpu-prof-dir=/tmp/prof --import tsx bench/mux-throughput.ts
  *                                                       # one case, profiled on both sides
  *   MUX_FRAME=16384 MUX_WRITE_BUFFER=1048576 ...            # tuning experiments
+ *   MUX_ACK_PROBES=1 ...                                 # ACK probes on, as for ngrok/2 agents
  *
  * The receiving side runs in a child process so sender and receiver each get an event loop, as
  * they would in production (edge and agent). Each run sends MB mebibytes on one stream (or the
@@ -47,6 +48,8 @@ const TUNING = {
   ...(process.env.MUX_WRITE_BUFFER
     ? { writeBufferSize: Number(process.env.MUX_WRITE_BUFFER) }
     : {}),
+  // As the edge runs for ngrok/2 agents (MuxSessionOptions.ackProbes).
+  ...(process.env.MUX_ACK_PROBES === '1' ? { ackProbes: true } : {}),
 };
 
 type Mode = 'raw' | 'mux' | 'down' | 'down-slab';

@@ -15,7 +15,7 @@
  * kernel's delayed ACK would make it wait about 40 ms (docs/benchmarks.md, "The 40 ms stall").
  */
 import type { Duplex, Writable } from 'node:stream';
-import { FRAME_HEADER_SIZE, FrameType, encodeFrameHeader } from './frame.js';
+import { FRAME_HEADER_SIZE, FrameType, encodeFrameHeader, encodeWndInc } from './frame.js';
 
 /** Control frames queued behind a stalled transport before we stop reading from it. */
 const MAX_CONTROL_BACKLOG = 4096;
@@ -179,10 +179,7 @@ export class FrameWriter {
   private writeProbe(stream: ProbedStream, out: Writable): void {
     const credit = stream.creditQueued ? 0 : stream.takeCredit();
     if (credit > 0) {
-      const frame = Buffer.allocUnsafe(WNDINC_SIZE);
-      encodeFrameHeader(FrameType.WndInc, 0, stream.id, 4, frame);
-      frame.writeUInt32BE(credit, FRAME_HEADER_SIZE);
-      out.write(frame);
+      out.write(encodeWndInc(stream.id, credit));
     } else if (stream.acceptsEmptyData) {
       out.write(encodeFrameHeader(FrameType.Data, 0, stream.id, 0));
     }
