@@ -3,7 +3,12 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { aclReadsVault, parseAcl } from '../core/acl.js';
 import { BurrowError, CODES } from '../core/errors.js';
-import { compilePolicy, notGrantedMessage, ungrantedSecretRead } from '../policy/index.js';
+import {
+  compilePolicy,
+  missingIpPoliciesMessage,
+  notGrantedMessage,
+  ungrantedSecretRead,
+} from '../policy/index.js';
 import type { Repositories } from '../store/index.js';
 import { found } from './crud.js';
 
@@ -119,7 +124,7 @@ export async function policyValidationRoutes(
             valid: false,
             error: {
               error_code: CODES.policyActionValue,
-              msg: `restrict-ips names IP policies that do not exist: ${missing.join(', ')}. Create them with POST /ip_policies, or remove them from ip_policies.`,
+              msg: missingIpPoliciesMessage(missing),
               details: { field: 'value' },
             },
           };

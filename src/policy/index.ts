@@ -139,6 +139,7 @@ export {
   type IpIntelligenceSource,
 } from './ip-intel.js';
 export { configureManagedOAuthApps, type ManagedOAuthApp } from './actions/login-config.js';
+export { missingIpPoliciesMessage } from './actions/restrict-ips.js';
 export {
   NO_SECRETS,
   notGrantedMessage,

@@ -8,7 +8,7 @@ import { aclPermits, aclReadsVault, type AclRule } from '../../core/acl.js';
 import { CODES } from '../../core/errors.js';
 import { shorten } from '../../core/quote.js';
 import { LABEL_LIMITS, labelProblem } from '../../core/labels.js';
-import { ungrantedSecretRead } from '../../policy/index.js';
+import { missingIpPoliciesMessage, ungrantedSecretRead } from '../../policy/index.js';
 import type { Bind } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
 import type { AgentEdgeSettings } from './agent-edge-settings.js';
@@ -143,7 +143,7 @@ export class BindPolicy {
     if (missing.length > 0) {
       throw new AgentError(
         CODES.policyActionValue,
-        `The traffic policy is not valid: restrict-ips names IP policies that do not exist: ${missing.join(', ')}. Create them with POST /ip_policies, or remove them from ip_policies.`,
+        `The traffic policy is not valid: ${missingIpPoliciesMessage(missing)}`,
       );
     }
     return checked;

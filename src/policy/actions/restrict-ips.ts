@@ -29,6 +29,15 @@ const IP_REFUSAL = Object.freeze({
     "Your address may not reach this endpoint: its traffic policy lets only some client addresses through (restrict-ips, an IP policy, or the agent's --cidr-allow/--cidr-deny).",
 });
 
+/**
+ * Why a policy naming IP policies that do not exist is refused, for a bind and
+ * `POST /traffic_policy/validate` alike.
+ * @example missingIpPoliciesMessage(['ipp_1']) // 'restrict-ips names IP policies that do not exist: ipp_1. …'
+ */
+export function missingIpPoliciesMessage(missing: readonly string[]): string {
+  return `restrict-ips names IP policies that do not exist: ${missing.join(', ')}. Create them with POST /ip_policies, or remove them from ip_policies.`;
+}
+
 /** An IP policy rule's block, parsed once; a broken stored rule matches nothing. */
 function ruleCidr(text: string): Cidr | null {
   const parsed = parseCidrCached(text);
