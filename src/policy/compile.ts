@@ -144,7 +144,7 @@ function misplacedSecret(
   throw new ValidationError(
     CODES.policyInvalidExpression,
     field,
-    `${at}: config.${key} places ${call} in text that events, logs or later rules can read; a secret may be placed whole only in a header value or body the policy sends (add-headers headers, custom-response body and headers), or compared with == or !=`,
+    `${at}: config.${key} places ${call} in text that events, logs or later rules can read; a secret may be placed whole only in a header value or body the policy sends (add-headers headers, custom-response body and headers, http-request headers and body), or compared with == or !=`,
   );
 }
 
