@@ -9,6 +9,18 @@ export const Acl = Type.Array(Type.String(), {
     "bind rules: '*', 'bind:*', 'bind:<domain>', 'bind:*.<domain>', 'bind:<host>:<port>', 'bind:<key>=<value>' ('*' on either side), no bind rule permits every bind; and secrets grants: 'secrets:read:<vault name>' or 'secrets:read:*' let the token's policies read that vault (nothing else does)",
 });
 
+/** Who owns a new authtoken or SSH credential; it never changes. */
+export const CredentialOwner = Type.String({
+  description: 'the account user (default) or a bot user id',
+});
+
+/** What an update of an authtoken or an SSH credential may change. */
+export const CredentialUpdateBody = Body({
+  description: Type.Optional(Description),
+  metadata: Type.Optional(Metadata),
+  acl: Type.Optional(Acl),
+});
+
 export const CredentialSchema = Type.Object({
   id: Type.String(),
   uri: Type.String(),
@@ -42,15 +54,9 @@ export async function credentialRoutes(
         description: Type.Optional(Description),
         metadata: Type.Optional(Metadata),
         acl: Type.Optional(Acl),
-        owner_id: Type.Optional(
-          Type.String({ description: 'the account user (default) or a bot user id' }),
-        ),
+        owner_id: Type.Optional(CredentialOwner),
       }),
-      updateBody: Body({
-        description: Type.Optional(Description),
-        metadata: Type.Optional(Metadata),
-        acl: Type.Optional(Acl),
-      }),
+      updateBody: CredentialUpdateBody,
       repo: repos.credentials,
       createBodyOptional: true,
       view: (c) => ({

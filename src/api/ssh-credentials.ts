@@ -2,7 +2,7 @@ import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import type { ApiContext } from './context.js';
 import { registerCrud } from './crud.js';
-import { Acl } from './credentials.js';
+import { Acl, CredentialOwner, CredentialUpdateBody } from './credentials.js';
 import { Body, Description, Metadata } from './schemas.js';
 
 export const SshCredentialSchema = Type.Object({
@@ -43,15 +43,9 @@ export async function sshCredentialRoutes(
         description: Type.Optional(Description),
         metadata: Type.Optional(Metadata),
         acl: Type.Optional(Acl),
-        owner_id: Type.Optional(
-          Type.String({ description: 'the account user (default) or a bot user id' }),
-        ),
+        owner_id: Type.Optional(CredentialOwner),
       }),
-      updateBody: Body({
-        description: Type.Optional(Description),
-        metadata: Type.Optional(Metadata),
-        acl: Type.Optional(Acl),
-      }),
+      updateBody: CredentialUpdateBody,
       repo: repos.sshCredentials,
       view: (c) => ({
         id: c.id,
