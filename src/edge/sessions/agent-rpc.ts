@@ -147,11 +147,6 @@ export class RpcBudgets {
     );
   }
 
-  /** Bytes held now by every request of the process. */
-  get held(): number {
-    return this.process.held;
-  }
-
   /** A credential's sessions share its budget from the first Auth to the last session's end. */
   join(credentialId: string): void {
     const entry = this.credentials.get(credentialId);

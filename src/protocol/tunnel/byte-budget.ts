@@ -61,10 +61,6 @@ export class BudgetHold {
     this.taken += n;
   }
 
-  get held(): number {
-    return this.taken;
-  }
-
   /** Give back everything taken; safe to call again. */
   release(): void {
     if (this.taken === 0) return;

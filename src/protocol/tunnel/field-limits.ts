@@ -37,7 +37,7 @@ export const AGENT_FIELD_LIMITS = {
 export type AgentField = keyof typeof AGENT_FIELD_LIMITS;
 
 /** Where each agent message carries agent-written text: its path in the message and its field. */
-export const AGENT_FIELD_CARRIERS: Partial<
+const AGENT_FIELD_CARRIERS: Partial<
   Record<MessageName, ReadonlyArray<readonly [path: string, field: AgentField]>>
 > = {
   Auth: [
