@@ -41,22 +41,20 @@ export function writeUpstreamResponse(
     up.destroy();
     return;
   }
-  // What on_http_response added, or an agent's reason phrase, is written here: a control
-  // character in either is refused with the 502 page, never written.
-  const problem = isReasonPhrase(up.statusMessage ?? '')
-    ? headersProblem(headers)
-    : 'a control character in the reason phrase';
-  if (problem) {
-    up.destroy();
-    failRequest(req, res, INGRESS_ERRORS.unsafeResponseHead, problem);
-    return;
-  }
   try {
+    // writeHead refuses (throws) a header name, header value or reason phrase that is not
+    // writable as it is, by the same rules as core/http-wire.ts, before anything is written: what
+    // on_http_response added and the agent's reason phrase are checked there, once.
     res.writeHead(up.statusCode ?? 502, up.statusMessage, headers);
   } catch (err) {
-    // An agent can send what Node will not repeat (a status outside 100-999, say).
     up.destroy();
-    failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
+    // A control character is answered as such; anything else Node will not repeat (a status
+    // outside 100-999, say) is the agent's fault.
+    const problem = isReasonPhrase(up.statusMessage ?? '')
+      ? headersProblem(headers)
+      : 'a control character in the reason phrase';
+    if (problem) failRequest(req, res, INGRESS_ERRORS.unsafeResponseHead, problem);
+    else failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, (err as Error).message);
     return;
   }
   up.once('end', () => {
