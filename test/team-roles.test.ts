@@ -1,14 +1,10 @@
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
-  BURROW_BIN,
   createApiKey,
   databaseArgs,
-  REPO_ROOT,
   runBurrow,
   startBurrowServer,
   type BurrowServer,
-  type CliResult,
 } from './support/server-process.js';
 import { createTestDatabase, type TestDatabase } from './support/stores.js';
 
@@ -17,22 +13,6 @@ import { createTestDatabase, type TestDatabase } from './support/stores.js';
  * --role`, their keys made with `burrow api-key create --user`, a running server that holds each
  * key to its owner's role, and a role changed on the command line that holds at the next request.
  */
-
-/** `burrow args…` with `input` on stdin (the password of `user add`). */
-function burrowWithStdin(args: string[], input: string): Promise<CliResult> {
-  const child = spawn(process.execPath, [BURROW_BIN, ...args], {
-    cwd: REPO_ROOT,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  child.stdin.end(input);
-  return new Promise((resolve) =>
-    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })),
-  );
-}
 
 describe('team roles through the CLI and a running server', () => {
   let db: TestDatabase;
@@ -72,18 +52,20 @@ describe('team roles through the CLI and a running server', () => {
   });
 
   it('adds users with roles; the first is admin, a bad role is refused before the password', async () => {
-    const first = await burrowWithStdin(['user', 'add', 'ada', ...args()], 'admin password\n');
+    const first = await runBurrow(['user', 'add', 'ada', ...args()], undefined, {
+      input: 'admin password\n',
+    });
     expect(first.code, first.stderr).toBe(0);
     expect(first.stderr).toContain('with the role admin');
-    const op = await burrowWithStdin(
+    const op = await runBurrow(
       ['user', 'add', 'olga', '--role', 'operator', ...args()],
-      'operator password\n',
+      undefined,
+      { input: 'operator password\n' },
     );
     expect(op.stderr).toContain('with the role operator');
-    const bad = await burrowWithStdin(
-      ['user', 'add', 'eve', '--role', 'root', ...args()],
-      'whatever password\n',
-    );
+    const bad = await runBurrow(['user', 'add', 'eve', '--role', 'root', ...args()], undefined, {
+      input: 'whatever password\n',
+    });
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('--role: must be one of admin, operator, viewer');
     const list = await runBurrow(['user', 'list', ...args()]);

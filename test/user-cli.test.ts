@@ -1,36 +1,13 @@
-import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openStore } from '../src/store/index.js';
 import { UserRepository } from '../src/store/users.js';
 import { createTestDatabase, type TestDatabase } from './support/stores.js';
-import {
-  BURROW_BIN,
-  databaseArgs,
-  REPO_ROOT,
-  runBurrow,
-  type CliResult,
-} from './support/server-process.js';
+import { databaseArgs, runBurrow } from './support/server-process.js';
 
 /**
  * `burrow user add|list|delete|passwd` against a real data folder, the way an operator runs them:
- * passwords on stdin (runBurrow gives no stdin, so commands that read one are spawned here).
+ * passwords on stdin (runBurrow's `input`).
  */
-
-/** Run `burrow args…` with `input` on its stdin. */
-function burrowWithStdin(args: string[], input: string): Promise<CliResult> {
-  const child = spawn(process.execPath, [BURROW_BIN, ...args], {
-    cwd: REPO_ROOT,
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  child.stdin.end(input);
-  return new Promise((resolve) =>
-    child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })),
-  );
-}
 
 describe('burrow user', () => {
   let db: TestDatabase;
@@ -60,7 +37,9 @@ describe('burrow user', () => {
     expect(empty.stderr).toContain('No dashboard users yet');
 
     for (const name of ['ada', 'grace']) {
-      const added = await burrowWithStdin(['user', 'add', name, ...args()], 'first password\n');
+      const added = await runBurrow(['user', 'add', name, ...args()], undefined, {
+        input: 'first password\n',
+      });
       expect(added.code, added.stderr).toBe(0);
     }
     const listed = await runBurrow(['user', 'list', ...args()]);
@@ -74,16 +53,22 @@ describe('burrow user', () => {
   });
 
   it('passwd sets a new password read from stdin; the old one stops working', async () => {
-    const res = await burrowWithStdin(['user', 'passwd', 'ada', ...args()], 'second password\n');
+    const res = await runBurrow(['user', 'passwd', 'ada', ...args()], undefined, {
+      input: 'second password\n',
+    });
     expect(res.code, res.stderr).toBe(0);
     expect(res.stderr).toContain('Changed the password of ada');
     expect(await signsIn('ada', 'second password')).toBe(true);
     expect(await signsIn('ada', 'first password')).toBe(false);
 
-    const short = await burrowWithStdin(['user', 'passwd', 'ada', ...args()], 'short\n');
+    const short = await runBurrow(['user', 'passwd', 'ada', ...args()], undefined, {
+      input: 'short\n',
+    });
     expect(short.code).toBe(1);
     expect(short.stderr).toContain('a password has 8 to');
-    const unknown = await burrowWithStdin(['user', 'passwd', 'nobody', ...args()], 'long enough\n');
+    const unknown = await runBurrow(['user', 'passwd', 'nobody', ...args()], undefined, {
+      input: 'long enough\n',
+    });
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain("no dashboard user is named 'nobody'");
   });

@@ -46,20 +46,23 @@ export interface CliResult {
 
 /**
  * Run `burrow <args>` to completion, in `options.cwd` (default the repository) with
- * `options.env` added to the environment.
+ * `options.env` added to the environment and `options.input` on its stdin (empty when absent).
  * @example const { stdout } = await runBurrow(['api-key', 'create', '--data-dir', dir]);
+ * @example await runBurrow(['user', 'add', 'ada', '--data-dir', dir], undefined, { input: 'a password\n' });
  */
 export async function runBurrow(
   args: string[],
   timeoutMs = 20_000,
-  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; input?: string } = {},
 ): Promise<CliResult> {
   assertBuilt();
   const child = spawn(process.execPath, [BURROW_BIN, ...args], {
     cwd: options.cwd ?? REPO_ROOT,
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: ['pipe', 'pipe', 'pipe'],
     env: { ...cleanEnv(), ...options.env },
   });
+  // Without input, stdin ends at once: a command that reads it gets end of file.
+  child.stdin.end(options.input);
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
