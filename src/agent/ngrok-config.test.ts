@@ -155,6 +155,14 @@ describe('ngrok.yml version 2 and 3', () => {
     expect(failure(() => read('tunnels:\n  w: {proto: udp, addr: 80}\n'))).toMatch(
       /\(tunnels\.w\.proto\): must be http, tcp or tls/,
     );
+    // A labeled tunnel: proto may be left out, but not be another protocol.
+    expect(read('tunnels:\n  e: {labels: [app=ssh], addr: 22}\n').tunnels[0]).toMatchObject({
+      proto: 'labeled',
+      labels: { app: 'ssh' },
+    });
+    expect(
+      failure(() => read('tunnels:\n  e: {labels: [app=ssh], proto: udp, addr: 22}\n')),
+    ).toMatch(/\(tunnels\.e\.proto\): must be http, tcp or tls, not "udp"/);
     expect(failure(() => read('root_cas: trusted\n'))).toMatch(/ngrok's own CA bundle/);
   });
 });

@@ -209,8 +209,9 @@ export function definitionFromTunnel(
     if (!TUNNEL_KEYS.has(key)) throw fail(key, `unknown key ${key}`);
   }
   const labels = labelsOf(fail, fields.labels);
-  const proto = str(fail, 'proto', fields.proto) ?? (labels ? undefined : undefined);
-  if (!labels && proto !== 'http' && proto !== 'tcp' && proto !== 'tls') {
+  const proto = str(fail, 'proto', fields.proto);
+  // A labeled tunnel may leave proto out (the edge that routes to it has one), not give another.
+  if (proto === undefined ? !labels : proto !== 'http' && proto !== 'tcp' && proto !== 'tls') {
     throw fail(
       'proto',
       proto === undefined
@@ -364,7 +365,7 @@ export function definitionFromEndpoint(
       continue;
     }
     if (key === 'proxy_protocol')
-      throw fail('upstream.proxy_protocol', `${UNSUPPORTED_TUNNEL_KEYS.proxy_proto!}`);
+      throw fail('upstream.proxy_protocol', UNSUPPORTED_TUNNEL_KEYS.proxy_proto!);
     throw fail(`upstream.${key}`, `unknown key ${key}`);
   }
   const addr = checkAddr(fail, 'upstream.url', str(fail, 'upstream.url', up.url));
