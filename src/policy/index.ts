@@ -138,7 +138,7 @@ export {
   type IpIntel,
   type IpIntelligenceSource,
 } from './ip-intel.js';
-export { configureManagedOAuthApps, type ManagedOAuthApp } from './actions/login-config.js';
+export { configureManagedOAuthApps } from './actions/login-config.js';
 export { missingIpPoliciesMessage } from './actions/restrict-ips.js';
 export {
   NO_SECRETS,

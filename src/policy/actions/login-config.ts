@@ -1,6 +1,7 @@
 import { hostnameProblem } from '../../core/hostname.js';
 import { quote } from '../../core/quote.js';
 import type { ConfigReader } from './config.js';
+import type { OAuthApp } from '../../core/policy-data-options.js';
 
 /**
  * The config keys openid-connect and oauth share (client, scopes, session lengths, cookie
@@ -49,25 +50,20 @@ const OWN_PARAMS = [
 
 const DAY = 86_400_000;
 
-/** An OAuth app the operator registered once for a provider (ngrok's managed apps). */
-export interface ManagedOAuthApp {
-  clientId: string;
-  clientSecret: string;
-}
-
-let managedApps: ReadonlyMap<string, ManagedOAuthApp> = new Map();
+/** The OAuth apps the operator registered once per provider (ngrok's managed apps). */
+let managedApps: ReadonlyMap<string, OAuthApp> = new Map();
 
 /**
  * Set the operator's OAuth apps by provider (`--oauth-<provider>-client-id/-secret`): an `oauth`
  * action without `client_id` uses its provider's. Policies compiled before keep what they had.
  * @example configureManagedOAuthApps({ google: { clientId: '…', clientSecret: '…' } })
  */
-export function configureManagedOAuthApps(apps: Readonly<Record<string, ManagedOAuthApp>>): void {
+export function configureManagedOAuthApps(apps: Readonly<Record<string, OAuthApp>>): void {
   managedApps = new Map(Object.entries(apps));
 }
 
 /** The operator's app for `provider`, if any. */
-export function managedOAuthApp(provider: string): ManagedOAuthApp | undefined {
+export function managedOAuthApp(provider: string): OAuthApp | undefined {
   return managedApps.get(provider);
 }
 

@@ -1,5 +1,6 @@
 import * as oidc from 'openid-client';
 import { egressFetch } from '../../core/egress-guard.js';
+import type { OAUTH_APP_PROVIDERS } from '../../core/policy-data-options.js';
 import { isLoopbackHost } from '../../core/hostname.js';
 import { quote } from '../../core/quote.js';
 import { isMapping, type ConfigReader } from './config.js';
@@ -44,10 +45,11 @@ const openidProvider = (
 });
 
 /**
- * The providers of ngrok's `oauth` action, with their documented endpoints.
+ * The providers of ngrok's `oauth` action, with their documented endpoints: exactly those an
+ * operator may register an app for (`--oauth-<provider>-client-id`), as the type checks.
  * @example OAUTH_PROVIDERS.github.metadata.authorization_endpoint // 'https://github.com/login/oauth/authorize'
  */
-const OAUTH_PROVIDERS: Readonly<Record<string, OAuthProvider>> = {
+const OAUTH_PROVIDERS: Readonly<Record<(typeof OAUTH_APP_PROVIDERS)[number], OAuthProvider>> = {
   google: openidProvider(
     {
       issuer: 'https://accounts.google.com',
@@ -288,8 +290,9 @@ export const oauthAction: ActionSpec = {
   configKeys: ['provider', ...CUSTOM_ENDPOINT_KEYS, ...LOGIN_CONFIG_KEYS],
   compile(config) {
     const name = config.string('provider', { required: true, example: '"google"' })!;
-    const p = name === 'custom' ? customProvider(config) : OAUTH_PROVIDERS[name];
-    if (p === undefined || (name !== 'custom' && !Object.hasOwn(OAUTH_PROVIDERS, name))) {
+    const known: Readonly<Record<string, OAuthProvider>> = OAUTH_PROVIDERS;
+    const p = name === 'custom' ? customProvider(config) : known[name];
+    if (p === undefined || (name !== 'custom' && !Object.hasOwn(known, name))) {
       return config.fail(
         'provider',
         `must be one of ${Object.keys(OAUTH_PROVIDERS).join(', ')} or custom (any OAuth 2.0 provider by its endpoints), not ${quote(name, '"')}`,
