@@ -210,14 +210,20 @@ describe('EndpointPolicies', () => {
   function setup(
     retainMs = 60_000,
     bounds: {
-      maxRetained?: number;
-      maxRetainedBytes?: number;
+      maxStates?: number;
+      maxBytes?: number;
       liveBudget?: LivePolicyBudget;
     } = {},
   ) {
     const registry = new TunnelRegistry();
     const events = new PolicyEventLog();
-    const policies = new EndpointPolicies({ registry, events, retainMs, ...bounds });
+    const { liveBudget, ...retention } = bounds;
+    const policies = new EndpointPolicies({
+      registry,
+      events,
+      retention: { retainMs, ...retention },
+      liveBudget,
+    });
     let ports = 0;
     const online = (
       bindId: string,
@@ -280,7 +286,7 @@ describe('EndpointPolicies', () => {
   });
 
   it('keeps gone binds’ states up to a count, forgetting the least recently gone first', () => {
-    const { registry, events, policies, online, record } = setup(60_000, { maxRetained: 3 });
+    const { registry, events, policies, online, record } = setup(60_000, { maxStates: 3 });
     const gone = Array.from({ length: 5 }, (_, i) => {
       const tunnel = online(`b${i}`, 'cr_1', POLICY);
       record(tunnel.id);
@@ -299,7 +305,7 @@ describe('EndpointPolicies', () => {
     const big = (tag: string) => `${POLICY}\n# ${tag}${'x'.repeat(30_000)}`;
     const policyBytes = estimatedPolicyBytes(big('a').length);
     const { registry, events, policies, online, record } = setup(60_000, {
-      maxRetainedBytes: 2.5 * policyBytes,
+      maxBytes: 2.5 * policyBytes,
     });
     for (let i = 0; i < 4; i++) registry.removeTunnel(online(`b${i}`, 'cr_1', big(`p${i}`)).id);
     expect(policies.counts().retained).toBe(2);

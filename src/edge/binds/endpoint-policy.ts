@@ -50,11 +50,8 @@ export interface EndpointPoliciesOptions {
   ipPolicyRules?: ((ids: readonly string[]) => Promise<readonly IpPolicyRule[]>) | undefined;
   /** What policies' `secrets.get` reads (the edge's SecretsResolver). */
   secrets?: SecretsLookup | undefined;
-  /** How long a gone tunnel's policy state waits for its agent to bind again. Default 5 min. */
-  retainMs?: number | undefined;
-  /** Gone tunnels' states kept at once, and their estimated bytes (POLICY_RETENTION). */
-  maxRetained?: number | undefined;
-  maxRetainedBytes?: number | undefined;
+  /** How long gone tunnels' policy states wait for their agent, and how many are kept. */
+  retention?: Partial<PolicyRetention> | undefined;
   /** Told the counts after every change (the gauges of /metrics). */
   onChange?: ((counts: EndpointPolicyCounts) => void) | undefined;
   /** What live tunnels' policies may weigh, per session and in all (LIVE_POLICY_BUDGET). */
@@ -116,8 +113,15 @@ export class PolicyBudgetError extends AgentError {
   }
 }
 
-/** How many gone binds' policy states are kept, and how much they may weigh in all. */
-export const POLICY_RETENTION = {
+/** How long gone binds' policy states are kept, how many, and how much they may weigh in all. */
+export interface PolicyRetention {
+  retainMs: number;
+  maxStates: number;
+  maxBytes: number;
+}
+
+/** The default PolicyRetention. */
+export const POLICY_RETENTION: Readonly<PolicyRetention> = {
   /** How long a gone tunnel's policy state waits for its agent to bind again. */
   retainMs: 5 * 60_000,
   /** States kept at once; past it the least recently gone is forgotten. */
@@ -127,7 +131,7 @@ export const POLICY_RETENTION = {
    * STATE_BYTES each; past it, the least recently gone is forgotten too.
    */
   maxBytes: 128 * 1024 * 1024,
-} as const;
+};
 
 /**
  * What one bind's state weighs besides its policy: the runner, its counters, the owner's events
@@ -216,9 +220,10 @@ export class EndpointPolicies {
   private readonly liveBudget: LivePolicyBudget;
 
   constructor(private readonly options: EndpointPoliciesOptions) {
+    const retention = options.retention;
     this.retired = new LRUCache<string, EndpointPolicy>({
-      max: options.maxRetained ?? POLICY_RETENTION.maxStates,
-      ttl: options.retainMs ?? POLICY_RETENTION.retainMs,
+      max: retention?.maxStates ?? POLICY_RETENTION.maxStates,
+      ttl: retention?.retainMs ?? POLICY_RETENTION.retainMs,
       ttlAutopurge: true,
       // Taken over (delete) or replaced (set: handled by onRemoved): the owner lives on.
       dispose: (policy, _key, reason) => {
@@ -227,7 +232,7 @@ export class EndpointPolicies {
         this.changed();
       },
     });
-    this.maxRetainedBytes = options.maxRetainedBytes ?? POLICY_RETENTION.maxBytes;
+    this.maxRetainedBytes = retention?.maxBytes ?? POLICY_RETENTION.maxBytes;
     this.liveBudget = options.liveBudget ?? LIVE_POLICY_BUDGET;
     options.registry.on('tunnel-removed', this.onRemoved);
   }

@@ -19,6 +19,7 @@ import {
 import {
   EndpointPolicies,
   type EndpointPolicyCounts,
+  type PolicyRetention,
   type EndpointPolicyEvents,
 } from '../binds/endpoint-policy.js';
 import type { AgentCertificatePicker } from './agent-listener-certificates.js';
@@ -72,7 +73,7 @@ export interface AgentListenerOptions {
   /** The cluster's claims on names and ports (several nodes on one store); absent on one node. */
   claims?: TunnelClaims | undefined;
   /** How long and how many gone binds' policy states are kept (default POLICY_RETENTION). */
-  policyRetention?: { retainMs?: number; maxStates?: number; maxBytes?: number } | undefined;
+  policyRetention?: Partial<PolicyRetention> | undefined;
 }
 
 /** A running agent listener. */
@@ -162,9 +163,7 @@ export async function startAgentListener(options: AgentListenerOptions): Promise
     events: options.policyEvents ?? new PolicyEventLog({ logger }),
     ipPolicyRules: (ids) => options.repos.ipPolicies.rulesFor(ids),
     secrets: options.secrets,
-    retainMs: options.policyRetention?.retainMs,
-    maxRetained: options.policyRetention?.maxStates,
-    maxRetainedBytes: options.policyRetention?.maxBytes,
+    retention: options.policyRetention,
     liveBudget: limits.livePolicyBytes,
     onChange: (counts) => policyGauges(options.metrics, counts),
   });
