@@ -11,7 +11,11 @@
 import { Option, type Command } from 'commander';
 import type { EndpointProto } from '../policy/endpoint-options.js';
 import {
+  ALL_PROTO_FLAGS,
   endpointTrafficPolicy as flagsTrafficPolicy,
+  FLAG_NAMES,
+  REPEATABLE_FLAGS,
+  SWITCH_FLAGS,
   type EndpointFlags,
 } from '../policy/endpoint-flags.js';
 
@@ -43,45 +47,60 @@ const collect = (value: string, previous: string[] | undefined): string[] => [
 ];
 
 /**
+ * Each flag's value name (none for a switch) and help, in the order `--help` lists them; the
+ * flags' names, which repeat and which every protocol takes are the shared vocabulary's
+ * (src/policy/endpoint-flags.ts), which SSH tunnels' commands parse too.
+ */
+const FLAG_HELP: Readonly<Record<keyof EndpointFlags, readonly [string | undefined, string]>> = {
+  cidrAllow: ['cidr', 'accept only clients in this CIDR block → restrict-ips allow'],
+  cidrDeny: ['cidr', 'refuse clients in this CIDR block → restrict-ips deny'],
+  basicAuth: ['user:password', 'require HTTP Basic credentials → basic-auth'],
+  requestHeaderAdd: ['name:value', 'add a header to requests → add-headers'],
+  requestHeaderRemove: ['name', 'remove a header from requests → remove-headers'],
+  responseHeaderAdd: ['name:value', 'add a header to responses → add-headers'],
+  responseHeaderRemove: ['name', 'remove a header from responses → remove-headers'],
+  compression: [undefined, 'compress responses (gzip, br, deflate) → compress-response'],
+  hostHeader: [
+    'rewrite',
+    'rewrite: send the local service its own host:port as Host → HostHeaderRewrite',
+  ],
+  uaFilterAllow: ['regex', 'accept only these user agents → deny'],
+  uaFilterDeny: ['regex', 'refuse these user agents → deny'],
+  circuitBreaker: [
+    'ratio',
+    'answer 503 while the share of 5xx responses is above this ratio → circuit-breaker',
+  ],
+  oauth: ['provider', 'require OAuth login → oauth'],
+  oauthClientId: ['id', 'the OAuth client id registered with the provider'],
+  oauthClientSecret: ['secret', 'the OAuth client secret'],
+  oauthScope: ['scope', 'an OAuth scope to request'],
+  oauthAllowEmail: ['email', 'let only this email in after an OAuth login → deny'],
+  oauthAllowDomain: ['domain', 'let only emails of this domain in → deny'],
+  oidc: ['issuer-url', 'require OpenID Connect login → openid-connect'],
+  oidcClientId: ['id', 'the OpenID Connect client id registered with the provider'],
+  oidcClientSecret: ['secret', 'the OpenID Connect client secret'],
+  oidcScope: ['scope', 'an OpenID Connect scope to request'],
+  oidcAllowEmail: ['email', 'let only this email in after an OpenID Connect login → deny'],
+  oidcAllowDomain: ['domain', 'let only emails of this domain in → deny'],
+  verifyWebhook: ['provider', 'check webhook signatures → verify-webhook'],
+  verifyWebhookSecret: ['secret', 'the webhook signing secret'],
+};
+
+/**
  * Add the endpoint flags of `proto` to a `burrow http|tcp|tls` command: `--cidr-allow` and
  * `--cidr-deny` on all three, the others on http.
  * @example addEndpointFlags(program.command('http'), 'http');
  */
 export function addEndpointFlags(cmd: Command, proto: TunnelProto): Command {
-  const list = (flags: string, description: string): void => {
-    cmd.addOption(new Option(flags, `${description} (repeatable)`).argParser(collect));
-  };
-  list('--cidr-allow <cidr>', 'accept only clients in this CIDR block → restrict-ips allow');
-  list('--cidr-deny <cidr>', 'refuse clients in this CIDR block → restrict-ips deny');
-  if (proto !== 'http') return cmd;
-  list('--basic-auth <user:password>', 'require HTTP Basic credentials → basic-auth');
-  list('--request-header-add <name:value>', 'add a header to requests → add-headers');
-  list('--request-header-remove <name>', 'remove a header from requests → remove-headers');
-  list('--response-header-add <name:value>', 'add a header to responses → add-headers');
-  list('--response-header-remove <name>', 'remove a header from responses → remove-headers');
-  cmd.option('--compression', 'compress responses (gzip, br, deflate) → compress-response');
-  cmd.option(
-    '--host-header <rewrite>',
-    'rewrite: send the local service its own host:port as Host → HostHeaderRewrite',
-  );
-  list('--ua-filter-allow <regex>', 'accept only these user agents → deny');
-  list('--ua-filter-deny <regex>', 'refuse these user agents → deny');
-  cmd.option(
-    '--circuit-breaker <ratio>',
-    'answer 503 while the share of 5xx responses is above this ratio → circuit-breaker',
-  );
-  // The two logins take the same flags, under their own prefix.
-  const login = (flag: string, value: string, what: string, action: string): void => {
-    cmd.option(`--${flag} <${value}>`, `require ${what} login → ${action}`);
-    cmd.option(`--${flag}-client-id <id>`, `the ${what} client id registered with the provider`);
-    cmd.option(`--${flag}-client-secret <secret>`, `the ${what} client secret`);
-    list(`--${flag}-scope <scope>`, `an ${what} scope to request`);
-    list(`--${flag}-allow-email <email>`, `let only this email in after an ${what} login → deny`);
-    list(`--${flag}-allow-domain <domain>`, 'let only emails of this domain in → deny');
-  };
-  login('oauth', 'provider', 'OAuth', 'oauth');
-  login('oidc', 'issuer-url', 'OpenID Connect', 'openid-connect');
-  cmd.option('--verify-webhook <provider>', 'check webhook signatures → verify-webhook');
-  cmd.option('--verify-webhook-secret <secret>', 'the webhook signing secret');
+  for (const [key, [value, help]] of Object.entries(FLAG_HELP) as [
+    keyof EndpointFlags,
+    readonly [string | undefined, string],
+  ][]) {
+    if (proto !== 'http' && !ALL_PROTO_FLAGS.has(key)) continue;
+    const flags = SWITCH_FLAGS.has(key) ? FLAG_NAMES[key] : `${FLAG_NAMES[key]} <${value}>`;
+    if (REPEATABLE_FLAGS.has(key)) {
+      cmd.addOption(new Option(flags, `${help} (repeatable)`).argParser(collect));
+    } else cmd.option(flags, help);
+  }
   return cmd;
 }

@@ -53,6 +53,12 @@ export const ENDPOINT_FLAGS: Readonly<Record<EndpointOptionKey, string>> = {
   verifyWebhookSecret: '--verify-webhook-secret',
 };
 
+/** Each flag, the option's and `--host-header`'s (a bind option, not a rule). */
+export const FLAG_NAMES: Readonly<Record<keyof EndpointFlags, string>> = {
+  ...ENDPOINT_FLAGS,
+  hostHeader: '--host-header',
+};
+
 /** Flags that may be given more than once (and take comma-separated lists). */
 export const REPEATABLE_FLAGS: ReadonlySet<keyof EndpointFlags> = new Set<keyof EndpointFlags>([
   'basicAuth',

@@ -8,10 +8,10 @@
  */
 import { CODES, ValidationError } from '../../core/errors.js';
 import { shorten } from '../../core/quote.js';
-import type { EndpointOptionKey, EndpointProto } from '../../policy/endpoint-options.js';
+import type { EndpointProto } from '../../policy/endpoint-options.js';
 import {
   ALL_PROTO_FLAGS,
-  ENDPOINT_FLAGS,
+  FLAG_NAMES,
   REPEATABLE_FLAGS,
   SWITCH_FLAGS,
   type EndpointFlags,
@@ -87,10 +87,9 @@ export function commandWords(command: string): string[] {
   return words;
 }
 
-const KEY_OF_FLAG = new Map<string, EndpointOptionKey | 'hostHeader'>([
-  ...Object.entries(ENDPOINT_FLAGS).map(([key, flag]) => [flag, key as EndpointOptionKey] as const),
-  ['--host-header', 'hostHeader'],
-]);
+const KEY_OF_FLAG = new Map(
+  Object.entries(FLAG_NAMES).map(([key, flag]) => [flag, key as keyof EndpointFlags]),
+);
 
 /**
  * Parse a tunnel command. Throws SshCommandError naming what is wrong; `help` (or nothing) is
