@@ -8,7 +8,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { headersProblem, isTargetText } from '../../../core/http-wire.js';
 import type { Relay } from '../../../core/relay.js';
 import { DEFAULT_LIMITS } from '../../../core/limits.js';
 import { relayTimeoutsOf, type RawRelayTimeouts } from '../proxy.js';
@@ -180,16 +179,6 @@ export class HttpUpgrades {
     // A chunked body goes on chunked: Node's parser de-chunked it, Node's client re-chunks it.
     if (req.headers['transfer-encoding'] !== undefined)
       headers.push('Transfer-Encoding', 'chunked');
-    // The policy refuses unwritable heads first (http-policy.ts); this is the last word.
-    const problem = isTargetText(req.url ?? '')
-      ? headersProblem(headers)
-      : 'a space or control character in the request target';
-    if (problem) {
-      for (const passed of meters) passed.request(INGRESS_ERRORS.unsafeRequestHead.status);
-      const host = routingHost(req.headers.host) ?? '';
-      socket.end(rawErrorResponse(INGRESS_ERRORS.unsafeRequestHead, host, problem));
-      return;
-    }
     new UpgradeExchange(this.context, req, socket, head, {
       tunnel,
       meters,

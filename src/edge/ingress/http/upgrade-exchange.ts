@@ -129,7 +129,9 @@ export class UpgradeExchange {
         },
       });
     } catch (err) {
-      // Node refuses what its own parser let through (checked before; never crash on it).
+      // What reaches here was read by Node's parser and core/request-target.ts, or checked where
+      // the policy changed it (http-policy-writes.ts); Node's client, which refuses a target,
+      // header name or value it cannot write as it is, is the last word: never crash on it.
       this.refuse(INGRESS_ERRORS.unsafeRequestHead, (err as Error).message);
       return;
     }
