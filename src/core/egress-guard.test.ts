@@ -102,6 +102,7 @@ describe('parseEgressAllow', () => {
   it.each([
     ['10.0.0.1/8', /network address/],
     ['not a host!', /CIDR block, an IP address or a host name/],
+    [`${'a'.repeat(64)}.internal`, /CIDR block, an IP address or a host name/],
     ['1.2.3.4/40', /network address/],
   ])('refuses %s', (text, rule) => {
     const parsed = parseEgressAllow(text);

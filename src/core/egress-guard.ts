@@ -6,7 +6,7 @@ import { networkInterfaces } from 'node:os';
 import { LRUCache } from 'lru-cache';
 import { ipInCidr, parseCidr, parseIp, type Cidr, type ParsedIp } from './cidr.js';
 import { BurrowError, CODES } from './errors.js';
-import { normalizeName } from './hostname.js';
+import { hostnameProblem, normalizeName } from './hostname.js';
 
 /**
  * The egress guard: every outbound HTTP call a traffic policy makes the edge send (JWKS, OpenID
@@ -79,7 +79,9 @@ export function parseEgressAllow(text: string): EgressAllowEntry | { problem: st
     return { kind: 'cidr', cidr };
   }
   const name = normalizeName(entry);
-  if (!/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/.test(name)) {
+  // A name of one label (`localhost`, an internal `idp`) is fine here, unlike for endpoints.
+  const problem = hostnameProblem(name, false);
+  if (problem !== undefined && problem !== 'single-label') {
     return { problem: `'${entry}' must be a CIDR block, an IP address or a host name` };
   }
   return { kind: 'host', name };
