@@ -1,3 +1,4 @@
+import { utf8Length } from '../../core/bytes.js';
 import type { MessageName } from './messages.js';
 
 /**
@@ -101,7 +102,7 @@ export function agentFieldProblem(name: MessageName, message: unknown): string |
     const max = AGENT_FIELD_LIMITS[field];
     // Cheap first: a string of n UTF-16 units has at most 3n and at least n bytes of UTF-8.
     if (value.length * 3 <= max) continue;
-    const bytes = Buffer.byteLength(value, 'utf8');
+    const bytes = utf8Length(value);
     if (bytes > max) return `${name}: ${path} is ${bytes} bytes; the limit is ${max}`;
   }
   return undefined;
