@@ -46,6 +46,11 @@ export function keyPrincipal(
   };
 }
 
+/** Whether `principal` holds `permission`: its role grants it and its scopes allow it. */
+export function holds(principal: Principal, permission: Permission): boolean {
+  return roleGrants(principal.role, permission) && scopesAllow(principal.scopes, permission);
+}
+
 /** What `'<METHOD> <route>'` needs; undefined when the route is not in the table. */
 export function ruleOf(method: string, route: string): RouteRule | undefined {
   const m = method === 'HEAD' ? 'GET' : method;

@@ -53,6 +53,16 @@ describe('traffic inspector and roles', () => {
     // The admin who chose to show them sees them.
     const admin = await api.call('GET', `/traffic/${shown.id}`);
     expect(JSON.stringify(admin.body)).toContain('visitor-secret');
+    // Nor does a key of an admin scoped to reading traffic: showing them is traffic:write.
+    const reader = await api.call('POST', '/api_keys', { scopes: ['traffic:read'] });
+    const asReader = { authorization: `Bearer ${reader.body.token as string}` };
+    expect((await api.call('GET', `/traffic/${redacted.id}`, undefined, asReader)).status).toBe(
+      200,
+    );
+    const scoped = await api.call('GET', `/traffic/${shown.id}`, undefined, asReader);
+    expect(scoped.status).toBe(403);
+    expect(scoped.body.details).toMatchObject({ required: 'traffic:write', role: 'admin' });
+    expect(JSON.stringify(scoped.body)).not.toContain('visitor-secret');
     // Replaying is a change: not a viewer's.
     expect((await api.call('POST', `/traffic/${redacted.id}/replay`, {}, as)).status).toBe(403);
   });

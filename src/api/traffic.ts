@@ -15,6 +15,7 @@ import {
 } from '../edge/metrics/traffic-replay.js';
 import type { ApiContext } from './context.js';
 import { found } from './crud.js';
+import { holds } from './permissions.js';
 import { Body, IdParams } from './schemas.js';
 
 function bodyView(body: CapturedBody | undefined) {
@@ -130,13 +131,15 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
     async (request) => {
       const record = recordOr404(request.params.id);
       // Visitors' credentials shown on purpose (PUT /traffic/credentials/{host}) are for those who
-      // may make that choice; a viewer sees no secret (docs/security.md, Roles and scopes).
-      if (record.credentialsShown && request.access?.role === 'viewer') {
+      // may make that choice (traffic:write): not a viewer, nor a key scoped to reading traffic
+      // (docs/security.md, Roles and scopes).
+      const access = request.access;
+      if (record.credentialsShown && access && !holds(access, 'traffic:write')) {
         throw new BurrowError(
           CODES.permissionDenied,
           403,
-          `This request was recorded with its visitors' credentials shown (PUT /traffic/credentials/${record.host}), which a viewer may not see. Ask an operator or admin.`,
-          { required: 'traffic:write', role: 'viewer' },
+          `This request was recorded with its visitors' credentials shown (PUT /traffic/credentials/${record.host}), which only a role and key with traffic:write may see. Ask an operator or admin, or use a key with that scope.`,
+          { required: 'traffic:write', role: access.role },
         );
       }
       return detail(record);
