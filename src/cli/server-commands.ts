@@ -7,8 +7,7 @@ import { loadServerConfig } from '../core/config.js';
 import { envName, SERVER_OPTIONS } from '../core/server-options.js';
 import { createLogger } from '../core/logger.js';
 import { logDestination } from '../core/log-format.js';
-import { openStore } from '../store/index.js';
-import { serverRepositories, startServer } from './server.js';
+import { startServer, withServerRepositories } from './server.js';
 import { announceAgentListener } from './agent-hint.js';
 import { describeCommand } from './command-index.js';
 import { apiKeyLimits, registerUserCommand } from './user-command.js';
@@ -96,23 +95,14 @@ export function registerServerCommands(program: Command): void {
     .action(async (opts: Record<string, string | undefined> & { scope?: string[] }) => {
       // --role here is the key's, not the server's (`burrow server --role`): kept out of the config.
       const { scope, role, ...flags } = opts;
-      const config = loadServerConfig(collectFlags(flags));
-      const store = await openStore({ database: config.database, dataDir: config.dataDir });
-      try {
-        const repos = serverRepositories(store, config);
-        const limits = await apiKeyLimits(repos.users, {
-          user: opts.user,
-          role,
-          scopes: scope,
-        });
-        const key = await repos.apiKeys.create({ description: opts.description ?? '', ...limits });
-        process.stdout.write(`${key.token}\n`);
-        process.stderr.write(
-          `Created API key ${key.id}. This is the only time its token is shown; store it now.\n`,
-        );
-      } finally {
-        await store.close();
-      }
+      const key = await withServerRepositories(collectFlags(flags), async (repos) => {
+        const limits = await apiKeyLimits(repos.users, { user: opts.user, role, scopes: scope });
+        return repos.apiKeys.create({ description: opts.description ?? '', ...limits });
+      });
+      process.stdout.write(`${key.token}\n`);
+      process.stderr.write(
+        `Created API key ${key.id}. This is the only time its token is shown; store it now.\n`,
+      );
     });
 
   registerUserCommand(

@@ -2,7 +2,7 @@ import { createServer as createHttpServer, type Server } from 'node:http';
 import { createServer as createNetServer } from 'node:net';
 import { once } from 'node:events';
 import type { FastifyInstance } from 'fastify';
-import type { ServerConfig } from '../core/config.js';
+import { loadServerConfig, type ServerConfig } from '../core/config.js';
 import { configureEgress } from '../core/egress-guard.js';
 import { formatHostPort, parseHostPort } from '../core/host-port.js';
 import { createLogger, type Logger } from '../core/logger.js';
@@ -59,6 +59,24 @@ export function serverRepositories(store: Store, config: ServerConfig): Reposito
     acmeEnabled: config.acmeDirectory !== '',
   };
   return createRepositories(store, settings, { validateTrafficPolicy: validatePolicy });
+}
+
+/**
+ * Open the store the server options `flags` name, run `work` with its repositories, and close it
+ * again: the commands that change the store directly (`api-key create`, `ssh-key add`, `user`).
+ * @example const key = await withServerRepositories(flags, (repos) => repos.apiKeys.create({ description: '' }));
+ */
+export async function withServerRepositories<T>(
+  flags: Record<string, string | undefined>,
+  work: (repos: Repositories) => Promise<T>,
+): Promise<T> {
+  const config = loadServerConfig(flags);
+  const store = await openStore({ database: config.database, dataDir: config.dataDir });
+  try {
+    return await work(serverRepositories(store, config));
+  } finally {
+    await store.close();
+  }
 }
 
 function hostAndPort(listen: string): { host: string; port: number } {

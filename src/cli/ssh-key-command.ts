@@ -5,10 +5,8 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { loadServerConfig } from '../core/config.js';
-import { openStore } from '../store/index.js';
 import { describeCommand } from './command-index.js';
-import { serverRepositories } from './server.js';
+import { withServerRepositories } from './server.js';
 
 type Flags = (opts: Record<string, string | undefined>) => Record<string, string | undefined>;
 
@@ -47,19 +45,10 @@ export function registerSshKeyCommand(
     ) => {
       const { acl, owner, description, ...rest } = opts;
       const publicKey = readFileSync(file === '-' ? 0 : file, 'utf8');
-      const config = loadServerConfig(flags(rest));
-      const store = await openStore({ database: config.database, dataDir: config.dataDir });
-      try {
-        const key = await serverRepositories(store, config).sshCredentials.create({
-          public_key: publicKey,
-          acl,
-          owner_id: owner,
-          description,
-        });
-        process.stdout.write(`${key.id} ${key.fingerprint}\n`);
-      } finally {
-        await store.close();
-      }
+      const key = await withServerRepositories(flags(rest), (repos) =>
+        repos.sshCredentials.create({ public_key: publicKey, acl, owner_id: owner, description }),
+      );
+      process.stdout.write(`${key.id} ${key.fingerprint}\n`);
     },
   );
 }

@@ -1,9 +1,7 @@
 import { createInterface } from 'node:readline';
 import { Writable } from 'node:stream';
 import type { Command } from 'commander';
-import { loadServerConfig } from '../core/config.js';
 import { quote } from '../core/quote.js';
-import { openStore } from '../store/index.js';
 import {
   parseRole,
   parseScopes,
@@ -13,7 +11,7 @@ import {
   type Role,
 } from '../core/roles.js';
 import { PASSWORD_MIN, type UserRepository } from '../store/users.js';
-import { serverRepositories } from './server.js';
+import { withServerRepositories } from './server.js';
 import { describeCommand } from './command-index.js';
 
 /** Read a line from the terminal without echoing it. */
@@ -63,13 +61,7 @@ async function withUsers<T>(
   flags: Flags,
   work: (users: UserRepository) => Promise<T>,
 ): Promise<T> {
-  const config = loadServerConfig(flags(opts));
-  const store = await openStore({ database: config.database, dataDir: config.dataDir });
-  try {
-    return await work(serverRepositories(store, config).users);
-  } finally {
-    await store.close();
-  }
+  return withServerRepositories(flags(opts), (repos) => work(repos.users));
 }
 
 /**
