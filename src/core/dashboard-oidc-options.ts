@@ -2,7 +2,7 @@
  * `--dashboard-oidc-*`: dashboard sign-in with an OpenID Connect provider (src/api/dashboard-oidc.ts),
  * beside passwords. server-options.ts lists these options; config.ts reads them here.
  */
-import { isLoopbackHost } from './hostname.js';
+import { secureOrLoopbackUrl } from './hostname.js';
 import { isRole, ROLES, type Role } from './roles.js';
 
 /** One option of this file, as server-options.ts lists it (its key is added there). */
@@ -104,16 +104,8 @@ export function parseDashboardOidc(
 ): DashboardOidcConfig | undefined {
   const issuerText = raw('dashboard-oidc-issuer', '').trim();
   if (issuerText === '') return undefined;
-  const issuer = URL.canParse(issuerText) ? new URL(issuerText) : undefined;
-  if (
-    !issuer ||
-    !(
-      issuer.protocol === 'https:' ||
-      (issuer.protocol === 'http:' && isLoopbackHost(issuer.hostname))
-    ) ||
-    issuer.search !== '' ||
-    issuer.hash !== ''
-  ) {
+  const issuer = secureOrLoopbackUrl(issuerText, false);
+  if (!issuer) {
     throw fail(
       'dashboard-oidc-issuer',
       'must be an https URL without query (http only on loopback)',

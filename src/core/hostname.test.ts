@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { domainCovers, hostnameProblem, isLoopbackHost, normalizeName } from './hostname.js';
+import {
+  domainCovers,
+  hostnameProblem,
+  isLoopbackHost,
+  normalizeName,
+  secureOrLoopbackUrl,
+} from './hostname.js';
 
 describe('hostnames', () => {
   it('accepts names and wildcards only as the whole first label', () => {
@@ -41,6 +47,24 @@ describe('hostnames', () => {
     }
     for (const host of ['0.0.0.0', '::', '10.0.0.1', 'localhost.example.com', '128.0.0.1']) {
       expect(isLoopbackHost(host)).toBe(false);
+    }
+  });
+
+  it('takes an https URL, or http on loopback, without fragment and (unless allowed) query', () => {
+    expect(secureOrLoopbackUrl('https://id.example/realm', false)?.href).toBe(
+      'https://id.example/realm',
+    );
+    expect(secureOrLoopbackUrl('http://127.0.0.1:8080/idp', false)?.port).toBe('8080');
+    expect(secureOrLoopbackUrl('http://[::1]/idp', false)).toBeDefined();
+    expect(secureOrLoopbackUrl('https://id.example/token?x=1', true)).toBeDefined();
+    for (const text of [
+      'http://id.example/',
+      'https://id.example/?x=1',
+      'https://id.example/#top',
+      'ftp://127.0.0.1/',
+      'not a url',
+    ]) {
+      expect(secureOrLoopbackUrl(text, false)).toBeUndefined();
     }
   });
 });

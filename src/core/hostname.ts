@@ -103,3 +103,19 @@ export function isLoopbackHost(host: string): boolean {
     (isIP(host) === 4 && host.startsWith('127.'))
   );
 }
+
+/**
+ * `text` as a URL when it is https, or http on a loopback host (tests, local providers), without
+ * a fragment and, unless `allowQuery`, without a query; else undefined. For the URLs of identity
+ * providers, which carry credentials.
+ * @example secureOrLoopbackUrl('http://127.0.0.1:8080/idp', false)?.href // 'http://127.0.0.1:8080/idp'
+ * @example secureOrLoopbackUrl('http://id.example', false) // undefined
+ */
+export function secureOrLoopbackUrl(text: string, allowQuery: boolean): URL | undefined {
+  const url = URL.canParse(text) ? new URL(text) : undefined;
+  if (!url || url.hash !== '' || (!allowQuery && url.search !== '')) return undefined;
+  if (url.protocol === 'https:' || (url.protocol === 'http:' && isLoopbackHost(url.hostname))) {
+    return url;
+  }
+  return undefined;
+}

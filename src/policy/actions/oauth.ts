@@ -1,7 +1,7 @@
 import * as oidc from 'openid-client';
 import { egressFetch } from '../../core/egress-guard.js';
 import type { OAUTH_APP_PROVIDERS } from '../../core/policy-data-options.js';
-import { isLoopbackHost } from '../../core/hostname.js';
+import { secureOrLoopbackUrl } from '../../core/hostname.js';
 import { quote } from '../../core/quote.js';
 import { isMapping, type ConfigReader } from './config.js';
 import { LOGIN_CONFIG_KEYS, readLoginConfig } from './login-config.js';
@@ -178,13 +178,8 @@ function endpointUrl(config: ConfigReader, key: string): string {
     required: true,
     example: '"https://id.example/oauth/authorize"',
   })!;
-  const url = URL.canParse(text) ? new URL(text) : undefined;
-  const loopback = url !== undefined && isLoopbackHost(url.hostname);
-  if (
-    url === undefined ||
-    !(url.protocol === 'https:' || (url.protocol === 'http:' && loopback)) ||
-    url.hash !== ''
-  ) {
+  const url = secureOrLoopbackUrl(text, true);
+  if (url === undefined) {
     return config.fail(
       key,
       `must be an https URL (http only on loopback), not ${quote(text, '"')}`,

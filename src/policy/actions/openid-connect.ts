@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import * as oidc from 'openid-client';
 import { egressFetch } from '../../core/egress-guard.js';
-import { isLoopbackHost } from '../../core/hostname.js';
+import { secureOrLoopbackUrl } from '../../core/hostname.js';
 import { quote } from '../../core/quote.js';
 import { LOGIN_CONFIG_KEYS, readLoginConfig } from './login-config.js';
 import { LoginError, loginAction, type Identity, type LoginProvider } from './login-flow.js';
@@ -83,16 +83,8 @@ export const openidConnectAction: ActionSpec = {
       required: true,
       example: '"https://accounts.example.com"',
     })!;
-    const parsed = URL.canParse(issuerText) ? new URL(issuerText) : undefined;
-    if (
-      parsed === undefined ||
-      !(
-        parsed.protocol === 'https:' ||
-        (parsed.protocol === 'http:' && isLoopbackHost(parsed.hostname))
-      ) ||
-      parsed.search !== '' ||
-      parsed.hash !== ''
-    ) {
+    const parsed = secureOrLoopbackUrl(issuerText, false);
+    if (parsed === undefined) {
       return config.fail(
         'issuer_url',
         `must be an https URL without query (http only on loopback), not ${quote(issuerText, '"')}`,
