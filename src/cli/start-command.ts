@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
+import { requestLogLine } from '../core/request-log-line.js';
 import {
   mergeConfigSources,
   readConfigSource,
@@ -21,7 +22,7 @@ import { addWebOptions, type WebFlags } from './agent-web-options.js';
 import { serveUntilStopped, startCliAgentWeb } from './agent-web.js';
 import { trustOptions } from './ca-config.js';
 import { describeCommand } from './command-index.js';
-import { formatExchange, forwardingFrom, type TunnelIo } from './tunnel-commands.js';
+import { forwardingFrom, type TunnelIo } from './tunnel-commands.js';
 
 export interface StartFlags extends WebFlags {
   all?: boolean;
@@ -154,7 +155,7 @@ export async function runStart(
       io.out.write(
         `Forwarding ${definition.name} ${forwardingFrom(endpoint)} -> ${endpoint.forwardsTo}\n`,
       );
-      endpoint.on('request', (x) => io.out.write(`${formatExchange(x)} (${definition.name})\n`));
+      endpoint.on('request', (x) => io.out.write(`${requestLogLine(x)} (${definition.name})\n`));
     }
   } catch (err) {
     await web.tunnels.closeAll();

@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { logClock, requestLogLine } from '../core/request-log-line.js';
 import {
   CLI_HINTS,
   connect,
@@ -11,7 +12,6 @@ import {
   parseCaFingerprint,
   parseLocalAddress,
   type Endpoint,
-  type HttpExchange,
   type Session,
 } from '../sdk/index.js';
 import {
@@ -60,19 +60,6 @@ interface TunnelFlags extends EndpointFlags {
 export interface TunnelIo {
   out: NodeJS.WritableStream;
   err: NodeJS.WritableStream;
-}
-
-function clock(): string {
-  return new Date().toTimeString().slice(0, 8) + '.' + String(Date.now() % 1000).padStart(3, '0');
-}
-
-/**
- * One line of the request log: time, method, path, status, duration.
- * @example formatExchange({ method: 'GET', path: '/', status: 200, durationMs: 3.2, clientAddr: '' }) // '12:00:01.234 GET    / 200 3ms'
- */
-export function formatExchange(x: HttpExchange): string {
-  const status = x.status === 0 ? '---' : String(x.status);
-  return `${clock()} ${x.method.padEnd(6)} ${x.path} ${status} ${Math.round(x.durationMs)}ms`;
 }
 
 /**
@@ -205,7 +192,7 @@ export async function runTunnel(
     await session.close();
     throw new Error(describeError(err));
   }
-  const say = (line: string): boolean => io.err.write(`${clock()} ${line}\n`);
+  const say = (line: string): boolean => io.err.write(`${logClock()} ${line}\n`);
   session.on('disconnected', (reason) =>
     say(`session lost${reason ? ` (${reason.message})` : ''}; reconnecting`),
   );
@@ -214,9 +201,11 @@ export async function runTunnel(
     if (resumed) say(`session back online: ${endpoint.url}`);
   });
   endpoint.on('forward-error', (err) => say(describeError(err)));
-  if (proto === 'http') endpoint.on('request', (x) => io.out.write(`${formatExchange(x)}\n`));
+  if (proto === 'http') endpoint.on('request', (x) => io.out.write(`${requestLogLine(x)}\n`));
   else
-    endpoint.on('connection', (c) => io.out.write(`${clock()} connection from ${c.clientAddr}\n`));
+    endpoint.on('connection', (c) =>
+      io.out.write(`${logClock()} connection from ${c.clientAddr}\n`),
+    );
   // The agent API (127.0.0.1:4040) and inspector, loaded only now: `burrow --version` skips it.
   const agentWeb = await import('./agent-web.js');
   let web: Awaited<ReturnType<typeof agentWeb.startCliAgentWeb>>;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { requestLogLine } from './request-log-line.js';
+import { logClock, requestLogLine } from './request-log-line.js';
 
 describe('requestLogLine', () => {
   const at = new Date(2026, 10, 28, 12, 0, 1, 234);
@@ -13,5 +13,9 @@ describe('requestLogLine', () => {
     const late = new Date(2026, 10, 28, 12, 0, 1, 999);
     const line = requestLogLine({ method: 'POST', path: '/x', status: 0, durationMs: 0.4 }, late);
     expect(line).toBe('12:00:01.999 POST   /x --- 0ms');
+  });
+
+  it('logClock is the time the lines start with', () => {
+    expect(logClock(at)).toBe('12:00:01.234');
   });
 });
