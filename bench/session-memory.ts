@@ -18,7 +18,7 @@ import type { Session } from '../src/sdk/index.js';
 import { startEdgeServer, type ServerMemory } from './edge-process.js';
 import { fmt, machine, markdownTable, memoryRow, mib } from './report.js';
 import { exitOnSignals } from './support/roles.js';
-import { connectAgent, type EdgeAddress } from './support/sdk-agent.js';
+import { connectAgent, edgeAddress, type EdgeAddress } from './support/sdk-agent.js';
 
 const SESSIONS = Number(process.env.SESSIONS ?? 1000);
 const TUNNELS = process.env.TUNNELS !== '0';
@@ -61,11 +61,7 @@ const kib = (bytes: number) => `${fmt(bytes / 1024, 1)} KiB`;
 async function main(): Promise<void> {
   const load = loadavg()[0]!.toFixed(1);
   const edge = await startEdgeServer();
-  const spec: EdgeAddress = {
-    serverAddr: edge.agentAddr,
-    caFile: edge.caFile,
-    token: await edge.token(),
-  };
+  const spec = await edgeAddress(edge);
   // Warm the code paths (TLS, auth, bind, certificates) so that the baseline holds them already.
   const warm = await connectAgent(spec, { reconnect: false });
   await warm.httpEndpoint({ forward: 9 });

@@ -18,7 +18,7 @@ import { visit } from '../test/support/ingress.js';
 import { startEdgeServer, type EdgeServer } from './edge-process.js';
 import { fmt, machine, markdownTable, mib } from './report.js';
 import { exitOnSignals } from './support/roles.js';
-import { connectAgent, type EdgeAddress } from './support/sdk-agent.js';
+import { connectAgent, edgeAddress, type EdgeAddress } from './support/sdk-agent.js';
 
 const SOAK_SECONDS = Number(process.env.SOAK_SECONDS ?? 600);
 const SAMPLE_SECONDS = Number(process.env.SAMPLE_SECONDS ?? 30);
@@ -97,11 +97,7 @@ function descriptors(pid: number): number {
 async function main(): Promise<void> {
   const load = loadavg()[0]!.toFixed(1);
   const edge = await startEdgeServer();
-  const spec: EdgeAddress = {
-    serverAddr: edge.agentAddr,
-    caFile: edge.caFile,
-    token: await edge.token(),
-  };
+  const spec = await edgeAddress(edge);
   const started = Date.now();
   const deadline = started + SOAK_SECONDS * 1000;
   const totals = { cycles: 0, failures: 0 };

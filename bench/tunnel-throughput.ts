@@ -26,7 +26,7 @@ import { fmt, machine, markdownTable, memoryRow, mib } from './report.js';
 import { MIB, startBulkService, tcpBulk, type ServicePorts } from './support/bulk.js';
 import { bestOf } from './support/load.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './support/roles.js';
-import { connectAgent, type EdgeAddress } from './support/sdk-agent.js';
+import { connectAgent, edgeAddress, type EdgeAddress } from './support/sdk-agent.js';
 
 const MB = 1_000_000;
 const DURATION = Number(process.env.DURATION ?? 5);
@@ -199,12 +199,7 @@ async function main(): Promise<void> {
   const edge: EdgeServer = await startEdgeServer({ cpuProfile: PROFILE });
   const agents: Partial<Record<AgentKind, AgentUrls>> = {};
   for (const kind of AGENTS) {
-    const spec: AgentSpec = {
-      serverAddr: edge.agentAddr,
-      caFile: edge.caFile,
-      token: await edge.token(),
-      service,
-    };
+    const spec: AgentSpec = { ...(await edgeAddress(edge)), service };
     agents[kind] = await roles.start<AgentUrls>(kind, spec);
   }
   // Warm up every path (JIT, pools, certificates) before anything is measured.

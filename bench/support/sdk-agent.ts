@@ -1,12 +1,23 @@
 /** The edge of the in-process test server and Burrow SDK agents, as benchmark roles use them. */
 import { connect, type Session } from '../../src/sdk/index.js';
 import { startSdkTestEdge, type SdkTestEdge } from '../../test/support/sdk-edge.js';
+import type { EdgeServer } from '../edge-process.js';
 
 /** What an agent needs to reach an edge, passed to agent roles as JSON. */
 export interface EdgeAddress {
   serverAddr: string;
   caFile: string;
   token: string;
+}
+
+/**
+ * The address of a `burrow server` process (bench/edge-process.ts), with a new authtoken.
+ * @example const spec = await edgeAddress(await startEdgeServer());
+ */
+export async function edgeAddress(
+  edge: Pick<EdgeServer, 'agentAddr' | 'caFile' | 'token'>,
+): Promise<EdgeAddress> {
+  return { serverAddr: edge.agentAddr, caFile: edge.caFile, token: await edge.token() };
 }
 
 /** An edge started for a benchmark, with the address agents use and its HTTP ingress port. */
