@@ -15,7 +15,7 @@ import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import type { Exchange } from './exchange.js';
 import { publicProto } from './http-forwarding.js';
 import type { HttpRelayContext } from './http-relay.js';
-import { releaseStream } from './stream-release.js';
+import { releaseAbandoned } from './stream-release.js';
 
 export const enum Phase {
   /** Reading a request head (or idle between requests). */
@@ -109,8 +109,7 @@ export abstract class ConnectionStream {
       (stream) => {
         if (this.exchange !== exchange) {
           // The client left while the stream opened; the agent may have dialled its service.
-          this.ctx.released.inc();
-          releaseStream(stream);
+          releaseAbandoned(stream, this.ctx.released);
           return;
         }
         this.adopt(stream, exchange.tunnel);
@@ -170,9 +169,7 @@ export abstract class ConnectionStream {
    */
   protected abandonStream(): void {
     const stream = this.release();
-    if (!stream) return;
-    this.ctx.released.inc();
-    releaseStream(stream);
+    if (stream) releaseAbandoned(stream, this.ctx.released);
   }
 }
 

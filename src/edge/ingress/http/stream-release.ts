@@ -9,14 +9,16 @@
  * (or after a short grace when unsent bytes hold it behind a shut send window), which also makes
  * the edge forget the stream without waiting for the agent's own FIN.
  */
+import type { ClientRequest } from 'node:http';
 import type { Duplex } from 'node:stream';
+import type { CounterSeries } from '../../metrics/metrics.js';
 
 /** How long a FIN may wait behind unsent bytes before the RST goes anyway. */
 const FIN_GRACE_MS = 1000;
 
 /**
  * FIN, then RST: the stream is released on both sides at once.
- * @example releaseStream(stream); released.inc();
+ * @example releaseStream(stream);
  */
 export function releaseStream(stream: Duplex): void {
   if (stream.destroyed) return;
@@ -35,6 +37,31 @@ export function releaseStream(stream: Duplex): void {
   stream.once('finish', reset);
   stream.once('close', reset);
   if (!stream.writableEnded) stream.end();
+}
+
+/**
+ * Release `stream` because its client left before the exchange ended, counted in `released`
+ * (`burrow_http_streams_released_total`).
+ * @example releaseAbandoned(stream, ctx.released);
+ */
+export function releaseAbandoned(stream: Duplex, released: CounterSeries | undefined): void {
+  released?.inc();
+  releaseStream(stream);
+}
+
+/**
+ * The same for a request of Node's http client: its stream, when one is open, is released and
+ * counted (closing it fails the request with 'socket hang up', which its error handler expects);
+ * a request still waiting for its stream is destroyed.
+ * @example releaseAbandonedRequest(upstream, released);
+ */
+export function releaseAbandonedRequest(
+  request: ClientRequest,
+  released: CounterSeries | undefined,
+): void {
+  const stream = request.socket;
+  if (stream && !stream.destroyed) releaseAbandoned(stream, released);
+  else request.destroy();
 }
 
 function ignoreError(): void {}

@@ -14,7 +14,7 @@ import type { Duplex } from 'node:stream';
 import type { CounterSeries } from '../../metrics/metrics.js';
 import { connectTunnel, DEFAULT_CONNECT_TIMEOUT_MS } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
-import { releaseStream } from './stream-release.js';
+import { releaseAbandonedRequest } from './stream-release.js';
 
 /** Request options that say for whom a stream is opened. */
 export interface TunnelRequestArgs extends ClientRequestArgs {
@@ -127,14 +127,7 @@ export class TunnelAgent extends Agent {
    * stream is destroyed; the stream, unused, comes back to the pool.
    */
   abandon(request: ClientRequest): void {
-    const stream = request.socket;
-    if (!stream || stream.destroyed) {
-      request.destroy();
-      return;
-    }
-    this.released?.inc();
-    // Closing the stream fails the request ('socket hang up'), which its error handler expects.
-    releaseStream(stream);
+    releaseAbandonedRequest(request, this.released);
   }
 
   /** Close the idle streams kept for `proxyInfo`'s client (e.g. after one of them failed). */

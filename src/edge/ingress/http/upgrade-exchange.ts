@@ -32,7 +32,7 @@ import { carriedBody } from './http-forward-internal.js';
 import { forwardResponseHeaders, requestHasBody, routingHost } from './http-forwarding.js';
 import type { HttpPolicyFlow } from './http-policy.js';
 import { writeUpstreamResponse } from './http-responses.js';
-import { releaseStream } from './stream-release.js';
+import { releaseAbandoned, releaseAbandonedRequest, releaseStream } from './stream-release.js';
 
 /** Public bytes held while the agent's answer is awaited, before reads pause. */
 const MAX_HELD = 256 * 1024;
@@ -118,8 +118,7 @@ export class UpgradeExchange {
                 return;
               }
               // The client left while the stream opened; the agent may have dialled its service.
-              this.ctx.released.inc();
-              releaseStream(stream);
+              releaseAbandoned(stream, this.ctx.released);
               done(new Error('the client left'), undefined as unknown as Duplex);
             },
             // Node's callback type has no error-only form; the stream is ignored on error.
@@ -176,14 +175,7 @@ export class UpgradeExchange {
 
   /** Give the stream up (FIN, then RST) or, not open yet, the request. */
   private abandon(): void {
-    const upstream = this.upstream;
-    const stream = upstream?.socket;
-    if (stream && !stream.destroyed) {
-      this.ctx.released.inc();
-      releaseStream(stream);
-    } else {
-      upstream?.destroy();
-    }
+    if (this.upstream) releaseAbandonedRequest(this.upstream, this.ctx.released);
   }
 
   private readonly onSwitch = (up: IncomingMessage, stream: Duplex, upHead: Buffer): void => {
