@@ -76,7 +76,7 @@ export function auditEventOf(
     actor_type: actorType,
     actor_id: actorId,
     // Who used the key: its owner (a dashboard user, a bot user or the account's user).
-    actor_owner_id: actorType === 'api_key' ? (request.apiKeyOwnerId ?? null) : null,
+    actor_owner_id: actorType === 'api_key' ? (request.access?.ownerId ?? null) : null,
     method: request.method,
     path: auditPath(request),
     status_code: statusCode,

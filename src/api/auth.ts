@@ -43,8 +43,6 @@ declare module 'fastify' {
     operationId: string;
     /** The API key that authenticated the request. */
     apiKeyId: string | undefined;
-    /** The owner of that key (the account's user, a dashboard user or a bot user). */
-    apiKeyOwnerId: string | undefined;
   }
 }
 
@@ -89,7 +87,6 @@ export function installAuth(
   sessions?: SessionAuth,
 ): void {
   app.decorateRequest('apiKeyId', undefined);
-  app.decorateRequest('apiKeyOwnerId', undefined);
   // The account's user id never changes once made: read once.
   let account: Promise<string> | undefined;
   const accountUserId = (): Promise<string> => {
@@ -134,7 +131,6 @@ export function installAuth(
       );
     }
     request.apiKeyId = key.id;
-    request.apiKeyOwnerId = key.owner_id;
     // What the key may do: permissions.ts checks it against the route next.
     request.access = keyPrincipal(key.owner_id, owner.role, key);
   });

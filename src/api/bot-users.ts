@@ -23,11 +23,12 @@ export async function botUserRoutes(
   { repos, uris }: ApiContext,
 ): Promise<void> {
   app.addHook('preHandler', async (request) => {
-    if (request.method !== 'PATCH' || request.apiKeyOwnerId === undefined) return;
+    if (request.method !== 'PATCH' || request.apiKeyId === undefined) return;
     if (request.routeOptions.url !== '/bot_users/:id') return;
     const { id } = request.params as { id?: string };
     const body = request.body as { active?: unknown } | undefined;
-    if (id === request.apiKeyOwnerId && body?.active !== undefined) {
+    // The key's owner (permissions.ts): a bot user's id when the bot's own key asks.
+    if (id === request.access?.ownerId && body?.active !== undefined) {
       throw new BurrowError(
         CODES.apiKeyOwnOwner,
         403,
