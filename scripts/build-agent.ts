@@ -1,6 +1,6 @@
 // `npm run build:agent`: the self-contained agent, dist/sea/burrow-agent, a Node single executable
 // application (https://nodejs.org/api/single-executable-applications.html) that runs `burrow
-// agent`, `http`, `tcp`, `tls` and `config` where no Node is installed. The agent side of the CLI
+// agent`, `http`, `tcp`, `tls`, `start` and `config` where no Node is installed. The agent side of the CLI
 // (src/cli/agent-sea.ts) is bundled into one CommonJS file with esbuild (it holds no native
 // module), turned into a blob by this Node, and injected with postject into a copy of this Node's
 // own binary: the executable runs on machines of this one's OS and architecture.

@@ -55,6 +55,11 @@ describe('burrow-agent, the single executable agent', () => {
     expect(stdout.trim()).toBe(version);
   });
 
+  it('has burrow start, whose ngrok.yml files config check reads', async () => {
+    const { stdout } = await run(EXECUTABLE, ['start', '--help'], { cwd: work, env: {} });
+    expect(stdout).toMatch(/^Usage: burrow-agent start .*\[names\.\.\.\]/m);
+  });
+
   it('runs the device agent against a real server: a tunnel it creates serves requests', async () => {
     const token = await createAuthtoken(edge.api, { description: 'single executable' });
     const listen = `127.0.0.1:${await freePort()}`;
