@@ -4,13 +4,10 @@
  * (`--oauth-<provider>-client-id` / `-client-secret`, used by `oauth` actions without their own
  * `client_id`, as ngrok's managed apps). server-options.ts lists them; config.ts reads them here.
  */
+import type { OptionSpec } from './server-options.js';
 
 /** One option of this file, as server-options.ts lists it (its key is added there). */
-export interface DataOptionSpec {
-  name: string;
-  description: string;
-  default: string;
-}
+type DataOptionSpec = Omit<OptionSpec, 'key'>;
 
 /** The MaxMind-format files IP intelligence reads; '' for one not given. */
 export interface GeoipFiles {
