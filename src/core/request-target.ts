@@ -24,6 +24,7 @@
  */
 import { isTargetText } from './http-wire.js';
 import { hostOf, parseHostPort } from './host-port.js';
+import { normalizeName } from './hostname.js';
 
 /** A target read: the origin-form to judge, route and write; or why it is refused (a 400). */
 export type TargetReading = { target: string } | { problem: string };
@@ -122,8 +123,7 @@ export function normalizeOriginForm(target: string): TargetReading {
  * @example hostName('App.Example.com.:8080') // 'app.example.com'
  */
 export function hostName(hostport: string): string {
-  const name = hostOf(hostport.toLowerCase());
-  return name.endsWith('.') ? name.slice(0, -1) : name;
+  return normalizeName(hostOf(hostport));
 }
 
 /**
