@@ -1,17 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, type TestApi } from '../../../test/support/api.js';
 import { httpRequest, startTestIngress, type TestIngress } from '../../../test/support/ingress.js';
+import { recordingCalls } from '../../../test/support/recording.js';
 import { DATABASE_KINDS } from '../../../test/support/stores.js';
 import { CloudEndpoints, type CloudEndpointsOptions } from './cloud-endpoints.js';
 
-/** Poll `check` until it holds (5 s at most). */
-async function eventually(check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in 5 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Poll until the change has reached the routes (5 s at most). */
+const eventually = { timeout: 5000 };
 
 /** A policy that answers `body` to every request. */
 const answering = (body: string): string =>
@@ -30,7 +25,8 @@ describe.each(DATABASE_KINDS)('cloud endpoints follow change events (%s)', (kind
   let api: TestApi;
   let ingress: TestIngress;
   let cloud: CloudEndpoints | undefined;
-  const reads = { all: 0, byId: [] as string[] };
+  /** What the edge runtime read: full lists, and endpoints by id. */
+  const reads = { all: [] as unknown[], get: [] as unknown[] };
 
   const ok = async (method: string, path: string, body?: unknown) => {
     const res = await api.call(method, path, body);
@@ -50,25 +46,7 @@ describe.each(DATABASE_KINDS)('cloud endpoints follow change events (%s)', (kind
   });
 
   it('serves, changes and forgets one endpoint reading that endpoint alone', async () => {
-    const stored = api.repos.cloudEndpoints;
-    const counted = new Proxy(stored, {
-      get(target, prop, receiver) {
-        if (prop === 'all') {
-          return () => {
-            reads.all++;
-            return target.all();
-          };
-        }
-        if (prop === 'get') {
-          return (id: string) => {
-            reads.byId.push(id);
-            return target.get(id);
-          };
-        }
-        const value: unknown = Reflect.get(target, prop, receiver);
-        return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
-      },
-    });
+    const counted = recordingCalls(api.repos.cloudEndpoints, reads);
     await ok('POST', '/endpoints', {
       url: 'https://other.burrow.test',
       traffic_policy: answering('other'),
@@ -85,20 +63,20 @@ describe.each(DATABASE_KINDS)('cloud endpoints follow change events (%s)', (kind
     });
     await cloud.start();
     expect(await answer('other.burrow.test')).toBe('other');
-    expect(reads.all).toBe(1);
+    expect(reads.all).toHaveLength(1);
 
     const made = await ok('POST', '/endpoints', {
       url: 'https://one.burrow.test',
       traffic_policy: answering('first'),
     });
-    await eventually(async () => (await answer('one.burrow.test')) === 'first');
+    await expect.poll(() => answer('one.burrow.test'), eventually).toBe('first');
     await ok('PATCH', `/endpoints/${made.id}`, { traffic_policy: answering('second') });
-    await eventually(async () => (await answer('one.burrow.test')) === 'second');
+    await expect.poll(() => answer('one.burrow.test'), eventually).toBe('second');
     await ok('DELETE', `/endpoints/${made.id}`);
-    await eventually(async () => ingress.registry.byHost('one.burrow.test') === undefined);
+    await expect.poll(() => ingress.registry.byHost('one.burrow.test'), eventually).toBeUndefined();
 
-    expect(reads.all).toBe(1);
-    expect(new Set(reads.byId)).toEqual(new Set([made.id]));
+    expect(reads.all).toHaveLength(1);
+    expect(new Set(reads.get)).toEqual(new Set([made.id]));
     expect(await answer('other.burrow.test')).toBe('other');
   });
 });

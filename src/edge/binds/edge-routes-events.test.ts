@@ -14,52 +14,30 @@ import {
   type TestIngress,
 } from '../../../test/support/ingress.js';
 import { until } from '../../../test/support/mux.js';
+import { recordingCalls } from '../../../test/support/recording.js';
 import { DATABASE_KINDS } from '../../../test/support/stores.js';
 import { EdgeRoutes } from './edge-routes.js';
 
-/** Poll `check` until it holds (5 s at most). */
-async function eventually(check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 5000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('condition not met in 5 s');
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Poll until the change has reached the routes (5 s at most). */
+const eventually = { timeout: 5000 };
 
-/** What the edge runtime read from the store, through the repositories it was given. */
+/**
+ * What the edge runtime read of edges from the store: full loads of every serving edge, and edges
+ * read one by one (their ids).
+ */
 interface StoreReads {
-  /** Full loads of every serving edge. */
-  serving: number;
-  /** Edges read one by one, by id. */
-  edges: string[];
+  listServing: unknown[];
+  get: unknown[];
 }
 
 /**
- * The repositories EdgeRoutes reads, counting its reads of edges. A Proxy rather than a spy on
- * the API's repository: the API reads edges too, and only the edge runtime's reads count here.
+ * The repositories EdgeRoutes reads, recording its reads of edges: not a spy on the API's
+ * repository, since the API reads edges too and only the edge runtime's reads count here.
  */
 function countingSources(api: TestApi, reads: StoreReads): EdgeSpecSources {
-  const edges = api.repos.edges;
-  const counted = new Proxy(edges, {
-    get(target, prop, receiver) {
-      if (prop === 'listServing') {
-        return () => {
-          reads.serving++;
-          return target.listServing();
-        };
-      }
-      if (prop === 'get') {
-        return (id: string) => {
-          reads.edges.push(id);
-          return target.get(id);
-        };
-      }
-      const value: unknown = Reflect.get(target, prop, receiver);
-      return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
-    },
-  });
   const { backends, ipPolicies, certificateAuthorities } = api.repos;
-  return { edges: counted, backends, ipPolicies, certificateAuthorities };
+  const edges = recordingCalls(api.repos.edges, reads);
+  return { edges, backends, ipPolicies, certificateAuthorities };
 }
 
 /**
@@ -72,7 +50,7 @@ describe.each(DATABASE_KINDS)('edge routes follow change events (%s)', (kind) =>
   let ingress: TestIngress;
   let routes: EdgeRoutes | undefined;
   let echo: EchoServer;
-  const reads: StoreReads = { serving: 0, edges: [] };
+  const reads: StoreReads = { listServing: [], get: [] };
 
   const ok = async (method: string, path: string, body?: unknown) => {
     const res = await api.call(method, path, body);
@@ -125,8 +103,8 @@ describe.each(DATABASE_KINDS)('edge routes follow change events (%s)', (kind) =>
     });
     await routes.start();
     for (const addr of others) await waitServed(addr);
-    expect(reads.serving).toBe(1);
-    reads.serving = 0;
+    expect(reads.listServing).toHaveLength(1);
+    reads.listServing.length = 0;
 
     // Created: served at once, and only it was read.
     const first = await reserve();
@@ -146,14 +124,16 @@ describe.each(DATABASE_KINDS)('edge routes follow change events (%s)', (kind) =>
     // not use that policy, are not read.
     const policy = await ok('POST', '/ip_policies', { description: 'nobody' });
     await ok('PUT', `/edges/tcp/${edge.id}/ip_restriction`, { ip_policy_ids: [policy.id] });
-    const readsBefore = reads.edges.length;
+    const readsBefore = reads.get.length;
     await ok('POST', '/ip_policy_rules', {
       ip_policy_id: policy.id,
       cidr: '127.0.0.0/8',
       action: 'deny',
     });
-    await until(() => reads.edges.length > readsBefore);
-    await eventually(async () => !(await tcpExchange(portOf(moved))).served);
+    await until(() => reads.get.length > readsBefore);
+    await expect
+      .poll(() => tcpExchange(portOf(moved)), eventually)
+      .toMatchObject({ served: false });
 
     // Deleted: refused.
     await ok('DELETE', `/edges/tcp/${edge.id}/ip_restriction`);
@@ -161,9 +141,9 @@ describe.each(DATABASE_KINDS)('edge routes follow change events (%s)', (kind) =>
     await waitRefused(moved);
 
     // Every read since start named this edge; the others were never read again, and still serve.
-    expect(reads.serving).toBe(0);
-    expect(reads.edges.length).toBeGreaterThanOrEqual(5);
-    expect(new Set(reads.edges)).toEqual(new Set([edge.id]));
+    expect(reads.listServing).toHaveLength(0);
+    expect(reads.get.length).toBeGreaterThanOrEqual(5);
+    expect(new Set(reads.get)).toEqual(new Set([edge.id]));
     for (const addr of others) expect(await served(addr)).toBe(true);
   });
   it("takes a hostport an agent held as soon as the agent's tunnel goes, reading nothing", async () => {
@@ -178,15 +158,17 @@ describe.each(DATABASE_KINDS)('edge routes follow change events (%s)', (kind) =>
         hostports: [addr],
         backend: { backend_id: backend.id },
       });
-      await until(() => reads.edges.includes(edge.id));
-      await eventually(async () => (await tcpExchange(portOf(addr))).text === 'agent:ping');
-      const readsBefore = { serving: reads.serving, edges: reads.edges.length };
+      await until(() => reads.get.includes(edge.id));
+      await expect
+        .poll(() => tcpExchange(portOf(addr)), eventually)
+        .toMatchObject({ text: 'agent:ping' });
+      const readsBefore = { serving: reads.listServing.length, edges: reads.get.length };
 
       // No reload runs here (the reconcile is off): the edge's route, kept while blocked, goes in.
       ingress.registry.removeTunnel(agent.id);
       await until(() => ingress.registry.byPort(portOf(addr))?.edge?.id === edge.id);
-      await eventually(async () => served(addr));
-      expect({ serving: reads.serving, edges: reads.edges.length }).toEqual(readsBefore);
+      await expect.poll(() => served(addr), eventually).toBe(true);
+      expect({ serving: reads.listServing.length, edges: reads.get.length }).toEqual(readsBefore);
       await ok('DELETE', `/edges/tcp/${edge.id}`);
       await waitRefused(addr);
     } finally {
