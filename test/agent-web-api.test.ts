@@ -293,6 +293,14 @@ describe('the agent API of burrow http (127.0.0.1:<web_addr>/api)', () => {
       error_code: 100,
       status_code: 404,
     });
+    // command_line is a tunnel: /api/endpoints neither lists it nor shows or stops it by name.
+    expect((await curl([`${api}/api/endpoints`])).body.endpoints).toEqual([]);
+    for (const method of ['GET', 'DELETE']) {
+      expect((await curl([`${api}/api/endpoints/command_line`, '-X', method])).body).toMatchObject({
+        status_code: 404,
+        msg: expect.stringContaining('/api/tunnels/command_line'),
+      });
+    }
   });
 
   it('refuses other sites: a foreign Host (DNS rebinding) and a change from another Origin', async () => {

@@ -209,8 +209,16 @@ export function webApi(options: WebApiOptions): RequestListener {
         return;
       }
       if (extra !== undefined) throw new AgentApiError(404, `no resource at ${path}`);
+      const tunnel = tunnels.get(name);
+      // /api/endpoints holds the version 3 endpoints only, as its list does.
+      if (resource === 'endpoints' && tunnel.definition.kind !== 'endpoint') {
+        throw new AgentApiError(
+          404,
+          `'${name}' is a tunnel, not a version 3 endpoint: it is at /api/tunnels/${encodeURIComponent(name)}`,
+        );
+      }
       if (method === 'GET') {
-        sendJson(res, 200, view(tunnels.get(name)));
+        sendJson(res, 200, view(tunnel));
         return;
       }
       if (method !== 'DELETE') notAllowed();
