@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, type TestApi } from '../../test/support/api.js';
+import { trafficRequest } from '../../test/support/traffic-records.js';
 import { TrafficLog } from '../edge/metrics/traffic-log.js';
 
 /** A viewer reads the traffic inspector, but never visitors' credentials shown on purpose. */
@@ -20,22 +21,14 @@ describe('traffic inspector and roles', () => {
   afterAll(async () => api.close());
 
   const request = (host: string) =>
-    log.add({
-      host,
-      tunnelId: 'tn_1',
-      scheme: 'https',
-      startedAt: Date.now(),
-      method: 'GET',
-      path: '/',
-      clientIp: '198.51.100.4',
-      requestHeaders: ['host', host, 'authorization', 'Bearer visitor-secret'],
-      status: 200,
-      responseHeaders: {},
-      durationMs: 1,
-      requestBody: undefined,
-      responseBody: undefined,
-      replayOf: undefined,
-    });
+    log.add(
+      trafficRequest(host, {
+        scheme: 'https',
+        requestHeaders: ['host', host, 'authorization', 'Bearer visitor-secret'],
+        status: 200,
+        durationMs: 1,
+      }),
+    );
 
   it('shows a viewer redacted requests, refuses those recorded with credentials shown', async () => {
     const as = { authorization: `Bearer ${viewerKey}` };

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, type TestApi } from '../../test/support/api.js';
+import { trafficRequest } from '../../test/support/traffic-records.js';
 import { TrafficLog } from '../edge/metrics/traffic-log.js';
 
 describe('traffic inspector API', () => {
@@ -28,22 +29,16 @@ describe('traffic inspector API', () => {
   });
 
   it('lists, shows and replays recorded requests, and switches capture per host', async () => {
-    const record = log.add({
-      host: 'App.example.com',
-      tunnelId: 'tn_1',
-      scheme: 'https',
-      startedAt: Date.parse('2026-01-02T03:04:05Z'),
-      method: 'GET',
-      path: '/hello',
-      clientIp: '198.51.100.4',
-      requestHeaders: ['host', 'app.example.com'],
-      status: 200,
-      responseHeaders: {},
-      durationMs: 1.25,
-      requestBody: undefined,
-      responseBody: undefined,
-      replayOf: undefined,
-    });
+    const record = log.add(
+      trafficRequest('App.example.com', {
+        scheme: 'https',
+        startedAt: Date.parse('2026-01-02T03:04:05Z'),
+        path: '/hello',
+        requestHeaders: ['host', 'app.example.com'],
+        status: 200,
+        durationMs: 1.25,
+      }),
+    );
 
     const list = await api.call('GET', `/traffic?host=app.example.com&limit=10`);
     expect(list.status).toBe(200);
@@ -77,22 +72,18 @@ describe('traffic inspector API', () => {
 
   it('shows credentials per host only once switched on, from then on', async () => {
     const request = (host: string) =>
-      log.add({
-        host,
-        tunnelId: 'tn_1',
-        scheme: 'http',
-        startedAt: Date.now(),
-        method: 'GET',
-        path: '/',
-        clientIp: '198.51.100.4',
-        requestHeaders: ['Host', host, 'Authorization', 'Bearer hunter2', 'Cookie', 'sid=hunter2'],
-        status: undefined,
-        responseHeaders: {},
-        durationMs: undefined,
-        requestBody: undefined,
-        responseBody: undefined,
-        replayOf: undefined,
-      });
+      log.add(
+        trafficRequest(host, {
+          requestHeaders: [
+            'Host',
+            host,
+            'Authorization',
+            'Bearer hunter2',
+            'Cookie',
+            'sid=hunter2',
+          ],
+        }),
+      );
     const before = request('creds.example.com');
     const redacted = await api.call('GET', `/traffic/${before.id}`);
     expect(JSON.stringify(redacted.body)).not.toContain('hunter2');

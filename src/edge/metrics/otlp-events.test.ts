@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
+import { trafficRequest } from '../../../test/support/traffic-records.js';
 import { OtlpLogExporter, otlpFromEnv, requestLogRecord } from './otlp-events.js';
 
 /** A local OTLP/HTTP receiver: answers each request with the next of `statuses` (then 200). */
@@ -55,22 +56,15 @@ describe('OTLP log exporter', () => {
     const record = (headers: string[]) =>
       requestLogRecord(
         {
+          ...trafficRequest('app.example.com', {
+            scheme: 'https',
+            startedAt: 1_700_000_000_000,
+            requestHeaders: headers,
+            status: 200,
+            durationMs: 2,
+          }),
           id: 'tr_1',
           seq: 1,
-          host: 'app.example.com',
-          tunnelId: 'tn_1',
-          scheme: 'https',
-          startedAt: 1_700_000_000_000,
-          method: 'GET',
-          path: '/',
-          clientIp: '198.51.100.4',
-          requestHeaders: headers,
-          status: 200,
-          responseHeaders: {},
-          durationMs: 2,
-          requestBody: undefined,
-          responseBody: undefined,
-          replayOf: undefined,
           credentialsShown: false,
         },
         1_700_000_000_005,

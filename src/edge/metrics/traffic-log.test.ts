@@ -1,22 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { trafficRequest as record } from '../../../test/support/traffic-records.js';
 import { BODY_CAP, BodyBuffer, HOST_CAP, PER_HOST_CAP, TrafficLog } from './traffic-log.js';
-
-const record = (host: string) => ({
-  host,
-  tunnelId: 'tn_1',
-  scheme: 'http',
-  startedAt: Date.now(),
-  method: 'GET',
-  path: '/',
-  clientIp: '127.0.0.1',
-  requestHeaders: [],
-  status: undefined,
-  responseHeaders: {},
-  durationMs: undefined,
-  requestBody: undefined,
-  responseBody: undefined,
-  replayOf: undefined,
-});
 
 describe('TrafficLog', () => {
   it('keeps a fixed number of requests per host and of hosts', () => {
@@ -40,10 +24,9 @@ describe('TrafficLog', () => {
 
   it('redacts both ways as the request was recorded, even if its host changes mid-flight', () => {
     const log = new TrafficLog({ redactHeaders: ['X-Api-Key'] });
-    const withCredentials = {
-      ...record('a.test'),
+    const withCredentials = record('a.test', {
       requestHeaders: ['Authorization', 'Bearer secret', 'X-Api-Key', 'secret'],
-    };
+    });
     const answer = {
       status: 200,
       responseHeaders: { 'set-cookie': 'sid=secret' },

@@ -2,37 +2,30 @@ import { once } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { trafficRequest } from '../../../test/support/traffic-records.js';
 import { REPLAY_HEADER, TrafficLog } from './traffic-log.js';
 import { trafficInspector } from './traffic-replay.js';
 
 const record = (log: TrafficLog, host: string) =>
-  log.add({
-    host,
-    tunnelId: 'tn_1',
-    scheme: 'http',
-    startedAt: Date.now(),
-    method: 'GET',
-    path: '/account',
-    clientIp: '127.0.0.1',
-    requestHeaders: [
-      'Host',
-      host,
-      'Authorization',
-      'Bearer secret',
-      'Cookie',
-      'sid=secret',
-      'X-Api-Key',
-      'secret',
-      'Accept',
-      'text/html',
-    ],
-    status: 200,
-    responseHeaders: {},
-    durationMs: 1,
-    requestBody: undefined,
-    responseBody: undefined,
-    replayOf: undefined,
-  });
+  log.add(
+    trafficRequest(host, {
+      path: '/account',
+      requestHeaders: [
+        'Host',
+        host,
+        'Authorization',
+        'Bearer secret',
+        'Cookie',
+        'sid=secret',
+        'X-Api-Key',
+        'secret',
+        'Accept',
+        'text/html',
+      ],
+      status: 200,
+      durationMs: 1,
+    }),
+  );
 
 /** Replay to a real HTTP server standing in for the ingress, which notes what it received. */
 describe('traffic replay of redacted credentials', () => {
