@@ -7,7 +7,7 @@ import { compiledPolicyCacheSize, PolicyEventLog, type SecretsLookup } from '../
 import { BURROW_ALPN } from '../../protocol/index.js';
 import type { Repositories } from '../../store/index.js';
 import { AgentSession, DEFAULT_SESSION_LIMITS, type SessionLimits } from './agent-session.js';
-import { AgentTunnel } from './agent-tunnel.js';
+import { SessionTunnel } from './agent-tunnel.js';
 import { RpcBudgets } from './agent-rpc.js';
 import type { AgentEdgeSettings } from '../binds/agent-edge-settings.js';
 import { BindPolicy } from '../binds/bind-policy.js';
@@ -118,7 +118,7 @@ function watchRegistry(registry: TunnelRegistry, metrics: EdgeMetrics): () => vo
     if (counted(t)) metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).inc();
   };
   const removed = (t: OnlineTunnel): void => {
-    if (t instanceof AgentTunnel) t.removed = true;
+    if (t instanceof SessionTunnel) t.removed = true;
     if (counted(t)) metrics.tunnels.with({ proto: t.proto ?? 'labeled' }).dec();
   };
   registry.on('session-added', sessionsChanged);

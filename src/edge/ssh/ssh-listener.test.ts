@@ -3,6 +3,7 @@ import ssh2, { type Client, type ClientChannel } from 'ssh2';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSdkTestEdge, type SdkTestEdge } from '../../../test/support/sdk-edge.js';
 import { startTestSshListener } from '../../../test/support/ssh.js';
+import type { ProxyInfo } from '../registry/route.js';
 import type { SshListener } from './ssh-listener.js';
 
 /**
@@ -80,6 +81,33 @@ describe('SSH listener limits', () => {
     const ssh = edge.registry.listSessions().filter((s) => s.transport === 'ssh');
     expect(ssh).toHaveLength(1);
     expect(edge.registry.listTunnels().filter((t) => t.sessionId === ssh[0]!.id)).toHaveLength(2);
+    client.end();
+    await once(client, 'close');
+  });
+
+  it('takes a cancelled forward offline: out of the registry, its connect() refused at once', async () => {
+    const client = await connect(known.private);
+    const port = await forwardIn(client);
+    const channel = await exec(client, 'http');
+    let out = '';
+    channel.on('data', (d: Buffer) => (out += d.toString()));
+    const deadline = Date.now() + 5000;
+    while (!out.includes('Forwarding') && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    const session = edge.registry.listSessions().find((s) => s.transport === 'ssh')!;
+    const tunnel = edge.registry.listTunnels().find((t) => t.sessionId === session.id)!;
+    await new Promise<void>((resolve, reject) =>
+      client.unforwardIn('localhost', port, (err) => (err ? reject(err) : resolve())),
+    );
+    expect(edge.registry.tunnel(tunnel.id)).toBeUndefined();
+    const info: ProxyInfo = {
+      clientAddr: '203.0.113.7:4567',
+      proto: 'https',
+      edgeType: '',
+      passthroughTls: false,
+    };
+    await expect(tunnel.connect(info)).rejects.toThrow(`tunnel ${tunnel.id} is offline`);
     client.end();
     await once(client, 'close');
   });

@@ -196,6 +196,7 @@ export class SshSession implements RevocableSession {
         tunnel.forward.bindAddr === request.bindAddr &&
         tunnel.forward.bindPort === request.bindPort
       ) {
+        // Marked removed by the registry's listeners (agent-listener.ts), as every session tunnel.
         this.s.registry.removeTunnel(tunnel.id);
         this.tunnels.delete(tunnel);
       }
@@ -284,10 +285,7 @@ export class SshSession implements RevocableSession {
   }
 
   private removeTunnels(): void {
-    for (const tunnel of this.tunnels) {
-      tunnel.removed = true;
-      this.s.registry.removeTunnel(tunnel.id);
-    }
+    for (const tunnel of this.tunnels) this.s.registry.removeTunnel(tunnel.id);
     this.tunnels.clear();
   }
 
