@@ -27,7 +27,7 @@ export const MACRO_NAMESPACES = ['rand', 'b64', 'base64', 'basic_auth', 'json'] 
  * A random integer from `min` to `max`, both included (ngrok: positive integers, min ≤ max).
  * @example randomBetween(1n, 6n) // 1n … 6n
  */
-export function randomBetween(min: bigint, max: bigint): bigint {
+function randomBetween(min: bigint, max: bigint): bigint {
   if (min < 0n || max < min) {
     throw new Error(`rand.int(min, max) needs 0 <= min <= max, not min ${min} and max ${max}`);
   }

@@ -4,27 +4,20 @@ import type { ActionSpec, Terminal } from './types.js';
 
 const digest = (text: string | Buffer): Buffer => createHash('sha256').update(text).digest();
 
-/**
- * Whether the `Authorization` header `header` carries one of `accepted` (SHA-256 digests of
- * `user:password`). Every candidate is compared in constant time and none is skipped, so timing
- * reveals neither which user exists nor how much of a password matched.
- */
-export function basicAuthMatches(header: string | undefined, accepted: readonly Buffer[]): boolean {
-  return basicAuthCheck(header, accepted).authorized;
-}
-
 /** What an Authorization header presented: whether Basic credentials, whose, and accepted. */
-export interface BasicAuthCheck {
+interface BasicAuthCheck {
   presented: boolean;
   username: string;
   authorized: boolean;
 }
 
-/** {@link basicAuthMatches}, also saying whether credentials were presented and whose. */
-export function basicAuthCheck(
-  header: string | undefined,
-  accepted: readonly Buffer[],
-): BasicAuthCheck {
+/**
+ * Whether the `Authorization` header `header` carries one of `accepted` (SHA-256 digests of
+ * `user:password`), and whether it presented Basic credentials at all, and whose. Every candidate
+ * is compared in constant time and none is skipped, so timing reveals neither which user exists
+ * nor how much of a password matched.
+ */
+function basicAuthCheck(header: string | undefined, accepted: readonly Buffer[]): BasicAuthCheck {
   const m = header === undefined ? null : /^\s*basic\s+([A-Za-z0-9+/=]+)\s*$/i.exec(header);
   const decoded = m ? Buffer.from(m[1]!, 'base64') : Buffer.alloc(0);
   const given = digest(decoded);
