@@ -10,6 +10,7 @@ import {
   type EdgeServer,
 } from './support/edge-listeners.js';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { NGROK_V2_EXAMPLE, NGROK_V3_ENDPOINT } from './support/ngrok-examples.js';
 import { until } from './support/mux.js';
 import { freePort, runBurrow, spawnBurrow, type RunningBurrow } from './support/server-process.js';
 
@@ -18,32 +19,6 @@ import { freePort, runBurrow, spawnBurrow, type RunningBurrow } from './support/
  * files with every session key), against a real `burrow server`; the tunnels are read back from
  * the agent API and fetched through the edge. Run `npm run build` first.
  */
-
-/** The version 2 file of ngrok's "Migrating from v2" (docs/agent/config/v3), as printed. */
-const NGROK_V2_EXAMPLE = `version: 2
-authtoken: 4nq9771bPxe8ctg7LKr_2ClH7Y15Zqe4bWLWF9p
-api_key: 24yRd5U3DestCQapJrrVHLOqiAC_7RviwRqpd3wc9dKLujQZN
-
-tunnels:
-  basic:
-    proto: http
-    addr: 80
-`;
-
-/** ngrok's getting-started endpoint with a traffic policy (agent endpoints, config file). */
-const NGROK_V3_ENDPOINT = `endpoints:
-  - name: my-agent-endpoint
-    description: My first Agent Endpoint with a Traffic Policy
-    upstream:
-      url: 80
-    traffic_policy:
-      on_http_request:
-        - actions:
-            - type: custom-response
-              config:
-                status_code: 200
-                body: Hello, World!
-`;
 
 describe('burrow start with ngrok.yml', () => {
   let edge: EdgeServer;

@@ -1,11 +1,10 @@
 import http from 'node:http';
-import net from 'node:net';
 import type { Duplex } from 'node:stream';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect, type Session } from '../src/sdk/index.js';
 import { createAuthtoken, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
-import { listenLocal, startTcpUpstream, type LocalServer } from './support/ingress.js';
+import { listenLocal, rawExchange, startTcpUpstream, type LocalServer } from './support/ingress.js';
 import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
@@ -46,19 +45,6 @@ ${phase}:
       - type: add-headers
         config: {headers: {x-note: "\${req.url.query_params['a'][0]}"}}
 `;
-
-/** Send `text` on a new connection to the HTTP ingress; everything received until it closes. */
-async function rawExchange(port: number, text: string): Promise<string> {
-  const socket = net.connect({ port, host: '127.0.0.1' });
-  const chunks: Buffer[] = [];
-  socket.on('data', (c: Buffer) => chunks.push(c));
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  socket.on('error', () => undefined);
-  socket.setTimeout(10_000, () => socket.destroy());
-  socket.write(text, 'latin1');
-  await closed;
-  return Buffer.concat(chunks).toString('latin1');
-}
 
 /** The head of a response (through its empty line). */
 const headOf = (reply: string): string => reply.slice(0, reply.indexOf('\r\n\r\n') + 2);

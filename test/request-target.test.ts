@@ -1,8 +1,7 @@
-import net from 'node:net';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthtoken, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
-import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { rawExchange, startHttpUpstream, type LocalServer } from './support/ingress.js';
 import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
@@ -31,18 +30,6 @@ interface Seen {
   host: string | undefined;
   policyPath: string | undefined;
   policyRawPath: string | undefined;
-}
-
-/** Send `text` on a new connection to the HTTP ingress; everything received until it closes. */
-async function rawExchange(port: number, text: string): Promise<string> {
-  const socket = net.connect({ port, host: '127.0.0.1' });
-  const chunks: Buffer[] = [];
-  socket.on('data', (c: Buffer) => chunks.push(c));
-  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-  socket.on('error', () => undefined);
-  socket.write(text, 'latin1');
-  await closed;
-  return Buffer.concat(chunks).toString('latin1');
 }
 
 /** [request line (HOST is the endpoint's name), the path the service gets, or 400]. */

@@ -1,37 +1,19 @@
 import { describe, expect, it } from 'vitest';
+import {
+  NGROK_EXAMPLE_AUTHTOKEN,
+  NGROK_V2_EXAMPLE,
+  NGROK_V3_ENDPOINT,
+} from '../../test/support/ngrok-examples.js';
 import { mergeConfigSources, NgrokConfigError, parseConfigText } from './ngrok-config.js';
 
 const read = (text: string, path = 'ngrok.yml') =>
   mergeConfigSources([parseConfigText(text, path)]);
 
-/** The version 2 file of ngrok's "Migrating from v2" section (docs/agent/config/v3), as printed. */
-const NGROK_V2_EXAMPLE = `version: 2
-authtoken: 4nq9771bPxe8ctg7LKr_2ClH7Y15Zqe4bWLWF9p
-api_key: 24yRd5U3DestCQapJrrVHLOqiAC_7RviwRqpd3wc9dKLujQZN
-
-tunnels:
-  basic:
-    proto: http
-    addr: 80
-`;
-
-/** ngrok's traffic policy getting-started endpoint (agent endpoints, config file), under version 3. */
+/** ngrok's traffic policy getting-started endpoint, under version 3 with its agent's authtoken. */
 const NGROK_V3_EXAMPLE = `version: 3
 agent:
-  authtoken: 4nq9771bPxe8ctg7LKr_2ClH7Y15Zqe4bWLWF9p
-endpoints:
-  - name: my-agent-endpoint
-    description: My first Agent Endpoint with a Traffic Policy
-    upstream:
-      url: 80
-    traffic_policy:
-      on_http_request:
-        - actions:
-            - type: custom-response
-              config:
-                status_code: 200
-                body: Hello, World!
-`;
+  authtoken: ${NGROK_EXAMPLE_AUTHTOKEN}
+${NGROK_V3_ENDPOINT}`;
 
 function failure(run: () => unknown): string {
   try {

@@ -98,6 +98,23 @@ export function dialLocal(
   });
 }
 
+/**
+ * Send `text` on a new connection to 127.0.0.1:`port`; everything received (latin1) until the
+ * server closes it, or until `timeoutMs` pass and the connection is cut. Socket errors only end it.
+ * @example const reply = await rawExchange(ingressPort, 'GET / HTTP/1.1\r\nHost: a\r\n\r\n');
+ */
+export async function rawExchange(port: number, text: string, timeoutMs = 10_000): Promise<string> {
+  const socket = connect({ port, host: '127.0.0.1' });
+  const chunks: Buffer[] = [];
+  socket.on('data', (c: Buffer) => chunks.push(c));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('error', () => undefined);
+  socket.setTimeout(timeoutMs, () => socket.destroy());
+  socket.write(text, 'latin1');
+  await closed;
+  return Buffer.concat(chunks).toString('latin1');
+}
+
 /** A listening server on 127.0.0.1 with a random port, closed (connections cut) by close(). */
 export interface LocalServer {
   port: number;
