@@ -133,6 +133,7 @@ describe('roles in the dashboard', () => {
     expect(await page.getByRole('button', { name: /^Delete/ }).count()).toBe(0);
 
     await open('Authtokens');
+    await page.getByRole('cell', { name: 'sitea agent', exact: true }).waitFor();
     expect(await page.getByRole('button', { name: /^Delete/ }).count()).toBeGreaterThan(0);
 
     await open('API keys');
