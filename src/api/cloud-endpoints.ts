@@ -15,15 +15,14 @@ import {
   parseCloudEndpointUrl,
   type CloudEndpointTarget,
 } from '../edge/binds/cloud-endpoint-url.js';
-import { validatePolicy } from '../policy/validate.js';
 import type { CloudEndpoint, Repositories } from '../store/index.js';
 import type { ApiContext } from './context.js';
 import { found, registerDelete } from './crud.js';
+import { checkSavedPolicy } from './policy-validation.js';
 import { Body, Description, IdParams, Metadata } from './schemas.js';
 import type { Uris } from './uris.js';
 
-/** The port an endpoint URL without one serves on, by scheme (online.ts's agent endpoints too). */
-export /** What create and update both take; create adds `type` and requires `url`. */
+/** What create and update both take; create adds `type` and requires `url`. */
 const FIELDS = {
   traffic_policy: Type.Optional(Type.String()),
   bindings: Type.Optional(Type.Array(Type.String(), { maxItems: 1 })),
@@ -81,7 +80,7 @@ async function checkCloudEndpoint(
       CODES.bindNotReserved,
     );
   }
-  if (policy.trim() !== '') validatePolicy(policy, target.proto, 'traffic_policy');
+  if (policy.trim() !== '') await checkSavedPolicy(repos, policy, target.proto, 'traffic_policy');
   return { target, bindings: [binding] };
 }
 

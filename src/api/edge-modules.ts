@@ -6,6 +6,7 @@ import type { ApiContext } from './context.js';
 import { found, registerDelete } from './crud.js';
 import { MODULE_SCHEMAS } from './edge-schemas.js';
 import { moduleView } from './edge-views.js';
+import { checkSavedPolicy } from './policy-validation.js';
 import { IdParams } from './schemas.js';
 
 const LABELS: Record<ModuleName, string> = {
@@ -46,6 +47,10 @@ export function edgeModuleRoutes(
       },
       async (request) => {
         const { id } = request.params;
+        // The store compiles a policy; what it names must exist too, as at a bind.
+        if (name === 'traffic_policy' && 'value' in request.body) {
+          await checkSavedPolicy(repos, request.body.value, type, 'value');
+        }
         const edge = found(await repos.edges.setModule(type, id, name, request.body));
         // Just set, so never null.
         return moduleView(uris, edge, name)!;

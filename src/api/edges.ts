@@ -5,6 +5,7 @@ import { registerCrud } from './crud.js';
 import { edgeModuleRoutes } from './edge-modules.js';
 import { edgeBody, edgeSchema } from './edge-schemas.js';
 import { edgeView } from './edge-views.js';
+import { checkSavedPolicy } from './policy-validation.js';
 
 const NAMES: Record<EdgeType, { name: string; tag: string; listKey: string }> = {
   tcp: { name: 'TCP edge', tag: 'TCP edges', listKey: 'tcp_edges' },
@@ -16,6 +17,10 @@ export async function edgeRoutes(app: FastifyInstance, ctx: ApiContext): Promise
   const { repos, uris } = ctx;
   const edges = repos.edges;
   for (const type of ['tcp', 'tls'] as const) {
+    // The store compiles the module's policy; what it names must exist too, as at a bind.
+    const checkEdgePolicy = async (module: { value: string } | null | undefined) => {
+      if (module) await checkSavedPolicy(repos, module.value, type, 'traffic_policy.value');
+    };
     const body = edgeBody(type);
     registerCrud(
       app,
@@ -27,10 +32,16 @@ export async function edgeRoutes(app: FastifyInstance, ctx: ApiContext): Promise
         updateBody: body,
         createBodyOptional: true,
         repo: {
-          create: (input) => edges.create(type, input),
+          create: async (input) => {
+            await checkEdgePolicy(input.traffic_policy);
+            return edges.create(type, input);
+          },
           get: (id) => edges.get(id, type),
           list: (page) => edges.list(type, page),
-          update: (id, patch) => edges.update(type, id, patch),
+          update: async (id, patch) => {
+            await checkEdgePolicy(patch.traffic_policy);
+            return edges.update(type, id, patch);
+          },
           delete: (id) => edges.delete(type, id),
         },
         view: (edge) => edgeView(uris, edge),

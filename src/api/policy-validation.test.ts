@@ -117,6 +117,50 @@ describe('POST /traffic_policy/validate and secrets', () => {
     });
   });
 
+  it('refuses an unknown IP policy id wherever a policy is saved, naming the field', async () => {
+    const unknown = 'ipp_2bhsNc9X6FO3i2wzTOgIH8jAe53';
+    const policy = JSON.stringify({
+      on_tcp_connect: [{ actions: [{ type: 'restrict-ips', config: { ip_policies: [unknown] } }] }],
+    });
+    const refusedAs = (reply: { status: number; body: Record<string, unknown> }, field: string) => {
+      expect(reply.status).toBe(400);
+      expect(reply.body).toMatchObject({ error_code: 'ERR_NGROK_2204', details: { field } });
+      expect(reply.body.msg).toBe(
+        `${field}: restrict-ips names IP policies that do not exist: ${unknown}. Create them with POST /ip_policies, or remove them from ip_policies.`,
+      );
+    };
+    expect((await api.call('POST', '/reserved_domains', { domain: 'ipp.example' })).status).toBe(
+      201,
+    );
+    const cloud = { type: 'cloud', url: 'https://ipp.example' };
+    refusedAs(
+      await api.call('POST', '/endpoints', { ...cloud, traffic_policy: policy }),
+      'traffic_policy',
+    );
+    const endpoint = await api.call('POST', '/endpoints', cloud);
+    expect(endpoint.status).toBe(201);
+    const endpointPath = `/endpoints/${endpoint.body.id as string}`;
+    refusedAs(await api.call('PATCH', endpointPath, { traffic_policy: policy }), 'traffic_policy');
+
+    for (const type of ['tcp', 'tls']) {
+      const body = { traffic_policy: { value: policy } };
+      refusedAs(await api.call('POST', `/edges/${type}`, body), 'traffic_policy.value');
+      const edge = await api.call('POST', `/edges/${type}`, {});
+      expect(edge.status).toBe(201);
+      const path = `/edges/${type}/${edge.body.id as string}`;
+      refusedAs(await api.call('PATCH', path, body), 'traffic_policy.value');
+      refusedAs(await api.call('PUT', `${path}/traffic_policy`, { value: policy }), 'value');
+      expect((await api.call('GET', `${path}/traffic_policy`)).status).toBe(404);
+    }
+
+    // A policy naming an IP policy that exists is taken by the same saves.
+    const made = await api.call('POST', '/ip_policies', { description: 'saves' });
+    const known = policy.replace(unknown, made.body.id as string);
+    expect((await api.call('PATCH', endpointPath, { traffic_policy: known })).status).toBe(200);
+    const edge = await api.call('POST', '/edges/tcp', { traffic_policy: { value: known } });
+    expect(edge.status).toBe(201);
+  });
+
   it('answers 404 for a credential that does not exist', async () => {
     expect((await validate({ credential_id: 'cr_2bhsNc9X6FO3i2wzTOgIH8jAe52' })).status).toBe(404);
   });

@@ -2,12 +2,14 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { FastifyInstance } from 'fastify';
 import { aclReadsVault, parseAcl } from '../core/acl.js';
-import { BurrowError, CODES } from '../core/errors.js';
+import { BurrowError, CODES, ValidationError } from '../core/errors.js';
 import {
   compilePolicy,
   missingIpPoliciesMessage,
   notGrantedMessage,
   ungrantedSecretRead,
+  type CompiledPolicy,
+  type PolicyProtocol,
 } from '../policy/index.js';
 import type { Repositories } from '../store/index.js';
 import { found } from './crud.js';
@@ -53,13 +55,34 @@ export function policyLocation(message: string) {
 }
 
 /**
+ * Check a traffic policy as every save and `POST /traffic_policy/validate` do: compile it, then
+ * refuse IP policies (`ipp_…`, restrict-ips) that do not exist, with the code and words a bind
+ * refuses them with, so that no place accepts a policy another refuses. Throws a
+ * {@link ValidationError} naming `field`; returns the compiled policy.
+ * @example await checkSavedPolicy(repos, body.traffic_policy, 'https', 'traffic_policy')
+ */
+export async function checkSavedPolicy(
+  repos: Repositories,
+  text: string,
+  protocol: PolicyProtocol,
+  field: string,
+): Promise<CompiledPolicy> {
+  const policy = compilePolicy(text, { protocol, field });
+  const missing = await repos.ipPolicies.missing(policy.ipPolicyIds);
+  if (missing.length > 0) {
+    throw new ValidationError(CODES.policyActionValue, field, missingIpPoliciesMessage(missing));
+  }
+  return policy;
+}
+
+/**
  * The first vault `policy` reads that credential `credentialId`'s ACL does not grant, as the
  * bind refusal's message (field `value`), or undefined when it may read them all.
  */
 async function notGrantedTo(
   repos: Repositories,
   credentialId: string,
-  policy: ReturnType<typeof compilePolicy>,
+  policy: CompiledPolicy,
 ): Promise<string | undefined> {
   const credential = found(await repos.credentials.get(credentialId));
   const acl = parseAcl(credential.acl);
@@ -116,19 +139,7 @@ export async function policyValidationRoutes(
     async (request) => {
       const { value, protocol, credential_id: credentialId } = request.body;
       try {
-        const policy = compilePolicy(value, { protocol, field: 'value' });
-        // The checks a bind makes after compiling, so that validate and bind agree.
-        const missing = await repos.ipPolicies.missing(policy.ipPolicyIds);
-        if (missing.length > 0) {
-          return {
-            valid: false,
-            error: {
-              error_code: CODES.policyActionValue,
-              msg: missingIpPoliciesMessage(missing),
-              details: { field: 'value' },
-            },
-          };
-        }
+        const policy = await checkSavedPolicy(repos, value, protocol, 'value');
         const refusal =
           credentialId === undefined ? undefined : await notGrantedTo(repos, credentialId, policy);
         if (refusal === undefined) return { valid: true };
