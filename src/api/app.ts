@@ -13,6 +13,7 @@ import { dashboardRoutes } from './dashboard-static.js';
 import { policyValidationRoutes } from './policy-validation.js';
 import { sessionAuth, sessionRoutes } from './sessions.js';
 import { trafficRoutes } from './traffic.js';
+import { metricsSeriesRoutes } from './metrics-series.js';
 import { backendRoutes } from './backends.js';
 import { botUserRoutes } from './bot-users.js';
 import { userRoutes } from './users.js';
@@ -241,6 +242,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   await dashboardRoutes(app);
   await policyValidationRoutes(app, ctx);
   await trafficRoutes(app, ctx);
+  await metricsSeriesRoutes(app, ctx);
   await app.ready();
   return app;
 }

@@ -1,4 +1,5 @@
 import type { TrafficInspector } from '../edge/metrics/traffic-replay.js';
+import type { TrafficSeries } from '../edge/metrics/traffic-series.js';
 import type { TunnelRegistry } from '../edge/registry/tunnel-registry.js';
 import type { PolicyEventSource } from '../policy/events.js';
 import type { Repositories } from '../store/index.js';
@@ -17,6 +18,8 @@ export interface OnlineState {
   registry?: TunnelRegistry | undefined;
   /** The edge's traffic inspector (`/traffic/...`, the dashboard's Traffic); absent: none. */
   traffic?: TrafficInspector | undefined;
+  /** The edge's traffic over the last hour and day (`/metrics/series`, the charts); absent: none. */
+  series?: TrafficSeries | undefined;
   /** Called after a credential is deleted or a bot user changed, so the edge re-checks sessions now. */
   credentialsChanged?: (() => void) | undefined;
   /**

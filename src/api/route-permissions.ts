@@ -171,4 +171,6 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteRule>> = {
   'POST /traffic/:id/replay': 'traffic:write',
   'PUT /traffic/capture/:host': 'traffic:write',
   'PUT /traffic/credentials/:host': 'traffic:write',
+  // The charts' series: counts and times of the traffic, no request of it (docs/dashboard.md).
+  'GET /metrics/series': 'traffic:read',
 };

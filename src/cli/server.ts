@@ -223,6 +223,7 @@ export async function startServer(
               ...onlineStateOf(edge.registry),
               policyEvents: edge.policyEvents,
               traffic: edge.traffic,
+              series: edge.metrics.series,
               credentialsChanged: () => void edge!.credentialsChanged(),
               configChanged: (topic, inputs) => edge!.configChanged(topic, inputs),
               nodeId: edge.cluster?.node.id,

@@ -311,6 +311,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
     throw err;
   }
   const started = { agents, ingress, management };
+  // The charts' buckets move on every 10 seconds (metrics/traffic-series.ts).
+  metrics.series.start();
   logger.info(
     {
       agents: agents.address,
@@ -325,6 +327,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
   const drain = (graceMs = 10_000): Promise<void> =>
     (closing ??= (async () => {
       clearInterval(secretsTimer);
+      metrics.series.stop();
       // Public side first: stop accepting and let requests in flight finish through their agents.
       await started.ingress.drain(graceMs);
       edges.close();

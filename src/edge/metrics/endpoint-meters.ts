@@ -1,5 +1,6 @@
 import type { Histogram } from 'prom-client';
 import type { CounterSeries, EdgeMetrics, Series } from './metrics.js';
+import type { EndpointSeries } from './traffic-series.js';
 import type { OnlineTunnel } from '../registry/tunnel-registry.js';
 
 /** The `endpoint` label of traffic that matched no online tunnel (unknown Host or SNI). */
@@ -16,6 +17,21 @@ export function endpointLabel(tunnel: OnlineTunnel): string {
 }
 
 type Observer = Histogram.Internal<'endpoint'>;
+
+/** A byte counter that also adds to the endpoint's chart series (traffic-series.ts). */
+class ChartedBytes implements CounterSeries {
+  constructor(
+    private readonly counter: CounterSeries,
+    private readonly add: (n: number) => void,
+  ) {}
+  inc(by = 1): void {
+    this.counter.inc(by);
+    this.add(by);
+  }
+  get value(): number {
+    return this.counter.value;
+  }
+}
 
 /** Observe `seconds` when given; a non-finite value (a clock bug) is dropped, not thrown. */
 function observe(histogram: Observer, seconds: number | undefined): void {
@@ -40,6 +56,8 @@ export class EndpointMeter {
   private readonly duration: Observer;
   private readonly upstream: Observer;
   private readonly edge: Observer;
+  /** The endpoint's chart series, which outlive the meter (the last hour and day). */
+  private readonly series: EndpointSeries;
   private removed = false;
   /** @internal holders, managed by EndpointMeters. */
   holders = 0;
@@ -49,10 +67,12 @@ export class EndpointMeter {
     readonly endpoint: string,
   ) {
     const labels = { endpoint };
+    const series = metrics.series.of(endpoint);
+    this.series = series;
     this.connections = metrics.connections.with(labels);
     this.activeConnections = metrics.activeConnections.with(labels);
-    this.bytesIn = metrics.bytesIn.with(labels);
-    this.bytesOut = metrics.bytesOut.with(labels);
+    this.bytesIn = new ChartedBytes(metrics.bytesIn.with(labels), (n) => series.bytesIn(n));
+    this.bytesOut = new ChartedBytes(metrics.bytesOut.with(labels), (n) => series.bytesOut(n));
     this.duration = metrics.requestDuration.labels(labels);
     this.upstream = metrics.upstreamDuration.labels(labels);
     this.edge = metrics.edgeDuration.labels(labels);
@@ -61,8 +81,8 @@ export class EndpointMeter {
   /**
    * Count one HTTP request answered with `status`; observe its duration (request head received →
    * response finished) and upstream time (sent to the agent → response head received), in
-   * seconds, when given, and the edge's own time on it. Nothing is counted once the meter's series
-   * are removed.
+   * seconds, when given, and the edge's own time on it; the chart series count it too. Nothing is
+   * counted once the meter's series are removed.
    */
   request(
     status: number,
@@ -77,6 +97,7 @@ export class EndpointMeter {
       this.byCode.set(status, series);
     }
     series.inc();
+    this.series.request(status, durationSeconds);
     observe(this.duration, durationSeconds);
     observe(this.upstream, upstreamSeconds);
     observe(this.edge, edgeSeconds);

@@ -4,6 +4,7 @@
  * on to a labelled series (`counter.with({ endpoint })`) or histogram child (`labels(...)`).
  */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { TrafficSeries } from './traffic-series.js';
 
 type Labels = Record<string, string>;
 
@@ -231,6 +232,12 @@ export class EdgeMetrics {
     "The edge's own time per request on the lean relay, by endpoint: from the request head read to the request sent to the agent, plus from the response head received to it written to the client.",
     EDGE_TIME_BUCKETS,
   );
+
+  /**
+   * The dashboard's charts: this node's requests, status classes, latency and bytes per endpoint
+   * over the last hour and day, and the agents online (traffic-series.ts; the edge starts its timer).
+   */
+  readonly series = new TrafficSeries({ agents: () => this.sessions.with().value });
 
   /** This edge's registry: its own metrics and the process metrics. */
   readonly registry = Registry.merge([this.own, processMetrics()]);

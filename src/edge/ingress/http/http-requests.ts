@@ -201,9 +201,10 @@ export class HttpRequests {
   ): void {
     const meter = this.meters.of(tunnel);
     const state = this.connections.attribute(req.socket, meter);
+    const started = performance.now();
     res.once('close', () => {
       // 499: the client went away before an answer (nginx's convention).
-      meter.request(res.headersSent ? res.statusCode : 499);
+      meter.request(res.headersSent ? res.statusCode : 499, (performance.now() - started) / 1000);
       if (state) this.connections.countBytes(state);
     });
     const policy = tunnel.policy;
