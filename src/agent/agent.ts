@@ -19,6 +19,7 @@ import { createAgentApi } from './local-api.js';
 import { loadDefaultPolicy } from './policy.js';
 import { StateFile, StateFileError, type StoredTunnel } from './state-file.js';
 import type { TunnelDefinition } from './tunnel-definition.js';
+import { tunnelKey } from './tunnel-keys.js';
 import { TunnelManager } from './tunnels.js';
 
 /** Everything the agent runs with (the CLI resolves flags, environment and config file). */
@@ -133,8 +134,11 @@ export function checkAgentOptions(options: AgentOptions): void {
   }
 }
 
-/** A device-agent tunnel as the inspector names it: by its url_part. */
+/** A device-agent tunnel as the inspector names it: by its url_part (a labeled one by its labels). */
 function deviceTunnelDefinition(record: StoredTunnel, target: string): TunnelDefinition {
+  if (record.protocol === 'labeled') {
+    return adoptedDefinition(tunnelKey(record), 'labeled', target, { labels: record.labels });
+  }
   return adoptedDefinition(record.url_part, record.protocol, target, {
     domain: record.domain || undefined,
     url: record.url,

@@ -26,6 +26,7 @@ class FakeTunnels implements TunnelService {
   }
   async create(request: TunnelRequest): Promise<CreatedTunnel> {
     this.created.push(request);
+    if (request.protocol === 'labeled') return { ...VIEW, policy: null };
     if (request.domain === 'taken.sitea.burrow.test') {
       throw new AgentApiError(409, 'exists already', { field: 'domain' });
     }
@@ -194,7 +195,9 @@ describe('the agent API', () => {
       status: 405,
       headers: { allow: 'DELETE' },
     });
-    expect(tunnels.created.map((t) => t.domain)).toEqual(['taken.sitea.burrow.test']);
+    expect(tunnels.created.map((t) => t.protocol !== 'labeled' && t.domain)).toEqual([
+      'taken.sitea.burrow.test',
+    ]);
   });
 
   it('without a token, refuses Host names other than IP addresses and localhost (DNS rebinding)', async () => {

@@ -1,5 +1,6 @@
 /**
- * The device agent's REST API: `GET /tunnels`, `POST /tunnels`, `DELETE /tunnels/{url_part}`.
+ * The device agent's REST API: `GET /tunnels`, `POST /tunnels`, `DELETE /tunnels/{url_part}`
+ * (a labeled tunnel's url_part is its labels, `app=web,site=a`: see tunnel-keys.ts).
  * One request handler serves both the local listener (`--listen`) and the exposed tunnel
  * (`--expose`); it is told which one a request came through.
  *

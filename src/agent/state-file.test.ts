@@ -17,10 +17,11 @@ import {
   StateFile,
   StateFileError,
   type StateFileSystem,
+  type StoredEndpointTunnel,
   type StoredTunnel,
 } from './state-file.js';
 
-function tunnel(n: number, policy: StoredTunnel['policy'] = null): StoredTunnel {
+function tunnel(n: number, policy: StoredEndpointTunnel['policy'] = null): StoredEndpointTunnel {
   return {
     url: `https://device${n}.sitea.burrow.test:8443`,
     url_part: `device${n}.sitea.burrow.test`,

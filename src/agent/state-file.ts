@@ -10,11 +10,12 @@ import * as fsp from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
 import { BurrowError, CODES } from '../core/errors.js';
 import { TUNNEL_PROTOCOLS, type PolicyValue, type TunnelProtocol } from './policy.js';
-import { parseForwardsTo } from './tunnel-input.js';
+import { parseForwardsTo, parseLabels } from './tunnel-input.js';
+import { tunnelKey } from './tunnel-keys.js';
 import { checkStoredOptions, type TunnelOptions } from './tunnel-options.js';
 
-/** One tunnel as the state file keeps it. */
-export interface StoredTunnel {
+/** A tunnel on a URL of its own, as the state file keeps it. */
+export interface StoredEndpointTunnel {
   /** The public URL the server gave. */
   url: string;
   /** The URL's host: what `DELETE /tunnels/{url_part}` takes. */
@@ -32,6 +33,20 @@ export interface StoredTunnel {
   options?: TunnelOptions;
   created_at: string;
 }
+
+/**
+ * A labeled tunnel as the state file keeps it: no URL, domain or policy of its own (the edge
+ * whose tunnel-group backend selects its labels has them), so its labels are what names it.
+ */
+export interface StoredLabeledTunnel {
+  protocol: 'labeled';
+  labels: Record<string, string>;
+  forwards_to: string;
+  created_at: string;
+}
+
+/** One tunnel as the state file keeps it. */
+export type StoredTunnel = StoredEndpointTunnel | StoredLabeledTunnel;
 
 /** The file's layout; `version` lets a later agent read (and migrate) what this one wrote. */
 interface StateDocument {
@@ -98,12 +113,39 @@ function describe(value: unknown): string {
   return Array.isArray(value) ? 'an array' : `a ${typeof value}`;
 }
 
+/** A labeled record: its labels pass the create request's checks, so it binds as it did then. */
+function checkLabeled(
+  t: Record<string, unknown>,
+  where: string,
+  path: string,
+): StoredLabeledTunnel {
+  for (const key of ['forwards_to', 'created_at'] as const) {
+    if (typeof t[key] !== 'string' || t[key] === '') {
+      throw new StateFileError(path, `is corrupt: ${where}.${key} must be a non-empty string`);
+    }
+  }
+  let labels: Record<string, string>;
+  try {
+    parseForwardsTo(t.forwards_to);
+    labels = parseLabels(t.labels);
+  } catch (err) {
+    throw new StateFileError(path, `is corrupt: ${where}.${(err as Error).message}`);
+  }
+  return {
+    protocol: 'labeled',
+    labels,
+    forwards_to: t.forwards_to as string,
+    created_at: t.created_at as string,
+  };
+}
+
 function checkTunnel(value: unknown, index: number, path: string): StoredTunnel {
   const where = `tunnels[${index}]`;
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
     throw new StateFileError(path, `is corrupt: ${where} is ${describe(value)}, not an object`);
   }
   const t = value as Record<string, unknown>;
+  if (t.protocol === 'labeled') return checkLabeled(t, where, path);
   for (const key of ['url', 'url_part', 'forwards_to', 'domain', 'created_at'] as const) {
     if (typeof t[key] !== 'string' || t[key] === '') {
       throw new StateFileError(path, `is corrupt: ${where}.${key} must be a non-empty string`);
@@ -117,7 +159,7 @@ function checkTunnel(value: unknown, index: number, path: string): StoredTunnel 
   if (!(TUNNEL_PROTOCOLS as readonly unknown[]).includes(t.protocol)) {
     throw new StateFileError(
       path,
-      `is corrupt: ${where}.protocol must be one of ${TUNNEL_PROTOCOLS.join(', ')}`,
+      `is corrupt: ${where}.protocol must be one of ${[...TUNNEL_PROTOCOLS, 'labeled'].join(', ')}`,
     );
   }
   const policy = t.policy ?? null;
@@ -175,10 +217,11 @@ export function parseState(text: string, path: string): StoredTunnel[] {
   const tunnels = doc.tunnels.map((t, i) => checkTunnel(t, i, path));
   const seen = new Set<string>();
   for (const t of tunnels) {
-    if (seen.has(t.url_part)) {
-      throw new StateFileError(path, `is corrupt: the url_part ${t.url_part} appears twice`);
+    const key = tunnelKey(t);
+    if (seen.has(key)) {
+      throw new StateFileError(path, `is corrupt: the url_part ${key} appears twice`);
     }
-    seen.add(t.url_part);
+    seen.add(key);
   }
   return tunnels;
 }

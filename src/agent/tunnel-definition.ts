@@ -6,6 +6,7 @@
  * (tunnel-options.ts). A key Burrow cannot honour fails with what to do instead; none is dropped.
  */
 import { BurrowError } from '../core/errors.js';
+import { splitLabel } from '../core/labels.js';
 import { parseLocalAddress } from '../sdk/forward.js';
 import { AgentApiError } from './errors.js';
 import { checkPolicy, type PolicyValue } from './policy.js';
@@ -154,10 +155,9 @@ function labelsOf(fail: DefinitionFailure, value: unknown): Record<string, strin
   if (!list || list.length === 0) throw fail('labels', 'must be a list of key=value');
   const labels: Record<string, string> = {};
   list.forEach((item: unknown, i) => {
-    const text = typeof item === 'string' ? item : '';
-    const eq = text.indexOf('=');
-    if (eq <= 0 || eq === text.length - 1) throw fail(`labels[${i}]`, 'must be key=value');
-    labels[text.slice(0, eq).trim()] = text.slice(eq + 1).trim();
+    const pair = typeof item === 'string' ? splitLabel(item) : undefined;
+    if (!pair) throw fail(`labels[${i}]`, 'must be key=value');
+    labels[pair[0]] = pair[1];
   });
   return labels;
 }

@@ -13,24 +13,28 @@ import {
 import { AgentApiError } from './errors.js';
 import {
   defaultPolicyFor,
+  policyJson,
   type DefaultPolicy,
   type PolicyValue,
   type TunnelProtocol,
 } from './policy.js';
-import type { StoredTunnel } from './state-file.js';
+import type { StoredEndpointTunnel, StoredTunnel } from './state-file.js';
 import type { TunnelRequest } from './tunnel-input.js';
+import { labelsKey, tunnelKey } from './tunnel-keys.js';
 import { redactOptions, tunnelTrafficPolicy, type TunnelOptions } from './tunnel-options.js';
 
 /**
  * A tunnel in `GET /tunnels`: `policy` is the policy in force as JSON text, or null for none; the
- * endpoint options given at creation follow, without their secrets.
+ * endpoint options given at creation follow, without their secrets. A labeled tunnel has
+ * `protocol` `labeled`, its `labels`, no `url` or `domain` (null), and its labels as `url_part`.
  */
 export interface TunnelView extends TunnelOptions {
-  url: string;
+  url: string | null;
   url_part: string;
-  protocol: TunnelProtocol;
+  protocol: TunnelProtocol | 'labeled';
   forwards_to: string;
-  domain: string;
+  domain: string | null;
+  labels?: Record<string, string>;
   policy: string | null;
 }
 
@@ -75,6 +79,40 @@ export function describeError(err: unknown): string {
 }
 
 /**
+ * `record` as `GET /tunnels` shows it: the policy in force (the default one where the record has
+ * none), options without secrets; a labeled tunnel with its labels and a null url and domain.
+ * @example tunnelView(record, defaults) // { url: 'https://…', url_part: '…', policy: '{…}', … }
+ */
+export function tunnelView(record: StoredTunnel, defaults: DefaultPolicy | undefined): TunnelView {
+  if (record.protocol === 'labeled') {
+    const { protocol, forwards_to, labels } = record;
+    const url_part = tunnelKey(record);
+    return { url: null, url_part, protocol, forwards_to, domain: null, labels, policy: null };
+  }
+  return {
+    url: record.url,
+    url_part: record.url_part,
+    protocol: record.protocol,
+    forwards_to: record.forwards_to,
+    domain: record.domain,
+    policy:
+      record.policy !== null
+        ? policyJson(record.policy)
+        : (defaultPolicyFor(defaults, record.protocol) ?? null),
+    ...shownOptions(record),
+  };
+}
+
+/**
+ * `record` as `POST /tunnels` answers it: as the list shows it, with the request's own policy.
+ * @example createdView(record) // { url: 'https://…', …, policy: null }
+ */
+export function createdView(record: StoredTunnel): CreatedTunnel {
+  const view = tunnelView(record, undefined);
+  return { ...view, policy: record.protocol === 'labeled' ? null : record.policy };
+}
+
+/**
  * The URL's part that names the tunnel: the hostname, or `host:port` for tcp (one host serves
  * many ports).
  * @example urlPart('https://device1.sitea.example.com:8443', 'http') // 'device1.sitea.example.com'
@@ -85,7 +123,7 @@ export function urlPart(url: string, protocol: TunnelProtocol): string {
 }
 
 /** The option fields of `record` as replies show them: secrets redacted, none when none. */
-export function shownOptions(record: StoredTunnel): TunnelOptions {
+export function shownOptions(record: StoredEndpointTunnel): TunnelOptions {
   return record.options ? redactOptions(record.options) : {};
 }
 
@@ -96,7 +134,7 @@ export function shownOptions(record: StoredTunnel): TunnelOptions {
  * @example recordTrafficPolicy(record, defaults) // '{"on_http_request":[{"name":"basic_auth",…},…]}'
  */
 export function recordTrafficPolicy(
-  record: StoredTunnel,
+  record: StoredEndpointTunnel,
   defaults: DefaultPolicy | undefined,
 ): string | undefined {
   if (record.policy !== null) {
@@ -114,7 +152,8 @@ export function recordTrafficPolicy(
 }
 
 /**
- * Bind `record` in `session`, forwarding to `target`, with {@link recordTrafficPolicy}.
+ * Bind `record` in `session`, forwarding to `target`, with {@link recordTrafficPolicy}; a labeled
+ * record as a labeled tunnel (no policy of its own: the edge's applies).
  * @example const endpoint = await openTunnelEndpoint(session, record, 'localhost:8001', defaults);
  */
 export async function openTunnelEndpoint(
@@ -123,8 +162,13 @@ export async function openTunnelEndpoint(
   target: string,
   defaults: DefaultPolicy | undefined,
 ): Promise<Endpoint> {
+  const metadata = 'burrow agent';
+  if (record.protocol === 'labeled') {
+    const { labels } = record;
+    return session.labeledTunnel({ labels, forward: target, forwardsTo: target, metadata });
+  }
   const trafficPolicy = recordTrafficPolicy(record, defaults);
-  const common = { forward: target, forwardsTo: target, trafficPolicy, metadata: 'burrow agent' };
+  const common = { forward: target, forwardsTo: target, trafficPolicy, metadata };
   switch (record.protocol) {
     case 'http':
       return session.httpEndpoint({ ...common, domain: record.domain });
@@ -139,9 +183,15 @@ export async function openTunnelEndpoint(
  * The API error for a bind that failed: the server's refusal with its code (403 for what the
  * token or the reservations do not permit, 409 for a name online elsewhere, else 400), or 503 when
  * the server did not answer.
- * @example throw bindFailure(err, 'device1.sitea.example.com', '127.0.0.1:4443');
+ * @example throw bindFailure(err, request, '127.0.0.1:4443');
  */
-export function bindFailure(err: unknown, domain: string, serverAddr: string): AgentApiError {
+export function bindFailure(
+  err: unknown,
+  request: TunnelRequest,
+  serverAddr: string,
+): AgentApiError {
+  const labeled = request.protocol === 'labeled';
+  const domain = labeled ? `labels ${labelsKey(request.labels)}` : request.domain;
   if (err instanceof AgentApiError) return err;
   if (isRefusal(err)) {
     const code = err.code;
@@ -150,7 +200,7 @@ export function bindFailure(err: unknown, domain: string, serverAddr: string): A
       code === ALREADY_ONLINE || (NOT_PERMITTED.has(code ?? '') && code !== 'ERR_NGROK_636');
     return new AgentApiError(status, `the server refused the tunnel on ${domain}: ${err.message}`, {
       code,
-      field: aboutDomain ? 'domain' : undefined,
+      field: aboutDomain ? (labeled ? 'labels' : 'domain') : undefined,
     });
   }
   return new AgentApiError(

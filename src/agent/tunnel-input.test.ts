@@ -2,13 +2,23 @@ import { describe, expect, it } from 'vitest';
 import { AgentApiError } from './errors.js';
 import type { StoredTunnel } from './state-file.js';
 import { recordTrafficPolicy } from './tunnel-endpoints.js';
-import { parseDomain, parseForwardsTo, parseTunnelRequest } from './tunnel-input.js';
+import {
+  parseDomain,
+  parseForwardsTo,
+  parseTunnelRequest as parseAnyRequest,
+  type EndpointTunnelRequest,
+} from './tunnel-input.js';
 import {
   checkStoredOptions,
   redactOptions,
   tunnelOptionRules,
   tunnelTrafficPolicy,
 } from './tunnel-options.js';
+
+/** The requests here are for tunnels on a domain (labeled ones: labeled-tunnels.test.ts). */
+function parseTunnelRequest(body: unknown): EndpointTunnelRequest {
+  return parseAnyRequest(body) as EndpointTunnelRequest;
+}
 
 function refusal(fn: () => unknown): AgentApiError {
   try {

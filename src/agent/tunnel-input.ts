@@ -7,12 +7,13 @@ import { isIP } from 'node:net';
 import { CODES } from '../core/errors.js';
 import { parseHostPort } from '../core/host-port.js';
 import { hostnameProblem, type HostnameProblem } from '../core/hostname.js';
+import { LABEL_LIMITS, labelProblem, splitLabel } from '../core/labels.js';
 import { AgentApiError } from './errors.js';
 import { checkPolicy, TUNNEL_PROTOCOLS, type PolicyValue, type TunnelProtocol } from './policy.js';
 import { parseTunnelOptions, TUNNEL_OPTION_FIELDS, type TunnelOptions } from './tunnel-options.js';
 
-/** A create request that passed every local check. */
-export interface TunnelRequest {
+/** A create request for a tunnel on its own URL that passed every local check. */
+export interface EndpointTunnelRequest {
   protocol: TunnelProtocol;
   /** As the request gave it (trimmed): what the tunnel shows. */
   forwards_to: string;
@@ -26,7 +27,25 @@ export interface TunnelRequest {
   options?: TunnelOptions;
 }
 
-const FIELDS = ['protocol', 'forwards_to', 'domain', 'policy', ...TUNNEL_OPTION_FIELDS] as const;
+/** A create request for a labeled tunnel (a request with `labels`) that passed every local check. */
+export interface LabeledTunnelRequest {
+  protocol: 'labeled';
+  forwards_to: string;
+  target: string;
+  labels: Record<string, string>;
+}
+
+/** A create request that passed every local check. */
+export type TunnelRequest = EndpointTunnelRequest | LabeledTunnelRequest;
+
+const FIELDS = [
+  'protocol',
+  'forwards_to',
+  'domain',
+  'labels',
+  'policy',
+  ...TUNNEL_OPTION_FIELDS,
+] as const;
 
 function invalid(field: string, message: string): AgentApiError {
   return new AgentApiError(400, `${field}: ${message}`, { code: CODES.invalidValue, field });
@@ -117,6 +136,67 @@ export function parseDomain(value: unknown, protocol: TunnelProtocol): string {
 }
 
 /**
+ * Check `labels`: an object `{"app": "web"}`, as the management API shows a tunnel's labels and
+ * takes a tunnel group's, or a list `["app=web"]`, as ngrok.yml and `burrow http --label` write
+ * them; 1 to 10 labels within the server's rules (src/core/labels.ts), checked here so that a bad
+ * one is a 400 naming it before anything is bound.
+ * @example parseLabels(['app=web', 'site=a']) // { app: 'web', site: 'a' }
+ */
+export function parseLabels(value: unknown, field = 'labels'): Record<string, string> {
+  const shape = 'an object of labels like {"app": "web"}, or a list like ["app=web"]';
+  let entries: Array<[string, unknown, string]>;
+  if (Array.isArray(value)) {
+    entries = value.map((item: unknown, i) => {
+      const pair = typeof item === 'string' ? splitLabel(item) : undefined;
+      if (!pair) throw invalid(`${field}[${i}]`, 'must be "key=value", like "app=web"');
+      return [pair[0], pair[1], `${field}[${i}]`];
+    });
+    const keys = entries.map(([key]) => key);
+    const twice = keys.findIndex((key, i) => keys.indexOf(key) !== i);
+    if (twice >= 0) throw invalid(`${field}[${twice}]`, `the key '${keys[twice]}' appears twice`);
+  } else if (value !== null && typeof value === 'object') {
+    entries = Object.entries(value).map(([key, v]) => [key, v, `${field}.${key}`]);
+  } else {
+    throw invalid(field, `must be ${shape}`);
+  }
+  if (entries.length === 0 || entries.length > LABEL_LIMITS.maxLabels) {
+    throw invalid(field, `must have 1 to ${LABEL_LIMITS.maxLabels} labels (got ${entries.length})`);
+  }
+  for (const [key, v, where] of entries) {
+    if (typeof v !== 'string') throw invalid(where, 'must be a string');
+    const problem = labelProblem(key, v);
+    if (problem) throw invalid(where, problem.message);
+  }
+  // fromEntries defines own properties: a key like '__proto__' stays a label, not a prototype.
+  return Object.fromEntries(entries.map(([key, v]) => [key, v as string]));
+}
+
+/**
+ * A labeled tunnel's request: `labels` and `forwards_to`, and nothing that belongs to an address
+ * (domain, policy, endpoint options): the edge that routes to it has those. Its protocol is left
+ * out or `labeled`: the edge decides too (a TCP edge sends bytes, an HTTPS edge requests).
+ */
+function parseLabeledRequest(fields: Record<string, unknown>): LabeledTunnelRequest {
+  if (fields.protocol !== undefined && fields.protocol !== null && fields.protocol !== 'labeled') {
+    throw invalid(
+      'protocol',
+      `a tunnel with labels has no protocol of its own (the edge that routes to it decides): leave protocol out, or give "labeled" (got ${JSON.stringify(fields.protocol)})`,
+    );
+  }
+  const endpointOnly = FIELDS.filter(
+    (f) => f !== 'protocol' && f !== 'forwards_to' && f !== 'labels' && fields[f] != null,
+  );
+  if (endpointOnly.length > 0) {
+    throw invalid(
+      endpointOnly[0]!,
+      `a tunnel with labels has no address, policy or endpoint options of its own (the edge that routes to it has them): drop ${endpointOnly.join(', ')}, or drop labels for a tunnel on its own domain`,
+    );
+  }
+  const { forwards_to, target } = parseForwardsTo(fields.forwards_to);
+  return { protocol: 'labeled', forwards_to, target, labels: parseLabels(fields.labels) };
+}
+
+/**
  * Check a `POST /tunnels` body; throws a 400 {@link AgentApiError} for the first problem. The
  * policy is validated by the policy engine for the tunnel's protocol, and so are the rules of the
  * endpoint options (src/agent/tunnel-options.ts), merged before it.
@@ -126,7 +206,7 @@ export function parseTunnelRequest(body: unknown): TunnelRequest {
   if (body === null || typeof body !== 'object' || Array.isArray(body)) {
     throw new AgentApiError(
       400,
-      'the body must be a JSON object: {"protocol": "http", "forwards_to": "<host>:<port>", "domain": "<name>", "policy": {…} (optional)}',
+      'the body must be a JSON object: {"protocol": "http", "forwards_to": "<host>:<port>", "domain": "<name>", "policy": {…} (optional)}, or {"forwards_to": "<host>:<port>", "labels": {"<key>": "<value>"}} for a labeled tunnel',
       { code: CODES.invalidValue },
     );
   }
@@ -139,7 +219,11 @@ export function parseTunnelRequest(body: unknown): TunnelRequest {
       { code: CODES.unknownField, field: unknown },
     );
   }
+  if (fields.labels !== undefined && fields.labels !== null) return parseLabeledRequest(fields);
   const protocolValue = fields.protocol ?? 'http';
+  if (protocolValue === 'labeled') {
+    throw invalid('labels', 'is required with protocol "labeled", like {"app": "web"}');
+  }
   if (!(TUNNEL_PROTOCOLS as readonly unknown[]).includes(protocolValue)) {
     throw invalid(
       'protocol',
@@ -161,7 +245,7 @@ export function parseTunnelRequest(body: unknown): TunnelRequest {
     checkPolicy(policy as PolicyValue, protocol, 'policy');
   }
   const options = parseTunnelOptions(fields, protocol, policy as PolicyValue | null);
-  const request: TunnelRequest = {
+  const request: EndpointTunnelRequest = {
     protocol,
     forwards_to,
     target,

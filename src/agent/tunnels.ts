@@ -12,20 +12,28 @@ import { WakeableSleep } from '../core/wakeable-sleep.js';
 import { backoffDelay, type Endpoint, type Session } from '../sdk/index.js';
 import { ApiExposure } from './api-exposure.js';
 import { AgentApiError } from './errors.js';
-import { defaultPolicyFor, policyJson, type DefaultPolicy } from './policy.js';
+import type { DefaultPolicy } from './policy.js';
 import type { StateFile, StoredTunnel } from './state-file.js';
 import {
   bindFailure,
+  createdView,
   describeError,
   isRefusal,
   openTunnelEndpoint,
-  shownOptions,
+  tunnelView,
   urlPart,
   type CreatedTunnel,
   type TunnelService,
   type TunnelView,
 } from './tunnel-endpoints.js';
 import { parseForwardsTo, type TunnelRequest } from './tunnel-input.js';
+import {
+  draftRecord,
+  duplicateRefusal,
+  findTunnelKey,
+  tunnelKey,
+  tunnelName,
+} from './tunnel-keys.js';
 
 export interface TunnelManagerOptions {
   state: StateFile;
@@ -110,29 +118,22 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
 
   /** Take the stored tunnels and start connecting (in the background). */
   start(stored: readonly StoredTunnel[]): void {
-    for (const record of stored) this.entries.set(record.url_part, entryOf(record, undefined));
+    for (const record of stored) this.entries.set(tunnelKey(record), entryOf(record, undefined));
     void this.run();
   }
 
   list(): TunnelView[] {
-    return [...this.entries.values()].map(({ record }) => ({
-      url: record.url,
-      url_part: record.url_part,
-      protocol: record.protocol,
-      forwards_to: record.forwards_to,
-      domain: record.domain,
-      policy:
-        record.policy !== null
-          ? policyJson(record.policy)
-          : (defaultPolicyFor(this.options.defaultPolicy, record.protocol) ?? null),
-      ...shownOptions(record),
-    }));
+    return [...this.entries.values()].map(({ record }) =>
+      tunnelView(record, this.options.defaultPolicy),
+    );
   }
 
   create(request: TunnelRequest): Promise<CreatedTunnel> {
     return this.exclusive(async () => {
       if (this.closed) throw new AgentApiError(503, 'the agent is shutting down');
-      this.refuseDuplicate(request.domain);
+      const records = [...this.entries.values()].map((e) => e.record);
+      const clash = duplicateRefusal(records, request, this.options.expose?.domain);
+      if (clash) throw clash;
       const session = this.session;
       if (!session || !session.connected) {
         throw new AgentApiError(
@@ -140,16 +141,7 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
           `not connected to the server at ${this.options.serverAddr} (the agent keeps trying); try again in a moment`,
         );
       }
-      const draft: StoredTunnel = {
-        url: '',
-        url_part: '',
-        protocol: request.protocol,
-        forwards_to: request.forwards_to,
-        domain: request.domain,
-        policy: request.policy,
-        ...(request.options ? { options: request.options } : {}),
-        created_at: new Date().toISOString(),
-      };
+      const draft = draftRecord(request);
       let endpoint: Endpoint;
       try {
         endpoint = await openTunnelEndpoint(
@@ -159,19 +151,20 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
           this.options.defaultPolicy,
         );
       } catch (err) {
-        throw bindFailure(err, request.domain, this.options.serverAddr);
+        throw bindFailure(err, request, this.options.serverAddr);
       }
-      const record = {
-        ...draft,
-        url: endpoint.url!,
-        url_part: urlPart(endpoint.url!, draft.protocol),
-      };
+      // A labeled tunnel has no URL: its labels name it. Others are named by the URL's host.
+      const record: StoredTunnel =
+        draft.protocol === 'labeled'
+          ? draft
+          : { ...draft, url: endpoint.url!, url_part: urlPart(endpoint.url!, draft.protocol) };
+      const key = tunnelKey(record);
       const entry = entryOf(record, endpoint);
-      this.entries.set(record.url_part, entry);
+      this.entries.set(key, entry);
       try {
         await this.persist();
       } catch (err) {
-        this.entries.delete(record.url_part);
+        this.entries.delete(key);
         await endpoint.close().catch(() => undefined);
         throw new AgentApiError(
           500,
@@ -180,24 +173,25 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
       }
       this.watch(entry, endpoint);
       this.options.logger.info(
-        {
-          url: record.url,
-          forwards_to: record.forwards_to,
-          policy: record.policy === null ? 'default' : 'own',
-          options: Object.keys(record.options ?? {}),
-        },
+        record.protocol === 'labeled'
+          ? { labels: record.labels, forwards_to: record.forwards_to }
+          : {
+              url: record.url,
+              forwards_to: record.forwards_to,
+              policy: record.policy === null ? 'default' : 'own',
+              options: Object.keys(record.options ?? {}),
+            },
         'tunnel created',
       );
-      const { created_at: _created, options: _options, ...reply } = record;
-      return { ...reply, ...shownOptions(record) };
+      return createdView(record);
     });
   }
 
   remove(part: string): Promise<void> {
     return this.exclusive(async () => {
-      const key = part.trim().toLowerCase();
-      const entry =
-        this.entries.get(key) ?? [...this.entries.values()].find((e) => e.record.url === part);
+      const records = new Map([...this.entries].map(([key, e]) => [key, e.record]));
+      const found = findTunnelKey(records, part);
+      const entry = found === undefined ? undefined : this.entries.get(found);
       if (!entry) {
         throw new AgentApiError(
           404,
@@ -205,7 +199,7 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
         );
       }
       const before = new Map(this.entries);
-      this.entries.delete(entry.record.url_part);
+      this.entries.delete(tunnelKey(entry.record));
       try {
         await this.persist();
       } catch (err) {
@@ -222,12 +216,12 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
           .close()
           .catch((err: unknown) =>
             this.options.logger.warn(
-              { url: entry.record.url, err: describeError(err) },
+              { tunnel: tunnelName(entry.record), err: describeError(err) },
               'the server was not told about the deleted tunnel; it goes offline with the session',
             ),
           );
       }
-      this.options.logger.info({ url: entry.record.url }, 'tunnel deleted');
+      this.options.logger.info({ tunnel: tunnelName(entry.record) }, 'tunnel deleted');
     });
   }
 
@@ -317,13 +311,18 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
       entry.endpoint = endpoint;
       entry.attempt = 0;
       this.watch(entry, endpoint);
-      logger.info({ url: endpoint.url, forwards_to: entry.record.forwards_to }, 'tunnel restored');
-      if (endpoint.url !== entry.record.url) await this.moveUrl(entry, endpoint.url!);
+      const { record } = entry;
+      const where =
+        record.protocol === 'labeled' ? { labels: record.labels } : { url: endpoint.url };
+      logger.info({ ...where, forwards_to: record.forwards_to }, 'tunnel restored');
+      if (record.protocol !== 'labeled' && endpoint.url !== record.url) {
+        await this.moveUrl(entry, endpoint.url!);
+      }
     } catch (err) {
       if (entry.removed || this.closed) return;
       const delay = backoffDelay(entry.attempt++, this.retry.initialDelay, this.retry.maxDelay);
       logger.error(
-        { url: entry.record.url, err: describeError(err), retry_in_ms: delay },
+        { tunnel: tunnelName(entry.record), err: describeError(err), retry_in_ms: delay },
         'cannot bring a stored tunnel online; retrying',
       );
       entry.retry = setTimeout(() => void this.bindEntry(entry), delay);
@@ -335,12 +334,11 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
   /** The server gave another URL than the stored one (its HTTPS port changed): store the new one. */
   private moveUrl(entry: Entry, url: string): Promise<void> {
     return this.exclusive(async () => {
-      if (entry.removed) return;
       const before = entry.record;
+      if (entry.removed || before.protocol === 'labeled') return;
       entry.record = { ...before, url, url_part: urlPart(url, before.protocol) };
       const rebuilt = new Map<string, Entry>();
-      for (const [key, e] of this.entries)
-        rebuilt.set(e === entry ? entry.record.url_part : key, e);
+      for (const [key, e] of this.entries) rebuilt.set(e === entry ? tunnelKey(e.record) : key, e);
       this.entries = rebuilt;
       this.options.logger.warn(
         { was: before.url, now: url },
@@ -359,40 +357,20 @@ export class TunnelManager extends EventEmitter<TunnelManagerEvents> implements 
       if (entry.endpoint === endpoint) entry.endpoint = undefined;
       if (err) {
         logger.warn(
-          { url: entry.record.url, err: describeError(err) },
+          { tunnel: tunnelName(entry.record), err: describeError(err) },
           'the server stopped a tunnel; it stays offline until the agent restarts or it is created again',
         );
       }
     });
     endpoint.on('forward-error', (err, info) =>
       logger.warn(
-        { url: entry.record.url, client: info.clientAddr, err: err.message },
+        { tunnel: tunnelName(entry.record), client: info.clientAddr, err: err.message },
         'forward failed',
       ),
     );
   }
 
   // ---- helpers ---------------------------------------------------------------------------------
-
-  private refuseDuplicate(domain: string): void {
-    if (this.options.expose?.domain === domain) {
-      throw new AgentApiError(
-        409,
-        `${domain} serves the agent API itself (--expose); pick another domain`,
-        {
-          field: 'domain',
-        },
-      );
-    }
-    const clash = [...this.entries.values()].find((e) => e.record.domain === domain);
-    if (clash) {
-      throw new AgentApiError(
-        409,
-        `a tunnel on ${domain} exists already (${clash.record.url}); delete it first with DELETE /tunnels/${clash.record.url_part}`,
-        { field: 'domain' },
-      );
-    }
-  }
 
   private persist(): Promise<void> {
     return this.options.state.save([...this.entries.values()].map((e) => e.record));

@@ -4,6 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
+import { splitLabel } from '../core/labels.js';
 import { logClock, requestLogLine } from '../core/request-log-line.js';
 import {
   CLI_HINTS,
@@ -98,15 +99,13 @@ export function tunnelLabels(
   if (flags.label === undefined || flags.label.length === 0) return undefined;
   const labels: Record<string, string> = {};
   for (const flag of flags.label) {
-    const eq = flag.indexOf('=');
-    const key = eq > 0 ? flag.slice(0, eq).trim() : '';
-    const value = eq > 0 ? flag.slice(eq + 1).trim() : '';
-    if (key === '' || value === '') {
+    const pair = splitLabel(flag);
+    if (!pair) {
       throw new Error(
         `--label ${JSON.stringify(flag)}: a label is key=value, e.g. --label app=ssh`,
       );
     }
-    labels[key] = value;
+    labels[pair[0]] = pair[1];
   }
   const endpointOnly = [
     flags.domain !== undefined && '--domain',

@@ -51,3 +51,17 @@ function partProblem(part: 'key' | 'value', text: string): LabelProblem {
 export function labelProblem(key: string, value: string): LabelProblem {
   return partProblem('key', key) ?? partProblem('value', value);
 }
+
+/**
+ * Split one label written `key=value` (the `--label` flag, ngrok.yml's `labels` list, the device
+ * agent's list form) at its first '=', both sides trimmed; undefined when either side is empty.
+ * Whether the key and value are acceptable is {@link labelProblem}'s call.
+ * @example splitLabel('app=web') // ['app', 'web']
+ */
+export function splitLabel(text: string): [key: string, value: string] | undefined {
+  const eq = text.indexOf('=');
+  if (eq <= 0) return undefined;
+  const key = text.slice(0, eq).trim();
+  const value = text.slice(eq + 1).trim();
+  return key === '' || value === '' ? undefined : [key, value];
+}
