@@ -1,9 +1,12 @@
-import { useEffect, useRef, useState, type FormEvent } from 'react';
-import { PageHeader } from '../components';
+import { useCallback, useEffect, useRef, useState, type FormEvent } from 'react';
+import { api } from '../api';
+import { TrafficCharts } from '../charts';
+import { ErrorMessage, PageHeader } from '../components';
 import { Checkbox, CreateForm, EditActions, TextField } from '../fields';
-import { useAction, useResource, type Resource } from '../hooks';
+import { useAction, useLoad, useResource, type Resource } from '../hooks';
 import { PolicyEditor, policyBlocksSave, type PolicyState } from '../policy-editor';
 import { ResourceTable, type Column } from '../resource';
+import { useRoute } from '../routes';
 
 interface Endpoint {
   id: string;
@@ -160,7 +163,9 @@ const columns: Array<Column<Endpoint>> = [
     header: 'URL',
     cell: (e) => (
       <>
-        <code>{e.url}</code>
+        <a href={`#/endpoints/${e.id}`} aria-label={`Charts and details of ${e.url}`}>
+          <code>{e.url}</code>
+        </a>
         {e.bindings.includes('internal') ? <span className="badge">internal</span> : null}
       </>
     ),
@@ -193,10 +198,57 @@ const columns: Array<Column<Endpoint>> = [
 ];
 
 /**
+ * One endpoint's page (`#/endpoints/<id>`): what it is, and charts of its traffic on this node.
+ * An agent endpoint that went offline is gone from the API, but its charts stay (by URL) for a day.
+ */
+function EndpointPage({ id }: { id: string }) {
+  const load = useCallback(
+    () => api<Endpoint>('GET', `/endpoints/${encodeURIComponent(id)}`),
+    [id],
+  );
+  const { data: endpoint, error } = useLoad(load);
+  return (
+    <>
+      <PageHeader title={endpoint ? `Endpoint ${endpoint.url}` : 'Endpoint'}>
+        <a href="#/endpoints">All endpoints</a>
+      </PageHeader>
+      <ErrorMessage error={error} />
+      {endpoint ? (
+        <>
+          <section className="card">
+            <dl className="facts">
+              <dt>URL</dt>
+              <dd>
+                <code>{endpoint.url}</code>
+              </dd>
+              <dt>Type</dt>
+              <dd>{endpoint.type === 'cloud' ? 'cloud' : 'agent'}</dd>
+              {endpoint.description ? (
+                <>
+                  <dt>Description</dt>
+                  <dd>{endpoint.description}</dd>
+                </>
+              ) : null}
+            </dl>
+          </section>
+          <TrafficCharts endpoint={endpoint.url} />
+        </>
+      ) : null}
+    </>
+  );
+}
+
+/**
  * Endpoints: the URLs the edge serves. Agent endpoints come and go with their agents; cloud
- * endpoints are stored and answered by their traffic policy with no agent online.
+ * endpoints are stored and answered by their traffic policy with no agent online. Each URL opens
+ * the endpoint's page, with its charts.
  */
 export function EndpointsPage() {
+  const route = useRoute();
+  return route[1] ? <EndpointPage key={route[1]} id={route[1]} /> : <EndpointList />;
+}
+
+function EndpointList() {
   // Polled: agent endpoints appear and vanish as agents connect and leave.
   const endpoints = useResource<Endpoint>('/endpoints', 'endpoints', { pollMs: 5000 });
   const [editing, setEditing] = useState<string | undefined>(undefined);

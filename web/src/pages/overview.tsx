@@ -1,4 +1,5 @@
 import { api } from '../api';
+import { TrafficCharts } from '../charts';
 import { ErrorMessage, PageHeader } from '../components';
 import { useLoad } from '../hooks';
 
@@ -26,7 +27,10 @@ async function loadCounts(): Promise<Counts> {
   };
 }
 
-/** Overview: what is online now and the traffic of the last hour, with first steps. */
+/**
+ * Overview: what is online now, charts of this node's traffic and agents over the last hour or day,
+ * and first steps.
+ */
 export function OverviewPage() {
   const { data: counts, error } = useLoad(loadCounts, 5000);
   const stat = (label: string, value: number | undefined, href: string, more = false) => (
@@ -49,6 +53,7 @@ export function OverviewPage() {
         {stat('Endpoints', counts?.endpoints, '#/agents', true)}
         {stat('Requests in the last hour', counts?.lastHour, '#/traffic', true)}
       </div>
+      <TrafficCharts agents />
       <section className="card">
         <h2>Getting started</h2>
         <ol>
