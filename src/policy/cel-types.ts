@@ -11,6 +11,7 @@ import {
 import { REDACTED, SecretsVars, SecretText } from './secrets.js';
 import { GeoVars, IpAsVars, IpGeoVars, IpInfoVars, IpLocationVars } from './ip-intel-vars.js';
 import {
+  ContentTypeVars,
   CookieVars,
   RequestTsVars,
   USER_AGENT_FIELDS,
@@ -238,7 +239,13 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
   ),
   declare('Cookie', CookieVars, { name: 'string', value: 'string' }, {}),
   declare('UserAgent', UserAgentVars, USER_AGENT_FIELDS, {}),
-  declare('RequestTs', RequestTsVars, { header_received: 'google.protobuf.Timestamp' }, {}),
+  declare('ContentType', ContentTypeVars, { raw: 'string', parameters: 'map<string, string>' }, {}),
+  declare(
+    'RequestTs',
+    RequestTsVars,
+    { header_received: 'google.protobuf.Timestamp', body_received: 'google.protobuf.Timestamp' },
+    {},
+  ),
   declare(
     'Request',
     ReqVars,
@@ -250,7 +257,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
       headers: 'map<string, list<string>>',
       Headers: 'map<string, list<string>>',
       content_length: 'int',
-      content_type: 'string',
+      content_type: 'ContentType',
       content_encoding: 'list<string>',
       location: 'string',
       cookies: 'map<string, list<Cookie>>',
@@ -276,7 +283,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
       headers: 'map<string, list<string>>',
       Headers: 'map<string, list<string>>',
       content_length: 'int',
-      content_type: 'string',
+      content_type: 'ContentType',
       location: 'string',
     },
     {
@@ -309,7 +316,7 @@ export function celToString(value: unknown): string {
       return '';
     default:
       if (value === null) return '';
-      if (value instanceof UrlVars) return value.raw;
+      if (value instanceof UrlVars || value instanceof ContentTypeVars) return value.toString();
       // Only an outbound template reveals a secret (interpolate.ts); any other text gets this.
       if (value instanceof SecretText) return REDACTED;
       if (value instanceof Date) return value.toISOString();
@@ -330,6 +337,7 @@ export function toJson(value: unknown): unknown {
   }
   if (
     value instanceof UrlVars ||
+    value instanceof ContentTypeVars ||
     value instanceof Date ||
     value instanceof Uint8Array ||
     value instanceof SecretText

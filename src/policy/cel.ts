@@ -17,6 +17,7 @@ import {
 } from './secrets.js';
 import type { Activation, ReqVars, ResVars } from './variables.js';
 import type { UrlVars } from './variables.js';
+import type { ContentTypeVars } from './request-detail-vars.js';
 
 /**
  * The CEL environments policies are written in, one per phase (on_tcp_connect sees `conn`,
@@ -127,6 +128,36 @@ const PHASE_VARIABLES: Record<string, PolicyPhase[]> = {
   res: ['on_http_response'],
 };
 
+/** A variable that reads as text: `req.url` (the full URL), `req.content_type` (the media type). */
+type TextValue = UrlVars | ContentTypeVars;
+
+/**
+ * Let CEL type `type` stand where policies write a string: compared with one (`==`, `!=`, either
+ * side), converted with `string()`, and given the string functions ngrok's examples call on it.
+ */
+function registerTextType(env: Environment, type: 'Url' | 'ContentType'): void {
+  const text = (v: TextValue) => v.toString();
+  env
+    .registerOperator(`${type} == string`, (v: TextValue, s: string) => text(v) === s)
+    .registerOperator(`${type} in list<string>`, (v: TextValue, l: string[]) => l.includes(text(v)))
+    .registerOperator(`${type} + string`, (v: TextValue, s: string) => text(v) + s)
+    .registerOperator(`string + ${type}`, (s: string, v: TextValue) => s + text(v))
+    .registerFunction(`string(${type}): string`, text)
+    .registerFunction(`${type}.size(): int`, (v: TextValue) => BigInt(text(v).length))
+    .registerFunction(`${type}.contains(string): bool`, (v: TextValue, s: string) =>
+      text(v).includes(s),
+    )
+    .registerFunction(`${type}.startsWith(string): bool`, (v: TextValue, s: string) =>
+      text(v).startsWith(s),
+    )
+    .registerFunction(`${type}.endsWith(string): bool`, (v: TextValue, s: string) =>
+      text(v).endsWith(s),
+    )
+    .registerFunction(`${type}.${RE2_MATCHES}(string): bool`, (v: TextValue, re: string) =>
+      compileRegex(re).test(text(v)),
+    );
+}
+
 function buildEnvironment(phase: PolicyPhase): Environment {
   const { maxDepth, maxAstNodes, maxListElements, maxMapEntries, maxCallArguments } =
     EXPRESSION_LIMITS;
@@ -135,6 +166,9 @@ function buildEnvironment(phase: PolicyPhase): Environment {
     limits: { maxDepth, maxAstNodes, maxListElements, maxMapEntries, maxCallArguments },
   });
   for (const t of CEL_TYPES) env.registerType(t.name, { ctor: t.ctor, fields: t.fields });
+  // ngrok types these as strings that also have fields (`req.url.path`, `req.content_type.raw`).
+  registerTextType(env, 'Url');
+  registerTextType(env, 'ContentType');
   registerMacros(env);
   env
     .registerVariable('conn', 'Conn')
@@ -150,17 +184,6 @@ function buildEnvironment(phase: PolicyPhase): Environment {
     // Registering `Secret == string` covers `string == Secret` and both `!=` too.
     .registerOperator('Secret == string', secretEquals)
     .registerOperator('Secret == Secret', (a: SecretText, b: SecretText) => secretEquals(a, b))
-    .registerOperator('Url == string', (u: UrlVars, s: string) => u.raw === s)
-    .registerFunction('string(Url): string', (u: UrlVars) => u.raw)
-    .registerFunction('Url.size(): int', (u: UrlVars) => BigInt(u.raw.length))
-    .registerFunction('Url.contains(string): bool', (u: UrlVars, s: string) => u.raw.includes(s))
-    .registerFunction('Url.startsWith(string): bool', (u: UrlVars, s: string) =>
-      u.raw.startsWith(s),
-    )
-    .registerFunction('Url.endsWith(string): bool', (u: UrlVars, s: string) => u.raw.endsWith(s))
-    .registerFunction(`Url.${RE2_MATCHES}(string): bool`, (u: UrlVars, re: string) =>
-      compileRegex(re).test(u.raw),
-    )
     .registerFunction(`string.${RE2_MATCHES}(string): bool`, (s: string, re: string) =>
       compileRegex(re).test(s),
     )

@@ -22,6 +22,7 @@ import {
 } from '../../test/support/policy-fixtures.js';
 import { compileExpression, inCidrRange } from './cel.js';
 import { CEL_TYPES } from './cel-types.js';
+import { ContentTypeVars } from './request-detail-vars.js';
 import {
   ConnVars,
   EndpointVars,
@@ -56,6 +57,8 @@ const CTORS = new Map<unknown, string[]>(CEL_TYPES.map((t) => [t.ctor, Object.ke
 /** A Burrow CEL value as @bufbuild/cel input: objects become maps of their declared fields. */
 function toBufbuild(value: unknown): unknown {
   if (value instanceof Date) return timestampFromDate(value);
+  // A content type is its media type where the fixtures read it (its fields are tested apart).
+  if (value instanceof ContentTypeVars) return value.toString();
   if (Array.isArray(value)) return value.map(toBufbuild);
   if (value instanceof Map) return new Map([...value].map(([k, v]) => [k, toBufbuild(v)]));
   if (value !== null && typeof value === 'object') {

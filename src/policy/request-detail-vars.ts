@@ -1,10 +1,12 @@
 import { isbot } from 'isbot';
 import { LRUCache } from 'lru-cache';
 import UAParser from 'ua-parser-js';
+import type { RequestInput } from './variables.js';
 
 /**
- * Request variables parsed from headers on first use: `req.cookies` (the Cookie header) and
- * `req.user_agent` (the User-Agent header, read with ua-parser-js 1.x and isbot).
+ * Variables parsed from headers on first use: `req.cookies` (the Cookie header),
+ * `req.user_agent` (the User-Agent header, read with ua-parser-js 1.x and isbot) and
+ * `req.content_type` / `res.content_type` (the Content-Type header).
  */
 
 /** One cookie of the request: `req.cookies['session'][0].value`. */
@@ -95,9 +97,73 @@ export class UserAgentVars {
   }
 }
 
-/** `req.ts`: when the edge received the request's head. */
+/** `req.ts`: when the edge received the request's head, and its whole body. */
 export class RequestTsVars {
-  constructor(readonly header_received: Date) {}
+  readonly #bodyReceived: () => number | undefined;
+  /** `bodyReceived`: when the body was read whole (ms since the epoch), once it was. */
+  constructor(
+    readonly header_received: Date,
+    bodyReceived: () => number | undefined,
+  ) {
+    this.#bodyReceived = bodyReceived;
+  }
+  /** The epoch (1970) until the edge read the body whole: unknown times read as 0, as elsewhere. */
+  get body_received(): Date {
+    return new Date(this.#bodyReceived() ?? 0);
+  }
+}
+
+/**
+ * `req`'s body reader, noting in `req.body_received` when a body with bytes was first read whole
+ * (by an action, or for `req.ts.body_received`), for this phase and the response phase alike.
+ * @example const read = timedBodyReader(input.req, Date.now); await read?.();
+ */
+export function timedBodyReader(
+  req: RequestInput,
+  now: () => number,
+): (() => Promise<Buffer>) | undefined {
+  const read = req.body;
+  if (!read) return undefined;
+  return () =>
+    read().then((body) => {
+      if (body.length > 0) req.body_received ??= now();
+      return body;
+    });
+}
+
+/** At most this many Content-Type parameters are read (real headers carry one or two). */
+const MAX_CONTENT_TYPE_PARAMETERS = 16;
+
+/**
+ * `req.content_type` / `res.content_type`: the media type, lower case, as ngrok's `string`
+ * (cel.ts lets it compare with strings and take the string functions), with the header as sent
+ * (`raw`) and its parameters by lower-case name, values unquoted (`parameters['charset']`).
+ * Parsing is lenient: a malformed parameter is skipped, not an error, so a policy never fails
+ * on a client's typo.
+ */
+export class ContentTypeVars {
+  /** The media type (`application/json`); `''` without the header. Not a CEL field: the value itself. */
+  readonly mediaType: string;
+  #params: Map<string, string> | undefined;
+  constructor(readonly raw: string) {
+    this.mediaType = raw.split(';', 1)[0]!.trim().toLowerCase();
+  }
+  get parameters(): Map<string, string> {
+    if (this.#params) return this.#params;
+    const params = new Map<string, string>();
+    // name=token or name="quoted \"string\"", separated by semicolons (RFC 9110 section 5.6.6).
+    const PARAM = /;\s*([^=;\s]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;]*))/g;
+    for (const m of this.raw.matchAll(PARAM)) {
+      if (params.size >= MAX_CONTENT_TYPE_PARAMETERS) break;
+      const name = m[1]!.toLowerCase();
+      const value = m[2] !== undefined ? m[2].replace(/\\(.)/g, '$1') : m[3]!.trim();
+      if (!params.has(name)) params.set(name, value);
+    }
+    return (this.#params = params);
+  }
+  toString(): string {
+    return this.mediaType;
+  }
 }
 
 /** The CEL fields of the types above (cel-types.ts declares them). */

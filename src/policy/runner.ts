@@ -20,6 +20,7 @@ import {
 import { HeaderEdits, NO_HEADER_CHANGES, type HeaderChanges } from './headers.js';
 import type { Template } from './interpolate.js';
 import type { PolicyPhase } from './parse.js';
+import { timedBodyReader } from './request-detail-vars.js';
 import { NO_SECRETS, REDACTED, SecretsVars } from './secrets.js';
 import {
   ConnVars,
@@ -272,7 +273,27 @@ export class PolicyRunner {
     }
     const activation = this.activation(input, vars);
     const req = (activation.req = new ReqVars(input.req));
-    const run = new PhaseRun('on_http_request', activation, this, req, input.req.body);
+    const body = timedBodyReader(input.req, this.now);
+    const run = new PhaseRun('on_http_request', activation, this, req, body);
+    // A policy reading req.ts.body_received waits for the whole body (within the limits of the
+    // body reader), so that its rules see when the body came rather than an unknown time.
+    if (this.policy.waitsForBody && body && input.req.body_received === undefined) {
+      return body().then(
+        () => this.requestRules(run, rules),
+        (err: Error): HttpRequestDecision => {
+          run.event('error', `the body could not be read for req.ts.body_received: ${err.message}`);
+          return { kind: 'close', vars: activation.vars };
+        },
+      );
+    }
+    return this.requestRules(run, rules);
+  }
+
+  private requestRules(
+    run: PhaseRun,
+    rules: readonly CompiledRule[],
+  ): Settled<HttpRequestDecision> {
+    const activation = run.activation;
     return then(this.execute(run, rules, 0, 0), (out): HttpRequestDecision => {
       if (out && out.kind !== 'forward-internal') return this.terminal(out, run);
       return {

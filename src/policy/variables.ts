@@ -10,6 +10,7 @@ import {
   type HeaderInput,
 } from './headers.js';
 import {
+  ContentTypeVars,
   parseCookies,
   RequestTsVars,
   UserAgentVars,
@@ -87,6 +88,8 @@ export interface RequestInput {
    * (verify-webhook) can have it. Without it those actions refuse the request.
    */
   body?: (() => Promise<Buffer>) | undefined;
+  /** Set by the engine when it read the body whole (ms since the epoch): `req.ts.body_received`. */
+  body_received?: number | undefined;
 }
 
 /** An HTTP response from the upstream service. */
@@ -284,6 +287,7 @@ abstract class MessageVars {
   #changes: HeaderChanges = NO_HEADER_CHANGES;
   #map: Map<string, string[]> | undefined;
   #canonical: Map<string, string[]> | undefined;
+  #contentType: ContentTypeVars | undefined;
   constructor(headers: HeaderInput) {
     this.#headers = headers;
   }
@@ -321,9 +325,8 @@ abstract class MessageVars {
     const n = Number(this.first('content-length') ?? 0);
     return Number.isSafeInteger(n) && n >= 0 ? BigInt(n) : 0n;
   }
-  get content_type(): string {
-    const raw = this.first('content-type') ?? '';
-    return raw.split(';')[0]!.trim().toLowerCase();
+  get content_type(): ContentTypeVars {
+    return (this.#contentType ??= new ContentTypeVars(this.first('content-type') ?? ''));
   }
   get location(): string {
     return this.first('location') ?? '';
@@ -333,6 +336,7 @@ abstract class MessageVars {
     this.#changes = changes;
     this.#map = undefined;
     this.#canonical = undefined;
+    this.#contentType = undefined;
   }
 }
 
@@ -362,7 +366,11 @@ export class ReqVars extends MessageVars {
     this.#userAgent = undefined;
   }
   get ts(): RequestTsVars {
-    return (this.#ts ??= new RequestTsVars(new Date(this.#in.received ?? Date.now())));
+    const input = this.#in;
+    return (this.#ts ??= new RequestTsVars(
+      new Date(input.received ?? Date.now()),
+      () => input.body_received,
+    ));
   }
   get method(): string {
     return this.#in.method.toUpperCase();

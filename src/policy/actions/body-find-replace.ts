@@ -243,7 +243,7 @@ function rewritableResponse(c: PhaseContext, sse: boolean): boolean {
   // A response the client gets no body for.
   if (status === 204 || status === 304 || c.activation.req?.method === 'HEAD') return false;
   return (
-    (res.content_type === 'text/event-stream') === sse &&
+    (res.content_type.mediaType === 'text/event-stream') === sse &&
     isRewritableText(res.header('content-type')[0]) &&
     unencoded(c, res.header('content-encoding'))
   );

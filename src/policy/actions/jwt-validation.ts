@@ -149,7 +149,11 @@ async function findToken(
       const v = cookieValues(req.header('cookie'), s.name)[0];
       if (v !== undefined) token = v.startsWith(s.prefix) ? v.slice(s.prefix.length) : v;
     } else {
-      const v = bodyField(await c.requestBody().catch(() => undefined), req.content_type, s.name);
+      const v = bodyField(
+        await c.requestBody().catch(() => undefined),
+        req.content_type.mediaType,
+        s.name,
+      );
       if (v !== undefined) token = v.startsWith(s.prefix) ? v.slice(s.prefix.length) : v;
     }
     if (token !== undefined) return { token, source: s };

@@ -41,6 +41,8 @@ export function leanShaped(policy: TunnelPolicy): boolean {
   if (shaped === undefined) {
     shaped =
       !compiled.has('on_http_response') &&
+      // The relay does not read bodies; req.ts.body_received needs the body read first.
+      !compiled.waitsForBody &&
       compiled.phases.on_http_request.every((rule) =>
         rule.actions.every((a) => ROUTING_ACTIONS.has(a.type)),
       );

@@ -1,0 +1,182 @@
+import { describe, expect, it } from 'vitest';
+import {
+  bindPolicy,
+  CONN_TLS13,
+  oneRule,
+  SAMPLE_REQUEST,
+  SAMPLE_RESPONSE,
+  sync,
+} from '../../test/support/policy-fixtures.js';
+import type { RequestInput } from './variables.js';
+
+/**
+ * Issue 31: `req.content_type` / `res.content_type` with `.raw` and `.parameters`, and
+ * `req.ts.body_received`, as ngrok's HTTP variables reference lists them.
+ */
+
+const request = (over: Partial<RequestInput> = {}): RequestInput => ({
+  ...SAMPLE_REQUEST,
+  ...over,
+});
+const withType = (type: string) =>
+  request({ headers: { ...SAMPLE_REQUEST.headers, 'content-type': type } });
+
+/** What a custom-response rendering `body` answers, when `expressions` match. */
+function answer(body: string, req: RequestInput, expressions: string[] = []) {
+  const { runner } = bindPolicy(
+    oneRule('on_http_request', [{ type: 'custom-response', config: { body } }], expressions),
+    'http',
+  );
+  return runner.onHttpRequest({ conn: CONN_TLS13, req });
+}
+
+describe('req.content_type', () => {
+  it("is the media type as a string, with the header as sent and its parameters (ngrok's examples)", () => {
+    const req = withType('Application/JSON; Charset=utf-8; boundary="a;b \\"c\\""');
+    expect(
+      sync(
+        answer('${req.content_type}|${req.content_type.raw}|${req.content_type.parameters}', req, [
+          "req.content_type == 'application/json'",
+          "req.content_type.parameters['charset'] == 'utf-8'",
+          'req.content_type.raw == \'Application/JSON; Charset=utf-8; boundary="a;b \\\\"c\\\\""\'',
+        ]),
+      ),
+    ).toMatchObject({
+      kind: 'respond',
+      body: 'application/json|Application/JSON; Charset=utf-8; boundary="a;b \\"c\\""|{"charset":"utf-8","boundary":"a;b \\"c\\""}',
+    });
+  });
+
+  it('takes the string functions, in, + and string() as a string would', () => {
+    const expressions = [
+      "req.content_type in ['text/plain', 'application/json']",
+      "req.content_type.startsWith('application/')",
+      "req.content_type.endsWith('json') && req.content_type.contains('/')",
+      "req.content_type.matches('^application/(json|xml)$')",
+      "string(req.content_type) + ';' == req.content_type + ';'",
+      'req.content_type.size() == 16',
+      "req.ContentType != 'text/html'",
+    ];
+    expect(sync(answer('ok', withType('application/json'), expressions))).toMatchObject({
+      body: 'ok',
+    });
+  });
+
+  it("is '' with empty fields without the header, and skips a malformed parameter", () => {
+    const { 'content-type': _, ...headers } = SAMPLE_REQUEST.headers;
+    const none = request({ headers });
+    const body = '[${req.content_type}][${req.content_type.raw}][${req.content_type.parameters}]';
+    expect(sync(answer(body, none))).toMatchObject({ body: '[][][{}]' });
+    expect(
+      sync(answer('${req.content_type.parameters}', withType('text/plain;;=x; a = 1 ;b'))),
+    ).toMatchObject({ body: '{"a":"1"}' });
+  });
+
+  it('reads the header as an earlier rule changed it, and res.content_type the same way', async () => {
+    const { runner } = bindPolicy(
+      {
+        on_http_request: [
+          { actions: [{ type: 'remove-headers', config: { headers: ['content-type'] } }] },
+          {
+            actions: [{ type: 'add-headers', config: { headers: { 'content-type': 'text/csv' } } }],
+          },
+          {
+            expressions: ["req.content_type == 'text/csv'"],
+            actions: [{ type: 'set-vars', config: { vars: { seen: '${req.content_type.raw}' } } }],
+          },
+        ],
+        on_http_response: [
+          {
+            expressions: ["res.content_type.parameters['charset'] == 'utf-8'"],
+            actions: [
+              {
+                type: 'custom-response',
+                config: { body: '${vars.seen} ${res.content_type} ${res.content_type.raw}' },
+              },
+            ],
+          },
+        ],
+      },
+      'http',
+    );
+    const first = sync(runner.onHttpRequest({ conn: CONN_TLS13, req: request() }));
+    expect(first.kind).toBe('continue');
+    const res = await runner.onHttpResponse({
+      conn: CONN_TLS13,
+      req: request(),
+      res: SAMPLE_RESPONSE,
+      vars: first.vars,
+    });
+    expect(res).toMatchObject({ body: 'text/csv text/html text/html; charset=utf-8' });
+  });
+});
+
+describe('req.ts.body_received', () => {
+  const NOW = Date.parse('2026-01-02T03:04:05.000Z');
+  const bound = () =>
+    bindPolicy(
+      oneRule(
+        'on_http_request',
+        [{ type: 'custom-response', config: { body: '${req.ts.body_received}' } }],
+        ["req.ts.body_received > timestamp('2023-12-31T00:00:00Z')"],
+      ),
+      'http',
+      { now: () => NOW },
+    );
+
+  it('is when the body was read whole: a policy reading it waits for the body first', async () => {
+    let reads = 0;
+    const body = () => {
+      reads++;
+      return Promise.resolve(Buffer.from('{"a":1}'));
+    };
+    const decision = await bound().runner.onHttpRequest({
+      conn: CONN_TLS13,
+      req: request({ body }),
+    });
+    expect(decision).toMatchObject({ kind: 'respond', body: '2026-01-02T03:04:05.000Z' });
+    expect(reads).toBe(1);
+  });
+
+  it('is 1970 (unknown) for a request without a body, so the rule does not match', async () => {
+    const empty = () => Promise.resolve(Buffer.alloc(0));
+    for (const req of [request({ body: empty }), request()]) {
+      const decision = await bound().runner.onHttpRequest({ conn: CONN_TLS13, req });
+      expect(decision.kind).toBe('continue');
+    }
+  });
+
+  it('closes the request, with an error event, when the body cannot be read', async () => {
+    const { runner, events, owner } = bound();
+    const body = () => Promise.reject(new Error('the body is over 10485760 bytes'));
+    const decision = await runner.onHttpRequest({ conn: CONN_TLS13, req: request({ body }) });
+    expect(decision.kind).toBe('close');
+    expect(events.eventsFor(owner).map((e) => e.message)).toContain(
+      'the body could not be read for req.ts.body_received: the body is over 10485760 bytes',
+    );
+  });
+
+  it('is known in on_http_response once on_http_request read the body for it', async () => {
+    const { runner } = bindPolicy(
+      {
+        on_http_request: [{ actions: [{ type: 'log', config: { metadata: { a: '1' } } }] }],
+        on_http_response: [
+          {
+            actions: [{ type: 'custom-response', config: { body: '${req.ts.body_received}' } }],
+          },
+        ],
+      },
+      'http',
+      { now: () => NOW },
+    );
+    const req = request({ body: () => Promise.resolve(Buffer.from('x')) });
+    const first = await runner.onHttpRequest({ conn: CONN_TLS13, req });
+    const res = await runner.onHttpResponse({
+      conn: CONN_TLS13,
+      req,
+      res: SAMPLE_RESPONSE,
+      vars: first.vars,
+    });
+    expect(res).toMatchObject({ body: '2026-01-02T03:04:05.000Z' });
+  });
+});

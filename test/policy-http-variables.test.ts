@@ -1,0 +1,157 @@
+import net from 'node:net';
+import type ngrok from '@ngrok/ngrok';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support/ingress.js';
+import {
+  createAuthtoken,
+  ingressCurl,
+  startEdgeServer,
+  type EdgeServer,
+} from './support/edge-listeners.js';
+import { connectNgrok } from './support/ngrok-agents.js';
+
+/**
+ * Issue 31: the variables of ngrok's HTTP and TCP references that came last
+ * (`req.content_type.raw` / `.parameters`, `res.content_type.*`, `req.ts.body_received`,
+ * `conn.ts.start` on a TCP endpoint), on live traffic through a real `burrow server` and the
+ * unmodified @ngrok/ngrok agent.
+ */
+
+/** One rule per path, so one endpoint serves every case. */
+const at = (path: string, rule: Record<string, unknown>) => ({
+  ...rule,
+  expressions: [`req.url.path == '${path}'`, ...((rule.expressions as string[]) ?? [])],
+});
+
+const HTTP_POLICY = JSON.stringify({
+  on_http_request: [
+    // ngrok's examples for req.content_type and req.content_type.parameters.
+    at('/ct', {
+      expressions: [
+        "req.content_type == 'application/json'",
+        "req.content_type.parameters['charset'] == 'utf-8'",
+      ],
+      actions: [
+        {
+          type: 'custom-response',
+          config: { body: '${req.content_type}|${req.content_type.raw}' },
+        },
+      ],
+    }),
+    // ngrok's example for req.ts.body_received; the body still reaches the service whole.
+    at('/body', {
+      expressions: [
+        "req.ts.body_received > timestamp('2023-12-31T00:00:00Z')",
+        'req.ts.body_received >= req.ts.header_received',
+      ],
+      actions: [{ type: 'add-headers', config: { headers: { 'x-body-received': 'yes' } } }],
+    }),
+    at('/nobody', {
+      expressions: ["req.ts.body_received == timestamp('1970-01-01T00:00:00Z')"],
+      actions: [{ type: 'custom-response', config: { body: 'no body' } }],
+    }),
+  ],
+  on_http_response: [
+    at('/res', {
+      expressions: [
+        "res.content_type == 'text/plain'",
+        "res.content_type.parameters['charset'] == 'utf-8'",
+      ],
+      actions: [
+        { type: 'add-headers', config: { headers: { 'x-res-type': '${res.content_type.raw}' } } },
+      ],
+    }),
+  ],
+});
+
+describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngrok)', () => {
+  let edge: EdgeServer;
+  let web: LocalServer;
+  let echo: LocalServer;
+  let session: ngrok.Session;
+  let url: string;
+
+  beforeAll(async () => {
+    edge = await startEdgeServer('sqlite');
+    web = await startHttpUpstream((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        res.setHeader('content-type', 'text/plain; charset=utf-8');
+        const mark = req.headers['x-body-received'] ?? '-';
+        res.end(`upstream ${req.url} ${String(mark)} ${Buffer.concat(chunks).toString()}`);
+      });
+    });
+    echo = await startTcpUpstream((socket) => socket.pipe(socket));
+    session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
+    const listener = await session
+      .httpEndpoint()
+      .trafficPolicy(HTTP_POLICY)
+      .listenAndForward(`http://127.0.0.1:${web.port}`);
+    url = listener.url()!;
+  }, 90_000);
+
+  afterAll(async () => {
+    await session?.close().catch(() => undefined);
+    await web?.close();
+    await echo?.close();
+    await edge?.server.stop();
+    await edge?.db.drop();
+  });
+
+  const curlUrl = ingressCurl(
+    () => edge.ports,
+    () => edge.caFile,
+  );
+
+  it('req.content_type is the media type, with .raw and .parameters', async () => {
+    const reply = await curlUrl(url, '/ct', [
+      ...['-H', 'Content-Type: application/json; charset=utf-8', '--data', '{}'],
+    ]);
+    expect([reply.status, reply.text]).toEqual([
+      200,
+      'application/json|application/json; charset=utf-8',
+    ]);
+    const other = await curlUrl(url, '/ct', ['-H', 'Content-Type: application/json', '-d', '{}']);
+    expect(other.text).toBe('upstream /ct - {}');
+  });
+
+  it('res.content_type and its parameters, read from the service', async () => {
+    const reply = await curlUrl(url, '/res');
+    expect(reply.headers['x-res-type']).toBe('text/plain; charset=utf-8');
+  });
+
+  it('req.ts.body_received: the edge reads the body first, then sends it on whole', async () => {
+    const body = 'x'.repeat(100_000);
+    const reply = await curlUrl(url, '/body', ['--data-binary', body]);
+    expect([reply.status, reply.text]).toEqual([200, `upstream /body yes ${body}`]);
+    expect((await curlUrl(url, '/nobody')).text).toBe('no body');
+  });
+
+  it('conn.ts.start on a TCP endpoint (a guard rule that fails closed if it could not read it)', async () => {
+    const listener = await session
+      .tcpEndpoint()
+      .trafficPolicy(
+        JSON.stringify({
+          on_tcp_connect: [
+            {
+              expressions: [
+                "!(conn.ts.start > timestamp('2023-12-31T00:00:00Z') && conn.ts.start <= time.now)",
+              ],
+              actions: [{ type: 'close-connection' }],
+            },
+          ],
+        }),
+      )
+      .listenAndForward(`tcp://127.0.0.1:${echo.port}`);
+    const socket = net.connect({ port: Number(new URL(listener.url()!).port), host: '127.0.0.1' });
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.on('error', () => undefined);
+    const closed = new Promise((resolve) => socket.once('close', resolve));
+    socket.end('ping');
+    await closed;
+    expect(Buffer.concat(chunks).toString()).toBe('ping');
+    await listener.close();
+  });
+});
