@@ -140,6 +140,7 @@ describe('labeled tunnels through the agent API, against an in-process edge', ()
       expose: undefined,
       apiToken: undefined,
       retry: { initialDelay: 50, maxDelay: 500 },
+      webAddr: '127.0.0.1:0',
     };
     const agent = await startAgent(options, pino({ level: 'silent' }));
     agents.push(agent);
@@ -216,6 +217,18 @@ describe('labeled tunnels through the agent API, against an in-process edge', ()
     expect((outside.body as { error: string }).error).toMatch(
       /^the server refused the tunnel on labels siteb=web: /,
     );
+    // The inspector's agent API (--web-addr) names it by its labels too.
+    const inspected = (await (await fetch(`http://${agent.webAddress}/api/tunnels`)).json()) as {
+      tunnels: unknown[];
+    };
+    expect(inspected.tunnels).toMatchObject([
+      {
+        name: 'sitea=web,zone=1',
+        public_url: 'labels:zone=1,sitea=web',
+        proto: 'labeled',
+        config: { addr: `127.0.0.1:${echo.port}`, labels: ['zone=1', 'sitea=web'] },
+      },
+    ]);
     const listed = await call(agent, 'GET', '/tunnels');
     expect(listed.body).toEqual([{ ...view, labels: { zone: '1', sitea: 'web' } }]);
 
