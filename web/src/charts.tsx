@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState } from 'react';
+import { useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 import './charts.css';
@@ -63,44 +63,65 @@ function isolated(values: Values): number[] {
   return found;
 }
 
-/** One uPlot chart, drawn again when its data changes, as wide as its box. */
+/**
+ * One uPlot chart as wide as its box: made once per set of lines, its data replaced when a new
+ * reading comes (so the canvas stays while the page polls).
+ */
 function Chart({ title, time, lines }: { title: string; time: number[]; lines: Line[] }) {
   const box = useRef<HTMLDivElement>(null);
+  const plot = useRef<uPlot | null>(null);
+  const data = [time, ...lines.map((l) => l.values)] as uPlot.AlignedData;
+  const latest = useRef(data);
+  latest.current = data;
+  const shape = lines.map((l) => `${l.label}:${l.color}`).join(',');
   useEffect(() => {
     const el = box.current;
     if (!el) return undefined;
     const text = cssVar('--muted');
     const grid = cssVar('--border');
     const axis = { stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid } };
-    const plot = new uPlot(
+    const made = new uPlot(
       {
         width: Math.max(el.clientWidth, 240),
         height: 180,
         series: [
           {},
-          ...lines.map((l) => ({
-            label: l.label,
-            stroke: l.color,
-            width: 2,
-            // A value with nothing on either side draws no line: mark it with a dot.
-            points: { show: true, size: 6, fill: l.color, filter: () => isolated(l.values) },
-          })),
+          ...shape.split(',').map((s) => {
+            const [label, color] = s.split(':') as [string, string];
+            return {
+              label,
+              stroke: color,
+              width: 2,
+              // A value with nothing on either side draws no line: mark it with a dot.
+              points: {
+                show: true,
+                size: 6,
+                fill: color,
+                filter: (u: uPlot, i: number) => isolated(u.data[i] as Values),
+              },
+            };
+          }),
         ],
         axes: [axis, { ...axis, size: 56 }],
         scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(max, 1)] } },
         legend: { live: true },
       },
-      [time, ...lines.map((l) => l.values)] as uPlot.AlignedData,
+      latest.current,
       el,
     );
+    plot.current = made;
     const resize = new ResizeObserver(() =>
-      plot.setSize({ width: Math.max(el.clientWidth, 240), height: 180 }),
+      made.setSize({ width: Math.max(el.clientWidth, 240), height: 180 }),
     );
     resize.observe(el);
     return () => {
       resize.disconnect();
-      plot.destroy();
+      made.destroy();
+      plot.current = null;
     };
+  }, [shape]);
+  useEffect(() => {
+    plot.current?.setData(latest.current);
   }, [time, lines]);
   return (
     <figure className="chart" aria-label={title}>
@@ -140,46 +161,50 @@ export function TrafficCharts({
   }, [range, endpoint]);
   const { data, error } = useLoad(load, 10_000);
   const totals = data?.totals;
-  const charts: Array<{ title: string; lines: Line[] }> = data?.totals
-    ? [
-        {
-          title: 'Requests per second',
-          lines: [{ label: 'req/s', color: COLORS.blue, values: data.requests_per_second }],
-        },
-        {
-          title: `Status classes (requests per ${data.step_seconds >= 60 ? `${data.step_seconds / 60} min` : `${data.step_seconds} s`})`,
-          lines: [
-            { label: '2xx', color: COLORS.green, values: data.status['2xx'] },
-            { label: '3xx', color: COLORS.grey, values: data.status['3xx'] },
-            { label: '4xx', color: COLORS.orange, values: data.status['4xx'] },
-            { label: '5xx', color: COLORS.red, values: data.status['5xx'] },
-          ],
-        },
-        {
-          title: 'Latency (ms)',
-          lines: [
-            { label: 'p50', color: COLORS.blue, values: data.latency_ms.p50 },
-            { label: 'p95', color: COLORS.orange, values: data.latency_ms.p95 },
-            { label: 'p99', color: COLORS.red, values: data.latency_ms.p99 },
-          ],
-        },
-        {
-          title: 'Bytes',
-          lines: [
-            { label: 'in', color: COLORS.purple, values: data.bytes_in },
-            { label: 'out', color: COLORS.green, values: data.bytes_out },
-          ],
-        },
-        ...(agents
-          ? [
-              {
-                title: 'Agents online',
-                lines: [{ label: 'agents', color: COLORS.blue, values: data.agents_online }],
-              },
-            ]
-          : []),
-      ]
-    : [];
+  const charts = useMemo<Array<{ title: string; lines: Line[] }>>(
+    () =>
+      data?.totals
+        ? [
+            {
+              title: 'Requests per second',
+              lines: [{ label: 'req/s', color: COLORS.blue, values: data.requests_per_second }],
+            },
+            {
+              title: `Status classes (requests per ${data.step_seconds >= 60 ? `${data.step_seconds / 60} min` : `${data.step_seconds} s`})`,
+              lines: [
+                { label: '2xx', color: COLORS.green, values: data.status['2xx'] },
+                { label: '3xx', color: COLORS.grey, values: data.status['3xx'] },
+                { label: '4xx', color: COLORS.orange, values: data.status['4xx'] },
+                { label: '5xx', color: COLORS.red, values: data.status['5xx'] },
+              ],
+            },
+            {
+              title: 'Latency (ms)',
+              lines: [
+                { label: 'p50', color: COLORS.blue, values: data.latency_ms.p50 },
+                { label: 'p95', color: COLORS.orange, values: data.latency_ms.p95 },
+                { label: 'p99', color: COLORS.red, values: data.latency_ms.p99 },
+              ],
+            },
+            {
+              title: 'Bytes',
+              lines: [
+                { label: 'in', color: COLORS.purple, values: data.bytes_in },
+                { label: 'out', color: COLORS.green, values: data.bytes_out },
+              ],
+            },
+            ...(agents
+              ? [
+                  {
+                    title: 'Agents online',
+                    lines: [{ label: 'agents', color: COLORS.blue, values: data.agents_online }],
+                  },
+                ]
+              : []),
+          ]
+        : [],
+    [data, agents],
+  );
   return (
     <section className="card charts" aria-label="Traffic charts">
       <div className="card-head">

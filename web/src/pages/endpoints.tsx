@@ -163,7 +163,7 @@ const columns: Array<Column<Endpoint>> = [
     header: 'URL',
     cell: (e) => (
       <>
-        <a href={`#/endpoints/${e.id}`} aria-label={`Charts and details of ${e.url}`}>
+        <a href={`#/endpoints/${e.id}`} title="Charts and details">
           <code>{e.url}</code>
         </a>
         {e.bindings.includes('internal') ? <span className="badge">internal</span> : null}
