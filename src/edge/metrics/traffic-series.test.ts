@@ -100,10 +100,14 @@ describe('TrafficSeries', () => {
     // An endpoint that has counted nothing for a day gives its place up.
     const quiet = new TrafficSeries({ now: time.now, cap: 2 });
     quiet.of(A).request(200, 0.01);
-    quiet.of(B);
+    const held = quiet.of(B);
     quiet.of('https://c.burrow.test').request(200, 0.01);
     expect(quiet.endpointNames()).toEqual([A, 'https://c.burrow.test']);
     expect(quiet.read(undefined, 'hour').totals.requests).toBe(2);
+    // B's meter, still holding its series, now counts in "other".
+    held.request(404, 0.01);
+    expect(quiet.read(OTHER_ENDPOINTS, 'hour').totals.status['4xx']).toBe(1);
+    expect(quiet.read(undefined, 'hour').totals.requests).toBe(3);
   });
 
   it('is fed by EndpointMeter: requests with their duration, and bytes', () => {

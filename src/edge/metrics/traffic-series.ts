@@ -96,10 +96,10 @@ class Ring {
  * @example series.request(404, 0.003); series.bytesIn(512);
  */
 export class EndpointSeries {
+  /** @internal; an evicted endpoint's rings are `other`'s, so a meter still holding it counts there. */
+  hour = new Ring(SERIES_RANGES.hour.buckets);
   /** @internal */
-  readonly hour = new Ring(SERIES_RANGES.hour.buckets);
-  /** @internal */
-  readonly day = new Ring(SERIES_RANGES.day.buckets);
+  day = new Ring(SERIES_RANGES.day.buckets);
 
   constructor(
     private readonly store: TrafficSeries,
@@ -414,6 +414,8 @@ export class TrafficSeries {
     for (const [name, series] of this.endpoints) {
       if (series.idle()) {
         this.endpoints.delete(name);
+        series.hour = this.other.hour;
+        series.day = this.other.day;
         return true;
       }
     }
