@@ -47,6 +47,8 @@ interface TunnelData {
    * rewritten to `forwardsTo`'s host and port), so every node needs it.
    */
   hostHeaderRewrite?: true | undefined;
+  /** ForwardsProto http2: the node that receives a request speaks HTTP/2 over the stream. */
+  appProtocol?: 'http2' | undefined;
 }
 
 /**
@@ -109,6 +111,7 @@ export function tunnelRow(
     policySource,
     proxyProto: tunnel.proxyProto,
     hostHeaderRewrite: tunnel.hostHeaderRewrite === true ? true : undefined,
+    appProtocol: tunnel.appProtocol,
   };
   return {
     id: tunnel.id,
@@ -208,6 +211,7 @@ export class RemoteTunnel implements OnlineTunnel {
   readonly policySource: string | undefined;
   readonly proxyProto: 1 | 2 | undefined;
   readonly hostHeaderRewrite: true | undefined;
+  readonly appProtocol: 'http2' | undefined;
   forwardsTo: string;
   metadata: string;
   trafficPolicy: string | undefined;
@@ -241,6 +245,7 @@ export class RemoteTunnel implements OnlineTunnel {
     this.trafficPolicy = optionalStr(d.trafficPolicy);
     this.proxyProto = d.proxyProto === 1 || d.proxyProto === 2 ? d.proxyProto : undefined;
     this.hostHeaderRewrite = d.hostHeaderRewrite === true ? true : undefined;
+    this.appProtocol = d.appProtocol === 'http2' ? 'http2' : undefined;
     this.version = tunnelVersion(row);
   }
 

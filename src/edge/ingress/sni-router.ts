@@ -95,12 +95,12 @@ export class SniRouter {
     const cert = options.defaultCertificate;
     this.tlsServer = createTlsServer({
       SNICallback: options.certificates.sniCallback,
-      // The tunnel side speaks HTTP/1.1; offering h2 would promise what is not there.
-      ALPNProtocols: ['http/1.1'],
+      // HTTP/2 clients are served by ingress/http/h2-ingress.ts, HTTP/1.1 ones by the lean relay.
+      ALPNProtocols: ['h2', 'http/1.1'],
       ...(cert ? { cert: cert.certPem, key: cert.keyPem } : {}),
     });
     this.tlsServer.on('secureConnection', (socket: TLSSocket) => {
-      options.http.acceptTls(socket, socket);
+      options.http.acceptTls(socket);
     });
     enforceHandshakeDeadline(this.tlsServer, options.handshakeTimeoutMs, options.logger);
     this.server = createNetServer(INGRESS_SOCKET_OPTIONS, (socket) => this.onConnection(socket));

@@ -130,6 +130,12 @@ export interface OnlineTunnel {
    * http-forwarding.ts rewrittenHost); policies still see the Host the client sent.
    */
   hostHeaderRewrite?: true | undefined;
+  /**
+   * The bind's ForwardsProto `http2` (@ngrok/ngrok's `.appProtocol('http2')`): the agent pipes a
+   * stream's bytes to a service that speaks HTTP/2, so the ingress speaks HTTP/2 with prior
+   * knowledge over the tunnel stream (ingress/http/h2-upstream.ts). Unset: HTTP/1.1.
+   */
+  appProtocol?: 'http2' | undefined;
   /** A cloud endpoint (POST /endpoints): no agent behind it, its traffic policy answers. */
   cloud?: boolean | undefined;
   /** The cluster node whose agent serves the tunnel when it is another node; unset for our own. */

@@ -117,6 +117,15 @@ function text(value: unknown): string {
 }
 
 /**
+ * The app protocol a bind's ForwardsProto names: `http2` or, for anything else (`""`, `http1`),
+ * HTTP/1.1.
+ * @example appProtocolOf('http2') // 'http2'
+ */
+function appProtocolOf(forwardsProto: unknown): 'http2' | undefined {
+  return forwardsProto === 'http2' ? 'http2' : undefined;
+}
+
+/**
  * Bind (type 1): check and allocate, add the tunnel to the registry (taking over this agent's own
  * stale tunnel atomically), and answer with the URL, the echoed Opts (clients resend them on
  * re-bind) and a token that restores a random name or port on re-bind.
@@ -128,7 +137,11 @@ export async function serveBind(host: BindHost, s: BindServices, stream: MuxStre
     'Bind',
     s.serving,
     async (bind) => {
-      const described = { metadata: text(bind.Extra?.Metadata), forwardsTo: text(bind.ForwardsTo) };
+      const described = {
+        metadata: text(bind.Extra?.Metadata),
+        forwardsTo: text(bind.ForwardsTo),
+        appProtocol: appProtocolOf(bind.ForwardsProto),
+      };
       const binder = await standingBinder(host, s);
       const requestedId = text(bind.Id);
       const grant = requestedId
@@ -258,7 +271,11 @@ export async function serveLabeled(
     'StartTunnelWithLabel',
     s.serving,
     async (request) => {
-      const described = { metadata: text(request.Metadata), forwardsTo: text(request.ForwardsTo) };
+      const described = {
+        metadata: text(request.Metadata),
+        forwardsTo: text(request.ForwardsTo),
+        appProtocol: appProtocolOf(request.ForwardsProto),
+      };
       const binder = await standingBinder(host, s);
       const labels = s.policy.checkLabels(request.Labels, binder.acl);
       const id = newId(ID_PREFIX.tunnel);

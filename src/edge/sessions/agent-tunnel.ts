@@ -165,6 +165,7 @@ export abstract class SessionTunnel<
   pooling: boolean | undefined;
   readonly proxyProto: 1 | 2 | undefined;
   readonly hostHeaderRewrite: true | undefined;
+  readonly appProtocol: 'http2' | undefined;
   /** Set when the tunnel is unbound or replaced; connect() then fails at once. */
   removed = false;
 
@@ -188,6 +189,7 @@ export abstract class SessionTunnel<
     this.pooling = init.pooling;
     this.proxyProto = init.proxyProto;
     this.hostHeaderRewrite = init.hostHeaderRewrite;
+    this.appProtocol = init.appProtocol;
   }
 
   async connect(info: ProxyInfo): Promise<Duplex> {

@@ -210,7 +210,9 @@ export function requestHasBody(req: IncomingMessage): boolean {
  * dropped (the ingress frames the body and manages its own connection).
  * @example res.writeHead(up.statusCode, up.statusMessage, forwardResponseHeaders(up));
  */
-export function forwardResponseHeaders(res: IncomingMessage): string[] {
+export function forwardResponseHeaders(
+  res: Pick<IncomingMessage, 'rawHeaders' | 'headers'>,
+): string[] {
   const raw = res.rawHeaders;
   const listed = connectionListed(res.headers.connection);
   const out: string[] = [];

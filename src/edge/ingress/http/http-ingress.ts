@@ -12,6 +12,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Socket, type Server as NetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
+import type { TLSSocket } from 'node:tls';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../../core/limits.js';
 import type { Logger } from '../../../core/logger.js';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
@@ -26,6 +27,7 @@ import {
   type RawRelayTimeouts,
 } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
+import { DEFAULT_H2_LIMITS, H2Ingress, type H2Limits } from './h2-ingress.js';
 import { HttpRelay, type LeanRoute } from './http-relay.js';
 import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
@@ -54,6 +56,8 @@ export interface HttpIngressOptions {
   limits?: HeaderLimits | undefined;
   /** Told when a client goes over a limit the server enforces itself (for /metrics and logs). */
   onLimit?: ((clientIp: string, limit: string) => void) | undefined;
+  /** HTTP/2 clients' limits; default DEFAULT_H2_LIMITS. */
+  h2Limits?: H2Limits | undefined;
   /** When upgraded connections' raw relays end for going quiet; default DEFAULT_LIMITS'. */
   relayTimeouts?: RawRelayTimeouts | undefined;
   /** Told of every routed request (the traffic inspector, traffic-tap.ts). */
@@ -81,6 +85,7 @@ export class HttpIngress {
   private readonly relay: HttpRelay;
   private readonly requests: HttpRequests;
   private readonly upgrades: HttpUpgrades;
+  private readonly h2: H2Ingress;
   private readonly registry: TunnelRegistry;
   private readonly acmeChallenge: AcmeChallengeLookup | undefined;
   private readonly exchangeTap: ExchangeTap | undefined;
@@ -123,6 +128,10 @@ export class HttpIngress {
     this.httpServer.on('request', this.requests.onRequest);
     this.httpServer.on('checkContinue', this.requests.onRequest);
     this.httpServer.on('upgrade', this.upgrades.onUpgrade);
+    this.h2 = new H2Ingress({
+      limits: options.h2Limits ?? DEFAULT_H2_LIMITS,
+      onRequest: this.requests.onRequest,
+    });
     this.relay = new HttpRelay({
       meters: options.meters,
       connections,
@@ -149,9 +158,14 @@ export class HttpIngress {
     socket.resume();
   }
 
-  /** Serve a TLS connection the SNI router terminated; `wire` is the TCP socket under it. */
-  acceptTls(tlsSocket: Duplex, wire: Socket): void {
-    this.accept(tlsSocket, wire);
+  /** Serve a TLS connection the SNI router terminated, by the protocol it chose by ALPN. */
+  acceptTls(tlsSocket: TLSSocket): void {
+    if (tlsSocket.alpnProtocol === 'h2') {
+      this.connections.track(tlsSocket, tlsSocket);
+      this.h2.accept(tlsSocket);
+      return;
+    }
+    this.accept(tlsSocket, tlsSocket);
   }
 
   private accept(socket: Duplex, wire: Socket): void {
@@ -192,7 +206,10 @@ export class HttpIngress {
       if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
         (decisions ??= []).push({ policy: tunnel.policy!, decision: verdict.decision });
       }
-      if (verdict.kind === 'relay' && !tunnel.cloud) return { tunnel, via: via ?? NO_VIA };
+      // A service that speaks HTTP/2 is spoken to on the full path (h2-upstream.ts).
+      if (verdict.kind === 'relay' && !tunnel.cloud && tunnel.appProtocol !== 'http2') {
+        return { tunnel, via: via ?? NO_VIA };
+      }
       const step =
         verdict.kind === 'forward'
           ? followInternal(this.leanTargets, verdict.forward, chain, tunnel, ['http', 'https'])
@@ -230,6 +247,7 @@ export class HttpIngress {
   startDraining(): void {
     this.requests.draining = true;
     this.relay.startDraining();
+    this.h2.startDraining();
     this.httpServer.closeIdleConnections();
   }
 
@@ -242,6 +260,7 @@ export class HttpIngress {
   /** Close every connection and relay now. */
   destroyAll(): void {
     this.upgrades.destroyAll();
+    this.h2.destroyAll();
     this.relay.dropIdleStreams();
     this.connections.destroyAll();
     this.httpServer.closeAllConnections();

@@ -35,6 +35,7 @@ import {
   writeFailure,
 } from './http-policy-writes.js';
 import { bodyReader, type BodyHolder } from './http-policy-body.js';
+import type { UpstreamResponse } from './http-responses.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 
 /** A policy's changes to these request headers are ignored: the ingress sets them itself. */
@@ -189,7 +190,7 @@ export class HttpPolicyFlow {
    * encoder.
    */
   response(
-    up: IncomingMessage,
+    up: UpstreamResponse,
     res: ServerResponse,
     head: string[],
     pass: (headers: string[], transforms: readonly Transform[]) => void,

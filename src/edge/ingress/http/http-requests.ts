@@ -6,7 +6,7 @@
  * Upgrades take their own way (http-upgrades.ts).
  */
 import { request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Duplex } from 'node:stream';
+import type { Duplex, Readable } from 'node:stream';
 import type { Logger } from '../../../core/logger.js';
 import {
   answerAcmeChallenge,
@@ -29,7 +29,8 @@ import {
 } from './http-forwarding.js';
 import type { HttpIngressOptions } from './http-ingress.js';
 import { runHttpRequestPolicy, type HttpPolicyFlow, type Settled } from './http-policy.js';
-import { failRequest, writeUpstreamResponse } from './http-responses.js';
+import { CLIENT_LEFT, H2Upstreams, h2RequestHeaders, h2Response } from './h2-upstream.js';
+import { failRequest, writeUpstreamResponse, type UpstreamResponse } from './http-responses.js';
 import { lookupHttpTunnel, readIncomingTarget } from './http-routing.js';
 import { TunnelAgent, type TunnelRequestArgs } from './tunnel-agent.js';
 
@@ -82,6 +83,7 @@ export class HttpRequests {
   private readonly onLimit: HttpIngressOptions['onLimit'];
   private readonly tap: HttpIngressOptions['tap'];
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
+  private readonly h2: H2Upstreams;
   /** What the lean relay found for the request it handed over, by connection. */
   private readonly ahead = new WeakMap<Duplex, RoutedAhead>();
   /** Its decisions, by request, for each endpoint of a forward chain (as carriedBody's bodies). */
@@ -98,6 +100,7 @@ export class HttpRequests {
     this.maxHeaderCount = options.maxHeaderCount;
     this.onLimit = options.onLimit;
     this.tap = options.tap;
+    this.h2 = new H2Upstreams(options.connectTimeoutMs);
   }
 
   /** Close every tunnel stream kept. */
@@ -266,6 +269,17 @@ export class HttpRequests {
     const hasBody = requestHasBody(req) && readBody === undefined;
     // request-body-find-replace: the body goes through its rewrite, chunked.
     const rewrite = hasBody || readBody ? flow?.rewriteRequestBody(headers) : undefined;
+    if (tunnel.appProtocol === 'http2') {
+      if (rewrite) {
+        // The rewrite is fed as on HTTP/1.1 below, and is the body the service gets.
+        if (readBody) rewrite.body.end(readBody);
+        else req.pipe(rewrite.body);
+        this.forwardH2(req, res, tunnel, rewrite.headers, rewrite.body, undefined, flow);
+      } else {
+        this.forwardH2(req, res, tunnel, headers, hasBody ? req : undefined, readBody, flow);
+      }
+      return;
+    }
     const args: TunnelRequestArgs = {
       agent,
       method: req.method,
@@ -332,10 +346,49 @@ export class HttpRequests {
     else upstream.end();
   }
 
+  /**
+   * forward() for a service that speaks HTTP/2 (h2-upstream.ts): the body streams from `body`, or
+   * is `readBody` when a policy read it whole; a client that leaves cancels the call upstream.
+   */
+  private forwardH2(
+    req: IncomingMessage,
+    res: ServerResponse,
+    tunnel: OnlineTunnel,
+    headers: string[],
+    body: Readable | undefined,
+    readBody: Buffer | undefined,
+    flow: HttpPolicyFlow | undefined,
+  ): void {
+    const socket = req.socket;
+    const scheme = /^https:/i.test(tunnel.forwardsTo) ? 'https' : 'http';
+    const h2Headers = h2RequestHeaders(req.method ?? 'GET', req.url ?? '/', scheme, headers);
+    const info = proxyInfoOf(socket, publicProto(socket), false);
+    const noBody = body === undefined && readBody === undefined;
+    this.h2.request(tunnel, socket, info, h2Headers, noBody).then(
+      (stream) => {
+        stream.on('response', (head) => this.respond(req, res, h2Response(stream, head), flow));
+        stream.on('error', (err: NodeJS.ErrnoException) => {
+          body?.unpipe(stream);
+          if (res.headersSent || res.destroyed) res.destroy();
+          else failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
+        });
+        // The client left before the service's answer ended (a cancelled call): so does the call.
+        res.once('close', () => {
+          if (!stream.readableEnded && !stream.destroyed) stream.close(CLIENT_LEFT);
+        });
+        if (readBody) stream.end(readBody);
+        else body?.pipe(stream);
+      },
+      (err: NodeJS.ErrnoException) => {
+        failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
+      },
+    );
+  }
+
   private respond(
     req: IncomingMessage,
     res: ServerResponse,
-    up: IncomingMessage,
+    up: UpstreamResponse,
     flow?: HttpPolicyFlow,
   ): void {
     if (res.destroyed) {

@@ -9,6 +9,16 @@ import { INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages
 import { routingHost } from './http-forwarding.js';
 
 /**
+ * An upstream response as the full path relays it: Node's IncomingMessage read from an HTTP/1.1
+ * tunnel stream, or an HTTP/2 answer with the same fields (h2-upstream.ts).
+ */
+export type UpstreamResponse = Readable &
+  Pick<
+    IncomingMessage,
+    'statusCode' | 'statusMessage' | 'headers' | 'rawHeaders' | 'rawTrailers' | 'complete'
+  >;
+
+/**
  * Answer with an error page, discarding what is left of the request body.
  * @example failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, 'ECONNRESET');
  */
@@ -33,7 +43,7 @@ export function failRequest(
 export function writeUpstreamResponse(
   req: IncomingMessage,
   res: ServerResponse,
-  up: IncomingMessage,
+  up: UpstreamResponse,
   headers: string[],
   transforms: readonly Transform[] | undefined,
 ): void {

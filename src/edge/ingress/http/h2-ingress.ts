@@ -1,0 +1,147 @@
+/**
+ * HTTP/2 from public clients: TLS connections that chose `h2` by ALPN (sni-router.ts offers it
+ * next to `http/1.1`). Node's HTTP/2 server reads the frames, with its limits on streams, header
+ * lists, SETTINGS and PING floods and rapid resets; each request then goes through the full path's
+ * request handler (http-requests.ts), as an HTTP/1.1 request handed over by the lean relay does:
+ * the same routing, policy phases, forward-internal, agent exchange, inspector and metrics.
+ *
+ * Node's compatibility objects stand in for IncomingMessage and ServerResponse there. Three things
+ * differ, and are made equal here, once per request: the Host is the `:authority`, the request's
+ * socket is the TLS connection (policies' `conn.*`, on_tcp_connect once per connection, byte
+ * counts, the SNI check), and a response has no reason phrase and takes trailers as an object.
+ */
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import {
+  createServer,
+  type Http2Server,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type Http2Session,
+} from 'node:http2';
+import type { TLSSocket } from 'node:tls';
+
+/** What the HTTP/2 side bounds; each has a flag and a line in docs/security.md. */
+export interface H2Limits {
+  /** Streams a client may have open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  maxConcurrentStreams: number;
+  /** Bytes of one header list, names and values (SETTINGS_MAX_HEADER_LIST_SIZE). */
+  maxHeaderListBytes: number;
+  /** An idle connection (no open stream) is closed with GOAWAY after this long. */
+  idleTimeoutMs: number;
+}
+
+/** The defaults of {@link H2Limits}. */
+export const DEFAULT_H2_LIMITS: H2Limits = {
+  maxConcurrentStreams: 100,
+  maxHeaderListBytes: 16 * 1024,
+  idleTimeoutMs: 60_000,
+};
+
+export interface H2IngressOptions {
+  limits: H2Limits;
+  /** The full path's request handler. */
+  onRequest: (req: IncomingMessage, res: ServerResponse) => void;
+}
+
+/**
+ * @example
+ * const h2 = new H2Ingress({ limits: DEFAULT_H2_LIMITS, onRequest: requests.onRequest });
+ * if (tlsSocket.alpnProtocol === 'h2') h2.accept(tlsSocket);
+ */
+export class H2Ingress {
+  private readonly server: Http2Server;
+  private readonly sessions = new Set<Http2Session>();
+
+  constructor(options: H2IngressOptions) {
+    const { limits } = options;
+    this.server = createServer({
+      settings: {
+        maxConcurrentStreams: limits.maxConcurrentStreams,
+        maxHeaderListSize: limits.maxHeaderListBytes,
+        // No server push: the edge never pushes.
+        enablePush: false,
+      },
+      maxHeaderListPairs: 256,
+      // Node answers a client that opens and resets streams faster than it serves them
+      // (CVE-2023-44487), or floods SETTINGS, PINGs or CONTINUATION frames, with GOAWAY.
+      maxSettings: 32,
+      maxOutstandingPings: 10,
+    });
+    this.server.on('session', (session: Http2Session) => {
+      this.sessions.add(session);
+      session.once('close', () => this.sessions.delete(session));
+      session.setTimeout(limits.idleTimeoutMs, () => session.close());
+    });
+    this.server.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
+      options.onRequest(asIncoming(req), asResponse(res));
+    });
+  }
+
+  /** Serve an HTTP/2 connection on `socket`, which negotiated `h2`. */
+  accept(socket: TLSSocket): void {
+    this.server.emit('connection', socket);
+  }
+
+  /** Open connections, for draining. */
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  /** GOAWAY to every connection: open streams finish, no new ones start. */
+  startDraining(): void {
+    for (const session of this.sessions) session.close();
+  }
+
+  destroyAll(): void {
+    for (const session of this.sessions) session.destroy();
+  }
+}
+
+/**
+ * The request as the full path reads one: its headers without pseudo-headers and with `Host` from
+ * `:authority`, a body without a length said to be chunked (as HTTP/1.1 would frame it, and as it
+ * goes on to an HTTP/1.1 service), and the TLS connection as its socket.
+ */
+function asIncoming(req: Http2ServerRequest): IncomingMessage {
+  const headers: Record<string, string | string[] | undefined> = {};
+  const raw: string[] = [];
+  const given = req.rawHeaders;
+  if (req.headers.host === undefined && req.authority) {
+    headers.host = req.authority;
+    raw.push('host', req.authority);
+  }
+  for (let i = 0; i < given.length; i += 2) {
+    if (given[i]!.startsWith(':')) continue;
+    raw.push(given[i]!, given[i + 1]!);
+  }
+  for (const [name, value] of Object.entries(req.headers)) {
+    if (!name.startsWith(':')) headers[name] = value;
+  }
+  if (!req.stream.endAfterHeaders && headers['content-length'] === undefined) {
+    headers['transfer-encoding'] = 'chunked';
+  }
+  // Own properties over the prototype's getters; Node's compatibility layer reads its own fields.
+  Object.defineProperties(req, {
+    headers: { value: headers, writable: true, configurable: true },
+    rawHeaders: { value: raw, writable: true, configurable: true },
+    socket: { value: req.stream.session?.socket, configurable: true },
+  });
+  // The compatibility request has every field the full path reads (http-requests.ts).
+  return req as unknown as IncomingMessage;
+}
+
+/** The response as the full path writes one; see the file's comment. */
+function asResponse(res: Http2ServerResponse): ServerResponse {
+  const writeHead = res.writeHead.bind(res);
+  const addTrailers = res.addTrailers.bind(res);
+  Object.assign(res, {
+    // HTTP/2 has no reason phrase (RFC 9113 8.3.2); Node warns when one is given.
+    writeHead: (status: number, reason?: unknown, headers?: unknown) =>
+      typeof reason === 'string' || reason === undefined
+        ? writeHead(status, headers as OutgoingHttpHeaders)
+        : writeHead(status, reason as OutgoingHttpHeaders),
+    addTrailers: (trailers: OutgoingHttpHeaders | Array<[string, string]>) =>
+      addTrailers(Array.isArray(trailers) ? Object.fromEntries(trailers) : trailers),
+  });
+  return res as unknown as ServerResponse;
+}

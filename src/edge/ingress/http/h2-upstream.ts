@@ -1,0 +1,180 @@
+/**
+ * HTTP/2 to the agent, for endpoints bound with app protocol `http2` (route.ts `appProtocol`:
+ * @ngrok/ngrok's `.appProtocol('http2')`, `burrow http --app-protocol http2`). ngrok's agents pipe
+ * a tunnel stream's bytes to the service unchanged, so the edge speaks HTTP/2 with prior knowledge
+ * over the stream. Each public connection gets one client session per endpoint, over one tunnel
+ * stream, as an HTTP/1.1 connection keeps its own stream: the agent's PROXY header and the
+ * service's view of one client stay per connection, and an HTTP/2 client's streams map onto the
+ * session's streams one to one (a gRPC call stays one call, trailers and resets included).
+ */
+import {
+  connect,
+  constants,
+  type ClientHttp2Session,
+  type ClientHttp2Stream,
+  type IncomingHttpHeaders,
+  type IncomingHttpStatusHeader,
+  type OutgoingHttpHeaders,
+} from 'node:http2';
+import type { Duplex } from 'node:stream';
+import { connectTunnel } from '../../registry/connect-tunnel.js';
+import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
+import type { UpstreamResponse } from './http-responses.js';
+
+/** Headers HTTP/2 does not carry (RFC 9113 8.2.2); `te` only as `trailers`. */
+const CONNECTION_SPECIFIC: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'http2-settings',
+]);
+
+/**
+ * The HTTP/2 request headers for a request forwarded with `raw` headers (the ingress's, from
+ * http-forwarding.ts): pseudo-headers first, `Host` as `:authority`, connection-specific headers
+ * dropped, repeated names kept as lists (cookies joined by `; `, RFC 9113 8.2.3 allows either).
+ * @example h2RequestHeaders('GET', '/a', 'http', ['Host', 'a.example', 'Accept', '*\/*'])
+ */
+export function h2RequestHeaders(
+  method: string,
+  path: string,
+  scheme: 'http' | 'https',
+  raw: readonly string[],
+): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = { ':method': method, ':path': path, ':scheme': scheme };
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    const value = raw[i + 1]!;
+    if (name === 'host') {
+      out[':authority'] = value;
+      continue;
+    }
+    if (CONNECTION_SPECIFIC.has(name)) continue;
+    if (name === 'te' && value.trim().toLowerCase() !== 'trailers') continue;
+    const seen = out[name];
+    if (seen === undefined) out[name] = value;
+    else if (name === 'cookie') out[name] = `${String(seen)}; ${value}`;
+    else out[name] = Array.isArray(seen) ? [...seen, value] : [String(seen), value];
+  }
+  return out;
+}
+
+/** Names and values alternating, from an HTTP/2 header object; pseudo-headers left out. */
+function rawOf(headers: IncomingHttpHeaders): string[] {
+  const raw: string[] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (name.startsWith(':') || value === undefined) continue;
+    if (Array.isArray(value)) for (const v of value) raw.push(name, v);
+    else raw.push(name, String(value));
+  }
+  return raw;
+}
+
+/**
+ * The HTTP/2 answer on `stream` as the full path relays an upstream response (http-responses.ts):
+ * the stream itself is the body, its status and headers from `head`, its trailers filled in when
+ * they arrive (before 'end', as Node's IncomingMessage has them).
+ */
+export function h2Response(
+  stream: ClientHttp2Stream,
+  head: IncomingHttpHeaders & IncomingHttpStatusHeader,
+): UpstreamResponse {
+  const headers: IncomingHttpHeaders = {};
+  for (const [name, value] of Object.entries(head))
+    if (!name.startsWith(':')) headers[name] = value;
+  const answer = Object.assign(stream, {
+    statusCode: head[':status'] ?? 502,
+    statusMessage: '',
+    headers,
+    rawHeaders: rawOf(head),
+    rawTrailers: [] as string[],
+    complete: false,
+  });
+  stream.once('trailers', (trailers: IncomingHttpHeaders) => {
+    answer.rawTrailers = rawOf(trailers);
+  });
+  stream.once('end', () => {
+    answer.complete = true;
+  });
+  return answer;
+}
+
+/** What a public connection is known by: its socket (HTTP/1.1) or its HTTP/2 session. */
+type ConnectionKey = object & { once(event: 'close', listener: () => void): unknown };
+
+/**
+ * HTTP/2 client sessions to agents' services, one per public connection and endpoint.
+ * @example
+ * const stream = await upstreams.request(tunnel, req.socket, proxyInfo, h2RequestHeaders(...));
+ */
+export class H2Upstreams {
+  private readonly sessions = new WeakMap<
+    ConnectionKey,
+    Map<OnlineTunnel, Promise<ClientHttp2Session>>
+  >();
+
+  constructor(private readonly connectTimeoutMs: number | undefined) {}
+
+  /** Open a request stream to `tunnel`'s service for a request on `connection`. */
+  async request(
+    tunnel: OnlineTunnel,
+    connection: ConnectionKey,
+    info: ProxyInfo,
+    headers: OutgoingHttpHeaders,
+    endStream: boolean,
+  ): Promise<ClientHttp2Stream> {
+    const session = await this.session(tunnel, connection, info);
+    return session.request(headers, { endStream });
+  }
+
+  private session(
+    tunnel: OnlineTunnel,
+    connection: ConnectionKey,
+    info: ProxyInfo,
+  ): Promise<ClientHttp2Session> {
+    let byTunnel = this.sessions.get(connection);
+    if (!byTunnel) {
+      const opened = new Map<OnlineTunnel, Promise<ClientHttp2Session>>();
+      byTunnel = opened;
+      this.sessions.set(connection, opened);
+      // The public connection is gone: so are its calls, and the service hears of it at once.
+      connection.once('close', () => {
+        for (const pending of opened.values()) {
+          pending.then(
+            (s) => s.destroy(),
+            () => undefined,
+          );
+        }
+        opened.clear();
+      });
+    }
+    const known = byTunnel.get(tunnel);
+    if (known) return known;
+    const sessions = byTunnel;
+    const opening = connectTunnel(tunnel, info, this.connectTimeoutMs).then((stream) =>
+      this.open(stream, () => sessions.delete(tunnel)),
+    );
+    // A failed open is not kept: the next request tries a new stream.
+    opening.catch(() => sessions.delete(tunnel));
+    sessions.set(tunnel, opening);
+    return opening;
+  }
+
+  private open(stream: Duplex, forget: () => void): ClientHttp2Session {
+    const session = connect('http://upstream.invalid', {
+      createConnection: () => stream,
+      // The service's own SETTINGS rule what it accepts; these only bound what it may send us.
+      maxHeaderListPairs: 256,
+    });
+    session.on('error', () => undefined);
+    session.once('close', forget);
+    session.once('goaway', forget);
+    stream.once('close', () => session.destroy());
+    return session;
+  }
+}
+
+/** The RST_STREAM code sent to the service when the public client leaves mid-exchange. */
+export const CLIENT_LEFT = constants.NGHTTP2_CANCEL;

@@ -1,0 +1,255 @@
+import { once } from 'node:events';
+import * as grpc from '@grpc/grpc-js';
+import type ngrok from '@ngrok/ngrok';
+import { exportJWK, generateKeyPair, SignJWT, type KeyLike } from 'jose';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createAuthtoken, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
+import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { connectNgrok } from './support/ngrok-agents.js';
+
+/**
+ * Issue 28: a gRPC service published with the unmodified @ngrok/ngrok's
+ * `.appProtocol('http2')`, called through the edge's HTTPS listener by @grpc/grpc-js: the four
+ * kinds of call, a 4 MB message, a deadline, a cancelled call, and a jwt-validation refusal that
+ * arrives as a gRPC status.
+ */
+
+/** Messages are raw bytes: no .proto needed to carry them. */
+const bytes = {
+  requestSerialize: (b: Buffer) => b,
+  requestDeserialize: (b: Buffer) => b,
+  responseSerialize: (b: Buffer) => b,
+  responseDeserialize: (b: Buffer) => b,
+};
+const ECHO = {
+  unary: { path: '/test.Echo/Unary', requestStream: false, responseStream: false, ...bytes },
+  serverStream: { path: '/test.Echo/List', requestStream: false, responseStream: true, ...bytes },
+  clientStream: { path: '/test.Echo/Sum', requestStream: true, responseStream: false, ...bytes },
+  bidi: { path: '/test.Echo/Chat', requestStream: true, responseStream: true, ...bytes },
+  slow: { path: '/test.Echo/Slow', requestStream: false, responseStream: false, ...bytes },
+} satisfies grpc.ServiceDefinition;
+
+const BIG = 16 * 1024 * 1024;
+const CHANNEL = {
+  'grpc.max_receive_message_length': BIG,
+  'grpc.max_send_message_length': BIG,
+};
+const JWT_ISSUER = 'https://id.burrow.test/';
+
+type EchoClient = grpc.Client & {
+  unary(
+    m: Buffer,
+    md: grpc.Metadata,
+    o: grpc.CallOptions,
+    cb: grpc.requestCallback<Buffer>,
+  ): grpc.ClientUnaryCall;
+  serverStream(m: Buffer, md?: grpc.Metadata): grpc.ClientReadableStream<Buffer>;
+  clientStream(cb: grpc.requestCallback<Buffer>): grpc.ClientWritableStream<Buffer>;
+  bidi(): grpc.ClientDuplexStream<Buffer, Buffer>;
+  slow(
+    m: Buffer,
+    md: grpc.Metadata,
+    o: grpc.CallOptions,
+    cb: grpc.requestCallback<Buffer>,
+  ): grpc.ClientUnaryCall;
+};
+
+describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
+  let edge: EdgeServer;
+  let server: grpc.Server;
+  let session: ngrok.Session;
+  let jwks: LocalServer;
+  let keys: { privateKey: KeyLike; publicKey: KeyLike };
+  let open: EchoClient;
+  let guarded: EchoClient;
+  const cancelled: string[] = [];
+
+  const clientFor = (url: string): EchoClient => {
+    const host = new URL(url).hostname;
+    const Client = grpc.makeGenericClientConstructor(ECHO, 'Echo');
+    return new Client(
+      `127.0.0.1:${edge.ports.https}`,
+      grpc.credentials.createSsl(Buffer.from(edge.caPem)),
+      { ...CHANNEL, 'grpc.ssl_target_name_override': host, 'grpc.default_authority': host },
+    ) as unknown as EchoClient;
+  };
+  const unary = (
+    client: EchoClient,
+    m: Buffer,
+    md = new grpc.Metadata(),
+    o: grpc.CallOptions = {},
+  ) =>
+    new Promise<Buffer>((resolve, reject) =>
+      client.unary(m, md, o, (err, reply) => (err ? reject(err) : resolve(reply!))),
+    );
+
+  beforeAll(async () => {
+    keys = await generateKeyPair('RS256');
+    const jwk = { ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    jwks = await startHttpUpstream((_req, res) => {
+      res.setHeader('content-type', 'application/json');
+      res.end(JSON.stringify({ keys: [jwk] }));
+    });
+    edge = await startEdgeServer('sqlite', ['--egress-allow', '127.0.0.1']);
+    server = new grpc.Server(CHANNEL);
+    server.addService(ECHO, {
+      unary: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+        const who = call.metadata.get('x-forwarded-for').join(',');
+        cb(null, Buffer.concat([Buffer.from(`${who}|`), call.request]));
+      },
+      serverStream: (call: grpc.ServerWritableStream<Buffer, Buffer>) => {
+        const n = Number(call.request.toString());
+        for (let i = 0; i < n; i++) call.write(Buffer.from(String(i)));
+        call.end();
+      },
+      clientStream: (
+        call: grpc.ServerReadableStream<Buffer, Buffer>,
+        cb: grpc.sendUnaryData<Buffer>,
+      ) => {
+        let sum = 0;
+        call.on('data', (m: Buffer) => (sum += Number(m.toString())));
+        call.on('end', () => cb(null, Buffer.from(String(sum))));
+      },
+      bidi: (call: grpc.ServerDuplexStream<Buffer, Buffer>) => {
+        call.on('data', (m: Buffer) => call.write(Buffer.from(`echo:${m.toString()}`)));
+        call.on('end', () => call.end());
+      },
+      slow: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+        const timer = setTimeout(() => cb(null, Buffer.from('late')), 5_000);
+        call.on('cancelled', () => {
+          clearTimeout(timer);
+          cancelled.push(call.request.toString());
+        });
+      },
+    });
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
+        err ? reject(err) : resolve(p),
+      ),
+    );
+    session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
+    const to = `http://127.0.0.1:${port}`;
+    const plain = await session.httpEndpoint().appProtocol('http2').listenAndForward(to);
+    const policy = {
+      on_http_request: [
+        {
+          actions: [
+            {
+              type: 'jwt-validation',
+              config: {
+                issuer: { allow_list: [{ value: JWT_ISSUER }] },
+                audience: { allow_list: [{ value: 'urn:example:api' }] },
+                http: {
+                  tokens: [
+                    { type: 'jwt', method: 'header', name: 'Authorization', prefix: 'Bearer ' },
+                  ],
+                },
+                jws: {
+                  allowed_algorithms: ['RS256'],
+                  keys: {
+                    sources: { additional_jkus: [`http://127.0.0.1:${jwks.port}/jwks.json`] },
+                  },
+                },
+              },
+            },
+          ],
+        },
+      ],
+    };
+    const judged = await session
+      .httpEndpoint()
+      .appProtocol('http2')
+      .trafficPolicy(JSON.stringify(policy))
+      .listenAndForward(to);
+    open = clientFor(plain.url()!);
+    guarded = clientFor(judged.url()!);
+  }, 60_000);
+
+  afterAll(async () => {
+    open?.close();
+    guarded?.close();
+    await session?.close().catch(() => undefined);
+    server?.forceShutdown();
+    await jwks?.close();
+    await edge?.server.stop();
+    await edge?.db.drop();
+  });
+
+  it('unary: the call and its answer, with the client address the edge saw', async () => {
+    const reply = await unary(open, Buffer.from('hello'));
+    expect(reply.toString()).toBe('127.0.0.1|hello');
+  });
+
+  it('server streaming: every message, in order', async () => {
+    const call = open.serverStream(Buffer.from('50'));
+    const got: string[] = [];
+    call.on('data', (m: Buffer) => got.push(m.toString()));
+    await once(call, 'end');
+    expect(got).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
+  });
+
+  it('client streaming: the sum of what was sent', async () => {
+    const reply = new Promise<Buffer>((resolve, reject) => {
+      const call = open.clientStream((err, m) => (err ? reject(err) : resolve(m!)));
+      for (let i = 1; i <= 100; i++) call.write(Buffer.from(String(i)));
+      call.end();
+    });
+    expect((await reply).toString()).toBe('5050');
+  });
+
+  it('bidirectional streaming: each message answered while the call is open', async () => {
+    const call = open.bidi();
+    const got: string[] = [];
+    for (const word of ['a', 'b', 'c']) {
+      call.write(Buffer.from(word));
+      const [m] = (await once(call, 'data')) as [Buffer];
+      got.push(m.toString());
+    }
+    call.end();
+    await once(call, 'end');
+    expect(got).toEqual(['echo:a', 'echo:b', 'echo:c']);
+  });
+
+  it('a 4 MB message both ways', async () => {
+    const big = Buffer.alloc(4 * 1024 * 1024, 7);
+    const reply = await unary(open, big);
+    expect(reply.length).toBe(big.length + '127.0.0.1|'.length);
+    expect(reply.subarray(-big.length).equals(big)).toBe(true);
+  });
+
+  it('a deadline exceeded, and a cancelled call the service hears of', async () => {
+    const late = new Promise<grpc.ServiceError>((resolve) =>
+      open.slow(
+        Buffer.from('deadline'),
+        new grpc.Metadata(),
+        { deadline: Date.now() + 300 },
+        (err) => resolve(err!),
+      ),
+    );
+    expect((await late).code).toBe(grpc.status.DEADLINE_EXCEEDED);
+
+    const stopped = new Promise<grpc.ServiceError>((resolve) => {
+      const call = open.slow(Buffer.from('cancel'), new grpc.Metadata(), {}, (err) =>
+        resolve(err!),
+      );
+      setTimeout(() => call.cancel(), 300);
+    });
+    expect((await stopped).code).toBe(grpc.status.CANCELLED);
+    await expect.poll(() => cancelled).toContain('cancel');
+  });
+
+  it('a jwt-validation refusal arrives as UNAUTHENTICATED; a valid token goes through', async () => {
+    const refused = await unary(guarded, Buffer.from('x')).catch((e: grpc.ServiceError) => e);
+    expect((refused as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
+
+    const token = await new SignJWT({ sub: 'alice' })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
+      .setIssuer(JWT_ISSUER)
+      .setAudience('urn:example:api')
+      .setExpirationTime('5m')
+      .sign(keys.privateKey);
+    const md = new grpc.Metadata();
+    md.set('authorization', `Bearer ${token}`);
+    expect((await unary(guarded, Buffer.from('ok'), md)).toString()).toBe('127.0.0.1|ok');
+  });
+});
