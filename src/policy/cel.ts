@@ -158,7 +158,13 @@ function registerTextType(env: Environment, type: 'Url' | 'ContentType'): void {
     );
 }
 
-function buildEnvironment(phase: PolicyPhase): Environment {
+/**
+ * Where an expression is written: a rule or config value (`phase`), or http-request's
+ * `retry_condition` (`retry`), which also sees `attempts` and `last_attempt`.
+ */
+export type ExpressionScope = 'phase' | 'retry';
+
+function buildEnvironment(phase: PolicyPhase, scope: ExpressionScope): Environment {
   const { maxDepth, maxAstNodes, maxListElements, maxMapEntries, maxCallArguments } =
     EXPRESSION_LIMITS;
   const env = new Environment({
@@ -216,6 +222,10 @@ function buildEnvironment(phase: PolicyPhase): Environment {
       })
       .registerFunction('hasReqCookie(string): bool', (n: string) => currentReq().cookies.has(n));
   }
+  if (scope === 'retry') {
+    // ngrok's retry variables: attempts so far, and the last one's req, res (if any) and error.
+    env.registerVariable('attempts', 'int').registerVariable('last_attempt', 'map<string, dyn>');
+  }
   if (phase === 'on_http_response') {
     env
       .registerVariable('res', 'Response')
@@ -228,11 +238,12 @@ function buildEnvironment(phase: PolicyPhase): Environment {
   return env;
 }
 
-const environments = new Map<PolicyPhase, Environment>();
+const environments = new Map<string, Environment>();
 
-function environmentFor(phase: PolicyPhase): Environment {
-  let env = environments.get(phase);
-  if (!env) environments.set(phase, (env = buildEnvironment(phase)));
+function environmentFor(phase: PolicyPhase, scope: ExpressionScope): Environment {
+  const key = `${phase}/${scope}`;
+  let env = environments.get(key);
+  if (!env) environments.set(key, (env = buildEnvironment(phase, scope)));
   return env;
 }
 
@@ -351,6 +362,7 @@ export function compileExpression(
   source: string,
   phase: PolicyPhase,
   purpose: 'condition' | 'value',
+  scope: ExpressionScope = 'phase',
 ): CompiledExpression {
   if (source.length > EXPRESSION_LIMITS.maxLength) {
     throw new ExpressionError(
@@ -363,7 +375,7 @@ export function compileExpression(
       `the expression has a run of more than ${EXPRESSION_LIMITS.maxDepth} ! or - operators`,
     );
   }
-  const env = environmentFor(phase);
+  const env = environmentFor(phase, scope);
   let parsed: ReturnType<Environment['parse']>;
   let checked: TypeCheckResult;
   try {

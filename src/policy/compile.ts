@@ -241,11 +241,11 @@ function compileRule(
     const ctx: ActionCompileContext = {
       phase,
       protocol,
-      expression(source, key, purpose) {
+      expression(source, key, purpose, scope) {
         interpolated.add(source);
         let compiled: CompiledExpression;
         try {
-          compiled = compileExpression(source, phase, purpose);
+          compiled = compileExpression(source, phase, purpose, scope);
         } catch (err) {
           return expressionError(at, `config.${key}`, source, err, field);
         }

@@ -16,6 +16,7 @@ import {
  */
 
 let server: Server;
+const flaky = new Map<string, number>();
 let base: string;
 const seen: Array<{
   method: string;
@@ -37,6 +38,14 @@ beforeAll(async () => {
       });
       if (req.url!.startsWith('/moved')) {
         res.writeHead(302, { location: '/check?moved=1' }).end();
+      } else if (req.url!.startsWith('/flaky')) {
+        // 500 twice per URL, then the usual answer: what a retry_condition is for.
+        const n = (flaky.get(req.url!) ?? 0) + 1;
+        flaky.set(req.url!, n);
+        if (n <= 2) res.writeHead(500).end('try again');
+        else res.writeHead(200, { 'x-verdict': 'allow' }).end('{"allowed": true}');
+      } else if (req.url!.startsWith('/fail')) {
+        res.writeHead(500).end('broken');
       } else if (req.url!.startsWith('/slow')) {
         setTimeout(() => res.end('late'), 3000).unref();
       } else {
@@ -206,6 +215,78 @@ describe('http-request', () => {
     });
   });
 
+  it('retry_condition as ngrok prints it retries a 500, and later rules read each attempt', async () => {
+    allowLoopbackEgress();
+    const { runner } = bindPolicy(
+      policy({ url: `${base}/flaky?k=1`, retry_condition: 'last_attempt.res.statusCode == 500' }),
+      'http',
+    );
+    const reply = await runner.onHttpRequest({ conn: { client_ip: '192.0.2.7' }, req: request });
+    expect(reply).toMatchObject({ body: '200 allow' });
+    expect(seen.map((s) => s.url)).toEqual(['/flaky?k=1', '/flaky?k=1', '/flaky?k=1']);
+  });
+
+  it('retries at most 3 times, keeps the last answer, and never retries a success', async () => {
+    allowLoopbackEgress();
+    const statusOf = (config: Record<string, unknown>) =>
+      bindPolicy(
+        {
+          on_http_request: [
+            { actions: [{ type: 'http-request', config }] },
+            {
+              actions: [
+                {
+                  type: 'custom-response',
+                  config: {
+                    body: '${actions.ngrok.http_request.res.status_code} ${size(actions.ngrok.http_request.attempts)}',
+                  },
+                },
+              ],
+            },
+          ],
+        },
+        'http',
+      ).runner.onHttpRequest({ conn: { client_ip: '192.0.2.7' }, req: request });
+    const cond = "attempts < 10 && last_attempt.error == '' && last_attempt.req.method == 'GET'";
+    expect(await statusOf({ url: `${base}/fail`, retry_condition: cond })).toMatchObject({
+      body: '500 4',
+    });
+    expect(seen).toHaveLength(4);
+    seen.length = 0;
+    expect(await statusOf({ url: `${base}/fail`, retry_condition: 'attempts < 2' })).toMatchObject({
+      body: '500 2',
+    });
+    seen.length = 0;
+    expect(await statusOf({ url: `${base}/check`, retry_condition: 'true' })).toMatchObject({
+      body: '200 1',
+    });
+    expect(seen).toHaveLength(1);
+  });
+
+  it('a call without an answer retries on last_attempt.error; a condition that fails stops', async () => {
+    // Loopback is refused by the guard (no --egress-allow): every attempt fails without an answer.
+    // The condition reads `res` (absent) only from the second attempt on, so its failure, and the
+    // event saying so, shows that the first failure was retried.
+    const { runner, events, owner } = bindPolicy(
+      policy({
+        url: `${base}/check`,
+        retry_condition:
+          "attempts == 1 ? last_attempt.error != '' : last_attempt.res.status_code == 0",
+      }),
+      'http',
+    );
+    expect(
+      await runner.onHttpRequest({ conn: { client_ip: '192.0.2.7' }, req: request }),
+    ).toMatchObject({
+      body: 'error request_failed',
+    });
+    const messages = events.eventsFor(owner).map((e) => e.message);
+    expect(
+      messages.filter((m) => /retry_condition .* failed: .*; not retrying/.test(m)),
+    ).toHaveLength(1);
+    expect(seen).toEqual([]);
+  });
+
   it('refuses bad configs at save', () => {
     const bad = (config: Record<string, unknown>) => () =>
       bindPolicy(oneRule('on_http_request', [{ type: 'http-request', config }]), 'http');
@@ -221,5 +302,13 @@ describe('http-request', () => {
       /config\.body is not sent with GET/,
     );
     expect(bad({ url: '${req.nope}' })).toThrow(/No such key: nope/);
+    expect(bad({ url: 'https://x.example', retry_condition: 'last_attempt.nope +' })).toThrow(
+      /config\.retry_condition .* is not a valid expression/,
+    );
+    expect(bad({ url: 'https://x.example', retry_condition: 'attempts' })).toThrow(
+      /must give a bool/,
+    );
+    // The retry variables exist only in retry_condition.
+    expect(bad({ url: '${attempts}' })).toThrow(/config\.url/);
   });
 });

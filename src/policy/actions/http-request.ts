@@ -1,5 +1,6 @@
 import { CODES } from '../../core/errors.js';
 import { egressFetch } from '../../core/egress-guard.js';
+import type { CompiledExpression } from '../cel.js';
 import type { Template } from '../interpolate.js';
 import { REDACTED } from '../secrets.js';
 import { isMapping, type ConfigReader } from './config.js';
@@ -9,6 +10,14 @@ import type { ActionSpec, PhaseContext, Terminal } from './types.js';
 const METHODS = ['GET', 'PUT', 'POST', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 const TIMEOUT = { min: 1000, max: 30_000, range: '1s to 30s', example: '"3s"' };
 const REDIRECTS = [301, 302, 303, 307, 308];
+/** ngrok retries a call at most this many times, when its retry_condition asks. */
+const MAX_RETRIES = 3;
+/**
+ * What later rules (and retry_condition) read of a failed call: no address or reason, since the
+ * guard's refusal or a network error would tell an authtoken holder what a name resolves to or
+ * what listens inside. The operator's event has the detail.
+ */
+const CALL_FAILED = `the call failed (${CODES.egressFailed})`;
 
 /** What a failed call tells the client with `on_error: halt` (the reason stays in the event). */
 const HALT: Terminal = Object.freeze({
@@ -52,12 +61,101 @@ function queryParams(config: ConfigReader, compile: (text: string, at: string) =
 /** A header value or body as later rules may read it: a template that reads a secret is hidden. */
 const shown = (t: Template, text: string): string => (t.secrets.length > 0 ? REDACTED : text);
 
+/** What one attempt sends. */
+interface Outbound {
+  method: string;
+  headers: Record<string, string>;
+  body: string | undefined;
+}
+
+/** An answer as `actions.ngrok.http_request.res` shows it. */
+interface Answer {
+  status_code: bigint;
+  headers: Map<string, string[]>;
+  body: string;
+}
+
+/** One attempt: the answer after redirects, or why there was none (the detail, for the event). */
+type Attempt = { res: Answer } | { error: string };
+
+/**
+ * Send `out` to `target`, following up to `maxRedirects` redirects (each hop checked by the
+ * egress guard again), and note each hop in `hops`. Throws only when `signal` ended the action.
+ */
+async function attempt(
+  target: URL,
+  out: Outbound,
+  maxRedirects: number,
+  signal: AbortSignal,
+  hops: Array<Record<string, unknown>>,
+): Promise<Attempt> {
+  let current = target;
+  let method = out.method;
+  let body = out.body;
+  try {
+    for (let hop = 0; ; hop++) {
+      const res = await egressFetch(current, { method, headers: out.headers, body, signal });
+      const location = res.headers.get('location');
+      hops.push({ url: current.href, status_code: BigInt(res.status) });
+      if (REDIRECTS.includes(res.status) && location !== null && hop < maxRedirects) {
+        current = new URL(location, current);
+        // As browsers do: a 303 (and a 301/302 of a POST) becomes a GET without a body.
+        if (
+          res.status === 303 ||
+          ((res.status === 301 || res.status === 302) && method === 'POST')
+        ) {
+          method = 'GET';
+          body = undefined;
+        }
+        continue;
+      }
+      const headers = new Map<string, string[]>();
+      res.headers.forEach((value, name) => headers.set(name, [value]));
+      return { res: { status_code: BigInt(res.status), headers, body: await res.text() } };
+    }
+  } catch (err) {
+    if (signal.aborted) throw err;
+    return { error: (err as Error).message || String(err) };
+  }
+}
+
+/**
+ * Whether `retry_condition` asks for another try after attempt `n` failed, reading ngrok's
+ * `attempts` and `last_attempt` (`req`, `res` when there was an answer, with ngrok's `statusCode`
+ * spelling too, and `error`). A condition that fails to evaluate says no, with an event.
+ */
+function retryWanted(
+  c: PhaseContext,
+  condition: CompiledExpression,
+  n: number,
+  req: Record<string, unknown>,
+  last: Attempt,
+): boolean {
+  const lastAttempt = new Map<string, unknown>([
+    ['req', req],
+    ['error', 'error' in last ? CALL_FAILED : ''],
+  ]);
+  if ('res' in last) lastAttempt.set('res', { ...last.res, statusCode: last.res.status_code });
+  const activation = { ...c.activation, attempts: BigInt(n), last_attempt: lastAttempt };
+  try {
+    return condition.evaluate(activation) === true;
+  } catch (err) {
+    c.event(
+      'error',
+      `http-request retry_condition ${JSON.stringify(condition.source)} failed: ${(err as Error).message.split('\n')[0]}; not retrying`,
+    );
+    return false;
+  }
+}
+
 /**
  * `http-request`: call an HTTP service from the policy (ngrok's action): `url`, `method`,
  * `query_params`, `headers` and `body` interpolate; the call goes through the egress guard (no
  * internal address without `--egress-allow`), redirects are followed up to `max_redirects`, each
- * hop checked again, all within `timeout`. Later rules read `actions.ngrok.http_request.req`,
- * `.res` (status_code, headers, body) and `.error`; on a failure, `on_error: halt` answers 502.
+ * hop checked again, all within `timeout`. After a failed attempt (no answer, or a status of 400
+ * or more) `retry_condition`, when given, may ask for up to 3 more. Later rules read
+ * `actions.ngrok.http_request.req`, `.res` (status_code, headers, body) and `.error`; on a
+ * failure, `on_error: halt` answers 502.
  * @example { type: 'http-request', config: { url: 'https://audit.example/hit?ip=${conn.client_ip}', on_error: 'continue' } }
  */
 export const httpRequestAction: ActionSpec = {
@@ -100,9 +198,11 @@ export const httpRequestAction: ActionSpec = {
     }
     const maxRedirects = config.integer('max_redirects', { min: 0, max: 100 }) ?? 10;
     const timeoutMs = config.duration('timeout', TIMEOUT) ?? 3000;
-    if (config.has('retry_condition')) {
-      config.fail('retry_condition', 'is not supported: a failed call is not retried');
-    }
+    const retryText = config.string('retry_condition');
+    const retry =
+      retryText === undefined
+        ? undefined
+        : ctx.expression(retryText, 'retry_condition', 'condition', 'retry');
     const onError = config.string('on_error') ?? 'continue';
     if (onError !== 'continue' && onError !== 'halt') {
       config.fail('on_error', `must be continue or halt, not ${onError}`);
@@ -132,41 +232,19 @@ export const httpRequestAction: ActionSpec = {
         headers: shownHeaders,
         body: body === undefined || bodyOut === undefined ? '' : shown(body, bodyOut),
       };
+      // One signal for every attempt: `timeout` bounds the whole action, retries included.
       const signal = AbortSignal.timeout(timeoutMs);
       const attempts: Array<Record<string, unknown>> = [];
-      let current = target;
-      let currentMethod: string = method;
-      let currentBody = bodyOut;
+      const out: Outbound = { method, headers: sentHeaders, body: bodyOut };
       try {
-        for (let hop = 0; ; hop++) {
-          const res = await egressFetch(current, {
-            method: currentMethod,
-            headers: sentHeaders,
-            body: currentBody,
-            signal,
-          });
-          const location = res.headers.get('location');
-          attempts.push({ url: current.href, status_code: BigInt(res.status) });
-          if (REDIRECTS.includes(res.status) && location !== null && hop < maxRedirects) {
-            current = new URL(location, current);
-            // As browsers do: a 303 (and a 301/302 of a POST) becomes a GET without a body.
-            if (
-              res.status === 303 ||
-              ((res.status === 301 || res.status === 302) && currentMethod === 'POST')
-            ) {
-              currentMethod = 'GET';
-              currentBody = undefined;
-            }
+        for (let n = 1; ; n++) {
+          const last = await attempt(target, out, maxRedirects, signal, attempts);
+          const failedAttempt = 'error' in last || last.res.status_code >= 400n;
+          if (failedAttempt && retry && n <= MAX_RETRIES && retryWanted(c, retry, n, req, last)) {
             continue;
           }
-          const resHeaders = new Map<string, string[]>();
-          res.headers.forEach((value, name) => resHeaders.set(name, [value]));
-          const text = await res.text();
-          c.setActionResult('http_request', {
-            req,
-            res: { status_code: BigInt(res.status), headers: resHeaders, body: text },
-            attempts,
-          });
+          if ('error' in last) return failed(c, 'request_failed', last.error, req, attempts);
+          c.setActionResult('http_request', { req, res: last.res, attempts });
           return undefined;
         }
       } catch (err) {
@@ -178,11 +256,7 @@ export const httpRequestAction: ActionSpec = {
       }
     };
 
-    /**
-     * Record a failure. Later rules (whose output may reach the visitor) get a message that names
-     * no address or reason: the guard's refusal or a network error would tell an authtoken holder
-     * what a name resolves to or what listens inside. The operator's event has the detail.
-     */
+    /** Record a failure: later rules read {@link CALL_FAILED} or the timeout, the event the detail. */
     const failed = (
       c: PhaseContext,
       code: string,
@@ -190,8 +264,7 @@ export const httpRequestAction: ActionSpec = {
       req?: Record<string, unknown>,
       attempts: Array<Record<string, unknown>> = [],
     ): Terminal | undefined => {
-      const message =
-        code === 'request_failed' ? `the call failed (${CODES.egressFailed})` : detail;
+      const message = code === 'request_failed' ? CALL_FAILED : detail;
       c.setActionResult('http_request', {
         ...(req && { req }),
         attempts,

@@ -1,5 +1,5 @@
 import type { RE2JS } from 're2js';
-import type { CompiledExpression } from '../cel.js';
+import type { CompiledExpression, ExpressionScope } from '../cel.js';
 import type { IpPolicyRule, PolicyEventOutcome } from '../events.js';
 import type { HeaderEdits } from '../headers.js';
 import type { Template } from '../interpolate.js';
@@ -168,8 +168,16 @@ export interface CompiledAction {
 export interface ActionCompileContext {
   readonly phase: PolicyPhase;
   readonly protocol: PolicyProtocol;
-  /** Compile a CEL expression found in config key `key` (throws 2200 naming the key). */
-  expression(source: string, key: string, purpose: 'condition' | 'value'): CompiledExpression;
+  /**
+   * Compile a CEL expression found in config key `key` (throws 2200 naming the key); `scope`
+   * `retry` adds http-request's retry variables.
+   */
+  expression(
+    source: string,
+    key: string,
+    purpose: 'condition' | 'value',
+    scope?: ExpressionScope,
+  ): CompiledExpression;
   /**
    * Compile a `${}` template found in config key `key` (throws 2200 naming the key). It may read
    * secrets only by comparing them (`==`, `!=`): its text can reach events, logs or later rules.
