@@ -13,8 +13,8 @@ import { connectNgrok } from './support/ngrok-agents.js';
 /**
  * Issue 31: the variables of ngrok's HTTP and TCP references that came last
  * (`req.content_type.raw` / `.parameters`, `res.content_type.*`, `req.ts.body_received`,
- * `conn.ts.start` on a TCP endpoint), on live traffic through a real `burrow server` and the
- * unmodified @ngrok/ngrok agent.
+ * `conn.ts.start` on a TCP endpoint) and http-request's `retry_condition`, on live traffic
+ * through a real `burrow server` and the unmodified @ngrok/ngrok agent.
  */
 
 /** One rule per path, so one endpoint serves every case. */
@@ -23,56 +23,83 @@ const at = (path: string, rule: Record<string, unknown>) => ({
   expressions: [`req.url.path == '${path}'`, ...((rule.expressions as string[]) ?? [])],
 });
 
-const HTTP_POLICY = JSON.stringify({
-  on_http_request: [
-    // ngrok's examples for req.content_type and req.content_type.parameters.
-    at('/ct', {
-      expressions: [
-        "req.content_type == 'application/json'",
-        "req.content_type.parameters['charset'] == 'utf-8'",
-      ],
-      actions: [
-        {
-          type: 'custom-response',
-          config: { body: '${req.content_type}|${req.content_type.raw}' },
-        },
-      ],
-    }),
-    // ngrok's example for req.ts.body_received; the body still reaches the service whole.
-    at('/body', {
-      expressions: [
-        "req.ts.body_received > timestamp('2023-12-31T00:00:00Z')",
-        'req.ts.body_received >= req.ts.header_received',
-      ],
-      actions: [{ type: 'add-headers', config: { headers: { 'x-body-received': 'yes' } } }],
-    }),
-    at('/nobody', {
-      expressions: ["req.ts.body_received == timestamp('1970-01-01T00:00:00Z')"],
-      actions: [{ type: 'custom-response', config: { body: 'no body' } }],
-    }),
-  ],
-  on_http_response: [
-    at('/res', {
-      expressions: [
-        "res.content_type == 'text/plain'",
-        "res.content_type.parameters['charset'] == 'utf-8'",
-      ],
-      actions: [
-        { type: 'add-headers', config: { headers: { 'x-res-type': '${res.content_type.raw}' } } },
-      ],
-    }),
-  ],
-});
+const httpPolicy = (checker: string) =>
+  JSON.stringify({
+    on_http_request: [
+      // http-request with ngrok's retry_condition example: the checker answers 500 twice.
+      at('/retry', {
+        actions: [
+          {
+            type: 'http-request',
+            config: {
+              url: `${checker}/flaky`,
+              retry_condition: 'last_attempt.res.statusCode == 500',
+            },
+          },
+          {
+            type: 'custom-response',
+            config: {
+              body: '${actions.ngrok.http_request.res.status_code} ${size(actions.ngrok.http_request.attempts)} ${actions.ngrok.http_request.res.body}',
+            },
+          },
+        ],
+      }),
+      // ngrok's examples for req.content_type and req.content_type.parameters.
+      at('/ct', {
+        expressions: [
+          "req.content_type == 'application/json'",
+          "req.content_type.parameters['charset'] == 'utf-8'",
+        ],
+        actions: [
+          {
+            type: 'custom-response',
+            config: { body: '${req.content_type}|${req.content_type.raw}' },
+          },
+        ],
+      }),
+      // ngrok's example for req.ts.body_received; the body still reaches the service whole.
+      at('/body', {
+        expressions: [
+          "req.ts.body_received > timestamp('2023-12-31T00:00:00Z')",
+          'req.ts.body_received >= req.ts.header_received',
+        ],
+        actions: [{ type: 'add-headers', config: { headers: { 'x-body-received': 'yes' } } }],
+      }),
+      at('/nobody', {
+        expressions: ["req.ts.body_received == timestamp('1970-01-01T00:00:00Z')"],
+        actions: [{ type: 'custom-response', config: { body: 'no body' } }],
+      }),
+    ],
+    on_http_response: [
+      at('/res', {
+        expressions: [
+          "res.content_type == 'text/plain'",
+          "res.content_type.parameters['charset'] == 'utf-8'",
+        ],
+        actions: [
+          { type: 'add-headers', config: { headers: { 'x-res-type': '${res.content_type.raw}' } } },
+        ],
+      }),
+    ],
+  });
 
 describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngrok)', () => {
   let edge: EdgeServer;
   let web: LocalServer;
   let echo: LocalServer;
+  let checker: LocalServer;
   let session: ngrok.Session;
   let url: string;
 
   beforeAll(async () => {
-    edge = await startEdgeServer('sqlite');
+    // The checking service listens on loopback: allowed as an operator would.
+    edge = await startEdgeServer('sqlite', ['--egress-allow', '127.0.0.1']);
+    let calls = 0;
+    checker = await startHttpUpstream((_req, res) => {
+      calls++;
+      res.statusCode = calls <= 2 ? 500 : 200;
+      res.end(calls <= 2 ? 'busy' : 'ok');
+    });
     web = await startHttpUpstream((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
@@ -86,7 +113,7 @@ describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngro
     session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
     const listener = await session
       .httpEndpoint()
-      .trafficPolicy(HTTP_POLICY)
+      .trafficPolicy(httpPolicy(`http://127.0.0.1:${checker.port}`))
       .listenAndForward(`http://127.0.0.1:${web.port}`);
     url = listener.url()!;
   }, 90_000);
@@ -95,6 +122,7 @@ describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngro
     await session?.close().catch(() => undefined);
     await web?.close();
     await echo?.close();
+    await checker?.close();
     await edge?.server.stop();
     await edge?.db.drop();
   });
@@ -126,6 +154,11 @@ describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngro
     const reply = await curlUrl(url, '/body', ['--data-binary', body]);
     expect([reply.status, reply.text]).toEqual([200, `upstream /body yes ${body}`]);
     expect((await curlUrl(url, '/nobody')).text).toBe('no body');
+  });
+
+  it("http-request retries while ngrok's retry_condition says so", async () => {
+    const reply = await curlUrl(url, '/retry');
+    expect([reply.status, reply.text]).toEqual([200, '200 3 ok']);
   });
 
   it('conn.ts.start on a TCP endpoint (a guard rule that fails closed if it could not read it)', async () => {
