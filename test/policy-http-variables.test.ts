@@ -13,7 +13,8 @@ import { connectNgrok } from './support/ngrok-agents.js';
 /**
  * Issue 31: the variables of ngrok's HTTP and TCP references that came last
  * (`req.content_type.raw` / `.parameters`, `res.content_type.*`, `req.ts.body_received`,
- * `conn.ts.start` on a TCP endpoint) and http-request's `retry_condition`, on live traffic
+ * `req.user_agent` with ngrok's field names, `req.url.uri`, `conn.ts.start` on a TCP endpoint)
+ * and http-request's `retry_condition`, on live traffic
  * through a real `burrow server` and the unmodified @ngrok/ngrok agent.
  */
 
@@ -64,6 +65,16 @@ const httpPolicy = (checker: string) =>
           'req.ts.body_received >= req.ts.header_received',
         ],
         actions: [{ type: 'add-headers', config: { headers: { 'x-body-received': 'yes' } } }],
+      }),
+      // ngrok's user agent fields, and req.url.uri.
+      at('/ua', {
+        expressions: ['req.user_agent.is_mobile', "req.user_agent.os == 'iOS'"],
+        actions: [
+          {
+            type: 'custom-response',
+            config: { body: '${req.user_agent.device} ${req.url.uri}' },
+          },
+        ],
       }),
       at('/nobody', {
         expressions: ["req.ts.body_received == timestamp('1970-01-01T00:00:00Z')"],
@@ -142,6 +153,13 @@ describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngro
     ]);
     const other = await curlUrl(url, '/ct', ['-H', 'Content-Type: application/json', '-d', '{}']);
     expect(other.text).toBe('upstream /ct - {}');
+  });
+
+  it('req.user_agent with ngrok field names, and req.url.uri', async () => {
+    const iphone =
+      'Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1';
+    expect((await curlUrl(url, '/ua?x=1', ['-A', iphone])).text).toBe('iPhone /ua?x=1');
+    expect((await curlUrl(url, '/ua?x=1', ['-A', 'curl/8'])).text).toBe('upstream /ua?x=1 - ');
   });
 
   it('res.content_type and its parameters, read from the service', async () => {

@@ -14,6 +14,7 @@ import {
   ContentTypeVars,
   CookieVars,
   RequestTsVars,
+  USER_AGENT_ALIASES,
   USER_AGENT_FIELDS,
   UserAgentVars,
 } from './request-detail-vars.js';
@@ -223,6 +224,8 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
       raw_path: 'string',
       query: 'string',
       query_params: 'map<string, list<string>>',
+      uri: 'string',
+      user_password: 'string',
     },
     {
       Raw: 'raw',
@@ -238,7 +241,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
     },
   ),
   declare('Cookie', CookieVars, { name: 'string', value: 'string' }, {}),
-  declare('UserAgent', UserAgentVars, USER_AGENT_FIELDS, {}),
+  declare('UserAgent', UserAgentVars, USER_AGENT_FIELDS, USER_AGENT_ALIASES),
   declare('ContentType', ContentTypeVars, { raw: 'string', parameters: 'map<string, string>' }, {}),
   declare(
     'RequestTs',
@@ -300,6 +303,13 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
   declare('Secret', SecretText, {}, {}),
 ];
 
+/** Values ngrok types as strings that also have fields: they read as their text. */
+function isTextValue(value: unknown): value is UrlVars | ContentTypeVars | UserAgentVars {
+  return (
+    value instanceof UrlVars || value instanceof ContentTypeVars || value instanceof UserAgentVars
+  );
+}
+
 /**
  * A CEL value as text, for `${}` interpolation, log metadata and rate-limit bucket keys.
  * @example celToString(443n) // '443'
@@ -316,7 +326,7 @@ export function celToString(value: unknown): string {
       return '';
     default:
       if (value === null) return '';
-      if (value instanceof UrlVars || value instanceof ContentTypeVars) return value.toString();
+      if (isTextValue(value)) return value.toString();
       // Only an outbound template reveals a secret (interpolate.ts); any other text gets this.
       if (value instanceof SecretText) return REDACTED;
       if (value instanceof Date) return value.toISOString();
@@ -336,8 +346,7 @@ export function toJson(value: unknown): unknown {
       : value.toString();
   }
   if (
-    value instanceof UrlVars ||
-    value instanceof ContentTypeVars ||
+    isTextValue(value) ||
     value instanceof Date ||
     value instanceof Uint8Array ||
     value instanceof SecretText

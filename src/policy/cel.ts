@@ -17,7 +17,7 @@ import {
 } from './secrets.js';
 import type { Activation, ReqVars, ResVars } from './variables.js';
 import type { UrlVars } from './variables.js';
-import type { ContentTypeVars } from './request-detail-vars.js';
+import type { ContentTypeVars, UserAgentVars } from './request-detail-vars.js';
 
 /**
  * The CEL environments policies are written in, one per phase (on_tcp_connect sees `conn`,
@@ -128,14 +128,14 @@ const PHASE_VARIABLES: Record<string, PolicyPhase[]> = {
   res: ['on_http_response'],
 };
 
-/** A variable that reads as text: `req.url` (the full URL), `req.content_type` (the media type). */
-type TextValue = UrlVars | ContentTypeVars;
+/** A variable that reads as text: `req.url`, `req.content_type` (the media type), `req.user_agent`. */
+type TextValue = UrlVars | ContentTypeVars | UserAgentVars;
 
 /**
  * Let CEL type `type` stand where policies write a string: compared with one (`==`, `!=`, either
  * side), converted with `string()`, and given the string functions ngrok's examples call on it.
  */
-function registerTextType(env: Environment, type: 'Url' | 'ContentType'): void {
+function registerTextType(env: Environment, type: 'Url' | 'ContentType' | 'UserAgent'): void {
   const text = (v: TextValue) => v.toString();
   env
     .registerOperator(`${type} == string`, (v: TextValue, s: string) => text(v) === s)
@@ -175,6 +175,7 @@ function buildEnvironment(phase: PolicyPhase, scope: ExpressionScope): Environme
   // ngrok types these as strings that also have fields (`req.url.path`, `req.content_type.raw`).
   registerTextType(env, 'Url');
   registerTextType(env, 'ContentType');
+  registerTextType(env, 'UserAgent');
   registerMacros(env);
   env
     .registerVariable('conn', 'Conn')

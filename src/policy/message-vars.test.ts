@@ -10,8 +10,9 @@ import {
 import type { RequestInput } from './variables.js';
 
 /**
- * Issue 31: `req.content_type` / `res.content_type` with `.raw` and `.parameters`, and
- * `req.ts.body_received`, as ngrok's HTTP variables reference lists them.
+ * Issue 31: `req.content_type` / `res.content_type` with `.raw` and `.parameters`,
+ * `req.ts.body_received`, `req.url.uri` / `.user_password` and `req.user_agent` as a string with
+ * ngrok's fields, as ngrok's HTTP variables reference lists them.
  */
 
 const request = (over: Partial<RequestInput> = {}): RequestInput => ({
@@ -178,5 +179,48 @@ describe('req.ts.body_received', () => {
       vars: first.vars,
     });
     expect(res).toMatchObject({ body: '2026-01-02T03:04:05.000Z' });
+  });
+});
+
+describe('req.url.uri, req.url.user_password', () => {
+  it('are the path and query as sent, and always empty', () => {
+    const req = request({ url: '/a%2Fb/c?x=1&y' });
+    expect(
+      sync(answer('${req.url.uri}|${req.url.user_password}', req, ["req.url.user_password == ''"])),
+    ).toMatchObject({ body: '/a%2Fb/c?x=1&y|' });
+  });
+});
+
+describe('req.user_agent as ngrok types it', () => {
+  const agent = (ua: string) =>
+    request({ headers: { ...SAMPLE_REQUEST.headers, 'user-agent': ua } });
+  const IPHONE =
+    'Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1';
+  const IPAD =
+    'Mozilla/5.0 (iPad; CPU OS 16_6 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/16.6 Mobile/15E148 Safari/604.1';
+  const EDGE =
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91';
+  const BOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
+  const flags =
+    '${req.user_agent.is_mobile} ${req.user_agent.is_tablet} ${req.user_agent.is_desktop} ${req.user_agent.is_bot}';
+
+  it('is the header as a string, with ngrok field names (os, device, is_mobile, url…)', () => {
+    expect(
+      sync(
+        answer(`\${req.user_agent.os} \${req.user_agent.device} ${flags}`, agent(IPHONE), [
+          `req.user_agent == '${IPHONE}'`,
+          "req.user_agent.contains('iPhone')",
+        ]),
+      ),
+    ).toMatchObject({ body: 'iOS iPhone true false false false' });
+    expect(sync(answer(`\${req.user_agent.device} ${flags}`, agent(IPAD)))).toMatchObject({
+      body: 'iPad false true false false',
+    });
+    expect(sync(answer(`\${req.user_agent} ${flags}`, agent(EDGE)))).toMatchObject({
+      body: `${EDGE} false false true false`,
+    });
+    expect(sync(answer(`\${req.user_agent.url} ${flags}`, agent(BOT)))).toMatchObject({
+      body: 'http://www.google.com/bot.html false false false true',
+    });
   });
 });

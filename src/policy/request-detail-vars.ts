@@ -50,9 +50,29 @@ export function parseCookies(headers: readonly string[]): Map<string, CookieVars
 const MAX_USER_AGENT = 512;
 const parsedAgents = new LRUCache<string, UserAgentVars>({ max: 1024 });
 
+/** Operating systems of desktop computers, as ua-parser-js names them (for `is_desktop`). */
+const DESKTOP_OS = new Set([
+  'Windows',
+  'Mac OS',
+  'macOS',
+  'Linux',
+  'Ubuntu',
+  'Debian',
+  'Fedora',
+  'Chrome OS',
+  'Chromium OS',
+  'FreeBSD',
+  'OpenBSD',
+  'NetBSD',
+]);
+
+/** The first http(s) URL in a User-Agent, as bots write theirs (`+http://www.google.com/bot.html`). */
+const AGENT_URL = /https?:\/\/[^\s;)]+/;
+
 /**
- * `req.user_agent`: the User-Agent header read by ua-parser-js (browser, engine, OS, device, CPU)
- * and isbot (`is_bot`). Unknown parts are `''`.
+ * `req.user_agent`: the User-Agent header as ngrok's `string` (cel.ts lets it compare with
+ * strings), read by ua-parser-js (browser, engine, OS, device, CPU) and isbot (`is_bot`), with
+ * ngrok's `is_mobile`, `is_tablet`, `is_desktop` and `url`. Unknown parts are `''`.
  */
 export class UserAgentVars {
   readonly raw: string;
@@ -68,6 +88,11 @@ export class UserAgentVars {
   readonly device_model: string;
   readonly cpu_architecture: string;
   readonly is_bot: boolean;
+  readonly is_mobile: boolean;
+  readonly is_tablet: boolean;
+  /** Neither phone nor tablet nor bot, on a desktop operating system. */
+  readonly is_desktop: boolean;
+  readonly url: string;
   /** Use {@link UserAgentVars.of}, which caches. */
   constructor(raw: string) {
     const head = raw.slice(0, MAX_USER_AGENT);
@@ -85,6 +110,14 @@ export class UserAgentVars {
     this.device_model = r.device.model ?? '';
     this.cpu_architecture = r.cpu.architecture ?? '';
     this.is_bot = isbot(head);
+    this.is_mobile = this.device_type === 'mobile';
+    this.is_tablet = this.device_type === 'tablet';
+    this.is_desktop = this.device_type === '' && !this.is_bot && DESKTOP_OS.has(this.os_name);
+    this.url = AGENT_URL.exec(head)?.[0] ?? '';
+  }
+
+  toString(): string {
+    return this.raw;
   }
 
   /** The parsed agent, cached: most requests come from a few agents. */
@@ -181,4 +214,11 @@ export const USER_AGENT_FIELDS: Record<string, string> = {
   device_model: 'string',
   cpu_architecture: 'string',
   is_bot: 'bool',
+  is_mobile: 'bool',
+  is_tablet: 'bool',
+  is_desktop: 'bool',
+  url: 'string',
 };
+
+/** ngrok's names of fields the parser names otherwise (`req.user_agent.os`, `.device`). */
+export const USER_AGENT_ALIASES: Record<string, string> = { os: 'os_name', device: 'device_model' };
