@@ -62,6 +62,7 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
   let keys: { privateKey: KeyLike; publicKey: KeyLike };
   let open: EchoClient;
   let guarded: EchoClient;
+  let edgeUrl = '';
   const cancelled: string[] = [];
 
   const clientFor = (url: string): EchoClient => {
@@ -162,6 +163,7 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
       .trafficPolicy(JSON.stringify(policy))
       .listenAndForward(to);
     open = clientFor(plain.url()!);
+    edgeUrl = plain.url()!;
     guarded = clientFor(judged.url()!);
   }, 60_000);
 
@@ -217,6 +219,18 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
     expect(reply.subarray(-big.length).equals(big)).toBe(true);
   });
 
+  it("a call to a name no endpoint serves is UNAVAILABLE, with the edge's reason", async () => {
+    const nowhere = clientFor(
+      `https://nothing-here.${new URL(edgeUrl).hostname.split('.').slice(1).join('.')}`,
+    );
+    const err = (await unary(nowhere, Buffer.from('x')).catch(
+      (e: unknown) => e,
+    )) as grpc.ServiceError;
+    nowhere.close();
+    expect(err.code).toBe(grpc.status.UNAVAILABLE);
+    expect(err.metadata.get('burrow-error-code')[0]).toMatch(/^ERR_NGROK_/);
+  });
+
   it('a deadline exceeded, and a cancelled call the service hears of', async () => {
     const late = new Promise<grpc.ServiceError>((resolve) =>
       open.slow(
@@ -239,8 +253,13 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
   });
 
   it('a jwt-validation refusal arrives as UNAUTHENTICATED; a valid token goes through', async () => {
-    const refused = await unary(guarded, Buffer.from('x')).catch((e: grpc.ServiceError) => e);
-    expect((refused as grpc.ServiceError).code).toBe(grpc.status.UNAUTHENTICATED);
+    const refused = (await unary(guarded, Buffer.from('x')).catch(
+      (e: unknown) => e,
+    )) as grpc.ServiceError;
+    expect(refused.code).toBe(grpc.status.UNAUTHENTICATED);
+    // The edge's own status, with the action's challenge, not grpc-js's reading of an HTTP 401.
+    expect(refused.details).toBe('Unauthorized');
+    expect(String(refused.metadata.get('www-authenticate')[0])).toMatch(/^Bearer/);
 
     const token = await new SignJWT({ sub: 'alice' })
       .setProtectedHeader({ alg: 'RS256', kid: 'k1' })

@@ -11,6 +11,8 @@ export interface CurlReply {
   body: any;
   /** Response headers, names in lower case. */
   headers: Record<string, string>;
+  /** The HTTP version of the status line: `1.1`, `2`. */
+  httpVersion: string;
 }
 
 /**
@@ -48,7 +50,8 @@ export async function curl(args: string[]): Promise<CurlReply> {
   } catch {
     body = undefined;
   }
-  return { status, text, body, headers };
+  const httpVersion = /^HTTP\/(\S+)/.exec(head)?.[1] ?? '';
+  return { status, text, body, headers, httpVersion };
 }
 
 /**

@@ -5,6 +5,7 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import { CODES } from '../../core/errors.js';
 import { escapeHtml } from '../../core/html.js';
+import { GRPC_STATUS, grpcStatusOf, isGrpc, writeGrpcStatus } from './grpc-answers.js';
 
 /** Header naming why the ingress, not the upstream, answered. */
 export const ERROR_CODE_HEADER = 'Burrow-Error-Code';
@@ -156,8 +157,15 @@ export function sendErrorPage(
   host: string,
   detail?: string,
 ): void {
+  const message = errorMessage(error, host, detail);
+  if (isGrpc(req.headers['content-type'])) {
+    // No endpoint, or its agent unreachable: for a gRPC client the service is unavailable.
+    const status = error.status === 404 ? GRPC_STATUS.unavailable : grpcStatusOf(error.status);
+    writeGrpcStatus(res, error.status, message, { [ERROR_CODE_HEADER]: error.code }, status);
+    return;
+  }
   const html = wantsHtml(req.headers.accept);
-  const body = errorPageBody(error, errorMessage(error, host, detail), html);
+  const body = errorPageBody(error, message, html);
   // The reason phrase of the page's own status, even after a writeHead that threw had set another.
   res.writeHead(error.status, STATUS_CODES[error.status] ?? error.title, {
     'Content-Type': html ? 'text/html; charset=utf-8' : 'text/plain; charset=utf-8',

@@ -19,6 +19,7 @@ import {
   type Http2Session,
 } from 'node:http2';
 import type { TLSSocket } from 'node:tls';
+import { H2_SESSION_WINDOW, H2_STREAM_WINDOW } from './h2-upstream.js';
 
 /** What the HTTP/2 side bounds; each has a flag and a line in docs/security.md. */
 export interface H2Limits {
@@ -51,6 +52,13 @@ export interface H2IngressOptions {
 export class H2Ingress {
   private readonly server: Http2Server;
   private readonly sessions = new Set<Http2Session>();
+  /**
+   * Each session's TLS socket: `session.socket` is a proxy of it, and the ingress knows connections
+   * by the socket itself (byte counts, on_tcp_connect once per connection).
+   */
+  private readonly sockets = new WeakMap<Http2Session, TLSSocket>();
+  /** The socket being accepted: Node makes its session, and emits 'session', in the same turn. */
+  private accepting: TLSSocket | undefined;
 
   constructor(options: H2IngressOptions) {
     const { limits } = options;
@@ -60,6 +68,7 @@ export class H2Ingress {
         maxHeaderListSize: limits.maxHeaderListBytes,
         // No server push: the edge never pushes.
         enablePush: false,
+        initialWindowSize: H2_STREAM_WINDOW,
       },
       maxHeaderListPairs: 256,
       // Node answers a client that opens and resets streams faster than it serves them
@@ -69,17 +78,25 @@ export class H2Ingress {
     });
     this.server.on('session', (session: Http2Session) => {
       this.sessions.add(session);
+      if (this.accepting) this.sockets.set(session, this.accepting);
+      session.once('connect', () => session.setLocalWindowSize(H2_SESSION_WINDOW));
       session.once('close', () => this.sessions.delete(session));
       session.setTimeout(limits.idleTimeoutMs, () => session.close());
     });
     this.server.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
-      options.onRequest(asIncoming(req), asResponse(res));
+      const socket = this.sockets.get(req.stream.session!) ?? req.stream.session?.socket;
+      options.onRequest(asIncoming(req, socket), asResponse(res));
     });
   }
 
   /** Serve an HTTP/2 connection on `socket`, which negotiated `h2`. */
   accept(socket: TLSSocket): void {
-    this.server.emit('connection', socket);
+    this.accepting = socket;
+    try {
+      this.server.emit('connection', socket);
+    } finally {
+      this.accepting = undefined;
+    }
   }
 
   /** Open connections, for draining. */
@@ -102,7 +119,7 @@ export class H2Ingress {
  * `:authority`, a body without a length said to be chunked (as HTTP/1.1 would frame it, and as it
  * goes on to an HTTP/1.1 service), and the TLS connection as its socket.
  */
-function asIncoming(req: Http2ServerRequest): IncomingMessage {
+function asIncoming(req: Http2ServerRequest, socket: unknown): IncomingMessage {
   const headers: Record<string, string | string[] | undefined> = {};
   const raw: string[] = [];
   const given = req.rawHeaders;
@@ -124,7 +141,7 @@ function asIncoming(req: Http2ServerRequest): IncomingMessage {
   Object.defineProperties(req, {
     headers: { value: headers, writable: true, configurable: true },
     rawHeaders: { value: raw, writable: true, configurable: true },
-    socket: { value: req.stream.session?.socket, configurable: true },
+    socket: { value: socket, configurable: true },
   });
   // The compatibility request has every field the full path reads (http-requests.ts).
   return req as unknown as IncomingMessage;

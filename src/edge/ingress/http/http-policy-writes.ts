@@ -10,7 +10,9 @@ import { CODES } from '../../../core/errors.js';
 import { fieldProblem, headersProblem, isTargetText } from '../../../core/http-wire.js';
 import { normalizeOriginForm } from '../../../core/request-target.js';
 import type { HeaderChanges, Refusal, RespondDecision } from '../../../policy/index.js';
+import { isGrpc, writeGrpcStatus } from '../grpc-answers.js';
 import {
+  ERROR_CODE_HEADER,
   INGRESS_ERRORS,
   rawErrorResponse,
   refusalPage,
@@ -42,6 +44,13 @@ export function writeDecision(res: ServerResponse, d: RespondDecision): void {
       routingHost(req.headers.host) ?? '',
       problem,
     );
+    return;
+  }
+  if (d.status >= 300 && isGrpc(res.req.headers['content-type'])) {
+    // A gRPC client reads a status, not a page: deny, basic-auth, jwt-validation, rate-limit…
+    const message = d.refusal?.message ?? (d.body || reasonOf(d.status));
+    const code: Record<string, string> = d.refusal ? { [ERROR_CODE_HEADER]: d.refusal.code } : {};
+    writeGrpcStatus(res, d.status, message, { ...d.headers, ...code });
     return;
   }
   if (d.refusal && d.body === '') {
