@@ -7,7 +7,8 @@ import { CEL_TYPES } from './cel-types.js';
 import { CLIENT_IP_INFO_FIELDS } from './ip-intel-vars.js';
 import { deepest } from './document-limits.js';
 import type { PolicyPhase } from './parse.js';
-import { compileRegex } from './regex.js';
+import { compileRegex, RE2_MATCHES } from './regex.js';
+import { registerTextType } from './cel-text-types.js';
 import {
   scanSecretUses,
   secretEquals,
@@ -16,8 +17,6 @@ import {
   type SecretText,
 } from './secrets.js';
 import type { Activation, ReqVars, ResVars } from './variables.js';
-import type { UrlVars } from './variables.js';
-import type { ContentTypeVars, UserAgentVars } from './request-detail-vars.js';
 
 /**
  * The CEL environments policies are written in, one per phase (on_tcp_connect sees `conn`,
@@ -106,10 +105,6 @@ export function inCidrRange(ip: string, cidr: string): boolean {
   return host.family === addr.family && host.value === addr.value;
 }
 
-// Internal name `matches` is routed to: cel-js ships `matches` on the backtracking RegExp engine,
-// and its registry refuses a second overload of the same signature, so calls are renamed before
-// type checking.
-const RE2_MATCHES = '__re2_matches';
 const MACROS = new Set(['all', 'exists', 'exists_one', 'map', 'filter', 'bind']);
 
 /** Functions that exist only in some phases, for the hint when one is used elsewhere. */
@@ -127,36 +122,6 @@ const PHASE_VARIABLES: Record<string, PolicyPhase[]> = {
   req: ['on_http_request', 'on_http_response'],
   res: ['on_http_response'],
 };
-
-/** A variable that reads as text: `req.url`, `req.content_type` (the media type), `req.user_agent`. */
-type TextValue = UrlVars | ContentTypeVars | UserAgentVars;
-
-/**
- * Let CEL type `type` stand where policies write a string: compared with one (`==`, `!=`, either
- * side), converted with `string()`, and given the string functions ngrok's examples call on it.
- */
-function registerTextType(env: Environment, type: 'Url' | 'ContentType' | 'UserAgent'): void {
-  const text = (v: TextValue) => v.toString();
-  env
-    .registerOperator(`${type} == string`, (v: TextValue, s: string) => text(v) === s)
-    .registerOperator(`${type} in list<string>`, (v: TextValue, l: string[]) => l.includes(text(v)))
-    .registerOperator(`${type} + string`, (v: TextValue, s: string) => text(v) + s)
-    .registerOperator(`string + ${type}`, (s: string, v: TextValue) => s + text(v))
-    .registerFunction(`string(${type}): string`, text)
-    .registerFunction(`${type}.size(): int`, (v: TextValue) => BigInt(text(v).length))
-    .registerFunction(`${type}.contains(string): bool`, (v: TextValue, s: string) =>
-      text(v).includes(s),
-    )
-    .registerFunction(`${type}.startsWith(string): bool`, (v: TextValue, s: string) =>
-      text(v).startsWith(s),
-    )
-    .registerFunction(`${type}.endsWith(string): bool`, (v: TextValue, s: string) =>
-      text(v).endsWith(s),
-    )
-    .registerFunction(`${type}.${RE2_MATCHES}(string): bool`, (v: TextValue, re: string) =>
-      compileRegex(re).test(text(v)),
-    );
-}
 
 /**
  * Where an expression is written: a rule or config value (`phase`), or http-request's

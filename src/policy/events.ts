@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../core/logger.js';
 import type { PolicyPhase } from './parse.js';
+import type { ConnVars } from './variables.js';
 
 /**
  * Policy events: what `log` actions write and what the engine decided (denied, rate-limited,
@@ -155,4 +156,54 @@ export class PolicyEventLog implements PolicyEventSink, PolicyEventSource {
   forget(ownerId: string): void {
     this.rings.delete(ownerId);
   }
+}
+
+let lastMillis = NaN;
+let lastIso = '';
+
+/**
+ * RFC 3339 text of `ms`; a flood of refusals records many events per millisecond, so reuse it.
+ * @example isoTime(0) // '1970-01-01T00:00:00.000Z'
+ */
+export function isoTime(ms: number): string {
+  if (ms !== lastMillis) {
+    lastMillis = ms;
+    lastIso = new Date(ms).toISOString();
+  }
+  return lastIso;
+}
+
+/**
+ * `client_geo` of an event, when IP intelligence knows the client (looked up once per phase run).
+ * @example ({ ...clientGeo(activation.conn) }) // {} or { client_geo: { country_code: 'FR', … } }
+ */
+export function clientGeo(conn: ConnVars): { client_geo?: ClientGeo } {
+  const i = conn.client_ip_info.intel;
+  if (i.country_code === undefined && i.as_number === undefined && i.city === undefined) return {};
+  return {
+    client_geo: {
+      country_code: i.country_code ?? '',
+      subdivision: i.subdivision ?? '',
+      city: i.city ?? '',
+      as_number: i.as_number ?? 0,
+      as_organization: i.as_organization ?? '',
+    },
+  };
+}
+
+/**
+ * `value` with `redact` applied to every string in it, keys included; redacting the values
+ * themselves (not their JSON text) finds a secret however JSON would escape it, and a short one
+ * cannot break the structure.
+ * @example redactStrings({ a: 'k=s3cret' }, (t) => t.replace('s3cret', '[secret]')) // { a: 'k=[secret]' }
+ */
+export function redactStrings(value: unknown, redact: (text: string) => string): unknown {
+  if (typeof value === 'string') return redact(value);
+  if (Array.isArray(value)) return value.map((v) => redactStrings(v, redact));
+  if (value !== null && typeof value === 'object') {
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [redact(k), redactStrings(v, redact)]),
+    );
+  }
+  return value;
 }

@@ -8,6 +8,13 @@ import { RE2JS } from 're2js';
  * time (a CEL `matches` whose pattern is not a literal) go through a small bounded cache.
  */
 
+/**
+ * The internal name CEL `matches` calls are renamed to before type checking: cel-js ships
+ * `matches` on the backtracking RegExp engine, and its registry refuses a second overload of the
+ * same signature, so cel.ts registers RE2's under this name.
+ */
+export const RE2_MATCHES = '__re2_matches';
+
 const CACHE_LIMIT = 256;
 const cache = new LRUCache<string, RE2JS>({ max: CACHE_LIMIT });
 

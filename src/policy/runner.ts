@@ -11,8 +11,10 @@ import type { CompiledExpression } from './cel.js';
 import type { CompiledPolicy, CompiledRule } from './compile.js';
 import { toJson } from './cel-types.js';
 import {
+  clientGeo,
   DISCARD_EVENTS,
-  type ClientGeo,
+  isoTime,
+  redactStrings,
   type IpPolicyRule,
   type PolicyEventOutcome,
   type PolicyEventSink,
@@ -56,18 +58,6 @@ const ACTION_RESULTS = Symbol('policy action results');
 type VarsWithResults = Record<string, unknown> & { [ACTION_RESULTS]?: Record<string, unknown> };
 
 type Settled<T> = T | Promise<T>;
-
-let lastMillis = NaN;
-let lastIso = '';
-
-/** RFC 3339 text of `ms`; a flood of refusals records many events per millisecond, so reuse it. */
-function isoTime(ms: number): string {
-  if (ms !== lastMillis) {
-    lastMillis = ms;
-    lastIso = new Date(ms).toISOString();
-  }
-  return lastIso;
-}
 
 function then<T, R>(value: Settled<T>, fn: (v: T) => R): Settled<R> {
   return value instanceof Promise ? value.then(fn) : fn(value);
@@ -445,35 +435,4 @@ export class PolicyRunner {
     if (!this.lookup) return Promise.reject(new Error('no IP policy source was given'));
     return this.lookup(ids);
   }
-}
-
-/** `client_geo` of an event, when IP intelligence knows the client (looked up once per phase run). */
-function clientGeo(conn: ConnVars): { client_geo?: ClientGeo } {
-  const i = conn.client_ip_info.intel;
-  if (i.country_code === undefined && i.as_number === undefined && i.city === undefined) return {};
-  return {
-    client_geo: {
-      country_code: i.country_code ?? '',
-      subdivision: i.subdivision ?? '',
-      city: i.city ?? '',
-      as_number: i.as_number ?? 0,
-      as_organization: i.as_organization ?? '',
-    },
-  };
-}
-
-/**
- * `value` with `redact` applied to every string in it, keys included; redacting the values
- * themselves (not their JSON text) finds a secret however JSON would escape it, and a short one
- * cannot break the structure.
- */
-function redactStrings(value: unknown, redact: (text: string) => string): unknown {
-  if (typeof value === 'string') return redact(value);
-  if (Array.isArray(value)) return value.map((v) => redactStrings(v, redact));
-  if (value !== null && typeof value === 'object') {
-    return Object.fromEntries(
-      Object.entries(value).map(([k, v]) => [redact(k), redactStrings(v, redact)]),
-    );
-  }
-  return value;
 }
