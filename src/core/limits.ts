@@ -24,6 +24,8 @@ export interface ServerLimits {
   maxHeaderBytes: number;
   /** HTTP ingress: header fields per request (431 beyond). */
   maxHeaderCount: number;
+  /** HTTP/2 clients: streams open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
+  http2MaxConcurrentStreams: number;
   /** Agents: Auth must arrive this soon after the TLS handshake. */
   agentAuthTimeoutMs: number;
   /** Agents: sessions one credential may hold at once. */
@@ -143,6 +145,15 @@ export const LIMIT_OPTIONS: readonly LimitSpec[] = [
     description: 'HTTP ingress: header fields per request (431 beyond)',
     default: '100',
     min: 8,
+    max: 10_000,
+  },
+  {
+    name: 'http2-max-concurrent-streams',
+    field: 'http2MaxConcurrentStreams',
+    description:
+      'HTTP/2 clients: streams open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS; a stream beyond is refused)',
+    default: '100',
+    min: 1,
     max: 10_000,
   },
   {

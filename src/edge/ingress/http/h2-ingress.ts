@@ -11,6 +11,7 @@
  * counts, the SNI check), and a response has no reason phrase and takes trailers as an object.
  */
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { ServerLimits } from '../../../core/limits.js';
 import {
   createServer,
   type Http2Server,
@@ -21,22 +22,15 @@ import {
 import type { TLSSocket } from 'node:tls';
 import { H2_SESSION_WINDOW, H2_STREAM_WINDOW } from './h2-upstream.js';
 
-/** What the HTTP/2 side bounds; each has a flag and a line in docs/security.md. */
-export interface H2Limits {
-  /** Streams a client may have open at once on one connection (SETTINGS_MAX_CONCURRENT_STREAMS). */
-  maxConcurrentStreams: number;
-  /** Bytes of one header list, names and values (SETTINGS_MAX_HEADER_LIST_SIZE). */
-  maxHeaderListBytes: number;
-  /** An idle connection (no open stream) is closed with GOAWAY after this long. */
-  idleTimeoutMs: number;
-}
-
-/** The defaults of {@link H2Limits}. */
-export const DEFAULT_H2_LIMITS: H2Limits = {
-  maxConcurrentStreams: 100,
-  maxHeaderListBytes: 16 * 1024,
-  idleTimeoutMs: 60_000,
-};
+/**
+ * What the HTTP/2 side bounds, from the server's limits (docs/security.md): streams per connection
+ * (`--http2-max-concurrent-streams`), the header list (`--max-header-bytes`, as on HTTP/1.1) and
+ * an idle connection's life (`--keep-alive-timeout-ms`, then GOAWAY).
+ */
+export type H2Limits = Pick<
+  ServerLimits,
+  'http2MaxConcurrentStreams' | 'maxHeaderBytes' | 'keepAliveTimeoutMs'
+>;
 
 export interface H2IngressOptions {
   limits: H2Limits;
@@ -46,7 +40,7 @@ export interface H2IngressOptions {
 
 /**
  * @example
- * const h2 = new H2Ingress({ limits: DEFAULT_H2_LIMITS, onRequest: requests.onRequest });
+ * const h2 = new H2Ingress({ limits: DEFAULT_LIMITS, onRequest: requests.onRequest });
  * if (tlsSocket.alpnProtocol === 'h2') h2.accept(tlsSocket);
  */
 export class H2Ingress {
@@ -64,8 +58,8 @@ export class H2Ingress {
     const { limits } = options;
     this.server = createServer({
       settings: {
-        maxConcurrentStreams: limits.maxConcurrentStreams,
-        maxHeaderListSize: limits.maxHeaderListBytes,
+        maxConcurrentStreams: limits.http2MaxConcurrentStreams,
+        maxHeaderListSize: limits.maxHeaderBytes,
         // No server push: the edge never pushes.
         enablePush: false,
         initialWindowSize: H2_STREAM_WINDOW,
@@ -81,7 +75,7 @@ export class H2Ingress {
       if (this.accepting) this.sockets.set(session, this.accepting);
       session.once('connect', () => session.setLocalWindowSize(H2_SESSION_WINDOW));
       session.once('close', () => this.sessions.delete(session));
-      session.setTimeout(limits.idleTimeoutMs, () => session.close());
+      session.setTimeout(limits.keepAliveTimeoutMs, () => session.close());
     });
     this.server.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
       const socket = this.sockets.get(req.stream.session!) ?? req.stream.session?.socket;

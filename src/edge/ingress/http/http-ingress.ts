@@ -27,7 +27,7 @@ import {
   type RawRelayTimeouts,
 } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
-import { DEFAULT_H2_LIMITS, H2Ingress, type H2Limits } from './h2-ingress.js';
+import { H2Ingress, type H2Limits } from './h2-ingress.js';
 import { HttpRelay, type LeanRoute } from './http-relay.js';
 import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
@@ -56,8 +56,6 @@ export interface HttpIngressOptions {
   limits?: HeaderLimits | undefined;
   /** Told when a client goes over a limit the server enforces itself (for /metrics and logs). */
   onLimit?: ((clientIp: string, limit: string) => void) | undefined;
-  /** HTTP/2 clients' limits; default DEFAULT_H2_LIMITS. */
-  h2Limits?: H2Limits | undefined;
   /** When upgraded connections' raw relays end for going quiet; default DEFAULT_LIMITS'. */
   relayTimeouts?: RawRelayTimeouts | undefined;
   /** Told of every routed request (the traffic inspector, traffic-tap.ts). */
@@ -70,7 +68,8 @@ export interface HttpIngressOptions {
 type HeaderLimits = Pick<
   ServerLimits,
   'headersTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes' | 'maxHeaderCount'
->;
+> &
+  H2Limits;
 
 /**
  * @example
@@ -129,7 +128,7 @@ export class HttpIngress {
     this.httpServer.on('checkContinue', this.requests.onRequest);
     this.httpServer.on('upgrade', this.upgrades.onUpgrade);
     this.h2 = new H2Ingress({
-      limits: options.h2Limits ?? DEFAULT_H2_LIMITS,
+      limits: { ...limits, keepAliveTimeoutMs },
       onRequest: this.requests.onRequest,
     });
     this.relay = new HttpRelay({
