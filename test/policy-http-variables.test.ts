@@ -13,7 +13,7 @@ import { connectNgrok } from './support/ngrok-agents.js';
 /**
  * Issue 31: the variables of ngrok's HTTP and TCP references that came last
  * (`req.content_type.raw` / `.parameters`, `res.content_type.*`, `req.ts.body_received`,
- * `req.user_agent` with ngrok's field names, `req.url.uri`, `conn.ts.start` on a TCP endpoint)
+ * `res.cookies`, `req.user_agent` with ngrok's field names, `req.url.uri`, `conn.ts.start` on a TCP endpoint)
  * and http-request's `retry_condition`, on live traffic
  * through a real `burrow server` and the unmodified @ngrok/ngrok agent.
  */
@@ -82,6 +82,22 @@ const httpPolicy = (checker: string) =>
       }),
     ],
     on_http_response: [
+      at('/cookie', {
+        expressions: [
+          "res.cookies['sid'][0].http_only",
+          "res.cookies['sid'][0].max_age == duration('60s')",
+        ],
+        actions: [
+          {
+            type: 'add-headers',
+            config: {
+              headers: {
+                'x-cookie': "${res.cookies['sid'][0].value} ${res.cookies['sid'][0].path}",
+              },
+            },
+          },
+        ],
+      }),
       at('/res', {
         expressions: [
           "res.content_type == 'text/plain'",
@@ -116,6 +132,8 @@ describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngro
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         res.setHeader('content-type', 'text/plain; charset=utf-8');
+        if (req.url === '/cookie')
+          res.setHeader('set-cookie', ['sid=s1; Path=/app; Max-Age=60; HttpOnly']);
         const mark = req.headers['x-body-received'] ?? '-';
         res.end(`upstream ${req.url} ${String(mark)} ${Buffer.concat(chunks).toString()}`);
       });
@@ -165,6 +183,10 @@ describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngro
   it('res.content_type and its parameters, read from the service', async () => {
     const reply = await curlUrl(url, '/res');
     expect(reply.headers['x-res-type']).toBe('text/plain; charset=utf-8');
+  });
+
+  it('res.cookies with their attributes, read from the Set-Cookie headers of the service', async () => {
+    expect((await curlUrl(url, '/cookie')).headers['x-cookie']).toBe('s1 /app');
   });
 
   it('req.ts.body_received: the edge reads the body first, then sends it on whole', async () => {

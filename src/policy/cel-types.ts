@@ -1,3 +1,4 @@
+import { Duration } from '@marcbachmann/cel-js/evaluator';
 import {
   ConnTsVars,
   ConnVars,
@@ -18,6 +19,7 @@ import {
   USER_AGENT_FIELDS,
   UserAgentVars,
 } from './request-detail-vars.js';
+import { RESPONSE_COOKIE_FIELDS, ResponseCookieVars } from './response-cookie-vars.js';
 import {
   TLS_NAME_ATTRIBUTES,
   TlsClientVars,
@@ -241,6 +243,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
     },
   ),
   declare('Cookie', CookieVars, { name: 'string', value: 'string' }, {}),
+  declare('ResponseCookie', ResponseCookieVars, RESPONSE_COOKIE_FIELDS, {}),
   declare('UserAgent', UserAgentVars, USER_AGENT_FIELDS, USER_AGENT_ALIASES),
   declare('ContentType', ContentTypeVars, { raw: 'string', parameters: 'map<string, string>' }, {}),
   declare(
@@ -287,6 +290,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
       Headers: 'map<string, list<string>>',
       content_length: 'int',
       content_type: 'ContentType',
+      cookies: 'map<string, list<ResponseCookie>>',
       location: 'string',
     },
     {
@@ -330,6 +334,8 @@ export function celToString(value: unknown): string {
       // Only an outbound template reveals a secret (interpolate.ts); any other text gets this.
       if (value instanceof SecretText) return REDACTED;
       if (value instanceof Date) return value.toISOString();
+      // CEL's own text of a duration: `3600s`, `1.5s`.
+      if (value instanceof Duration) return value.toString();
       if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
       return JSON.stringify(toJson(value));
   }
@@ -348,6 +354,7 @@ export function toJson(value: unknown): unknown {
   if (
     isTextValue(value) ||
     value instanceof Date ||
+    value instanceof Duration ||
     value instanceof Uint8Array ||
     value instanceof SecretText
   ) {

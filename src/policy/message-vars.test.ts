@@ -224,3 +224,44 @@ describe('req.user_agent as ngrok types it', () => {
     });
   });
 });
+
+describe('res.cookies', () => {
+  it("reads Set-Cookie with ngrok's attribute fields, longest path first", async () => {
+    const { runner } = bindPolicy(
+      oneRule(
+        'on_http_response',
+        [
+          {
+            type: 'custom-response',
+            config: {
+              body: "${res.cookies['sid'][0].path} ${res.cookies['sid'][0].domain} ${res.cookies['sid'][0].max_age} ${res.cookies['sid'][0].same_site} ${res.cookies['sid'][0].unparsed_attributes} ${res.cookies['sid'][1].path} ${res.cookies['sid'][1].expires}",
+            },
+          },
+        ],
+        [
+          'size(res.cookies) == 2',
+          "res.cookies['sid'][0].http_only && res.cookies['sid'][0].secure",
+          "res.cookies['sid'][0].max_age > duration('30m')",
+          "res.cookies['sid'][1].expires > timestamp('2023-12-31T00:00:00Z')",
+          "res.cookies['theme'][0].value == 'dark' && !res.cookies['theme'][0].secure",
+        ],
+      ),
+      'http',
+    );
+    const res = {
+      status_code: 200,
+      headers: {
+        'set-cookie': [
+          'sid=short; Path=/; Expires=Wed, 21 Oct 2099 07:28:00 GMT',
+          'sid="long"; Path=/app/admin; Domain=.Example.com; Max-Age=3600; Secure; HttpOnly; SameSite=Lax; Partitioned; Priority=High',
+          'theme=dark',
+          'no-value-pair',
+        ],
+      },
+    };
+    const decision = await runner.onHttpResponse({ conn: CONN_TLS13, req: request(), res });
+    expect(decision).toMatchObject({
+      body: '/app/admin example.com 3600s Lax {"Partitioned":"","Priority":"High"} / 2099-10-21T07:28:00.000Z',
+    });
+  });
+});

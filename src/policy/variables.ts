@@ -21,6 +21,7 @@ import { GeoVars, IpInfoVars, type GeoInput } from './ip-intel-vars.js';
 export type { GeoInput } from './ip-intel-vars.js';
 import { TlsClientVars } from './tls-client-vars.js';
 import { UrlVars } from './url-vars.js';
+import { parseSetCookies, type ResponseCookieVars } from './response-cookie-vars.js';
 
 export { UrlVars } from './url-vars.js';
 
@@ -337,9 +338,19 @@ export class ReqVars extends MessageVars {
 
 export class ResVars extends MessageVars {
   readonly #in: ResponseInput;
+  #cookies: Map<string, ResponseCookieVars[]> | undefined;
   constructor(input: ResponseInput) {
     super(input.headers);
     this.#in = input;
+  }
+  /** The Set-Cookie headers' cookies by name (`res.cookies['session'][0].http_only`). */
+  get cookies(): Map<string, ResponseCookieVars[]> {
+    return (this.#cookies ??= parseSetCookies(this.header('set-cookie')));
+  }
+  /** Cookies are read from the headers: after an edit, read again. */
+  override setHeaderChanges(changes: HeaderChanges): void {
+    super.setHeaderChanges(changes);
+    this.#cookies = undefined;
   }
   get status_code(): bigint {
     return BigInt(this.#in.status_code);
