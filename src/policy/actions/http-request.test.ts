@@ -287,6 +287,35 @@ describe('http-request', () => {
     expect(seen).toEqual([]);
   });
 
+  it("later rules read ngrok's names too: res.header, res.time_ms and each attempt's response_*", async () => {
+    allowLoopbackEgress();
+    const { runner } = bindPolicy(
+      {
+        on_http_request: [
+          { actions: [{ type: 'http-request', config: { url: `${base}/moved` } }] },
+          {
+            expressions: [
+              'actions.ngrok.http_request.res.time_ms >= 0',
+              'actions.ngrok.http_request.attempts.all(a, a.response_time_ms >= 0)',
+            ],
+            actions: [
+              {
+                type: 'custom-response',
+                config: {
+                  body: "${actions.ngrok.http_request.res.header['x-verdict'][0]} ${actions.ngrok.http_request.attempts.map(a, a.response_status_code)} ${actions.ngrok.http_request.attempts[0].response_header['location'][0]}",
+                },
+              },
+            ],
+          },
+        ],
+      },
+      'http',
+    );
+    expect(
+      await runner.onHttpRequest({ conn: { client_ip: '192.0.2.7' }, req: request }),
+    ).toMatchObject({ body: 'allow [302,200] /check?moved=1' });
+  });
+
   it('refuses bad configs at save', () => {
     const bad = (config: Record<string, unknown>) => () =>
       bindPolicy(oneRule('on_http_request', [{ type: 'http-request', config }]), 'http');

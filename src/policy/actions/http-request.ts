@@ -68,11 +68,13 @@ interface Outbound {
   body: string | undefined;
 }
 
-/** An answer as `actions.ngrok.http_request.res` shows it. */
+/** An answer as `actions.ngrok.http_request.res` shows it (`header`, `time_ms`: ngrok's names). */
 interface Answer {
   status_code: bigint;
   headers: Map<string, string[]>;
+  header: Map<string, string[]>;
   body: string;
+  time_ms: bigint;
 }
 
 /** One attempt: the answer after redirects, or why there was none (the detail, for the event). */
@@ -94,9 +96,22 @@ async function attempt(
   let body = out.body;
   try {
     for (let hop = 0; ; hop++) {
+      const started = Date.now();
       const res = await egressFetch(current, { method, headers: out.headers, body, signal });
       const location = res.headers.get('location');
-      hops.push({ url: current.href, status_code: BigInt(res.status) });
+      const headers = new Map<string, string[]>();
+      res.headers.forEach((value, name) => headers.set(name, [value]));
+      const status = BigInt(res.status);
+      const ms = BigInt(Date.now() - started);
+      // ngrok's fields of an attempt, and the url and status_code Burrow listed first. No
+      // resolved_ip: later rules must not learn what a name resolves to (see CALL_FAILED).
+      hops.push({
+        url: current.href,
+        status_code: status,
+        response_status_code: status,
+        response_header: headers,
+        response_time_ms: ms,
+      });
       if (REDIRECTS.includes(res.status) && location !== null && hop < maxRedirects) {
         current = new URL(location, current);
         // As browsers do: a 303 (and a 301/302 of a POST) becomes a GET without a body.
@@ -109,9 +124,8 @@ async function attempt(
         }
         continue;
       }
-      const headers = new Map<string, string[]>();
-      res.headers.forEach((value, name) => headers.set(name, [value]));
-      return { res: { status_code: BigInt(res.status), headers, body: await res.text() } };
+      const text = await res.text();
+      return { res: { status_code: status, headers, header: headers, body: text, time_ms: ms } };
     }
   } catch (err) {
     if (signal.aborted) throw err;
