@@ -5,7 +5,10 @@ import { exportJWK, generateKeyPair, SignJWT, type KeyLike } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthtoken, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { until } from './support/mux.js';
 import { connectNgrok } from './support/ngrok-agents.js';
+import { spawnBurrow } from './support/server-process.js';
+import { connect as connectSdk } from '../src/sdk/index.js';
 
 /**
  * Issue 28: a gRPC service published with the unmodified @ngrok/ngrok's
@@ -63,6 +66,7 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
   let open: EchoClient;
   let guarded: EchoClient;
   let edgeUrl = '';
+  let grpcPort = 0;
   const cancelled: string[] = [];
 
   const clientFor = (url: string): EchoClient => {
@@ -123,13 +127,13 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
         });
       },
     });
-    const port = await new Promise<number>((resolve, reject) =>
+    grpcPort = await new Promise<number>((resolve, reject) =>
       server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
         err ? reject(err) : resolve(p),
       ),
     );
     session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
-    const to = `http://127.0.0.1:${port}`;
+    const to = `http://127.0.0.1:${grpcPort}`;
     const plain = await session.httpEndpoint().appProtocol('http2').listenAndForward(to);
     const policy = {
       on_http_request: [
@@ -270,5 +274,52 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
     const md = new grpc.Metadata();
     md.set('authorization', `Bearer ${token}`);
     expect((await unary(guarded, Buffer.from('ok'), md)).toString()).toBe('127.0.0.1|ok');
+  });
+
+  it('burrow http --app-protocol http2 serves the same calls', async () => {
+    const run = spawnBurrow([
+      'http',
+      String(grpcPort),
+      '--app-protocol',
+      'http2',
+      ...['--server', `127.0.0.1:${edge.ports.agent}`, '--ca', edge.caFile],
+      ...['--authtoken', await createAuthtoken(edge.api), '--web-addr', 'false'],
+    ]);
+    try {
+      await until(() => /^Forwarding /m.test(run.stdout()) || run.child.exitCode !== null, 15_000);
+      const url = /^Forwarding (\S+)/m.exec(run.stdout())?.[1];
+      expect(url, run.stderr()).toBeDefined();
+      const client = clientFor(url!);
+      expect((await unary(client, Buffer.from('cli'))).toString()).toBe('127.0.0.1|cli');
+      client.close();
+    } finally {
+      run.child.kill();
+      await run.exit;
+    }
+  });
+
+  it("Burrow's SDK: httpEndpoint({ appProtocol: 'http2' }) serves the same calls", async () => {
+    const sdk = await connectSdk({
+      serverAddr: `127.0.0.1:${edge.ports.agent}`,
+      authtoken: await createAuthtoken(edge.api),
+      ca: edge.caPem,
+    });
+    try {
+      const endpoint = await sdk.httpEndpoint({
+        appProtocol: 'http2',
+        forward: `127.0.0.1:${grpcPort}`,
+      });
+      const client = clientFor(endpoint.url!);
+      expect((await unary(client, Buffer.from('sdk'))).toString()).toBe('127.0.0.1|sdk');
+      client.close();
+    } finally {
+      await sdk.close();
+    }
+  });
+
+  it('burrow http refuses an unknown --app-protocol before connecting', async () => {
+    const run = spawnBurrow(['http', '3000', '--app-protocol', 'h3', '--authtoken', 'x']);
+    expect(await run.exit).not.toBe(0);
+    expect(run.stderr()).toMatch(/--app-protocol "h3": give http1 or http2/);
   });
 });

@@ -44,6 +44,8 @@ interface AddAuthtokenFlags {
 interface TunnelFlags extends EndpointFlags {
   /** `--label key=value`, repeatable: a labeled tunnel that edges route to, instead of an endpoint. */
   label?: string[];
+  /** `--app-protocol http2` (http): the service speaks HTTP/2 without TLS (gRPC, h2c). */
+  appProtocol?: string;
   domain?: string;
   addr?: string;
   policyFile?: string;
@@ -121,15 +123,34 @@ export function tunnelLabels(
   return labels;
 }
 
+/**
+ * `--app-protocol`: `http1` (the default) or `http2`, as ngrok's agent takes it.
+ * @example appProtocolFlag('http2') // 'http2'
+ */
+export function appProtocolFlag(value: string | undefined): 'http1' | 'http2' | undefined {
+  if (value === undefined || value === 'http1' || value === 'http2') return value;
+  throw new Error(
+    `--app-protocol ${JSON.stringify(value)}: give http1 or http2 (http2 for a service that speaks HTTP/2 without TLS, such as a gRPC server)`,
+  );
+}
+
 async function openEndpoint(
   session: Session,
   proto: TunnelProto,
   target: string,
-  flags: TunnelFlags,
-  trafficPolicy: string | undefined,
-  labels: Record<string, string> | undefined,
+  {
+    flags,
+    trafficPolicy,
+    labels,
+    appProtocol,
+  }: {
+    flags: TunnelFlags;
+    trafficPolicy: string | undefined;
+    labels: Record<string, string> | undefined;
+    appProtocol: 'http1' | 'http2' | undefined;
+  },
 ): Promise<Endpoint> {
-  if (labels) return session.labeledTunnel({ labels, forward: target });
+  if (labels) return session.labeledTunnel({ labels, forward: target, appProtocol });
   switch (proto) {
     case 'http':
       return session.httpEndpoint({
@@ -137,6 +158,7 @@ async function openEndpoint(
         trafficPolicy,
         forward: target,
         hostHeaderRewrite: hostHeaderRewrite(flags.hostHeader),
+        appProtocol,
       });
     case 'tcp':
       return session.tcpEndpoint({ addr: flags.addr, trafficPolicy, forward: target });
@@ -162,6 +184,7 @@ export async function runTunnel(
   // The endpoint flags' rules, then the policy file's, checked before anything is dialled.
   const trafficPolicy = endpointTrafficPolicy(flags, proto, readPolicyFile(flags.policyFile));
   const labels = tunnelLabels(flags, trafficPolicy); // bad labels fail before anything is dialled too
+  const appProtocol = appProtocolFlag(flags.appProtocol);
   const settings = resolveTunnelSettings(
     flags,
     env,
@@ -186,7 +209,12 @@ export async function runTunnel(
     throw new Error(describeError(err));
   }
   try {
-    endpoint = await openEndpoint(session, proto, target, flags, trafficPolicy, labels);
+    endpoint = await openEndpoint(session, proto, target, {
+      flags,
+      trafficPolicy,
+      labels,
+      appProtocol,
+    });
   } catch (err) {
     await session.close();
     throw new Error(describeError(err));
@@ -243,6 +271,12 @@ export function registerTunnelCommands(program: Command): void {
     if (proto === 'tcp')
       cmd.option('--addr <host:port>', 'a reserved TCP address (default: random port)');
     else cmd.option('--domain <name>', 'the name to serve (default: a random name)');
+    if (proto === 'http') {
+      cmd.option(
+        '--app-protocol <http1|http2>',
+        'the protocol the service speaks: http2 for HTTP/2 without TLS (a gRPC server, h2c); default http1',
+      );
+    }
     cmd.option(
       '--label <key=value>',
       'start a labeled tunnel instead of an endpoint: edges whose tunnel-group backend has these labels route to it (repeatable)',

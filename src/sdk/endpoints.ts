@@ -26,6 +26,12 @@ export interface EndpointOptions {
   forward?: ForwardTarget;
   /** Share the URL with other endpoints that pool it (the server balances between them). */
   poolingEnabled?: boolean;
+  /**
+   * `http2` when the service speaks HTTP/2 without TLS (h2c; a gRPC server, say): the edge then
+   * speaks HTTP/2 to it over each stream, as with ngrok's `--app-protocol http2` (the bind's
+   * ForwardsProto). Default `http1`. HTTP and HTTPS endpoints and labeled tunnels only.
+   */
+  appProtocol?: 'http1' | 'http2';
 }
 
 /** Options of `session.httpEndpoint()`. */
@@ -91,8 +97,15 @@ export type EndpointSpec =
       metadata: string;
       forwardsTo: string;
       poolingEnabled?: boolean;
+      forwardsProto?: 'http2';
     }
-  | { kind: 'labeled'; labels: Record<string, string>; metadata: string; forwardsTo: string };
+  | {
+      kind: 'labeled';
+      labels: Record<string, string>;
+      metadata: string;
+      forwardsTo: string;
+      forwardsProto?: 'http2';
+    };
 
 /** What an endpoint needs from its session. */
 export interface EndpointHost {
@@ -127,8 +140,21 @@ export function endpointSpec(
 ): EndpointSpec {
   const forwardsTo = options.forwardsTo ?? forwarder?.description ?? defaultForwardsTo();
   const metadata = options.metadata ?? '';
+  if (options.appProtocol !== undefined && options.appProtocol !== 'http1') {
+    if (options.appProtocol !== 'http2') {
+      throw new BurrowAgentError(
+        `appProtocol ${JSON.stringify(options.appProtocol)}: give 'http1' or 'http2'`,
+      );
+    }
+    if (kind === 'tcp' || kind === 'tls') {
+      throw new BurrowAgentError(
+        `appProtocol 'http2' is for http and https endpoints, not ${kind}`,
+      );
+    }
+  }
+  const h2 = options.appProtocol === 'http2' ? { forwardsProto: 'http2' as const } : {};
   if (kind === 'labeled') {
-    return { kind: 'labeled', labels: { ...(options.labels ?? {}) }, metadata, forwardsTo };
+    return { kind: 'labeled', labels: { ...(options.labels ?? {}) }, metadata, forwardsTo, ...h2 };
   }
   const opts: BindOpts =
     kind === 'tcp' ? { Addr: options.addr ?? '' } : { Domain: options.domain ?? '' };
@@ -137,7 +163,7 @@ export function endpointSpec(
   if (options.hostHeaderRewrite === true && (kind === 'http' || kind === 'https')) {
     opts.HostHeaderRewrite = true;
   }
-  const spec: EndpointSpec = { kind: 'bind', proto: kind, opts, metadata, forwardsTo };
+  const spec: EndpointSpec = { kind: 'bind', proto: kind, opts, metadata, forwardsTo, ...h2 };
   if (options.poolingEnabled === true) spec.poolingEnabled = true;
   return spec;
 }
@@ -252,7 +278,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       return {
         Labels: spec.labels,
         ForwardsTo: spec.forwardsTo,
-        ForwardsProto: '',
+        ForwardsProto: spec.forwardsProto ?? '',
         Metadata: spec.metadata,
       };
     }
@@ -260,7 +286,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       Id: this.bindId,
       Proto: spec.proto,
       ForwardsTo: spec.forwardsTo,
-      ForwardsProto: '',
+      ForwardsProto: spec.forwardsProto ?? '',
       Opts: spec.opts,
       Extra: {
         Token: this.token,
@@ -314,6 +340,7 @@ export class Endpoint extends EventEmitter<EndpointEvents> {
       url: this.publicUrl,
       onExchange: this.listenerCount('request') > 0 ? (x) => this.emit('request', x) : undefined,
       captureBytes: this.captureBytes,
+      http2: this.spec.forwardsProto === 'http2',
       onError: (err) => {
         const error =
           err instanceof BurrowAgentError

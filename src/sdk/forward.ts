@@ -89,6 +89,11 @@ export interface ForwardHooks {
   captureBytes: number;
   /** A connection could not be forwarded (the local service is down, refused, reset…). */
   onError: (err: Error, header: ProxyHeader) => void;
+  /**
+   * The endpoint's app protocol is `http2`: the edge speaks HTTP/2 with prior knowledge on the
+   * stream, relayed as bytes and never read or answered as HTTP/1.1.
+   */
+  http2?: boolean | undefined;
 }
 
 /** Forwards proxied connections to one target. */
@@ -98,10 +103,10 @@ export interface Forwarder {
   handle(stream: MuxStream, header: ProxyHeader, hooks: ForwardHooks): void;
 }
 
-/** Whether the edge hands this connection over as plain HTTP (so a 502 can be answered). */
-export function carriesHttp(header: ProxyHeader): boolean {
+/** Whether the edge hands this connection over as plain HTTP/1.1 (so a 502 can be answered). */
+export function carriesHttp(header: ProxyHeader, hooks: Pick<ForwardHooks, 'http2'>): boolean {
   const proto = header.Proto?.toLowerCase();
-  return (proto === 'http' || proto === 'https') && !header.PassthroughTLS;
+  return (proto === 'http' || proto === 'https') && !header.PassthroughTLS && hooks.http2 !== true;
 }
 
 /**
@@ -182,7 +187,7 @@ function forwardToAddress(
       UPSTREAM_UNREACHABLE_CODE,
       { cause: err },
     );
-    if (carriesHttp(header)) answerBadGateway(stream, header, hooks, description, reason);
+    if (carriesHttp(header, hooks)) answerBadGateway(stream, header, hooks, description, reason);
     else stream.destroy();
     hooks.onError(error, header);
   };
@@ -194,14 +199,14 @@ function forwardToAddress(
     clearTimeout(timer);
     stream.off('close', abandon);
     local.off('error', fail);
-    if (hooks.onExchange && carriesHttp(header)) {
+    if (hooks.onExchange && carriesHttp(header, hooks)) {
       const observer = new HttpObserver(header.ClientAddr, hooks.onExchange, hooks.captureBytes);
       stream.on('data', (chunk: Buffer) => observer.request(chunk));
       local.on('data', (chunk: Buffer) => observer.response(chunk));
       local.once('close', () => observer.close());
     }
     relay(stream, local);
-    if (carriesHttp(header)) refuseAfterServiceClosed(stream, local);
+    if (carriesHttp(header, hooks)) refuseAfterServiceClosed(stream, local);
   });
 }
 
