@@ -1,4 +1,5 @@
 import net from 'node:net';
+import tls from 'node:tls';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpUpstream, startTcpUpstream, type LocalServer } from './support/ingress.js';
@@ -225,6 +226,49 @@ describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngro
     socket.end('ping');
     await closed;
     expect(Buffer.concat(chunks).toString()).toBe('ping');
+    await listener.close();
+  });
+
+  it('conn.ts.start on a TLS endpoint, as a log event records it', async () => {
+    const listener = await session
+      .tlsEndpoint()
+      .trafficPolicy(
+        JSON.stringify({
+          on_tcp_connect: [
+            {
+              expressions: ["conn.ts.start > timestamp('2023-12-31T00:00:00Z')"],
+              actions: [
+                { type: 'log', config: { metadata: { year: '${conn.ts.start.getFullYear()}' } } },
+              ],
+            },
+          ],
+        }),
+      )
+      .listenAndForward(`tcp://127.0.0.1:${echo.port}`);
+    const endpoint = listener.url()!;
+    // The handshake goes nowhere (the service echoes), but the edge ran on_tcp_connect first.
+    await new Promise<void>((resolve) => {
+      const socket = tls.connect({
+        port: edge.ports.https,
+        host: '127.0.0.1',
+        servername: new URL(endpoint).hostname,
+        rejectUnauthorized: false,
+      });
+      socket.on('error', () => resolve());
+      socket.on('close', () => resolve());
+      socket.setTimeout(5000, () => socket.destroy());
+    });
+    const list = await edge.api.get('/endpoints');
+    const id = (list.body.endpoints as Array<{ id: string; url: string }>).find(
+      (e) => e.url === endpoint,
+    )?.id;
+    const events = await edge.api.get(`/endpoints/${id}/traffic_policy/events`);
+    expect(events.body.events).toEqual([
+      expect.objectContaining({
+        outcome: 'log',
+        metadata: { year: String(new Date().getUTCFullYear()) },
+      }),
+    ]);
     await listener.close();
   });
 });
