@@ -64,6 +64,7 @@ export function adoptedDefinition(
     remoteAddr: undefined,
     scheme: undefined,
     hostHeaderRewrite: false,
+    appProtocol: undefined,
     labels: undefined,
     trafficPolicy: undefined,
     poolingEnabled: false,
@@ -78,12 +79,14 @@ export function adoptedDefinition(
 /** Open the endpoint a definition describes on `session`. */
 export async function openDefinition(session: Session, d: TunnelDefinition): Promise<Endpoint> {
   const common = { forward: d.addr, metadata: d.metadata, poolingEnabled: d.poolingEnabled };
+  const appProtocol = d.appProtocol;
   switch (d.proto) {
     case 'labeled':
       return session.labeledTunnel({
         labels: d.labels ?? {},
         forward: d.addr,
         metadata: d.metadata,
+        appProtocol,
       });
     case 'http':
       return session.httpEndpoint({
@@ -92,6 +95,7 @@ export async function openDefinition(session: Session, d: TunnelDefinition): Pro
         scheme: d.scheme,
         trafficPolicy: d.trafficPolicy,
         hostHeaderRewrite: d.hostHeaderRewrite,
+        appProtocol,
       });
     case 'tcp':
       return session.tcpEndpoint({ ...common, addr: d.remoteAddr, trafficPolicy: d.trafficPolicy });

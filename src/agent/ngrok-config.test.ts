@@ -147,4 +147,25 @@ describe('ngrok.yml version 2 and 3', () => {
     ).toMatch(/\(tunnels\.e\.proto\): must be http, tcp or tls, not "udp"/);
     expect(failure(() => read('root_cas: trusted\n'))).toMatch(/ngrok's own CA bundle/);
   });
+
+  it('reads app_protocol (v2) and upstream.protocol (v3): http2 for an h2c service, http only', () => {
+    expect(
+      read('tunnels:\n  g: {proto: http, addr: 50051, app_protocol: http2}\n').tunnels[0],
+    ).toMatchObject({ proto: 'http', appProtocol: 'http2' });
+    expect(
+      read('version: 3\nendpoints:\n  - name: g\n    upstream: {url: 50051, protocol: http2}\n')
+        .tunnels[0],
+    ).toMatchObject({ kind: 'endpoint', appProtocol: 'http2' });
+    expect(
+      read('tunnels:\n  w: {proto: http, addr: 80, app_protocol: http1}\n').tunnels[0],
+    ).toMatchObject({ appProtocol: undefined });
+    expect(
+      failure(() => read('tunnels:\n  t: {proto: tcp, addr: 22, app_protocol: http2}\n')),
+    ).toMatch(/\(tunnels\.t\.app_protocol\): applies to http endpoints only/);
+    expect(
+      failure(() =>
+        read('version: 3\nendpoints:\n  - name: g\n    upstream: {url: 80, protocol: h3}\n'),
+      ),
+    ).toMatch(/\(endpoints\[0\]\.upstream\.protocol\): must be http1 or http2/);
+  });
 });

@@ -33,6 +33,8 @@ export interface TunnelDefinition {
   /** http: the scheme of the public URL (`schemes`, `bind_tls`, a v3 `url`). */
   scheme: 'http' | 'https' | undefined;
   hostHeaderRewrite: boolean;
+  /** `app_protocol` (v2) or `upstream.protocol` (v3): `http2` for an h2c service (gRPC). */
+  appProtocol: 'http2' | undefined;
   labels: Record<string, string> | undefined;
   /** The options' rules and the definition's own `traffic_policy`, as one policy (JSON text). */
   trafficPolicy: string | undefined;
@@ -77,6 +79,7 @@ const TUNNEL_KEYS = new Set([
   'verify_webhook',
   'remote_addr',
   'labels',
+  'app_protocol',
   'traffic_policy',
   'pooling_enabled',
   ...TUNNEL_OPTION_FIELDS,
@@ -275,6 +278,7 @@ export function definitionFromTunnel(
     remoteAddr: str(fail, 'remote_addr', fields.remote_addr),
     scheme: bindProto === 'http' ? schemeOf(fail, fields) : undefined,
     hostHeaderRewrite: hostHeader === 'rewrite',
+    appProtocol: appProtocolOf(fail, 'app_protocol', fields.app_protocol, bindProto),
     labels,
     trafficPolicy,
     poolingEnabled: bool(fail, 'pooling_enabled', fields.pooling_enabled, false),
@@ -283,6 +287,22 @@ export function definitionFromTunnel(
     url: undefined,
     options: options && redactOptions(options),
   };
+}
+
+/**
+ * The app protocol of `key` (ngrok's `http1` or `http2`): `http2` for HTTP endpoints and labeled
+ * tunnels only.
+ */
+function appProtocolOf(
+  fail: DefinitionFailure,
+  key: string,
+  value: unknown,
+  proto: string,
+): 'http2' | undefined {
+  if (value === undefined || value === 'http1') return undefined;
+  if (value !== 'http2') throw fail(key, 'must be http1 or http2');
+  if (proto === 'tcp' || proto === 'tls') throw fail(key, 'applies to http endpoints only');
+  return 'http2';
 }
 
 /** A version 3 endpoint `url` as a protocol, scheme and name or address. */
@@ -356,14 +376,7 @@ export function definitionFromEndpoint(
   const up = upstream as Record<string, unknown>;
   for (const key of Object.keys(up)) {
     if (key === 'url') continue;
-    if (key === 'protocol') {
-      if (up.protocol !== 'http1')
-        throw fail(
-          'upstream.protocol',
-          'Burrow agents speak http1 to the service; remove it or give http1',
-        );
-      continue;
-    }
+    if (key === 'protocol') continue; // read by appProtocolOf below
     if (key === 'proxy_protocol')
       throw fail('upstream.proxy_protocol', UNSUPPORTED_TUNNEL_KEYS.proxy_proto!);
     throw fail(`upstream.${key}`, `unknown key ${key}`);
@@ -380,6 +393,7 @@ export function definitionFromEndpoint(
   }
   const url = str(fail, 'url', fields.url);
   const target = parseEndpointUrl(fail, url);
+  const appProtocol = appProtocolOf(fail, 'upstream.protocol', up.protocol, target.proto);
   const proto = target.proto as 'http' | 'tcp' | 'tls';
   const policy = policyOf(fail, 'traffic_policy', fields.traffic_policy);
   const { trafficPolicy } = combinedPolicy(fail, {}, proto, policy);
@@ -389,6 +403,7 @@ export function definitionFromEndpoint(
     ...target,
     addr,
     hostHeaderRewrite: false,
+    appProtocol,
     labels: undefined,
     trafficPolicy,
     poolingEnabled: bool(fail, 'pooling_enabled', fields.pooling_enabled, false),
