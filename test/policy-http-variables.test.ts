@@ -1,3 +1,4 @@
+import https from 'node:https';
 import net from 'node:net';
 import tls from 'node:tls';
 import type ngrok from '@ngrok/ngrok';
@@ -13,7 +14,7 @@ import { connectNgrok } from './support/ngrok-agents.js';
 
 /**
  * Issue 31: the variables of ngrok's HTTP and TCP references that came last
- * (`req.content_type.raw` / `.parameters`, `res.content_type.*`, `req.ts.body_received`,
+ * (`req.content_type.raw` / `.parameters`, `res.content_type.*`, `req.ts.body_received`, `req.trailers`,
  * `res.cookies`, `req.user_agent` with ngrok's field names, `req.url.uri`, `conn.ts.start` on a TCP endpoint)
  * and http-request's `retry_condition`, on live traffic
  * through a real `burrow server` and the unmodified @ngrok/ngrok agent.
@@ -75,6 +76,13 @@ const httpPolicy = (checker: string) =>
             type: 'custom-response',
             config: { body: '${req.user_agent.device} ${req.url.uri}' },
           },
+        ],
+      }),
+      // ngrok's example for req.trailers.
+      at('/trailers', {
+        expressions: ["'Fizz' in req.trailers['baz']"],
+        actions: [
+          { type: 'custom-response', config: { body: "trailer ${req.trailers['baz'][0]}" } },
         ],
       }),
       at('/nobody', {
@@ -200,6 +208,36 @@ describe('HTTP and TCP variables of ngrok reference on live traffic (@ngrok/ngro
   it("http-request retries while ngrok's retry_condition says so", async () => {
     const reply = await curlUrl(url, '/retry');
     expect([reply.status, reply.text]).toEqual([200, '200 3 ok']);
+  });
+
+  it('req.trailers: the trailers a chunked body ends with', async () => {
+    const { hostname } = new URL(url);
+    const text = await new Promise<string>((resolve, reject) => {
+      const req = https.request(
+        {
+          host: '127.0.0.1',
+          port: edge.ports.https,
+          servername: hostname,
+          ca: edge.caPem,
+          path: '/trailers',
+          method: 'POST',
+          headers: { host: hostname, trailer: 'baz' },
+        },
+        (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (c: string) => (body += c));
+          res.on('end', () => resolve(body));
+        },
+      );
+      req.on('error', reject);
+      req.write('some data');
+      req.addTrailers({ baz: 'Fizz' });
+      req.end();
+    });
+    expect(text).toBe('trailer Fizz');
+    // Without them the rule does not match, and the request goes on.
+    expect((await curlUrl(url, '/trailers', ['--data', 'x'])).text).toBe('upstream /trailers - x');
   });
 
   it('conn.ts.start on a TCP endpoint (a guard rule that fails closed if it could not read it)', async () => {

@@ -267,6 +267,7 @@ export const CEL_TYPES: readonly CelTypeDeclaration[] = [
       content_encoding: 'list<string>',
       location: 'string',
       cookies: 'map<string, list<Cookie>>',
+      trailers: 'map<string, list<string>>',
       user_agent: 'UserAgent',
       ts: 'RequestTs',
     },

@@ -91,7 +91,10 @@ export class CompiledPolicy {
     readonly phases: Readonly<Record<PolicyPhase, readonly CompiledRule[]>>,
     /** Every `secrets.get` the policy makes, with where: a bind checks the vaults' grant. */
     readonly secretReads: readonly SecretRead[] = [],
-    /** It reads `req.ts.body_received`: on_http_request reads the body whole before its rules. */
+    /**
+     * It reads `req.ts.body_received` or `req.trailers`: on_http_request reads the body whole
+     * before its rules.
+     */
     readonly waitsForBody = false,
   ) {
     const ids = new Set<string>();
@@ -290,7 +293,9 @@ export function compileDocument(
     );
   }
   // A mention anywhere counts (even in a string literal): the cost is only reading the body first.
-  const waitsForBody = /\breq\s*\.\s*ts\s*\.\s*body_received\b/.test(JSON.stringify(doc));
+  const waitsForBody = /\breq\s*\.\s*(?:ts\s*\.\s*body_received|trailers)\b/.test(
+    JSON.stringify(doc),
+  );
   return new CompiledPolicy(options.protocol, compiled, secretReads, waitsForBody);
 }
 

@@ -11,8 +11,8 @@ import type { RequestInput } from './variables.js';
 
 /**
  * Issue 31: `req.content_type` / `res.content_type` with `.raw` and `.parameters`,
- * `req.ts.body_received`, `req.url.uri` / `.user_password` and `req.user_agent` as a string with
- * ngrok's fields, as ngrok's HTTP variables reference lists them.
+ * `req.ts.body_received`, `req.trailers`, `req.url.uri` / `.user_password`, `req.user_agent` as a
+ * string with ngrok's fields and `res.cookies`, as ngrok's HTTP variables reference lists them.
  */
 
 const request = (over: Partial<RequestInput> = {}): RequestInput => ({
@@ -153,7 +153,7 @@ describe('req.ts.body_received', () => {
     const decision = await runner.onHttpRequest({ conn: CONN_TLS13, req: request({ body }) });
     expect(decision.kind).toBe('close');
     expect(events.eventsFor(owner).map((e) => e.message)).toContain(
-      'the body could not be read for req.ts.body_received: the body is over 10485760 bytes',
+      'the body could not be read for req.ts or req.trailers: the body is over 10485760 bytes',
     );
   });
 
@@ -263,5 +263,23 @@ describe('res.cookies', () => {
     expect(decision).toMatchObject({
       body: '/app/admin example.com 3600s Lax {"Partitioned":"","Priority":"High"} / 2099-10-21T07:28:00.000Z',
     });
+  });
+});
+
+describe('req.trailers', () => {
+  it("are read after the body, when a policy names them (ngrok's example)", async () => {
+    let ended = false;
+    const req = request({
+      body: () => {
+        ended = true;
+        return Promise.resolve(Buffer.from('data'));
+      },
+      trailers: () => (ended ? { baz: ['Fizz'], 'x-checksum': 'abc' } : {}),
+    });
+    const decision = await answer("${req.trailers['X-Checksum'][0]}", req, [
+      "'Fizz' in req.trailers['baz']",
+    ]);
+    expect(decision).toMatchObject({ kind: 'respond', body: 'abc' });
+    expect(sync(answer('${size(req.trailers)}', request()))).toMatchObject({ body: '0' });
   });
 });

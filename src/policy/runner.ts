@@ -265,13 +265,16 @@ export class PolicyRunner {
     const req = (activation.req = new ReqVars(input.req));
     const body = timedBodyReader(input.req, this.now);
     const run = new PhaseRun('on_http_request', activation, this, req, body);
-    // A policy reading req.ts.body_received waits for the whole body (within the limits of the
-    // body reader), so that its rules see when the body came rather than an unknown time.
+    // A policy reading req.ts.body_received or req.trailers waits for the whole body (within the
+    // limits of the body reader), so that its rules see when it came and what followed it.
     if (this.policy.waitsForBody && body && input.req.body_received === undefined) {
       return body().then(
         () => this.requestRules(run, rules),
         (err: Error): HttpRequestDecision => {
-          run.event('error', `the body could not be read for req.ts.body_received: ${err.message}`);
+          run.event(
+            'error',
+            `the body could not be read for req.ts or req.trailers: ${err.message}`,
+          );
           return { kind: 'close', vars: activation.vars };
         },
       );

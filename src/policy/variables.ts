@@ -90,6 +90,8 @@ export interface RequestInput {
   body?: (() => Promise<Buffer>) | undefined;
   /** Set by the engine when it read the body whole (ms since the epoch): `req.ts.body_received`. */
   body_received?: number | undefined;
+  /** The trailers that followed the body; read once the body was read whole (`req.trailers`). */
+  trailers?: (() => HeaderInput) | undefined;
 }
 
 /** An HTTP response from the upstream service. */
@@ -295,6 +297,14 @@ export class ReqVars extends MessageVars {
   }
   get user_agent(): UserAgentVars {
     return (this.#userAgent ??= UserAgentVars.of(this.first('user-agent') ?? ''));
+  }
+  /**
+   * The trailers (lower-case names, looked up in any case), known once the body was read whole:
+   * empty before. Not cached, since the body may be read after a first look.
+   */
+  get trailers(): Map<string, string[]> {
+    const trailers = this.#in.trailers?.() ?? {};
+    return caseInsensitiveLookups(headerMap(trailers), (k) => k.toLowerCase());
   }
   /** Cookies and the agent are read from the headers: after an edit, read again. */
   override setHeaderChanges(changes: HeaderChanges): void {

@@ -130,6 +130,7 @@ function requestInputOf(
     headers: req.headers,
     version: req.httpVersion,
     body: holder ? bodyReader(req, holder) : undefined,
+    trailers: () => req.trailers,
   };
 }
 
