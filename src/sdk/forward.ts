@@ -138,17 +138,23 @@ export function createForwarder(
 
 // ---- local addresses ---------------------------------------------------------------------
 
+/**
+ * Bytes relayed from the edge are written as they arrive, several small writes per message (an
+ * HTTP/2 HEADERS frame, then DATA): with Nagle on, the second waits for the service's delayed ACK
+ * of the first, 40 ms. One gRPC unary call at a time went 21 calls/s through the tunnel that way,
+ * 460 without (bench/h2-grpc.ts).
+ */
 function dialLocal(address: LocalAddress): net.Socket {
-  if (address.tls) {
-    // Local services commonly use self-signed certificates; the hop is on the agent's machine.
-    return tls.connect({
-      host: address.host,
-      port: address.port,
-      ...(net.isIP(address.host) ? {} : { servername: address.host }),
-      rejectUnauthorized: false,
-    });
-  }
-  return net.connect({ host: address.host, port: address.port, allowHalfOpen: true });
+  const socket = address.tls
+    ? // Local services commonly use self-signed certificates; the hop is on the agent's machine.
+      tls.connect({
+        host: address.host,
+        port: address.port,
+        ...(net.isIP(address.host) ? {} : { servername: address.host }),
+        rejectUnauthorized: false,
+      })
+    : net.connect({ host: address.host, port: address.port, allowHalfOpen: true });
+  return socket.setNoDelay(true);
 }
 
 function forwardToAddress(

@@ -1,0 +1,237 @@
+/**
+ * HTTP/2 and gRPC through the edge (issue 28), each against the same service reached directly, in
+ * the same run:
+ *
+ * - h2 keep-alive: h2load (Debian's nghttp2-client) with CLIENTS connections of STREAMS streams
+ *   each, against an h2c service directly and through the HTTPS port (TLS, h2) to an endpoint bound
+ *   with app protocol http2 (Burrow's SDK agent), which the edge speaks h2c to; both through a
+ *   Unix-socket relay process (serveRelay).
+ * - gRPC unary: a @grpc/grpc-js client keeping CALLS calls in flight for DURATION seconds, directly
+ *   and through the edge.
+ *
+ *   node --import tsx bench/h2-grpc.ts
+ *   DURATION=5 CLIENTS=10 STREAMS=10 CALLS=50 ROUNDS=3 node --import tsx bench/h2-grpc.ts
+ *
+ * Processes: the edge, the agent, the services (h2c and gRPC), one gRPC load process per run,
+ * h2load, and this process. Rounds alternate direct and through the edge; medians are printed.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:http2';
+import { connect as connectTcp, createServer as createNetServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import { fmt, machine, markdownTable } from './report.js';
+import { median } from './support/load.js';
+import { answer, RoleProcesses, runRoles } from './support/roles.js';
+import { connectAgent, startBenchEdge, type EdgeAddress } from './support/sdk-agent.js';
+
+const DURATION = Number(process.env.DURATION ?? 5);
+const CLIENTS = Number(process.env.CLIENTS ?? 10);
+const STREAMS = Number(process.env.STREAMS ?? 10);
+const CALLS = Number(process.env.CALLS ?? 50);
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+
+const bytes = (b: Buffer): Buffer => b;
+const ECHO = {
+  echo: {
+    path: '/bench.Echo/Echo',
+    requestStream: false,
+    responseStream: false,
+    requestSerialize: bytes,
+    requestDeserialize: bytes,
+    responseSerialize: bytes,
+    responseDeserialize: bytes,
+  },
+} satisfies grpc.ServiceDefinition;
+
+type EchoClient = { echo(m: Buffer, cb: grpc.requestCallback<Buffer>): grpc.ClientUnaryCall };
+type EdgeInfo = EdgeAddress & { httpsPort: number };
+interface Services {
+  h2: number;
+  grpc: number;
+}
+interface Hosts {
+  h2: string;
+  grpc: string;
+}
+
+async function serveEdge(): Promise<void> {
+  const { edge, info } = await startBenchEdge();
+  answer({ ...info, httpsPort: edge.httpsPort });
+}
+
+async function serveServices(): Promise<void> {
+  const h2 = createServer((_req, res) => res.end('ok'));
+  await new Promise<void>((resolve) => h2.listen(0, '127.0.0.1', resolve));
+  const server = new grpc.Server();
+  server.addService(ECHO, {
+    echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
+      cb(null, call.request),
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) =>
+      err ? reject(err) : resolve(p),
+    ),
+  );
+  answer({ h2: (h2.address() as { port: number }).port, grpc: port });
+}
+
+async function serveAgent(spec: { edge: EdgeInfo; services: Services }): Promise<void> {
+  const session = await connectAgent(spec.edge);
+  const h2 = await session.httpEndpoint({ appProtocol: 'http2', forward: spec.services.h2 });
+  const rpc = await session.httpEndpoint({ appProtocol: 'http2', forward: spec.services.grpc });
+  answer({ h2: new URL(h2.url!).hostname, grpc: new URL(rpc.url!).hostname });
+}
+
+/** The grpc load role: CALLS unary calls in flight for DURATION s; answers calls per second. */
+async function grpcLoad(spec: { target: string; host?: string; ca?: string }): Promise<void> {
+  const Client = grpc.makeGenericClientConstructor(ECHO, 'Echo');
+  const client = spec.host
+    ? new Client(spec.target, grpc.credentials.createSsl(Buffer.from(spec.ca!)), {
+        'grpc.ssl_target_name_override': spec.host,
+        'grpc.default_authority': spec.host,
+      })
+    : new Client(spec.target, grpc.credentials.createInsecure());
+  const call = (): Promise<void> =>
+    new Promise((resolve, reject) =>
+      (client as unknown as EchoClient).echo(Buffer.from('ping'), (err) =>
+        err ? reject(err) : resolve(),
+      ),
+    );
+  // Warm up: the connection, the JIT.
+  for (let i = 0; i < 200; i++) await call();
+  let done = 0;
+  let errors = 0;
+  const until = Date.now() + DURATION * 1000;
+  const worker = async (): Promise<void> => {
+    while (Date.now() < until) {
+      await call().then(
+        () => done++,
+        () => errors++,
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: CALLS }, worker));
+  client.close();
+  answer({ rate: done / DURATION, errors });
+}
+
+/**
+ * The relay role: a Unix socket at `path` relaying to 127.0.0.1:`port`. h2load takes its Host,
+ * `:authority` and SNI from the URL and connects to the socket its `-B unix:` names, so the edge's
+ * names need no DNS; the direct run goes through such a relay too, so both pay the same hop.
+ */
+async function serveRelay(spec: { path: string; port: number }): Promise<void> {
+  rmSync(spec.path, { force: true });
+  const server = createNetServer((client) => {
+    const upstream = connectTcp(spec.port, '127.0.0.1');
+    client.pipe(upstream).pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(spec.path, resolve));
+  answer({ path: spec.path });
+}
+
+/** Requests per second h2load measured at `url` through the Unix socket `socket`, and failures. */
+function h2load(url: string, socket: string): Promise<{ rate: number; errors: number }> {
+  const args = [
+    ...['-D', String(DURATION), '--warm-up-time', '1'],
+    ...['-c', String(CLIENTS), '-m', String(STREAMS)],
+    ...['-B', `unix:${socket}`],
+    url,
+  ];
+  return new Promise((resolve, reject) =>
+    execFile('h2load', args, (err, out) => {
+      if (err) return reject(new Error(`h2load failed: ${err.message}`));
+      const rate = /finished in [^,]+, ([\d.]+) req\/s/.exec(out);
+      const failed = /requests: .* (\d+) failed/.exec(out);
+      const ok = /status codes: (\d+) 2xx/.exec(out);
+      if (!rate || !ok) return reject(new Error(`h2load printed no rate: ${out}`));
+      // A run whose answers are not 2xx measured something else (an error page).
+      if (Number(ok[1]) === 0) return reject(new Error(`h2load got no 2xx: ${out}`));
+      resolve({ rate: Number(rate[1]), errors: Number(failed?.[1] ?? 0) });
+    }),
+  );
+}
+
+const roles = new RoleProcesses(import.meta.url);
+
+async function main(): Promise<void> {
+  const edge = await roles.start<EdgeInfo>('edge');
+  const services = await roles.start<Services>('services');
+  const hosts = await roles.start<Hosts>('agent', { edge, services });
+  const ca = readFileSync(edge.caFile, 'utf8');
+  const dir = mkdtempSync(join(tmpdir(), 'burrow-bench-h2-'));
+  const relays = {
+    direct: (
+      await roles.start<{ path: string }>('relay', { path: join(dir, 'direct'), port: services.h2 })
+    ).path,
+    edge: (
+      await roles.start<{ path: string }>('relay', {
+        path: join(dir, 'edge'),
+        port: edge.httpsPort,
+      })
+    ).path,
+  };
+  const runs = {
+    h2Direct: [] as number[],
+    h2Edge: [] as number[],
+    grpcDirect: [] as number[],
+    grpcEdge: [] as number[],
+  };
+  let errors = 0;
+  for (let round = 0; round < ROUNDS; round++) {
+    const direct = await h2load(`http://127.0.0.1:${services.h2}/`, relays.direct);
+    const through = await h2load(`https://${hosts.h2}:${edge.httpsPort}/`, relays.edge);
+    const grpcDirect = await roles.start<{ rate: number; errors: number }>('grpcLoad', {
+      target: `127.0.0.1:${services.grpc}`,
+    });
+    const grpcEdge = await roles.start<{ rate: number; errors: number }>('grpcLoad', {
+      target: `127.0.0.1:${edge.httpsPort}`,
+      host: hosts.grpc,
+      ca,
+    });
+    runs.h2Direct.push(direct.rate);
+    runs.h2Edge.push(through.rate);
+    runs.grpcDirect.push(grpcDirect.rate);
+    runs.grpcEdge.push(grpcEdge.rate);
+    errors += direct.errors + through.errors + grpcDirect.errors + grpcEdge.errors;
+    process.stderr.write(`round ${round + 1} done\n`);
+  }
+  const row = (name: string, direct: number[], edge: number[]): string[] => [
+    name,
+    fmt(median(direct)),
+    fmt(median(edge)),
+    fmt(median(edge) / median(direct), 2),
+  ];
+  console.log(
+    `\nHTTP/2 and gRPC through the edge against direct, ${machine()}; ${DURATION} s per run, ` +
+      `median of ${ROUNDS} alternating rounds; h2load -c ${CLIENTS} -m ${STREAMS}, ` +
+      `${CALLS} gRPC calls in flight; ${errors} errors.\n`,
+  );
+  console.log(
+    markdownTable(
+      ['load', 'direct req/s', 'through the edge req/s', 'ratio'],
+      [
+        row(
+          'h2 keep-alive (h2load; edge: TLS + h2, h2c to the service)',
+          runs.h2Direct,
+          runs.h2Edge,
+        ),
+        row('gRPC unary calls (@grpc/grpc-js)', runs.grpcDirect, runs.grpcEdge),
+      ],
+    ),
+  );
+}
+
+runRoles(roles, {
+  main,
+  edge: serveEdge,
+  services: serveServices,
+  agent: (arg) => serveAgent(arg as { edge: EdgeInfo; services: Services }),
+  relay: (arg) => serveRelay(arg as { path: string; port: number }),
+  grpcLoad: (arg) => grpcLoad(arg as { target: string; host?: string; ca?: string }),
+});
