@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { curl } from './support/curl.js';
@@ -94,14 +95,17 @@ describe('HTTP/2 at the edge: the same policy over two wires', () => {
   let service: LocalServer;
   let session: ngrok.Session;
   let host = '';
+  /** The same policy on an endpoint bound with app protocol http2, before an h2c service. */
+  let h2Host = '';
+  let h2c: http2.Http2Server;
 
-  const send = (wire: '--http1.1' | '--http2', path: string, args: string[] = []) =>
+  const send = (wire: '--http1.1' | '--http2', path: string, args: string[] = [], name = host) =>
     curl([
-      `https://${host}:${edge.ports.https}${path}`,
+      `https://${name}:${edge.ports.https}${path}`,
       '--cacert',
       edge.caFile,
       '--resolve',
-      `${host}:${edge.ports.https}:127.0.0.1`,
+      `${name}:${edge.ports.https}:127.0.0.1`,
       wire,
       ...args,
     ]);
@@ -128,11 +132,32 @@ describe('HTTP/2 at the edge: the same policy over two wires', () => {
       .trafficPolicy(JSON.stringify(POLICY))
       .listenAndForward(`http://127.0.0.1:${service.port}`);
     host = new URL(listener.url()!).hostname;
+    // The h2c service answers as the HTTP/1.1 one does, and sends trailers on /trailers.
+    h2c = http2.createServer((req, res) => {
+      let size = 0;
+      req.on('data', (c: Buffer) => (size += c.length));
+      req.on('end', () => {
+        if (req.url === '/trailers') {
+          res.addTrailers({ 'x-checksum': 'abc123' });
+          res.end('body end');
+          return;
+        }
+        res.end(`${req.method} ${req.url} ${size} x-added=${String(req.headers['x-added'])}`);
+      });
+    });
+    await new Promise<void>((resolve) => h2c.listen(0, '127.0.0.1', resolve));
+    const h2Listener = await session
+      .httpEndpoint()
+      .appProtocol('http2')
+      .trafficPolicy(JSON.stringify(POLICY))
+      .listenAndForward(`http://127.0.0.1:${(h2c.address() as AddressInfo).port}`);
+    h2Host = new URL(h2Listener.url()!).hostname;
   }, 60_000);
 
   afterAll(async () => {
     await session?.close().catch(() => undefined);
     await service?.close();
+    h2c?.close();
     await edge?.server.stop();
     await edge?.db.drop();
   });
@@ -147,16 +172,29 @@ describe('HTTP/2 at the edge: the same policy over two wires', () => {
     });
   });
 
+  describe.each(['--http1.1', '--http2'] as const)(
+    'curl %s to an endpoint whose service speaks h2c (app protocol http2)',
+    (wire) => {
+      it.each(TABLE)('$name', async ({ path, args, status, body, header }) => {
+        const reply = await send(wire, path, args, h2Host);
+        expect(reply.status).toBe(status);
+        expect(reply.httpVersion).toBe(wire === '--http2' ? '2' : '1.1');
+        if (body) expect(reply.text).toMatch(body);
+        if (header) expect(reply.headers[header[0]]).toMatch(header[1]);
+      });
+    },
+  );
+
   it('rate-limit counts h2 and HTTP/1.1 requests alike', async () => {
     expect((await send('--http2', '/limited')).status).toBe(200);
     expect((await send('--http1.1', '/limited')).status).toBe(429);
     expect((await send('--http2', '/limited')).status).toBe(429);
   });
 
-  const h2Client = () =>
-    http2.connect(`https://${host}:${edge.ports.https}`, {
+  const h2Client = (name = host) =>
+    http2.connect(`https://${name}:${edge.ports.https}`, {
       ca: readFileSync(edge.caFile),
-      servername: host,
+      servername: name,
       host: '127.0.0.1',
       port: edge.ports.https,
     } as http2.SecureClientSessionOptions);
@@ -188,12 +226,14 @@ describe('HTTP/2 at the edge: the same policy over two wires', () => {
     });
   });
 
-  it("passes the service's trailers on as HTTP/2 trailers", async () => {
-    const client = h2Client();
-    const reply = await h2Get(client, '/trailers');
-    client.close();
-    expect(reply.body).toBe('body end');
-    expect(reply.trailers['x-checksum']).toBe('abc123');
+  it("passes the service's trailers on as HTTP/2 trailers, from HTTP/1.1 and from h2c", async () => {
+    for (const name of [host, h2Host]) {
+      const client = h2Client(name);
+      const reply = await h2Get(client, '/trailers');
+      client.close();
+      expect(reply.body).toBe('body end');
+      expect(reply.trailers['x-checksum']).toBe('abc123');
+    }
   });
 
   it('survives a rapid-reset flood: 10,000 HEADERS + RST_STREAM on one connection', async () => {
