@@ -185,6 +185,20 @@ describe('HTTP/2 at the edge: the same policy over two wires', () => {
     },
   );
 
+  it('h2c with prior knowledge on the plain HTTP port, policy and all', async () => {
+    const at = (path: string, args: string[] = []) =>
+      curl([
+        `http://${host}:${edge.ports.http}${path}`,
+        ...['--resolve', `${host}:${edge.ports.http}:127.0.0.1`, '--http2-prior-knowledge'],
+        ...args,
+      ]);
+    const plain = await at('/plain');
+    expect([plain.status, plain.httpVersion]).toEqual([200, '2']);
+    expect(plain.text).toMatch(/^GET \/plain/);
+    expect((await at('/add')).text).toMatch(/x-added=yes/);
+    expect((await at('/deny')).status).toBe(403);
+  });
+
   it('rate-limit counts h2 and HTTP/1.1 requests alike', async () => {
     expect((await send('--http2', '/limited')).status).toBe(200);
     expect((await send('--http1.1', '/limited')).status).toBe(429);

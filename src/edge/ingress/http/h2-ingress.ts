@@ -19,7 +19,7 @@ import {
   type Http2ServerResponse,
   type Http2Session,
 } from 'node:http2';
-import type { TLSSocket } from 'node:tls';
+import type { Duplex } from 'node:stream';
 import { H2_SESSION_WINDOW, H2_STREAM_WINDOW } from './h2-upstream.js';
 
 /**
@@ -50,9 +50,9 @@ export class H2Ingress {
    * Each session's TLS socket: `session.socket` is a proxy of it, and the ingress knows connections
    * by the socket itself (byte counts, on_tcp_connect once per connection).
    */
-  private readonly sockets = new WeakMap<Http2Session, TLSSocket>();
+  private readonly sockets = new WeakMap<Http2Session, Duplex>();
   /** The socket being accepted: Node makes its session, and emits 'session', in the same turn. */
-  private accepting: TLSSocket | undefined;
+  private accepting: Duplex | undefined;
 
   constructor(options: H2IngressOptions) {
     const { limits } = options;
@@ -83,8 +83,15 @@ export class H2Ingress {
     });
   }
 
-  /** Serve an HTTP/2 connection on `socket`, which negotiated `h2`. */
-  accept(socket: TLSSocket): void {
+  /**
+   * Serve an HTTP/2 connection on `socket`: a TLS connection that negotiated `h2`, or a plain one
+   * that began with the connection preface (h2c with prior knowledge), `buffered` its bytes read.
+   */
+  accept(socket: Duplex, buffered: Buffer | undefined): void {
+    // Paused: Node's HTTP/2 session reads what is buffered, then the socket's handle, itself; a
+    // socket left flowing (the lean relay read it) would drop bytes between the two.
+    socket.pause();
+    if (buffered) socket.unshift(buffered);
     this.accepting = socket;
     try {
       this.server.emit('connection', socket);

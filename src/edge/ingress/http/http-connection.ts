@@ -25,6 +25,18 @@ import type { LeanRoute } from './http-relay.js';
 
 const NO_METERS: readonly EndpointMeter[] = [];
 
+/** The first line of HTTP/2's connection preface (RFC 9113 3.4), as an HTTP/1.1 parser sees it. */
+const H2C_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n', 'latin1');
+
+/**
+ * Whether `buf` begins with the HTTP/2 connection preface's first line.
+ * @example startsH2c(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n')) // true
+ */
+export function startsH2c(buf: Buffer): boolean {
+  const n = H2C_PREFACE.length;
+  return buf.length >= n && buf.compare(H2C_PREFACE, 0, n, 0, n) === 0;
+}
+
 /** Public bytes held while a response is pending (pipelined requests) before reads pause. */
 const MAX_BUFFERED = 256 * 1024;
 
@@ -111,6 +123,11 @@ export class HttpConnection extends ResponseRelay {
 
   protected readHead(): void {
     const buf = this.buffered!;
+    if (startsH2c(buf)) {
+      // HTTP/2 with prior knowledge (h2c): the ingress serves it (h2-ingress.ts).
+      this.handOver();
+      return;
+    }
     const end = this.scanner.scan(buf);
     if (typeof end === 'string') {
       this.refuse({ status: 400, reason: end });

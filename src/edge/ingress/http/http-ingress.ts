@@ -28,6 +28,7 @@ import {
 } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
 import { H2Ingress, type H2Limits } from './h2-ingress.js';
+import { startsH2c } from './http-connection.js';
 import { HttpRelay, type LeanRoute } from './http-relay.js';
 import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
@@ -152,6 +153,10 @@ export class HttpIngress {
    * connection the lean relay hands over, or one whose upgrade the agent did not take.
    */
   private serveOnFullPath(socket: Duplex, buffered: Buffer | undefined): void {
+    if (buffered && startsH2c(buffered)) {
+      this.h2.accept(socket, buffered);
+      return;
+    }
     if (buffered) socket.unshift(buffered);
     this.httpServer.emit('connection', socket);
     socket.resume();
@@ -161,7 +166,7 @@ export class HttpIngress {
   acceptTls(tlsSocket: TLSSocket): void {
     if (tlsSocket.alpnProtocol === 'h2') {
       this.connections.track(tlsSocket, tlsSocket);
-      this.h2.accept(tlsSocket);
+      this.h2.accept(tlsSocket, undefined);
       return;
     }
     this.accept(tlsSocket, tlsSocket);
