@@ -32,6 +32,7 @@ import { policyEventRoutes } from './policy-events.js';
 import { reservedAddrRoutes } from './reserved-addrs.js';
 import { reservedDomainRoutes } from './reserved-domains.js';
 import { vaultRoutes } from './vaults.js';
+import { eventDestinationRoutes } from './event-destinations.js';
 import { NOTHING_ONLINE, type ApiContext, type OnlineState } from './context.js';
 import { fieldPath, installErrorHandlers } from './error-handler.js';
 import { deeperThan } from './json-depth.js';
@@ -80,6 +81,7 @@ const ROUTES: ReadonlyArray<(app: FastifyInstance, ctx: ApiContext) => Promise<v
   backendRoutes,
   edgeRoutes,
   policyEventRoutes,
+  eventDestinationRoutes,
   onlineRoutes,
   auditEventRoutes,
 ];

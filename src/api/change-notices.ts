@@ -42,6 +42,10 @@ const CERTIFICATE_INPUTS =
 /** Changes to what traffic policies read with `secrets.get`: vaults and their secrets. */
 const SECRET_INPUTS = /^(?:POST|PATCH|PUT|DELETE) \/(?:vaults|secrets)(?:[/?]|$)/;
 
+/** Changes to where traffic events go: the edge rebuilds its routing table. */
+const EVENT_INPUTS =
+  /^(?:POST|PATCH|PUT|DELETE) \/(?:event_destinations|event_subscriptions)(?:[/?]|$)/;
+
 /**
  * After a successful change, tell the edges at once rather than at their next periodic reload:
  * sessions whose credential or bot user was revoked are re-checked (`credentialsChanged`), edges
@@ -63,7 +67,9 @@ export function installChangeNotices(app: FastifyInstance, online: OnlineState):
         ? 'certificates'
         : SECRET_INPUTS.test(call)
           ? 'secrets'
-          : undefined;
+          : EVENT_INPUTS.test(call)
+            ? 'events'
+            : undefined;
     if (topic !== 'edges') {
       if (topic) configChanged?.(topic);
       return;

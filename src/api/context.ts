@@ -33,7 +33,7 @@ export interface OnlineState {
 }
 
 /** What a configuration notice is about (src/api/change-notices.ts). */
-export type ConfigTopic = 'edges' | 'certificates' | 'secrets';
+export type ConfigTopic = 'edges' | 'certificates' | 'secrets' | 'events';
 
 export const NOTHING_ONLINE: OnlineState = {
   tunnelsMatching: () => [],

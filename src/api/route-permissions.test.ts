@@ -18,6 +18,7 @@ const EXPECTED: Record<Resource, { operator: 'rw' | 'r' | '-'; viewer: 'r' | '-'
   credentials: { operator: 'rw', viewer: 'r' },
   edges: { operator: 'rw', viewer: 'r' },
   endpoints: { operator: 'rw', viewer: 'r' },
+  events: { operator: 'rw', viewer: 'r' },
   ip_policies: { operator: 'rw', viewer: 'r' },
   reserved_addrs: { operator: 'rw', viewer: 'r' },
   reserved_domains: { operator: 'rw', viewer: 'r' },

@@ -21,6 +21,8 @@ const COLLECTIONS: Record<string, string> = {
   ep: 'endpoints',
   vault: 'vaults',
   sec: 'secrets',
+  ed: 'event_destinations',
+  esb: 'event_subscriptions',
 };
 
 export interface Ref {

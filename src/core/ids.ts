@@ -31,6 +31,8 @@ export const ID_PREFIX = {
   auditEvent: 'aud',
   vault: 'vault',
   secret: 'sec',
+  eventDestination: 'ed',
+  eventSubscription: 'esb',
 } as const;
 
 export type IdPrefix = (typeof ID_PREFIX)[keyof typeof ID_PREFIX];

@@ -26,6 +26,7 @@ export const RESOURCES = [
   'credentials',
   'edges',
   'endpoints',
+  'events',
   'ip_policies',
   'reserved_addrs',
   'reserved_domains',

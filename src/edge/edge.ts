@@ -26,7 +26,7 @@ import { startIngress, type Ingress } from './ingress/ingress.js';
 import { EdgeMetrics } from './metrics/metrics.js';
 import { TunnelRegistry } from './registry/tunnel-registry.js';
 import { TrafficLog } from './metrics/traffic-log.js';
-import { trafficEventsOut } from './metrics/otlp-events.js';
+import { EventRouter } from './events/event-router.js';
 import { trafficInspector, type TrafficInspector } from './metrics/traffic-replay.js';
 import { trafficExchangeTap, trafficTap } from './ingress/http/traffic-tap.js';
 import { startSshListener, type SshListener } from './ssh/ssh-listener.js';
@@ -67,7 +67,10 @@ export interface Edge {
    * Something edges read at their reload (`edges`) or a served certificate changed through this
    * process's API: apply it here now, and announce it to the other nodes.
    */
-  configChanged(topic: 'edges' | 'certificates' | 'secrets', inputs?: readonly string[]): void;
+  configChanged(
+    topic: 'edges' | 'certificates' | 'secrets' | 'events',
+    inputs?: readonly string[],
+  ): void;
   /** The values policies read with `secrets.get`, kept loaded from the store. */
   secrets: SecretsResolver;
   /** This process as a node of a cluster (a postgres:// database); undefined otherwise. */
@@ -120,21 +123,36 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         ),
       );
   };
-  const secretsTimer = setInterval(reloadSecrets, SECRETS_RELOAD_MS);
+  // Traffic events out: destinations and subscriptions from the store, reloaded like secrets.
+  const events = new EventRouter({
+    source: {
+      deliveries: () => repos.eventDestinations.deliveries(),
+      subscriptions: () => repos.eventSubscriptions.all(),
+    },
+    logger,
+  });
+  const reloadEvents = (): void => {
+    events
+      .reload()
+      .catch((err: unknown) =>
+        logger.warn({ err: (err as Error).message }, 'event destinations reload failed'),
+      );
+  };
+  reloadEvents();
+  const secretsTimer = setInterval(() => {
+    reloadSecrets();
+    reloadEvents();
+  }, SECRETS_RELOAD_MS);
   secretsTimer.unref();
   const baseWildcard = `*.${config.baseDomain}`;
-  const trafficEvents = trafficEventsOut(logger);
   // SSH sessions print their requests: the log hears of every answered one, from both HTTP paths.
   const sshLog = config.sshListen ? sshRequestLog(registry) : undefined;
   const trafficLog = new TrafficLog({
     redactHeaders: config.inspectRedactHeaders,
-    onAnswered:
-      trafficEvents && sshLog
-        ? (record) => {
-            trafficEvents(record);
-            sshLog(record);
-          }
-        : (trafficEvents ?? sshLog),
+    onAnswered: (record) => {
+      events.httpRequest(record);
+      sshLog?.(record);
+    },
   });
   const certsDir = join(config.dataDir, CERTS_DIR);
   const stored = storedCertificates(repos);
@@ -206,6 +224,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       limits: config.limits,
       tap: (req, res, tunnel) => trafficTap(trafficLog, req, res, tunnel),
       exchangeTap: trafficExchangeTap(trafficLog),
+      onRelayClosed: events.tcpClosed,
     });
     const settings: AgentEdgeSettings = {
       baseDomain: config.baseDomain,
@@ -293,6 +312,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         await started.agents.revocation.checkNow();
       });
       node.follow('secrets', () => secrets.reload());
+      node.follow('events', () => events.reload());
       node.follow('certificates', () => {
         certificates.clear();
         agentCertificates.refresh();
@@ -341,6 +361,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       cloud?.close();
       await started.ingress.close();
       await started.management.close();
+      // Last: the connections just closed have their events queued; they are sent before exit.
+      await events.close();
     })());
   return {
     registry,
@@ -366,6 +388,8 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         agentCertificates.refresh();
       } else if (topic === 'secrets') {
         reloadSecrets();
+      } else if (topic === 'events') {
+        reloadEvents();
       } else {
         edges
           .inputsChanged(inputs)

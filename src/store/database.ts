@@ -12,6 +12,7 @@ import { clusterMigration } from './migrations/0006-cluster.js';
 import { vaultsMigration } from './migrations/0007-vaults.js';
 import { rolesMigration } from './migrations/0008-roles.js';
 import { sshCredentialsMigration } from './migrations/0009-ssh-credentials.js';
+import { eventDestinationsMigration } from './migrations/0010-event-destinations.js';
 import type { Database } from './schema.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -48,6 +49,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     '0007-vaults': vaultsMigration(dialect),
     '0008-roles': rolesMigration(dialect),
     '0009-ssh-credentials': sshCredentialsMigration(dialect),
+    '0010-event-destinations': eventDestinationsMigration(dialect),
   };
 }
 

@@ -20,6 +20,8 @@ import { SshCredentialRepository } from './ssh-credentials.js';
 import { TlsCertificateRepository } from './tls-certificates.js';
 import { UserRepository } from './users.js';
 import { SecretRepository, VaultRepository } from './vaults.js';
+import { EventDestinationRepository } from './event-destinations.js';
+import { EventSubscriptionRepository } from './event-subscriptions.js';
 
 export { openStore, type Store, type StoreOptions } from './database.js';
 export type { Page, PageRequest } from './paging.js';
@@ -56,6 +58,8 @@ export interface Repositories {
   cloudEndpoints: CloudEndpointRepository;
   vaults: VaultRepository;
   secrets: SecretRepository;
+  eventDestinations: EventDestinationRepository;
+  eventSubscriptions: EventSubscriptionRepository;
   /** The cluster's nodes and online state (meaningful on PostgreSQL; harmless on SQLite). */
   cluster: ClusterRepository;
 }
@@ -92,6 +96,8 @@ export function createRepositories(
     cloudEndpoints: new CloudEndpointRepository(deps),
     vaults: new VaultRepository(deps),
     secrets: new SecretRepository(deps),
+    eventDestinations: new EventDestinationRepository(deps),
+    eventSubscriptions: new EventSubscriptionRepository(deps),
     cluster: new ClusterRepository(store.db, store.dialect),
   };
 }

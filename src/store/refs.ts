@@ -76,7 +76,8 @@ export async function refuseWhileEdgeUses(
 }
 
 /** The tables other resources reference by id. */
-export type ReferencedTable = 'backends' | 'ip_policies' | 'certificate_authorities';
+export type ReferencedTable =
+  'backends' | 'ip_policies' | 'certificate_authorities' | 'event_destinations';
 
 /**
  * Ids among `ids` that name no row of `table`, in the order given, for reference checks.

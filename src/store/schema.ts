@@ -31,6 +31,8 @@ export interface Database {
   online_tunnels: OnlineTunnelsTable;
   vaults: VaultsTable;
   secrets: SecretsTable;
+  event_destinations: EventDestinationsTable;
+  event_subscriptions: EventSubscriptionsTable;
 }
 
 /** Columns every user-facing resource has. */
@@ -280,4 +282,24 @@ export interface SecretsTable extends ResourceColumns {
   /** `v1:` then base64 of the AES-256-GCM nonce, tag and ciphertext. */
   value_encrypted: string;
   updated_at: string;
+}
+
+/** Where traffic events go (migration 0010-event-destinations). */
+export interface EventDestinationsTable extends ResourceColumns {
+  /** `json`, the only format. */
+  format: string;
+  /** `webhook`, `file` or `opentelemetry`. */
+  kind: string;
+  /** JSON of the kind's settings, without the signing secret. */
+  target: string;
+  /** A webhook's signing secret, sealed as vault secrets are (secret-box.ts); null otherwise. */
+  secret_encrypted: string | null;
+}
+
+/** Which event types go to which destinations. */
+export interface EventSubscriptionsTable extends ResourceColumns {
+  /** JSON list of event types, e.g. `["tcp_connection_closed.v0"]`. */
+  sources: string;
+  /** JSON list of `ed_…` ids. */
+  destination_ids: string;
 }

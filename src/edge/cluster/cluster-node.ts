@@ -17,7 +17,8 @@ import { OnlineReplica } from './online-replica.js';
 import type { SessionCommand } from './online-rows.js';
 
 /** Configuration topics a node may follow; each is announced after a write through the API. */
-export type ClusterTopic = 'edges' | 'cloud_endpoints' | 'credentials' | 'certificates' | 'secrets';
+export type ClusterTopic =
+  'edges' | 'cloud_endpoints' | 'credentials' | 'certificates' | 'secrets' | 'events';
 
 const ONLINE_TOPIC = 'online';
 /** Heartbeats between two full reloads of the cluster's online state. */

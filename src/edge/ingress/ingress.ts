@@ -14,7 +14,7 @@ import type { EdgeMetrics } from '../metrics/metrics.js';
 import { formatAddress, parseListenAddress } from '../../core/host-port.js';
 import { SniRouter } from './sni-router.js';
 import { TcpIngress } from './tcp-ingress.js';
-import { relayTimeoutsOf } from './proxy.js';
+import { relayTimeoutsOf, type RelayClosedHook } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../core/limits.js';
 import { ConnectionGate, RefusalLog } from '../listeners/connection-gate.js';
@@ -41,6 +41,8 @@ export interface IngressOptions {
   /** Told of every routed HTTP request (the traffic inspector). */
   tap?: HttpIngressOptions['tap'];
   exchangeTap?: HttpIngressOptions['exchangeTap'];
+  /** Told of each TCP and TLS-passthrough connection as it ends (traffic events). */
+  onRelayClosed?: RelayClosedHook | undefined;
   /** Listener limits (`--ingress-max-connections`, `--headers-timeout-ms`, …); default DEFAULT_LIMITS. */
   limits?: ServerLimits | undefined;
 }
@@ -108,6 +110,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     connectTimeoutMs: options.connectTimeoutMs,
     handshakeTimeoutMs: limits.tlsHandshakeTimeoutMs,
     relayTimeouts,
+    onRelayClosed: options.onRelayClosed,
   });
   // One budget for every public port: an address's connections to the HTTP, the HTTPS and all
   // TCP endpoint ports add up, so opening more endpoints does not give it more.
@@ -142,6 +145,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     logger,
     connectTimeoutMs: options.connectTimeoutMs,
     relayTimeouts,
+    onRelayClosed: options.onRelayClosed,
     // Each TCP port (endpoints and edges alike) counts against the ingress's one gate, like the
     // HTTP and HTTPS ports, and behind a load balancer gets the PROXY header reader.
     front: (server, socketOptions) => {

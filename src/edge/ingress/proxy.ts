@@ -45,6 +45,21 @@ export interface RawConnection {
   onConnectFailed(err: unknown): void;
 }
 
+/**
+ * Told once of each raw connection when it ends (closed, or its tunnel unreachable): traffic
+ * events' `tcp_connection_closed.v0`. The public socket's own byte counts are read then, so the
+ * relay does no extra work per chunk.
+ */
+export type RelayClosedHook = (closed: {
+  socket: Socket;
+  tunnel: OnlineTunnel;
+  proto: 'tcp' | 'tls';
+  /** Epoch milliseconds when the relay started. */
+  startedAt: number;
+  /** Why the tunnel could not be reached; absent when bytes were relayed. */
+  error?: unknown;
+}) => void;
+
 /** When raw relays end for going quiet (`--relay-idle-timeout-ms`, `--relay-half-closed-timeout-ms`). */
 export interface RawRelayTimeouts {
   idleMs: number;
@@ -94,6 +109,7 @@ export class TunnelRelays {
     private readonly meters: EndpointMeters,
     private readonly connectTimeoutMs: number | undefined,
     private readonly timeouts: RawRelayTimeouts,
+    private readonly onClosed?: RelayClosedHook,
   ) {}
 
   /** Relays open now (connecting ones are not counted). */
@@ -113,11 +129,15 @@ export class TunnelRelays {
     const closeConnection = this.meters.connectionOpened(meter);
     if (firstBytes) meter.bytesIn.inc(firstBytes.length);
     const info = proxyInfoOf(socket, proto, connection.passthroughTls ?? proto === 'tls');
+    const startedAt = Date.now();
+    const closed = (error?: unknown): void =>
+      this.onClosed?.({ socket, tunnel, proto, startedAt, error });
     connectTunnel(tunnel, info, this.connectTimeoutMs).then(
       (stream) => {
         if (socket.destroyed) {
           stream.destroy();
           closeConnection();
+          closed();
           return;
         }
         if (firstBytes) stream.write(firstBytes);
@@ -127,6 +147,7 @@ export class TunnelRelays {
           onClose: () => {
             this.open.delete(relayed);
             closeConnection();
+            closed();
           },
           timeouts: relayTimeoutsFor(this.timeouts, socket),
         });
@@ -134,6 +155,7 @@ export class TunnelRelays {
       },
       (err: unknown) => {
         closeConnection();
+        closed(err);
         connection.onConnectFailed(err);
       },
     );

@@ -29,6 +29,7 @@ import {
   relayTimeoutsOf,
   TunnelRelays,
   type RawRelayTimeouts,
+  type RelayClosedHook,
 } from './proxy.js';
 import { followInternal, refusalText } from '../registry/internal-routing.js';
 import type { EdgeTermination, OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
@@ -48,6 +49,8 @@ export interface SniRouterOptions {
   handshakeTimeoutMs?: number | undefined;
   /** When passthrough and terminated relays end for going quiet; default DEFAULT_LIMITS'. */
   relayTimeouts?: RawRelayTimeouts | undefined;
+  /** Told of each relayed connection as it ends (traffic events). */
+  onRelayClosed?: RelayClosedHook | undefined;
 }
 
 /** A connection on its way to a TLS endpoint's agent, through forward-internal hops. */
@@ -91,6 +94,7 @@ export class SniRouter {
       options.meters,
       options.connectTimeoutMs,
       options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS),
+      options.onRelayClosed,
     );
     const cert = options.defaultCertificate;
     this.tlsServer = createTlsServer({

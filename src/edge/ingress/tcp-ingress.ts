@@ -15,6 +15,7 @@ import {
   relayTimeoutsOf,
   TunnelRelays,
   type RawRelayTimeouts,
+  type RelayClosedHook,
 } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 
@@ -27,6 +28,8 @@ export interface TcpIngressOptions {
   connectTimeoutMs?: number | undefined;
   /** When relays end for going quiet; default DEFAULT_LIMITS' (1 h idle, 30 s half-closed). */
   relayTimeouts?: RawRelayTimeouts | undefined;
+  /** Told of each relayed connection as it ends (traffic events). */
+  onRelayClosed?: RelayClosedHook | undefined;
   /**
    * What to listen on in place of each port's server, given its socket options: the PROXY
    * protocol front with `--ingress-proxy-protocol 1`. Default: the server itself.
@@ -63,6 +66,7 @@ export class TcpIngress {
       options.meters,
       options.connectTimeoutMs,
       options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS),
+      options.onRelayClosed,
     );
   }
 

@@ -7,7 +7,7 @@
  * reads them. Events wait in a bounded queue and go in batches; a failed batch is retried with
  * backoff; past the bound the newest events are dropped and counted, never kept without end.
  */
-import type { Logger } from '../../core/logger.js';
+import type { TrafficEvent } from '../events/traffic-events.js';
 import type { TrafficRecord } from './traffic-log.js';
 
 /** How the exporter batches, retries and bounds what waits. */
@@ -24,6 +24,13 @@ export interface OtlpExportOptions {
   /** Tries per batch (default 5), the first retry after `backoffMs` (default 500), doubling. */
   maxTries?: number;
   backoffMs?: number;
+  /**
+   * Other destinations reuse this queue (src/edge/events/sinks.ts): `encode` makes one batch's
+   * body (default: an OTLP `resourceLogs` document) and `deliver` sends it and answers an HTTP
+   * status (default: POST to `url` with fetch), so webhooks and files batch, retry and drop alike.
+   */
+  encode?: ((batch: Record<string, unknown>[]) => string) | undefined;
+  deliver?: ((body: string) => Promise<number>) | undefined;
   /** Told of a batch given up or events dropped (a log line, at most one a minute). */
   onLoss?: (what: { dropped: number; failed: number; error?: string }) => void;
 }
@@ -45,7 +52,8 @@ export function otlpFromEnv(env: NodeJS.ProcessEnv): OtlpExportOptions | undefin
   return { url, headers };
 }
 
-type AnyValue = { stringValue: string } | { intValue: string } | { doubleValue: number };
+type AnyValue =
+  { stringValue: string } | { intValue: string } | { doubleValue: number } | { boolValue: boolean };
 interface KeyValue {
   key: string;
   value: AnyValue;
@@ -103,8 +111,32 @@ export function requestLogRecord(r: TrafficRecord, nowMs: number): Record<string
 }
 
 /**
+ * Any traffic event as an OTLP log record: `event.name` is its type and each of its fields an
+ * attribute of the same name (what a TCP connection's event becomes; requests have
+ * {@link requestLogRecord}, which also carries their trace).
+ * @example exporter.add(eventLogRecord(tcpConnectionEvent(closed, Date.now()), Date.now()));
+ */
+export function eventLogRecord(event: TrafficEvent, nowMs: number): Record<string, unknown> {
+  const attributes: KeyValue[] = [str('event.name', event.event_type)];
+  for (const [key, value] of Object.entries(event.object)) {
+    if (typeof value === 'string') attributes.push(str(key, value));
+    else if (typeof value === 'boolean') attributes.push({ key, value: { boolValue: value } });
+    else if (Number.isInteger(value)) attributes.push(int(key, value));
+    else attributes.push({ key, value: { doubleValue: value } });
+  }
+  return {
+    timeUnixNano: `${BigInt(Date.parse(event.event_timestamp)) * 1_000_000n}`,
+    observedTimeUnixNano: `${BigInt(Math.round(nowMs)) * 1_000_000n}`,
+    severityNumber: 9,
+    severityText: 'INFO',
+    body: { stringValue: event.event_type },
+    attributes,
+  };
+}
+
+/**
  * Batches log records to one OTLP/HTTP JSON endpoint.
- * @example const out = new OtlpLogExporter(otlpFromEnv(process.env)!); log.onAnswered = (r) => out.add(requestLogRecord(r, Date.now()));
+ * @example const out = new OtlpLogExporter(otlpFromEnv(process.env)!); out.add(requestLogRecord(r, Date.now()));
  */
 export class OtlpLogExporter {
   private queue: Record<string, unknown>[] = [];
@@ -155,33 +187,21 @@ export class OtlpLogExporter {
   }
 
   private async send(batch: Record<string, unknown>[]): Promise<void> {
-    const body = JSON.stringify({
-      resourceLogs: [
-        {
-          resource: { attributes: [str('service.name', 'burrow')] },
-          scopeLogs: [{ scope: { name: 'burrow.traffic' }, logRecords: batch }],
-        },
-      ],
-    });
+    const body = (this.options.encode ?? otlpLogsBody)(batch);
+    const deliver = this.options.deliver ?? ((text: string) => this.post(text));
     const tries = this.options.maxTries ?? 5;
     let delay = this.options.backoffMs ?? 500;
     let error = '';
     for (let attempt = 1; attempt <= tries; attempt++) {
       try {
-        const res = await fetch(this.options.url, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json', ...this.options.headers },
-          body,
-          signal: AbortSignal.timeout(10_000),
-        });
-        await res.arrayBuffer();
-        if (res.ok) {
+        const status = await deliver(body);
+        if (status >= 200 && status < 300) {
           this.sent += batch.length;
           return;
         }
-        error = `HTTP ${res.status}`;
+        error = `HTTP ${status}`;
         // Only 429 and 5xx are worth another try (the OTLP specification's retryable answers).
-        if (res.status !== 429 && res.status < 500) break;
+        if (status !== 429 && status < 500) break;
       } catch (err) {
         error = (err as Error).message;
       }
@@ -194,31 +214,30 @@ export class OtlpLogExporter {
     this.dropped += batch.length;
     this.options.onLoss?.({ dropped: this.dropped, failed: this.failed, error });
   }
+
+  private async post(body: string): Promise<number> {
+    const res = await fetch(this.options.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...this.options.headers },
+      body,
+      signal: AbortSignal.timeout(10_000),
+    });
+    await res.arrayBuffer();
+    return res.status;
+  }
 }
 
-/** At most one loss line a minute: a collector that is down would otherwise log each batch. */
-const LOSS_LOG_MS = 60_000;
-
 /**
- * The edge's hook for answered requests when the OTLP variables are set (else undefined): each
- * goes to the collector as a log record; losses are logged at most once a minute with the totals.
- * @example new TrafficLog({ onAnswered: trafficEventsOut(logger) });
+ * One OTLP/HTTP JSON logs request carrying `records`.
+ * @example await fetch(url, { method: 'POST', body: otlpLogsBody([requestLogRecord(r, Date.now())]) });
  */
-export function trafficEventsOut(
-  logger: Logger,
-  env: NodeJS.ProcessEnv = process.env,
-): ((record: TrafficRecord) => void) | undefined {
-  const options = otlpFromEnv(env);
-  if (!options) return undefined;
-  let lastLoss = 0;
-  const exporter = new OtlpLogExporter({
-    ...options,
-    onLoss: (what) => {
-      if (Date.now() - lastLoss < LOSS_LOG_MS) return;
-      lastLoss = Date.now();
-      logger.warn({ ...what, url: options.url }, 'traffic events to OpenTelemetry lost');
-    },
+export function otlpLogsBody(records: Record<string, unknown>[]): string {
+  return JSON.stringify({
+    resourceLogs: [
+      {
+        resource: { attributes: [str('service.name', 'burrow')] },
+        scopeLogs: [{ scope: { name: 'burrow.traffic' }, logRecords: records }],
+      },
+    ],
   });
-  logger.info({ url: options.url }, 'traffic events go to OpenTelemetry (OTLP/HTTP JSON logs)');
-  return (record) => exporter.add(requestLogRecord(record, Date.now()));
 }

@@ -1,0 +1,217 @@
+import { randomBytes } from 'node:crypto';
+import { CODES, ValidationError } from '../core/errors.js';
+import { ID_PREFIX, newId } from '../core/ids.js';
+import type { RepoDeps } from './deps.js';
+import { describedChanges, describedColumns, type DescribedInput } from './described.js';
+import { ResourceRepository } from './resource-repository.js';
+import type { EventDestinationsTable } from './schema.js';
+import { newSecretKey, openSecret, sealSecret } from './secret-box.js';
+import type { SettingsRepository } from './settings.js';
+
+/** The kinds of destination, as the `target` object's one key names them. */
+export const DESTINATION_KINDS = ['webhook', 'file', 'opentelemetry'] as const;
+export type DestinationKind = (typeof DESTINATION_KINDS)[number];
+
+/** A destination's settings as the API takes them: exactly one kind set. */
+export interface EventTarget {
+  webhook?: { url: string } | undefined;
+  file?: { path: string } | undefined;
+  opentelemetry?: { url: string; headers?: Record<string, string> | undefined } | undefined;
+}
+
+/** A destination as the API shows it (never with its signing secret, except right after create). */
+export interface EventDestination {
+  id: string;
+  description: string;
+  metadata: string;
+  created_at: string;
+  format: string;
+  kind: DestinationKind;
+  target: EventTarget;
+  /** A webhook's signing secret: only in the answer to its create. */
+  signing_secret?: string | undefined;
+}
+
+export interface EventDestinationCreate extends DescribedInput {
+  format?: string | undefined;
+  target: EventTarget;
+}
+
+export type EventDestinationUpdate = Partial<EventDestinationCreate>;
+
+/** What the edge delivers with: the destination and, for a webhook, its secret in clear. */
+export interface DestinationDelivery {
+  id: string;
+  kind: DestinationKind;
+  target: EventTarget;
+  signingSecret?: string | undefined;
+}
+
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+function httpUrl(value: string, field: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new ValidationError(CODES.invalidValue, field, 'must be an absolute http or https URL');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new ValidationError(CODES.invalidValue, field, 'must be an http or https URL');
+  }
+  if (url.username || url.password) {
+    // Credentials in a URL end up in logs; headers are the place for them.
+    throw new ValidationError(CODES.invalidValue, field, 'must not carry a user or password');
+  }
+  return url.href;
+}
+
+/**
+ * The kind and normalised settings of `target`; a problem is thrown naming the field and rule.
+ * @example checkTarget({ file: { path: '/var/log/burrow/events.jsonl' } }) // ['file', { file: … }]
+ */
+export function checkTarget(target: EventTarget): [DestinationKind, EventTarget] {
+  const kinds = DESTINATION_KINDS.filter((k) => target[k] !== undefined);
+  if (kinds.length !== 1) {
+    throw new ValidationError(
+      CODES.invalidValue,
+      'target',
+      `must set exactly one of ${DESTINATION_KINDS.join(', ')}`,
+    );
+  }
+  const kind = kinds[0]!;
+  if (target.webhook) {
+    return [kind, { webhook: { url: httpUrl(target.webhook.url, 'target.webhook.url') } }];
+  }
+  if (target.file) {
+    const path = target.file.path;
+    if (!path.startsWith('/') || path.includes('\0')) {
+      throw new ValidationError(CODES.invalidValue, 'target.file.path', 'must be an absolute path');
+    }
+    return [kind, { file: { path } }];
+  }
+  const otel = target.opentelemetry!;
+  const headers = otel.headers ?? {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (!HEADER_NAME.test(name) || /[\r\n\0]/.test(value)) {
+      throw new ValidationError(
+        CODES.invalidValue,
+        `target.opentelemetry.headers.${name}`,
+        'must be an HTTP header name with a value of one line',
+      );
+    }
+  }
+  const url = httpUrl(otel.url, 'target.opentelemetry.url');
+  return [kind, { opentelemetry: { url, headers } }];
+}
+
+function checkFormat(format: string | undefined): string {
+  if (format !== undefined && format !== 'json') {
+    throw new ValidationError(CODES.invalidValue, 'format', 'must be json');
+  }
+  return 'json';
+}
+
+function viewOf(row: EventDestinationsTable): EventDestination {
+  return {
+    id: row.id,
+    description: row.description,
+    metadata: row.metadata,
+    created_at: row.created_at,
+    format: row.format,
+    kind: row.kind as DestinationKind,
+    target: JSON.parse(row.target) as EventTarget,
+  };
+}
+
+/**
+ * Event destinations. A webhook's signing secret is made here, shown once in the create's answer
+ * and stored encrypted (secret-box.ts, the vaults' key): unlike a password it cannot be hashed,
+ * since every delivery signs with it. Deleting a destination takes it out of every subscription.
+ * @example const d = await repo.create({ target: { webhook: { url: 'https://hooks.example/burrow' } } });
+ */
+export class EventDestinationRepository extends ResourceRepository<
+  'event_destinations',
+  EventDestination
+> {
+  private readonly settings: SettingsRepository;
+
+  constructor(deps: RepoDeps) {
+    super(deps.db, 'event_destinations', viewOf);
+    this.settings = deps.accountSettings;
+  }
+
+  async create(input: EventDestinationCreate): Promise<EventDestination> {
+    const format = checkFormat(input.format);
+    const [kind, target] = checkTarget(input.target);
+    const id = newId(ID_PREFIX.eventDestination);
+    const secret = kind === 'webhook' ? `whsec_${randomBytes(24).toString('base64url')}` : null;
+    const row: EventDestinationsTable = {
+      id,
+      ...describedColumns(input),
+      format,
+      kind,
+      target: JSON.stringify(target),
+      secret_encrypted: secret && sealSecret(await this.key(), id, secret),
+    };
+    await this.db.insertInto('event_destinations').values(row).execute();
+    return { ...viewOf(row), ...(secret ? { signing_secret: secret } : {}) };
+  }
+
+  async update(id: string, patch: EventDestinationUpdate): Promise<EventDestination | undefined> {
+    const set: Partial<EventDestinationsTable> = describedChanges(patch);
+    if (patch.format !== undefined) set.format = checkFormat(patch.format);
+    if (patch.target !== undefined) {
+      const [kind, target] = checkTarget(patch.target);
+      const current = await this.get(id);
+      if (!current) return undefined;
+      // The secret belongs to the webhook kind: changing kind would leave one without a secret.
+      if (current.kind !== kind) {
+        throw new ValidationError(
+          CODES.invalidValue,
+          'target',
+          `must keep the kind ${current.kind}; create a new destination for a ${kind}`,
+        );
+      }
+      set.target = JSON.stringify(target);
+    }
+    await this.writeColumns(id, set);
+    return this.get(id);
+  }
+
+  async delete(id: string): Promise<boolean> {
+    return this.deleteChecked(id, async (trx) => {
+      const subs = await trx
+        .selectFrom('event_subscriptions')
+        .select(['id', 'destination_ids'])
+        .execute();
+      for (const sub of subs) {
+        const ids = JSON.parse(sub.destination_ids) as string[];
+        if (!ids.includes(id)) continue;
+        await trx
+          .updateTable('event_subscriptions')
+          .set({ destination_ids: JSON.stringify(ids.filter((d) => d !== id)) })
+          .where('id', '=', sub.id)
+          .execute();
+      }
+    });
+  }
+
+  /** Every destination with its secret in clear, for the edge. Never hand these to the API. */
+  async deliveries(): Promise<DestinationDelivery[]> {
+    const rows = await this.db.selectFrom('event_destinations').selectAll().orderBy('id').execute();
+    const key = rows.some((r) => r.secret_encrypted) ? await this.key() : '';
+    return rows.map((row) => ({
+      id: row.id,
+      kind: row.kind as DestinationKind,
+      target: JSON.parse(row.target) as EventTarget,
+      signingSecret: row.secret_encrypted
+        ? openSecret(key, row.id, row.secret_encrypted)
+        : undefined,
+    }));
+  }
+
+  private key(): Promise<string> {
+    return this.settings.getOrCreate('secrets_key', newSecretKey);
+  }
+}
