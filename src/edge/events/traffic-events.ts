@@ -65,12 +65,12 @@ export function tcpConnectionEvent(
   closed: Parameters<RelayClosedHook>[0],
   endedAt: number,
 ): TrafficEvent {
-  const { socket, tunnel, proto, startedAt, error } = closed;
+  const { socket, addresses, tunnel, proto, startedAt, error } = closed;
   const object: Record<string, EventValue> = {
-    'conn.client_ip': plainIp(socket.remoteAddress),
-    'conn.client_port': socket.remotePort ?? 0,
-    'conn.server_ip': plainIp(socket.localAddress),
-    'conn.server_port': socket.localPort ?? 0,
+    'conn.client_ip': plainIp(addresses.remoteAddress),
+    'conn.client_port': addresses.remotePort ?? 0,
+    'conn.server_ip': plainIp(addresses.localAddress),
+    'conn.server_port': addresses.localPort ?? 0,
     'conn.start_ts': new Date(startedAt).toISOString(),
     'conn.end_ts': new Date(endedAt).toISOString(),
     'conn.duration_ms': endedAt - startedAt,

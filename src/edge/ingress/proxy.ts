@@ -51,7 +51,9 @@ export interface RawConnection {
  * relay does no extra work per chunk.
  */
 export type RelayClosedHook = (closed: {
+  /** Read for its byte counts; its addresses are gone once it closed, hence `addresses`. */
   socket: Socket;
+  addresses: Pick<Socket, 'remoteAddress' | 'remotePort' | 'localAddress' | 'localPort'>;
   tunnel: OnlineTunnel;
   proto: 'tcp' | 'tls';
   /** Epoch milliseconds when the relay started. */
@@ -130,8 +132,10 @@ export class TunnelRelays {
     if (firstBytes) meter.bytesIn.inc(firstBytes.length);
     const info = proxyInfoOf(socket, proto, connection.passthroughTls ?? proto === 'tls');
     const startedAt = Date.now();
+    const { remoteAddress, remotePort, localAddress, localPort } = socket;
+    const addresses = { remoteAddress, remotePort, localAddress, localPort };
     const closed = (error?: unknown): void =>
-      this.onClosed?.({ socket, tunnel, proto, startedAt, error });
+      this.onClosed?.({ socket, addresses, tunnel, proto, startedAt, error });
     connectTunnel(tunnel, info, this.connectTimeoutMs).then(
       (stream) => {
         if (socket.destroyed) {
