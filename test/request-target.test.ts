@@ -17,6 +17,9 @@ import { connectNgrok } from './support/ngrok-agents.js';
 const SHOW_POLICY_VIEW = `
 on_http_request:
   - actions:
+      # A circuit breaker observes each status, so the endpoint is served on the full path.
+      - type: circuit-breaker
+        config: {error_threshold: 0.99}
       - type: add-headers
         config:
           headers:

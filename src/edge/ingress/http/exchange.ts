@@ -5,7 +5,10 @@
  */
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
 import type { ConnectionState } from './http-connections.js';
+import type { HeaderChanges } from '../../../policy/index.js';
+import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
 import { forwardedHeaders } from './http-forwarding.js';
+import type { LeanPolicyRun } from './http-policy-lean.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
 import { HeadScanner } from './head-syntax.js';
@@ -102,6 +105,8 @@ export class Exchange {
     readonly done: ExchangeDone | undefined,
     /** The meters of the endpoints that forwarded the request here (forward-internal). */
     readonly passed: readonly EndpointMeter[],
+    /** The endpoint's policy as the relay applies it (http-policy-lean.ts). */
+    readonly policy: LeanPolicyRun | undefined,
   ) {
     this.requestBody = requestFramer(head);
   }
@@ -134,7 +139,8 @@ export class Exchange {
 /**
  * The request head the agent gets: the client's request line and headers, hop-by-hop headers
  * dropped and `X-Forwarded-*` set (one rule for both HTTP paths, http-forwarding.ts); `host`
- * replaces the client's Host (HostHeaderRewrite, http-forwarding.ts rewrittenHost).
+ * replaces the client's Host (HostHeaderRewrite, http-forwarding.ts rewrittenHost); `changes` are
+ * the policy's, applied as on the full path (header-changes.ts).
  * @example stream.write(agentRequestHead(head, 'https', '203.0.113.7', undefined), 'latin1')
  */
 export function agentRequestHead(
@@ -142,12 +148,14 @@ export function agentRequestHead(
   proto: 'http' | 'https',
   clientIp: string,
   host?: string,
+  changes?: HeaderChanges,
 ): string {
-  const headers = forwardedHeaders(
+  const forwarded = forwardedHeaders(
     head.raw,
     { host: head.host, connection: head.connection, chunked: head.chunked },
     { proto, clientIp, host },
   );
+  const headers = changes ? applyToRawHeaders(forwarded, changes, REQUEST_OWNED) : forwarded;
   let text = `${head.method} ${head.target} HTTP/1.1\r\n`;
   for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
   return text + '\r\n';

@@ -208,7 +208,7 @@ export class HttpConnection extends ResponseRelay {
       clientIp: this.ip,
     });
     const passed = via.length === 0 ? NO_METERS : via.map((t) => this.ctx.meters.of(t));
-    const exchange = new Exchange(head, tunnel, meter, state, done, passed);
+    const exchange = new Exchange(head, tunnel, meter, state, done, passed, route.policy);
     this.exchange = exchange;
     this.sendOnStream(exchange);
   }
@@ -217,7 +217,8 @@ export class HttpConnection extends ResponseRelay {
     const stream = this.stream!;
     exchange.sentAt = performance.now();
     const host = rewrittenHost(exchange.tunnel);
-    stream.write(agentRequestHead(exchange.head, this.proto, this.ip, host), 'latin1');
+    const changes = exchange.policy?.requestHeaders;
+    stream.write(agentRequestHead(exchange.head, this.proto, this.ip, host, changes), 'latin1');
     const rest = this.buffered;
     this.buffered = undefined;
     if (exchange.requestBody) {

@@ -119,7 +119,8 @@ on_http_request:
       'https',
       'edit-lean.internal',
       await service('edit'),
-      'on_http_request: [{actions: [{type: add-headers, config: {headers: {x-added: "1"}}}]}]',
+      // A rewritten target is written by the full path only (header changes alone stay lean).
+      'on_http_request: [{actions: [{type: url-rewrite, config: {from: "^/(.*)$", to: "/$1"}}, {type: add-headers, config: {headers: {x-added: "1"}}}]}]',
     );
     const cloud = endpoints.publicEndpoint(
       'http',

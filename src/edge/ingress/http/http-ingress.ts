@@ -212,7 +212,7 @@ export class HttpIngress {
       }
       // A service that speaks HTTP/2 is spoken to on the full path (h2-upstream.ts).
       if (verdict.kind === 'relay' && !tunnel.cloud && tunnel.appProtocol !== 'http2') {
-        return { tunnel, via: via ?? NO_VIA };
+        return { tunnel, via: via ?? NO_VIA, policy: verdict.run };
       }
       const step =
         verdict.kind === 'forward'

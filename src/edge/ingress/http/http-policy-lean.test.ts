@@ -23,12 +23,16 @@ describe('policies without an HTTP phase on the lean relay', () => {
   let upstream: LocalServer;
   const events = new PolicyEventLog();
   let n = 0;
+  /** The X-Client-IP each request reached the service with. */
+  const seenClientIp: Array<string | string[] | undefined> = [];
 
   beforeAll(async () => {
     t = await startTestIngress();
     upstream = await listenLocal(
-      http.createServer((_req, res) => {
+      http.createServer((req, res) => {
         res.sendDate = false;
+        seenClientIp.push(req.headers['x-client-ip']);
+        res.setHeader('x-powered-by', 'the test service');
         res.end('ok');
       }),
     );
@@ -74,13 +78,42 @@ describe('policies without an HTTP phase on the lean relay', () => {
     expect(events.eventsFor(tunnel.id).map((e) => e.outcome)).toEqual(['log']);
   });
 
-  it('an HTTP phase keeps the endpoint on the full path (the control)', async () => {
+  it('an HTTP phase that rewrites the target keeps the endpoint on the full path (the control)', async () => {
     const { host } = online(
-      'on_http_request: [{actions: [{type: add-headers, config: {headers: {x-a: "1"}}}]}]',
+      'on_http_request: [{actions: [{type: url-rewrite, config: {from: "/(.*)", to: "/x/$1"}}]}]',
     );
     const [reply] = await keptAlive(host, 1);
     expect(reply).toMatchObject({ status: 200, body: 'ok' });
     expect(reply!.headers.date).toEqual(expect.any(String));
+  });
+
+  it('runs header phases on the relay: request and response headers changed, answers left to the full path', async () => {
+    const { tunnel, host } = online(`
+on_http_request:
+  - expressions: ["'x-block' in req.headers"]
+    actions: [{type: deny}]
+  - actions: [{type: add-headers, config: {headers: {x-client-ip: "\${conn.client_ip}"}}}]
+on_http_response:
+  - actions: [{type: add-headers, config: {headers: {x-served-by: burrow}}}, {type: remove-headers, config: {headers: [x-powered-by]}}]
+`);
+    const before = seenClientIp.length;
+    const replies = await keptAlive(host, 2);
+    const seen = (r: (typeof replies)[number]) => [
+      r.status,
+      r.body,
+      r.headers.date,
+      r.headers['x-served-by'],
+      r.headers['x-powered-by'],
+    ];
+    expect(replies.map(seen)).toEqual([
+      [200, 'ok', undefined, 'burrow', undefined],
+      [200, 'ok', undefined, 'burrow', undefined],
+    ]);
+    // The service got the request header the policy added, from the relay, on one stream.
+    expect(seenClientIp.slice(before)).toEqual(['127.0.0.1', '127.0.0.1']);
+    expect(tunnel.connects).toHaveLength(1);
+    const denied = await httpRequest(t.httpPort, { host, headers: { 'x-block': '1' } });
+    expect(denied.status).toBe(403);
   });
 
   it('closes a connection on_tcp_connect refuses, with no request reaching the agent', async () => {

@@ -1,60 +1,112 @@
 /**
  * Which policies the lean relay carries requests for, and what it does with them. A policy with no
  * HTTP phase (IP restrictions, connect-time rate limits) needs only its on_tcp_connect, once per
- * connection. A policy whose on_http_request only routes (forward-internal, log) is run here on
- * the parsed head: it changes nothing the relay would have to write differently, so the relay
- * carries the request on to the internal endpoint it picks, and the hop costs a rule evaluation
- * rather than the full path. Whatever the relay does not carry goes to the full path with the
- * decisions made here, which it finishes rather than makes again: a phase runs once per request.
+ * connection. A policy whose phases work on heads alone (routing, header changes, answers and
+ * refusals: {@link HEAD_ACTIONS}) is run here on the parsed heads: the relay carries the request
+ * with its header changes, or on to the internal endpoint forward-internal picks, and runs
+ * on_http_response on the response head before writing it. A phase costs a rule evaluation rather
+ * than the full path (issue 28: a three-rule policy served 0.38 of no policy on the full path).
+ * Whatever the relay does not carry (a policy's own answer, a rewritten target, a body the policy
+ * reads or rewrites, an observer of the status) goes to the full path with the decisions made
+ * here, which it finishes rather than makes again: a phase runs once per request.
  */
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
-import type {
-  ForwardInternal,
-  HttpRequestDecision,
-  PolicyVars,
-  TcpConnectDecision,
+import { headersProblem } from '../../../core/http-wire.js';
+import {
+  NO_HEADER_CHANGES,
+  type ConnInput,
+  type ForwardInternal,
+  type HeaderChanges,
+  type HttpRequestDecision,
+  type HttpResponseDecision,
+  type PolicyVars,
+  type RequestInput,
+  type TcpConnectDecision,
 } from '../../../policy/index.js';
+import { applyToRawHeaders, RESPONSE_ADD_OWNED, RESPONSE_REMOVE_OWNED } from './header-changes.js';
+import { rewrittenRequest } from './http-policy-writes.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 import { headersOf } from './http-forward-internal.js';
 import { connectionState, type ConnectionPolicyState, type Settled } from './http-policy.js';
 import type { RequestHead } from './request-head.js';
 
 /**
- * Actions that only route or record. Only an action that changes nothing of the request or the
- * response (no headers, target, body or observers) may be listed: the relay carries the request as
- * the client sent it.
+ * on_http_request actions whose outcome the relay can carry: routing and recording, header
+ * changes, and actions that answer or refuse (their answer goes to the full path, which writes it;
+ * letting a request by changes nothing). None reads or rewrites a body, rewrites the target or
+ * observes the status (url-rewrite, verify-webhook, circuit-breaker… take the full path).
  */
-const ROUTING_ACTIONS: ReadonlySet<string> = new Set(['forward-internal', 'log']);
+const HEAD_ACTIONS: ReadonlySet<string> = new Set([
+  'forward-internal',
+  'log',
+  'set-vars',
+  'add-headers',
+  'remove-headers',
+  'deny',
+  'custom-response',
+  'redirect',
+  'restrict-ips',
+  'rate-limit',
+  'basic-auth',
+]);
+
+/** on_http_response actions the relay applies to the response head: header changes, records. */
+const RESPONSE_HEAD_ACTIONS: ReadonlySet<string> = new Set([
+  'log',
+  'set-vars',
+  'add-headers',
+  'remove-headers',
+]);
 
 /** Per compiled policy: whether the relay can run it (computed once, policies are immutable). */
 const shapes = new WeakMap<TunnelPolicy['runner']['policy'], boolean>();
 
 /**
- * Whether the lean relay can run `policy` at all: no on_http_response, and an on_http_request, if
- * any, made only of routing actions. A policy of another shape always takes the full path.
- * @example leanShaped(tunnel.policy) // true for `on_http_request: [forward-internal …]`
+ * Whether the lean relay can run `policy` at all: phases made only of {@link HEAD_ACTIONS} and
+ * {@link RESPONSE_HEAD_ACTIONS}, and no variable that needs the body read. A policy of another
+ * shape always takes the full path.
+ * @example leanShaped(tunnel.policy) // true for `on_http_request: [add-headers …]`
  */
 export function leanShaped(policy: TunnelPolicy): boolean {
   const compiled = policy.runner.policy;
   let shaped = shapes.get(compiled);
   if (shaped === undefined) {
     shaped =
-      !compiled.has('on_http_response') &&
       // The relay does not read bodies; req.ts.body_received needs the body read first.
       !compiled.waitsForBody &&
       compiled.phases.on_http_request.every((rule) =>
-        rule.actions.every((a) => ROUTING_ACTIONS.has(a.type)),
+        rule.actions.every((a) => HEAD_ACTIONS.has(a.type)),
+      ) &&
+      compiled.phases.on_http_response.every((rule) =>
+        rule.actions.every((a) => RESPONSE_HEAD_ACTIONS.has(a.type)),
       );
     shapes.set(compiled, shaped);
   }
   return shaped;
 }
 
+/**
+ * What the relay applies of a policy to one exchange: the request's header changes, and the
+ * response phase to run on the response head (unset when the policy has none).
+ */
+export interface LeanPolicyRun {
+  requestHeaders: HeaderChanges;
+  response: ResponsePhase | undefined;
+}
+
+/** What on_http_response needs, kept from the request's phases. */
+interface ResponsePhase {
+  policy: TunnelPolicy;
+  conn: ConnInput;
+  req: RequestInput;
+  vars: PolicyVars;
+}
+
 /** What the lean relay does with one request to an endpoint with a policy. */
 export type LeanVerdict =
-  /** Carry it to this endpoint. */
-  | { kind: 'relay' }
+  /** Carry it to this endpoint, with the policy's changes when it made any. */
+  | { kind: 'relay'; run?: LeanPolicyRun | undefined }
   /** Carry it on to the internal endpoint of `forward`, as it is. */
   | { kind: 'forward'; forward: ForwardInternal; decision: HttpRequestDecision }
   /** The full path serves it; `decision` is its on_http_request outcome when it was run here. */
@@ -102,28 +154,81 @@ export function leanVerdict(socket: Duplex, policy: TunnelPolicy, head: RequestH
   const vars = tcpConnectVars(state, policy);
   if (vars === undefined) return FULL;
   const runner = policy.runner;
-  if (!runner.policy.has('on_http_request')) return RELAY;
+  const hasResponsePhase = runner.policy.has('on_http_response');
+  if (!runner.policy.has('on_http_request') && !hasResponsePhase) return RELAY;
+  const req: RequestInput = {
+    method: head.method,
+    url: head.target,
+    scheme: (socket as Partial<TLSSocket>).encrypted === true ? 'https' : 'http',
+    headers: headersOf(head.raw),
+    version: head.minor === 1 ? '1.1' : '1.0',
+  };
+  const run = (requestHeaders: HeaderChanges, after: PolicyVars): LeanVerdict => ({
+    kind: 'relay',
+    run: {
+      requestHeaders,
+      response: hasResponsePhase ? { policy, conn: state.conn, req, vars: after } : undefined,
+    },
+  });
+  if (!runner.policy.has('on_http_request')) return run(NO_HEADER_CHANGES, vars);
   let decision: Settled<HttpRequestDecision>;
   try {
-    decision = runner.onHttpRequest({
-      conn: state.conn,
-      endpoint: policy.endpoint,
-      req: {
-        method: head.method,
-        url: head.target,
-        scheme: (socket as Partial<TLSSocket>).encrypted === true ? 'https' : 'http',
-        headers: headersOf(head.raw),
-        version: head.minor === 1 ? '1.1' : '1.0',
-      },
-      vars,
-    });
+    decision = runner.onHttpRequest({ conn: state.conn, endpoint: policy.endpoint, req, vars });
   } catch {
     return FULL;
   }
-  // A routing-only phase changes nothing (ROUTING_ACTIONS): it forwards, or lets the request by.
   if (decision instanceof Promise || decision.kind !== 'continue')
     return { kind: 'full', decision };
-  return decision.forwardInternal
-    ? { kind: 'forward', forward: decision.forwardInternal, decision }
-    : RELAY;
+  // What only the full path writes: a new target, a body rewrite, an observer of the status, a
+  // header value it must refuse (rewrittenRequest answers for it there).
+  if (
+    decision.rewrite !== undefined ||
+    decision.bodyRewrite !== undefined ||
+    decision.afterResponse !== undefined ||
+    'refused' in rewrittenRequest(decision)
+  ) {
+    return { kind: 'full', decision };
+  }
+  const changes = decision.headers;
+  if (decision.forwardInternal) {
+    // Changes made before a hop are applied by the full path, which writes the request once.
+    if (changes.add.length > 0 || changes.remove.length > 0 || hasResponsePhase)
+      return { kind: 'full', decision };
+    return { kind: 'forward', forward: decision.forwardInternal, decision };
+  }
+  return changes.add.length === 0 && changes.remove.length === 0 && !hasResponsePhase
+    ? RELAY
+    : run(changes, decision.vars);
+}
+
+/**
+ * The response head's headers after on_http_response: `raw` with its changes; `{ problem }` for
+ * a header it made that cannot be written (answered with the 502 page, as on the full path); or
+ * undefined when the phase cannot be applied (it threw, waited or answered), and the policy fails
+ * closed.
+ * @example const headers = leanResponseHeaders(run.response, 200, response.raw);
+ */
+export function leanResponseHeaders(
+  phase: ResponsePhase,
+  status: number,
+  raw: string[],
+): string[] | { problem: string } | undefined {
+  let d: Settled<HttpResponseDecision>;
+  try {
+    d = phase.policy.runner.onHttpResponse({
+      conn: phase.conn,
+      endpoint: phase.policy.endpoint,
+      req: phase.req,
+      res: { status_code: status, headers: headersOf(raw) },
+      vars: phase.vars,
+    });
+  } catch {
+    return undefined;
+  }
+  if (d instanceof Promise || d.kind !== 'continue' || d.compress || d.bodyRewrite) {
+    return undefined;
+  }
+  const out = applyToRawHeaders(raw, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED);
+  const problem = headersProblem(out);
+  return problem ? { problem } : out;
 }

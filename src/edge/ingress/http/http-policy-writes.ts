@@ -95,6 +95,21 @@ export function rewrittenRequest(d: {
     : { target: read.target };
 }
 
+const POLICY_FAILED_TEXT = `500 Internal Server Error\n\nThe endpoint's traffic policy could not run.\n\n${POLICY_FAILED.code}\n`;
+
+/**
+ * {@link writeFailure} as bytes, for the lean relay (the connection closes after it).
+ * @example socket.end(rawPolicyFailure());
+ */
+export function rawPolicyFailure(): string {
+  return (
+    `HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\n` +
+    `Burrow-Error-Code: ${POLICY_FAILED.code}\r\n` +
+    `Content-Length: ${Buffer.byteLength(POLICY_FAILED_TEXT)}\r\nConnection: close\r\n\r\n` +
+    POLICY_FAILED_TEXT
+  );
+}
+
 /** A policy that cannot run fails closed, with an answer that says so. */
 export function writeFailure(res: ServerResponse): void {
   if (res.headersSent || res.destroyed) {
@@ -105,9 +120,7 @@ export function writeFailure(res: ServerResponse): void {
     'content-type': 'text/plain; charset=utf-8',
     'burrow-error-code': POLICY_FAILED.code,
   });
-  res.end(
-    `500 Internal Server Error\n\nThe endpoint's traffic policy could not run.\n\n${POLICY_FAILED.code}\n`,
-  );
+  res.end(POLICY_FAILED_TEXT);
 }
 
 /**

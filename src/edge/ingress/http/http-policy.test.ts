@@ -17,7 +17,7 @@ import {
   type TestIngress,
 } from '../../../../test/support/ingress.js';
 import { withPolicy } from '../../../../test/support/policy.js';
-import { applyToRawHeaders } from './http-policy.js';
+import { applyToRawHeaders } from './header-changes.js';
 
 let t: TestIngress;
 let upstream: TestUpstream;

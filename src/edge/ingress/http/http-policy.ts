@@ -4,7 +4,6 @@
  * tunnel it is for), on_http_request before the request goes upstream, on_http_response on the
  * upstream's response head. Tunnels without a policy never get here.
  */
-import { HOP_BY_HOP_HEADERS } from '../../../core/http-framing.js';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Duplex, Transform } from 'node:stream';
@@ -35,49 +34,20 @@ import {
   writeFailure,
 } from './http-policy-writes.js';
 import { bodyReader, type BodyHolder } from './http-policy-body.js';
+import {
+  applyToRawHeaders,
+  REQUEST_OWNED,
+  RESPONSE_ADD_OWNED,
+  RESPONSE_REMOVE_OWNED,
+} from './header-changes.js';
 import type { UpstreamResponse } from './http-responses.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
-
-/** A policy's changes to these request headers are ignored: the ingress sets them itself. */
-const REQUEST_OWNED: ReadonlySet<string> = new Set([
-  ...HOP_BY_HOP_HEADERS,
-  'content-length',
-  'host',
-  'x-forwarded-for',
-  'x-forwarded-host',
-  'x-forwarded-proto',
-]);
-/** A response may lose its length (compress-response drops it) but never gain one. */
-const RESPONSE_ADD_OWNED: ReadonlySet<string> = new Set([...HOP_BY_HOP_HEADERS, 'content-length']);
-const RESPONSE_REMOVE_OWNED = HOP_BY_HOP_HEADERS;
 
 export type Settled<T> = T | Promise<T>;
 
 function settle<T>(value: Settled<T>, next: (v: T) => void, fail: (err: unknown) => void): void {
   if (value instanceof Promise) value.then(next, fail);
   else next(value);
-}
-
-/**
- * A raw header list (`[name, value, …]`) with a phase's changes applied: removals first, then
- * additions, skipping the names the ingress owns.
- * @example applyToRawHeaders(['A', '1', 'B', '2'], { remove: ['a'], add: [['c', '3']] }, new Set()) // ['B', '2', 'c', '3']
- */
-export function applyToRawHeaders(
-  raw: string[],
-  changes: HeaderChanges,
-  ownedOnRemove: ReadonlySet<string>,
-  ownedOnAdd: ReadonlySet<string> = ownedOnRemove,
-): string[] {
-  if (changes.remove.length === 0 && changes.add.length === 0) return raw;
-  const removed = changes.remove.filter((name) => !ownedOnRemove.has(name));
-  const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    if (removed.length > 0 && removed.includes(raw[i]!.toLowerCase())) continue;
-    out.push(raw[i]!, raw[i + 1]!);
-  }
-  for (const [name, value] of changes.add) if (!ownedOnAdd.has(name)) out.push(name, value);
-  return out;
 }
 
 /** What the policy knows of a public connection: its variables, and what each tunnel's on_tcp_connect left. */

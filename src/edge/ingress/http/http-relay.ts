@@ -12,6 +12,7 @@ import type { ExchangeTap } from './exchange.js';
 import { HttpConnection } from './http-connection.js';
 import type { RequestHead } from './request-head.js';
 import { StreamPool } from './stream-pool.js';
+import type { LeanPolicyRun } from './http-policy-lean.js';
 
 /**
  * Where the relay carries a request: `tunnel` (a pool member, picked), reached through `via`, the
@@ -20,6 +21,8 @@ import { StreamPool } from './stream-pool.js';
 export interface LeanRoute {
   tunnel: OnlineTunnel;
   via: readonly OnlineTunnel[];
+  /** The endpoint's policy as the relay applies it (header changes, the response phase). */
+  policy?: LeanPolicyRun | undefined;
 }
 
 /** What every connection of one listener shares. */

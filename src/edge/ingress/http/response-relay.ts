@@ -13,6 +13,8 @@ import { failureDetail, INGRESS_ERRORS, rawErrorResponse } from '../error-pages.
 import { clientResponseHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
 import { concat, ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
+import { leanResponseHeaders } from './http-policy-lean.js';
+import { POLICY_FAILED, rawPolicyFailure } from './http-policy-writes.js';
 import { parseResponseHead } from './response-head.js';
 
 /** The most a response head may take. */
@@ -67,6 +69,22 @@ export abstract class ResponseRelay extends ConnectionStream {
       return;
     }
     exchange.upstreamAt = performance.now();
+    const phase = exchange.policy?.response;
+    if (phase) {
+      // on_http_response, on the head (http-policy-lean.ts): its header changes, or it fails closed.
+      const raw = leanResponseHeaders(phase, response.status, response.raw);
+      if (!raw || !Array.isArray(raw)) {
+        const error = INGRESS_ERRORS.unsafeResponseHead;
+        const host = routingHost(exchange.head.host) ?? '';
+        this.answerInstead(
+          exchange,
+          raw ? error.status : POLICY_FAILED.status,
+          raw ? rawErrorResponse(error, host, raw.problem) : rawPolicyFailure(),
+        );
+        return;
+      }
+      response.raw = raw;
+    }
     exchange.response = response;
     exchange.responseBody = responseFramer(response.framing);
     exchange.answered = true;
@@ -183,18 +201,27 @@ export abstract class ResponseRelay extends ConnectionStream {
   }
 
   protected badGateway(exchange: Exchange, detail: string): void {
+    const error = INGRESS_ERRORS.tunnelUnreachable;
+    this.answerInstead(
+      exchange,
+      error.status,
+      rawErrorResponse(error, routingHost(exchange.head.host) ?? '', detail),
+    );
+  }
+
+  /** Answer with the edge's own `response` (`status`) instead of the agent's, and close. */
+  private answerInstead(exchange: Exchange, status: number, response: string): void {
     this.dropStream();
     if (exchange.answered) {
       this.socket.destroy();
       return;
     }
-    const error = INGRESS_ERRORS.tunnelUnreachable;
     exchange.answered = true;
-    exchange.count(error.status);
-    exchange.done?.(error.status, []);
+    exchange.count(status);
+    exchange.done?.(status, []);
     this.exchange = undefined;
     this.phase = Phase.Closed;
-    this.socket.end(rawErrorResponse(error, routingHost(exchange.head.host) ?? '', detail));
+    this.socket.end(response);
   }
 }
 
