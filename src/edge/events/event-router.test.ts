@@ -30,7 +30,9 @@ import type { TrafficEvent } from './traffic-events.js';
 const SECRET = 'whsec_test';
 
 interface Delivery {
+  url: string | undefined;
   signature: string | undefined;
+  apiKey: string | undefined;
   body: string;
 }
 
@@ -67,7 +69,12 @@ describe('EventRouter', () => {
       req.on('end', () => {
         const status = failFirst.shift() ?? 200;
         if (status === 200) {
-          deliveries.push({ signature: req.headers[SIGNATURE_HEADER] as string, body });
+          deliveries.push({
+            url: req.url,
+            signature: req.headers[SIGNATURE_HEADER] as string | undefined,
+            apiKey: req.headers['x-api-key'] as string | undefined,
+            body,
+          });
         }
         res.writeHead(status).end();
       });
@@ -87,10 +94,17 @@ describe('EventRouter', () => {
     deliveries.length = 0;
   });
 
+  /** Warnings the routers logged, as pino wrote them. */
+  const warnings: Array<Record<string, unknown>> = [];
+  const logger = pino(
+    { level: 'warn' },
+    { write: (line: string) => warnings.push(JSON.parse(line) as Record<string, unknown>) },
+  );
+
   function router(destinations: DestinationDelivery[], subs: EventSubscription[]) {
     return new EventRouter({
       source: { deliveries: async () => destinations, subscriptions: async () => subs },
-      logger: pino({ level: 'silent' }),
+      logger,
       env: {},
       queue: { flushMs: 10, backoffMs: 10 },
     });
@@ -183,6 +197,52 @@ describe('EventRouter', () => {
     await events.close();
   });
 
+  it('sends a connection to an OpenTelemetry destination as a log record with its headers', async () => {
+    const events = router(
+      [
+        {
+          id: 'ed_otel',
+          kind: 'opentelemetry',
+          target: {
+            opentelemetry: {
+              url: hookUrl.replace('/hook', '/v1/logs'),
+              headers: { 'x-api-key': 'k1' },
+            },
+          },
+        },
+      ],
+      [subscription(['tcp_connection_closed.v0'], ['ed_otel'])],
+    );
+    await events.reload();
+    const socket = { bytesRead: 7, bytesWritten: 9 } as Socket;
+    const addresses = {
+      remoteAddress: '::ffff:203.0.113.9',
+      remotePort: 40_000,
+      localAddress: '::ffff:192.0.2.1',
+      localPort: 20_001,
+    };
+    const tunnel = { id: 'tn_tls', url: 'tls://db.edge.test:443' } as OnlineTunnel;
+    events.tcpClosed({ socket, addresses, tunnel, proto: 'tls', startedAt: Date.now() - 20 });
+    await events.flush();
+    expect(deliveries).toHaveLength(1);
+    expect(deliveries[0]).toMatchObject({ url: '/v1/logs', apiKey: 'k1', signature: undefined });
+    const body = JSON.parse(deliveries[0]!.body) as {
+      resourceLogs: Array<{ scopeLogs: Array<{ logRecords: Array<{ attributes: unknown[] }> }> }>;
+    };
+    const attributes = body.resourceLogs[0]!.scopeLogs[0]!.logRecords[0]!.attributes;
+    expect(attributes).toEqual(
+      expect.arrayContaining([
+        { key: 'event.name', value: { stringValue: 'tcp_connection_closed.v0' } },
+        { key: 'conn.client_ip', value: { stringValue: '203.0.113.9' } },
+        { key: 'conn.server_port', value: { intValue: '20001' } },
+        { key: 'conn.bytes_in', value: { intValue: '7' } },
+        { key: 'conn.bytes_out', value: { intValue: '9' } },
+        { key: 'endpoint.proto', value: { stringValue: 'tls' } },
+      ]),
+    );
+    await events.close();
+  });
+
   it('sends nothing for types no subscription names, and to nowhere the egress guard refuses', async () => {
     const hook = { ...webhook, target: { webhook: { url: hookUrl } } };
     const events = router([hook], [subscription(['tcp_connection_closed.v0'], ['ed_hook'])]);
@@ -198,6 +258,13 @@ describe('EventRouter', () => {
       guarded.httpRequest(record('/refused', 2));
       await guarded.flush();
       expect(deliveries).toEqual([]);
+      // Refused at every try, then given up and counted (and logged once).
+      expect(warnings.at(-1)).toMatchObject({
+        msg: 'traffic events lost',
+        destination: 'ed_hook',
+        dropped: 1,
+        failed: 1,
+      });
       await guarded.close();
     } finally {
       configureEgress({ allow: [parseEgressAllow('127.0.0.1') as EgressAllowEntry] });
