@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import { existsSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { join } from 'node:path';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -14,7 +15,9 @@ import {
 } from './support/edge-listeners.js';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
 import { connectNgrok } from './support/ngrok-agents.js';
+import { certificateMaker } from './support/certificates.js';
 import { startEchoUpstream } from './support/tcp-upstreams.js';
+import { startTlsServer, type TestTlsServer } from './support/tls.js';
 
 /**
  * Issue 33, traffic events out to destinations set in the API: a real `burrow server` (with
@@ -42,6 +45,8 @@ describe('traffic events to API destinations (webhook, file)', () => {
   let edge: EdgeServer;
   let web: LocalServer;
   let echo: LocalServer;
+  let tlsService: TestTlsServer;
+  const certs = certificateMaker();
   let session: ngrok.Session;
   let secret: string;
   let file: string;
@@ -90,12 +95,17 @@ describe('traffic events to API destinations (webhook, file)', () => {
     }
     web = await startHttpUpstream((_req, res) => res.writeHead(200).end('ok'));
     echo = await startEchoUpstream();
+    // The service's own certificate: the edge passes the TLS bytes through untouched.
+    const cert = certs.make('/CN=service.test', ['subjectAltName=DNS:service.test']);
+    tlsService = await startTlsServer({ cert, key: certs.lastKey() });
     session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
   }, 60_000);
   afterAll(async () => {
     await session?.close().catch(() => undefined);
     await web?.close();
     await echo?.close();
+    await tlsService?.close();
+    certs.cleanup();
     await edge?.server.stop();
     await edge?.db.drop();
     hook?.close();
@@ -143,6 +153,39 @@ describe('traffic events to API destinations (webhook, file)', () => {
       'endpoint.proto': 'tcp',
       'endpoint.url': listener.url(),
     });
+    await listener.close();
+  });
+
+  it('writes a TLS passthrough connection as tcp_connection_closed.v0 with proto tls', async () => {
+    const listener = await session
+      .tlsEndpoint()
+      .listenAndForward(`tcp://127.0.0.1:${tlsService.port}`);
+    const name = new URL(listener.url()!).hostname;
+    const client = tlsConnect({
+      port: edge.ports.https,
+      host: '127.0.0.1',
+      servername: name,
+      rejectUnauthorized: false,
+    });
+    await once(client, 'secureConnect');
+    // The service's certificate came through: the edge did not terminate the TLS.
+    expect(client.getPeerCertificate().subject.CN).toBe('service.test');
+    const clientPort = client.localPort;
+    client.resume().end();
+    await once(client, 'close');
+    const tls = () => fileEvents().filter((e) => e.object['endpoint.proto'] === 'tls');
+    await waitFor(() => tls().length > 0);
+    expect(tls()).toHaveLength(1);
+    const event = tls()[0]!;
+    expect(event.event_type).toBe('tcp_connection_closed.v0');
+    expect(event.object).toMatchObject({
+      'conn.client_port': clientPort,
+      'conn.server_port': edge.ports.https,
+      'endpoint.url': listener.url(),
+    });
+    // The handshake both ways: a ClientHello of some hundred bytes in, the certificate out.
+    expect(event.object['conn.bytes_in']).toBeGreaterThan(100);
+    expect(event.object['conn.bytes_out']).toBeGreaterThan(300);
     await listener.close();
   });
 });
