@@ -19,6 +19,7 @@ import { auditMigration } from './migrations/0005-audit.js';
 import { clusterMigration } from './migrations/0006-cluster.js';
 import { vaultsMigration } from './migrations/0007-vaults.js';
 import { rolesMigration } from './migrations/0008-roles.js';
+import { eventDestinationsMigration } from './migrations/0010-event-destinations.js';
 
 /** The migrations in the order src/store/database.ts applies them. */
 const MIGRATIONS: [string, (dialect: Dialect) => Migration][] = [
@@ -30,6 +31,7 @@ const MIGRATIONS: [string, (dialect: Dialect) => Migration][] = [
   ['0006-cluster', clusterMigration],
   ['0007-vaults', vaultsMigration],
   ['0008-roles', rolesMigration],
+  ['0010-event-destinations', eventDestinationsMigration],
 ];
 
 /**
@@ -98,6 +100,10 @@ const POSTGRES_DDL: Record<string, string[]> = {
     'alter table "api_keys" add column "role" text',
     'alter table "api_keys" add column "scopes" text',
     'alter table "audit_events" add column "actor_owner_id" text',
+  ],
+  '0010-event-destinations': [
+    'create table "event_destinations" ("id" text collate "C" primary key, "description" text default \'\' not null, "metadata" text default \'\' not null, "created_at" text not null, "format" text not null, "kind" text not null, "target" text not null, "secret_encrypted" text)',
+    'create table "event_subscriptions" ("id" text collate "C" primary key, "description" text default \'\' not null, "metadata" text default \'\' not null, "created_at" text not null, "sources" text not null, "destination_ids" text not null)',
   ],
 };
 
