@@ -126,7 +126,8 @@ describe('layering', () => {
 
 /**
  * Inside the edge the same rule holds between its folders (each folder's README.md says what it
- * is): registry < metrics < listeners < certificates < binds < sessions < ssh < cluster < ingress, and
+ * is): registry < metrics < listeners < certificates < binds < sessions < ssh < cluster < ingress <
+ * events, and
  * edge.ts, which composes them, on top. ingress/http is part of ingress.
  */
 const EDGE_FOLDERS = [
@@ -139,6 +140,7 @@ const EDGE_FOLDERS = [
   'ssh',
   'cluster',
   'ingress',
+  'events',
   '',
 ];
 const EDGE = join(SRC, 'edge');

@@ -10,14 +10,9 @@ import type { Logger } from '../../core/logger.js';
 import type { DestinationDelivery } from '../../store/event-destinations.js';
 import type { EventSubscription, EventType } from '../../store/event-subscriptions.js';
 import type { RelayClosedHook } from '../ingress/proxy.js';
-import {
-  eventLogRecord,
-  otlpFromEnv,
-  requestLogRecord,
-  type OtlpExportOptions,
-} from '../metrics/otlp-events.js';
+import { otlpFromEnv, requestLogRecord, type OtlpExportOptions } from '../metrics/otlp-events.js';
 import type { TrafficRecord } from '../metrics/traffic-log.js';
-import { destinationSink, environmentSink, type EventSink } from './sinks.js';
+import { destinationSink, environmentSink, eventLogRecord, type EventSink } from './sinks.js';
 import { httpRequestEvent, tcpConnectionEvent, type TrafficEvent } from './traffic-events.js';
 
 /** What the router reads at each reload (the repositories, or a test's fixed lists). */

@@ -12,7 +12,7 @@ import { createHmac } from 'node:crypto';
 import { appendFile } from 'node:fs/promises';
 import { egressFetch } from '../../core/egress-guard.js';
 import type { DestinationDelivery } from '../../store/event-destinations.js';
-import { OtlpLogExporter, type OtlpExportOptions } from '../metrics/otlp-events.js';
+import { otlpAttribute, OtlpLogExporter, type OtlpExportOptions } from '../metrics/otlp-events.js';
 import type { TrafficEvent } from './traffic-events.js';
 
 /** The header a webhook receiver checks: `sha256=` and the hex HMAC-SHA256 of the raw body. */
@@ -24,6 +24,26 @@ export const SIGNATURE_HEADER = 'x-burrow-signature';
  */
 export function signBody(secret: string, body: string): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+}
+
+/**
+ * Any traffic event as an OTLP log record: `event.name` is its type and each of its fields an
+ * attribute of the same name (what a TCP connection's event becomes; requests have
+ * requestLogRecord, which also carries their trace).
+ * @example exporter.add(eventLogRecord(tcpConnectionEvent(closed, Date.now()), Date.now()));
+ */
+export function eventLogRecord(event: TrafficEvent, nowMs: number): Record<string, unknown> {
+  return {
+    timeUnixNano: `${BigInt(Date.parse(event.event_timestamp)) * 1_000_000n}`,
+    observedTimeUnixNano: `${BigInt(Math.round(nowMs)) * 1_000_000n}`,
+    severityNumber: 9,
+    severityText: 'INFO',
+    body: { stringValue: event.event_type },
+    attributes: [
+      otlpAttribute('event.name', event.event_type),
+      ...Object.entries(event.object).map(([key, value]) => otlpAttribute(key, value)),
+    ],
+  };
 }
 
 /** A destination's queue: events in, batches out. */

@@ -7,7 +7,6 @@
  * reads them. Events wait in a bounded queue and go in batches; a failed batch is retried with
  * backoff; past the bound the newest events are dropped and counted, never kept without end.
  */
-import type { TrafficEvent } from '../events/traffic-events.js';
 import type { TrafficRecord } from './traffic-log.js';
 
 /** How the exporter batches, retries and bounds what waits. */
@@ -54,7 +53,8 @@ export function otlpFromEnv(env: NodeJS.ProcessEnv): OtlpExportOptions | undefin
 
 type AnyValue =
   { stringValue: string } | { intValue: string } | { doubleValue: number } | { boolValue: boolean };
-interface KeyValue {
+/** An OTLP attribute. */
+export interface KeyValue {
   key: string;
   value: AnyValue;
 }
@@ -111,27 +111,13 @@ export function requestLogRecord(r: TrafficRecord, nowMs: number): Record<string
 }
 
 /**
- * Any traffic event as an OTLP log record: `event.name` is its type and each of its fields an
- * attribute of the same name (what a TCP connection's event becomes; requests have
- * {@link requestLogRecord}, which also carries their trace).
- * @example exporter.add(eventLogRecord(tcpConnectionEvent(closed, Date.now()), Date.now()));
+ * One OTLP attribute of a text, number (an integer as `intValue`) or boolean value.
+ * @example otlpAttribute('conn.bytes_in', 512) // { key: 'conn.bytes_in', value: { intValue: '512' } }
  */
-export function eventLogRecord(event: TrafficEvent, nowMs: number): Record<string, unknown> {
-  const attributes: KeyValue[] = [str('event.name', event.event_type)];
-  for (const [key, value] of Object.entries(event.object)) {
-    if (typeof value === 'string') attributes.push(str(key, value));
-    else if (typeof value === 'boolean') attributes.push({ key, value: { boolValue: value } });
-    else if (Number.isInteger(value)) attributes.push(int(key, value));
-    else attributes.push({ key, value: { doubleValue: value } });
-  }
-  return {
-    timeUnixNano: `${BigInt(Date.parse(event.event_timestamp)) * 1_000_000n}`,
-    observedTimeUnixNano: `${BigInt(Math.round(nowMs)) * 1_000_000n}`,
-    severityNumber: 9,
-    severityText: 'INFO',
-    body: { stringValue: event.event_type },
-    attributes,
-  };
+export function otlpAttribute(key: string, value: string | number | boolean): KeyValue {
+  if (typeof value === 'string') return str(key, value);
+  if (typeof value === 'boolean') return { key, value: { boolValue: value } };
+  return Number.isInteger(value) ? int(key, value) : { key, value: { doubleValue: value } };
 }
 
 /**
