@@ -67,6 +67,17 @@ describe('change notices', () => {
     ]);
   });
 
+  it('announces event destinations and subscriptions as events', async () => {
+    const file = { target: { file: { path: '/tmp/burrow-notice.jsonl' } } };
+    expect(await heardAfter('POST', '/event_destinations', file)).toEqual(['events']);
+    const sub = await api.call('POST', '/event_subscriptions', {});
+    expect(sub.status).toBe(201);
+    expect(
+      await heardAfter('PATCH', `/event_subscriptions/${sub.body.id}`, { description: 'x' }),
+    ).toEqual(['events']);
+    expect(await heardAfter('GET', '/event_subscriptions')).toEqual([]);
+  });
+
   it('announces nothing for reads and refused changes', async () => {
     expect(await heardAfter('GET', '/ip_policies')).toEqual([]);
     heard.length = 0;
