@@ -56,13 +56,15 @@ describe.each(DATABASE_KINDS)('event destinations and subscriptions API (%s)', (
     const cases: Array<[unknown, string, string]> = [
       [{}, 'target', 'exactly one of webhook, file, opentelemetry'],
       [
-        { webhook: { url: 'https://a.example' }, file: { path: '/tmp/x' } },
+        { webhook: { url: 'https://a.example' }, file: { path: '/tmp/x.jsonl' } },
         'target',
         'exactly one',
       ],
       [{ webhook: { url: 'ftp://a.example/' } }, 'target.webhook.url', 'http or https URL'],
       [{ webhook: { url: 'https://u:p@a.example/' } }, 'target.webhook.url', 'user or password'],
       [{ file: { path: 'relative/events.jsonl' } }, 'target.file.path', 'absolute path'],
+      [{ file: { path: '/var/log/../../etc/x.jsonl' } }, 'target.file.path', 'absolute path'],
+      [{ file: { path: '/home/burrow/.bashrc' } }, 'target.file.path', 'must end in .jsonl'],
       [
         { opentelemetry: { url: 'http://collector:4318/v1/logs', headers: { 'bad name': 'x' } } },
         'target.opentelemetry.headers.bad name',

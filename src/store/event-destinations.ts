@@ -85,8 +85,13 @@ export function checkTarget(target: EventTarget): [DestinationKind, EventTarget]
   }
   if (target.file) {
     const path = target.file.path;
-    if (!path.startsWith('/') || path.includes('\0')) {
+    if (!path.startsWith('/') || path.includes('\0') || path.split('/').includes('..')) {
       throw new ValidationError(CODES.invalidValue, 'target.file.path', 'must be an absolute path');
+    }
+    // The server appends text a visitor partly chose (request paths): only to files named as
+    // event logs, never to a shell profile, an authorized_keys, a cron file or the database.
+    if (!path.endsWith('.jsonl')) {
+      throw new ValidationError(CODES.invalidValue, 'target.file.path', 'must end in .jsonl');
     }
     return [kind, { file: { path } }];
   }
