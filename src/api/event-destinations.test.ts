@@ -52,6 +52,44 @@ describe.each(DATABASE_KINDS)('event destinations and subscriptions API (%s)', (
     expect(JSON.stringify(row)).not.toContain(res.body.signing_secret);
   });
 
+  it("keeps an OpenTelemetry destination's headers write-only, sealed, and usable by the edge", async () => {
+    const res = await api.call('POST', '/event_destinations', {
+      target: {
+        opentelemetry: {
+          url: 'https://otel.example.com/v1/logs',
+          headers: { 'x-honeycomb-team': 'hc-api-key-123' },
+        },
+      },
+    });
+    expect(res.status).toBe(201);
+    expect(res.body.target).toEqual({
+      opentelemetry: {
+        url: 'https://otel.example.com/v1/logs',
+        header_names: ['x-honeycomb-team'],
+      },
+    });
+    expect(res.body.signing_secret).toBeUndefined();
+    const got = await api.call('GET', `/event_destinations/${res.body.id}`);
+    expect(JSON.stringify(got.body)).not.toContain('hc-api-key-123');
+    const row = await api.store.db
+      .selectFrom('event_destinations')
+      .selectAll()
+      .where('id', '=', res.body.id)
+      .executeTakeFirstOrThrow();
+    expect(JSON.stringify(row)).not.toContain('hc-api-key-123');
+    const delivery = async () =>
+      (await api.repos.eventDestinations.deliveries()).find((d) => d.id === res.body.id);
+    expect((await delivery())?.target.opentelemetry?.headers).toEqual({
+      'x-honeycomb-team': 'hc-api-key-123',
+    });
+    // A PATCH of the target replaces the headers with the ones it sends.
+    const patched = await api.call('PATCH', `/event_destinations/${res.body.id}`, {
+      target: { opentelemetry: { url: 'https://otel.example.com/v1/logs' } },
+    });
+    expect(patched.body.target.opentelemetry.header_names).toEqual([]);
+    expect((await delivery())?.target.opentelemetry?.headers).toEqual({});
+  });
+
   it('refuses bad targets naming the field and the rule', async () => {
     const cases: Array<[unknown, string, string]> = [
       [{}, 'target', 'exactly one of webhook, file, opentelemetry'],

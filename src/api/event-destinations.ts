@@ -34,8 +34,12 @@ const Target = Type.Object(
           url: Url('OTLP/HTTP logs endpoint, e.g. http://collector:4318/v1/logs'),
           headers: Type.Optional(
             Type.Record(Type.String(), Type.String({ maxLength: 4096 }), {
-              description: 'headers sent with each request, e.g. an API key',
+              description:
+                'headers sent with each request, e.g. an API key; write-only (stored encrypted)',
             }),
+          ),
+          header_names: Type.Optional(
+            Type.Array(Type.String(), { description: 'in replies: the names of the headers set' }),
           ),
         },
         { additionalProperties: false },

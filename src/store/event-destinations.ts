@@ -16,7 +16,15 @@ export type DestinationKind = (typeof DESTINATION_KINDS)[number];
 export interface EventTarget {
   webhook?: { url: string } | undefined;
   file?: { path: string } | undefined;
-  opentelemetry?: { url: string; headers?: Record<string, string> | undefined } | undefined;
+  opentelemetry?:
+    | {
+        url: string;
+        /** Write-only (they often carry an API key): stored sealed, never shown. */
+        headers?: Record<string, string> | undefined;
+        /** What views show of the headers: their names. */
+        header_names?: string[] | undefined;
+      }
+    | undefined;
 }
 
 /** A destination as the API shows it (never with its signing secret, except right after create). */
@@ -39,7 +47,10 @@ export interface EventDestinationCreate extends DescribedInput {
 
 export type EventDestinationUpdate = Partial<EventDestinationCreate>;
 
-/** What the edge delivers with: the destination and, for a webhook, its secret in clear. */
+/**
+ * What the edge delivers with: the destination with its secrets in clear (a webhook's signing
+ * secret, an OpenTelemetry destination's headers).
+ */
 export interface DestinationDelivery {
   id: string;
   kind: DestinationKind;
@@ -131,7 +142,8 @@ function viewOf(row: EventDestinationsTable): EventDestination {
 
 /**
  * Event destinations. A webhook's signing secret is made here, shown once in the create's answer
- * and stored encrypted (secret-box.ts, the vaults' key): unlike a password it cannot be hashed,
+ * and stored encrypted (secret-box.ts, the vaults' key), as are an OpenTelemetry destination's
+ * headers (write-only, their names shown): unlike a password a secret the edge sends cannot be hashed,
  * since every delivery signs with it. Deleting a destination takes it out of every subscription.
  * @example const d = await repo.create({ target: { webhook: { url: 'https://hooks.example/burrow' } } });
  */
@@ -156,9 +168,9 @@ export class EventDestinationRepository extends ResourceRepository<
       ...describedColumns(input),
       format,
       kind,
-      target: JSON.stringify(target),
-      secret_encrypted: secret && sealSecret(await this.key(), id, secret),
+      ...(await this.sealedTarget(id, target)),
     };
+    if (secret) row.secret_encrypted = sealSecret(await this.key(), id, secret);
     await this.db.insertInto('event_destinations').values(row).execute();
     return { ...viewOf(row), ...(secret ? { signing_secret: secret } : {}) };
   }
@@ -178,7 +190,10 @@ export class EventDestinationRepository extends ResourceRepository<
           `must keep the kind ${current.kind}; create a new destination for a ${kind}`,
         );
       }
-      set.target = JSON.stringify(target);
+      // A webhook keeps its signing secret; OpenTelemetry headers are replaced with the target.
+      const sealed = await this.sealedTarget(id, target);
+      set.target = sealed.target;
+      if (kind === 'opentelemetry') set.secret_encrypted = sealed.secret_encrypted;
     }
     await this.writeColumns(id, set);
     return this.get(id);
@@ -206,14 +221,41 @@ export class EventDestinationRepository extends ResourceRepository<
   async deliveries(): Promise<DestinationDelivery[]> {
     const rows = await this.db.selectFrom('event_destinations').selectAll().orderBy('id').execute();
     const key = rows.some((r) => r.secret_encrypted) ? await this.key() : '';
-    return rows.map((row) => ({
-      id: row.id,
-      kind: row.kind as DestinationKind,
-      target: JSON.parse(row.target) as EventTarget,
-      signingSecret: row.secret_encrypted
-        ? openSecret(key, row.id, row.secret_encrypted)
-        : undefined,
-    }));
+    return rows.map((row) => {
+      const target = JSON.parse(row.target) as EventTarget;
+      const secret = row.secret_encrypted && openSecret(key, row.id, row.secret_encrypted);
+      if (!target.opentelemetry)
+        return {
+          id: row.id,
+          kind: row.kind as DestinationKind,
+          target,
+          signingSecret: secret ?? undefined,
+        };
+      const headers = secret ? (JSON.parse(secret) as Record<string, string>) : {};
+      return {
+        id: row.id,
+        kind: 'opentelemetry',
+        target: { opentelemetry: { url: target.opentelemetry.url, headers } },
+      };
+    });
+  }
+
+  /**
+   * The stored form of a checked target: OpenTelemetry headers leave it for `secret_encrypted`
+   * (sealed JSON) and only their names stay; other kinds are stored as they are.
+   */
+  private async sealedTarget(
+    id: string,
+    target: EventTarget,
+  ): Promise<Pick<EventDestinationsTable, 'target' | 'secret_encrypted'>> {
+    if (!target.opentelemetry) return { target: JSON.stringify(target), secret_encrypted: null };
+    const { url, headers = {} } = target.opentelemetry;
+    const names = Object.keys(headers);
+    return {
+      target: JSON.stringify({ opentelemetry: { url, header_names: names } }),
+      secret_encrypted:
+        names.length > 0 ? sealSecret(await this.key(), id, JSON.stringify(headers)) : null,
+    };
   }
 
   private key(): Promise<string> {
