@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestApi, type TestApi } from '../../test/support/api.js';
 import { trafficRequest } from '../../test/support/traffic-records.js';
 import { TrafficLog } from '../edge/metrics/traffic-log.js';
+import { configureIpIntelligence } from '../policy/index.js';
 
 describe('traffic inspector API', () => {
   const log = new TrafficLog();
@@ -121,6 +122,29 @@ describe('traffic inspector API', () => {
     await api.call('PUT', '/traffic/credentials/creds.example.com', { shown: false });
     const off = await api.call('GET', `/traffic/${request('creds.example.com').id}`);
     expect(JSON.stringify(off.body)).not.toContain('hunter2');
+  });
+
+  it("shows what IP intelligence knows of a request's client, looked up when shown", async () => {
+    const record = log.add(trafficRequest('geo.example.com', { clientIp: '192.0.2.7' }));
+    const other = log.add(trafficRequest('geo.example.com', { clientIp: '198.51.100.9' }));
+    configureIpIntelligence({
+      lookup: (ip) =>
+        ip === '192.0.2.7'
+          ? { country_code: 'FR', city: 'Lyon', as_number: 64500, as_organization: 'Example' }
+          : undefined,
+    });
+    try {
+      expect((await api.call('GET', `/traffic/${record.id}`)).body.client_geo).toEqual({
+        country_code: 'FR',
+        subdivision: '',
+        city: 'Lyon',
+        as_number: 64500,
+        as_organization: 'Example',
+      });
+      expect((await api.call('GET', `/traffic/${other.id}`)).body).not.toHaveProperty('client_geo');
+    } finally {
+      configureIpIntelligence(undefined);
+    }
   });
 
   it('lists nothing and refuses capture in a process without an edge', async () => {

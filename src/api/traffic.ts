@@ -13,6 +13,7 @@ import {
   type ReplayResult,
   type TrafficInspector,
 } from '../edge/metrics/traffic-replay.js';
+import { geoOf, lookupIpIntel } from '../policy/index.js';
 import type { ApiContext } from './context.js';
 import { found } from './crud.js';
 import { holds } from './permissions.js';
@@ -50,8 +51,11 @@ function summary(r: TrafficRecord) {
 }
 
 function detail(r: TrafficRecord) {
+  // Looked up when a request is shown, not when it is recorded: few records are ever opened.
+  const geo = geoOf(lookupIpIntel(r.clientIp));
   return {
     ...summary(r),
+    ...(geo && { client_geo: geo }),
     request_headers: headerPairs(r.requestHeaders),
     response_headers: outgoingPairs(r.responseHeaders),
     request_body: bodyView(r.requestBody),

@@ -1,6 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../core/logger.js';
 import type { PolicyPhase } from './parse.js';
+import type { IpIntel } from './ip-intel.js';
 import type { ConnVars } from './variables.js';
 
 /**
@@ -178,16 +179,25 @@ export function isoTime(ms: number): string {
  * @example ({ ...clientGeo(activation.conn) }) // {} or { client_geo: { country_code: 'FR', … } }
  */
 export function clientGeo(conn: ConnVars): { client_geo?: ClientGeo } {
-  const i = conn.client_ip_info.intel;
-  if (i.country_code === undefined && i.as_number === undefined && i.city === undefined) return {};
+  const geo = geoOf(conn.client_ip_info.intel);
+  return geo ? { client_geo: geo } : {};
+}
+
+/**
+ * The `client_geo` fields of what IP intelligence says of an address (events and the traffic
+ * inspector show the same), or undefined when it knows neither its place nor its network.
+ * @example geoOf(lookupIpIntel('192.0.2.1')) // { country_code: 'FR', … } or undefined
+ */
+export function geoOf(i: IpIntel | undefined): ClientGeo | undefined {
+  if (!i || (i.country_code === undefined && i.as_number === undefined && i.city === undefined)) {
+    return undefined;
+  }
   return {
-    client_geo: {
-      country_code: i.country_code ?? '',
-      subdivision: i.subdivision ?? '',
-      city: i.city ?? '',
-      as_number: i.as_number ?? 0,
-      as_organization: i.as_organization ?? '',
-    },
+    country_code: i.country_code ?? '',
+    subdivision: i.subdivision ?? '',
+    city: i.city ?? '',
+    as_number: i.as_number ?? 0,
+    as_organization: i.as_organization ?? '',
   };
 }
 

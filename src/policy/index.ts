@@ -90,6 +90,7 @@ export {
 } from './runner.js';
 export {
   DISCARD_EVENTS,
+  geoOf,
   PolicyEventLog,
   PolicyEventRing,
   type IpPolicyRule,
