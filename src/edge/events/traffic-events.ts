@@ -5,6 +5,7 @@
  * OpenTelemetry destination gets each as a log record (src/edge/metrics/otlp-events.ts).
  */
 import { newIdBody } from '../../core/ids.js';
+import { geoOf, lookupIpIntel } from '../../policy/index.js';
 import type { EventType } from '../../store/event-subscriptions.js';
 import { clientIp } from '../registry/connect-tunnel.js';
 import type { TrafficRecord } from '../metrics/traffic-log.js';
@@ -32,6 +33,20 @@ function envelope(type: EventType, endedAt: number, object: Record<string, Event
   } satisfies TrafficEvent;
 }
 
+/**
+ * What IP intelligence (`--geoip-*`) knows of the client, under the names of ngrok's variables
+ * (`conn.client_ip.geo.location.*`, `conn.client_ip.as.*`); nothing when it knows nothing.
+ */
+function addGeo(object: Record<string, EventValue>, ip: string): void {
+  const geo = geoOf(lookupIpIntel(ip));
+  if (!geo) return;
+  object['conn.client_ip.geo.location.country_code'] = geo.country_code;
+  object['conn.client_ip.geo.location.subdivision'] = geo.subdivision;
+  object['conn.client_ip.geo.location.city'] = geo.city;
+  object['conn.client_ip.as.number'] = geo.as_number;
+  object['conn.client_ip.as.organization'] = geo.as_organization;
+}
+
 /** `ip` without the IPv4-mapped prefix Node gives on a dual-stack listener. */
 const plainIp = (ip: string | undefined): string => clientIp({ remoteAddress: ip });
 
@@ -51,6 +66,7 @@ export function httpRequestEvent(r: TrafficRecord): TrafficEvent {
     'http.request.url.host': r.host,
     'http.request.url.path': r.path,
   };
+  addGeo(object, r.clientIp);
   if (r.status !== undefined) object['http.response.status_code'] = r.status;
   if (r.durationMs !== undefined) object['http.response_time_ms'] = r.durationMs;
   return envelope('http_request_complete.v0', endedAt, object);
@@ -80,6 +96,7 @@ export function tcpConnectionEvent(
     'endpoint.proto': proto,
     'endpoint.url': tunnel.url ?? '',
   };
+  addGeo(object, object['conn.client_ip'] as string);
   if (error !== undefined) {
     object['conn.error'] = error instanceof Error ? error.message : 'connect failed';
   }
