@@ -94,8 +94,16 @@ export function processRss(pid: number): number {
  * @example const edge = await startEdgeServer(); ... await edge.stop();
  */
 export async function startEdgeServer(
-  options: { cpuProfile?: boolean; logLevel?: string } = {},
+  options: {
+    cpuProfile?: boolean;
+    logLevel?: string;
+    /** A built tree other than this one (its `bin/` and `dist/`), for before/after runs. */
+    root?: string;
+    /** More `burrow server` arguments, e.g. a limit. */
+    args?: string[];
+  } = {},
 ): Promise<EdgeServer> {
+  const root = options.root ?? REPO_ROOT;
   const dataDir = mkdtempSync(join(tmpdir(), 'burrow-bench-edge-'));
   const profileDir = join(dataDir, 'profile');
   const ports = {
@@ -112,7 +120,7 @@ export async function startEdgeServer(
     process.execPath,
     [
       ...nodeArgs,
-      BURROW_BIN,
+      options.root ? join(root, 'bin', 'burrow.js') : BURROW_BIN,
       'server',
       ...['--data-dir', dataDir, '--role', 'all', '--log-level', options.logLevel ?? 'warn'],
       ...['--api-listen', `127.0.0.1:${ports.api}`, '--api-rate-limit', '0'],
@@ -120,8 +128,9 @@ export async function startEdgeServer(
       ...['--http-listen', `127.0.0.1:${ports.http}`],
       ...['--https-listen', `127.0.0.1:${ports.https}`],
       ...['--base-domain', 'burrow.test', '--tcp-host', 'tcp.burrow.test'],
+      ...(options.args ?? []),
     ],
-    { cwd: REPO_ROOT, stdio: ['ignore', process.env.EDGE_STDOUT ? 'inherit' : 'ignore', 'pipe'] },
+    { cwd: root, stdio: ['ignore', process.env.EDGE_STDOUT ? 'inherit' : 'ignore', 'pipe'] },
   );
   let stderr = '';
   const memoryWaiters: ((m: ServerMemory) => void)[] = [];

@@ -1,0 +1,313 @@
+/**
+ * What idle sessions and idle public connections cost one node (issue 35): a real `burrow server`
+ * process on SQLite, measured from outside through /proc.
+ *
+ * - Sessions: SDK agent sessions (one HTTP endpoint each unless TUNNELS=0) opened in steps up to
+ *   each of `SIZES` and left idle (the SDK's default 10 s heartbeat). At each step the server's
+ *   CPU time (user + system) over `IDLE_S` seconds gives idle CPU per second, and per session.
+ *   Then every session closes at once and RSS is read 3 s and 15 s later, and after a full GC.
+ * - Keep-alive connections: one session with one HTTP endpoint in front of a local service, then
+ *   `CONNS` public HTTP/1.1 keep-alive connections, each having made one request, left idle.
+ *
+ * The agents run in child processes (at most `PER_CLIENT` sessions each, so no process nears the
+ * open-file limit); the public connections are held by this process. Only the server's CPU is
+ * counted, but the agents share the machine's cores.
+ *
+ *   npm run build && node --import tsx bench/idle-sessions.ts
+ *   TREES=before=/tmp/before-35,after=/work/main SIZES=1000,5000 CONNS=1000 node --import tsx bench/idle-sessions.ts
+ */
+import { createServer } from 'node:http';
+import { connect as tcpConnect, type Socket } from 'node:net';
+import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import type { Session } from '../src/sdk/index.js';
+import { REPO_ROOT } from '../test/support/server-process.js';
+import { startEdgeServer, type EdgeServer } from './edge-process.js';
+import { fmt, machine, markdownTable, mib } from './report.js';
+import { exitOnSignals, RoleProcesses } from './support/roles.js';
+import { connectAgent, edgeAddress, type EdgeAddress } from './support/sdk-agent.js';
+
+const SIZES = (process.env.SIZES ?? '500,1000,2000').split(',').map(Number);
+const CONNS = (process.env.CONNS ?? '1000,2500,5000').split(',').filter(Boolean).map(Number);
+/**
+ * Public connections per endpoint: the edge holds one tunnel stream per open public connection,
+ * and a session proxies at most 400 streams at once (`maxProxyStreams`), so the connections are
+ * spread over several endpoints, one session each.
+ */
+const CONNS_PER_ENDPOINT = 250;
+const IDLE_S = Number(process.env.IDLE_S ?? 20);
+const TUNNELS = process.env.TUNNELS !== '0';
+const PER_CLIENT = Number(process.env.PER_CLIENT ?? 5000);
+/** Sessions (or connections) opened at once. */
+const BATCH = 50;
+/** After a step, before idle CPU is read: handshakes done, first heartbeats and GCs over. */
+const SETTLE_MS = 5000;
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+const say = (o: object) => process.stdout.write(`${JSON.stringify(o)}\n`);
+
+// ---- roles (child processes) -------------------------------------------------------------------
+
+/** Agents: open `count` sessions, answer, and hold them until stdin ends. */
+async function clientsRole(arg: { spec: EdgeAddress; count: number }): Promise<void> {
+  const sessions: Session[] = [];
+  for (let i = 0; i < arg.count; i += BATCH) {
+    const batch = Array.from({ length: Math.min(BATCH, arg.count - i) }, async () => {
+      const session = await connectAgent(arg.spec, { reconnect: false });
+      if (TUNNELS) await session.httpEndpoint({ scheme: 'http', forward: 9 });
+      sessions.push(session);
+    });
+    await Promise.all(batch);
+  }
+  say({ opened: sessions.length });
+  process.stdin.resume();
+  await once(process.stdin, 'end');
+  await Promise.all(sessions.map((s) => s.close()));
+  process.exit(0);
+}
+
+/** A local HTTP service behind one HTTP endpoint; answers with the endpoint's host name. */
+async function serviceRole(arg: { spec: EdgeAddress; endpoints: number }): Promise<void> {
+  const server = createServer((_req, res) => res.end('ok'));
+  server.keepAliveTimeout = 600_000;
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  const hosts: string[] = [];
+  for (let i = 0; i < arg.endpoints; i++) {
+    const session = await connectAgent(arg.spec, { reconnect: false });
+    const endpoint = await session.httpEndpoint({ scheme: 'http', forward: `127.0.0.1:${port}` });
+    hosts.push(new URL(endpoint.url!).host);
+  }
+  say({ hosts });
+  process.stdin.resume();
+  await once(process.stdin, 'end');
+  process.exit(0);
+}
+
+// ---- measuring -----------------------------------------------------------------------------
+
+/** User and system CPU time of `pid` so far, in ms (from /proc/<pid>/stat, 100 ticks a second). */
+function cpuTimes(pid: number): { user: number; system: number } {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces) start after the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { user: Number(fields[11]) * 10, system: Number(fields[12]) * 10 };
+}
+
+/** The server's CPU per second over IDLE_S seconds, in ms, and the share spent in the kernel. */
+async function idleCpu(edge: EdgeServer): Promise<number> {
+  await sleep(SETTLE_MS);
+  const cpu0 = cpuTimes(edge.pid);
+  const t0 = performance.now();
+  await sleep(IDLE_S * 1000);
+  const cpu1 = cpuTimes(edge.pid);
+  const seconds = (performance.now() - t0) / 1000;
+  const user = (cpu1.user - cpu0.user) / seconds;
+  const system = (cpu1.system - cpu0.system) / seconds;
+  console.error(`  user ${fmt(user, 2)} ms/s, system ${fmt(system, 2)} ms/s`);
+  return user + system;
+}
+
+/** One public keep-alive connection that has made one request through the endpoint at `host`. */
+async function keepAliveConnection(port: number, host: string): Promise<Socket> {
+  const socket = tcpConnect(port, '127.0.0.1');
+  // A request that gets no answer fails the run rather than stalling it.
+  socket.setTimeout(20_000, () => socket.destroy(new Error(`no answer through ${host}`)));
+  await once(socket, 'connect');
+  socket.write(`GET / HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+  // The service answers 'ok' with a Content-Length: once that arrives the response is whole.
+  let text = '';
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer): void => {
+      text += chunk.toString('latin1');
+      if (!text.includes('\r\n\r\n') || !text.endsWith('ok')) return;
+      socket.off('data', onData).off('error', reject);
+      resolve();
+    };
+    socket.on('data', onData).once('error', reject);
+  });
+  if (!text.startsWith('HTTP/1.1 200')) throw new Error(`unexpected answer: ${text.slice(0, 80)}`);
+  socket.setTimeout(0);
+  // Keep reading so that a close by the edge is seen.
+  socket.on('data', () => {}).on('error', () => {});
+  return socket;
+}
+
+interface Row {
+  count: number;
+  cpuMsPerS: number;
+  rss: number;
+}
+
+interface TreeResult {
+  tree: string;
+  baseCpu: number;
+  baseRss: number;
+  sessions: Row[];
+  afterClose: { rss3s: number; rss15s: number; gcRss: number; heapUsed: number };
+  /** Idle CPU with the endpoints' sessions and no public connection. */
+  connsBase: number;
+  endpoints: number;
+  conns: Row[];
+  connsAfter: number;
+}
+
+async function measureTree(tree: string, root: string): Promise<TreeResult> {
+  const roles = new RoleProcesses(import.meta.url);
+  process.once('exit', () => roles.killAll('SIGKILL'));
+  const children: ChildProcess[] = [];
+  const edge = await startEdgeServer({
+    root,
+    // PROFILE=1: a CPU profile of the server, its path printed at the end.
+    cpuProfile: process.env.PROFILE === '1',
+    // What an operator sizing a node for this raises: the connection and session caps (the
+    // defaults protect a small node), and the 60 s keep-alive timeout for idle connections.
+    args: [
+      ...['--keep-alive-timeout-ms', '3600000', '--agent-max-sessions-per-credential', '100000'],
+      ...['--agent-max-connections', '100000', '--agent-max-connections-per-ip', '100000'],
+      ...['--ingress-max-connections', '100000', '--ingress-max-connections-per-ip', '100000'],
+    ],
+  });
+  const spec = await edgeAddress(edge);
+  // Warm the code paths (TLS, auth, bind) so the base figures hold them.
+  const warm = await connectAgent(spec, { reconnect: false });
+  await warm.httpEndpoint({ scheme: 'http', forward: 9 });
+  await warm.close();
+  const baseCpu = await idleCpu(edge);
+  const baseRss = edge.rss();
+  console.error(`[${tree}] base ${fmt(baseCpu, 2)} ms/s, RSS ${mib(baseRss)}`);
+
+  const sessions: Row[] = [];
+  let open = 0;
+  for (const size of SIZES) {
+    const started = performance.now();
+    const spawns: Promise<unknown>[] = [];
+    for (; open < size; open += Math.min(PER_CLIENT, size - open)) {
+      const count = Math.min(PER_CLIENT, size - open);
+      spawns.push(
+        roles.spawn('clients', { spec, count }, { stdin: 'pipe' }).then((c) => {
+          children.push(c.proc);
+        }),
+      );
+    }
+    await Promise.all(spawns);
+    const seconds = (performance.now() - started) / 1000;
+    const cpuMsPerS = await idleCpu(edge);
+    sessions.push({ count: size, cpuMsPerS, rss: edge.rss() });
+    console.error(
+      `[${tree}] ${size} sessions (step opened in ${fmt(seconds, 1)} s): ` +
+        `${fmt(cpuMsPerS, 2)} ms/s, RSS ${mib(edge.rss())}`,
+    );
+  }
+  // Mass disconnect: every agent closes its sessions at once.
+  for (const child of children.splice(0)) child.stdin?.end();
+  await sleep(3000);
+  const rss3s = edge.rss();
+  await sleep(12_000);
+  const rss15s = edge.rss();
+  const gc = await edge.gcMemory();
+  const afterClose = { rss3s, rss15s, gcRss: gc.rss, heapUsed: gc.heapUsed };
+  console.error(`[${tree}] after closing: ${mib(rss3s)}, 15 s: ${mib(rss15s)}, GC ${mib(gc.rss)}`);
+  for (const proc of roles.children) if (proc.exitCode === null) proc.kill('SIGTERM');
+
+  const endpoints = Math.ceil(Math.max(0, ...CONNS) / CONNS_PER_ENDPOINT);
+  const service = await roles.spawn<{ hosts: string[] }>(
+    'service',
+    { spec, endpoints },
+    { stdin: 'pipe' },
+  );
+  const hosts = service.reply.hosts;
+  const connsBase = await idleCpu(edge);
+  const sockets: Socket[] = [];
+  const conns: Row[] = [];
+  for (const size of CONNS) {
+    while (sockets.length < size) {
+      const n = Math.min(BATCH, size - sockets.length);
+      const batch = Array.from({ length: n }, (_, i) =>
+        keepAliveConnection(edge.httpPort, hosts[(sockets.length + i) % hosts.length]!),
+      );
+      sockets.push(...(await Promise.all(batch)));
+    }
+    const cpuMsPerS = await idleCpu(edge);
+    const alive = sockets.filter((s) => !s.destroyed).length;
+    conns.push({ count: alive, cpuMsPerS, rss: edge.rss() });
+    console.error(`[${tree}] ${alive} keep-alive connections: ${fmt(cpuMsPerS, 2)} ms/s`);
+  }
+  for (const s of sockets) s.destroy();
+  await sleep(3000);
+  const connsAfter = edge.rss();
+  service.proc.stdin?.end();
+  for (const proc of roles.children) if (proc.exitCode === null) proc.kill('SIGTERM');
+  const profile = await edge.stop();
+  if (profile) console.error(`[${tree}] CPU profile: ${profile}`);
+  return { tree, baseCpu, baseRss, sessions, afterClose, connsBase, endpoints, conns, connsAfter };
+}
+
+function report(results: TreeResult[]): void {
+  const us = (ms: number, n: number) => fmt((ms * 1000) / n, 2);
+  console.log(
+    `\nIdle sessions (${TUNNELS ? 'one HTTP endpoint each' : 'no endpoints'}), burrow server ` +
+      `CPU over ${IDLE_S} s per step; ${machine()}.\n`,
+  );
+  const header = ['tree', 'sessions', 'server CPU ms/s', 'above base, µs/s per session', 'RSS'];
+  const rows: string[][] = [];
+  for (const r of results) {
+    rows.push([r.tree, '0', fmt(r.baseCpu, 2), '', mib(r.baseRss)]);
+    for (const s of r.sessions) {
+      const above = Math.max(0, s.cpuMsPerS - r.baseCpu);
+      rows.push([r.tree, fmt(s.count), fmt(s.cpuMsPerS, 2), us(above, s.count), mib(s.rss)]);
+    }
+  }
+  console.log(markdownTable(header, rows));
+  console.log('\nAfter every session closed at once (RSS from /proc; heap after a full GC):\n');
+  console.log(
+    markdownTable(
+      ['tree', 'base', 'peak', '3 s later', '15 s later', 'after GC', 'heap used'],
+      results.map((r) => {
+        const peak = Math.max(...r.sessions.map((s) => s.rss));
+        const a = r.afterClose;
+        return [
+          r.tree,
+          mib(r.baseRss),
+          mib(peak),
+          mib(a.rss3s),
+          mib(a.rss15s),
+          mib(a.gcRss),
+        ].concat(mib(a.heapUsed));
+      }),
+    ),
+  );
+  console.log(
+    `\nIdle public HTTP/1.1 keep-alive connections, ${CONNS_PER_ENDPOINT} per endpoint ` +
+      '(each has made one request):\n',
+  );
+  const connRows: string[][] = [];
+  for (const r of results) {
+    connRows.push([r.tree, `0 (${r.endpoints} endpoint sessions)`, fmt(r.connsBase, 2), '', '']);
+    for (const c of r.conns) {
+      const above = Math.max(0, c.cpuMsPerS - r.connsBase);
+      connRows.push([r.tree, fmt(c.count), fmt(c.cpuMsPerS, 2), us(above, c.count), mib(c.rss)]);
+    }
+    connRows.push([r.tree, 'closed, 3 s later', '', '', mib(r.connsAfter)]);
+  }
+  console.log(
+    markdownTable(
+      ['tree', 'connections', 'server CPU ms/s', 'above base, µs/s per connection', 'RSS'],
+      connRows,
+    ),
+  );
+}
+
+const role = process.argv[2];
+if (role === 'clients') await clientsRole(JSON.parse(process.argv[3]!) as never);
+else if (role === 'service') await serviceRole(JSON.parse(process.argv[3]!) as never);
+else {
+  exitOnSignals();
+  const trees = (process.env.TREES ?? `this=${REPO_ROOT}`).split(',').map((t) => t.split('='));
+  const results: TreeResult[] = [];
+  for (const [tree, root] of trees) results.push(await measureTree(tree!, root!));
+  report(results);
+  process.exit(0);
+}
