@@ -6,15 +6,19 @@
  *   each of `SIZES` and left idle (the SDK's default 10 s heartbeat). At each step the server's
  *   CPU time (user + system) over `IDLE_S` seconds gives idle CPU per second, and per session.
  *   Then every session closes at once and RSS is read 3 s and 15 s later, and after a full GC.
- * - Keep-alive connections: one session with one HTTP endpoint in front of a local service, then
- *   `CONNS` public HTTP/1.1 keep-alive connections, each having made one request, left idle.
+ *   `HEARTBEAT_MS` sets the agents' heartbeat interval (default 10 s).
+ * - Keep-alive connections: sessions with one HTTP endpoint each in front of a local service,
+ *   then `CONNS` public HTTP/1.1 keep-alive connections spread over them, each having made one
+ *   request, left idle.
  *
- * The agents run in child processes (at most `PER_CLIENT` sessions each, so no process nears the
- * open-file limit); the public connections are held by this process. Only the server's CPU is
- * counted, but the agents share the machine's cores.
+ * The agents run in child processes (at most `PER_CLIENT` sessions each); the public connections
+ * are held by this process. Only the server's CPU is counted, but the agents share the cores.
+ * Every agent and connection comes from 127.0.0.1, and the server fits its per-address caps to
+ * its open-files limit (src/edge/listeners/descriptor-budget.ts): with `ulimit -n` 20,000, at
+ * most 2,187 agent sessions and 5,468 public connections from one address, hence the defaults.
  *
- *   npm run build && node --import tsx bench/idle-sessions.ts
- *   TREES=before=/tmp/before-35,after=/work/main SIZES=1000,5000 CONNS=1000 node --import tsx bench/idle-sessions.ts
+ *   npm run build && npm run bench:idle-sessions
+ *   TREES=before=/tmp/before-35,after=$PWD SIZES=500,1000,2000 node --import tsx bench/idle-sessions.ts
  */
 import { createServer } from 'node:http';
 import { connect as tcpConnect, type Socket } from 'node:net';
@@ -39,6 +43,8 @@ const CONNS_PER_ENDPOINT = 250;
 const IDLE_S = Number(process.env.IDLE_S ?? 20);
 const TUNNELS = process.env.TUNNELS !== '0';
 const PER_CLIENT = Number(process.env.PER_CLIENT ?? 5000);
+/** The agents' heartbeat interval (the SDK's default is 10 s, as ngrok's agent's). */
+const heartbeatInterval = Number(process.env.HEARTBEAT_MS ?? 10_000);
 /** Sessions (or connections) opened at once. */
 const BATCH = 50;
 /** After a step, before idle CPU is read: handshakes done, first heartbeats and GCs over. */
@@ -54,7 +60,7 @@ async function clientsRole(arg: { spec: EdgeAddress; count: number }): Promise<v
   const sessions: Session[] = [];
   for (let i = 0; i < arg.count; i += BATCH) {
     const batch = Array.from({ length: Math.min(BATCH, arg.count - i) }, async () => {
-      const session = await connectAgent(arg.spec, { reconnect: false });
+      const session = await connectAgent(arg.spec, { reconnect: false, heartbeatInterval });
       if (TUNNELS) await session.httpEndpoint({ scheme: 'http', forward: 9 });
       sessions.push(session);
     });
