@@ -162,6 +162,7 @@ export function leanVerdict(socket: Duplex, policy: TunnelPolicy, head: RequestH
     scheme: (socket as Partial<TLSSocket>).encrypted === true ? 'https' : 'http',
     headers: headersOf(head.raw),
     version: head.minor === 1 ? '1.1' : '1.0',
+    received: Date.now(),
   };
   const run = (requestHeaders: HeaderChanges, after: PolicyVars): LeanVerdict => ({
     kind: 'relay',

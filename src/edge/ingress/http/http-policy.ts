@@ -99,6 +99,8 @@ function requestInputOf(
     scheme: encrypted ? 'https' : 'http',
     headers: req.headers,
     version: req.httpVersion,
+    // req.ts.header_received: now, before any rule reads the body (it would be later then).
+    received: Date.now(),
     body: holder ? bodyReader(req, holder) : undefined,
     trailers: () => req.trailers,
   };
