@@ -19,10 +19,13 @@ import { until } from './support/mux.js';
 
 const VISITORS = 60;
 
-/** A policy with an HTTP phase the lean relay does not run: its requests take the full path. */
+/**
+ * A policy the lean relay does not run (a circuit breaker observes each status): its requests
+ * take the full path.
+ */
 const FULL_PATH_POLICY = `
 on_http_request:
-  - actions: [{type: add-headers, config: {headers: {x-full-path: "yes"}}}]
+  - actions: [{type: circuit-breaker, config: {error_threshold: 0.99}}]
 `;
 
 /** Open descriptors of process `pid`. */
