@@ -90,6 +90,20 @@ const UPDATABLE: Updatable[] = [
     patch: { description: 'y' },
   },
   {
+    path: '/event_destinations',
+    create: (a) =>
+      created(a, '/event_destinations', {
+        target: { webhook: { url: 'https://hooks.example.com/burrow' } },
+      }),
+    patch: { description: 'y' },
+  },
+  {
+    path: '/event_subscriptions',
+    create: (a) =>
+      created(a, '/event_subscriptions', { sources: [{ type: 'http_request_complete.v0' }] }),
+    patch: { description: 'y' },
+  },
+  {
     path: '/ip_policies',
     create: (a) => created(a, '/ip_policies', {}),
     patch: { description: 'y' },
