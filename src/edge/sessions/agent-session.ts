@@ -1,7 +1,6 @@
 import type { TLSSocket } from 'node:tls';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import type { Logger } from '../../core/logger.js';
-import { idleWheel } from '../../core/timer-wheel.js';
 import {
   BURROW_ALPN,
   ErrorCode,
@@ -153,15 +152,7 @@ export class AgentSession implements OnlineSession, BindHost {
   private readonly tunnels = new Set<AgentTunnel>();
   private readonly logger: Logger;
   private authTimer: NodeJS.Timeout | undefined;
-  /**
-   * Re-armed on every heartbeat: on the shared wheel that is one field write, where a Node timer
-   * would be a new Timeout per beat per session. One-second precision is ample for a deadline of
-   * interval + tolerance (10 s + 15 s by default).
-   */
-  private readonly liveness = idleWheel.timer(() => {
-    this.logger.warn('agent heartbeats stopped: closing the session');
-    this.mux.destroy(new MuxError(ErrorCode.Protocol, 'heartbeat timeout'));
-  });
+  private livenessTimer: NodeJS.Timeout | undefined;
   private takeoverTimer: NodeJS.Timeout | undefined;
   /** The listener's services with this session's limits, and refusals counted against its IP. */
   private readonly services: AgentSessionContext;
@@ -430,14 +421,18 @@ export class AgentSession implements OnlineSession, BindHost {
   /** (Re)start the liveness deadline; a no-op before Auth, so beats before it arm nothing. */
   private armLiveness(): void {
     if (!this.auth || this.gone) return;
+    clearTimeout(this.livenessTimer);
     const { heartbeatIntervalMs, heartbeatToleranceMs } = this.auth;
-    this.liveness.touch(heartbeatIntervalMs + heartbeatToleranceMs);
+    this.livenessTimer = setTimeout(() => {
+      this.logger.warn('agent heartbeats stopped: closing the session');
+      this.mux.destroy(new MuxError(ErrorCode.Protocol, 'heartbeat timeout'));
+    }, heartbeatIntervalMs + heartbeatToleranceMs).unref();
   }
 
   private onClosed(reason: Error | undefined): void {
     this.gone = true;
     clearTimeout(this.authTimer);
-    this.liveness.cancel();
+    clearTimeout(this.livenessTimer);
     clearTimeout(this.takeoverTimer);
     this.limiter.close(new TunnelUnavailableError(`the agent session ${this.id} closed`));
     if (this.registered) this.ctx.registry.removeSession(this.id);
