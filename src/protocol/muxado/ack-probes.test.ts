@@ -58,6 +58,25 @@ describe('ACK probes: a small read is answered at once so a Nagle-bound peer nev
     expect((data[0] as { payload: Buffer }).payload.toString()).toBe('response');
   });
 
+  it('stops probing a stream that sends nothing after four probes, until it sends data again', async () => {
+    const { raw, received, stream } = await peerWithStream(true);
+    const probes = () => frames(received.bytes()).filter((f) => f.type === 'data').length;
+    // A peer that answers every probe with a small frame (a WNDINC) is not probed back for ever.
+    for (let i = 0; i < 10; i++) {
+      raw.write(encodeWndInc(3, 1));
+      await settle();
+    }
+    expect(probes()).toBe(4);
+    stream.write('an answer');
+    await until(() => probes() === 5);
+    received.clear();
+    raw.write(encodeWndInc(3, 1));
+    await until(() => frames(received.bytes()).length > 0);
+    expect(frames(received.bytes())).toEqual([
+      expect.objectContaining({ type: 'data', streamId: 3, payload: Buffer.alloc(0) }),
+    ]);
+  });
+
   it('writes nothing on a stream we finished, nor when probes are off, nor for a FIN', async () => {
     const finished = await peerWithStream(true);
     finished.stream.end();

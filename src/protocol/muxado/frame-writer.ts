@@ -42,6 +42,8 @@ export interface CreditedStream {
 export interface ProbedStream extends CreditedStream {
   /** Whether an empty DATA frame may go out on it now. */
   readonly acceptsEmptyData: boolean;
+  /** Probes written on it since it last sent data; counted here, reset when it sends. */
+  probesSinceData: number;
 }
 
 /** WNDINC: header and a 4-byte increment. */
@@ -182,7 +184,10 @@ export class FrameWriter {
       out.write(encodeWndInc(stream.id, credit));
     } else if (stream.acceptsEmptyData) {
       out.write(encodeFrameHeader(FrameType.Data, 0, stream.id, 0));
+    } else {
+      return;
     }
+    stream.probesSinceData++;
   }
 
   /** The queued control frames as one buffer (WNDINCs encoded now, with their current credit). */

@@ -45,6 +45,8 @@ export class MuxStream extends Duplex {
   inSendRotation = false;
   /** @internal Set by the session while a WNDINC for this stream waits to be written. */
   creditQueued = false;
+  /** @internal ACK probes written on this stream since it last sent data (frame-writer.ts). */
+  probesSinceData = 0;
 
   private sendWindow: number;
   private readonly queue: Buffer[] = [];
@@ -271,6 +273,7 @@ export class MuxStream extends Duplex {
       this.takePayload(n, (piece) => out.write(piece));
     }
     this.sendWindow -= n;
+    if (n > 0) this.probesSinceData = 0;
     // Mark FIN sent first: the write callback may call _final synchronously.
     if (finNow) this.fin = Fin.Sent;
     if (this.queuedBytes === 0 && this.writeCallback) {
