@@ -34,7 +34,8 @@ const H2C_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n', 'latin1');
  */
 export function startsH2c(buf: Buffer): boolean {
   const n = H2C_PREFACE.length;
-  return buf.length >= n && buf.compare(H2C_PREFACE, 0, n, 0, n) === 0;
+  // Asked of every request head the relay reads: one byte settles it for all but P… methods.
+  return buf[0] === 0x50 && buf.length >= n && buf.compare(H2C_PREFACE, 0, n, 0, n) === 0;
 }
 
 /** Public bytes held while a response is pending (pipelined requests) before reads pause. */
