@@ -71,7 +71,7 @@ export function grpcMessage(text: string): string {
  * Answer a gRPC call with the status of `httpStatus` and `message`, plus `headers` (the edge's
  * error code, a WWW-Authenticate…), in one HEADERS frame that ends the stream, as gRPC's
  * trailers-only responses are sent; `grpcStatus` when the HTTP status does not say it (default
- * {@link grpcStatusOf}). The response's status stays `httpStatus` for the metrics.
+ * {@link grpcStatusOf}). The response's status is left at `httpStatus` for the metrics.
  * @example writeGrpcStatus(res, 401, 'no token', { 'www-authenticate': 'Bearer' });
  */
 export function writeGrpcStatus(
@@ -91,11 +91,13 @@ export function writeGrpcStatus(
   answer['grpc-status'] = String(grpcStatus);
   answer['grpc-message'] = grpcMessage(message);
   const stream = (res as ServerResponse & { stream?: ServerHttp2Stream }).stream;
-  res.statusCode = httpStatus;
   if (stream && !stream.headersSent) {
     stream.respond({ ':status': 200, ...answer }, { endStream: true });
-    return;
+  } else {
+    res.writeHead(200, answer);
+    res.end();
   }
-  res.writeHead(200, answer);
-  res.end();
+  // The wire says 200, as gRPC requires; the metrics and the inspector, read when the response
+  // closes, count the refusal's own status on both wires.
+  res.statusCode = httpStatus;
 }
