@@ -16,10 +16,12 @@ import {
   type IncomingHttpStatusHeader,
   type OutgoingHttpHeaders,
 } from 'node:http2';
-import type { Duplex } from 'node:stream';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Duplex, Readable } from 'node:stream';
+import { failureDetail, INGRESS_ERRORS } from '../error-pages.js';
 import { connectTunnel } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
-import type { UpstreamResponse } from './http-responses.js';
+import { failRequest, type UpstreamResponse } from './http-responses.js';
 
 /**
  * Flow-control windows the edge opens to peers, on both sides: what one stream, and one
@@ -127,8 +129,46 @@ export class H2Upstreams {
 
   constructor(private readonly connectTimeoutMs: number | undefined) {}
 
+  /**
+   * Send `req` to `tunnel`'s service over HTTP/2, with `headers` (the ingress's raw list) and its
+   * body from `body.stream`, or `body.whole` when a policy read it whole; `respond` relays the
+   * answer. A client that leaves before the answer ends cancels the call at the service; a call
+   * that cannot be made is answered with the 502 page.
+   */
+  forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    tunnel: OnlineTunnel,
+    info: ProxyInfo,
+    headers: string[],
+    body: { stream: Readable | undefined; whole: Buffer | undefined },
+    respond: (up: UpstreamResponse) => void,
+  ): void {
+    const scheme = /^https:/i.test(tunnel.forwardsTo) ? 'https' : 'http';
+    const h2Headers = h2RequestHeaders(req.method ?? 'GET', req.url ?? '/', scheme, headers);
+    const noBody = body.stream === undefined && body.whole === undefined;
+    this.request(tunnel, req.socket, info, h2Headers, noBody).then(
+      (stream) => {
+        stream.on('response', (head) => respond(h2Response(stream, head)));
+        stream.on('error', (err: NodeJS.ErrnoException) => {
+          body.stream?.unpipe(stream);
+          if (res.headersSent || res.destroyed) res.destroy();
+          else failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
+        });
+        res.once('close', () => {
+          if (!stream.readableEnded && !stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
+        });
+        if (body.whole) stream.end(body.whole);
+        else body.stream?.pipe(stream);
+      },
+      (err: NodeJS.ErrnoException) => {
+        failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
+      },
+    );
+  }
+
   /** Open a request stream to `tunnel`'s service for a request on `connection`. */
-  async request(
+  private async request(
     tunnel: OnlineTunnel,
     connection: ConnectionKey,
     info: ProxyInfo,
@@ -187,6 +227,3 @@ export class H2Upstreams {
     return session;
   }
 }
-
-/** The RST_STREAM code sent to the service when the public client leaves mid-exchange. */
-export const CLIENT_LEFT = constants.NGHTTP2_CANCEL;

@@ -6,7 +6,7 @@
  * Upgrades take their own way (http-upgrades.ts).
  */
 import { request, type ClientRequest, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { Duplex, Readable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../../../core/logger.js';
 import {
   answerAcmeChallenge,
@@ -29,7 +29,7 @@ import {
 } from './http-forwarding.js';
 import type { HttpIngressOptions } from './http-ingress.js';
 import { runHttpRequestPolicy, type HttpPolicyFlow, type Settled } from './http-policy.js';
-import { CLIENT_LEFT, H2Upstreams, h2RequestHeaders, h2Response } from './h2-upstream.js';
+import { H2Upstreams } from './h2-upstream.js';
 import { failRequest, writeUpstreamResponse, type UpstreamResponse } from './http-responses.js';
 import { lookupHttpTunnel, readIncomingTarget } from './http-routing.js';
 import { TunnelAgent, type TunnelRequestArgs } from './tunnel-agent.js';
@@ -257,7 +257,6 @@ export class HttpRequests {
     const socket = req.socket;
     const proto = publicProto(socket);
     const proxyInfo = proxyInfoOf(socket, proto, false);
-    const agent = this.agentFor(tunnel);
     const forwarded = forwardRequestHeaders(req, {
       proto,
       clientIp: clientIp(socket),
@@ -274,12 +273,16 @@ export class HttpRequests {
         // The rewrite is fed as on HTTP/1.1 below, and is the body the service gets.
         if (readBody) rewrite.body.end(readBody);
         else req.pipe(rewrite.body);
-        this.forwardH2(req, res, tunnel, rewrite.headers, rewrite.body, undefined, flow);
-      } else {
-        this.forwardH2(req, res, tunnel, headers, hasBody ? req : undefined, readBody, flow);
       }
+      const body = rewrite
+        ? { stream: rewrite.body, whole: undefined }
+        : { stream: hasBody ? req : undefined, whole: readBody };
+      this.h2.forward(req, res, tunnel, proxyInfo, rewrite?.headers ?? headers, body, (up) =>
+        this.respond(req, res, up, flow),
+      );
       return;
     }
+    const agent = this.agentFor(tunnel);
     const args: TunnelRequestArgs = {
       agent,
       method: req.method,
@@ -344,45 +347,6 @@ export class HttpRequests {
     if (readBody) sink.end(readBody);
     else if (hasBody) req.pipe(sink);
     else upstream.end();
-  }
-
-  /**
-   * forward() for a service that speaks HTTP/2 (h2-upstream.ts): the body streams from `body`, or
-   * is `readBody` when a policy read it whole; a client that leaves cancels the call upstream.
-   */
-  private forwardH2(
-    req: IncomingMessage,
-    res: ServerResponse,
-    tunnel: OnlineTunnel,
-    headers: string[],
-    body: Readable | undefined,
-    readBody: Buffer | undefined,
-    flow: HttpPolicyFlow | undefined,
-  ): void {
-    const socket = req.socket;
-    const scheme = /^https:/i.test(tunnel.forwardsTo) ? 'https' : 'http';
-    const h2Headers = h2RequestHeaders(req.method ?? 'GET', req.url ?? '/', scheme, headers);
-    const info = proxyInfoOf(socket, publicProto(socket), false);
-    const noBody = body === undefined && readBody === undefined;
-    this.h2.request(tunnel, socket, info, h2Headers, noBody).then(
-      (stream) => {
-        stream.on('response', (head) => this.respond(req, res, h2Response(stream, head), flow));
-        stream.on('error', (err: NodeJS.ErrnoException) => {
-          body?.unpipe(stream);
-          if (res.headersSent || res.destroyed) res.destroy();
-          else failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
-        });
-        // The client left before the service's answer ended (a cancelled call): so does the call.
-        res.once('close', () => {
-          if (!stream.readableEnded && !stream.destroyed) stream.close(CLIENT_LEFT);
-        });
-        if (readBody) stream.end(readBody);
-        else body?.pipe(stream);
-      },
-      (err: NodeJS.ErrnoException) => {
-        failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
-      },
-    );
   }
 
   private respond(
