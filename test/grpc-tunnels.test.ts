@@ -1,10 +1,15 @@
 import { once } from 'node:events';
 import * as grpc from '@grpc/grpc-js';
 import type ngrok from '@ngrok/ngrok';
-import { exportJWK, generateKeyPair, SignJWT, type KeyLike } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthtoken, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import {
+  jwtValidation,
+  testJwtIssuer,
+  type JwtTokenSource,
+  type TestJwtIssuer,
+} from './support/jwt.js';
 import { until } from './support/mux.js';
 import { connectNgrok } from './support/ngrok-agents.js';
 import { spawnBurrow } from './support/server-process.js';
@@ -37,7 +42,6 @@ const CHANNEL = {
   'grpc.max_receive_message_length': BIG,
   'grpc.max_send_message_length': BIG,
 };
-const JWT_ISSUER = 'https://id.burrow.test/';
 
 type EchoClient = grpc.Client & {
   unary(
@@ -62,7 +66,7 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
   let server: grpc.Server;
   let session: ngrok.Session;
   let jwks: LocalServer;
-  let keys: { privateKey: KeyLike; publicKey: KeyLike };
+  let issuer: TestJwtIssuer;
   let open: EchoClient;
   let guarded: EchoClient;
   let edgeUrl = '';
@@ -89,11 +93,10 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
     );
 
   beforeAll(async () => {
-    keys = await generateKeyPair('RS256');
-    const jwk = { ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    issuer = await testJwtIssuer();
     jwks = await startHttpUpstream((_req, res) => {
       res.setHeader('content-type', 'application/json');
-      res.end(JSON.stringify({ keys: [jwk] }));
+      res.end(issuer.jwks);
     });
     edge = await startEdgeServer('sqlite', ['--egress-allow', '127.0.0.1']);
     server = new grpc.Server(CHANNEL);
@@ -135,32 +138,14 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
     session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
     const to = `http://127.0.0.1:${grpcPort}`;
     const plain = await session.httpEndpoint().appProtocol('http2').listenAndForward(to);
-    const policy = {
-      on_http_request: [
-        {
-          actions: [
-            {
-              type: 'jwt-validation',
-              config: {
-                issuer: { allow_list: [{ value: JWT_ISSUER }] },
-                audience: { allow_list: [{ value: 'urn:example:api' }] },
-                http: {
-                  tokens: [
-                    { type: 'jwt', method: 'header', name: 'Authorization', prefix: 'Bearer ' },
-                  ],
-                },
-                jws: {
-                  allowed_algorithms: ['RS256'],
-                  keys: {
-                    sources: { additional_jkus: [`http://127.0.0.1:${jwks.port}/jwks.json`] },
-                  },
-                },
-              },
-            },
-          ],
-        },
-      ],
+    const bearer: JwtTokenSource = {
+      type: 'jwt',
+      method: 'header',
+      name: 'Authorization',
+      prefix: 'Bearer ',
     };
+    const jwksUrl = `http://127.0.0.1:${jwks.port}/jwks.json`;
+    const policy = { on_http_request: [{ actions: [jwtValidation(jwksUrl, [bearer])] }] };
     const judged = await session
       .httpEndpoint()
       .appProtocol('http2')
@@ -265,12 +250,7 @@ describe('gRPC through the edge, with @ngrok/ngrok appProtocol http2', () => {
     expect(refused.details).toBe('Unauthorized');
     expect(String(refused.metadata.get('www-authenticate')[0])).toMatch(/^Bearer/);
 
-    const token = await new SignJWT({ sub: 'alice' })
-      .setProtectedHeader({ alg: 'RS256', kid: 'k1' })
-      .setIssuer(JWT_ISSUER)
-      .setAudience('urn:example:api')
-      .setExpirationTime('5m')
-      .sign(keys.privateKey);
+    const token = await issuer.sign();
     const md = new grpc.Metadata();
     md.set('authorization', `Bearer ${token}`);
     expect((await unary(guarded, Buffer.from('ok'), md)).toString()).toBe('127.0.0.1|ok');

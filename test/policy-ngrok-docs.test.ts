@@ -2,9 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import ngrok from '@ngrok/ngrok';
-import { exportJWK, generateKeyPair, SignJWT, type KeyLike } from 'jose';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { jwtValidation, testJwtIssuer, type TestJwtIssuer } from './support/jwt.js';
 import {
   createAuthtoken,
   ingressCurl,
@@ -19,8 +19,6 @@ import { double, writeMmdb } from './support/mmdb-writer.js';
  * IP intelligence database built here maps loopback addresses curl binds to (127.0.0.2, …) to
  * made-up places; the unit tests (src/policy/ip-intel.test.ts) do the same with the test ranges.
  */
-
-const JWT_ISSUER = 'https://id.burrow.test/';
 
 const EDGE_UA =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91';
@@ -97,23 +95,10 @@ function docsPolicy(checker: string): string {
       // posted in the body.
       at('/jwt', {
         actions: [
-          {
-            type: 'jwt-validation',
-            config: {
-              issuer: { allow_list: [{ value: JWT_ISSUER }] },
-              audience: { allow_list: [{ value: 'urn:example:api' }] },
-              http: {
-                tokens: [
-                  { type: 'at+jwt', method: 'header', name: 'Authorization', prefix: 'Bearer ' },
-                  { type: 'it+jwt', method: 'body', name: '_id_token' },
-                ],
-              },
-              jws: {
-                allowed_algorithms: ['RS256'],
-                keys: { sources: { additional_jkus: [`${checker}/jwks.json`] } },
-              },
-            },
-          },
+          jwtValidation(`${checker}/jwks.json`, [
+            { type: 'at+jwt', method: 'header', name: 'Authorization', prefix: 'Bearer ' },
+            { type: 'it+jwt', method: 'body', name: '_id_token' },
+          ]),
         ],
       }),
       // oauth without client_id: the operator's app (--oauth-google-client-id).
@@ -197,14 +182,8 @@ describe('ngrok documentation examples on live traffic (@ngrok/ngrok)', () => {
   let web: LocalServer;
   let checker: LocalServer;
   let url: string;
-  let keys: { privateKey: KeyLike; publicKey: KeyLike };
-  const token = (typ?: string) =>
-    new SignJWT({ sub: 'alice' })
-      .setProtectedHeader({ alg: 'RS256', kid: 'k1', ...(typ && { typ }) })
-      .setIssuer(JWT_ISSUER)
-      .setAudience('urn:example:api')
-      .setExpirationTime('5m')
-      .sign(keys.privateKey);
+  let issuer: TestJwtIssuer;
+  const token = (typ?: string) => issuer.sign(typ);
 
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'burrow-geoip-e2e-'));
@@ -250,12 +229,11 @@ describe('ngrok documentation examples on live traffic (@ngrok/ngrok)', () => {
       if (req.url === '/cb') res.statusCode = 500;
       res.end(`upstream ${req.url}`);
     });
-    keys = await generateKeyPair('RS256');
-    const jwk = { ...(await exportJWK(keys.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' };
+    issuer = await testJwtIssuer();
     checker = await startHttpUpstream((req, res) => {
       res.setHeader('content-type', 'application/json');
       if (req.url === '/jwks.json') {
-        res.end(JSON.stringify({ keys: [jwk] }));
+        res.end(issuer.jwks);
         return;
       }
       res.end(JSON.stringify({ allowed: !(req.url ?? '').includes('ip=127.0.0.3') }));
