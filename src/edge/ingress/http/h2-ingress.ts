@@ -14,9 +14,9 @@ import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:
 import type { ServerLimits } from '../../../core/limits.js';
 import {
   createServer,
+  Http2ServerResponse,
   type Http2Server,
   type Http2ServerRequest,
-  type Http2ServerResponse,
   type Http2Session,
 } from 'node:http2';
 import type { Duplex } from 'node:stream';
@@ -69,6 +69,7 @@ export class H2Ingress {
       // (CVE-2023-44487), or floods SETTINGS, PINGs or CONTINUATION frames, with GOAWAY.
       maxSettings: 32,
       maxOutstandingPings: 10,
+      Http2ServerResponse: EdgeH2Response,
     });
     this.server.on('session', (session: Http2Session) => {
       this.sessions.add(session);
@@ -79,7 +80,8 @@ export class H2Ingress {
     });
     this.server.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
       const socket = this.sockets.get(req.stream.session!) ?? req.stream.session?.socket;
-      options.onRequest(asIncoming(req, socket), asResponse(res));
+      // Made with EdgeH2Response, which writes as the full path expects.
+      options.onRequest(asIncoming(req, socket), res as unknown as ServerResponse);
     });
   }
 
@@ -148,18 +150,27 @@ function asIncoming(req: Http2ServerRequest, socket: unknown): IncomingMessage {
   return req as unknown as IncomingMessage;
 }
 
-/** The response as the full path writes one; see the file's comment. */
-function asResponse(res: Http2ServerResponse): ServerResponse {
-  const writeHead = res.writeHead.bind(res);
-  const addTrailers = res.addTrailers.bind(res);
-  Object.assign(res, {
-    // HTTP/2 has no reason phrase (RFC 9113 8.3.2); Node warns when one is given.
-    writeHead: (status: number, reason?: unknown, headers?: unknown) =>
-      typeof reason === 'string' || reason === undefined
-        ? writeHead(status, headers as OutgoingHttpHeaders)
-        : writeHead(status, reason as OutgoingHttpHeaders),
-    addTrailers: (trailers: OutgoingHttpHeaders | Array<[string, string]>) =>
-      addTrailers(Array.isArray(trailers) ? Object.fromEntries(trailers) : trailers),
-  });
-  return res as unknown as ServerResponse;
+/**
+ * The response as the full path writes one (see the file's comment): Node makes every response of
+ * the server with this class, so nothing is patched per request.
+ */
+class EdgeH2Response extends Http2ServerResponse {
+  /**
+   * HTTP/2 has no reason phrase (RFC 9113 8.3.2); Node warns when one is given. Headers may also
+   * be a flat `[name, value, …]` list, as the full path writes them: Node reads both.
+   */
+  override writeHead(
+    statusCode: number,
+    reason?: string | OutgoingHttpHeaders,
+    headers?: OutgoingHttpHeaders,
+  ): this {
+    return typeof reason === 'string' || reason === undefined
+      ? super.writeHead(statusCode, headers)
+      : super.writeHead(statusCode, reason);
+  }
+
+  /** Trailers as pairs too, as the full path adds an upstream's raw trailers. */
+  override addTrailers(trailers: OutgoingHttpHeaders | Array<[string, string]>): void {
+    super.addTrailers(Array.isArray(trailers) ? Object.fromEntries(trailers) : trailers);
+  }
 }
