@@ -59,23 +59,28 @@ export function registerServerCommands(program: Command): void {
         config.logLevel,
         logDestination(config.logFormat, process.stdout.isTTY),
       );
-      const server = await startServer(config, logger);
-      if (server.edge) await announceAgentListener(server.edge, config, logger);
+      // The handlers go in before the server starts: a SIGTERM sent as soon as a listener's line
+      // is logged waits for the start to finish and then closes cleanly, never the default kill.
+      const started = startServer(config, logger);
       let stopping = false;
       const stop = (signal: string) => {
         if (stopping) return;
         stopping = true;
         logger.info({ signal }, 'shutting down');
-        server.close().then(
-          () => process.exit(0),
-          (err: unknown) => {
-            logger.error({ err }, 'shutdown failed');
-            process.exit(1);
-          },
-        );
+        started
+          .then((server) => server.close())
+          .then(
+            () => process.exit(0),
+            (err: unknown) => {
+              logger.error({ err }, 'shutdown failed');
+              process.exit(1);
+            },
+          );
       };
       process.on('SIGTERM', () => stop('SIGTERM'));
       process.on('SIGINT', () => stop('SIGINT'));
+      const server = await started;
+      if (server.edge) await announceAgentListener(server.edge, config, logger);
     },
   );
 

@@ -148,11 +148,14 @@ export async function runStart(
     await session.close();
     throw err;
   });
+  // Printed once the signal handlers are in place: a script that sends SIGINT as soon as it reads
+  // a Forwarding line must get a clean stop, not the default action's kill.
+  const forwarding: string[] = [];
   try {
     for (const definition of wanted) {
       const tunnel = await web.tunnels.start(definition);
       const { endpoint } = tunnel;
-      io.out.write(
+      forwarding.push(
         `Forwarding ${definition.name} ${forwardingFrom(endpoint)} -> ${endpoint.forwardsTo}\n`,
       );
       endpoint.on('request', (x) => io.out.write(`${requestLogLine(x)} (${definition.name})\n`));
@@ -166,7 +169,9 @@ export async function runStart(
   session.on('disconnected', (reason) =>
     io.err.write(`session lost${reason ? ` (${reason.message})` : ''}; reconnecting\n`),
   );
-  return serveUntilStopped(session, web).done;
+  const { done } = serveUntilStopped(session, web);
+  for (const line of forwarding) io.out.write(line);
+  return done;
 }
 
 /**

@@ -244,9 +244,9 @@ export async function runTunnel(
     throw err;
   }
   web.tunnels.adopt(agentWeb.quickTunnelDefinition(proto, target, endpoint), endpoint);
-  io.out.write(`Forwarding ${forwardingFrom(endpoint)} -> ${endpoint.forwardsTo}\n`);
-
   const { done, stop } = agentWeb.serveUntilStopped(session, web);
+  // After the signal handlers: SIGINT sent on reading this line is a clean stop, not a kill.
+  io.out.write(`Forwarding ${forwardingFrom(endpoint)} -> ${endpoint.forwardsTo}\n`);
   endpoint.on('close', (err) => {
     if (err) {
       say(`the server stopped the endpoint: ${describeError(err)}`);
