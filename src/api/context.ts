@@ -1,5 +1,6 @@
 import type { TrafficInspector } from '../edge/metrics/traffic-replay.js';
 import type { TrafficSeries } from '../edge/metrics/traffic-series.js';
+import type { TrafficView } from '../edge/metrics/traffic-view.js';
 import type { TunnelRegistry } from '../edge/registry/tunnel-registry.js';
 import type { PolicyEventSource } from '../policy/events.js';
 import type { Repositories } from '../store/index.js';
@@ -18,6 +19,11 @@ export interface OnlineState {
   registry?: TunnelRegistry | undefined;
   /** The edge's traffic inspector (`/traffic/...`, the dashboard's Traffic); absent: none. */
   traffic?: TrafficInspector | undefined;
+  /**
+   * What `/traffic/...` reads when set, instead of `traffic` alone: in a cluster, every edge
+   * node's inspector (edge/cluster/cluster-traffic.ts).
+   */
+  trafficView?: TrafficView | undefined;
   /** The edge's traffic over the last hour and day (`/metrics/series`, the charts); absent: none. */
   series?: TrafficSeries | undefined;
   /** Called after a credential is deleted or a bot user changed, so the edge re-checks sessions now. */

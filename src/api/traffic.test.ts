@@ -63,7 +63,11 @@ describe('traffic inspector API', () => {
     expect((await api.call('POST', '/traffic/tr_999/replay', {})).status).toBe(404);
 
     const capture = await api.call('PUT', '/traffic/capture/App.example.com', { enabled: true });
-    expect(capture.body).toEqual({ host: 'app.example.com', enabled: true });
+    expect(capture.body).toEqual({
+      host: 'app.example.com',
+      enabled: true,
+      unanswered_nodes: [],
+    });
     expect(log.capturedHosts()).toContain('app.example.com');
     expect((await api.call('PUT', '/traffic/capture/a%20b', { enabled: true })).status).toBe(400);
     expect((await api.call('PUT', '/traffic/capture/a.example', { enabled: 'yes' })).status).toBe(
@@ -98,7 +102,7 @@ describe('traffic inspector API', () => {
     });
 
     const on = await api.call('PUT', '/traffic/credentials/Creds.example.com', { shown: true });
-    expect(on.body).toEqual({ host: 'creds.example.com', shown: true });
+    expect(on.body).toEqual({ host: 'creds.example.com', shown: true, unanswered_nodes: [] });
     const list = await api.call('GET', '/traffic');
     expect(list.body.credentials_shown_hosts).toEqual(['creds.example.com']);
     expect(list.body.redacted_headers).toEqual([
@@ -155,6 +159,7 @@ describe('traffic inspector API', () => {
       captured_hosts: [],
       credentials_shown_hosts: [],
       redacted_headers: [],
+      unanswered_nodes: [],
     });
     expect((await bare.call('GET', '/traffic/tr_1')).status).toBe(404);
     const capture = await bare.call('PUT', '/traffic/capture/a.example', { enabled: true });

@@ -8,12 +8,16 @@ import {
   type CapturedBody,
   type TrafficRecord,
 } from '../edge/metrics/traffic-log.js';
+import { replayRefusal, type ReplayResult } from '../edge/metrics/traffic-replay.js';
 import {
-  replayRefusal,
-  type ReplayResult,
-  type TrafficInspector,
-} from '../edge/metrics/traffic-replay.js';
+  localTrafficView,
+  summarize,
+  type NodeMiss,
+  type TrafficSummary,
+  type TrafficView,
+} from '../edge/metrics/traffic-view.js';
 import { geoOf, lookupIpIntel } from '../policy/index.js';
+import { parseClusterTrafficId } from '../edge/cluster/cluster-traffic.js';
 import type { ApiContext } from './context.js';
 import { found } from './crud.js';
 import { holds } from './permissions.js';
@@ -32,9 +36,10 @@ function bodyView(body: CapturedBody | undefined) {
   };
 }
 
-function summary(r: TrafficRecord) {
+function summary(r: TrafficSummary) {
   return {
     id: r.id,
+    node_id: r.node ?? null,
     host: r.host,
     tunnel_id: r.tunnelId,
     scheme: r.scheme,
@@ -45,16 +50,16 @@ function summary(r: TrafficRecord) {
     duration_ms: r.durationMs === undefined ? null : Math.round(r.durationMs * 10) / 10,
     client_ip: r.clientIp,
     replay_of: r.replayOf ?? null,
-    captured: r.requestBody !== undefined,
+    captured: r.captured,
     credentials_shown: r.credentialsShown,
   };
 }
 
-function detail(r: TrafficRecord) {
+function detail(r: TrafficRecord, node: string | undefined) {
   // Looked up when a request is shown, not when it is recorded: few records are ever opened.
   const geo = geoOf(lookupIpIntel(r.clientIp));
   return {
-    ...summary(r),
+    ...summary({ ...summarize(r, node), path: r.path }),
     ...(geo && { client_geo: geo }),
     request_headers: headerPairs(r.requestHeaders),
     response_headers: outgoingPairs(r.responseHeaders),
@@ -64,7 +69,18 @@ function detail(r: TrafficRecord) {
   };
 }
 
-const AFTER = /^tr_(\d+)$/;
+/** `tr_<n>`, or in a cluster `tr_<node>_<n>` (edge/cluster/cluster-traffic.ts). */
+const AFTER = /^tr_(?:[A-Za-z0-9][A-Za-z0-9_-]{0,62}_)?\d{1,15}$/;
+
+/** The node a cluster id names (`tr_<node>_<n>`); undefined for one process's `tr_<n>`. */
+function nodeOf(id: string): string | undefined {
+  return /^tr_\d+$/.test(id) ? undefined : parseClusterTrafficId(id, '')?.node;
+}
+
+/** Nodes that did not answer, as the API names them. */
+function unansweredView(misses: readonly NodeMiss[]) {
+  return misses.map((m) => ({ node_id: m.node, error: m.message }));
+}
 
 /** A host in a path: what `PUT /traffic/capture/:host` and `/traffic/credentials/:host` take. */
 const HostParams = Type.Object({
@@ -76,18 +92,22 @@ const HostParams = Type.Object({
  * this process's edge served, kept in memory only, visitors' credentials redacted;
  * `PUT /traffic/capture/:host` switches body capture for one host,
  * `PUT /traffic/credentials/:host` whether its credentials are kept in clear, and
- * `POST /traffic/:id/replay` sends a request again. An API-only process has no edge and lists
- * nothing.
+ * `POST /traffic/:id/replay` sends a request again. In a cluster every edge node is asked
+ * (`unanswered_nodes` names those that did not answer in time); otherwise an API-only process has
+ * no edge and lists nothing.
  * @example await trafficRoutes(app, ctx);
  */
 export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): Promise<void> {
   const app = fastify.withTypeProvider<TypeBoxTypeProvider>();
   const tags = ['Traffic inspector'];
-  const recordOr404 = (id: string): TrafficRecord => found(ctx.online.traffic?.log.get(id));
-  const inspectorOr409 = (): TrafficInspector => {
-    if (!ctx.online.traffic)
+  const view = (): TrafficView | undefined =>
+    ctx.online.trafficView ?? (ctx.online.traffic && localTrafficView(ctx.online.traffic));
+  const recordOr404 = async (id: string): Promise<TrafficRecord> => found(await view()?.get(id));
+  const viewOr409 = (): TrafficView => {
+    const v = view();
+    if (!v)
       throw new BurrowError(undefined, 409, 'This process runs no edge, so it sees no traffic.');
-    return ctx.online.traffic;
+    return v;
   };
 
   app.get(
@@ -105,20 +125,19 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
     },
     async (request) => {
       const q = request.query;
-      const inspector = ctx.online.traffic;
-      const afterSeq = q.after ? Number(AFTER.exec(q.after)![1]) : undefined;
-      const records = inspector?.log.list({
+      const listing = await view()?.list({
         host: q.host,
-        afterSeq,
+        after: q.after,
         limit: Math.min(Number(q.limit ?? 100), 100),
       });
       return {
-        available: inspector !== undefined,
-        requests: (records ?? []).map(summary),
-        hosts: inspector?.log.hosts() ?? [],
-        captured_hosts: inspector?.log.capturedHosts() ?? [],
-        credentials_shown_hosts: inspector?.log.credentialsShownHosts() ?? [],
-        redacted_headers: inspector ? [...inspector.log.redactor.names].sort() : [],
+        available: listing?.available ?? false,
+        requests: (listing?.requests ?? []).map(summary),
+        hosts: listing?.hosts ?? [],
+        captured_hosts: listing?.capturedHosts ?? [],
+        credentials_shown_hosts: listing?.credentialsShownHosts ?? [],
+        redacted_headers: listing?.redactedHeaders ?? [],
+        unanswered_nodes: unansweredView(listing?.unanswered ?? []),
       };
     },
   );
@@ -133,7 +152,7 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
       },
     },
     async (request) => {
-      const record = recordOr404(request.params.id);
+      const record = await recordOr404(request.params.id);
       // Visitors' credentials shown on purpose (PUT /traffic/credentials/{host}) are for those who
       // may make that choice (traffic:write): not a viewer, nor a key scoped to reading traffic
       // (docs/security.md, Roles and scopes).
@@ -146,7 +165,7 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
           { required: 'traffic:write', role: access.role },
         );
       }
-      return detail(record);
+      return detail(record, nodeOf(record.id));
     },
   );
 
@@ -161,12 +180,12 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
       },
     },
     async (request, reply) => {
-      const record = recordOr404(request.params.id);
+      const record = await recordOr404(request.params.id);
       const refusal = replayRefusal(record);
       if (refusal) throw new BurrowError(CODES.invalidValue, 400, `Cannot replay: ${refusal}.`);
       let result: ReplayResult;
       try {
-        result = await ctx.online.traffic!.replay(record);
+        result = await viewOr409().replay(record);
       } catch (err) {
         throw new BurrowError(undefined, 502, `The replay failed: ${(err as Error).message}`);
       }
@@ -191,8 +210,8 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
     async (request) => {
       const { host } = request.params;
       const { enabled } = request.body;
-      inspectorOr409().log.setCapture(host, enabled);
-      return { host: host.toLowerCase(), enabled };
+      const missed = await viewOr409().setCapture(host, enabled);
+      return { host: host.toLowerCase(), enabled, unanswered_nodes: unansweredView(missed) };
     },
   );
 
@@ -209,8 +228,8 @@ export async function trafficRoutes(fastify: FastifyInstance, ctx: ApiContext): 
     async (request) => {
       const { host } = request.params;
       const { shown } = request.body;
-      inspectorOr409().log.setCredentialsShown(host, shown);
-      return { host: host.toLowerCase(), shown };
+      const missed = await viewOr409().setCredentialsShown(host, shown);
+      return { host: host.toLowerCase(), shown, unanswered_nodes: unansweredView(missed) };
     },
   );
 }

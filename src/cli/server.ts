@@ -16,6 +16,7 @@ import {
   type ClusterMembership,
   type ClusterSettings,
 } from '../edge/cluster/join-cluster.js';
+import { trafficViewFor } from '../edge/cluster/cluster-traffic.js';
 import { TunnelRegistry } from '../edge/registry/tunnel-registry.js';
 import { validatePolicy } from '../policy/validate.js';
 import {
@@ -223,6 +224,7 @@ export async function startServer(
               ...onlineStateOf(edge.registry),
               policyEvents: edge.policyEvents,
               traffic: edge.traffic,
+              trafficView: trafficViewFor(edge.cluster?.node, edge.traffic),
               series: edge.metrics.series,
               credentialsChanged: () => void edge!.credentialsChanged(),
               configChanged: (topic, inputs) => edge!.configChanged(topic, inputs),
@@ -231,6 +233,8 @@ export async function startServer(
           : node
             ? {
                 ...onlineStateOf(node.registry),
+                // No edge here: the inspector asks the edge nodes what they served.
+                trafficView: trafficViewFor(node, undefined),
                 credentialsChanged: () => node.announce('credentials'),
                 configChanged: (topic, inputs) => node.announce(topic, inputs && { inputs }),
                 nodeId: node.id,

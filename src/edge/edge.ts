@@ -33,6 +33,7 @@ import { startSshListener, type SshListener } from './ssh/ssh-listener.js';
 import { sshRequestLog } from './ssh/ssh-tunnel.js';
 import { sharedLocalCa } from './certificates/shared-ca.js';
 import { changedIds } from './cluster/changed-ids.js';
+import { answerTrafficQuery } from './cluster/traffic-answers.js';
 import {
   joinCluster,
   type ClusterMembership,
@@ -317,6 +318,9 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
         certificates.clear();
         agentCertificates.refresh();
       });
+      // The cluster's inspector, on whichever node serves the API, asks what this one served.
+      const inspector = trafficInspector(trafficLog, ingress.httpAddress);
+      node.serve('traffic', (query) => answerTrafficQuery(inspector, node.id, query));
       await node.start();
     }
   } catch (err) {

@@ -11,7 +11,8 @@ import type { Logger } from '../../core/logger.js';
 import type { ClusterRepository, StoreNotice, StoreNotifications } from '../../store/index.js';
 import { connectTunnel } from '../registry/connect-tunnel.js';
 import type { ProxyInfo, TunnelRegistry } from '../registry/tunnel-registry.js';
-import type { NodeLinkRequest, NodeLinks } from './node-links.js';
+import type { NodeQuery, QueryHandler } from './node-link-queries.js';
+import type { NodeLinkRequest, NodeLinks, NodePeer } from './node-links.js';
 import { OnlinePresence } from './online-presence.js';
 import { OnlineReplica } from './online-replica.js';
 import type { SessionCommand } from './online-rows.js';
@@ -32,7 +33,10 @@ export interface ClusterNodeOptions {
   notifications: StoreNotifications;
   registry: TunnelRegistry;
   logger: Logger;
-  /** Edge roles: the links to other nodes. API-only nodes route no traffic and have none. */
+  /**
+   * The links to other nodes: edge roles route traffic over them; an API-only node's only dial,
+   * to ask the edge nodes questions (their traffic inspectors).
+   */
   links?: NodeLinks | undefined;
   /** How often the heartbeat is written (ms). */
   heartbeatMs: number;
@@ -74,6 +78,10 @@ export class ClusterNode {
   private lastBeat = 0;
   /** Link addresses of the nodes that have one, by node id. */
   private peers = new Map<string, string>();
+  /** Every node in the cluster's table, API-only ones too: who may ask this one questions. */
+  private members = new Set<string>();
+  /** Who answers peers' queries here, by the query kind's first part (`traffic.list`: traffic). */
+  private readonly answerers = new Map<string, QueryHandler>();
   private closed = false;
 
   constructor(private readonly options: ClusterNodeOptions) {
@@ -171,6 +179,59 @@ export class ClusterNode {
     return connectTunnel(tunnel, request.info);
   }
 
+  /**
+   * Answer peers' queries whose kind is `area` or starts with `area.` with `handler`.
+   * @example node.serve('traffic', (query) => answerTrafficQuery(inspector, query));
+   */
+  serve(area: string, handler: QueryHandler): void {
+    this.answerers.set(area, handler);
+  }
+
+  /** The link server's answer to a peer's query: from a member, to whoever serves its area. */
+  async answerQuery(query: NodeQuery, peerId: string): Promise<unknown> {
+    if (!this.members.has(peerId)) await this.loadPeers();
+    if (!this.members.has(peerId)) {
+      throw new BurrowError(
+        CODES.nodeLinkProtocol,
+        403,
+        `node ${peerId} is not a member of this cluster now`,
+      );
+    }
+    const handler = this.answerers.get(query.kind.split('.')[0]!);
+    if (!handler) {
+      throw new BurrowError(
+        CODES.nodeLinkProtocol,
+        501,
+        `node ${this.options.nodeId} answers no ${query.kind} query`,
+      );
+    }
+    return handler(query, peerId);
+  }
+
+  /**
+   * The other nodes that have a node link (the edge nodes), as of the last heartbeat: those a
+   * question about the whole cluster goes to.
+   */
+  linkedPeers(): NodePeer[] {
+    return [...this.peers]
+      .filter(([id]) => id !== this.options.nodeId)
+      .map(([id, address]) => ({ id, address }));
+  }
+
+  /**
+   * Ask `peer` one question over the node links, within `timeoutMs` (dial included).
+   * @example await node.ask({ id: 'edge-b', address: '10.0.0.6:7443' }, { kind: 'traffic.get', id: 'tr_1' }, 2000);
+   */
+  ask(peer: NodePeer, query: NodeQuery, timeoutMs: number): Promise<unknown> {
+    const links = this.options.links;
+    if (!links) {
+      return Promise.reject(
+        new BurrowError(CODES.tunnelUnreachable, 502, 'this node has no node links to ask over'),
+      );
+    }
+    return links.ask(peer, query, timeoutMs);
+  }
+
   /** Leave: stop beating, drop our rows (other nodes forget us at once), forget stand-ins. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -220,6 +281,7 @@ export class ClusterNode {
 
   private async loadPeers(): Promise<void> {
     const nodes = await this.options.cluster.nodes();
+    this.members = new Set(nodes.map((n) => n.id));
     this.peers = new Map(
       nodes.filter((n) => n.linkAddress !== '').map((n) => [n.id, n.linkAddress]),
     );

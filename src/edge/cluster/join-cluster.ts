@@ -1,6 +1,6 @@
 /**
  * What a process needs to be a node of a cluster: its id, the notice channel, the node links
- * (edge roles) and the ClusterNode over them. The caller starts the node once the agent listener
+ * (listening on edge roles, dialling only on an API-only node) and the ClusterNode over them. The caller starts the node once the agent listener
  * is up (its policies are where other nodes' tunnels get theirs).
  */
 import { randomBytes } from 'node:crypto';
@@ -31,6 +31,7 @@ export interface ClusterSettings {
 /** A joined (not yet started) node and what it holds open. */
 export interface ClusterMembership {
   node: ClusterNode;
+  /** Every role has links; an API-only node's only dial (its `address` is ''). */
   links: NodeLinks | undefined;
   /** Leave the cluster and close the links and the notice channel. */
   close(): Promise<void>;
@@ -126,17 +127,18 @@ export async function joinCluster(options: {
   let links: NodeLinks | undefined;
   let node: ClusterNode | undefined;
   try {
-    if (role !== 'api') {
-      links = await NodeLinks.start({
-        nodeId,
-        credentials: await nodeCredentials(repos.settings, nodeId),
-        listen: settings.config.nodeListen,
-        advertise: settings.config.nodeAdvertise || undefined,
-        logger,
-        refusals: new RefusalLog(logger, options.metrics),
-        open: (request, peerId) => node!.openLocal(request, peerId),
-      });
-    }
+    // An API-only node serves no tunnel and listens for no link: it dials the edge nodes to ask
+    // what they saw (the cluster's traffic inspector, cluster-traffic.ts).
+    links = await NodeLinks.start({
+      nodeId,
+      credentials: await nodeCredentials(repos.settings, nodeId),
+      listen: role === 'api' ? undefined : settings.config.nodeListen,
+      advertise: settings.config.nodeAdvertise || undefined,
+      logger,
+      refusals: new RefusalLog(logger, options.metrics),
+      open: (request, peerId) => node!.openLocal(request, peerId),
+      answer: (query, peerId) => node!.answerQuery(query, peerId),
+    });
     node = new ClusterNode({
       nodeId,
       role,

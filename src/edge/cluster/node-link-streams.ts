@@ -1,7 +1,8 @@
 /**
  * One stream of a node link, from both ends: the opener sends its request and waits for the
  * answer (askPeer); the acceptor reads the request, opens the tunnel, answers and relays
- * (answerPeer). The messages are node-link-wire.ts's.
+ * (answerPeer). The messages are node-link-wire.ts's; a stream that opens with a query is answered
+ * by node-link-queries.ts instead.
  */
 import type { Duplex } from 'node:stream';
 import { BurrowError, CODES } from '../../core/errors.js';
@@ -9,12 +10,13 @@ import type { Logger } from '../../core/logger.js';
 import { relay } from '../../core/relay.js';
 import { ErrorCode } from '../../protocol/muxado/frame.js';
 import type { MuxStream } from '../../protocol/muxado/stream.js';
+import { answerQuery, type QueryHandler } from './node-link-queries.js';
 import {
   encodeMessage,
   errorAnswer,
   OK_ANSWER,
   parseAnswer,
-  parseRequest,
+  parseOpening,
   readMessage,
   withDeadline,
   type NodeLinkAnswer,
@@ -68,8 +70,8 @@ export async function askPeer(
 
 /**
  * Serve a stream `peerId` opened: read its request (a malformed or missing one resets the stream
- * with Protocol), open the tunnel with `open`, answer, then relay until both sides are done.
- * Never rejects.
+ * with Protocol), open the tunnel with `open`, answer, then relay until both sides are done; or,
+ * when it opens with a query, reply with `answer`'s value and close. Never rejects.
  * @example session.on('stream', (stream) => void answerPeer(stream, 'edge-b', open, 10_000, logger));
  */
 export async function answerPeer(
@@ -78,6 +80,7 @@ export async function answerPeer(
   open: (request: NodeLinkRequest, peerId: string) => Promise<Duplex>,
   timeoutMs: number,
   logger: Logger,
+  answer?: QueryHandler,
 ): Promise<void> {
   stream.on('error', (err: Error) =>
     logger.debug({ peer: peerId, err: err.message }, 'node link stream error'),
@@ -85,7 +88,12 @@ export async function answerPeer(
   let request: NodeLinkRequest;
   try {
     const body = await withDeadline(readMessage(stream), timeoutMs, () => new Error('no request'));
-    request = parseRequest(body);
+    const opening = parseOpening(body);
+    if ('query' in opening) {
+      await answerQuery(stream, peerId, opening.query, answer, logger);
+      return;
+    }
+    request = opening.tunnel;
   } catch (err) {
     const code = err instanceof BurrowError ? err.code : undefined;
     const message = err instanceof Error ? err.message : String(err);

@@ -7,6 +7,9 @@
  * request: {"tunnelId": "tn_…", "info": {"clientAddr", "proto", "edgeType", "passthroughTls"}}
  *          (info may carry "serverAddr", for PROXY protocol headers)
  * answer:  {"ok": true}  or  {"error": {"code": "ERR_…", "message": "…", "status": 404}}
+ *
+ * A stream may instead open with a query, {"query": {"kind": "…", …}}: one question about the
+ * peer's own state (its traffic inspector), answered once and closed (node-link-queries.ts).
  */
 import type { Readable } from 'node:stream';
 import { BurrowError, CODES } from '../../core/errors.js';
@@ -32,6 +35,12 @@ export interface NodeLinkRequest {
   info: ProxyInfo;
 }
 
+/** A question to a peer (node-link-queries.ts); `kind` picks who answers it there. */
+export interface NodeQuery {
+  kind: string;
+  [field: string]: unknown;
+}
+
 /** The acceptor's answer to a request. */
 export type NodeLinkAnswer =
   { ok: true } | { error: { code: string; message: string; status?: number | undefined } };
@@ -48,7 +57,9 @@ function nodeProtocolError(message: string): BurrowError {
  * `value` as JSON behind its 4-byte big-endian length.
  * @example stream.write(encodeMessage({ ok: true }))
  */
-export function encodeMessage(value: NodeLinkRequest | NodeLinkAnswer): Buffer {
+export function encodeMessage(
+  value: NodeLinkRequest | NodeLinkAnswer | { query: NodeQuery },
+): Buffer {
   const body = Buffer.from(JSON.stringify(value), 'utf8');
   const header = Buffer.alloc(4);
   header.writeUInt32BE(body.length, 0);
@@ -128,7 +139,24 @@ function isShortString(value: unknown, max: number): value is string {
  * @example parseRequest(await readMessage(stream)).tunnelId
  */
 export function parseRequest(body: Buffer): NodeLinkRequest {
+  return tunnelRequest(parseJsonObject(body, 'request'));
+}
+
+/**
+ * What a stream opens with: a tunnel request, or a query (an object with a short string `kind`).
+ * @example const opening = parseOpening(await readMessage(stream)); if ('query' in opening) …
+ */
+export function parseOpening(body: Buffer): { tunnel: NodeLinkRequest } | { query: NodeQuery } {
   const value = parseJsonObject(body, 'request');
+  if (value.query === undefined) return { tunnel: tunnelRequest(value) };
+  const query = value.query;
+  if (!isObject(query) || !isShortString(query.kind, 64) || query.kind === '') {
+    throw nodeProtocolError('the query has no kind');
+  }
+  return { query: { ...query, kind: query.kind } };
+}
+
+function tunnelRequest(value: Record<string, unknown>): NodeLinkRequest {
   const { tunnelId, info } = value;
   if (!isShortString(tunnelId, 256) || tunnelId === '') {
     throw nodeProtocolError('the request has no tunnelId');

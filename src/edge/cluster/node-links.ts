@@ -3,7 +3,9 @@
  * is connected to node A; B asks A for a stream to that tunnel over their link and relays the
  * connection through it. A link is one mutual-TLS connection (certificates of the cluster CA,
  * cluster-ca.ts) carrying a muxado session; either node opens streams on it, one per proxied
- * connection, each starting with the request and answer of node-link-wire.ts.
+ * connection, each starting with the request and answer of node-link-wire.ts, or one per query
+ * about the peer's own state (node-link-queries.ts: the cluster's traffic inspector). An API-only
+ * node only dials: it asks the edge nodes questions and serves no tunnel.
  */
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
@@ -23,8 +25,9 @@ import {
   dialNode,
   nodeLinkServer,
 } from './node-link-tls.js';
+import { askQuery, type NodeQuery, type QueryHandler } from './node-link-queries.js';
 import { answerPeer, askPeer, nodeUnreachable } from './node-link-streams.js';
-import { LINK_GREETING, type NodeLinkRequest } from './node-link-wire.js';
+import { LINK_GREETING, withDeadline, type NodeLinkRequest } from './node-link-wire.js';
 
 export type { NodeLinkRequest } from './node-link-wire.js';
 
@@ -34,8 +37,11 @@ const DEFAULT_NODE_CONNECT_TIMEOUT_MS = 10_000;
 export interface NodeLinksOptions {
   nodeId: string;
   credentials: NodeCredentials;
-  /** host:port to listen on for other nodes; port 0 = any free port. */
-  listen: string;
+  /**
+   * host:port to listen on for other nodes; port 0 = any free port. Undefined: dial only (an
+   * API-only node, which asks questions and is asked none); `address` is then ''.
+   */
+  listen: string | undefined;
   /**
    * host[:port] the other nodes dial to reach this one, when that is not the bound address (a
    * wildcard listen host, NAT); a missing or 0 port means the bound port. `address` reports it.
@@ -43,6 +49,8 @@ export interface NodeLinksOptions {
   advertise?: string | undefined;
   /** Open the local tunnel a peer asks for; reject (ideally with a BurrowError carrying a code) when it is not here. */
   open(request: NodeLinkRequest, peerId: string): Promise<Duplex>;
+  /** Answer a peer's query (node-link-queries.ts); absent: every query gets an error reply. */
+  answer?: QueryHandler | undefined;
   logger: Logger;
   /**
    * Where the listener's refusals (NODE_LINK_CAPS) are counted and logged; default: logged with
@@ -79,9 +87,12 @@ interface Dial {
  * const stream = await links.connect({ id: 'edge-a', address: '10.0.0.5:7443' }, { tunnelId, info });
  */
 export class NodeLinks {
-  /** host:port other nodes dial: `advertise` when given (its port filled in), else `boundAddress`. */
+  /**
+   * host:port other nodes dial: `advertise` when given (its port filled in), else `boundAddress`;
+   * '' for a node that only dials.
+   */
   readonly address: string;
-  /** Bound host:port (real port). */
+  /** Bound host:port (real port); '' for a node that only dials. */
   readonly boundAddress: string;
   private readonly links = new Map<string, Set<Link>>();
   private readonly dials = new Map<string, Dial>();
@@ -94,13 +105,17 @@ export class NodeLinks {
 
   private constructor(
     private readonly options: NodeLinksOptions,
-    private readonly server: Server,
+    private readonly server: Server | undefined,
   ) {
+    this.logger = options.logger.child({ component: 'node-links', node: options.nodeId });
+    this.timeoutMs = options.connectTimeoutMs ?? DEFAULT_NODE_CONNECT_TIMEOUT_MS;
+    if (!server) {
+      this.boundAddress = this.address = '';
+      return;
+    }
     const bound = server.address() as AddressInfo;
     this.boundAddress = formatAddress(bound);
     this.address = advertisedAddress(options.advertise, bound.port) ?? this.boundAddress;
-    this.logger = options.logger.child({ component: 'node-links', node: options.nodeId });
-    this.timeoutMs = options.connectTimeoutMs ?? DEFAULT_NODE_CONNECT_TIMEOUT_MS;
     server.on('secureConnection', (socket: TLSSocket) => this.accept(socket));
     // nodeLinkServer closes the socket (enforceHandshakeDeadline); a refused peer is worth a warning.
     server.on('tlsClientError', (err: Error, socket: TLSSocket) => {
@@ -109,11 +124,12 @@ export class NodeLinks {
     server.on('error', (err: Error) => this.logger.error({ err }, 'node link listener failed'));
   }
 
-  /** Listen on `options.listen` for other nodes. */
+  /** Listen on `options.listen` for other nodes (when given). */
   static async start(options: NodeLinksOptions): Promise<NodeLinks> {
-    const { host, port } = parseListenAddress(options.listen);
     const problem = nodeIdProblem(options.nodeId);
     if (problem) throw new TypeError(`node id "${options.nodeId}" ${problem}`);
+    if (options.listen === undefined) return new NodeLinks(options, undefined);
+    const { host, port } = parseListenAddress(options.listen);
     if (options.advertise && advertisedAddress(options.advertise, 1) === undefined) {
       throw new TypeError(`"${options.advertise}" is not a host[:port] address to advertise`);
     }
@@ -151,6 +167,28 @@ export class NodeLinks {
     return askPeer(stream, peer, request, this.timeoutMs);
   }
 
+  /**
+   * Ask `peer` one question (node-link-queries.ts) and resolve with its reply's value; dials when
+   * no link exists yet. The whole exchange, dial included, is bounded by `timeoutMs`, so a peer
+   * that stopped answering costs its caller that long at most.
+   * @example const page = await links.ask(peer, { kind: 'traffic.list', limit: 100 }, 2000);
+   */
+  async ask(peer: NodePeer, query: NodeQuery, timeoutMs: number): Promise<unknown> {
+    const deadline = Date.now() + timeoutMs;
+    const link =
+      this.openLink(peer.id) ??
+      (await withDeadline(this.dial(peer), timeoutMs, () =>
+        nodeUnreachable(peer, `no link within ${timeoutMs} ms`),
+      ));
+    let stream: MuxStream;
+    try {
+      stream = link.session.openStream();
+    } catch (err) {
+      throw nodeUnreachable(peer, 'the link closed', err);
+    }
+    return askQuery(stream, peer, query, Math.max(1, deadline - Date.now()));
+  }
+
   /** Close the link to a node that left the cluster. */
   forget(peerId: string): void {
     const dial = this.dials.get(peerId);
@@ -171,7 +209,10 @@ export class NodeLinks {
   private async shutDown(): Promise<void> {
     for (const dial of this.dials.values()) dial.state.cancelled = true;
     this.dials.clear();
-    const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    const server = this.server;
+    const closed = server
+      ? new Promise<void>((resolve) => server.close(() => resolve()))
+      : Promise.resolve();
     const sockets: Promise<unknown>[] = [];
     for (const set of this.links.values()) {
       for (const link of set) {
@@ -246,10 +287,12 @@ export class NodeLinks {
     if (!set) this.links.set(peerId, (set = new Set()));
     set.add(link);
     session.on('stream', (stream: MuxStream) => {
-      answerPeer(stream, peerId, this.open, this.timeoutMs, this.logger).catch((err: unknown) => {
-        this.logger.error({ peer: peerId, err }, 'node link stream failed');
-        stream.destroy();
-      });
+      answerPeer(stream, peerId, this.open, this.timeoutMs, this.logger, this.options.answer).catch(
+        (err: unknown) => {
+          this.logger.error({ peer: peerId, err }, 'node link stream failed');
+          stream.destroy();
+        },
+      );
     });
     session.once('close', (reason: Error | undefined) => {
       const current = this.links.get(peerId);
