@@ -1,6 +1,3 @@
-import { once } from 'node:events';
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -11,24 +8,166 @@ import {
 } from './support/edge-listeners.js';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
 import { connectNgrok } from './support/ngrok-agents.js';
+import {
+  otlpAttr,
+  startOtlpReceiver,
+  type DecodedLogRecord,
+  type DecodedSpan,
+  type OtlpReceiver,
+} from './support/otlp-receiver.js';
 
 /**
- * Issue 33, traffic events out: a real `burrow server` started with the standard
- * `OTEL_EXPORTER_OTLP_ENDPOINT` sends each request a visitor made through the @ngrok/ngrok agent
- * to a local OTLP/HTTP receiver as a log record `http_request_complete.v0`, each once, with its
- * method, host, path and status, and without the visitor's credentials; a request that came with a
- * W3C traceparent reaches the service with it, and its record carries the same trace id.
+ * Issue 33, traffic events to OpenTelemetry: a real `burrow server` started with the standard
+ * `OTEL_EXPORTER_OTLP_*` variables sends each request a visitor made through the @ngrok/ngrok
+ * agent to a test OTLP/HTTP collector, which decodes the protobuf with the OpenTelemetry packages'
+ * own definitions (test/support/otlp-receiver.ts): each request once as a log record
+ * `http_request_complete.v0` and once as the edge's SERVER span, in one trace with the service,
+ * which gets a `traceparent` naming the edge's span. On the lean relay, the full path (a policy
+ * that adds a header) and HTTP/2 alike. With traces switched off, requests go on unchanged.
  */
 
-interface LogRecord {
-  traceId?: string;
-  attributes: Array<{ key: string; value: { stringValue?: string; intValue?: string } }>;
+/** What the service saw of each request: its path and traceparent. */
+type Seen = Map<string, string>;
+
+async function startTracedService(seen: Seen): Promise<LocalServer> {
+  return startHttpUpstream((req, res) => {
+    seen.set(req.url ?? '', String(req.headers.traceparent ?? ''));
+    res.writeHead(201).end('made');
+  });
 }
 
-describe('traffic events to OpenTelemetry', () => {
-  let collector: Server;
-  const received: LogRecord[] = [];
-  const seenTraceparents: string[] = [];
+/** Wait (at most 10 s) until `done` holds: batches leave within a second of their first item. */
+async function until(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !done(); i++) await new Promise((r) => setTimeout(r, 50));
+}
+
+/** Start a server with `env` set for its process only (it inherits the test's environment). */
+async function startWithEnv(env: Record<string, string>): Promise<EdgeServer> {
+  Object.assign(process.env, env);
+  try {
+    return await startEdgeServer('sqlite');
+  } finally {
+    for (const name of Object.keys(env)) delete process.env[name];
+  }
+}
+
+const CLIENT_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
+const CLIENT_PARENT = '00f067aa0ba902b7';
+const CLIENT_TRACEPARENT = `00-${CLIENT_TRACE}-${CLIENT_PARENT}-01`;
+
+describe('traffic events to OpenTelemetry, logs and traces in protobuf', () => {
+  let otlp: OtlpReceiver;
+  const seen: Seen = new Map();
+  let edge: EdgeServer;
+  let service: LocalServer;
+  let session: ngrok.Session;
+  let leanUrl: string;
+  let policyUrl: string;
+  const curlUrl = ingressCurl(
+    () => edge.ports,
+    () => edge.caFile,
+  );
+
+  beforeAll(async () => {
+    otlp = await startOtlpReceiver();
+    // Only the base endpoint: the protocol is the specification's default, http/protobuf.
+    edge = await startWithEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url });
+    service = await startTracedService(seen);
+    session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
+    const lean = await session.httpEndpoint().listenAndForward(`http://127.0.0.1:${service.port}`);
+    leanUrl = lean.url()!;
+    // A request policy that changes the request: such requests take the full HTTP path.
+    const policy = {
+      on_http_request: [
+        { actions: [{ type: 'add-headers', config: { headers: { 'x-a': '1' } } }] },
+      ],
+    };
+    const full = await session
+      .httpEndpoint()
+      .trafficPolicy(JSON.stringify(policy))
+      .listenAndForward(`http://127.0.0.1:${service.port}`);
+    policyUrl = full.url()!;
+  }, 60_000);
+  afterAll(async () => {
+    await session?.close().catch(() => undefined);
+    await service?.close();
+    await edge?.server.stop();
+    await edge?.db.drop();
+    await otlp?.close();
+  });
+
+  it('sends each request once as a record and once as a span, in the trace the service is told of', async () => {
+    const auth = ['-H', 'Authorization: Bearer visitor-secret'];
+    const runs: Array<[string, string, string[]]> = [
+      [leanUrl, '/one', auth],
+      [leanUrl, '/two', auth],
+      [leanUrl, '/three', ['-H', `traceparent: ${CLIENT_TRACEPARENT}`, '-H', 'tracestate: a=1']],
+      [policyUrl, '/four', auth],
+      [policyUrl, '/five', ['-H', `traceparent: ${CLIENT_TRACEPARENT}`]],
+      [leanUrl.replace('http:', 'https:'), '/six', ['--http2', ...auth]],
+    ];
+    for (const [url, path, extra] of runs) {
+      const res = await curlUrl(url, path, extra);
+      expect(res.status, path).toBe(201);
+    }
+    const paths = runs.map(([, path]) => path);
+    const mine = <T extends DecodedLogRecord | DecodedSpan>(items: T[]) =>
+      items.filter((i) => paths.includes(otlpAttr(i, 'url.path') ?? ''));
+    await until(
+      () => mine(otlp.logs).length >= paths.length && mine(otlp.spans).length >= paths.length,
+    );
+
+    // Every body was protobuf, to the standard paths.
+    expect(otlp.requests.length).toBeGreaterThan(0);
+    for (const r of otlp.requests) {
+      expect(['/v1/logs', '/v1/traces']).toContain(r.path);
+      expect(r.contentType).toBe('application/x-protobuf');
+    }
+    expect(otlp.resources.traces).toContainEqual({
+      key: 'service.name',
+      value: { stringValue: 'burrow' },
+    });
+
+    const logs = mine(otlp.logs);
+    const spans = mine(otlp.spans);
+    // Each request of the run exactly once in each signal.
+    expect(logs.map((r) => otlpAttr(r, 'url.path')).sort()).toEqual([...paths].sort());
+    expect(spans.map((s) => otlpAttr(s, 'url.path')).sort()).toEqual([...paths].sort());
+
+    for (const path of paths) {
+      const span = spans.find((s) => otlpAttr(s, 'url.path') === path)!;
+      const log = logs.find((r) => otlpAttr(r, 'url.path') === path)!;
+      expect(span, path).toMatchObject({ kind: 2 });
+      expect(span.name).toBe(`GET ${otlpAttr(span, 'server.address')}`);
+      expect(otlpAttr(span, 'http.response.status_code')).toBe('201');
+      expect(BigInt(span.endTimeUnixNano)).toBeGreaterThanOrEqual(BigInt(span.startTimeUnixNano));
+      expect(otlpAttr(log, 'event.name')).toBe('http_request_complete.v0');
+      // The service saw the span's trace, with the edge's span as its parent.
+      expect(seen.get(path), path).toBe(`00-${span.traceId}-${span.spanId}-01`);
+      expect({ traceId: log.traceId, spanId: log.spanId }).toEqual({
+        traceId: span.traceId,
+        spanId: span.spanId,
+      });
+    }
+    // A request that came in a trace stays in it: the client's span is the edge span's parent.
+    for (const path of ['/three', '/five']) {
+      const span = spans.find((s) => otlpAttr(s, 'url.path') === path)!;
+      expect(span.traceId, path).toBe(CLIENT_TRACE);
+      expect(span.parentSpanId, path).toBe(CLIENT_PARENT);
+    }
+    const fresh = spans.filter((s) => !['/three', '/five'].includes(otlpAttr(s, 'url.path')!));
+    expect(new Set(fresh.map((s) => s.traceId)).size).toBe(fresh.length);
+    for (const span of fresh) {
+      expect(span.traceId).not.toBe(CLIENT_TRACE);
+      expect(span.parentSpanId).toBeUndefined();
+    }
+    expect(JSON.stringify([otlp.logs, otlp.spans])).not.toContain('visitor-secret');
+  });
+});
+
+describe('traffic events to OpenTelemetry, logs only in JSON', () => {
+  let otlp: OtlpReceiver;
+  const seen: Seen = new Map();
   let edge: EdgeServer;
   let service: LocalServer;
   let session: ngrok.Session;
@@ -37,39 +176,15 @@ describe('traffic events to OpenTelemetry', () => {
     () => edge.ports,
     () => edge.caFile,
   );
-  const attr = (r: LogRecord, key: string) => {
-    const v = r.attributes.find((a) => a.key === key)?.value;
-    return v?.stringValue ?? v?.intValue;
-  };
 
   beforeAll(async () => {
-    collector = createServer((req, res) => {
-      let text = '';
-      req.setEncoding('utf8').on('data', (d: string) => (text += d));
-      req.on('end', () => {
-        if (req.url === '/v1/logs' && req.headers['content-type'] === 'application/json') {
-          const body = JSON.parse(text) as {
-            resourceLogs: Array<{ scopeLogs: Array<{ logRecords: LogRecord[] }> }>;
-          };
-          for (const rl of body.resourceLogs)
-            for (const sl of rl.scopeLogs) received.push(...sl.logRecords);
-        }
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-      });
+    otlp = await startOtlpReceiver();
+    edge = await startWithEnv({
+      OTEL_EXPORTER_OTLP_ENDPOINT: otlp.url,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_TRACES_EXPORTER: 'none',
     });
-    collector.listen(0, '127.0.0.1');
-    await once(collector, 'listening');
-    // The server process inherits the test's environment (but BURROW_*): set the standard variable.
-    process.env.OTEL_EXPORTER_OTLP_ENDPOINT = `http://127.0.0.1:${(collector.address() as AddressInfo).port}`;
-    try {
-      edge = await startEdgeServer('sqlite');
-    } finally {
-      delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
-    }
-    service = await startHttpUpstream((req, res) => {
-      seenTraceparents.push(String(req.headers.traceparent ?? ''));
-      res.writeHead(201).end('made');
-    });
+    service = await startTracedService(seen);
     session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
     const listener = await session
       .httpEndpoint()
@@ -81,37 +196,23 @@ describe('traffic events to OpenTelemetry', () => {
     await service?.close();
     await edge?.server.stop();
     await edge?.db.drop();
-    collector?.close();
+    await otlp?.close();
   });
 
-  it('sends each request once, as http_request_complete.v0, without credentials', async () => {
-    const paths = ['/one', '/two', '/three'];
-    for (const path of paths) {
-      const res = await curlUrl(url, path, ['-H', 'Authorization: Bearer visitor-secret']);
-      expect(res.status).toBe(201);
-    }
-    // Batches leave within a second of their first event; wait for all three to arrive.
-    for (let i = 0; i < 200 && received.length < paths.length; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const mine = received.filter((r) => paths.includes(attr(r, 'url.path') ?? ''));
-    expect(mine.map((r) => attr(r, 'url.path')).sort()).toEqual([...paths].sort());
-    for (const r of mine) {
-      expect(attr(r, 'event.name')).toBe('http_request_complete.v0');
-      expect(attr(r, 'http.request.method')).toBe('GET');
-      expect(attr(r, 'http.response.status_code')).toBe('201');
-      expect(attr(r, 'server.address')).toBe(new URL(url).hostname);
-    }
-    expect(JSON.stringify(received)).not.toContain('visitor-secret');
-  });
-
-  it("puts the edge's record in the trace the client and the service share", async () => {
-    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-    const res = await curlUrl(url, '/traced', ['-H', `traceparent: ${traceparent}`]);
-    expect(res.status).toBe(201);
-    expect(seenTraceparents.at(-1)).toBe(traceparent);
-    const traced = () => received.find((r) => attr(r, 'url.path') === '/traced');
-    for (let i = 0; i < 200 && !traced(); i++) await new Promise((r) => setTimeout(r, 50));
-    expect(traced()?.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
+  it('passes requests on unchanged, and its records carry the trace the client sent', async () => {
+    expect((await curlUrl(url, '/plain')).status).toBe(201);
+    const traced = await curlUrl(url, '/traced', ['-H', `traceparent: ${CLIENT_TRACEPARENT}`]);
+    expect(traced.status).toBe(201);
+    expect(seen.get('/plain')).toBe('');
+    expect(seen.get('/traced')).toBe(CLIENT_TRACEPARENT);
+    const record = (path: string) => otlp.logs.find((r) => otlpAttr(r, 'url.path') === path);
+    await until(() => record('/plain') !== undefined && record('/traced') !== undefined);
+    expect(record('/traced')).toMatchObject({ traceId: CLIENT_TRACE, spanId: CLIENT_PARENT });
+    expect(record('/plain')?.traceId).toBeUndefined();
+    expect(otlp.spans).toEqual([]);
+    expect(otlp.requests.map((r) => `${r.path} ${r.contentType}`)).toContain(
+      '/v1/logs application/json',
+    );
+    expect(otlp.requests.every((r) => r.path === '/v1/logs')).toBe(true);
   });
 });

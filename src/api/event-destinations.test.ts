@@ -66,6 +66,8 @@ describe.each(DATABASE_KINDS)('event destinations and subscriptions API (%s)', (
       opentelemetry: {
         url: 'https://otel.example.com/v1/logs',
         header_names: ['x-honeycomb-team'],
+        // The specification's default, shown so a reader knows what is sent.
+        protocol: 'http/protobuf',
       },
     });
     expect(res.body.signing_secret).toBeUndefined();
@@ -84,10 +86,26 @@ describe.each(DATABASE_KINDS)('event destinations and subscriptions API (%s)', (
     });
     // A PATCH of the target replaces the headers with the ones it sends.
     const patched = await api.call('PATCH', `/event_destinations/${res.body.id}`, {
-      target: { opentelemetry: { url: 'https://otel.example.com/v1/logs' } },
+      target: {
+        opentelemetry: {
+          url: 'https://otel.example.com/v1/logs',
+          protocol: 'http/json',
+          traces_url: 'https://otel.example.com/v1/traces',
+        },
+      },
     });
-    expect(patched.body.target.opentelemetry.header_names).toEqual([]);
-    expect((await delivery())?.target.opentelemetry?.headers).toEqual({});
+    expect(patched.body.target.opentelemetry).toEqual({
+      url: 'https://otel.example.com/v1/logs',
+      header_names: [],
+      protocol: 'http/json',
+      traces_url: 'https://otel.example.com/v1/traces',
+    });
+    expect((await delivery())?.target.opentelemetry).toEqual({
+      url: 'https://otel.example.com/v1/logs',
+      headers: {},
+      protocol: 'http/json',
+      traces_url: 'https://otel.example.com/v1/traces',
+    });
   });
 
   it('refuses bad targets naming the field and the rule', async () => {
@@ -107,6 +125,16 @@ describe.each(DATABASE_KINDS)('event destinations and subscriptions API (%s)', (
         { opentelemetry: { url: 'http://collector:4318/v1/logs', headers: { 'bad name': 'x' } } },
         'target.opentelemetry.headers.bad name',
         'HTTP header name',
+      ],
+      [
+        { opentelemetry: { url: 'http://collector:4318/v1/logs', protocol: 'grpc' } },
+        'target.opentelemetry.protocol',
+        'must be one of http/protobuf, http/json',
+      ],
+      [
+        { opentelemetry: { url: 'http://collector:4318/v1/logs', traces_url: 'collector' } },
+        'target.opentelemetry.traces_url',
+        'absolute http or https URL',
       ],
     ];
     for (const [target, field, rule] of cases) {

@@ -41,6 +41,18 @@ const Target = Type.Object(
           header_names: Type.Optional(
             Type.Array(Type.String(), { description: 'in replies: the names of the headers set' }),
           ),
+          protocol: Type.Optional(
+            Type.String({
+              maxLength: 32,
+              description:
+                'OTLP/HTTP encoding: http/protobuf (the default, as OTEL_EXPORTER_OTLP_PROTOCOL) or http/json',
+            }),
+          ),
+          traces_url: Type.Optional(
+            Url(
+              'OTLP/HTTP traces endpoint, e.g. http://collector:4318/v1/traces: each request also as a span, and the service gets a traceparent naming it',
+            ),
+          ),
         },
         { additionalProperties: false },
       ),

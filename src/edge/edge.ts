@@ -223,8 +223,10 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       certificates,
       logger,
       limits: config.limits,
-      tap: (req, res, tunnel) => trafficTap(trafficLog, req, res, tunnel),
+      tap: (req, res, tunnel, span) => trafficTap(trafficLog, req, res, tunnel, span),
       exchangeTap: trafficExchangeTap(trafficLog),
+      // Requests get the edge's span (and the service a new traceparent) only while spans go out.
+      tracing: () => events.tracing,
       onRelayClosed: events.tcpClosed,
     });
     const settings: AgentEdgeSettings = {

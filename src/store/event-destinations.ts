@@ -12,6 +12,13 @@ import type { SettingsRepository } from './settings.js';
 export const DESTINATION_KINDS = ['webhook', 'file', 'opentelemetry'] as const;
 export type DestinationKind = (typeof DESTINATION_KINDS)[number];
 
+/**
+ * How an OpenTelemetry destination encodes its OTLP/HTTP requests, as the standard
+ * `OTEL_EXPORTER_OTLP_PROTOCOL` names them; protobuf is the specification's default.
+ */
+export const OTLP_PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+export type OtlpProtocol = (typeof OTLP_PROTOCOLS)[number];
+
 /** A destination's settings as the API takes them: exactly one kind set. */
 export interface EventTarget {
   webhook?: { url: string } | undefined;
@@ -23,6 +30,10 @@ export interface EventTarget {
         headers?: Record<string, string> | undefined;
         /** What views show of the headers: their names. */
         header_names?: string[] | undefined;
+        /** `http/protobuf` (the default) or `http/json`; stored normalised, so views show it. */
+        protocol?: OtlpProtocol | undefined;
+        /** The OTLP/HTTP traces endpoint: with it, each request is also sent as a span. */
+        traces_url?: string | undefined;
       }
     | undefined;
 }
@@ -118,7 +129,19 @@ export function checkTarget(target: EventTarget): [DestinationKind, EventTarget]
     }
   }
   const url = httpUrl(otel.url, 'target.opentelemetry.url');
-  return [kind, { opentelemetry: { url, headers } }];
+  const protocol = otel.protocol ?? 'http/protobuf';
+  if (!OTLP_PROTOCOLS.includes(protocol)) {
+    throw new ValidationError(
+      CODES.invalidValue,
+      'target.opentelemetry.protocol',
+      `must be one of ${OTLP_PROTOCOLS.join(', ')}`,
+    );
+  }
+  const traces =
+    otel.traces_url === undefined || otel.traces_url === ''
+      ? {}
+      : { traces_url: httpUrl(otel.traces_url, 'target.opentelemetry.traces_url') };
+  return [kind, { opentelemetry: { url, headers, protocol, ...traces } }];
 }
 
 function checkFormat(format: string | undefined): string {
@@ -129,6 +152,9 @@ function checkFormat(format: string | undefined): string {
 }
 
 function viewOf(row: EventDestinationsTable): EventDestination {
+  const target = JSON.parse(row.target) as EventTarget;
+  // Destinations stored before the protocol could be chosen are sent the default.
+  if (target.opentelemetry) target.opentelemetry.protocol ??= 'http/protobuf';
   return {
     id: row.id,
     description: row.description,
@@ -136,7 +162,7 @@ function viewOf(row: EventDestinationsTable): EventDestination {
     created_at: row.created_at,
     format: row.format,
     kind: row.kind as DestinationKind,
-    target: JSON.parse(row.target) as EventTarget,
+    target,
   };
 }
 
@@ -232,10 +258,11 @@ export class EventDestinationRepository extends ResourceRepository<
           signingSecret: secret ?? undefined,
         };
       const headers = secret ? (JSON.parse(secret) as Record<string, string>) : {};
+      const { url, protocol = 'http/protobuf', traces_url } = target.opentelemetry;
       return {
         id: row.id,
         kind: 'opentelemetry',
-        target: { opentelemetry: { url: target.opentelemetry.url, headers } },
+        target: { opentelemetry: { url, headers, protocol, traces_url } },
       };
     });
   }
@@ -249,10 +276,10 @@ export class EventDestinationRepository extends ResourceRepository<
     target: EventTarget,
   ): Promise<Pick<EventDestinationsTable, 'target' | 'secret_encrypted'>> {
     if (!target.opentelemetry) return { target: JSON.stringify(target), secret_encrypted: null };
-    const { url, headers = {} } = target.opentelemetry;
+    const { headers = {}, ...settings } = target.opentelemetry;
     const names = Object.keys(headers);
     return {
-      target: JSON.stringify({ opentelemetry: { url, header_names: names } }),
+      target: JSON.stringify({ opentelemetry: { ...settings, header_names: names } }),
       secret_encrypted:
         names.length > 0 ? sealSecret(await this.key(), id, JSON.stringify(headers)) : null,
     };

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { decodeOtlp } from '../../../test/support/otlp-receiver.js';
 import { trafficRequest } from '../../../test/support/traffic-records.js';
 import {
   configureEgress,
@@ -33,7 +34,9 @@ interface Delivery {
   url: string | undefined;
   signature: string | undefined;
   apiKey: string | undefined;
+  contentType: string | undefined;
   body: string;
+  raw: Buffer;
 }
 
 function record(path: string, n: number): TrafficRecord {
@@ -64,16 +67,19 @@ describe('EventRouter', () => {
 
   beforeAll(async () => {
     receiver = createServer((req: IncomingMessage, res) => {
-      let body = '';
-      req.setEncoding('utf8').on('data', (d: string) => (body += d));
+      const chunks: Buffer[] = [];
+      req.on('data', (d: Buffer) => chunks.push(d));
       req.on('end', () => {
         const status = failFirst.shift() ?? 200;
         if (status === 200) {
+          const raw = Buffer.concat(chunks);
           deliveries.push({
             url: req.url,
             signature: req.headers[SIGNATURE_HEADER] as string | undefined,
             apiKey: req.headers['x-api-key'] as string | undefined,
-            body,
+            contentType: req.headers['content-type'],
+            body: raw.toString('utf8'),
+            raw,
           });
         }
         res.writeHead(status).end();
@@ -207,6 +213,7 @@ describe('EventRouter', () => {
             opentelemetry: {
               url: hookUrl.replace('/hook', '/v1/logs'),
               headers: { 'x-api-key': 'k1' },
+              protocol: 'http/json',
             },
           },
         },
@@ -225,7 +232,12 @@ describe('EventRouter', () => {
     events.tcpClosed({ socket, addresses, tunnel, proto: 'tls', startedAt: Date.now() - 20 });
     await events.flush();
     expect(deliveries).toHaveLength(1);
-    expect(deliveries[0]).toMatchObject({ url: '/v1/logs', apiKey: 'k1', signature: undefined });
+    expect(deliveries[0]).toMatchObject({
+      url: '/v1/logs',
+      apiKey: 'k1',
+      signature: undefined,
+      contentType: 'application/json',
+    });
     const body = JSON.parse(deliveries[0]!.body) as {
       resourceLogs: Array<{ scopeLogs: Array<{ logRecords: Array<{ attributes: unknown[] }> }> }>;
     };
@@ -241,6 +253,56 @@ describe('EventRouter', () => {
       ]),
     );
     await events.close();
+  });
+
+  it('sends a request to an OpenTelemetry destination with a traces URL as a protobuf span and record, and only then traces', async () => {
+    const otel: DestinationDelivery = {
+      id: 'ed_traces',
+      kind: 'opentelemetry',
+      target: {
+        opentelemetry: {
+          url: hookUrl.replace('/hook', '/v1/logs'),
+          traces_url: hookUrl.replace('/hook', '/v1/traces'),
+        },
+      },
+    };
+    const logsOnly = router([{ ...otel, target: { opentelemetry: { url: hookUrl } } }], []);
+    await logsOnly.reload();
+    expect(logsOnly.tracing).toBe(false);
+    // Routed only connections: requests are not traced for it.
+    const events = router([otel], [subscription(['tcp_connection_closed.v0'], ['ed_traces'])]);
+    await events.reload();
+    expect(events.tracing).toBe(false);
+    const traced = router([otel], [subscription(['http_request_complete.v0'], ['ed_traces'])]);
+    await traced.reload();
+    expect(traced.tracing).toBe(true);
+    const trace = {
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      spanId: '53995c3f42cd8ad8',
+      parentSpanId: undefined,
+      flags: '01',
+    };
+    traced.httpRequest({ ...record('/traced', 7), trace });
+    await traced.flush();
+    const byUrl = new Map(deliveries.map((d) => [d.url, d]));
+    expect(byUrl.get('/v1/traces')?.contentType).toBe('application/x-protobuf');
+    const spans = decodeOtlp('traces', byUrl.get('/v1/traces')!.raw) as {
+      resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<Record<string, unknown>> }> }>;
+    };
+    expect(spans.resourceSpans[0]!.scopeSpans[0]!.spans[0]).toMatchObject({
+      traceId: trace.traceId,
+      spanId: trace.spanId,
+      name: 'GET app.test',
+      kind: 2,
+    });
+    const logs = decodeOtlp('logs', byUrl.get('/v1/logs')!.raw) as {
+      resourceLogs: Array<{ scopeLogs: Array<{ logRecords: Array<Record<string, unknown>> }> }>;
+    };
+    expect(logs.resourceLogs[0]!.scopeLogs[0]!.logRecords[0]).toMatchObject({
+      traceId: trace.traceId,
+      spanId: trace.spanId,
+    });
+    await Promise.all([logsOnly.close(), events.close(), traced.close()]);
   });
 
   it('sends nothing for types no subscription names, and to nowhere the egress guard refuses', async () => {

@@ -2,17 +2,31 @@
  * Traffic events out (issue 33): the edge's answered requests and closed TCP/TLS connections, as
  * ngrok's `http_request_complete.v0` and `tcp_connection_closed.v0` events, to the destinations
  * the API's subscriptions name (`/event_destinations`, `/event_subscriptions`), and to the
- * OpenTelemetry collector the standard `OTEL_EXPORTER_OTLP_*` variables name (every type).
- * The routing table is rebuilt from the store on `reload()` (an API change, a cluster notice, a
+ * OpenTelemetry collector the standard `OTEL_EXPORTER_OTLP_*` variables name (every type; and
+ * each request as a span when traces are exported there). While any traces are exported the
+ * ingress gives each request the edge's span ({@link EventRouter.tracing}), which its span and
+ * log record carry and the service is told of in `traceparent`. The routing table is rebuilt from the store on `reload()` (an API change, a cluster notice, a
  * timer); a destination whose settings did not change keeps its queue across reloads.
  */
 import type { Logger } from '../../core/logger.js';
 import type { DestinationDelivery } from '../../store/event-destinations.js';
 import type { EventSubscription, EventType } from '../../store/event-subscriptions.js';
 import type { RelayClosedHook } from '../ingress/proxy.js';
-import { otlpFromEnv, requestLogRecord, type OtlpExportOptions } from '../metrics/otlp-events.js';
+import { otlpFromEnv, otlpResourceFromEnv, type OtlpSignal } from '../metrics/otlp-env.js';
+import {
+  BURROW_ORIGIN,
+  requestLogRecord,
+  requestSpan,
+  type OtlpQueueOptions,
+} from '../metrics/otlp-events.js';
 import type { TrafficRecord } from '../metrics/traffic-log.js';
-import { destinationSink, environmentSink, eventLogRecord, type EventSink } from './sinks.js';
+import {
+  destinationSink,
+  environmentSink,
+  eventLogRecord,
+  type EventSink,
+  type OtlpForms,
+} from './sinks.js';
 import { httpRequestEvent, tcpConnectionEvent, type TrafficEvent } from './traffic-events.js';
 
 /** What the router reads at each reload (the repositories, or a test's fixed lists). */
@@ -26,7 +40,7 @@ export interface EventRouterOptions {
   logger: Logger;
   env?: NodeJS.ProcessEnv | undefined;
   /** Batching for API destinations (tests shorten `flushMs`); default the exporter's. */
-  queue?: Omit<OtlpExportOptions, 'url' | 'onLoss'> | undefined;
+  queue?: Omit<OtlpQueueOptions, 'onLoss'> | undefined;
 }
 
 /** At most one loss line a minute per destination: one that is down would log every batch. */
@@ -49,19 +63,41 @@ export class EventRouter {
   private sinks = new Map<string, Routed>();
   private routes = new Map<EventType, EventSink[]>();
   private readonly envSink: EventSink | undefined;
+  /** Whether a destination routed requests to takes spans (set at each reload). */
+  private routedTraces = false;
   private reloading: Promise<void> = Promise.resolve();
 
   constructor(private readonly options: EventRouterOptions) {
-    const env = otlpFromEnv(options.env ?? process.env);
-    if (env) {
-      this.envSink = environmentSink({ ...env, onLoss: this.lossLogger(env.url) });
-      options.logger.info({ url: env.url }, 'traffic events go to OpenTelemetry (OTLP/HTTP JSON)');
+    const env = options.env ?? process.env;
+    const logs = this.fromEnv(env, 'logs');
+    const traces = this.fromEnv(env, 'traces');
+    if (logs || traces) {
+      const origin = { ...BURROW_ORIGIN, resource: otlpResourceFromEnv(env) };
+      const url = logs?.url ?? traces!.url;
+      this.envSink = environmentSink({ logs, traces }, origin, {
+        ...options.queue,
+        onLoss: this.lossLogger(url),
+      });
+      const describe = (e: typeof logs) => e && `${e.url} (${e.protocol})`;
+      options.logger.info(
+        { logs: describe(logs), traces: describe(traces) },
+        'traffic events go to OpenTelemetry (OTEL_EXPORTER_OTLP_*)',
+      );
     }
   }
 
   /** Whether any event would go anywhere now (the edge skips building events otherwise). */
   get active(): boolean {
     return this.envSink !== undefined || this.routes.size > 0;
+  }
+
+  /**
+   * Whether request spans go anywhere now: the environment's traces endpoint, or a destination
+   * with a `traces_url` that requests are routed to. Only then does the ingress trace requests
+   * (and alter their `traceparent`); otherwise requests go on as they came.
+   */
+  get tracing(): boolean {
+    return this.envSink?.traces === true || this.routedTraces;
   }
 
   /** Re-read destinations and subscriptions; reloads asked for meanwhile run one after another. */
@@ -76,14 +112,17 @@ export class EventRouter {
   /** An answered HTTP request. */
   httpRequest(record: TrafficRecord): void {
     if (!this.active) return;
-    this.emit(httpRequestEvent(record), () => requestLogRecord(record, Date.now()));
+    this.emit(httpRequestEvent(record), {
+      log: () => requestLogRecord(record, Date.now()),
+      span: () => requestSpan(record),
+    });
   }
 
   /** A TCP or TLS-passthrough connection that ended (the ingress's relay hook). */
   readonly tcpClosed: RelayClosedHook = (closed) => {
     if (!this.active) return;
     const event = tcpConnectionEvent(closed, Date.now());
-    this.emit(event, () => eventLogRecord(event, Date.now()));
+    this.emit(event, { log: () => eventLogRecord(event, Date.now()) });
   };
 
   /** Send what waits everywhere (tests, shutdown). */
@@ -107,7 +146,7 @@ export class EventRouter {
     for (const { sink } of this.sinks.values()) yield sink;
   }
 
-  private emit(event: TrafficEvent, otlp: () => Record<string, unknown>): void {
+  private emit(event: TrafficEvent, otlp: OtlpForms): void {
     this.envSink?.add(event, otlp);
     for (const sink of this.routes.get(event.event_type) ?? []) sink.add(event, otlp);
   }
@@ -147,11 +186,25 @@ export class EventRouter {
     const dropped = [...this.sinks].filter(([id, r]) => next.get(id) !== r);
     this.sinks = next;
     this.routes = new Map([...routes].map(([type, set]) => [type, [...set]]));
+    this.routedTraces = [...(routes.get('http_request_complete.v0') ?? [])].some((s) => s.traces);
     // What a removed or changed destination still held is sent before its queue goes.
     await Promise.all(dropped.map(([, r]) => r.sink.close()));
   }
 
-  private lossLogger(destination: string): NonNullable<OtlpExportOptions['onLoss']> {
+  /** One signal's endpoint from the standard variables; a setting it cannot use is logged. */
+  private fromEnv(env: NodeJS.ProcessEnv, signal: OtlpSignal) {
+    try {
+      return otlpFromEnv(env, signal);
+    } catch (err) {
+      this.options.logger.warn(
+        { err: (err as Error).message },
+        `OpenTelemetry ${signal} not exported: unsupported setting`,
+      );
+      return undefined;
+    }
+  }
+
+  private lossLogger(destination: string): NonNullable<OtlpQueueOptions['onLoss']> {
     let last = 0;
     return (what) => {
       if (Date.now() - last < LOSS_LOG_MS) return;

@@ -6,13 +6,23 @@
  *   `X-Burrow-Signature: sha256=<hex HMAC-SHA256 of the body under the signing secret>`;
  * - `file`: JSON lines appended to the path (opened per batch, so a rotation that moves the file
  *   away is followed at the next batch: no copytruncate needed);
- * - `opentelemetry`: OTLP/HTTP JSON logs through the egress guard.
+ * - `opentelemetry`: OTLP/HTTP logs through the egress guard, in the destination's protocol
+ *   (`http/protobuf` unless it says `http/json`), and with a `traces_url`, each request's span too.
  */
 import { createHmac } from 'node:crypto';
 import { appendFile } from 'node:fs/promises';
 import { egressFetch } from '../../core/egress-guard.js';
 import type { DestinationDelivery } from '../../store/event-destinations.js';
-import { otlpAttribute, OtlpLogExporter, type OtlpExportOptions } from '../metrics/otlp-events.js';
+import type { OtlpEndpoint } from '../metrics/otlp-env.js';
+import {
+  logsEncoder,
+  otlpAttribute,
+  otlpContentType,
+  OtlpLogExporter,
+  tracesEncoder,
+  type OtlpQueueOptions,
+} from '../metrics/otlp-events.js';
+import type { OtlpLogRecord, OtlpOrigin, OtlpSpan } from '../metrics/otlp-protobuf.js';
 import type { TrafficEvent } from './traffic-events.js';
 
 /** The header a webhook receiver checks: `sha256=` and the hex HMAC-SHA256 of the raw body. */
@@ -22,7 +32,7 @@ export const SIGNATURE_HEADER = 'x-burrow-signature';
  * The signature header's value for `body` under `secret`.
  * @example timingSafeEqual(Buffer.from(signBody(secret, raw)), Buffer.from(req.headers['x-burrow-signature']))
  */
-export function signBody(secret: string, body: string): string {
+export function signBody(secret: string, body: string | Uint8Array): string {
   return `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
 }
 
@@ -32,7 +42,7 @@ export function signBody(secret: string, body: string): string {
  * requestLogRecord, which also carries their trace).
  * @example exporter.add(eventLogRecord(tcpConnectionEvent(closed, Date.now()), Date.now()));
  */
-export function eventLogRecord(event: TrafficEvent, nowMs: number): Record<string, unknown> {
+export function eventLogRecord(event: TrafficEvent, nowMs: number): OtlpLogRecord {
   return {
     timeUnixNano: `${BigInt(Date.parse(event.event_timestamp)) * 1_000_000n}`,
     observedTimeUnixNano: `${BigInt(Math.round(nowMs)) * 1_000_000n}`,
@@ -46,22 +56,33 @@ export function eventLogRecord(event: TrafficEvent, nowMs: number): Record<strin
   };
 }
 
+/** An event's OpenTelemetry forms, made only by the sinks that send them. */
+export interface OtlpForms {
+  log: () => OtlpLogRecord;
+  /** A request's span, when it was traced. */
+  span?: (() => OtlpSpan | undefined) | undefined;
+}
+
 /** A destination's queue: events in, batches out. */
 export interface EventSink {
-  /** `otlp` makes the OTLP record, when the sink wants one (requests carry their trace). */
-  add(event: TrafficEvent, otlp: () => Record<string, unknown>): void;
+  add(event: TrafficEvent, otlp: OtlpForms): void;
+  /** Whether it exports spans (then the edge traces requests: trace-context.ts). */
+  readonly traces: boolean;
   flush(): Promise<void>;
   close(): Promise<void>;
-  readonly exporter: OtlpLogExporter;
 }
 
 /** How long one delivery may take before it counts as failed (and is retried). */
 const DELIVERY_TIMEOUT_MS = 10_000;
 
-async function post(url: string, headers: Record<string, string>, body: string): Promise<number> {
+async function post(
+  url: string,
+  headers: Record<string, string>,
+  body: string | Uint8Array,
+): Promise<number> {
   const res = await egressFetch(url, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', ...headers },
+    headers: { 'content-type': otlpContentType(body), ...headers },
     body,
     signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
   });
@@ -69,43 +90,61 @@ async function post(url: string, headers: Record<string, string>, body: string):
   return res.status;
 }
 
-const jsonLines = (batch: Record<string, unknown>[]): string =>
+const jsonLines = (batch: TrafficEvent[]): string =>
   batch.map((event) => `${JSON.stringify(event)}\n`).join('');
 
-function sinkOf(exporter: OtlpLogExporter, asOtlp: boolean): EventSink {
+/** A webhook's or file's sink: the events as they are. */
+function eventSink(exporter: OtlpLogExporter<TrafficEvent>): EventSink {
   return {
-    exporter,
-    add: (event, otlp) =>
-      exporter.add(asOtlp ? otlp() : (event as unknown as Record<string, unknown>)),
+    traces: false,
+    add: (event) => exporter.add(event),
     flush: () => exporter.flush(),
     close: () => exporter.close(),
   };
 }
 
+/** An OpenTelemetry sink: log records, and spans when it has a traces exporter. */
+function otlpSink(
+  logs: OtlpLogExporter<OtlpLogRecord> | undefined,
+  traces: OtlpLogExporter<OtlpSpan> | undefined,
+): EventSink {
+  const both = [logs, traces].filter((e) => e !== undefined);
+  return {
+    traces: traces !== undefined,
+    add: (_event, otlp) => {
+      logs?.add(otlp.log());
+      const span = traces && otlp.span?.();
+      if (span) traces.add(span);
+    },
+    flush: async () => {
+      await Promise.all(both.map((e) => e.flush()));
+    },
+    close: async () => {
+      await Promise.all(both.map((e) => e.close()));
+    },
+  };
+}
+
 /**
  * The sink of one destination; `queue` sets the batching and loss reporting shared by all.
- * @example const sink = destinationSink(delivery, { onLoss: (l) => log.warn(l) }); sink.add(event, () => eventLogRecord(event, Date.now()));
+ * @example const sink = destinationSink(delivery, { onLoss: (l) => log.warn(l) }); sink.add(event, { log: () => eventLogRecord(event, Date.now()) });
  */
-export function destinationSink(
-  d: DestinationDelivery,
-  queue: Omit<OtlpExportOptions, 'url'>,
-): EventSink {
+export function destinationSink(d: DestinationDelivery, queue: OtlpQueueOptions): EventSink {
   const { webhook, file, opentelemetry } = d.target;
   if (webhook) {
     const secret = d.signingSecret ?? '';
-    return sinkOf(
-      new OtlpLogExporter({
+    return eventSink(
+      new OtlpLogExporter<TrafficEvent>({
         ...queue,
         url: webhook.url,
         encode: (batch) => JSON.stringify(batch),
         deliver: (body) => post(webhook.url, { [SIGNATURE_HEADER]: signBody(secret, body) }, body),
       }),
-      false,
     );
   }
   if (file) {
-    return sinkOf(
-      new OtlpLogExporter({
+    return eventSink(
+      new OtlpLogExporter<TrafficEvent>({
         ...queue,
         url: `file://${file.path}`,
         encode: jsonLines,
@@ -114,24 +153,54 @@ export function destinationSink(
           return 200;
         },
       }),
-      false,
     );
   }
   const otel = opentelemetry!;
-  return sinkOf(
-    new OtlpLogExporter({
+  const protocol = otel.protocol ?? 'http/protobuf';
+  const headers = otel.headers ?? {};
+  const tracesUrl = otel.traces_url;
+  return otlpSink(
+    new OtlpLogExporter<OtlpLogRecord>({
       ...queue,
       url: otel.url,
-      deliver: (body) => post(otel.url, otel.headers ?? {}, body),
+      encode: logsEncoder(protocol),
+      deliver: (body) => post(otel.url, headers, body),
     }),
-    true,
+    tracesUrl
+      ? new OtlpLogExporter<OtlpSpan>({
+          ...queue,
+          url: tracesUrl,
+          encode: tracesEncoder(protocol),
+          deliver: (body) => post(tracesUrl, headers, body),
+        })
+      : undefined,
   );
 }
 
 /**
- * The sink the `OTEL_EXPORTER_OTLP_*` variables set up: the operator wrote them, so it posts with
- * plain fetch (a collector on localhost is the usual case) rather than through the egress guard.
+ * The sink the `OTEL_EXPORTER_OTLP_*` variables set up (otlp-env.ts), each signal to its endpoint
+ * in its protocol: the operator wrote them, so it posts with plain fetch (a collector on localhost
+ * is the usual case) rather than through the egress guard.
+ * @example environmentSink({ logs: otlpFromEnv(env, 'logs'), traces: otlpFromEnv(env, 'traces') }, origin, {})
  */
-export function environmentSink(options: OtlpExportOptions): EventSink {
-  return sinkOf(new OtlpLogExporter(options), true);
+export function environmentSink(
+  endpoints: { logs?: OtlpEndpoint | undefined; traces?: OtlpEndpoint | undefined },
+  origin: OtlpOrigin,
+  queue: OtlpQueueOptions,
+): EventSink {
+  const { logs, traces } = endpoints;
+  return otlpSink(
+    logs &&
+      new OtlpLogExporter<OtlpLogRecord>({
+        ...queue,
+        ...logs,
+        encode: logsEncoder(logs.protocol, origin),
+      }),
+    traces &&
+      new OtlpLogExporter<OtlpSpan>({
+        ...queue,
+        ...traces,
+        encode: tracesEncoder(traces.protocol, origin),
+      }),
+  );
 }

@@ -41,6 +41,8 @@ export interface IngressOptions {
   /** Told of every routed HTTP request (the traffic inspector). */
   tap?: HttpIngressOptions['tap'];
   exchangeTap?: HttpIngressOptions['exchangeTap'];
+  /** Whether traces are exported now (traffic events): requests then get the edge's span. */
+  tracing?: HttpIngressOptions['tracing'];
   /** Told of each TCP and TLS-passthrough connection as it ends (traffic events). */
   onRelayClosed?: RelayClosedHook | undefined;
   /** Listener limits (`--ingress-max-connections`, `--headers-timeout-ms`, …); default DEFAULT_LIMITS. */
@@ -97,6 +99,7 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
     acmeChallenge: options.acmeChallenge,
     tap: options.tap,
     exchangeTap: options.exchangeTap,
+    tracing: options.tracing,
     onLimit: (ip, limit) => refusals.refused(ip, limit),
     relayTimeouts,
   });

@@ -1,19 +1,30 @@
 /**
- * Traffic events out to OpenTelemetry (issue 33, first part): each answered HTTP request as an
- * OTLP log record (`event.name` `http_request_complete.v0`, with the fields of ngrok's event of
- * that name as attributes), sent as OTLP/HTTP JSON to the endpoint the standard variables name
- * (`OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/logs`, with
- * `OTEL_EXPORTER_OTLP_HEADERS` / `OTEL_EXPORTER_OTLP_LOGS_HEADERS`), as every OpenTelemetry SDK
- * reads them. Events wait in a bounded queue and go in batches; a failed batch is retried with
- * backoff; past the bound the newest events are dropped and counted, never kept without end.
+ * Traffic events out to OpenTelemetry (issue 33): each answered HTTP request as an OTLP log record
+ * (`event.name` `http_request_complete.v0`, with the fields of ngrok's event of that name as
+ * attributes) and, while traces are exported, as a SERVER span of the edge in the request's trace
+ * (trace-context.ts), sent as OTLP/HTTP protobuf or JSON (otlp-protobuf.ts) to the endpoints the
+ * standard variables name (otlp-env.ts) or an OpenTelemetry destination's. Events wait in a
+ * bounded queue and go in batches; a failed batch is retried with backoff; past the bound the
+ * newest events are dropped and counted, never kept without end.
  */
+import {
+  encodeLogsRequest,
+  encodeTraceRequest,
+  jsonLogsRequest,
+  jsonTraceRequest,
+  type KeyValue,
+  type OtlpLogRecord,
+  type OtlpOrigin,
+  type OtlpSpan,
+} from './otlp-protobuf.js';
+import type { OtlpProtocol } from './otlp-env.js';
+import { incomingTrace } from './trace-context.js';
 import type { TrafficRecord } from './traffic-log.js';
 
-/** How the exporter batches, retries and bounds what waits. */
-export interface OtlpExportOptions {
-  /** Full URL of the logs endpoint, e.g. `http://collector:4318/v1/logs`. */
-  url: string;
-  headers?: Record<string, string>;
+export type { KeyValue } from './otlp-protobuf.js';
+
+/** How a queue batches, retries and bounds what waits (every destination kind shares these). */
+export interface OtlpQueueOptions {
   /** Events kept waiting at most (default 10,000); more are dropped and counted. */
   maxQueue?: number;
   /** Events per request at most (default 512). */
@@ -23,40 +34,31 @@ export interface OtlpExportOptions {
   /** Tries per batch (default 5), the first retry after `backoffMs` (default 500), doubling. */
   maxTries?: number;
   backoffMs?: number;
-  /**
-   * Other destinations reuse this queue (src/edge/events/sinks.ts): `encode` makes one batch's
-   * body (default: an OTLP `resourceLogs` document) and `deliver` sends it and answers an HTTP
-   * status (default: POST to `url` with fetch), so webhooks and files batch, retry and drop alike.
-   */
-  encode?: ((batch: Record<string, unknown>[]) => string) | undefined;
-  deliver?: ((body: string) => Promise<number>) | undefined;
   /** Told of a batch given up or events dropped (a log line, at most one a minute). */
   onLoss?: (what: { dropped: number; failed: number; error?: string }) => void;
 }
 
-/** The OTLP endpoint the standard variables name, or undefined when none is set. */
-export function otlpFromEnv(env: NodeJS.ProcessEnv): OtlpExportOptions | undefined {
-  const logs = env.OTEL_EXPORTER_OTLP_LOGS_ENDPOINT?.trim();
-  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
-  const url = logs || (base ? `${base.replace(/\/+$/, '')}/v1/logs` : '');
-  if (url === '') return undefined;
-  const headers: Record<string, string> = {};
-  // `key1=value1,key2=value2`, values URL-encoded, as the OpenTelemetry specification says.
-  for (const raw of [env.OTEL_EXPORTER_OTLP_HEADERS, env.OTEL_EXPORTER_OTLP_LOGS_HEADERS]) {
-    for (const pair of (raw ?? '').split(',')) {
-      const eq = pair.indexOf('=');
-      if (eq > 0) headers[pair.slice(0, eq).trim()] = decodeURIComponent(pair.slice(eq + 1).trim());
-    }
-  }
-  return { url, headers };
+/** A queue to one endpoint; `T` is what waits in it (an OTLP record, span, or an event). */
+export interface OtlpExportOptions<T = Record<string, unknown>> extends OtlpQueueOptions {
+  /** Full URL of the endpoint, e.g. `http://collector:4318/v1/logs`. */
+  url: string;
+  headers?: Record<string, string>;
+  /**
+   * Other destinations reuse this queue (src/edge/events/sinks.ts): `encode` makes one batch's
+   * body (default: an OTLP/HTTP JSON `resourceLogs` document; bytes are sent as protobuf) and
+   * `deliver` sends it and answers an HTTP status (default: POST to `url` with fetch), so
+   * webhooks and files batch, retry and drop alike.
+   */
+  encode?: ((batch: T[]) => string | Uint8Array) | undefined;
+  deliver?: ((body: string | Uint8Array) => Promise<number>) | undefined;
 }
 
-type AnyValue =
-  { stringValue: string } | { intValue: string } | { doubleValue: number } | { boolValue: boolean };
-/** An OTLP attribute. */
-export interface KeyValue {
-  key: string;
-  value: AnyValue;
+/**
+ * The content type of an OTLP/HTTP body: protobuf bytes or JSON text.
+ * @example fetch(url, { method: 'POST', headers: { 'content-type': otlpContentType(body) }, body })
+ */
+export function otlpContentType(body: string | Uint8Array): string {
+  return typeof body === 'string' ? 'application/json' : 'application/x-protobuf';
 }
 
 const str = (key: string, value: string): KeyValue => ({ key, value: { stringValue: value } });
@@ -65,28 +67,14 @@ const int = (key: string, value: number): KeyValue => ({
   value: { intValue: String(Math.round(value)) },
 });
 
-/** W3C `traceparent`: version 00, a trace id and parent id not all zeros, flags. */
-const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/;
-
-/** The trace and span ids of the request's `traceparent` header, when it has a valid one. */
-function traceOf(headers: readonly string[]): { traceId: string; spanId: string } | undefined {
-  for (let i = 0; i < headers.length; i += 2) {
-    if (headers[i]!.toLowerCase() !== 'traceparent') continue;
-    const m = TRACEPARENT.exec(headers[i + 1]!.trim().toLowerCase());
-    if (!m || /^0+$/.test(m[1]!) || /^0+$/.test(m[2]!)) return undefined;
-    return { traceId: m[1]!, spanId: m[2]! };
-  }
-  return undefined;
+/** Epoch milliseconds (and a fraction of one) as OTLP's nanoseconds, as decimal text. */
+function nanos(ms: number, plusMs = 0): string {
+  return `${BigInt(Math.round(ms)) * 1_000_000n + BigInt(Math.round(plusMs * 1e6))}`;
 }
 
-/**
- * One answered request as an OTLP log record; a request that came with a W3C `traceparent`
- * (which the edge passes to the service unchanged) carries its trace id, so the collector puts
- * the edge's record in the trace the client and the service share.
- */
-export function requestLogRecord(r: TrafficRecord, nowMs: number): Record<string, unknown> {
+/** What the log record and the span of a request both say of it. */
+function requestAttributes(r: TrafficRecord): KeyValue[] {
   const attributes: KeyValue[] = [
-    str('event.name', 'http_request_complete.v0'),
     str('http.request.method', r.method),
     str('url.scheme', r.scheme),
     str('server.address', r.host),
@@ -99,15 +87,84 @@ export function requestLogRecord(r: TrafficRecord, nowMs: number): Record<string
   if (r.durationMs !== undefined) {
     attributes.push({ key: 'burrow.duration_ms', value: { doubleValue: r.durationMs } });
   }
+  return attributes;
+}
+
+/**
+ * One answered request as an OTLP log record. With traces exported, it carries the edge's span
+ * (`r.trace`); otherwise a request that came with a valid W3C `traceparent` (which then reaches
+ * the service unchanged) carries that trace and parent, so the collector still puts the edge's
+ * record in the trace the client and the service share.
+ * @example exporter.add(requestLogRecord(record, Date.now()))
+ */
+export function requestLogRecord(r: TrafficRecord, nowMs: number): OtlpLogRecord {
+  const incoming = r.trace ? undefined : incomingTrace(r.requestHeaders);
+  const trace = r.trace ?? (incoming && { traceId: incoming.traceId, spanId: incoming.parentId });
   return {
-    ...traceOf(r.requestHeaders),
-    timeUnixNano: `${BigInt(Math.round(r.startedAt)) * 1_000_000n}`,
-    observedTimeUnixNano: `${BigInt(Math.round(nowMs)) * 1_000_000n}`,
+    ...(trace && { traceId: trace.traceId, spanId: trace.spanId }),
+    timeUnixNano: nanos(r.startedAt),
+    observedTimeUnixNano: nanos(nowMs),
     severityNumber: 9,
     severityText: 'INFO',
     body: { stringValue: `${r.method} ${r.host}${r.path} ${r.status ?? '-'}` },
-    attributes,
+    attributes: [str('event.name', 'http_request_complete.v0'), ...requestAttributes(r)],
   };
+}
+
+/**
+ * The edge's SERVER span of an answered request, when it was traced (`r.trace`, set while traces
+ * are exported): named by method and host (the edge knows no route), from its arrival to its
+ * end, an error when the answer was a 5xx (the OpenTelemetry HTTP conventions for servers).
+ * @example const span = requestSpan(record); if (span) traces.add(span);
+ */
+export function requestSpan(r: TrafficRecord): OtlpSpan | undefined {
+  const trace = r.trace;
+  if (!trace) return undefined;
+  const failed = r.status === undefined || r.status >= 500;
+  return {
+    traceId: trace.traceId,
+    spanId: trace.spanId,
+    parentSpanId: trace.parentSpanId,
+    name: `${r.method} ${r.host}`,
+    kind: 2,
+    startTimeUnixNano: nanos(r.startedAt),
+    endTimeUnixNano: nanos(r.startedAt, r.durationMs ?? 0),
+    attributes: requestAttributes(r),
+    status: failed ? { code: 2, message: `HTTP ${r.status ?? 'no answer'}` } : { code: 0 },
+    flags: Number.parseInt(trace.flags, 16),
+  };
+}
+
+/** Who the edge's telemetry says it comes from, unless the environment names it otherwise. */
+export const BURROW_ORIGIN: OtlpOrigin = {
+  resource: [str('service.name', 'burrow')],
+  scope: 'burrow.traffic',
+};
+
+/**
+ * The batch encoder of log records in `protocol`.
+ * @example new OtlpLogExporter({ url, encode: logsEncoder('http/protobuf') })
+ */
+export function logsEncoder(
+  protocol: OtlpProtocol,
+  origin: OtlpOrigin = BURROW_ORIGIN,
+): (batch: OtlpLogRecord[]) => string | Uint8Array {
+  return protocol === 'http/json'
+    ? (batch) => jsonLogsRequest(origin, batch)
+    : (batch) => encodeLogsRequest(origin, batch);
+}
+
+/**
+ * The batch encoder of spans in `protocol`.
+ * @example new OtlpLogExporter<OtlpSpan>({ url, encode: tracesEncoder('http/json') })
+ */
+export function tracesEncoder(
+  protocol: OtlpProtocol,
+  origin: OtlpOrigin = BURROW_ORIGIN,
+): (batch: OtlpSpan[]) => string | Uint8Array {
+  return protocol === 'http/json'
+    ? (batch) => jsonTraceRequest(origin, batch)
+    : (batch) => encodeTraceRequest(origin, batch);
 }
 
 /**
@@ -121,11 +178,11 @@ export function otlpAttribute(key: string, value: string | number | boolean): Ke
 }
 
 /**
- * Batches log records to one OTLP/HTTP JSON endpoint.
- * @example const out = new OtlpLogExporter(otlpFromEnv(process.env)!); out.add(requestLogRecord(r, Date.now()));
+ * Batches what is added (log records, spans, or any destination's events) to one endpoint.
+ * @example const out = new OtlpLogExporter({ url, encode: logsEncoder('http/protobuf') }); out.add(requestLogRecord(r, Date.now()));
  */
-export class OtlpLogExporter {
-  private queue: Record<string, unknown>[] = [];
+export class OtlpLogExporter<T = Record<string, unknown>> {
+  private queue: T[] = [];
   private timer: NodeJS.Timeout | undefined;
   private sending: Promise<void> | undefined;
   private closed = false;
@@ -134,9 +191,9 @@ export class OtlpLogExporter {
   failed = 0;
   sent = 0;
 
-  constructor(private readonly options: OtlpExportOptions) {}
+  constructor(private readonly options: OtlpExportOptions<T>) {}
 
-  add(record: Record<string, unknown>): void {
+  add(record: T): void {
     if (this.closed) return;
     if (this.queue.length >= (this.options.maxQueue ?? 10_000)) {
       this.dropped++;
@@ -172,9 +229,9 @@ export class OtlpLogExporter {
     });
   }
 
-  private async send(batch: Record<string, unknown>[]): Promise<void> {
+  private async send(batch: T[]): Promise<void> {
     const body = (this.options.encode ?? otlpLogsBody)(batch);
-    const deliver = this.options.deliver ?? ((text: string) => this.post(text));
+    const deliver = this.options.deliver ?? ((payload: string | Uint8Array) => this.post(payload));
     const tries = this.options.maxTries ?? 5;
     let delay = this.options.backoffMs ?? 500;
     let error = '';
@@ -201,10 +258,10 @@ export class OtlpLogExporter {
     this.options.onLoss?.({ dropped: this.dropped, failed: this.failed, error });
   }
 
-  private async post(body: string): Promise<number> {
+  private async post(body: string | Uint8Array): Promise<number> {
     const res = await fetch(this.options.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', ...this.options.headers },
+      headers: { 'content-type': otlpContentType(body), ...this.options.headers },
       body,
       signal: AbortSignal.timeout(10_000),
     });
@@ -214,15 +271,15 @@ export class OtlpLogExporter {
 }
 
 /**
- * One OTLP/HTTP JSON logs request carrying `records`.
+ * One OTLP/HTTP JSON logs request carrying `records` (the exporter's default encoding).
  * @example await fetch(url, { method: 'POST', body: otlpLogsBody([requestLogRecord(r, Date.now())]) });
  */
-export function otlpLogsBody(records: Record<string, unknown>[]): string {
+export function otlpLogsBody(records: readonly unknown[]): string {
   return JSON.stringify({
     resourceLogs: [
       {
-        resource: { attributes: [str('service.name', 'burrow')] },
-        scopeLogs: [{ scope: { name: 'burrow.traffic' }, logRecords: records }],
+        resource: { attributes: BURROW_ORIGIN.resource },
+        scopeLogs: [{ scope: { name: BURROW_ORIGIN.scope }, logRecords: records }],
       },
     ],
   });

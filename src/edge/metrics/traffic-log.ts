@@ -7,6 +7,7 @@
  */
 import type { OutgoingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
+import type { SpanContext } from './trace-context.js';
 import { CredentialRedactor } from './traffic-redact.js';
 
 /** Header set on replayed requests so the inspector can link a replay to its original. */
@@ -84,6 +85,8 @@ export interface TrafficRecord {
    * redacted headers (both ways) were replaced before the record was kept.
    */
   credentialsShown: boolean;
+  /** The edge's span of the request, made only while traces are exported (trace-context.ts). */
+  trace?: SpanContext | undefined;
 }
 
 /** What the tap fills in once a request is answered (or given up). */

@@ -10,6 +10,7 @@ import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
 import { forwardedHeaders } from './http-forwarding.js';
 import type { LeanPolicyRun } from './http-policy-lean.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
+import type { SpanContext } from '../../metrics/trace-context.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
 import { HeadScanner } from './head-syntax.js';
 import type { RequestHead } from './request-head.js';
@@ -32,6 +33,8 @@ export interface ExchangeTap {
     scheme: 'http' | 'https';
     head: RequestHead;
     clientIp: string;
+    /** The edge's span of the request, while traces are exported. */
+    span?: SpanContext | undefined;
   }): ExchangeDone;
 }
 
@@ -96,6 +99,8 @@ export class Exchange {
   closing = false;
   /** The stream cannot carry another exchange (the agent sent more than the response). */
   spoiled = false;
+  /** The edge's span of the request (while traces are exported): its traceparent, every try. */
+  span: SpanContext | undefined;
 
   constructor(
     readonly head: RequestHead,
@@ -140,7 +145,7 @@ export class Exchange {
  * The request head the agent gets: the client's request line and headers, hop-by-hop headers
  * dropped and `X-Forwarded-*` set (one rule for both HTTP paths, http-forwarding.ts); `host`
  * replaces the client's Host (HostHeaderRewrite, http-forwarding.ts rewrittenHost); `changes` are
- * the policy's, applied as on the full path (header-changes.ts).
+ * the policy's, applied as on the full path (header-changes.ts); `span` sets the `traceparent`.
  * @example stream.write(agentRequestHead(head, 'https', '203.0.113.7', undefined), 'latin1')
  */
 export function agentRequestHead(
@@ -149,11 +154,12 @@ export function agentRequestHead(
   clientIp: string,
   host?: string,
   changes?: HeaderChanges,
+  span?: SpanContext,
 ): string {
   const forwarded = forwardedHeaders(
     head.raw,
     { host: head.host, connection: head.connection, chunked: head.chunked },
-    { proto, clientIp, host },
+    { proto, clientIp, host, span },
   );
   const headers = changes ? applyToRawHeaders(forwarded, changes, REQUEST_OWNED) : forwarded;
   let text = `${head.method} ${head.target} HTTP/1.1\r\n`;

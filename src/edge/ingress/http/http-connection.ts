@@ -21,6 +21,7 @@ import { bareRefusal } from './http-parser-refusals.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
+import { startSpan } from '../../metrics/trace-context.js';
 import type { LeanRoute } from './http-relay.js';
 
 const NO_METERS: readonly EndpointMeter[] = [];
@@ -200,6 +201,8 @@ export class HttpConnection extends ResponseRelay {
     const { tunnel, via } = route;
     const meter = this.ctx.meters.of(tunnel);
     const state = this.ctx.connections.attribute(this.socket, meter);
+    // Made only while traces are exported: otherwise the request goes on as it came.
+    const span = this.ctx.tracing() ? startSpan(head.raw) : undefined;
     const done = this.ctx.tap?.begin({
       host,
       // The endpoint the client asked for, as on the full path.
@@ -207,9 +210,11 @@ export class HttpConnection extends ResponseRelay {
       scheme: this.proto,
       head,
       clientIp: this.ip,
+      span,
     });
     const passed = via.length === 0 ? NO_METERS : via.map((t) => this.ctx.meters.of(t));
     const exchange = new Exchange(head, tunnel, meter, state, done, passed, route.policy);
+    exchange.span = span;
     this.exchange = exchange;
     this.sendOnStream(exchange);
   }
@@ -219,7 +224,8 @@ export class HttpConnection extends ResponseRelay {
     exchange.sentAt = performance.now();
     const host = rewrittenHost(exchange.tunnel);
     const changes = exchange.policy?.requestHeaders;
-    stream.write(agentRequestHead(exchange.head, this.proto, this.ip, host, changes), 'latin1');
+    const head = agentRequestHead(exchange.head, this.proto, this.ip, host, changes, exchange.span);
+    stream.write(head, 'latin1');
     const rest = this.buffered;
     this.buffered = undefined;
     if (exchange.requestBody) {

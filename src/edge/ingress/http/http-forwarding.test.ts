@@ -10,6 +10,12 @@ import {
   upstreamHost,
 } from './http-forwarding.js';
 import { clientAddr, clientIp } from '../../registry/connect-tunnel.js';
+import {
+  incomingTrace,
+  parseTraceparent,
+  startSpan,
+  traceparentOf,
+} from '../../metrics/trace-context.js';
 import { parseListenAddress } from '../../../core/host-port.js';
 
 /** An IncomingMessage as far as the forwarding functions look at it. */
@@ -113,6 +119,75 @@ describe('forwardRequestHeaders', () => {
     expect(requestHasBody(message([]))).toBe(false);
     expect(requestHasBody(message(['Content-Length', '12']))).toBe(true);
     expect(requestHasBody(message(['Transfer-Encoding', 'chunked']))).toBe(true);
+  });
+});
+
+describe('traceparent', () => {
+  const framing = { host: 'app.test', connection: undefined, chunked: false };
+  const options = { proto: 'https' as const, clientIp: '203.0.113.7' };
+  const client = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+
+  it('names the edge span as the parent, in the trace the client sent, keeping its tracestate', () => {
+    const raw = ['Host', 'app.test', 'traceparent', client, 'tracestate', 'vendor=1'];
+    const span = startSpan(raw);
+    expect(span).toMatchObject({
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      parentSpanId: '00f067aa0ba902b7',
+      flags: '01',
+    });
+    const out = forwardedHeaders(raw, framing, { ...options, span });
+    const pairs = Object.fromEntries(
+      Array.from({ length: out.length / 2 }, (_, i) => [out[2 * i]!.toLowerCase(), out[2 * i + 1]]),
+    );
+    expect(out.filter((h) => h.toLowerCase() === 'traceparent')).toHaveLength(1);
+    expect(pairs.traceparent).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${span.spanId}-01`);
+    expect(span.spanId).toMatch(/^[0-9a-f]{16}$/);
+    expect(pairs.tracestate).toBe('vendor=1');
+  });
+
+  it('starts a trace for a request without a valid traceparent, and drops the old tracestate', () => {
+    for (const bad of [
+      [],
+      ['traceparent', 'garbage'],
+      ['traceparent', client, 'traceparent', client],
+    ]) {
+      const raw = ['Host', 'app.test', ...bad, 'tracestate', 'vendor=1'];
+      const span = startSpan(raw);
+      expect(span.parentSpanId).toBeUndefined();
+      expect(span.traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(span.traceId).not.toBe('4bf92f3577b34da6a3ce929d0e0e4736');
+      const out = forwardedHeaders(raw, framing, { ...options, span });
+      expect(out).toContain(traceparentOf(span));
+      expect(out.filter((h) => /^trace/i.test(h))).toEqual(['traceparent']);
+    }
+  });
+
+  it('leaves the headers alone without a span (traces not exported)', () => {
+    const raw = ['Host', 'app.test', 'traceparent', 'garbage', 'tracestate', 'vendor=1'];
+    const out = forwardedHeaders(raw, framing, options);
+    expect(out.slice(0, 6)).toEqual(raw);
+  });
+
+  it('reads traceparent as W3C Trace Context says', () => {
+    expect(parseTraceparent(client.toUpperCase())).toEqual({
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      parentId: '00f067aa0ba902b7',
+      flags: '01',
+    });
+    // A later version is read for what version 00 defines, extra fields and all.
+    expect(parseTraceparent(`cc${client.slice(2)}-what-comes-next`)?.traceId).toBe(
+      '4bf92f3577b34da6a3ce929d0e0e4736',
+    );
+    for (const bad of [
+      `ff${client.slice(2)}`,
+      `${client}-extra`,
+      '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e473-00f067aa0ba902b7-01',
+    ]) {
+      expect(parseTraceparent(bad), bad).toBeUndefined();
+    }
+    expect(incomingTrace(['TraceParent', client])?.parentId).toBe('00f067aa0ba902b7');
   });
 });
 

@@ -7,6 +7,7 @@ import type { Duplex } from 'node:stream';
 import { HOP_BY_HOP_HEADERS as HOP_BY_HOP } from '../../../core/http-framing.js';
 import { parseHostPort } from '../../../core/host-port.js';
 import { hostName } from '../../../core/request-target.js';
+import { traceparentOf, type SpanContext } from '../../metrics/trace-context.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 
 /** Set by the ingress from what it saw; values sent by clients are replaced. */
@@ -108,6 +109,12 @@ export interface ForwardedRequest {
    * `X-Forwarded-Host` still carries the client's.
    */
   host?: string | undefined;
+  /**
+   * The edge's span of the request, while traces are exported: the service gets a `traceparent`
+   * naming it as the parent (the client's is replaced; its `tracestate` goes on, unless the trace
+   * was restarted because the client's traceparent was missing or invalid).
+   */
+  span?: SpanContext | undefined;
 }
 
 /** What {@link forwardedHeaders} reads of a request besides its raw headers. */
@@ -140,7 +147,8 @@ export function forwardRequestHeaders(req: IncomingMessage, options: ForwardedRe
 /**
  * The headers to send upstream for a request with `raw` headers: hop-by-hop ones dropped,
  * `X-Forwarded-For` appended to, `X-Forwarded-Host` and `-Proto` set from what the edge saw, and
- * with `options.host` the Host header replaced (added first when the request had none).
+ * with `options.host` the Host header replaced (added first when the request had none), with
+ * `options.span` the `traceparent` the edge's span.
  * @example forwardedHeaders(['Host', 'a'], { host: 'a', connection: undefined, chunked: false }, { proto: 'http', clientIp: '203.0.113.7' })
  */
 export function forwardedHeaders(
@@ -152,6 +160,7 @@ export function forwardedHeaders(
   const out: string[] = [];
   let forwardedFor: string | undefined;
   const host = options.host;
+  const span = options.span;
   let hostSent = false;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!;
@@ -174,8 +183,12 @@ export function forwardedHeaders(
       continue;
     }
     if (REPLACED.has(lower) || listed?.has(lower)) continue;
+    if (span && (lower === 'traceparent' || (lower === 'tracestate' && !span.parentSpanId))) {
+      continue;
+    }
     out.push(name, value);
   }
+  if (span) out.push('traceparent', traceparentOf(span));
   if (host !== undefined && !hostSent) out.unshift('Host', host);
   out.push(
     'X-Forwarded-For',

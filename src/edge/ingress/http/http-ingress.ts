@@ -16,6 +16,7 @@ import type { TLSSocket } from 'node:tls';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../../core/limits.js';
 import type { Logger } from '../../../core/logger.js';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
+import type { SpanContext } from '../../metrics/trace-context.js';
 import {
   ACME_CHALLENGE_PATH,
   type AcmeChallengeLookup,
@@ -60,9 +61,21 @@ export interface HttpIngressOptions {
   /** When upgraded connections' raw relays end for going quiet; default DEFAULT_LIMITS'. */
   relayTimeouts?: RawRelayTimeouts | undefined;
   /** Told of every routed request (the traffic inspector, traffic-tap.ts). */
-  tap?: ((req: IncomingMessage, res: ServerResponse, tunnel: OnlineTunnel) => void) | undefined;
+  tap?:
+    | ((
+        req: IncomingMessage,
+        res: ServerResponse,
+        tunnel: OnlineTunnel,
+        span: SpanContext | undefined,
+      ) => void)
+    | undefined;
   /** The same for requests on the lean relay. */
   exchangeTap?: ExchangeTap | undefined;
+  /**
+   * Whether traces are exported now (asked per request): then each request gets the edge's span,
+   * handed to the taps and named as the parent in the `traceparent` the service gets.
+   */
+  tracing?: (() => boolean) | undefined;
 }
 
 /** The ingress limits the HTTP server applies. */
@@ -141,6 +154,7 @@ export class HttpIngress {
       connectTimeoutMs: options.connectTimeoutMs,
       idleStreamMs: options.idleStreamMs,
       tap: options.exchangeTap,
+      tracing: options.tracing,
       route: (head, host, socket) => this.leanRoute(head, host, socket),
       handOver: (socket, buffered) => this.serveOnFullPath(socket, buffered),
       onLimit: (ip, limit) => options.onLimit?.(ip, limit),

@@ -35,6 +35,8 @@ export interface HttpRelayContext {
   keepAliveTimeoutMs: number;
   connectTimeoutMs: number | undefined;
   tap: ExchangeTap | undefined;
+  /** Whether traces are exported now: each request then gets the edge's span (trace-context.ts). */
+  tracing(): boolean;
   /** Counts streams given up because their client left before the exchange ended. */
   released: CounterSeries;
   /** Where this relay carries the request, or undefined: the full path serves it. */
@@ -59,6 +61,7 @@ export interface HttpRelayOptions {
   /** Idle tunnel streams are closed after this long. Default 15 s. */
   idleStreamMs?: number | undefined;
   tap?: ExchangeTap | undefined;
+  tracing?: (() => boolean) | undefined;
   route: HttpRelayContext['route'];
   handOver: HttpRelayContext['handOver'];
   onLimit: HttpRelayContext['onLimit'];
@@ -87,6 +90,7 @@ export class HttpRelay {
       keepAliveTimeoutMs: options.keepAliveTimeoutMs,
       connectTimeoutMs: options.connectTimeoutMs,
       tap: options.tap,
+      tracing: options.tracing ?? (() => false),
       released: options.meters.metrics.streamsReleased.with({ path: 'lean' }),
       route: options.route,
       handOver: options.handOver,

@@ -13,6 +13,7 @@ import {
   type AcmeChallengeLookup,
 } from '../../certificates/acme-http-challenge.js';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
+import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
 import { clientIp, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, TunnelPolicy, TunnelRegistry } from '../../registry/tunnel-registry.js';
 import type { HttpRequestDecision } from '../../../policy/index.js';
@@ -44,6 +45,7 @@ export type HttpRequestsOptions = Pick<
   | 'acmeChallenge'
   | 'onLimit'
   | 'tap'
+  | 'tracing'
 > & {
   connections: PublicConnections;
   /** Requests with more headers are refused (431). */
@@ -82,6 +84,9 @@ export class HttpRequests {
   private readonly maxHeaderCount: number;
   private readonly onLimit: HttpIngressOptions['onLimit'];
   private readonly tap: HttpIngressOptions['tap'];
+  private readonly tracing: HttpIngressOptions['tracing'];
+  /** The edge's span of each request, while traces are exported (every try sends its traceparent). */
+  private readonly spans = new WeakMap<IncomingMessage, SpanContext>();
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
   private readonly h2: H2Upstreams;
   /** What the lean relay found for the request it handed over, by connection. */
@@ -100,6 +105,7 @@ export class HttpRequests {
     this.maxHeaderCount = options.maxHeaderCount;
     this.onLimit = options.onLimit;
     this.tap = options.tap;
+    this.tracing = options.tracing;
     this.h2 = new H2Upstreams(options.connectTimeoutMs);
   }
 
@@ -186,7 +192,10 @@ export class HttpRequests {
     if (ahead) this.ahead.delete(req.socket);
     const tunnel = this.route(req, res, ahead);
     if (!tunnel) return;
-    this.tap?.(req, res, tunnel);
+    // Made only while traces are exported: otherwise the request goes on as it came.
+    const span = this.tracing?.() ? startSpan(req.rawHeaders) : undefined;
+    if (span) this.spans.set(req, span);
+    this.tap?.(req, res, tunnel, span);
     if (ahead?.decisions) this.decided.set(req, ahead.decisions);
     this.serve(req, res, tunnel, []);
   };
@@ -261,6 +270,7 @@ export class HttpRequests {
       proto,
       clientIp: clientIp(socket),
       host: rewrittenHost(tunnel),
+      span: this.spans.get(req),
     });
     const headers = flow ? flow.requestHeaders(forwarded) : forwarded;
     // A policy action (verify-webhook) or an earlier endpoint may have read the body whole.

@@ -16,6 +16,7 @@ import {
   type TrafficRecord,
 } from '../../metrics/traffic-log.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
+import type { SpanContext } from '../../metrics/trace-context.js';
 
 type WriteArgs = [chunk: unknown, ...rest: unknown[]];
 
@@ -60,13 +61,15 @@ function addRequest(log: TrafficLog, request: RequestSide): TrafficRecord {
 /**
  * Records `req` and, once it is answered, its status, headers and duration; with capture on for
  * the host, the first bytes of both bodies too.
- * @example ingress option: `tap: (req, res, tunnel) => trafficTap(log, req, res, tunnel)`
+ * While traces are exported, `span` (the edge's span of the request) goes on the record.
+ * @example ingress option: `tap: (req, res, tunnel, span) => trafficTap(log, req, res, tunnel, span)`
  */
 export function trafficTap(
   log: TrafficLog,
   req: IncomingMessage,
   res: ServerResponse,
   tunnel: OnlineTunnel,
+  span?: SpanContext,
 ): void {
   const host = hostOfHostPort(req.headers.host ?? '').toLowerCase();
   const capture = log.captures(host);
@@ -82,6 +85,8 @@ export function trafficTap(
     requestHeaders: req.rawHeaders,
     replayOf: typeof replayOf === 'string' ? replayOf : undefined,
   });
+  // Set on the kept record only when traced: untraced records keep their shape.
+  if (span) record.trace = span;
   let requestBody: BodyBuffer | undefined;
   let responseBody: BodyBuffer | undefined;
   if (capture) {
@@ -140,7 +145,7 @@ export function trafficTap(
 export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
   return {
     captures: (host) => log.captures(host),
-    begin({ host, tunnel, scheme, head, clientIp: ip }) {
+    begin({ host, tunnel, scheme, head, clientIp: ip, span }) {
       const started = performance.now();
       let replayOf: string | undefined;
       for (let i = 0; i < head.raw.length; i += 2) {
@@ -161,6 +166,7 @@ export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
         requestHeaders: head.raw,
         replayOf,
       });
+      if (span) record.trace = span;
       return (status, headers) =>
         log.answer(record, {
           status,
