@@ -6,6 +6,7 @@
 import type { OutgoingHttpHeaders } from 'node:http';
 import { BurrowError, CODES } from '../../core/errors.js';
 import type { CapturedBody, TrafficRecord } from '../metrics/traffic-log.js';
+import type { SpanContext } from '../metrics/trace-context.js';
 import type { TrafficSummary } from '../metrics/traffic-view.js';
 
 /** A captured body on the wire. */
@@ -100,6 +101,20 @@ function headerValues(value: unknown, node: string): OutgoingHttpHeaders {
   return value as OutgoingHttpHeaders;
 }
 
+/** The edge's span of the request (events and traces name it), when it had one. */
+function trace(v: Fields, node: string): SpanContext | undefined {
+  return optional(v, 'trace', () => {
+    const t = v.trace;
+    if (!isObject(t)) throw bad(node, 'trace');
+    return {
+      traceId: str(t, 'traceId', node),
+      spanId: str(t, 'spanId', node),
+      parentSpanId: optional(t, 'parentSpanId', () => str(t, 'parentSpanId', node)),
+      flags: str(t, 'flags', node),
+    };
+  });
+}
+
 /** The fields a summary and a record share. */
 function common(v: Fields, node: string) {
   return {
@@ -135,6 +150,7 @@ export function recordFromWire(value: unknown, node: string): TrafficRecord {
     responseHeaders: headerValues(value.responseHeaders, node),
     requestBody: body(value, 'requestBody', node),
     responseBody: body(value, 'responseBody', node),
+    trace: trace(value, node),
   };
 }
 
