@@ -5,7 +5,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { trafficRequest } from '../../../test/support/traffic-records.js';
 import { decodeOtlp } from '../../../test/support/otlp-receiver.js';
 import { otlpFromEnv, otlpResourceFromEnv } from './otlp-env.js';
-import { logsEncoder, OtlpLogExporter, requestLogRecord, requestSpan } from './otlp-events.js';
+import {
+  logsEncoder,
+  otlpAttribute,
+  OtlpLogExporter,
+  requestLogRecord,
+  requestSpan,
+} from './otlp-events.js';
 import type { SpanContext } from './trace-context.js';
 
 /** A local OTLP/HTTP receiver: answers each request with the next of `statuses` (then 200). */
@@ -222,5 +228,23 @@ describe('OTLP log exporter', () => {
     out.add({ n: 9 });
     await out.flush();
     expect(records(r.bodies)).toEqual([9]);
+  });
+
+  it('loses a batch it cannot encode (counted), never throwing out of its timer', async () => {
+    const losses: string[] = [];
+    const out = new OtlpLogExporter({
+      url: 'http://127.0.0.1:9/v1/logs',
+      encode: () => {
+        throw new Error('cannot encode');
+      },
+      onLoss: (what) => losses.push(what.error ?? ''),
+    });
+    out.add({ n: 1 });
+    out.add({ n: 2 });
+    await out.flush();
+    expect(out).toMatchObject({ dropped: 2, failed: 1, sent: 0 });
+    expect(losses).toEqual(['Error: cannot encode']);
+    // An integer past 2^53 has no exact decimal text: it goes as a double.
+    expect(otlpAttribute('big', 2 ** 70)).toEqual({ key: 'big', value: { doubleValue: 2 ** 70 } });
   });
 });

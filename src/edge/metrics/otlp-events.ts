@@ -62,10 +62,11 @@ export function otlpContentType(body: string | Uint8Array): string {
 }
 
 const str = (key: string, value: string): KeyValue => ({ key, value: { stringValue: value } });
-const int = (key: string, value: number): KeyValue => ({
-  key,
-  value: { intValue: String(Math.round(value)) },
-});
+/** An integer attribute; one past 2^53 (no exact integer text) goes as a double instead. */
+const int = (key: string, value: number): KeyValue =>
+  Number.isSafeInteger(Math.round(value))
+    ? { key, value: { intValue: String(Math.round(value)) } }
+    : { key, value: { doubleValue: value } };
 
 /** Epoch milliseconds (and a fraction of one) as OTLP's nanoseconds, as decimal text. */
 function nanos(ms: number, plusMs = 0): string {
@@ -230,7 +231,16 @@ export class OtlpLogExporter<T = Record<string, unknown>> {
   }
 
   private async send(batch: T[]): Promise<void> {
-    const body = (this.options.encode ?? otlpLogsBody)(batch);
+    let body: string | Uint8Array;
+    try {
+      body = (this.options.encode ?? otlpLogsBody)(batch);
+    } catch (err) {
+      // A batch that cannot be encoded is lost, not thrown out of the timer that sent it.
+      this.failed++;
+      this.dropped += batch.length;
+      this.options.onLoss?.({ dropped: this.dropped, failed: this.failed, error: String(err) });
+      return;
+    }
     const deliver = this.options.deliver ?? ((payload: string | Uint8Array) => this.post(payload));
     const tries = this.options.maxTries ?? 5;
     let delay = this.options.backoffMs ?? 500;
