@@ -88,8 +88,9 @@ const HostParams = Type.Object({
 });
 
 /**
- * `/traffic`: the traffic inspector (edge/traffic-log.ts): the last requests of each HTTP endpoint
- * this process's edge served, kept in memory only, visitors' credentials redacted;
+ * `/traffic`: the traffic inspector (edge/metrics/traffic-view.ts): the last requests of each HTTP
+ * endpoint this process's edge served, or in a cluster every edge node's (each kept in its node's
+ * memory only), visitors' credentials redacted;
  * `PUT /traffic/capture/:host` switches body capture for one host,
  * `PUT /traffic/credentials/:host` whether its credentials are kept in clear, and
  * `POST /traffic/:id/replay` sends a request again. In a cluster every edge node is asked

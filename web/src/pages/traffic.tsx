@@ -6,6 +6,8 @@ import { useAction, useLoad } from '../hooks';
 
 interface RequestSummary {
   id: string;
+  /** The node that served it, in a cluster (null on a single server). */
+  node_id: string | null;
   host: string;
   scheme: string;
   started_at: string;
@@ -41,6 +43,8 @@ interface TrafficReply {
   captured_hosts: string[];
   credentials_shown_hosts: string[];
   redacted_headers: string[];
+  /** In a cluster: nodes that did not answer in time, whose requests are missing. */
+  unanswered_nodes: Array<{ node_id: string; error: string }>;
 }
 
 function Headers({ title, headers }: { title: string; headers: Array<[string, string]> }) {
@@ -200,6 +204,7 @@ function Detail({ id, onReplayed }: { id: string; onReplayed: () => void }) {
       <p>
         {detail.scheme}://{detail.host} from {detail.client_ip}: {detail.status ?? '…'} in{' '}
         {detail.duration_ms ?? '…'} ms
+        {detail.node_id ? ` (served by node ${detail.node_id}, which replays it)` : ''}
       </p>
       <p className="hint">
         {detail.credentials_shown
@@ -239,17 +244,31 @@ export function TrafficPage() {
   const requests = reply?.requests ?? [];
   const methods = [...new Set(requests.map((r) => r.method))].sort();
   const visible = requests.filter((r) => matches(r, filters));
+  // A cluster: say which node served each request.
+  const clustered = requests.some((r) => r.node_id !== null);
+  const unanswered = reply?.unanswered_nodes ?? [];
   return (
     <>
       <PageHeader title="Traffic">
-        The last requests of each HTTP endpoint, as they arrive. Kept in this server's memory only
-        (the last 100 per endpoint); bodies only for endpoints with capture on. Visitors'
-        credentials ({reply?.redacted_headers.join(', ') || 'authorization, cookie, …'}) are
-        redacted unless an endpoint shows them.
+        The last requests of each HTTP endpoint, as they arrive. Kept in memory only, by the server
+        that served them (the last 100 per endpoint; in a cluster, every node's are shown); bodies
+        only for endpoints with capture on. Visitors' credentials (
+        {reply?.redacted_headers.join(', ') || 'authorization, cookie, …'}) are redacted unless an
+        endpoint shows them.
       </PageHeader>
       <ErrorMessage error={error ?? capture.error} />
+      {unanswered.length ? (
+        <p className="notice" role="status">
+          {unanswered.length === 1 ? 'Node ' : 'Nodes '}
+          {unanswered.map((n) => n.node_id).join(', ')} did not answer in time: their requests are
+          missing here ({unanswered.map((n) => n.error).join('; ')}).
+        </p>
+      ) : null}
       {reply && !reply.available ? (
-        <EmptyState>This server runs no edge (--role api), so it sees no traffic.</EmptyState>
+        <EmptyState>
+          This server runs no edge (--role api) and no edge node is in its cluster, so it sees no
+          traffic.
+        </EmptyState>
       ) : null}
       {reply?.hosts.length ? (
         <div className="card inline-form">
@@ -314,6 +333,7 @@ export function TrafficPage() {
                   <th scope="col">Duration</th>
                   <th scope="col">Client</th>
                   <th scope="col">Host</th>
+                  {clustered ? <th scope="col">Node</th> : null}
                 </tr>
               </thead>
               <tbody>
@@ -338,6 +358,7 @@ export function TrafficPage() {
                     <td>{r.duration_ms === null ? '…' : `${r.duration_ms} ms`}</td>
                     <td>{r.client_ip}</td>
                     <td>{r.host}</td>
+                    {clustered ? <td>{r.node_id}</td> : null}
                   </tr>
                 ))}
               </tbody>
