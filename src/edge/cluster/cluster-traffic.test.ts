@@ -1,48 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { trafficRequest } from '../../../test/support/traffic-records.js';
-import { TrafficLog } from '../metrics/traffic-log.js';
-import type { ReplayResult, TrafficInspector } from '../metrics/traffic-replay.js';
-import {
-  clusterTrafficId,
-  clusterTrafficView,
-  parseClusterTrafficId,
-  type TrafficPeers,
-} from './cluster-traffic.js';
-import type { NodeQuery } from './node-link-queries.js';
-import { answerTrafficQuery } from './traffic-answers.js';
+import { fakeTrafficPeers, notingInspector } from '../../../test/support/traffic-peers.js';
+import { clusterTrafficId, clusterTrafficView, parseClusterTrafficId } from './cluster-traffic.js';
 
-/** An edge node's inspector whose replays are only noted. */
-function inspector(): TrafficInspector & { replayed: string[] } {
-  const replayed: string[] = [];
-  return {
-    log: new TrafficLog(),
-    replayed,
-    replay: (record): Promise<ReplayResult> => {
-      replayed.push(record.id);
-      return Promise.resolve({ status: 200, omittedHeaders: ['authorization'] });
-    },
-  };
-}
-
-/**
- * This node (`edge-a`) and its peers, asked as over a node link: the query and the reply go
- * through JSON, as on the wire. A peer in `down` fails the way an unreachable node does.
- */
-function cluster(peers: Record<string, TrafficInspector>, down: Set<string> = new Set()) {
-  const asked: string[] = [];
-  const node: TrafficPeers = {
-    id: 'edge-a',
-    linkedPeers: () => Object.keys(peers).map((id) => ({ id, address: `${id}:7443` })),
-    ask: async (peer, query: NodeQuery) => {
-      asked.push(`${peer.id} ${query.kind}`);
-      if (down.has(peer.id)) throw new Error(`node ${peer.id}: no reply within 2000 ms`);
-      const wire = JSON.parse(JSON.stringify(query)) as NodeQuery;
-      const value = await answerTrafficQuery(peers[peer.id]!, peer.id, wire);
-      return JSON.parse(JSON.stringify(value)) as unknown;
-    },
-  };
-  return { node, asked };
-}
+const inspector = notingInspector;
+const cluster = fakeTrafficPeers;
 
 describe('the cluster traffic inspector', () => {
   it('names records by node, and reads a bare id as this node’s', () => {
