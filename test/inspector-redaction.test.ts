@@ -159,7 +159,7 @@ describe('the traffic inspector redacts visitors credentials', () => {
     const before = await newest();
     const shown = await api.put(`/traffic/credentials/${host}`, { shown: true });
     expect(shown.status, shown.text).toBe(200);
-    expect(shown.body).toEqual({ host, shown: true });
+    expect(shown.body).toEqual({ host, shown: true, unanswered_nodes: [] });
     try {
       expect((await api.get('/traffic')).body.credentials_shown_hosts).toEqual([host]);
       // Only requests from now on: one recorded redacted stays so.
