@@ -123,7 +123,7 @@ export function clusterTrafficView(options: ClusterTrafficOptions): TrafficView 
   }
 
   /** Record `localId` of `holder`: read here, or asked of its node. */
-  async function fetch(holder: string, localId: string): Promise<TrafficRecord | undefined> {
+  async function recordOn(holder: string, localId: string): Promise<TrafficRecord | undefined> {
     if (holder === node.id) return local?.log.get(localId);
     const peer = node.linkedPeers().find((p) => p.id === holder);
     if (!peer) return undefined; // the node left the cluster, and its memory with it
@@ -135,7 +135,7 @@ export function clusterTrafficView(options: ClusterTrafficOptions): TrafficView 
   async function cursor(after: string): Promise<ListQuery['after']> {
     const named = parseClusterTrafficId(after, node.id);
     if (!named) return undefined;
-    const record = await fetch(named.node, named.localId);
+    const record = await recordOn(named.node, named.localId);
     if (!record) {
       throw new BurrowError(
         CODES.invalidValue,
@@ -212,7 +212,7 @@ export function clusterTrafficView(options: ClusterTrafficOptions): TrafficView 
     async get(id) {
       const named = parseClusterTrafficId(id, node.id);
       if (!named) return undefined;
-      const record = await fetch(named.node, named.localId);
+      const record = await recordOn(named.node, named.localId);
       if (!record) return undefined;
       const replayOf =
         record.replayOf && LOCAL_ID.test(record.replayOf)
@@ -245,7 +245,10 @@ export function clusterTrafficView(options: ClusterTrafficOptions): TrafficView 
   };
 }
 
-/** The view one process's API uses: the cluster's when it is a node of one, else its own. */
+/**
+ * The view one process's API uses: the cluster's when it is a node of one, else its own.
+ * @example online.trafficView = trafficViewFor(edge.cluster?.node, edge.traffic);
+ */
 export function trafficViewFor(
   node: TrafficPeers | undefined,
   local: TrafficInspector | undefined,
