@@ -58,6 +58,28 @@ describe('fitToOpenFiles', () => {
     expect(edge.ingressMaxConnections).toBeGreaterThan(all.ingressMaxConnections);
   });
 
+  it('gives what a listener configured below its share leaves to the others, by weight', () => {
+    // A node for agents (issue 35): at 20,000 descriptors, 17,500 after the reserve.
+    const agents = {
+      ...DEFAULT_LIMITS,
+      apiMaxConnections: 100,
+      ingressMaxConnections: 1500,
+      agentMaxConnections: 100_000,
+      agentMaxConnectionsPerIp: 100_000,
+    };
+    const fitted = fitToOpenFiles(agents, 'all', 20_000).limits;
+    expect(fitted).toMatchObject({ apiMaxConnections: 100, ingressMaxConnections: 1500 });
+    expect(fitted.agentMaxConnections).toBe(17_500 - 100 - 1500);
+    expect(fitted.agentMaxConnectionsPerIp).toBe(Math.floor((17_500 - 100 - 1500) / 2));
+    // The API's small cap alone is shared out 2:5 between agents and the ingress.
+    const api = fitToOpenFiles({ ...agents, ingressMaxConnections: 100_000 }, 'all', 20_000);
+    expect(api.limits.agentMaxConnections).toBe(Math.floor((17_400 * 2) / 7));
+    expect(api.limits.ingressMaxConnections).toBe(Math.floor((17_400 * 5) / 7));
+    // Caps that fit together are left alone: the defaults at 20,000 need no lowering.
+    expect(fitToOpenFiles(DEFAULT_LIMITS, 'all', 20_000).lowered).toEqual([]);
+    expect(totalCaps(fitted)).toBeLessThanOrEqual(20_000 - processReserve(20_000));
+  });
+
   it('keeps caps below the share as configured, and all of them when no limit is known', () => {
     const small = { ...DEFAULT_LIMITS, apiMaxConnections: 5, apiMaxConnectionsPerIp: 5 };
     const fitted = fitToOpenFiles(small, 'all', 1024);

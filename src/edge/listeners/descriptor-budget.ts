@@ -67,7 +67,10 @@ const CAPS: Record<keyof typeof SHARES, CapFields> = {
 
 /**
  * `limits` with each running listener's total cap no higher than its share of `openFiles` (less
- * the process reserve), and its per-address cap no higher than half that share. Without a known limit,
+ * the process reserve), and its per-address cap no higher than half that share. A listener
+ * configured below its share keeps its cap and leaves the rest to the others, by their weights
+ * (a node given to agents with `--ingress-max-connections 1000` lets agents have what the ingress
+ * does not take): caps are lowered only when together they do not fit. Without a known limit,
  * the limits as they are.
  * @example fitToOpenFiles(DEFAULT_LIMITS, 'all', 1024).limits.ingressMaxConnections // 560
  */
@@ -82,12 +85,8 @@ export function fitToOpenFiles(
   const running = (Object.keys(SHARES) as (keyof typeof SHARES)[]).filter((listener) =>
     listener === 'api' ? role !== 'edge' : role !== 'api',
   );
-  const weights = running.reduce((sum, listener) => sum + SHARES[listener], 0);
-  const left = Math.max(0, openFiles - processReserve(openFiles));
-  for (const listener of running) {
+  for (const [listener, share] of shares(running, limits, openFiles)) {
     const { total, perIp } = CAPS[listener];
-    // At least one connection each: a listener with none would refuse everyone for ever.
-    const share = Math.max(1, Math.floor((left * SHARES[listener]) / weights));
     for (const [field, cap] of [
       [total, share],
       // One address never takes a listener's whole share: others still get in during its flood.
@@ -100,4 +99,36 @@ export function fitToOpenFiles(
     }
   }
   return { limits: fitted, openFiles, lowered };
+}
+
+/**
+ * Each running listener's share of what the reserve leaves: by weight, except that a listener
+ * whose configured cap is below its share is given just that, and what it leaves is shared again
+ * among the others (until none is below its share).
+ */
+function shares(
+  running: (keyof typeof SHARES)[],
+  limits: ServerLimits,
+  openFiles: number,
+): Map<keyof typeof SHARES, number> {
+  const result = new Map<keyof typeof SHARES, number>();
+  let left = Math.max(0, openFiles - processReserve(openFiles));
+  let pool = running;
+  for (;;) {
+    const weights = pool.reduce((sum, listener) => sum + SHARES[listener], 0);
+    // At least one connection each: a listener with none would refuse everyone for ever.
+    const share = (listener: keyof typeof SHARES): number =>
+      Math.max(1, Math.floor((left * SHARES[listener]) / weights));
+    const below = pool.filter((listener) => limits[CAPS[listener].total] <= share(listener));
+    if (below.length === 0 || below.length === pool.length) {
+      for (const listener of pool) result.set(listener, share(listener));
+      return result;
+    }
+    for (const listener of below) {
+      // Its per-address cap stays fitted to the share it had in this round, as before.
+      result.set(listener, share(listener));
+      left -= limits[CAPS[listener].total];
+    }
+    pool = pool.filter((listener) => !below.includes(listener));
+  }
 }
