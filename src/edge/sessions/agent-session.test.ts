@@ -135,13 +135,17 @@ describe.each(DATABASE_KINDS)('agent sessions (%s)', (kind) => {
     // The beating agent beats six times per tolerance: a loaded CI machine may delay its timer.
     const hb = { HeartbeatInterval: 150 * MS, HeartbeatTolerance: 300 * MS };
     const a = await silent.auth({ AuthToken: fx.token, ...hb });
-    beating.heartbeat(50);
+    const beats = beating.heartbeat(50);
     const b = await beating.auth({ AuthToken: fx.token, ...hb });
     await silent.mux.wait();
     expect(fx.edge.registry.session(a.ClientId)).toBeUndefined();
     await new Promise((resolve) => setTimeout(resolve, 500));
     expect(beating.mux.closed).toBe(false);
     expect(fx.edge.registry.session(b.ClientId)).toBeDefined();
+    // The deadline each beat re-armed (in place) still fires once the beats stop.
+    beats.stop();
+    await beating.mux.wait();
+    expect(fx.edge.registry.session(b.ClientId)).toBeUndefined();
   });
 
   it('uses the Burrow window for agents offering burrow/1 and the standard one otherwise', async () => {

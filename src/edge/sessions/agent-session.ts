@@ -310,8 +310,7 @@ export class AgentSession implements OnlineSession, BindHost {
         stream.reset(ErrorCode.StreamRefused);
         return;
       }
-      echoHeartbeats(stream);
-      stream.on('data', () => this.armLiveness());
+      echoHeartbeats(stream, this.onBeat);
       return;
     }
     if (type === StreamType.Auth) {
@@ -418,10 +417,20 @@ export class AgentSession implements OnlineSession, BindHost {
 
   // ---- liveness ------------------------------------------------------------------------------
 
-  /** (Re)start the liveness deadline; a no-op before Auth, so beats before it arm nothing. */
+  /** Each chunk of heartbeat nonces: the agent is alive. */
+  private readonly onBeat = (): void => this.armLiveness();
+
+  /**
+   * (Re)start the liveness deadline; a no-op before Auth, so beats before it arm nothing. The
+   * session's one Timeout is re-armed in place (`refresh`): a beat, the only work an idle session
+   * does, allocates no timer and no closure (issue 35).
+   */
   private armLiveness(): void {
     if (!this.auth || this.gone) return;
-    clearTimeout(this.livenessTimer);
+    if (this.livenessTimer) {
+      this.livenessTimer.refresh();
+      return;
+    }
     const { heartbeatIntervalMs, heartbeatToleranceMs } = this.auth;
     this.livenessTimer = setTimeout(() => {
       this.logger.warn('agent heartbeats stopped: closing the session');

@@ -11,7 +11,13 @@ import type { MuxError } from '../muxado/errors.js';
 import { ErrorCode, FrameFlag, decodeFrames, encodeData } from '../muxado/frame.js';
 import { MuxSession } from '../muxado/session.js';
 import type { MuxStream } from '../muxado/stream.js';
-import { HEARTBEAT_STREAM_TYPE, Heartbeat, TypedSession, openTypedStream } from './typed.js';
+import {
+  HEARTBEAT_STREAM_TYPE,
+  Heartbeat,
+  TypedSession,
+  echoHeartbeats,
+  openTypedStream,
+} from './typed.js';
 
 const sessions: MuxSession[] = [];
 afterEach(() => {
@@ -112,6 +118,36 @@ describe('heartbeat', () => {
       { type: 'data', streamId: 3, flags: 0, payload: u32(0xdeadbeef) },
       { type: 'data', streamId: 3, flags: 0, payload: u32(0x01020304) },
     ]);
+    a.destroy();
+  });
+
+  it('echoes a nonce split across frames once it is whole, and reports each chunk', async () => {
+    const [a, b] = await socketPair();
+    const server = new MuxSession(b, { role: 'server' });
+    sessions.push(server);
+    let chunks = 0;
+    server.on('stream', (stream: MuxStream) => {
+      stream.once('data', () => echoHeartbeats(stream, () => chunks++));
+    });
+    const wire = captured(a);
+    a.write(encodeData(3, u32(HEARTBEAT_STREAM_TYPE), FrameFlag.Syn));
+    await until(() => server.streamCount === 1);
+    a.write(encodeData(3, Buffer.from([1, 2])));
+    await until(() => chunks === 1);
+    a.write(encodeData(3, Buffer.from([3, 4, 5, 6, 7])));
+    await until(() => wire.bytes().length >= 12);
+    expect(decodeFrames(wire.bytes())).toEqual([
+      { type: 'data', streamId: 3, flags: 0, payload: Buffer.from([1, 2, 3, 4]) },
+    ]);
+    a.write(encodeData(3, Buffer.from([8])));
+    await until(() => wire.bytes().length >= 24);
+    expect(decodeFrames(wire.bytes())[1]).toEqual({
+      type: 'data',
+      streamId: 3,
+      flags: 0,
+      payload: Buffer.from([5, 6, 7, 8]),
+    });
+    expect(chunks).toBe(3);
     a.destroy();
   });
 

@@ -32,16 +32,21 @@ export function openTypedStream(session: MuxSession, type: number, payload?: Buf
  * Echo every 4-byte heartbeat nonce back on `stream` until it ends. The complete nonces of each
  * chunk go out in one write, and reading pauses while the echoes are not taken: a peer that sends
  * nonces and never reads the answers is then held to one flow-control window, instead of making
- * us queue echoes without bound.
- * @example echoHeartbeats(stream)
+ * us queue echoes without bound. `onBeat` is called for each chunk received (the edge re-arms its
+ * liveness deadline there), from the same listener.
+ * @example echoHeartbeats(stream, () => deadline.refresh())
  */
-export function echoHeartbeats(stream: MuxStream): void {
-  let partial = Buffer.alloc(0);
+export function echoHeartbeats(stream: MuxStream, onBeat?: () => void): void {
+  // A nonce split across chunks (never by our agents, possible on the wire): its first bytes.
+  let partial: Buffer | undefined;
   stream.on('data', (chunk: Buffer) => {
-    const data = partial.length > 0 ? Buffer.concat([partial, chunk]) : chunk;
+    onBeat?.();
+    const data = partial ? Buffer.concat([partial, chunk]) : chunk;
     const whole = data.length - (data.length % 4);
-    partial = Buffer.from(data.subarray(whole));
+    partial = whole < data.length ? Buffer.from(data.subarray(whole)) : undefined;
     if (whole === 0) return;
+    // A copy: the chunk may be a view of a read buffer the transport reuses before the echo is
+    // written on the next turn.
     if (!stream.write(Buffer.from(data.subarray(0, whole)))) {
       stream.pause();
       stream.once('drain', () => stream.resume());
