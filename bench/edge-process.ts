@@ -37,6 +37,8 @@ export interface EdgeServer {
   caFile: string;
   /** A new authtoken (credential) created through the API. */
   token(): Promise<string>;
+  /** An API key for other API calls (Bearer). */
+  apiKey: string;
   /** Resident set size now, from /proc (no GC). */
   rss(): number;
   /** User + system CPU time the process has used so far, in ms. */
@@ -101,6 +103,8 @@ export async function startEdgeServer(
     root?: string;
     /** More `burrow server` arguments, e.g. a limit. */
     args?: string[];
+    /** More environment for the server process, e.g. LD_PRELOAD or MALLOC_ARENA_MAX. */
+    env?: Record<string, string>;
   } = {},
 ): Promise<EdgeServer> {
   const root = options.root ?? REPO_ROOT;
@@ -130,7 +134,11 @@ export async function startEdgeServer(
       ...['--base-domain', 'burrow.test', '--tcp-host', 'tcp.burrow.test'],
       ...(options.args ?? []),
     ],
-    { cwd: root, stdio: ['ignore', process.env.EDGE_STDOUT ? 'inherit' : 'ignore', 'pipe'] },
+    {
+      cwd: root,
+      env: { ...process.env, ...options.env },
+      stdio: ['ignore', process.env.EDGE_STDOUT ? 'inherit' : 'ignore', 'pipe'],
+    },
   );
   let stderr = '';
   const memoryWaiters: ((m: ServerMemory) => void)[] = [];
@@ -173,6 +181,7 @@ export async function startEdgeServer(
     httpsPort: ports.https,
     caFile: join(dataDir, 'ca.pem'),
     token: () => createAuthtoken(apiUrl, apiKey),
+    apiKey,
     rss: () => processRss(pid),
     cpuMs: () => processCpuMs(pid),
     gcMemory() {
