@@ -17,14 +17,14 @@ import { connectNgrok } from './support/ngrok-agents.js';
 const SHOW_POLICY_VIEW = `
 on_http_request:
   - actions:
-      # A circuit breaker observes each status, so the endpoint is served on the full path.
-      - type: circuit-breaker
-        config: {error_threshold: 0.99}
       - type: add-headers
         config:
           headers:
             x-policy-path: "\${req.url.path}"
             x-policy-raw-path: "\${req.url.raw_path}"
+on_http_response:
+  # compress-response rewrites the body, so the endpoint is served on the full path.
+  - actions: [{type: compress-response}]
 `;
 
 /** What the service saw of one request. */

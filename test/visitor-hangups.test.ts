@@ -20,12 +20,12 @@ import { until } from './support/mux.js';
 const VISITORS = 60;
 
 /**
- * A policy the lean relay does not run (a circuit breaker observes each status): its requests
- * take the full path.
+ * A policy the lean relay does not run (compress-response rewrites the response body): its
+ * requests take the full path.
  */
 const FULL_PATH_POLICY = `
-on_http_request:
-  - actions: [{type: circuit-breaker, config: {error_threshold: 0.99}}]
+on_http_response:
+  - actions: [{type: compress-response}]
 `;
 
 /** Open descriptors of process `pid`. */

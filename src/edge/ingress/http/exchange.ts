@@ -5,7 +5,6 @@
  */
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
 import type { ConnectionState } from './http-connections.js';
-import type { HeaderChanges } from '../../../policy/index.js';
 import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
 import { forwardedHeaders } from './http-forwarding.js';
 import type { LeanPolicyRun } from './http-policy-lean.js';
@@ -128,6 +127,10 @@ export class Exchange {
   ): void {
     this.meter.request(status, durationSeconds, upstreamSeconds, edgeSeconds);
     for (const meter of this.passed) meter.request(status);
+    // circuit-breaker: as on the full path, a client that left before any answer (499) says
+    // nothing about the service's health.
+    const observers = this.policy?.observers;
+    if (observers && status !== 499) for (const observer of observers) observer(status);
   }
 
   /** Whether the whole request has been sent. */
@@ -144,8 +147,9 @@ export class Exchange {
 /**
  * The request head the agent gets: the client's request line and headers, hop-by-hop headers
  * dropped and `X-Forwarded-*` set (one rule for both HTTP paths, http-forwarding.ts); `host`
- * replaces the client's Host (HostHeaderRewrite, http-forwarding.ts rewrittenHost); `changes` are
- * the policy's, applied as on the full path (header-changes.ts); `span` sets the `traceparent`.
+ * replaces the client's Host (HostHeaderRewrite, http-forwarding.ts rewrittenHost); `policy`'s
+ * header changes are applied as on the full path (header-changes.ts) and its url-rewrite target
+ * replaces the client's; `span` sets the `traceparent`.
  * @example stream.write(agentRequestHead(head, 'https', '203.0.113.7', undefined), 'latin1')
  */
 export function agentRequestHead(
@@ -153,7 +157,7 @@ export function agentRequestHead(
   proto: 'http' | 'https',
   clientIp: string,
   host?: string,
-  changes?: HeaderChanges,
+  policy?: Pick<LeanPolicyRun, 'requestHeaders' | 'target'>,
   span?: SpanContext,
 ): string {
   const forwarded = forwardedHeaders(
@@ -161,8 +165,10 @@ export function agentRequestHead(
     { host: head.host, connection: head.connection, chunked: head.chunked },
     { proto, clientIp, host, span },
   );
-  const headers = changes ? applyToRawHeaders(forwarded, changes, REQUEST_OWNED) : forwarded;
-  let text = `${head.method} ${head.target} HTTP/1.1\r\n`;
+  const headers = policy
+    ? applyToRawHeaders(forwarded, policy.requestHeaders, REQUEST_OWNED)
+    : forwarded;
+  let text = `${head.method} ${policy?.target ?? head.target} HTTP/1.1\r\n`;
   for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
   return text + '\r\n';
 }

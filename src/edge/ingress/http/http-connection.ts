@@ -223,8 +223,8 @@ export class HttpConnection extends ResponseRelay {
     const stream = this.stream!;
     exchange.sentAt = performance.now();
     const host = rewrittenHost(exchange.tunnel);
-    const changes = exchange.policy?.requestHeaders;
-    const head = agentRequestHead(exchange.head, this.proto, this.ip, host, changes, exchange.span);
+    const { policy, span } = exchange;
+    const head = agentRequestHead(exchange.head, this.proto, this.ip, host, policy, span);
     stream.write(head, 'latin1');
     const rest = this.buffered;
     this.buffered = undefined;

@@ -119,8 +119,8 @@ on_http_request:
       'https',
       'edit-lean.internal',
       await service('edit'),
-      // A rewritten target is written by the full path only (header changes alone stay lean).
-      'on_http_request: [{actions: [{type: url-rewrite, config: {from: "^/(.*)$", to: "/$1"}}, {type: add-headers, config: {headers: {x-added: "1"}}}]}]',
+      // A rewritten body is written by the full path only (header changes alone stay lean).
+      'on_http_request: [{actions: [{type: request-body-find-replace, config: {replacements: [{from: "x", to: "y"}]}}, {type: add-headers, config: {headers: {x-added: "1"}}}]}]',
     );
     const cloud = endpoints.publicEndpoint(
       'http',

@@ -25,6 +25,8 @@ describe('policies without an HTTP phase on the lean relay', () => {
   let n = 0;
   /** The X-Client-IP each request reached the service with. */
   const seenClientIp: Array<string | string[] | undefined> = [];
+  /** The target each request reached the service with. */
+  const seenUrl: Array<string | undefined> = [];
 
   beforeAll(async () => {
     t = await startTestIngress();
@@ -32,6 +34,8 @@ describe('policies without an HTTP phase on the lean relay', () => {
       http.createServer((req, res) => {
         res.sendDate = false;
         seenClientIp.push(req.headers['x-client-ip']);
+        seenUrl.push(req.url);
+        if (req.url?.startsWith('/fail')) res.statusCode = 500;
         res.setHeader('x-powered-by', 'the test service');
         res.end('ok');
       }),
@@ -78,13 +82,55 @@ describe('policies without an HTTP phase on the lean relay', () => {
     expect(events.eventsFor(tunnel.id).map((e) => e.outcome)).toEqual(['log']);
   });
 
-  it('an HTTP phase that rewrites the target keeps the endpoint on the full path (the control)', async () => {
-    const { host } = online(
-      'on_http_request: [{actions: [{type: url-rewrite, config: {from: "/(.*)", to: "/x/$1"}}]}]',
-    );
+  it('a phase that rewrites the response body keeps the endpoint on the full path (the control)', async () => {
+    const { host } = online('on_http_response: [{actions: [{type: compress-response}]}]');
     const [reply] = await keptAlive(host, 1);
     expect(reply).toMatchObject({ status: 200, body: 'ok' });
     expect(reply!.headers.date).toEqual(expect.any(String));
+  });
+
+  it('rewrites the target on the relay (url-rewrite): the service gets the new one, checked as the edge reads targets', async () => {
+    const { tunnel, host } = online(`
+on_http_request:
+  - actions: [{type: url-rewrite, config: {from: "/old/([a-z]+)", to: "/new/$1"}}]
+`);
+    const before = seenUrl.length;
+    const replies = await keptAlive(host, 2);
+    expect(replies.map((r) => [r.status, r.body, r.headers.date])).toEqual([
+      [200, 'ok', undefined],
+      [200, 'ok', undefined],
+    ]);
+    const moved = await httpRequest(t.httpPort, { host, path: '/old/a?b=1' });
+    // Relayed (no Date header), with the new target.
+    expect([moved.status, moved.headers.date]).toEqual([200, undefined]);
+    expect(seenUrl.slice(before)).toEqual(['/', '/', '/new/a?b=1']);
+    expect(tunnel.connects.length).toBeGreaterThan(0);
+    // A rewrite to a target the edge would refuse from a client is refused, not sent.
+    const bad = online(
+      'on_http_request: [{actions: [{type: url-rewrite, config: {from: "/x", to: "/a b"}}]}]',
+    );
+    const refused = await httpRequest(t.httpPort, { host: bad.host, path: '/x' });
+    expect(refused.status).toBe(400);
+    expect(bad.tunnel.connects).toEqual([]);
+  });
+
+  it('tells circuit-breaker each status on the relay: 5xx answers open it, and the open breaker answers 503', async () => {
+    const { tunnel, host } = online(`
+on_http_request:
+  - actions: [{type: circuit-breaker, config: {error_threshold: 0.5, volume_threshold: 3, tripped_duration: 60s}}]
+`);
+    const statuses = [];
+    for (const path of ['/', '/fail', '/fail']) {
+      const r = await httpRequest(t.httpPort, { host, path });
+      // Relayed (no Date header): the service's own answers.
+      expect(r.headers.date).toBeUndefined();
+      statuses.push(r.status);
+    }
+    expect(statuses).toEqual([200, 500, 500]);
+    const streams = tunnel.connects.length;
+    const open = await httpRequest(t.httpPort, { host });
+    expect(open.status).toBe(503);
+    expect(tunnel.connects.length).toBe(streams);
   });
 
   it('runs header phases on the relay: request and response headers changed, answers left to the full path', async () => {

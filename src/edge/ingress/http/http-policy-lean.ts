@@ -1,14 +1,15 @@
 /**
  * Which policies the lean relay carries requests for, and what it does with them. A policy with no
  * HTTP phase (IP restrictions, connect-time rate limits) needs only its on_tcp_connect, once per
- * connection. A policy whose phases work on heads alone (routing, header changes, answers and
- * refusals: {@link HEAD_ACTIONS}) is run here on the parsed heads: the relay carries the request
- * with its header changes, or on to the internal endpoint forward-internal picks, and runs
- * on_http_response on the response head before writing it. A phase costs a rule evaluation rather
- * than the full path (issue 28: a three-rule policy served 0.38 of no policy on the full path).
- * Whatever the relay does not carry (a policy's own answer, a rewritten target, a body the policy
- * reads or rewrites, an observer of the status) goes to the full path with the decisions made
- * here, which it finishes rather than makes again: a phase runs once per request.
+ * connection. A policy whose phases work on heads alone (routing, header changes, a new target,
+ * status observers, answers and refusals: {@link HEAD_ACTIONS}) is run here on the parsed heads:
+ * the relay carries the request with its header changes and target, or on to the internal
+ * endpoint forward-internal picks, runs on_http_response on the response head before writing it,
+ * and tells circuit-breaker the status. A phase costs a rule evaluation rather than the full path
+ * (issue 28: a three-rule policy served 0.38 of no policy on the full path). Whatever the relay
+ * does not carry (a policy's own answer, a body the policy reads or rewrites) goes to the full
+ * path with the decisions made here, which it finishes rather than makes again: a phase runs once
+ * per request.
  */
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
@@ -33,9 +34,10 @@ import type { RequestHead } from './request-head.js';
 
 /**
  * on_http_request actions whose outcome the relay can carry: routing and recording, header
- * changes, and actions that answer or refuse (their answer goes to the full path, which writes it;
- * letting a request by changes nothing). None reads or rewrites a body, rewrites the target or
- * observes the status (url-rewrite, verify-webhook, circuit-breaker… take the full path).
+ * changes, a new target (url-rewrite), an observer of the status the client got
+ * (circuit-breaker), and actions that answer or refuse (their answer goes to the full path, which
+ * writes it; letting a request by changes nothing). None reads or rewrites a body
+ * (verify-webhook, request-body-find-replace… take the full path).
  */
 const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'forward-internal',
@@ -43,6 +45,8 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'set-vars',
   'add-headers',
   'remove-headers',
+  'url-rewrite',
+  'circuit-breaker',
   'deny',
   'custom-response',
   'redirect',
@@ -87,12 +91,17 @@ export function leanShaped(policy: TunnelPolicy): boolean {
 }
 
 /**
- * What the relay applies of a policy to one exchange: the request's header changes, and the
- * response phase to run on the response head (unset when the policy has none).
+ * What the relay applies of a policy to one exchange: the request's header changes and new
+ * target, the response phase to run on the response head (unset when the policy has none), and
+ * who is told the status the client got.
  */
 export interface LeanPolicyRun {
   requestHeaders: HeaderChanges;
+  /** The request target url-rewrite made, checked and read as the edge reads one. */
+  target?: string | undefined;
   response: ResponsePhase | undefined;
+  /** circuit-breaker's counters: told each status written to the client (Exchange.count). */
+  observers?: ReadonlyArray<(status: number) => void> | undefined;
 }
 
 /** What on_http_response needs, kept from the request's phases. */
@@ -164,11 +173,17 @@ export function leanVerdict(socket: Duplex, policy: TunnelPolicy, head: RequestH
     version: head.minor === 1 ? '1.1' : '1.0',
     received: Date.now(),
   };
-  const run = (requestHeaders: HeaderChanges, after: PolicyVars): LeanVerdict => ({
+  const run = (
+    requestHeaders: HeaderChanges,
+    after: PolicyVars,
+    decided?: { target: string | undefined; observers: LeanPolicyRun['observers'] },
+  ): LeanVerdict => ({
     kind: 'relay',
     run: {
       requestHeaders,
+      target: decided?.target,
       response: hasResponsePhase ? { policy, conn: state.conn, req, vars: after } : undefined,
+      observers: decided?.observers,
     },
   });
   if (!runner.policy.has('on_http_request')) return run(NO_HEADER_CHANGES, vars);
@@ -180,26 +195,33 @@ export function leanVerdict(socket: Duplex, policy: TunnelPolicy, head: RequestH
   }
   if (decision instanceof Promise || decision.kind !== 'continue')
     return { kind: 'full', decision };
-  // What only the full path writes: a new target, a body rewrite, an observer of the status, a
-  // header value it must refuse (rewrittenRequest answers for it there).
-  if (
-    decision.rewrite !== undefined ||
-    decision.bodyRewrite !== undefined ||
-    decision.afterResponse !== undefined ||
-    'refused' in rewrittenRequest(decision)
-  ) {
+  // What only the full path writes: a body rewrite, and the page for a target or header value
+  // the policy made that cannot be written (rewrittenRequest says which).
+  const rewritten = rewrittenRequest(decision);
+  if (decision.bodyRewrite !== undefined || 'refused' in rewritten) {
     return { kind: 'full', decision };
   }
   const changes = decision.headers;
+  const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
   if (decision.forwardInternal) {
     // Changes made before a hop are applied by the full path, which writes the request once.
-    if (changes.add.length > 0 || changes.remove.length > 0 || hasResponsePhase)
+    if (
+      changes.add.length > 0 ||
+      changes.remove.length > 0 ||
+      hasResponsePhase ||
+      rewritten.target !== undefined ||
+      observers !== undefined
+    )
       return { kind: 'full', decision };
     return { kind: 'forward', forward: decision.forwardInternal, decision };
   }
-  return changes.add.length === 0 && changes.remove.length === 0 && !hasResponsePhase
+  return changes.add.length === 0 &&
+    changes.remove.length === 0 &&
+    !hasResponsePhase &&
+    rewritten.target === undefined &&
+    observers === undefined
     ? RELAY
-    : run(changes, decision.vars);
+    : run(changes, decision.vars, { target: rewritten.target, observers });
 }
 
 /**
