@@ -41,10 +41,19 @@ on_tcp_connect:
   - actions: [{type: restrict-ips, config: {allow: ["127.0.0.0/8", "10.0.0.0/8"]}}]
 `;
 
+/** A rewritten target and a status observer: on the lean relay since issue 28 (third session). */
+const REWRITE_BREAKER = `
+on_http_request:
+  - actions:
+      - {type: circuit-breaker, config: {error_threshold: 0.5}}
+      - {type: url-rewrite, config: {from: "/api/(.*)", to: "/$1"}}
+`;
+
 const CASES = [
   { name: 'no policy', policy: undefined },
   { name: 'IP allowlist (on_tcp_connect only)', policy: ALLOWLIST },
   { name: '3 rules (deny by header, add request and response headers)', policy: THREE_RULES },
+  { name: 'circuit-breaker and url-rewrite', policy: REWRITE_BREAKER },
   { name: '10 rules (the test policy, all evaluated)', policy: TEN_RULE_HTTP_POLICY },
 ] as const;
 
