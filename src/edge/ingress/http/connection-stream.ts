@@ -20,6 +20,8 @@ import { releaseAbandoned } from './stream-release.js';
 export const enum Phase {
   /** Reading a request head (or idle between requests). */
   Head,
+  /** The head is read; a policy's decision on it is awaited (jwt-validation). */
+  Routing,
   /** Waiting for a tunnel stream. */
   Connecting,
   /** Relaying a request body. */

@@ -75,6 +75,7 @@ export class HttpConnection extends ResponseRelay {
       case Phase.Body:
         this.relayRequestBody(chunk);
         return;
+      case Phase.Routing:
       case Phase.Connecting:
       case Phase.Waiting:
         // Pipelined requests wait for the response before theirs.
@@ -154,10 +155,38 @@ export class HttpConnection extends ResponseRelay {
     }
     const host = routingHost(head.host);
     const route = this.ctx.route(head, host, this.socket);
+    if (route instanceof Promise) {
+      // Bytes that come meanwhile wait in `buffered` after this head, for the full path or the
+      // next request.
+      this.phase = Phase.Routing;
+      route.then(
+        (routed) => this.routed(head, host, end, routed),
+        () => this.routed(head, host, end, undefined),
+      );
+      return;
+    }
+    this.routed(head, host, end, route);
+  }
+
+  /** Serve the request whose head ends at `end` of `buffered` where `route` says. */
+  private routed(
+    head: RequestHead,
+    host: string | undefined,
+    end: number,
+    route: LeanRoute | undefined,
+  ): void {
+    if (this.phase === Phase.Closed) return;
+    this.phase = Phase.Head;
+    if (this.clientEnded) {
+      // It left while the policy decided (nginx's 499): nothing is sent on its behalf.
+      this.socket.destroy();
+      return;
+    }
     if (!route) {
       this.handOver();
       return;
     }
+    const buf = this.buffered!;
     this.buffered = end < buf.length ? buf.subarray(end) : undefined;
     this.begin(head, host ?? '', route);
   }

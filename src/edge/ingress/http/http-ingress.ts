@@ -41,6 +41,20 @@ import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registr
 
 const RELAY: LeanVerdict = { kind: 'relay' };
 const NO_VIA: readonly OnlineTunnel[] = [];
+/** A step of the walk that moved on to the next endpoint (forward-internal). */
+const CONTINUE = Symbol('continue');
+
+/** Where the relay's walk of one request stands: the endpoint it is at and how it got there. */
+interface LeanWalk {
+  readonly head: RequestHead;
+  readonly socket: Duplex;
+  /** The endpoint the Host named (a pool member, picked). */
+  readonly routed: OnlineTunnel;
+  tunnel: OnlineTunnel;
+  chain: string[];
+  via?: OnlineTunnel[];
+  decisions?: PolicyDecision[];
+}
 
 export interface HttpIngressOptions {
   registry: TunnelRegistry;
@@ -203,7 +217,7 @@ export class HttpIngress {
     head: RequestHead,
     host: string | undefined,
     socket: Duplex,
-  ): LeanRoute | undefined {
+  ): LeanRoute | undefined | Promise<LeanRoute | undefined> {
     // head.target is origin-form: parseRequestHead read it (core/request-target.ts), turning an
     // absolute-form target into one and refusing CONNECT and `*`.
     if (host === undefined || head.minor !== 1 || head.upgrade) return undefined;
@@ -215,33 +229,53 @@ export class HttpIngress {
       this.requests.routedAhead(socket, { routed });
       return undefined;
     }
-    let tunnel = routed;
-    let chain: string[] = [];
-    let via: OnlineTunnel[] | undefined;
-    let decisions: PolicyDecision[] | undefined;
+    return this.walk({ head, socket, routed, tunnel: routed, chain: [] });
+  }
+
+  /**
+   * The rest of {@link leanRoute} from `walk.tunnel` on: its policy's verdict, then the internal
+   * endpoint forward-internal names, and so on; a verdict that waits is waited for, and the walk
+   * goes on from there.
+   */
+  private walk(walk: LeanWalk): LeanRoute | undefined | Promise<LeanRoute | undefined> {
     for (;;) {
-      const verdict = tunnel.policy ? leanVerdict(socket, tunnel.policy, head) : RELAY;
-      if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
-        (decisions ??= []).push({ policy: tunnel.policy!, decision: verdict.decision });
+      const { policy } = walk.tunnel;
+      const verdict = policy ? leanVerdict(walk.socket, policy, walk.head) : RELAY;
+      if (verdict instanceof Promise) {
+        return verdict.then((v) => {
+          const after = this.step(walk, v);
+          return after === CONTINUE ? this.walk(walk) : after;
+        });
       }
-      // A service that speaks HTTP/2 is spoken to on the full path (h2-upstream.ts).
-      if (verdict.kind === 'relay' && !tunnel.cloud && tunnel.appProtocol !== 'http2') {
-        return { tunnel, via: via ?? NO_VIA, policy: verdict.run };
-      }
-      const step =
-        verdict.kind === 'forward'
-          ? followInternal(this.leanTargets, verdict.forward, chain, tunnel, ['http', 'https'])
-          : undefined;
-      // A cloud endpoint's error page, an offline target, a loop, an endpoint the relay cannot
-      // carry: the full path answers, with what was decided here.
-      if (!step || !('next' in step)) {
-        this.requests.routedAhead(socket, { routed, decisions });
-        return undefined;
-      }
-      (via ??= []).push(tunnel);
-      chain = step.chain;
-      tunnel = step.next;
+      const next = this.step(walk, verdict);
+      if (next !== CONTINUE) return next;
     }
+  }
+
+  /** One verdict of the walk: where the request goes, the full path, or on to `walk.tunnel`. */
+  private step(walk: LeanWalk, verdict: LeanVerdict): LeanRoute | undefined | typeof CONTINUE {
+    const { tunnel } = walk;
+    if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
+      (walk.decisions ??= []).push({ policy: tunnel.policy!, decision: verdict.decision });
+    }
+    // A service that speaks HTTP/2 is spoken to on the full path (h2-upstream.ts).
+    if (verdict.kind === 'relay' && !tunnel.cloud && tunnel.appProtocol !== 'http2') {
+      return { tunnel, via: walk.via ?? NO_VIA, policy: verdict.run };
+    }
+    const step =
+      verdict.kind === 'forward'
+        ? followInternal(this.leanTargets, verdict.forward, walk.chain, tunnel, ['http', 'https'])
+        : undefined;
+    // A cloud endpoint's error page, an offline target, a loop, an endpoint the relay cannot
+    // carry: the full path answers, with what was decided here.
+    if (!step || !('next' in step)) {
+      this.requests.routedAhead(walk.socket, { routed: walk.routed, decisions: walk.decisions });
+      return undefined;
+    }
+    (walk.via ??= []).push(tunnel);
+    walk.chain = step.chain;
+    walk.tunnel = step.next;
+    return CONTINUE;
   }
 
   /**

@@ -1,6 +1,8 @@
 import http, { Agent } from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { configureEgress, parseEgressAllow } from '../../../core/egress-guard.js';
 import { PolicyEventLog } from '../../../policy/index.js';
+import { jwtValidation, testJwtIssuer } from '../../../../test/support/jwt.js';
 import { withPolicy } from '../../../../test/support/policy.js';
 import {
   fakeTunnel,
@@ -131,6 +133,61 @@ on_http_request:
     const open = await httpRequest(t.httpPort, { host });
     expect(open.status).toBe(503);
     expect(tunnel.connects.length).toBe(streams);
+  });
+
+  it('waits on the relay for a decision that waits (jwt-validation): a valid token is relayed, a missing one refused', async () => {
+    const issuer = await testJwtIssuer();
+    const keys = await listenLocal(http.createServer((_req, res) => res.end(issuer.jwks)));
+    const entry = parseEgressAllow('127.0.0.1');
+    if ('problem' in entry) throw new Error(entry.problem);
+    configureEgress({ allow: [entry] });
+    try {
+      const action = jwtValidation(`http://127.0.0.1:${keys.port}/jwks.json`, [
+        { type: 'jwt', method: 'header', name: 'Authorization', prefix: 'Bearer ' },
+      ]);
+      const { tunnel, host } = online(
+        `on_http_request: [{actions: [${JSON.stringify(action)}, {type: add-headers, config: {headers: {x-client-ip: "\${actions.ngrok.jwt_validation.claims.sub}"}}}]}]`,
+      );
+      const headers = { authorization: `Bearer ${await issuer.sign()}` };
+      const before = seenClientIp.length;
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const replies = [];
+      for (let i = 0; i < 3; i++)
+        replies.push(await httpRequest(t.httpPort, { host, headers, agent, path: `/r${i}` }));
+      agent.destroy();
+      // Relayed (no Date header) on one kept stream, with what the token said.
+      expect(replies.map((r) => [r.status, r.body, r.headers.date])).toEqual([
+        [200, 'ok', undefined],
+        [200, 'ok', undefined],
+        [200, 'ok', undefined],
+      ]);
+      expect(seenClientIp.slice(before)).toEqual(['alice', 'alice', 'alice']);
+      expect(seenUrl.slice(-3)).toEqual(['/r0', '/r1', '/r2']);
+      expect(tunnel.connects).toHaveLength(1);
+      const refused = await httpRequest(t.httpPort, { host });
+      expect(refused.status).toBe(401);
+      expect(tunnel.connects).toHaveLength(1);
+
+      // A token read from the body needs the body: that policy is the full path's (Date header).
+      const fromBody = jwtValidation(`http://127.0.0.1:${keys.port}/jwks.json`, [
+        { type: 'jwt', method: 'body', name: 'token' },
+      ]);
+      const posted = online(`on_http_request: [{actions: [${JSON.stringify(fromBody)}]}]`);
+      const reply = await httpRequest(t.httpPort, {
+        host: posted.host,
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `token=${await issuer.sign()}`,
+      });
+      expect([reply.status, reply.body, reply.headers.date]).toEqual([
+        200,
+        'ok',
+        expect.any(String),
+      ]);
+    } finally {
+      configureEgress({ allow: [] });
+      await keys.close();
+    }
   });
 
   it('runs header phases on the relay: request and response headers changed, answers left to the full path', async () => {

@@ -36,8 +36,9 @@ import type { RequestHead } from './request-head.js';
  * on_http_request actions whose outcome the relay can carry: routing and recording, header
  * changes, a new target (url-rewrite), an observer of the status the client got
  * (circuit-breaker), and actions that answer or refuse (their answer goes to the full path, which
- * writes it; letting a request by changes nothing). None reads or rewrites a body
- * (verify-webhook, request-body-find-replace… take the full path).
+ * writes it; letting a request by changes nothing), some after a wait (jwt-validation). None may
+ * read or rewrite a body (verify-webhook, request-body-find-replace, jwt-validation with a body
+ * token source… take the full path).
  */
 const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'forward-internal',
@@ -47,6 +48,7 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'remove-headers',
   'url-rewrite',
   'circuit-breaker',
+  'jwt-validation',
   'deny',
   'custom-response',
   'redirect',
@@ -80,7 +82,7 @@ export function leanShaped(policy: TunnelPolicy): boolean {
       // The relay does not read bodies; req.ts.body_received needs the body read first.
       !compiled.waitsForBody &&
       compiled.phases.on_http_request.every((rule) =>
-        rule.actions.every((a) => HEAD_ACTIONS.has(a.type)),
+        rule.actions.every((a) => HEAD_ACTIONS.has(a.type) && a.action.readsBody !== true),
       ) &&
       compiled.phases.on_http_response.every((rule) =>
         rule.actions.every((a) => RESPONSE_HEAD_ACTIONS.has(a.type)),
@@ -153,11 +155,16 @@ function tcpConnectVars(
 
 /**
  * What the lean relay does with a request (`head`) to an endpoint with `policy`: relay it there,
- * forward it to an internal endpoint, or leave it to the full path (an HTTP phase that changes
- * the request or answers it, a decision that has to wait, a policy that throws).
+ * forward it to an internal endpoint, or leave it to the full path (an HTTP phase that answers the
+ * request or rewrites a body, an on_tcp_connect decision that has to wait, a policy that throws).
+ * An on_http_request decision that waits is waited for: the verdict is then a promise.
  * @example const verdict = leanVerdict(socket, tunnel.policy, head);
  */
-export function leanVerdict(socket: Duplex, policy: TunnelPolicy, head: RequestHead): LeanVerdict {
+export function leanVerdict(
+  socket: Duplex,
+  policy: TunnelPolicy,
+  head: RequestHead,
+): LeanVerdict | Promise<LeanVerdict> {
   if (!leanShaped(policy)) return FULL;
   const state = connectionState(socket);
   const vars = tcpConnectVars(state, policy);
@@ -193,35 +200,46 @@ export function leanVerdict(socket: Duplex, policy: TunnelPolicy, head: RequestH
   } catch {
     return FULL;
   }
-  if (decision instanceof Promise || decision.kind !== 'continue')
-    return { kind: 'full', decision };
-  // What only the full path writes: a body rewrite, and the page for a target or header value
-  // the policy made that cannot be written (rewrittenRequest says which).
-  const rewritten = rewrittenRequest(decision);
-  if (decision.bodyRewrite !== undefined || 'refused' in rewritten) {
-    return { kind: 'full', decision };
+  if (decision instanceof Promise) {
+    // A decision that waits (jwt-validation's signature check and key lookup) is waited for here,
+    // as the full path would; one that fails is the full path's to answer (the policy's 500).
+    return decision.then(
+      (d) => verdictOf(d),
+      (): LeanVerdict => ({ kind: 'full', decision }),
+    );
   }
-  const changes = decision.headers;
-  const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
-  if (decision.forwardInternal) {
-    // Changes made before a hop are applied by the full path, which writes the request once.
-    if (
-      changes.add.length > 0 ||
-      changes.remove.length > 0 ||
-      hasResponsePhase ||
-      rewritten.target !== undefined ||
-      observers !== undefined
-    )
+  return verdictOf(decision);
+
+  function verdictOf(decision: HttpRequestDecision): LeanVerdict {
+    if (decision.kind !== 'continue') return { kind: 'full', decision };
+    // What only the full path writes: a body rewrite, and the page for a target or header value
+    // the policy made that cannot be written (rewrittenRequest says which).
+    const rewritten = rewrittenRequest(decision);
+    if (decision.bodyRewrite !== undefined || 'refused' in rewritten) {
       return { kind: 'full', decision };
-    return { kind: 'forward', forward: decision.forwardInternal, decision };
+    }
+    const changes = decision.headers;
+    const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
+    if (decision.forwardInternal) {
+      // Changes made before a hop are applied by the full path, which writes the request once.
+      if (
+        changes.add.length > 0 ||
+        changes.remove.length > 0 ||
+        hasResponsePhase ||
+        rewritten.target !== undefined ||
+        observers !== undefined
+      )
+        return { kind: 'full', decision };
+      return { kind: 'forward', forward: decision.forwardInternal, decision };
+    }
+    return changes.add.length === 0 &&
+      changes.remove.length === 0 &&
+      !hasResponsePhase &&
+      rewritten.target === undefined &&
+      observers === undefined
+      ? RELAY
+      : run(changes, decision.vars, { target: rewritten.target, observers });
   }
-  return changes.add.length === 0 &&
-    changes.remove.length === 0 &&
-    !hasResponsePhase &&
-    rewritten.target === undefined &&
-    observers === undefined
-    ? RELAY
-    : run(changes, decision.vars, { target: rewritten.target, observers });
 }
 
 /**

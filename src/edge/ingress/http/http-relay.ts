@@ -39,8 +39,15 @@ export interface HttpRelayContext {
   tracing(): boolean;
   /** Counts streams given up because their client left before the exchange ended. */
   released: CounterSeries;
-  /** Where this relay carries the request, or undefined: the full path serves it. */
-  route(head: RequestHead, host: string | undefined, socket: Duplex): LeanRoute | undefined;
+  /**
+   * Where this relay carries the request, or undefined: the full path serves it. A promise when
+   * a policy's decision waits (jwt-validation); the connection reads nothing more meanwhile.
+   */
+  route(
+    head: RequestHead,
+    host: string | undefined,
+    socket: Duplex,
+  ): LeanRoute | undefined | Promise<LeanRoute | undefined>;
   /** Serve the rest of the connection on the full HTTP path; `buffered` was read, not served. */
   handOver(socket: Duplex, buffered: Buffer | undefined): void;
   /** A client went over a limit the relay enforces. */
