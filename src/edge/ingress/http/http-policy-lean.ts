@@ -36,7 +36,8 @@ import type { RequestHead } from './request-head.js';
  * on_http_request actions whose outcome the relay can carry: routing and recording, header
  * changes, a new target (url-rewrite), an observer of the status the client got
  * (circuit-breaker), and actions that answer or refuse (their answer goes to the full path, which
- * writes it; letting a request by changes nothing), some after a wait (jwt-validation). None may
+ * writes it; letting a request by changes nothing), some after a wait (jwt-validation, a
+ * signed-in openid-connect or oauth session, whose cookies come off the request). None may
  * read or rewrite a body (verify-webhook, request-body-find-replace, jwt-validation with a body
  * token source… take the full path).
  */
@@ -49,6 +50,8 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'url-rewrite',
   'circuit-breaker',
   'jwt-validation',
+  'openid-connect',
+  'oauth',
   'deny',
   'custom-response',
   'redirect',
