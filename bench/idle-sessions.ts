@@ -66,6 +66,8 @@ const ADDRS = Math.max(1, Number(process.env.ADDRS ?? 1));
 const MALLOC_INFO = process.env.MALLOC_INFO === '1';
 /** The agents' heartbeat interval (the SDK's default is 10 s, as ngrok's agent's). */
 const heartbeatInterval = Number(process.env.HEARTBEAT_MS ?? 10_000);
+/** Seconds after the mass disconnect at which RSS and CPU are read (the last, then a full GC). */
+const CLOSE_SAMPLES_S = (process.env.CLOSE_SAMPLES ?? '3,15').split(',').map(Number);
 /** Sessions (or connections) opened at once. */
 const BATCH = 50;
 /** After a step, before idle CPU is read: handshakes done, first heartbeats and GCs over. */
@@ -350,10 +352,21 @@ async function measureTree(tree: string, root: string): Promise<TreeResult> {
   }
   // Mass disconnect: every agent closes its sessions at once.
   for (const child of children.splice(0)) child.stdin?.end();
-  await sleep(3000);
-  const rss3s = edge.rss();
-  await sleep(12_000);
-  const rss15s = edge.rss();
+  // How long the server takes to settle: its RSS and CPU at these seconds after the close.
+  const afterCloseSeries: { at: number; rss: number; cpuMsPerS: number }[] = [];
+  const closedAt = performance.now();
+  let last = { t: closedAt, cpu: edge.cpuMs() };
+  for (const at of CLOSE_SAMPLES_S) {
+    await sleep(closedAt + at * 1000 - performance.now());
+    const now = { t: performance.now(), cpu: edge.cpuMs() };
+    const cpuMsPerS = (now.cpu - last.cpu) / ((now.t - last.t) / 1000);
+    afterCloseSeries.push({ at, rss: edge.rss(), cpuMsPerS });
+    console.error(`  ${at} s after closing: RSS ${mib(edge.rss())}, ${fmt(cpuMsPerS, 2)} ms/s`);
+    last = now;
+  }
+  const rssAt = (at: number) => afterCloseSeries.find((x) => x.at === at)?.rss ?? 0;
+  const rss3s = rssAt(3);
+  const rss15s = rssAt(15);
   const gc = await edge.gcMemory();
   // The empty server again, now warm: right after start its base still carries start-up work.
   const emptyCpu = await idleCpu(edge);
