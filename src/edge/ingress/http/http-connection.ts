@@ -18,11 +18,13 @@ import { concat, Phase } from './connection-stream.js';
 import { HeadScanner, type HeadError } from './head-syntax.js';
 import { rewrittenHost, routingHost } from './http-forwarding.js';
 import { bareRefusal } from './http-parser-refusals.js';
+import { rawAnswer } from './http-policy-writes.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
 import { startSpan } from '../../metrics/trace-context.js';
 import type { LeanRoute } from './http-relay.js';
+import type { RespondDecision } from '../../../policy/index.js';
 
 const NO_METERS: readonly EndpointMeter[] = [];
 
@@ -188,8 +190,56 @@ export class HttpConnection extends ResponseRelay {
     }
     const buf = this.buffered!;
     this.buffered = end < buf.length ? buf.subarray(end) : undefined;
-    this.begin(head, host ?? '', route);
+    if (route.answer) this.answer(head, host ?? '', route, route.answer);
+    else this.begin(head, host ?? '', route);
   }
+
+  /**
+   * Write the policy's own answer to the request, counted and recorded as the endpoint's, then
+   * read the next request; after a request with a body (never read) the connection closes.
+   */
+  private answer(head: RequestHead, host: string, route: LeanRoute, d: RespondDecision): void {
+    const { tunnel, via } = route;
+    const started = performance.now();
+    const meter = this.ctx.meters.of(tunnel);
+    const state = this.ctx.connections.attribute(this.socket, meter);
+    const done = this.ctx.tap?.begin({
+      host,
+      tunnel: via[0] ?? tunnel,
+      scheme: this.proto,
+      head,
+      clientIp: this.ip,
+    });
+    const close =
+      head.chunked ||
+      (head.contentLength ?? 0) > 0 ||
+      head.close ||
+      this.clientEnded ||
+      this.ctx.draining;
+    const answer = rawAnswer(d, { close, accept: head.accept, method: head.method });
+    this.socket.write(answer.head, 'latin1');
+    if (answer.body !== '') this.socket.write(answer.body);
+    const passed = via.length === 0 ? NO_METERS : via.map((t) => this.ctx.meters.of(t));
+    const exchange = new Exchange(head, tunnel, meter, state, done, passed, undefined);
+    exchange.count(d.status, (performance.now() - started) / 1000);
+    if (state) this.ctx.connections.countBytes(state);
+    done?.(d.status, answer.raw);
+    if (close) {
+      this.phase = Phase.Closed;
+      this.parkStream();
+      this.socket.end();
+      return;
+    }
+    this.socket.resume();
+    // On the next turn: a pipeline of requests the policy answers must not recurse.
+    if (this.buffered?.length) setImmediate(this.readPipelined);
+  }
+
+  private readonly readPipelined = (): void => {
+    if (this.phase === Phase.Head && this.exchange === undefined && this.buffered?.length) {
+      this.readHead();
+    }
+  };
 
   private readonly onHeadTimeout = (): void => {
     this.headTimer = undefined;

@@ -255,6 +255,9 @@ export class HttpIngress {
   /** One verdict of the walk: where the request goes, the full path, or on to `walk.tunnel`. */
   private step(walk: LeanWalk, verdict: LeanVerdict): LeanRoute | undefined | typeof CONTINUE {
     const { tunnel } = walk;
+    if (verdict.kind === 'answer') {
+      return { tunnel, via: walk.via ?? NO_VIA, answer: verdict.answer };
+    }
     if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
       (walk.decisions ??= []).push({ policy: tunnel.policy!, decision: verdict.decision });
     }

@@ -7,6 +7,7 @@ import { withPolicy } from '../../../../test/support/policy.js';
 import {
   fakeTunnel,
   httpRequest,
+  rawExchange,
   listenLocal,
   startTestIngress,
   type FakeTunnel,
@@ -188,6 +189,48 @@ on_http_request:
       configureEgress({ allow: [] });
       await keys.close();
     }
+  });
+
+  it("writes the policy's own answers on the relay: keep-alive, pipelined in order, HEAD without a body, closed after an unread body", async () => {
+    const { tunnel, host } = online(`
+on_http_request:
+  - expressions: ["req.url.path == '/no'"]
+    actions: [{type: deny, config: {status_code: 403}}]
+  - expressions: ["req.url.path == '/hi'"]
+    actions: [{type: custom-response, config: {status_code: 200, body: "héllo \${req.method}", headers: {x-answer: "1"}}}]
+`);
+    const streams = tunnel.connects.length;
+    // Two answers and a relayed request in one write: answered in order on one connection.
+    const pipelined = await rawExchange(
+      t.httpPort,
+      `GET /no HTTP/1.1\r\nHost: ${host}\r\n\r\n` +
+        `HEAD /hi HTTP/1.1\r\nHost: ${host}\r\n\r\n` +
+        `GET /hi HTTP/1.1\r\nHost: ${host}\r\n\r\n` +
+        `GET /ok HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+    );
+    const statuses = [...pipelined.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1]);
+    expect(statuses).toEqual(['403', '200', '200', '200']);
+    const parts = pipelined.split(/(?=HTTP\/1\.1 \d{3} )/);
+    // Written by the relay: Node's server would add keep-alive headers.
+    expect(parts[0]).not.toMatch(/^keep-alive:/im);
+    expect(parts[0]).toMatch(/^date: /im);
+    expect(parts[0]).toMatch(/^burrow-error-code: ERR_/im);
+    // HEAD: the length of its body in UTF-8 bytes ("héllo HEAD"), and no body.
+    expect(parts[1]).toMatch(/^content-length: 11\r$/im);
+    expect(parts[1]).toMatch(/\r\n\r\n$/);
+    expect(Buffer.from(parts[2]!, 'latin1').toString('utf8')).toMatch(
+      /x-answer: 1[\s\S]*\r\n\r\nhéllo GET$/,
+    );
+    expect(parts[3]).toMatch(/\r\n\r\nok$/);
+    expect(tunnel.connects.length).toBeLessThanOrEqual(streams + 1);
+    // A body the relay never read: the connection ends after the answer.
+    const posted = await rawExchange(
+      t.httpPort,
+      `POST /no HTTP/1.1\r\nHost: ${host}\r\nContent-Length: 5\r\n\r\nhello` +
+        `GET /ok HTTP/1.1\r\nHost: ${host}\r\n\r\n`,
+    );
+    expect([...posted.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1])).toEqual(['403']);
+    expect(posted).toMatch(/^connection: close\r$/im);
   });
 
   it('runs header phases on the relay: request and response headers changed, answers left to the full path', async () => {

@@ -4,12 +4,12 @@
  * connection. A policy whose phases work on heads alone (routing, header changes, a new target,
  * status observers, answers and refusals: {@link HEAD_ACTIONS}) is run here on the parsed heads:
  * the relay carries the request with its header changes and target, or on to the internal
- * endpoint forward-internal picks, runs on_http_response on the response head before writing it,
- * and tells circuit-breaker the status. A phase costs a rule evaluation rather than the full path
- * (issue 28: a three-rule policy served 0.38 of no policy on the full path). Whatever the relay
- * does not carry (a policy's own answer, a body the policy reads or rewrites) goes to the full
- * path with the decisions made here, which it finishes rather than makes again: a phase runs once
- * per request.
+ * endpoint forward-internal picks, or writes the policy's answer; it runs on_http_response on the
+ * response head before writing it, and tells circuit-breaker the status. A phase costs a rule
+ * evaluation rather than the full path (issue 28: a three-rule policy served 0.38 of no policy on
+ * the full path). Whatever the relay does not carry (a body the policy reads or rewrites, a gRPC
+ * client's refusal) goes to the full path with the decisions made here, which it finishes rather
+ * than makes again: a phase runs once per request.
  */
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
@@ -23,8 +23,10 @@ import {
   type HttpResponseDecision,
   type PolicyVars,
   type RequestInput,
+  type RespondDecision,
   type TcpConnectDecision,
 } from '../../../policy/index.js';
+import { isGrpc } from '../grpc-answers.js';
 import { applyToRawHeaders, RESPONSE_ADD_OWNED, RESPONSE_REMOVE_OWNED } from './header-changes.js';
 import { rewrittenRequest } from './http-policy-writes.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
@@ -35,8 +37,8 @@ import type { RequestHead } from './request-head.js';
 /**
  * on_http_request actions whose outcome the relay can carry: routing and recording, header
  * changes, a new target (url-rewrite), an observer of the status the client got
- * (circuit-breaker), and actions that answer or refuse (their answer goes to the full path, which
- * writes it; letting a request by changes nothing), some after a wait (jwt-validation, a
+ * (circuit-breaker), and actions that answer or refuse (the relay writes the answer; letting a
+ * request by changes nothing), some after a wait (jwt-validation, a
  * signed-in openid-connect or oauth session, whose cookies come off the request). None may
  * read or rewrite a body (verify-webhook, request-body-find-replace, jwt-validation with a body
  * token source… take the full path).
@@ -124,6 +126,8 @@ export type LeanVerdict =
   /** Carry it on to the internal endpoint of `forward`, as it is. */
   | { kind: 'forward'; forward: ForwardInternal; decision: HttpRequestDecision }
   /** The full path serves it; `decision` is its on_http_request outcome when it was run here. */
+  /** Answer it with the policy's own response (deny, custom-response, a login redirect…). */
+  | { kind: 'answer'; answer: RespondDecision }
   | { kind: 'full'; decision?: Settled<HttpRequestDecision> | undefined };
 
 const RELAY: LeanVerdict = { kind: 'relay' };
@@ -214,6 +218,14 @@ export function leanVerdict(
   return verdictOf(decision);
 
   function verdictOf(decision: HttpRequestDecision): LeanVerdict {
+    if (decision.kind === 'respond') {
+      // The relay writes the answer, unless it is a gRPC client's (a status in trailers, which
+      // the full path writes) or has a header that cannot be written (the full path's 502 page).
+      const type = req.headers['content-type'];
+      return isGrpc(typeof type === 'string' ? type : undefined) || headersProblem(decision.headers)
+        ? { kind: 'full', decision }
+        : { kind: 'answer', answer: decision };
+    }
     if (decision.kind !== 'continue') return { kind: 'full', decision };
     // What only the full path writes: a body rewrite, and the page for a target or header value
     // the policy made that cannot be written (rewrittenRequest says which).

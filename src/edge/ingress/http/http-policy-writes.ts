@@ -139,15 +139,45 @@ export function rawResponse(
     const host = routingHost(req.headers.host) ?? '';
     return rawErrorResponse(INGRESS_ERRORS.unsafeResponseHead, host, problem);
   }
-  if (refusal && body === '') {
-    const page = refusalPage(refusal, status, undefined);
+  const answer = rawAnswer({ status, headers, body, refusal }, { close: true });
+  return answer.head + answer.body;
+}
+
+/** A policy's answer as the lean relay writes it: the head (latin1) and the body (UTF-8). */
+export interface RawAnswer {
+  head: string;
+  body: string;
+  /** The headers as written, names and values alternating (for the inspector). */
+  raw: string[];
+}
+
+/**
+ * A policy's answer (`d`, whose headers passed headersProblem) as HTTP/1.1 bytes: the refusal
+ * page when it has no body of its own (its variant by `accept`), no body for a HEAD request,
+ * `connection: close` when the connection ends after it.
+ * @example const a = rawAnswer(decision, { close: false, accept: 'text/html' }); socket.write(a.head, 'latin1'); socket.write(a.body);
+ */
+export function rawAnswer(
+  d: Pick<RespondDecision, 'status' | 'headers' | 'body' | 'refusal'>,
+  options: { close: boolean; accept?: string | undefined; method?: string },
+): RawAnswer {
+  let { headers, body } = d;
+  if (d.refusal && body === '') {
+    const page = refusalPage(d.refusal, d.status, options.accept);
     headers = { ...headers, ...page.headers };
     body = page.body;
   }
-  let head = `HTTP/1.1 ${status} ${reasonOf(status)}\r\n`;
+  // As Node's server dates what it writes (RFC 9110 §6.6.1: the edge is the origin here).
+  const raw: string[] = ['date', new Date().toUTCString()];
+  let head = `HTTP/1.1 ${d.status} ${reasonOf(d.status)}\r\ndate: ${raw[1]}\r\n`;
   for (const [name, value] of Object.entries(headers)) {
-    if (name !== 'content-length' && name !== 'connection') head += `${name}: ${value}\r\n`;
+    if (name === 'content-length' || name === 'connection' || name === 'date') continue;
+    head += `${name}: ${value}\r\n`;
+    raw.push(name, value);
   }
-  head += `content-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n`;
-  return head + body;
+  const length = String(Buffer.byteLength(body));
+  head += `content-length: ${length}\r\n`;
+  raw.push('content-length', length);
+  if (options.close) head += 'connection: close\r\n';
+  return { head: head + '\r\n', body: options.method === 'HEAD' ? '' : body, raw };
 }

@@ -12,6 +12,7 @@ import type { ExchangeTap } from './exchange.js';
 import { HttpConnection } from './http-connection.js';
 import type { RequestHead } from './request-head.js';
 import { StreamPool } from './stream-pool.js';
+import type { RespondDecision } from '../../../policy/index.js';
 import type { LeanPolicyRun } from './http-policy-lean.js';
 
 /**
@@ -23,6 +24,8 @@ export interface LeanRoute {
   via: readonly OnlineTunnel[];
   /** The endpoint's policy as the relay applies it (header changes, the response phase). */
   policy?: LeanPolicyRun | undefined;
+  /** The policy answered the request itself: the relay writes this and asks the agent nothing. */
+  answer?: RespondDecision | undefined;
 }
 
 /** What every connection of one listener shares. */
