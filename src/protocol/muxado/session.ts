@@ -252,6 +252,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
         if (
           chunk.length < ACK_PROBE_BELOW &&
           !this.ended &&
+          !candidate.withoutAckProbes &&
           candidate.probesSinceData < MAX_PROBES_WITHOUT_DATA
         ) {
           this.writer.queueAckProbe(candidate);

@@ -47,6 +47,12 @@ export class MuxStream extends Duplex {
   creditQueued = false;
   /** @internal ACK probes written on this stream since it last sent data (frame-writer.ts). */
   probesSinceData = 0;
+  /**
+   * No ACK probes for this stream: set on heartbeat streams, whose 4-byte beats gain nothing
+   * from a quicker ACK, and where a probe answering the peer's credit for each echo (ngrok's
+   * agents credit every read) doubled the writes of an idle session (issue 35).
+   */
+  withoutAckProbes = false;
 
   private sendWindow: number;
   private readonly queue: Buffer[] = [];

@@ -8,7 +8,7 @@ import {
   until,
 } from '../../../test/support/mux.js';
 import type { MuxError } from '../muxado/errors.js';
-import { ErrorCode, FrameFlag, decodeFrames, encodeData } from '../muxado/frame.js';
+import { ErrorCode, FrameFlag, decodeFrames, encodeData, encodeWndInc } from '../muxado/frame.js';
 import { MuxSession } from '../muxado/session.js';
 import type { MuxStream } from '../muxado/stream.js';
 import {
@@ -148,6 +148,34 @@ describe('heartbeat', () => {
       payload: Buffer.from([5, 6, 7, 8]),
     });
     expect(chunks).toBe(3);
+    a.destroy();
+  });
+
+  it("answers a peer's credit for an echo with nothing, even with ACK probes on", async () => {
+    const [a, b] = await socketPair();
+    const server = new MuxSession(b, { role: 'server', ackProbes: true });
+    sessions.push(server);
+    new TypedSession(server, { answerHeartbeats: false });
+    server.on('stream', (stream: MuxStream) => {
+      stream.once('data', () => echoHeartbeats(stream));
+    });
+    const wire = captured(a);
+    a.write(encodeData(3, u32(HEARTBEAT_STREAM_TYPE), FrameFlag.Syn));
+    await until(() => server.streamCount === 1);
+    for (const nonce of [1, 2, 3]) {
+      a.write(encodeData(3, u32(nonce)));
+      await until(() => wire.bytes().length >= 12 * nonce);
+      // What ngrok's agents do after reading each echo: credit its 4 bytes at once.
+      a.write(encodeWndInc(3, 4));
+    }
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    // From the first echo on, only the echoes: no ACK probe (an empty DATA frame or a WNDINC)
+    // answers the credits. (The SYN frame, read before the stream was known as a heartbeat, may
+    // have had its probe.)
+    const frames = decodeFrames(wire.bytes());
+    expect(frames.slice(frames.findIndex((f) => f.type === 'data'))).toEqual(
+      [1, 2, 3].map((n) => ({ type: 'data', streamId: 3, flags: 0, payload: u32(n) })),
+    );
     a.destroy();
   });
 

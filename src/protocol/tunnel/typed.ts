@@ -37,6 +37,8 @@ export function openTypedStream(session: MuxSession, type: number, payload?: Buf
  * @example echoHeartbeats(stream, () => deadline.refresh())
  */
 export function echoHeartbeats(stream: MuxStream, onBeat?: () => void): void {
+  // The echo is the answer; a probe for the peer's credit for it would be a second write a beat.
+  stream.withoutAckProbes = true;
   // A nonce split across chunks (never by our agents, possible on the wire): its first bytes.
   let partial: Buffer | undefined;
   stream.on('data', (chunk: Buffer) => {
