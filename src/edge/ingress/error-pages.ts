@@ -164,16 +164,36 @@ export function sendErrorPage(
     writeGrpcStatus(res, error.status, message, { [ERROR_CODE_HEADER]: error.code }, status);
     return;
   }
-  const html = wantsHtml(req.headers.accept);
-  const body = errorPageBody(error, message, html);
+  const page = errorPage(error, host, req.headers.accept, detail);
   // The reason phrase of the page's own status, even after a writeHead that threw had set another.
   res.writeHead(error.status, STATUS_CODES[error.status] ?? error.title, {
-    'Content-Type': html ? 'text/html; charset=utf-8' : 'text/plain; charset=utf-8',
-    'Content-Length': Buffer.byteLength(body),
-    'Cache-Control': 'no-store',
-    [ERROR_CODE_HEADER]: error.code,
+    ...page.headers,
+    'content-length': Buffer.byteLength(page.body),
   });
-  res.end(req.method === 'HEAD' ? undefined : body);
+  res.end(req.method === 'HEAD' ? undefined : page.body);
+}
+
+/**
+ * An ingress error page as an answer: its status, headers (no length) and body, HTML for a
+ * browser (by `accept`), text otherwise.
+ * @example const page = errorPage(INGRESS_ERRORS.tunnelNotFound, 'app.example.com', 'text/html');
+ */
+export function errorPage(
+  error: IngressError,
+  host: string,
+  accept: string | undefined,
+  detail?: string,
+): { status: number; headers: Record<string, string>; body: string } {
+  const html = wantsHtml(accept);
+  return {
+    status: error.status,
+    headers: {
+      'content-type': html ? 'text/html; charset=utf-8' : 'text/plain; charset=utf-8',
+      'cache-control': 'no-store',
+      [ERROR_CODE_HEADER.toLowerCase()]: error.code,
+    },
+    body: errorPageBody(error, errorMessage(error, host, detail), html),
+  };
 }
 
 /**

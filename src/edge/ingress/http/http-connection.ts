@@ -22,8 +22,9 @@ import { rawAnswer } from './http-policy-writes.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
-import { startSpan } from '../../metrics/trace-context.js';
-import type { LeanRoute } from './http-relay.js';
+import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
+import type { LeanPage, LeanRoute } from './http-relay.js';
+import { errorPage, type IngressError } from '../error-pages.js';
 import type { RespondDecision } from '../../../policy/index.js';
 
 const NO_METERS: readonly EndpointMeter[] = [];
@@ -175,7 +176,7 @@ export class HttpConnection extends ResponseRelay {
     head: RequestHead,
     host: string | undefined,
     end: number,
-    route: LeanRoute | undefined,
+    route: LeanRoute | LeanPage | undefined,
   ): void {
     if (this.phase === Phase.Closed) return;
     this.phase = Phase.Head;
@@ -190,40 +191,50 @@ export class HttpConnection extends ResponseRelay {
     }
     const buf = this.buffered!;
     this.buffered = end < buf.length ? buf.subarray(end) : undefined;
-    if (route.answer) this.answer(head, host ?? '', route, route.answer);
+    if ('page' in route) this.page(head, host ?? '', route.page);
+    else if (route.answer) this.answer(head, host ?? '', route, route.answer);
     else this.begin(head, host ?? '', route);
   }
 
-  /**
-   * Write the policy's own answer to the request, counted and recorded as the endpoint's, then
-   * read the next request; after a request with a body (never read) the connection closes.
-   */
+  /** Write the policy's own answer to the request, counted and recorded as the endpoint's. */
   private answer(head: RequestHead, host: string, route: LeanRoute, d: RespondDecision): void {
-    const { tunnel, via } = route;
-    const started = performance.now();
-    const meter = this.ctx.meters.of(tunnel);
-    const state = this.ctx.connections.attribute(this.socket, meter);
-    const done = this.ctx.tap?.begin({
-      host,
-      tunnel: via[0] ?? tunnel,
-      scheme: this.proto,
-      head,
-      clientIp: this.ip,
-    });
+    const exchange = this.exchangeFor(head, host, route, undefined);
+    const written = this.writeAnswer(head, d);
+    exchange.count(d.status, (performance.now() - exchange.started) / 1000);
+    if (exchange.state) this.ctx.connections.countBytes(exchange.state);
+    exchange.done?.(d.status, written.raw);
+    this.afterAnswer(written.close);
+  }
+
+  /** Write the edge's own page for a request no endpoint serves, counted as unrouted. */
+  private page(head: RequestHead, host: string, error: IngressError): void {
+    const written = this.writeAnswer(head, errorPage(error, host, head.accept));
+    this.ctx.meters.unrouted.request(error.status);
+    this.afterAnswer(written.close);
+  }
+
+  /**
+   * Write an answer the edge made itself; the connection is to close after it when the request
+   * had a body, which the relay never reads.
+   */
+  private writeAnswer(
+    head: RequestHead,
+    answer: Pick<RespondDecision, 'status' | 'headers' | 'body' | 'refusal'>,
+  ): { raw: string[]; close: boolean } {
     const close =
       head.chunked ||
       (head.contentLength ?? 0) > 0 ||
       head.close ||
       this.clientEnded ||
       this.ctx.draining;
-    const answer = rawAnswer(d, { close, accept: head.accept, method: head.method });
-    this.socket.write(answer.head, 'latin1');
-    if (answer.body !== '') this.socket.write(answer.body);
-    const passed = via.length === 0 ? NO_METERS : via.map((t) => this.ctx.meters.of(t));
-    const exchange = new Exchange(head, tunnel, meter, state, done, passed, undefined);
-    exchange.count(d.status, (performance.now() - started) / 1000);
-    if (state) this.ctx.connections.countBytes(state);
-    done?.(d.status, answer.raw);
+    const bytes = rawAnswer(answer, { close, accept: head.accept, method: head.method });
+    this.socket.write(bytes.head, 'latin1');
+    if (bytes.body !== '') this.socket.write(bytes.body);
+    return { raw: bytes.raw, close };
+  }
+
+  /** After an answer: close, or read the next request. */
+  private afterAnswer(close: boolean): void {
     if (close) {
       this.phase = Phase.Closed;
       this.parkStream();
@@ -231,7 +242,7 @@ export class HttpConnection extends ResponseRelay {
       return;
     }
     this.socket.resume();
-    // On the next turn: a pipeline of requests the policy answers must not recurse.
+    // On the next turn: a pipeline of requests the edge answers must not recurse.
     if (this.buffered?.length) setImmediate(this.readPipelined);
   }
 
@@ -277,11 +288,24 @@ export class HttpConnection extends ResponseRelay {
   }
 
   private begin(head: RequestHead, host: string, route: LeanRoute): void {
+    // Made only while traces are exported: otherwise the request goes on as it came.
+    const span = this.ctx.tracing() ? startSpan(head.raw) : undefined;
+    const exchange = this.exchangeFor(head, host, route, span);
+    exchange.span = span;
+    this.exchange = exchange;
+    this.sendOnStream(exchange);
+  }
+
+  /** The exchange of a routed request: its endpoint's meters, the inspector's record. */
+  private exchangeFor(
+    head: RequestHead,
+    host: string,
+    route: LeanRoute,
+    span: SpanContext | undefined,
+  ): Exchange {
     const { tunnel, via } = route;
     const meter = this.ctx.meters.of(tunnel);
     const state = this.ctx.connections.attribute(this.socket, meter);
-    // Made only while traces are exported: otherwise the request goes on as it came.
-    const span = this.ctx.tracing() ? startSpan(head.raw) : undefined;
     const done = this.ctx.tap?.begin({
       host,
       // The endpoint the client asked for, as on the full path.
@@ -292,10 +316,7 @@ export class HttpConnection extends ResponseRelay {
       span,
     });
     const passed = via.length === 0 ? NO_METERS : via.map((t) => this.ctx.meters.of(t));
-    const exchange = new Exchange(head, tunnel, meter, state, done, passed, route.policy);
-    exchange.span = span;
-    this.exchange = exchange;
-    this.sendOnStream(exchange);
+    return new Exchange(head, tunnel, meter, state, done, passed, route.policy);
   }
 
   protected send(exchange: Exchange): void {

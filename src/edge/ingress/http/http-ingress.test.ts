@@ -7,6 +7,7 @@ import {
   httpRequest,
   listenLocal,
   metricValue,
+  rawExchange,
   startHttpUpstream,
   startTcpUpstream,
 } from '../../../../test/support/ingress.js';
@@ -62,6 +63,24 @@ describe('HTTP ingress routing and headers', () => {
     expect(html.headers['content-type']).toMatch(/^text\/html/);
     expect(html.body).toContain('&lt;b&gt;x&lt;/b&gt;.burrow.test');
     expect(html.body).not.toContain('<b>x</b>');
+  });
+
+  it('writes its own pages on the lean relay and keeps the connection: a 404, then a served request', async () => {
+    const tunnel = env.httpTunnel('kept.burrow.test');
+    const text = await rawExchange(
+      env.ingress.httpPort,
+      'GET / HTTP/1.1\r\nHost: nobody.burrow.test\r\n\r\n' +
+        'HEAD / HTTP/1.1\r\nHost: nobody.burrow.test\r\n\r\n' +
+        'GET / HTTP/1.1\r\nHost: kept.burrow.test\r\nConnection: close\r\n\r\n',
+    );
+    const parts = text.split(/(?=HTTP\/1\.1 \d{3} )/);
+    expect(parts.map((p) => p.slice(9, 12))).toEqual(['404', '404', '200']);
+    // Written by the relay, not Node's server (which adds keep-alive headers).
+    expect(parts[0]).not.toMatch(/^keep-alive:/im);
+    expect(parts[0]).toMatch(/^burrow-error-code: ERR_NGROK_3200\r$/im);
+    expect(parts[0]).toContain('No tunnel is online for nobody.burrow.test');
+    expect(parts[1]).toMatch(/\r\n\r\n$/);
+    env.ingress.registry.removeTunnel(tunnel.id);
   });
 
   it('answers 502 in well under a second when the agent refuses the connection', async () => {

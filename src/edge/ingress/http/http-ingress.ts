@@ -30,7 +30,8 @@ import {
 import type { ExchangeTap } from './exchange.js';
 import { H2Ingress, type H2Limits } from './h2-ingress.js';
 import { startsH2c } from './http-connection.js';
-import { HttpRelay, type LeanRoute } from './http-relay.js';
+import { HttpRelay, type LeanPage, type LeanRoute } from './http-relay.js';
+import { isGrpc } from '../grpc-answers.js';
 import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
@@ -217,7 +218,7 @@ export class HttpIngress {
     head: RequestHead,
     host: string | undefined,
     socket: Duplex,
-  ): LeanRoute | undefined | Promise<LeanRoute | undefined> {
+  ): LeanRoute | LeanPage | undefined | Promise<LeanRoute | undefined> {
     // head.target is origin-form: parseRequestHead read it (core/request-target.ts), turning an
     // absolute-form target into one and refusing CONNECT and `*`.
     if (host === undefined || head.minor !== 1 || head.upgrade) return undefined;
@@ -225,6 +226,8 @@ export class HttpIngress {
     if (this.acmeChallenge && head.target.startsWith(ACME_CHALLENGE_PATH)) return undefined;
     const found = lookupHttpTunnel(this.registry, host, socket);
     const routed = 'status' in found ? found : this.registry.pick(found);
+    // The edge's own page is the relay's to write, unless a gRPC client wants a status instead.
+    if ('status' in routed && !isGrpc(head.contentType)) return { page: routed };
     if ('status' in routed || this.exchangeTap?.captures(host)) {
       this.requests.routedAhead(socket, { routed });
       return undefined;

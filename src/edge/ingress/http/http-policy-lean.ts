@@ -221,8 +221,7 @@ export function leanVerdict(
     if (decision.kind === 'respond') {
       // The relay writes the answer, unless it is a gRPC client's (a status in trailers, which
       // the full path writes) or has a header that cannot be written (the full path's 502 page).
-      const type = req.headers['content-type'];
-      return isGrpc(typeof type === 'string' ? type : undefined) || headersProblem(decision.headers)
+      return isGrpc(head.contentType) || headersProblem(decision.headers)
         ? { kind: 'full', decision }
         : { kind: 'answer', answer: decision };
     }

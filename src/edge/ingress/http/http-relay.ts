@@ -13,6 +13,7 @@ import { HttpConnection } from './http-connection.js';
 import type { RequestHead } from './request-head.js';
 import { StreamPool } from './stream-pool.js';
 import type { RespondDecision } from '../../../policy/index.js';
+import type { IngressError } from '../error-pages.js';
 import type { LeanPolicyRun } from './http-policy-lean.js';
 
 /**
@@ -26,6 +27,11 @@ export interface LeanRoute {
   policy?: LeanPolicyRun | undefined;
   /** The policy answered the request itself: the relay writes this and asks the agent nothing. */
   answer?: RespondDecision | undefined;
+}
+
+/** The edge's own page for a request no endpoint serves (no tunnel, a misdirected connection). */
+export interface LeanPage {
+  page: IngressError;
 }
 
 /** What every connection of one listener shares. */
@@ -50,7 +56,7 @@ export interface HttpRelayContext {
     head: RequestHead,
     host: string | undefined,
     socket: Duplex,
-  ): LeanRoute | undefined | Promise<LeanRoute | undefined>;
+  ): LeanRoute | LeanPage | undefined | Promise<LeanRoute | undefined>;
   /** Serve the rest of the connection on the full HTTP path; `buffered` was read, not served. */
   handOver(socket: Duplex, buffered: Buffer | undefined): void;
   /** A client went over a limit the relay enforces. */

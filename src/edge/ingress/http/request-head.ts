@@ -32,6 +32,8 @@ export interface RequestHead {
   connection: string | undefined;
   /** The `Accept` header (error pages answer HTML to browsers). */
   accept: string | undefined;
+  /** The `Content-Type` header (a gRPC client is answered with a status, not a page). */
+  contentType: string | undefined;
 }
 
 /** The limits a request head is held to. */
@@ -113,6 +115,7 @@ export function parseRequestHead(text: string, limits: RequestHeadLimits): Reque
     upgrade: false,
     connection: undefined,
     accept: undefined,
+    contentType: undefined,
   };
   let transferEncoding: string | undefined;
   let upgradeHeader = false;
@@ -136,6 +139,9 @@ export function parseRequestHead(text: string, limits: RequestHeadLimits): Reque
         break;
       case 7:
         if (field.name.toLowerCase() === 'upgrade') upgradeHeader = true;
+        break;
+      case 12:
+        if (field.name.toLowerCase() === 'content-type') head.contentType = value;
         break;
       case 10:
         if (field.name.toLowerCase() !== 'connection') break;
