@@ -291,7 +291,6 @@ export class HttpConnection extends ResponseRelay {
     // Made only while traces are exported: otherwise the request goes on as it came.
     const span = this.ctx.tracing() ? startSpan(head.raw) : undefined;
     const exchange = this.exchangeFor(head, host, route, span);
-    exchange.span = span;
     this.exchange = exchange;
     this.sendOnStream(exchange);
   }
@@ -316,7 +315,9 @@ export class HttpConnection extends ResponseRelay {
       span,
     });
     const passed = via.length === 0 ? NO_METERS : via.map((t) => this.ctx.meters.of(t));
-    return new Exchange(head, tunnel, meter, state, done, passed, route.policy);
+    const exchange = new Exchange(head, tunnel, meter, state, done, passed, route.policy);
+    exchange.span = span;
+    return exchange;
   }
 
   protected send(exchange: Exchange): void {

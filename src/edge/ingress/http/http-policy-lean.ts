@@ -84,10 +84,10 @@ export function leanShaped(policy: TunnelPolicy): boolean {
   let shaped = shapes.get(compiled);
   if (shaped === undefined) {
     shaped =
-      // The relay does not read bodies; req.ts.body_received needs the body read first.
-      !compiled.waitsForBody &&
+      // The relay does not read bodies.
+      !compiled.readsBody &&
       compiled.phases.on_http_request.every((rule) =>
-        rule.actions.every((a) => HEAD_ACTIONS.has(a.type) && a.action.readsBody !== true),
+        rule.actions.every((a) => HEAD_ACTIONS.has(a.type)),
       ) &&
       compiled.phases.on_http_response.every((rule) =>
         rule.actions.every((a) => RESPONSE_HEAD_ACTIONS.has(a.type)),

@@ -49,8 +49,9 @@ export interface HttpRelayContext {
   /** Counts streams given up because their client left before the exchange ended. */
   released: CounterSeries;
   /**
-   * Where this relay carries the request, or undefined: the full path serves it. A promise when
-   * a policy's decision waits (jwt-validation); the connection reads nothing more meanwhile.
+   * Where this relay carries the request, the edge's own page for it, or undefined: the full path
+   * serves it. A promise when a policy's decision waits (jwt-validation); bytes that arrive
+   * meanwhile are held, as pipelined requests are.
    */
   route(
     head: RequestHead,
