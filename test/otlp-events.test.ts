@@ -7,6 +7,7 @@ import {
   type EdgeServer,
 } from './support/edge-listeners.js';
 import { startHttpUpstream, type LocalServer } from './support/ingress.js';
+import { until } from './support/mux.js';
 import { connectNgrok } from './support/ngrok-agents.js';
 import {
   otlpAttr,
@@ -36,10 +37,8 @@ async function startTracedService(seen: Seen): Promise<LocalServer> {
   });
 }
 
-/** Wait (at most 10 s) until `done` holds: batches leave within a second of their first item. */
-async function until(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !done(); i++) await new Promise((r) => setTimeout(r, 50));
-}
+/** Batches leave within a second of their first item; a wait for them gives up after 10 s. */
+const BATCH_WAIT_MS = 10_000;
 
 /** Start a server with `env` set for its process only (it inherits the test's environment). */
 async function startWithEnv(env: Record<string, string>): Promise<EdgeServer> {
@@ -115,6 +114,7 @@ describe('traffic events to OpenTelemetry, logs and traces in protobuf', () => {
       items.filter((i) => paths.includes(otlpAttr(i, 'url.path') ?? ''));
     await until(
       () => mine(otlp.logs).length >= paths.length && mine(otlp.spans).length >= paths.length,
+      BATCH_WAIT_MS,
     );
 
     // Every body was protobuf, to the standard paths.
@@ -206,7 +206,10 @@ describe('traffic events to OpenTelemetry, logs only in JSON', () => {
     expect(seen.get('/plain')).toBe('');
     expect(seen.get('/traced')).toBe(CLIENT_TRACEPARENT);
     const record = (path: string) => otlp.logs.find((r) => otlpAttr(r, 'url.path') === path);
-    await until(() => record('/plain') !== undefined && record('/traced') !== undefined);
+    await until(
+      () => record('/plain') !== undefined && record('/traced') !== undefined,
+      BATCH_WAIT_MS,
+    );
     expect(record('/traced')).toMatchObject({ traceId: CLIENT_TRACE, spanId: CLIENT_PARENT });
     expect(record('/plain')?.traceId).toBeUndefined();
     expect(otlp.spans).toEqual([]);

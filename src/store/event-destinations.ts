@@ -249,16 +249,15 @@ export class EventDestinationRepository extends ResourceRepository<
     const key = rows.some((r) => r.secret_encrypted) ? await this.key() : '';
     return rows.map((row) => {
       const target = JSON.parse(row.target) as EventTarget;
-      const secret = row.secret_encrypted && openSecret(key, row.id, row.secret_encrypted);
-      if (!target.opentelemetry)
-        return {
-          id: row.id,
-          kind: row.kind as DestinationKind,
-          target,
-          signingSecret: secret ?? undefined,
-        };
+      const secret = row.secret_encrypted
+        ? openSecret(key, row.id, row.secret_encrypted)
+        : undefined;
+      const otel = target.opentelemetry;
+      if (!otel)
+        return { id: row.id, kind: row.kind as DestinationKind, target, signingSecret: secret };
+      // An OpenTelemetry destination's sealed secret is its headers, as JSON (sealedTarget).
       const headers = secret ? (JSON.parse(secret) as Record<string, string>) : {};
-      const { url, protocol = 'http/protobuf', traces_url } = target.opentelemetry;
+      const { url, protocol = 'http/protobuf', traces_url } = otel;
       return {
         id: row.id,
         kind: 'opentelemetry',

@@ -43,6 +43,15 @@ export interface EventRouterOptions {
   queue?: Omit<OtlpQueueOptions, 'onLoss'> | undefined;
 }
 
+/**
+ * `make`'s value, made at the first call only: every OpenTelemetry sink an event goes to (the
+ * environment's, each destination's) shares one log record and one span rather than each making it.
+ */
+function once<T>(make: () => T): () => T {
+  let made: { value: T } | undefined;
+  return () => (made ??= { value: make() }).value;
+}
+
 /** At most one loss line a minute per destination: one that is down would log every batch. */
 const LOSS_LOG_MS = 60_000;
 /** How long closing waits for queued events to go out. */
@@ -113,8 +122,8 @@ export class EventRouter {
   httpRequest(record: TrafficRecord): void {
     if (!this.active) return;
     this.emit(httpRequestEvent(record), {
-      log: () => requestLogRecord(record, Date.now()),
-      span: () => requestSpan(record),
+      log: once(() => requestLogRecord(record, Date.now())),
+      span: once(() => requestSpan(record)),
     });
   }
 
@@ -122,7 +131,7 @@ export class EventRouter {
   readonly tcpClosed: RelayClosedHook = (closed) => {
     if (!this.active) return;
     const event = tcpConnectionEvent(closed, Date.now());
-    this.emit(event, { log: () => eventLogRecord(event, Date.now()) });
+    this.emit(event, { log: once(() => eventLogRecord(event, Date.now())) });
   };
 
   /** Send what waits everywhere (tests, shutdown). */

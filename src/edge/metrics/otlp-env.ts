@@ -12,7 +12,7 @@ import { OTLP_PROTOCOLS, type OtlpProtocol } from '../../store/event-destination
 import type { KeyValue } from './otlp-protobuf.js';
 
 // `grpc`, the specification's third protocol, is not offered: the edge speaks OTLP over HTTP.
-export { OTLP_PROTOCOLS, type OtlpProtocol };
+export type { OtlpProtocol };
 
 export type OtlpSignal = 'logs' | 'traces';
 
@@ -41,11 +41,8 @@ function pairs(raw: string | undefined): Array<[string, string]> {
   return out;
 }
 
-/**
- * The protocol a value names; anything else is refused naming the variable and the values allowed.
- * @example otlpProtocol('http/json', 'OTEL_EXPORTER_OTLP_PROTOCOL') // 'http/json'
- */
-export function otlpProtocol(value: string, variable: string): OtlpProtocol {
+/** The protocol a value names; anything else is refused naming the variable and the values allowed. */
+function otlpProtocol(value: string, variable: string): OtlpProtocol {
   const v = value.trim().toLowerCase();
   if ((OTLP_PROTOCOLS as readonly string[]).includes(v)) return v as OtlpProtocol;
   throw new Error(`${variable}: must be one of ${OTLP_PROTOCOLS.join(', ')} (got ${value})`);

@@ -21,8 +21,6 @@ import type { OtlpProtocol } from './otlp-env.js';
 import { incomingTrace } from './trace-context.js';
 import type { TrafficRecord } from './traffic-log.js';
 
-export type { KeyValue } from './otlp-protobuf.js';
-
 /** How a queue batches, retries and bounds what waits (every destination kind shares these). */
 export interface OtlpQueueOptions {
   /** Events kept waiting at most (default 10,000); more are dropped and counted. */
@@ -233,7 +231,9 @@ export class OtlpLogExporter<T = Record<string, unknown>> {
   private async send(batch: T[]): Promise<void> {
     let body: string | Uint8Array;
     try {
-      body = (this.options.encode ?? otlpLogsBody)(batch);
+      body = this.options.encode
+        ? this.options.encode(batch)
+        : jsonLogsRequest(BURROW_ORIGIN, batch as unknown as OtlpLogRecord[]);
     } catch (err) {
       // A batch that cannot be encoded is lost, not thrown out of the timer that sent it.
       this.failed++;
@@ -278,19 +278,4 @@ export class OtlpLogExporter<T = Record<string, unknown>> {
     await res.arrayBuffer();
     return res.status;
   }
-}
-
-/**
- * One OTLP/HTTP JSON logs request carrying `records` (the exporter's default encoding).
- * @example await fetch(url, { method: 'POST', body: otlpLogsBody([requestLogRecord(r, Date.now())]) });
- */
-export function otlpLogsBody(records: readonly unknown[]): string {
-  return JSON.stringify({
-    resourceLogs: [
-      {
-        resource: { attributes: BURROW_ORIGIN.resource },
-        scopeLogs: [{ scope: { name: BURROW_ORIGIN.scope }, logRecords: records }],
-      },
-    ],
-  });
 }
