@@ -160,14 +160,7 @@ export class ClusterNode {
   async openLocal(request: NodeLinkRequest, peerId: string): Promise<Duplex> {
     // A certificate of the cluster's CA is not enough: a node that left (or a leaf minted from a
     // copy of the CA) is not a member any more.
-    if (!this.peers.has(peerId)) await this.loadPeers();
-    if (!this.peers.has(peerId)) {
-      throw new BurrowError(
-        CODES.nodeLinkProtocol,
-        403,
-        `node ${peerId} is not a member of this cluster now`,
-      );
-    }
+    await this.requireMember(peerId, () => this.peers);
     const tunnel = this.options.registry.tunnel(request.tunnelId);
     if (!tunnel || tunnel.node !== undefined) {
       throw new BurrowError(
@@ -189,14 +182,7 @@ export class ClusterNode {
 
   /** The link server's answer to a peer's query: from a member, to whoever serves its area. */
   async answerQuery(query: NodeQuery, peerId: string): Promise<unknown> {
-    if (!this.members.has(peerId)) await this.loadPeers();
-    if (!this.members.has(peerId)) {
-      throw new BurrowError(
-        CODES.nodeLinkProtocol,
-        403,
-        `node ${peerId} is not a member of this cluster now`,
-      );
-    }
+    await this.requireMember(peerId, () => this.members);
     const handler = this.answerers.get(query.kind.split('.')[0]!);
     if (!handler) {
       throw new BurrowError(
@@ -277,6 +263,24 @@ export class ClusterNode {
       linkAddress: links?.address ?? '',
       startedAt: this.startedAt,
     });
+  }
+
+  /**
+   * Reject `peerId` unless it is in `among()` (peers with a link, or every member), reloading the
+   * table once first: a node that joined since the last heartbeat is known at once.
+   */
+  private async requireMember(
+    peerId: string,
+    among: () => ReadonlyMap<string, unknown> | ReadonlySet<string>,
+  ): Promise<void> {
+    if (!among().has(peerId)) await this.loadPeers();
+    if (!among().has(peerId)) {
+      throw new BurrowError(
+        CODES.nodeLinkProtocol,
+        403,
+        `node ${peerId} is not a member of this cluster now`,
+      );
+    }
   }
 
   private async loadPeers(): Promise<void> {

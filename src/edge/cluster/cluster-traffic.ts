@@ -14,6 +14,7 @@ import { BurrowError, CODES } from '../../core/errors.js';
 import { PER_HOST_CAP, HOST_CAP, type TrafficRecord } from '../metrics/traffic-log.js';
 import type { ReplayResult, TrafficInspector } from '../metrics/traffic-replay.js';
 import {
+  LOCAL_TRAFFIC_ID,
   localTrafficView,
   type NodeMiss,
   type TrafficListFilter,
@@ -52,7 +53,6 @@ export interface ClusterTrafficOptions {
 }
 
 const CLUSTER_ID = /^tr_([A-Za-z0-9][A-Za-z0-9_-]{0,62})_(\d+)$/;
-const LOCAL_ID = /^tr_(\d+)$/;
 
 /**
  * `tr_<node>_<n>` for record `tr_<n>` of `node`.
@@ -60,6 +60,11 @@ const LOCAL_ID = /^tr_(\d+)$/;
  */
 export function clusterTrafficId(node: string, localId: string): string {
   return `tr_${node}_${localId.slice(3)}`;
+}
+
+/** `replayOf` as the cluster names it: a node's own `tr_<n>` qualified with that node. */
+function clusterReplayOf(node: string, replayOf: string | undefined): string | undefined {
+  return replayOf && LOCAL_TRAFFIC_ID.test(replayOf) ? clusterTrafficId(node, replayOf) : replayOf;
 }
 
 /**
@@ -70,7 +75,7 @@ export function parseClusterTrafficId(
   id: string,
   self: string,
 ): { node: string; localId: string; seq: number } | undefined {
-  const local = LOCAL_ID.exec(id);
+  const local = LOCAL_TRAFFIC_ID.exec(id);
   if (local) return { node: self, localId: id, seq: Number(local[1]) };
   const match = CLUSTER_ID.exec(id);
   if (!match) return undefined;
@@ -191,20 +196,12 @@ export function clusterTrafficView(options: ClusterTrafficOptions): TrafficView 
       .map(({ seq: _seq, ...summary }) => ({
         ...summary,
         id: clusterTrafficId(summary.node, summary.id),
-        replayOf:
-          summary.replayOf && LOCAL_ID.test(summary.replayOf)
-            ? clusterTrafficId(summary.node, summary.replayOf)
-            : summary.replayOf,
+        replayOf: clusterReplayOf(summary.node, summary.replayOf),
       }));
     listing.capturedHosts.sort();
     listing.credentialsShownHosts.sort();
     listing.redactedHeaders.sort();
     return listing;
-  }
-
-  /** Tell every node of a switch; who did not hear of it. */
-  async function everywhere(query: NodeQuery): Promise<NodeMiss[]> {
-    return (await everyNode(query)).unanswered;
   }
 
   return {
@@ -214,18 +211,22 @@ export function clusterTrafficView(options: ClusterTrafficOptions): TrafficView 
       if (!named) return undefined;
       const record = await recordOn(named.node, named.localId);
       if (!record) return undefined;
-      const replayOf =
-        record.replayOf && LOCAL_ID.test(record.replayOf)
-          ? clusterTrafficId(named.node, record.replayOf)
-          : record.replayOf;
-      return { ...record, id: clusterTrafficId(named.node, record.id), replayOf };
+      return {
+        ...record,
+        id: clusterTrafficId(named.node, record.id),
+        replayOf: clusterReplayOf(named.node, record.replayOf),
+      };
     },
     async replay(record): Promise<ReplayResult> {
       const named = parseClusterTrafficId(record.id, node.id);
       if (!named) throw new Error(`${record.id} names no request`);
       if (named.node === node.id) {
         const own = local?.log.get(named.localId);
-        if (!local || !own) throw new Error('the request is no longer kept');
+        if (!local || !own) {
+          throw new Error(
+            'the request is no longer kept; list the traffic again and replay a newer one',
+          );
+        }
         return local.replay(own);
       }
       const peer = node.linkedPeers().find((p) => p.id === named.node);
@@ -240,8 +241,11 @@ export function clusterTrafficView(options: ClusterTrafficOptions): TrafficView 
         omittedHeaders: stringsFromWire(result.omittedHeaders, named.node, 'headers', 100),
       };
     },
-    setCapture: (host, enabled) => everywhere({ kind: 'traffic.capture', host, enabled }),
-    setCredentialsShown: (host, shown) => everywhere({ kind: 'traffic.credentials', host, shown }),
+    // A switch goes to every node; the reply names who did not hear of it.
+    setCapture: async (host, enabled) =>
+      (await everyNode({ kind: 'traffic.capture', host, enabled })).unanswered,
+    setCredentialsShown: async (host, shown) =>
+      (await everyNode({ kind: 'traffic.credentials', host, shown })).unanswered,
   };
 }
 

@@ -6,7 +6,7 @@
 import { BurrowError, CODES } from '../../core/errors.js';
 import { PER_HOST_CAP, type TrafficRecord } from '../metrics/traffic-log.js';
 import type { TrafficInspector } from '../metrics/traffic-replay.js';
-import { summarize } from '../metrics/traffic-view.js';
+import { logFacts, summarize, type LogFacts } from '../metrics/traffic-view.js';
 import type { NodeQuery } from './node-link-queries.js';
 import { recordToWire, type WireSummary } from './traffic-wire.js';
 
@@ -20,12 +20,8 @@ export interface ListQuery extends NodeQuery {
 }
 
 /** The answer to `traffic.list`. */
-export interface ListReply {
+export interface ListReply extends LogFacts {
   records: WireSummary[];
-  hosts: string[];
-  capturedHosts: string[];
-  credentialsShownHosts: string[];
-  redactedHeaders: string[];
 }
 
 const HOST_RE = /^[A-Za-z0-9.*-]{1,255}$/;
@@ -77,10 +73,7 @@ function list(local: TrafficInspector, self: string, query: NodeQuery): ListRepl
       const { node: _node, ...summary } = summarize(r, undefined);
       return { ...summary, seq: r.seq };
     }),
-    hosts: log.hosts(),
-    capturedHosts: log.capturedHosts(),
-    credentialsShownHosts: log.credentialsShownHosts(),
-    redactedHeaders: [...log.redactor.names].sort(),
+    ...logFacts(log),
   };
 }
 
@@ -103,7 +96,9 @@ export async function answerTrafficQuery(
     case 'traffic.replay': {
       const record = recordOf(local, query);
       if (!record) {
-        throw new Error(`request ${String(query.id)} is no longer kept`);
+        throw new Error(
+          `request ${String(query.id)} is no longer kept; list the traffic again and replay a newer one`,
+        );
       }
       return local.replay(record);
     }

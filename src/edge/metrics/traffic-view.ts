@@ -4,32 +4,34 @@
  * ({@link localTrafficView}) or a whole cluster's, gathered over the node links
  * (cluster/cluster-traffic.ts).
  */
-import { PER_HOST_CAP, type TrafficRecord } from './traffic-log.js';
+import { PER_HOST_CAP, type TrafficLog, type TrafficRecord } from './traffic-log.js';
 import type { ReplayResult, TrafficInspector } from './traffic-replay.js';
 
 /** Characters of a path a list shows; the record itself (`GET /traffic/{id}`) has it whole. */
 export const SUMMARY_PATH_CAP = 2048;
 
 /** What a list shows of one record: no headers, no bodies. */
-export interface TrafficSummary {
+export type TrafficSummary = Pick<
+  TrafficRecord,
+  | 'host'
+  | 'tunnelId'
+  | 'scheme'
+  | 'startedAt'
+  | 'method'
+  | 'path'
+  | 'clientIp'
+  | 'status'
+  | 'durationMs'
+  | 'replayOf'
+  | 'credentialsShown'
+> & {
   /** `tr_<n>` on one process; `tr_<node>_<n>` in a cluster. */
   id: string;
   /** The node that served it, in a cluster. */
   node: string | undefined;
-  host: string;
-  tunnelId: string;
-  scheme: string;
-  startedAt: number;
-  method: string;
-  path: string;
-  clientIp: string;
-  status: number | undefined;
-  durationMs: number | undefined;
-  replayOf: string | undefined;
   /** Whether bodies were captured. */
   captured: boolean;
-  credentialsShown: boolean;
-}
+};
 
 /** A node that did not answer a question about the whole cluster, and why. */
 export interface NodeMiss {
@@ -99,7 +101,27 @@ export function summarize(
   };
 }
 
-const LOCAL_ID = /^tr_(\d+)$/;
+/** What one log knows besides its records: the list's host and header lists. */
+export type LogFacts = Pick<
+  TrafficListing,
+  'hosts' | 'capturedHosts' | 'credentialsShownHosts' | 'redactedHeaders'
+>;
+
+/**
+ * `log`'s hosts, switched hosts and redacted header names, as a list page shows them.
+ * @example logFacts(edge.traffic.log).capturedHosts
+ */
+export function logFacts(log: TrafficLog): LogFacts {
+  return {
+    hosts: log.hosts(),
+    capturedHosts: log.capturedHosts(),
+    credentialsShownHosts: log.credentialsShownHosts(),
+    redactedHeaders: [...log.redactor.names].sort(),
+  };
+}
+
+/** One process's own id, `tr_<n>` (traffic-log.ts); a cluster's names the node too. */
+export const LOCAL_TRAFFIC_ID = /^tr_(\d+)$/;
 
 /**
  * The view of one process's own log, as the API always read it: ids `tr_<n>`, `after` by
@@ -110,7 +132,9 @@ export function localTrafficView(inspector: TrafficInspector): TrafficView {
   const { log } = inspector;
   return {
     list(filter) {
-      const afterSeq = filter.after ? Number(LOCAL_ID.exec(filter.after)?.[1] ?? 0) : undefined;
+      const afterSeq = filter.after
+        ? Number(LOCAL_TRAFFIC_ID.exec(filter.after)?.[1] ?? 0)
+        : undefined;
       const records = log.list({
         host: filter.host,
         afterSeq,
@@ -119,10 +143,7 @@ export function localTrafficView(inspector: TrafficInspector): TrafficView {
       return Promise.resolve({
         available: true,
         requests: records.map((r) => summarize(r, undefined)),
-        hosts: log.hosts(),
-        capturedHosts: log.capturedHosts(),
-        credentialsShownHosts: log.credentialsShownHosts(),
-        redactedHeaders: [...log.redactor.names].sort(),
+        ...logFacts(log),
         unanswered: [],
       });
     },
