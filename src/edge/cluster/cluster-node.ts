@@ -188,7 +188,7 @@ export class ClusterNode {
       throw new BurrowError(
         CODES.nodeLinkProtocol,
         501,
-        `node ${this.options.nodeId} answers no ${query.kind} query`,
+        `node ${this.options.nodeId} answers no ${query.kind} query; run the same Burrow version on every node`,
       );
     }
     return handler(query, peerId);

@@ -144,7 +144,11 @@ export async function answerQuery(
   let reply: Buffer;
   try {
     if (!handler) {
-      throw new BurrowError(CODES.nodeLinkProtocol, 501, 'this node answers no queries');
+      throw new BurrowError(
+        CODES.nodeLinkProtocol,
+        501,
+        'this node answers no queries; run the same Burrow version on every node',
+      );
     }
     reply = encodeReply(await handler(query, peerId));
   } catch (err) {
