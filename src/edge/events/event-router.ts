@@ -82,11 +82,9 @@ export class EventRouter {
     const traces = this.fromEnv(env, 'traces');
     if (logs || traces) {
       const origin = { ...BURROW_ORIGIN, resource: otlpResourceFromEnv(env) };
-      const url = logs?.url ?? traces!.url;
-      this.envSink = environmentSink({ logs, traces }, origin, {
-        ...options.queue,
-        onLoss: this.lossLogger(url),
-      });
+      this.envSink = environmentSink({ logs, traces }, origin, options.queue ?? {}, (url) =>
+        this.lossLogger(url),
+      );
       const describe = (e: typeof logs) => e && `${e.url} (${e.protocol})`;
       options.logger.info(
         { logs: describe(logs), traces: describe(traces) },

@@ -181,12 +181,14 @@ export function destinationSink(d: DestinationDelivery, queue: OtlpQueueOptions)
  * The sink the `OTEL_EXPORTER_OTLP_*` variables set up (otlp-env.ts), each signal to its endpoint
  * in its protocol: the operator wrote them, so it posts with plain fetch (a collector on localhost
  * is the usual case) rather than through the egress guard.
- * @example environmentSink({ logs: otlpFromEnv(env, 'logs'), traces: otlpFromEnv(env, 'traces') }, origin, {})
+ * @example environmentSink({ logs: otlpFromEnv(env, 'logs'), traces: otlpFromEnv(env, 'traces') }, origin, {}, (url) => (loss) => log.warn({ ...loss, url }))
  */
 export function environmentSink(
   endpoints: { logs?: OtlpEndpoint | undefined; traces?: OtlpEndpoint | undefined },
   origin: OtlpOrigin,
-  queue: OtlpQueueOptions,
+  queue: Omit<OtlpQueueOptions, 'onLoss'>,
+  /** The loss reporter of one endpoint: each names its own URL (the two may differ). */
+  lossAt?: (url: string) => OtlpQueueOptions['onLoss'],
 ): EventSink {
   const { logs, traces } = endpoints;
   return otlpSink(
@@ -194,12 +196,14 @@ export function environmentSink(
       new OtlpLogExporter<OtlpLogRecord>({
         ...queue,
         ...logs,
+        onLoss: lossAt?.(logs.url),
         encode: logsEncoder(logs.protocol, origin),
       }),
     traces &&
       new OtlpLogExporter<OtlpSpan>({
         ...queue,
         ...traces,
+        onLoss: lossAt?.(traces.url),
         encode: tracesEncoder(traces.protocol, origin),
       }),
   );
