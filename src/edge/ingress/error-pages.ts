@@ -223,17 +223,64 @@ export function refusalPage(
 
 /**
  * A complete raw HTTP/1.1 error response, for sockets no longer owned by the HTTP server
- * (upgrades) or that never were (plain HTTP on the HTTPS port). Ends with `Connection: close`.
+ * (upgrades) or that never were (plain HTTP on the HTTPS port). Ends with `connection: close`.
  * @example socket.end(rawErrorResponse(INGRESS_ERRORS.tunnelUnreachable, 'app.example.com'));
  */
 export function rawErrorResponse(error: IngressError, host: string, detail?: string): string {
-  const body = errorPageBody(error, errorMessage(error, host, detail), false);
-  return (
-    `HTTP/1.1 ${error.status} ${STATUS_CODES[error.status] ?? error.title}\r\n` +
-    'Content-Type: text/plain; charset=utf-8\r\n' +
-    `Content-Length: ${Buffer.byteLength(body)}\r\n` +
-    `${ERROR_CODE_HEADER}: ${error.code}\r\n` +
-    'Connection: close\r\n\r\n' +
-    body
-  );
+  return rawText(rawAnswer(errorPage(error, host, undefined, detail), { close: true }));
+}
+
+/** The reason phrase of `status`: a status line never reads `500 OK`. */
+export function reasonOf(status: number): string {
+  return STATUS_CODES[status] ?? 'Unknown';
+}
+
+/** An answer the edge makes, as raw HTTP/1.1: the head (latin1) and the body (UTF-8). */
+export interface RawAnswer {
+  head: string;
+  body: string;
+  /** The headers as written, names and values alternating (for the inspector). */
+  raw: string[];
+}
+
+/**
+ * An answer the edge makes (a policy's, whose headers passed headersProblem, or its own page) as
+ * HTTP/1.1: the refusal page when it has no body of its own (its variant by `accept`), no body for
+ * a HEAD request, `connection: close` when the connection ends after it. The one writer of raw
+ * answers: the lean relay, upgrades and sockets the HTTP server never owned all use it.
+ * @example const a = rawAnswer(decision, { close: false, accept: 'text/html' }); socket.write(a.head, 'latin1'); socket.write(a.body);
+ */
+export function rawAnswer(
+  d: {
+    status: number;
+    headers: Readonly<Record<string, string>>;
+    body: string;
+    refusal?: { code: string; title: string; message: string } | undefined;
+  },
+  options: { close: boolean; accept?: string | undefined; method?: string },
+): RawAnswer {
+  let { headers, body } = d;
+  if (d.refusal && body === '') {
+    const page = refusalPage(d.refusal, d.status, options.accept);
+    headers = { ...headers, ...page.headers };
+    body = page.body;
+  }
+  // As Node's server dates what it writes (RFC 9110 §6.6.1: the edge is the origin here).
+  const raw: string[] = ['date', new Date().toUTCString()];
+  let head = `HTTP/1.1 ${d.status} ${reasonOf(d.status)}\r\ndate: ${raw[1]}\r\n`;
+  for (const [name, value] of Object.entries(headers)) {
+    if (name === 'content-length' || name === 'connection' || name === 'date') continue;
+    head += `${name}: ${value}\r\n`;
+    raw.push(name, value);
+  }
+  const length = String(Buffer.byteLength(body));
+  head += `content-length: ${length}\r\n`;
+  raw.push('content-length', length);
+  if (options.close) head += 'connection: close\r\n';
+  return { head: head + '\r\n', body: options.method === 'HEAD' ? '' : body, raw };
+}
+
+/** {@link rawAnswer}'s head and body as one string, for a socket that ends with it. */
+export function rawText(answer: RawAnswer): string {
+  return answer.head + answer.body;
 }

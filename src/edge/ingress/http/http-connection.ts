@@ -18,13 +18,12 @@ import { concat, Phase } from './connection-stream.js';
 import { HeadScanner, type HeadError } from './head-syntax.js';
 import { rewrittenHost, routingHost } from './http-forwarding.js';
 import { bareRefusal } from './http-parser-refusals.js';
-import { rawAnswer } from './http-policy-writes.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
 import type { LeanPage, LeanRoute } from './http-relay.js';
-import { errorPage, type IngressError } from '../error-pages.js';
+import { errorPage, rawAnswer, type IngressError } from '../error-pages.js';
 import type { RespondDecision } from '../../../policy/index.js';
 
 const NO_METERS: readonly EndpointMeter[] = [];

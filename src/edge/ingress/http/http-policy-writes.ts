@@ -5,7 +5,7 @@
  * added headers) before it is written. A template may render client input into any of these, so
  * each is checked where it is written: a control character is refused, never written.
  */
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { CODES } from '../../../core/errors.js';
 import { fieldProblem, headersProblem, isTargetText } from '../../../core/http-wire.js';
 import { normalizeOriginForm } from '../../../core/request-target.js';
@@ -14,7 +14,10 @@ import { isGrpc, writeGrpcStatus } from '../grpc-answers.js';
 import {
   ERROR_CODE_HEADER,
   INGRESS_ERRORS,
+  rawAnswer,
   rawErrorResponse,
+  rawText,
+  reasonOf,
   refusalPage,
   sendErrorPage,
   type IngressError,
@@ -64,11 +67,6 @@ export function writeDecision(res: ServerResponse, d: RespondDecision): void {
   res.end(d.body);
 }
 
-/** The reason phrase of `status`: a status line never reads `500 OK`. */
-export function reasonOf(status: number): string {
-  return STATUS_CODES[status] ?? 'Unknown';
-}
-
 /**
  * Why the request a policy let through cannot be written to the service, with the page to answer:
  * a rewritten target or an added header value with a control character, or a rewritten target
@@ -95,19 +93,18 @@ export function rewrittenRequest(d: {
     : { target: read.target };
 }
 
-const POLICY_FAILED_TEXT = `500 Internal Server Error\n\nThe endpoint's traffic policy could not run.\n\n${POLICY_FAILED.code}\n`;
+const POLICY_FAILED_ANSWER = {
+  status: POLICY_FAILED.status,
+  headers: { 'content-type': 'text/plain; charset=utf-8', 'burrow-error-code': POLICY_FAILED.code },
+  body: `500 Internal Server Error\n\nThe endpoint's traffic policy could not run.\n\n${POLICY_FAILED.code}\n`,
+};
 
 /**
  * {@link writeFailure} as bytes, for the lean relay (the connection closes after it).
  * @example socket.end(rawPolicyFailure());
  */
 export function rawPolicyFailure(): string {
-  return (
-    `HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain; charset=utf-8\r\n` +
-    `Burrow-Error-Code: ${POLICY_FAILED.code}\r\n` +
-    `Content-Length: ${Buffer.byteLength(POLICY_FAILED_TEXT)}\r\nConnection: close\r\n\r\n` +
-    POLICY_FAILED_TEXT
-  );
+  return rawText(rawAnswer(POLICY_FAILED_ANSWER, { close: true }));
 }
 
 /** A policy that cannot run fails closed, with an answer that says so. */
@@ -116,11 +113,8 @@ export function writeFailure(res: ServerResponse): void {
     res.destroy();
     return;
   }
-  res.writeHead(POLICY_FAILED.status, reasonOf(POLICY_FAILED.status), {
-    'content-type': 'text/plain; charset=utf-8',
-    'burrow-error-code': POLICY_FAILED.code,
-  });
-  res.end(POLICY_FAILED_TEXT);
+  res.writeHead(POLICY_FAILED.status, reasonOf(POLICY_FAILED.status), POLICY_FAILED_ANSWER.headers);
+  res.end(POLICY_FAILED_ANSWER.body);
 }
 
 /**
@@ -139,45 +133,5 @@ export function rawResponse(
     const host = routingHost(req.headers.host) ?? '';
     return rawErrorResponse(INGRESS_ERRORS.unsafeResponseHead, host, problem);
   }
-  const answer = rawAnswer({ status, headers, body, refusal }, { close: true });
-  return answer.head + answer.body;
-}
-
-/** A policy's answer as the lean relay writes it: the head (latin1) and the body (UTF-8). */
-export interface RawAnswer {
-  head: string;
-  body: string;
-  /** The headers as written, names and values alternating (for the inspector). */
-  raw: string[];
-}
-
-/**
- * A policy's answer (`d`, whose headers passed headersProblem) as HTTP/1.1 bytes: the refusal
- * page when it has no body of its own (its variant by `accept`), no body for a HEAD request,
- * `connection: close` when the connection ends after it.
- * @example const a = rawAnswer(decision, { close: false, accept: 'text/html' }); socket.write(a.head, 'latin1'); socket.write(a.body);
- */
-export function rawAnswer(
-  d: Pick<RespondDecision, 'status' | 'headers' | 'body' | 'refusal'>,
-  options: { close: boolean; accept?: string | undefined; method?: string },
-): RawAnswer {
-  let { headers, body } = d;
-  if (d.refusal && body === '') {
-    const page = refusalPage(d.refusal, d.status, options.accept);
-    headers = { ...headers, ...page.headers };
-    body = page.body;
-  }
-  // As Node's server dates what it writes (RFC 9110 §6.6.1: the edge is the origin here).
-  const raw: string[] = ['date', new Date().toUTCString()];
-  let head = `HTTP/1.1 ${d.status} ${reasonOf(d.status)}\r\ndate: ${raw[1]}\r\n`;
-  for (const [name, value] of Object.entries(headers)) {
-    if (name === 'content-length' || name === 'connection' || name === 'date') continue;
-    head += `${name}: ${value}\r\n`;
-    raw.push(name, value);
-  }
-  const length = String(Buffer.byteLength(body));
-  head += `content-length: ${length}\r\n`;
-  raw.push('content-length', length);
-  if (options.close) head += 'connection: close\r\n';
-  return { head: head + '\r\n', body: options.method === 'HEAD' ? '' : body, raw };
+  return rawText(rawAnswer({ status, headers, body, refusal }, { close: true }));
 }
