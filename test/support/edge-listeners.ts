@@ -67,11 +67,21 @@ export async function startEdgeServer(
   options: Pick<StartOptions, 'openFilesLimit' | 'nodeFlags'> = {},
 ): Promise<EdgeServer> {
   const db = await createTestDatabase(kind);
-  const ports = await freeEdgePorts();
-  const server = await startBurrowServer(db, {
-    ...options,
-    args: [...edgeServerArgs(ports), ...extraArgs],
-  });
+  // A port free a moment ago may be taken by another test process before the server binds it:
+  // then start again on fresh ports (startBurrowServer retries only the API's).
+  let ports = await freeEdgePorts();
+  let server: Awaited<ReturnType<typeof startBurrowServer>> | undefined;
+  for (let attempt = 1; !server; attempt++) {
+    try {
+      server = await startBurrowServer(db, {
+        ...options,
+        args: [...edgeServerArgs(ports), ...extraArgs],
+      });
+    } catch (err) {
+      if (attempt >= 3 || !/EADDRINUSE/.test((err as Error).message)) throw err;
+      ports = await freeEdgePorts();
+    }
+  }
   const api = new CurlApi(server.url, await createApiKey(db));
   const caFile = join(db.dataDir, 'ca.pem');
   return { db, ports, server, api, caFile, caPem: readFileSync(caFile, 'utf8') };
