@@ -1,12 +1,6 @@
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import {
-  connect as netConnect,
-  createServer,
-  type AddressInfo,
-  type Server,
-  type Socket,
-} from 'node:net';
+import { connect as netConnect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type ngrok from '@ngrok/ngrok';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,6 +25,7 @@ import {
 } from './support/edge-listeners.js';
 import { createApiKey, startBurrowServer, type BurrowServer } from './support/server-process.js';
 import { connectNgrok } from './support/ngrok-agents.js';
+import { freePortRange } from './support/port-range.js';
 
 /**
  * TCP and TLS edges end to end: a real `burrow server --role all`, agents from @ngrok/ngrok and
@@ -38,31 +33,8 @@ import { connectNgrok } from './support/ngrok-agents.js';
  * plain sockets. Everything an edge does is set up through the API and seen on live traffic.
  */
 
-/**
- * `count` consecutive ports that are free now, for `--tcp-ports`: below Linux's ephemeral range
- * (32768 up), where client sockets and their TIME_WAITs would collide, and above the default
- * 20000-20999 that other tests' servers use.
- */
-async function freePortRange(count: number): Promise<number> {
-  for (let attempt = 0; attempt < 50; attempt++) {
-    const first = 21000 + Math.floor(Math.random() * 11000);
-    const servers: Server[] = [];
-    try {
-      for (let port = first; port < first + count; port++) {
-        const server = createServer();
-        server.listen(port, '127.0.0.1');
-        await once(server, 'listening');
-        servers.push(server);
-      }
-      return first;
-    } catch {
-      // One was taken: try another range.
-    } finally {
-      for (const s of servers) s.close();
-    }
-  }
-  throw new Error('no free port range');
-}
+/** Ports for `--tcp-ports`: above the default 20000-20999 other tests' servers use. */
+const TCP_PORT_REGION = { from: 21_000, to: 32_000 };
 
 /** Probe until `ok` (the edge applies API writes at once, by change events). */
 async function eventually(
@@ -111,7 +83,7 @@ describe.each(DATABASE_KINDS)('TCP and TLS edges on live traffic (%s)', (kind) =
   beforeAll(async () => {
     db = await createTestDatabase(kind);
     ports = await freeEdgePorts();
-    const tcpFirst = await freePortRange(3);
+    const tcpFirst = await freePortRange(3, TCP_PORT_REGION);
     caFile = join(db.dataDir, 'ca.pem');
     server = await startBurrowServer(db, {
       args: [...edgeServerArgs(ports), '--tcp-ports', `${tcpFirst}-${tcpFirst + 2}`],

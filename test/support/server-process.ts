@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -104,17 +104,51 @@ function exited(child: ChildProcess): Promise<[number | null, NodeJS.Signals | n
   );
 }
 
-/** A port that was free a moment ago (the OS picks it; the listener is closed again at once). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * Where `freePort` looks: above Linux's ephemeral ports (`ip_local_port_range`, 32768-60999 by
+ * default), where no client socket lands. A port the OS picked in the ephemeral range could be
+ * taken by any outgoing connection of a test running in parallel before its server bound it
+ * (CI failed so, with EADDRINUSE); ports above the range are only ever taken by a listener.
+ */
+const FREE_PORT_REGION = ((): { from: number; to: number } | undefined => {
+  try {
+    const [, last] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    if (last !== undefined && last + 1000 <= 65536) return { from: last + 1, to: 65536 };
+  } catch {
+    // Not Linux: let the OS pick.
+  }
+  return undefined;
+})();
+
+/** Whether a listener can bind `port` on 127.0.0.1 now (the listener is closed again at once). */
+function probe(port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
     const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
+    srv.once('error', () => resolve(undefined));
+    srv.listen(port, '127.0.0.1', () => {
       const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
+      const bound = typeof addr === 'object' && addr ? addr.port : undefined;
+      srv.close(() => resolve(bound));
     });
   });
+}
+
+/**
+ * A port that was free a moment ago, chosen at random above the ephemeral range (see
+ * FREE_PORT_REGION) and probed with a real listener; where there is no such region, the OS picks.
+ */
+export async function freePort(): Promise<number> {
+  const region = FREE_PORT_REGION;
+  for (let attempt = 0; region && attempt < 50; attempt++) {
+    const port = await probe(region.from + Math.floor(Math.random() * (region.to - region.from)));
+    if (port !== undefined) return port;
+  }
+  const port = await probe(0);
+  if (port === undefined) throw new Error('no free port on 127.0.0.1');
+  return port;
 }
 
 /** True once `GET http://<address>/healthz` answers 200; false after `timeoutMs` or once `child` exits. */
