@@ -139,7 +139,8 @@ export abstract class ConnectionStream {
     stream.resume();
   }
 
-  private release(): Duplex | undefined {
+  /** Take the stream from this connection, without closing it. */
+  protected release(): Duplex | undefined {
     const stream = this.stream;
     if (!stream) return undefined;
     stream.off('data', this.onStreamData);

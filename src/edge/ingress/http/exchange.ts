@@ -149,7 +149,8 @@ export class Exchange {
  * dropped and `X-Forwarded-*` set (one rule for both HTTP paths, http-forwarding.ts); `host`
  * replaces the client's Host (HostHeaderRewrite, http-forwarding.ts rewrittenHost); `policy`'s
  * header changes are applied as on the full path (header-changes.ts) and its url-rewrite target
- * replaces the client's; `span` sets the `traceparent`.
+ * replaces the client's; `span` sets the `traceparent`. An upgrade keeps its `Upgrade` header and
+ * asks for it with `Connection: Upgrade`.
  * @example stream.write(agentRequestHead(head, 'https', '203.0.113.7', undefined), 'latin1')
  */
 export function agentRequestHead(
@@ -163,7 +164,7 @@ export function agentRequestHead(
   const forwarded = forwardedHeaders(
     head.raw,
     { host: head.host, connection: head.connection, chunked: head.chunked },
-    { proto, clientIp, host, span },
+    { proto, clientIp, host, span, upgrade: head.upgrade },
   );
   const headers = policy
     ? applyToRawHeaders(forwarded, policy.requestHeaders, REQUEST_OWNED)

@@ -20,6 +20,8 @@ import { rewrittenHost, routingHost } from './http-forwarding.js';
 import { bareRefusal } from './http-parser-refusals.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
+import type { ResponseHead } from './response-head.js';
+import { switchProtocols } from './protocol-switch.js';
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
 import type { LeanPage, LeanRoute } from './http-relay.js';
@@ -214,16 +216,18 @@ export class HttpConnection extends ResponseRelay {
 
   /**
    * Write an answer the edge made itself; the connection is to close after it when the request
-   * had a body, which the relay never reads.
+   * had a body, which the relay never reads, or was an upgrade.
    */
   private writeAnswer(
     head: RequestHead,
     answer: Pick<RespondDecision, 'status' | 'headers' | 'body' | 'refusal'>,
   ): { raw: string[]; close: boolean } {
+    // After a refused upgrade the client's next bytes may be anything (its new protocol's).
     const close =
       head.chunked ||
       (head.contentLength ?? 0) > 0 ||
       head.close ||
+      head.upgrade ||
       this.clientEnded ||
       this.ctx.draining;
     const bytes = rawAnswer(answer, { close, accept: head.accept, method: head.method });
@@ -271,6 +275,33 @@ export class HttpConnection extends ResponseRelay {
 
   /** Give the connection to the full HTTP path, with what was read and not served. */
   private handOver(): void {
+    this.parkStream();
+    this.ctx.handOver(this.socket, this.leave());
+  }
+
+  protected switchProtocols(
+    exchange: Exchange,
+    response: ResponseHead,
+    rest: Buffer | undefined,
+  ): void {
+    const stream = this.release()!;
+    this.exchange = undefined;
+    const now = performance.now();
+    const { started, sentAt } = exchange;
+    exchange.count(101, (now - started) / 1000, (now - sentAt) / 1000, (sentAt - started) / 1000);
+    exchange.done?.(101, response.raw);
+    const held = this.leave();
+    // The raw relay has its own idle limits.
+    (this.socket as Duplex & { setTimeout(ms: number): void }).setTimeout(0);
+    switchProtocols(this.ctx.raw, this.socket, stream, exchange.meter, {
+      headers: response.raw,
+      fromAgent: rest,
+      fromClient: held,
+    });
+  }
+
+  /** Stop serving the socket (another owner takes it); returns what was read and not served. */
+  private leave(): Buffer | undefined {
     const socket = this.socket;
     this.phase = Phase.Closed;
     clearTimeout(this.headTimer);
@@ -279,11 +310,10 @@ export class HttpConnection extends ResponseRelay {
     socket.off('close', this.onSocketClose);
     socket.off('error', this.onSocketError);
     socket.off('timeout', this.onSocketTimeout);
-    this.parkStream();
     this.ctx.closed(this);
     const buffered = this.buffered;
     this.buffered = undefined;
-    this.ctx.handOver(socket, buffered);
+    return buffered;
   }
 
   private begin(head: RequestHead, host: string, route: LeanRoute): void {

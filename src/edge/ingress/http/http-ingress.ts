@@ -1,12 +1,12 @@
 /**
  * The HTTP side of the ingress, for plain connections (`--http-listen`) and TLS-terminated ones
  * handed over by the SNI router. Every connection starts on the lean relay (ingress/http/), which
- * carries requests as bytes to endpoints whose policy, if any, has no HTTP phase. A request it does
- * not carry (an HTTP policy phase, an upgrade, an error page, an ACME challenge, body capture)
- * hands the connection to
- * the full path: Node's http.Server, whose requests (http-requests.ts) are routed by Host and
- * streamed through a pooled tunnel stream with back-pressure, and whose upgrades (WebSocket,
- * http-upgrades.ts) become raw relays. This file holds the listener, the choice of which requests
+ * carries requests, upgrades included, as bytes to endpoints whose policy, if any, it can run on
+ * heads (http-policy-lean.ts). A request it does not carry (a policy that reads or rewrites a
+ * body, HTTP/1.0, an ACME challenge, body capture…) hands the connection to the full path: Node's
+ * http.Server, whose requests (http-requests.ts) are routed by Host and streamed through a pooled
+ * tunnel stream with back-pressure, and whose upgrades (WebSocket, http-upgrades.ts) become raw
+ * relays. This file holds the listener, the choice of which requests
  * the relay carries, and the life of both paths (draining, closing, tunnels going offline).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -14,6 +14,7 @@ import { createServer as createNetServer, type Socket, type Server as NetServer 
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../../core/limits.js';
+import type { Relay } from '../../../core/relay.js';
 import type { Logger } from '../../../core/logger.js';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
 import type { SpanContext } from '../../metrics/trace-context.js';
@@ -25,6 +26,7 @@ import { PublicConnections } from './http-connections.js';
 import {
   INGRESS_HIGH_WATER_MARK,
   INGRESS_SOCKET_OPTIONS,
+  relayTimeoutsOf,
   type RawRelayTimeouts,
 } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
@@ -36,6 +38,7 @@ import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
 import { HttpUpgrades } from './http-upgrades.js';
+import type { RawRelays } from './protocol-switch.js';
 import type { RequestHead } from './request-head.js';
 import { followInternal } from '../../registry/internal-routing.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
@@ -118,6 +121,8 @@ export class HttpIngress {
   private readonly acmeChallenge: AcmeChallengeLookup | undefined;
   private readonly exchangeTap: ExchangeTap | undefined;
   private readonly connections: PublicConnections;
+  /** Upgraded connections, relayed raw after a 101 on either path. */
+  private readonly raw: RawRelays;
   private readonly maxHeaderCount: number;
 
   constructor(options: HttpIngressOptions) {
@@ -134,12 +139,17 @@ export class HttpIngress {
       connections,
       maxHeaderCount: limits.maxHeaderCount,
     });
+    this.raw = {
+      open: new Set<Relay>(),
+      timeouts: options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS),
+      connections,
+    };
     this.upgrades = new HttpUpgrades({
       registry: options.registry,
       meters: options.meters,
       connections,
       connectTimeoutMs: options.connectTimeoutMs,
-      relayTimeouts: options.relayTimeouts,
+      raw: this.raw,
       draining: () => this.requests.draining,
       handBack: (socket, buffered) => this.serveOnFullPath(socket, buffered),
     });
@@ -170,6 +180,7 @@ export class HttpIngress {
       idleStreamMs: options.idleStreamMs,
       tap: options.exchangeTap,
       tracing: options.tracing,
+      raw: this.raw,
       route: (head, host, socket) => this.leanRoute(head, host, socket),
       handOver: (socket, buffered) => this.serveOnFullPath(socket, buffered),
       onLimit: (ip, limit) => options.onLimit?.(ip, limit),
@@ -221,7 +232,10 @@ export class HttpIngress {
   ): LeanRoute | LeanPage | undefined | Promise<LeanRoute | undefined> {
     // head.target is origin-form: parseRequestHead read it (core/request-target.ts), turning an
     // absolute-form target into one and refusing CONNECT and `*`.
-    if (host === undefined || head.minor !== 1 || head.upgrade) return undefined;
+    if (host === undefined || head.minor !== 1) return undefined;
+    // An upgrade's body would be relayed before the 101 and its bytes after it raw: the full path
+    // reads it (rare; WebSocket handshakes have none).
+    if (head.upgrade && (head.chunked || (head.contentLength ?? 0) > 0)) return undefined;
     if (head.raw.length / 2 > this.maxHeaderCount) return undefined;
     if (this.acmeChallenge && head.target.startsWith(ACME_CHALLENGE_PATH)) return undefined;
     const found = lookupHttpTunnel(this.registry, host, socket);
@@ -298,7 +312,7 @@ export class HttpIngress {
 
   /** Public connections (plain and TLS) and relays still open. */
   get openConnections(): number {
-    return this.connections.size + this.upgrades.size;
+    return this.connections.size + this.raw.open.size;
   }
 
   /** Stop keeping connections alive: each closes after its current response. */
@@ -317,7 +331,7 @@ export class HttpIngress {
 
   /** Close every connection and relay now. */
   destroyAll(): void {
-    this.upgrades.destroyAll();
+    for (const relayed of this.raw.open) relayed.destroy();
     this.h2.destroyAll();
     this.relay.dropIdleStreams();
     this.connections.destroyAll();

@@ -15,6 +15,7 @@ import { StreamPool } from './stream-pool.js';
 import type { RespondDecision } from '../../../policy/index.js';
 import type { IngressError } from '../error-pages.js';
 import type { LeanPolicyRun } from './http-policy-lean.js';
+import type { RawRelays } from './protocol-switch.js';
 
 /**
  * Where the relay carries a request: `tunnel` (a pool member, picked), reached through `via`, the
@@ -48,6 +49,8 @@ export interface HttpRelayContext {
   tracing(): boolean;
   /** Counts streams given up because their client left before the exchange ended. */
   released: CounterSeries;
+  /** Where a connection goes after the agent answered its upgrade with a 101. */
+  raw: RawRelays;
   /**
    * Where this relay carries the request, the edge's own page for it, or undefined: the full path
    * serves it. A promise when a policy's decision waits (jwt-validation); bytes that arrive
@@ -79,6 +82,7 @@ export interface HttpRelayOptions {
   idleStreamMs?: number | undefined;
   tap?: ExchangeTap | undefined;
   tracing?: (() => boolean) | undefined;
+  raw: RawRelays;
   route: HttpRelayContext['route'];
   handOver: HttpRelayContext['handOver'];
   onLimit: HttpRelayContext['onLimit'];
@@ -86,7 +90,7 @@ export interface HttpRelayOptions {
 
 /**
  * @example
- * const relay = new HttpRelay({ meters, connections, route, handOver, onLimit, ...limits });
+ * const relay = new HttpRelay({ meters, connections, raw, route, handOver, onLimit, ...limits });
  * netServer.on('connection', (socket) => relay.accept(socket));
  */
 export class HttpRelay {
@@ -109,6 +113,7 @@ export class HttpRelay {
       tap: options.tap,
       tracing: options.tracing ?? (() => false),
       released: options.meters.metrics.streamsReleased.with({ path: 'lean' }),
+      raw: options.raw,
       route: options.route,
       handOver: options.handOver,
       onLimit: options.onLimit,

@@ -8,9 +8,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { Relay } from '../../../core/relay.js';
-import { DEFAULT_LIMITS } from '../../../core/limits.js';
-import { relayTimeoutsOf, type RawRelayTimeouts } from '../proxy.js';
 import type { EndpointMeter, EndpointMeters } from '../../metrics/endpoint-meters.js';
 import { clientIp, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
@@ -24,6 +21,7 @@ import {
   routingHost,
 } from './http-forwarding.js';
 import { runUpgradePolicy, type HttpPolicyFlow } from './http-policy.js';
+import type { RawRelays } from './protocol-switch.js';
 import { lookupHttpTunnel, readIncomingTarget } from './http-routing.js';
 import { UpgradeExchange, type UpgradeContext } from './upgrade-exchange.js';
 
@@ -33,8 +31,8 @@ export interface HttpUpgradesOptions {
   connections: PublicConnections;
   /** Wait for a tunnel stream this long before answering 502. */
   connectTimeoutMs: number | undefined;
-  /** When upgraded relays end for going quiet; default DEFAULT_LIMITS' (1 h, 30 s half-closed). */
-  relayTimeouts?: RawRelayTimeouts | undefined;
+  /** The ingress's raw relays, which a connection joins after a 101 (protocol-switch.ts). */
+  raw: RawRelays;
   /** True once the ingress drains: a connection whose upgrade was not taken then closes. */
   draining: () => boolean;
   /** Serve the rest of a connection on the full HTTP path; `buffered` was read, not served. */
@@ -43,13 +41,12 @@ export interface HttpUpgradesOptions {
 
 /**
  * @example
- * const upgrades = new HttpUpgrades({ registry, meters, connections, connectTimeoutMs, draining, handBack });
+ * const upgrades = new HttpUpgrades({ registry, meters, connections, connectTimeoutMs, raw, draining, handBack });
  * httpServer.on('upgrade', upgrades.onUpgrade);
  */
 export class HttpUpgrades {
   private readonly registry: TunnelRegistry;
   private readonly meters: EndpointMeters;
-  private readonly relays = new Set<Relay>();
   private readonly context: UpgradeContext;
 
   constructor(options: HttpUpgradesOptions) {
@@ -59,24 +56,13 @@ export class HttpUpgrades {
     this.context = {
       connections: options.connections,
       connectTimeoutMs: options.connectTimeoutMs,
-      relayTimeouts: options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS),
-      relays: this.relays,
+      raw: options.raw,
       released: options.meters.metrics.streamsReleased.with({ path: 'upgrade' }),
       get draining() {
         return draining();
       },
       handBack: options.handBack,
     };
-  }
-
-  /** Relays still open. */
-  get size(): number {
-    return this.relays.size;
-  }
-
-  /** Close every relay now. */
-  destroyAll(): void {
-    for (const relayed of this.relays) relayed.destroy();
   }
 
   /** The http server's 'upgrade' listener. */

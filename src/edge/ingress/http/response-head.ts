@@ -23,6 +23,11 @@ export interface ResponseHead {
   framing: ResponseFraming;
   /** The agent will not send another response on this stream. */
   close: boolean;
+  /**
+   * A 101 that says what the bytes after it are (`Connection: upgrade` and an `Upgrade` header);
+   * its `raw` then keeps every field as sent, for the client's 101.
+   */
+  upgrade: boolean;
 }
 
 const DIGITS = /^\d{1,15}$/;
@@ -47,6 +52,7 @@ export function parseResponseHead(text: string, method: string): ResponseHead | 
   let connection: string | undefined;
   let contentLength: string | undefined;
   let transferEncoding: string | undefined;
+  let upgradeHeader = false;
   let start = lineEnd + 2;
   const end = text.length - 2;
   while (start < end) {
@@ -65,10 +71,24 @@ export function parseResponseHead(text: string, method: string): ResponseHead | 
     } else if (lower === 'transfer-encoding') {
       transferEncoding =
         transferEncoding === undefined ? field.value : `${transferEncoding}, ${field.value}`;
+    } else if (lower === 'upgrade') {
+      upgradeHeader = true;
     }
-    if (!HOP_BY_HOP_HEADERS.has(lower)) fields.push(field.name, field.value);
+    if (status === 101 || !HOP_BY_HOP_HEADERS.has(lower)) fields.push(field.name, field.value);
   }
   const tokens = (connection ?? '').toLowerCase();
+  if (status === 101) {
+    // The client's 101 carries the agent's fields as they came: after it nothing is HTTP.
+    const upgrade = upgradeHeader && /\bupgrade\b/.test(tokens);
+    return {
+      status,
+      reason: line[3] ?? '',
+      raw: fields,
+      framing: { kind: 'none' },
+      close: true,
+      upgrade,
+    };
+  }
   let close = minor === 0 ? !/\bkeep-alive\b/.test(tokens) : /\bclose\b/.test(tokens);
   let framing: ResponseFraming;
   if (method === 'HEAD' || status < 200 || status === 204 || status === 304) {
@@ -90,7 +110,7 @@ export function parseResponseHead(text: string, method: string): ResponseHead | 
   // With chunked framing a Content-Length is wrong (RFC 9112 §6.3): it must not reach the client.
   if (framing.kind === 'chunked' && contentLength !== undefined) listed.add('content-length');
   const raw = listed.size === 0 ? fields : withoutNames(fields, listed);
-  return { status, reason: line[3] ?? '', raw, framing, close };
+  return { status, reason: line[3] ?? '', raw, framing, close, upgrade: false };
 }
 
 /** `fields` without the headers named in `listed`. */

@@ -15,7 +15,7 @@ import { concat, ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
 import { leanResponseHeaders } from './http-policy-lean.js';
 import { POLICY_FAILED, rawPolicyFailure } from './http-policy-writes.js';
-import { parseResponseHead } from './response-head.js';
+import { parseResponseHead, type ResponseHead } from './response-head.js';
 
 /** The most a response head may take. */
 const MAX_RESPONSE_HEAD = 64 * 1024;
@@ -23,6 +23,15 @@ const MAX_RESPONSE_HEAD = 64 * 1024;
 export abstract class ResponseRelay extends ConnectionStream {
   /** Read the next request head from what is buffered. */
   protected abstract readHead(): void;
+  /**
+   * The agent took the upgrade of `exchange` (`response` is its 101, `rest` what followed it):
+   * the connection leaves HTTP for a raw relay.
+   */
+  protected abstract switchProtocols(
+    exchange: Exchange,
+    response: ResponseHead,
+    rest: Buffer | undefined,
+  ): void;
 
   private readonly resumeStream = (): void => {
     this.stream?.resume();
@@ -59,7 +68,14 @@ export abstract class ResponseRelay extends ConnectionStream {
     const rest = end < buf.length ? buf.subarray(end) : undefined;
     if (response.status < 200) {
       if (response.status === 101) {
-        this.badGateway(exchange, 'a protocol switch the request did not ask for');
+        if (!exchange.head.upgrade) {
+          this.badGateway(exchange, 'a protocol switch the request did not ask for');
+        } else if (!response.upgrade) {
+          // Nothing says what the bytes after it are.
+          this.badGateway(exchange, 'a 101 without Connection: Upgrade');
+        } else {
+          this.switchProtocols(exchange, response, rest);
+        }
         return;
       }
       // 100 Continue, 103 Early Hints: passed on, then the final response follows.
@@ -146,7 +162,10 @@ export abstract class ResponseRelay extends ConnectionStream {
     exchange.done?.(response.status, response.raw);
     this.exchange = undefined;
     const close = exchange.closing || this.clientEnded || this.ctx.draining;
-    if (exchange.spoiled || response.close || this.streamRetired) this.dropStream();
+    // A service that was asked to switch protocols and did not: its connection is not reused.
+    if (exchange.spoiled || response.close || this.streamRetired || exchange.head.upgrade) {
+      this.dropStream();
+    }
     if (close) {
       this.phase = Phase.Closed;
       this.parkStream();

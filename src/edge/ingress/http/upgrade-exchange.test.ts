@@ -1,9 +1,10 @@
 /**
- * Upgrades judged by the agent's answer (upgrade-exchange.ts), over real sockets: an ingress in
- * front of real services through fake tunnels. Only a 101 makes a raw relay, and the bytes the
- * client sent behind the upgrade reach the service only then; any other answer is an HTTP response
- * and each request after it is read and judged by the policy. A client that leaves while the
- * answer is awaited releases the stream.
+ * Upgrades judged by the agent's answer, over real sockets: an ingress in front of real services
+ * through fake tunnels, on both paths (the lean relay for a policy it runs, the full path,
+ * upgrade-exchange.ts, for one that may rewrite bodies). Only a 101 makes a raw relay
+ * (protocol-switch.ts), and the bytes the client sent behind the upgrade reach the service only
+ * then; any other answer is an HTTP response and each request after it is read and judged by the
+ * policy. A client that leaves while the answer is awaited releases the stream.
  */
 import net, { type Socket } from 'node:net';
 import type { IncomingMessage } from 'node:http';
@@ -27,6 +28,16 @@ on_http_request:
     actions: [{type: deny}]
 `;
 
+/** The same rule, with a response action only the full path runs (it may rewrite the body). */
+const DENY_ADMIN_FULL = `${DENY_ADMIN}on_http_response:
+  - actions: [{type: compress-response}]
+`;
+
+const PATHS = [
+  { path: 'the lean relay', policy: DENY_ADMIN, released: 'lean' },
+  { path: 'the full path', policy: DENY_ADMIN_FULL, released: 'upgrade' },
+] as const;
+
 let t: TestIngress;
 let endpoints: PolicyEndpoints;
 /** Answers every request (upgrades too: no 'upgrade' listener) with 200 and its target. */
@@ -35,6 +46,8 @@ let plain: LocalServer;
 let switching: LocalServer;
 /** Never answers. */
 let silent: LocalServer;
+/** Answers an upgrade with a bare 101 that does not say what follows, then sends bytes. */
+let bare: LocalServer;
 const received: string[] = [];
 
 beforeAll(async () => {
@@ -57,6 +70,13 @@ beforeAll(async () => {
       }),
   );
   silent = await startHttpUpstream(() => undefined);
+  bare = await startHttpUpstream(
+    (_req, res) => res.end('not an upgrade'),
+    (server) =>
+      server.on('upgrade', (_req: IncomingMessage, socket: Socket) => {
+        socket.end('HTTP/1.1 101 Switching Protocols\r\n\r\nraw bytes');
+      }),
+  );
 });
 afterEach(() => endpoints.removeAll());
 afterAll(async () => {
@@ -64,6 +84,7 @@ afterAll(async () => {
   await plain.close();
   await switching.close();
   await silent.close();
+  await bare.close();
 });
 
 /** Send `bytes`; read until the ingress closes the connection. */
@@ -83,9 +104,9 @@ const statusLines = (text: string): string[] =>
   text.match(/HTTP\/1\.1 \d{3} [^\r\n]*(?=\r\n)/g) ?? [];
 const UPGRADE = 'Connection: Upgrade\r\nUpgrade: anything\r\n';
 
-describe('upgrades judged by the answer', () => {
+describe.each(PATHS)('upgrades judged by the answer, on $path', ({ policy, released: path }) => {
   it('answers a 200 to an upgrade as HTTP and judges the requests pipelined behind it', async () => {
-    const host = endpoints.publicEndpoint('http', plain.port, DENY_ADMIN).hostname!;
+    const host = endpoints.publicEndpoint('http', plain.port, policy).hostname!;
     const before = received.length;
     const reply = await exchange(
       `GET /public HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\n` +
@@ -104,7 +125,7 @@ describe('upgrades judged by the answer', () => {
 
   it('closes the stream of an upgrade answered 200 once the answer is relayed', async () => {
     const own = await startHttpUpstream((_req, res) => res.end('no upgrade here'));
-    const host = endpoints.publicEndpoint('http', own.port).hostname!;
+    const host = endpoints.publicEndpoint('http', own.port, policy).hostname!;
     const socket = net.connect(t.httpPort, '127.0.0.1');
     let text = '';
     socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
@@ -118,7 +139,7 @@ describe('upgrades judged by the answer', () => {
   });
 
   it('relays raw only after a 101: bytes sent behind the upgrade reach the service then', async () => {
-    const host = endpoints.publicEndpoint('http', switching.port, DENY_ADMIN).hostname!;
+    const host = endpoints.publicEndpoint('http', switching.port, policy).hostname!;
     const socket = net.connect(t.httpPort, '127.0.0.1');
     let text = '';
     socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
@@ -131,8 +152,15 @@ describe('upgrades judged by the answer', () => {
     socket.destroy();
   });
 
+  it('answers 502 to a 101 without Connection: Upgrade, and relays nothing after it', async () => {
+    const host = endpoints.publicEndpoint('http', bare.port, policy).hostname!;
+    const reply = await exchange(`GET /ws HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\n`);
+    expect(statusLines(reply)).toEqual(['HTTP/1.1 502 Bad Gateway']);
+    expect(reply).not.toContain('raw bytes');
+  });
+
   it('refuses an upgrade to a denied path before the agent hears of it', async () => {
-    const host = endpoints.publicEndpoint('http', switching.port, DENY_ADMIN).hostname!;
+    const host = endpoints.publicEndpoint('http', switching.port, policy).hostname!;
     const before = received.length;
     const reply = await exchange(`GET /admin HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\nraw`);
     expect(statusLines(reply)).toEqual(['HTTP/1.1 403 Forbidden']);
@@ -142,9 +170,9 @@ describe('upgrades judged by the answer', () => {
   it.each(['FIN', 'RST'] as const)(
     'releases the stream when the client leaves (%s) while the answer is awaited',
     async (way) => {
-      const host = endpoints.publicEndpoint('http', silent.port, DENY_ADMIN).hostname!;
+      const host = endpoints.publicEndpoint('http', silent.port, policy).hostname!;
       const released = (): number =>
-        metricValue(t.metrics, 'burrow_http_streams_released_total', { path: 'upgrade' });
+        metricValue(t.metrics, 'burrow_http_streams_released_total', { path });
       const before = released();
       const socket = net.connect(t.httpPort, '127.0.0.1');
       socket.on('error', () => undefined);

@@ -14,7 +14,6 @@ import { request, ServerResponse, type ClientRequest, type IncomingMessage } fro
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { headersProblem } from '../../../core/http-wire.js';
-import { relay, type Relay } from '../../../core/relay.js';
 import { asSocket } from '../../../core/socket-like.js';
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
 import type { CounterSeries } from '../../metrics/metrics.js';
@@ -26,11 +25,11 @@ import {
   rawErrorResponse,
   type IngressError,
 } from '../error-pages.js';
-import { relayTimeoutsFor, type RawRelayTimeouts } from '../proxy.js';
 import type { PublicConnections } from './http-connections.js';
 import { carriedBody } from './http-forward-internal.js';
 import { forwardResponseHeaders, requestHasBody, routingHost } from './http-forwarding.js';
 import type { HttpPolicyFlow } from './http-policy.js';
+import { switchProtocols, type RawRelays } from './protocol-switch.js';
 import { writeUpstreamResponse } from './http-responses.js';
 import { releaseAbandoned, releaseAbandonedRequest, releaseStream } from './stream-release.js';
 
@@ -41,9 +40,8 @@ const MAX_HELD = 256 * 1024;
 export interface UpgradeContext {
   connections: PublicConnections;
   connectTimeoutMs: number | undefined;
-  relayTimeouts: RawRelayTimeouts;
-  /** The raw relays open, for `destroyAll`. */
-  relays: Set<Relay>;
+  /** Where a connection goes after a 101 (protocol-switch.ts). */
+  raw: RawRelays;
   /** Counts streams given up because their client left before the exchange ended. */
   released: CounterSeries;
   /** True once the ingress drains: the connection closes after a non-101 answer. */
@@ -192,20 +190,12 @@ export class UpgradeExchange {
       this.refuse(INGRESS_ERRORS.unsafeResponseHead, problem);
       return;
     }
-    this.ctx.connections.handOver(socket, meter);
     this.count(101);
-    socket.write(switchingHead(up.rawHeaders), 'latin1');
-    if (upHead.length > 0) socket.write(upHead);
-    if (held) stream.write(held);
-    const relays = this.ctx.relays;
-    const relayed = relay(socket, stream, {
-      bytesIn: meter.bytesIn,
-      bytesOut: meter.bytesOut,
-      onClose: () => relays.delete(relayed),
-      timeouts: relayTimeoutsFor(this.ctx.relayTimeouts, socket),
+    switchProtocols(this.ctx.raw, socket, stream, meter, {
+      headers: up.rawHeaders,
+      fromAgent: upHead,
+      fromClient: held,
     });
-    relays.add(relayed);
-    socket.resume();
   };
 
   private readonly onResponse = (up: IncomingMessage): void => {
@@ -282,13 +272,6 @@ export class UpgradeExchange {
   private count(status: number): void {
     for (const meter of this.target.meters) meter.request(status);
   }
-}
-
-/** The 101 head the client gets: the agent's headers, the reason phrase of 101. */
-function switchingHead(raw: readonly string[]): string {
-  let head = 'HTTP/1.1 101 Switching Protocols\r\n';
-  for (let i = 0; i < raw.length; i += 2) head += `${raw[i]}: ${raw[i + 1]}\r\n`;
-  return head + '\r\n';
 }
 
 /** True when the request's Connection header lists `close`. */
