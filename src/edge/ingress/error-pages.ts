@@ -257,7 +257,13 @@ export function rawAnswer(
     body: string;
     refusal?: { code: string; title: string; message: string } | undefined;
   },
-  options: { close: boolean; accept?: string | undefined; method?: string },
+  options: {
+    close: boolean;
+    accept?: string | undefined;
+    method?: string;
+    /** The request was HTTP/1.0: a connection kept open must say so (`connection: keep-alive`). */
+    http10?: boolean;
+  },
 ): RawAnswer {
   let { headers, body } = d;
   if (d.refusal && body === '') {
@@ -277,6 +283,7 @@ export function rawAnswer(
   head += `content-length: ${length}\r\n`;
   raw.push('content-length', length);
   if (options.close) head += 'connection: close\r\n';
+  else if (options.http10) head += 'connection: keep-alive\r\n';
   return { head: head + '\r\n', body: options.method === 'HEAD' ? '' : body, raw };
 }
 

@@ -169,18 +169,25 @@ export function agentRequestHead(
   const headers = policy
     ? applyToRawHeaders(forwarded, policy.requestHeaders, REQUEST_OWNED)
     : forwarded;
-  let text = `${head.method} ${policy?.target ?? head.target} HTTP/1.1\r\n`;
+  // An HTTP/1.0 request goes on as one, so the service frames its answer for an HTTP/1.0 client.
+  let text = `${head.method} ${policy?.target ?? head.target} HTTP/1.${head.minor}\r\n`;
   for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
   return text + '\r\n';
 }
 
 /**
- * The response head the public client gets; `close` adds `Connection: close`.
- * @example socket.write(clientResponseHead(response, false), 'latin1')
+ * The response head the public client gets; `close` adds `Connection: close`, and an HTTP/1.0
+ * client (`http10`) whose connection stays open is told so with `Connection: keep-alive`.
+ * @example socket.write(clientResponseHead(response, false, false), 'latin1')
  */
-export function clientResponseHead(response: ResponseHead, close: boolean): string {
+export function clientResponseHead(
+  response: ResponseHead,
+  close: boolean,
+  http10: boolean,
+): string {
   let text = `HTTP/1.1 ${response.status} ${response.reason}\r\n`;
   const raw = response.raw;
   for (let i = 0; i < raw.length; i += 2) text += `${raw[i]}: ${raw[i + 1]}\r\n`;
-  return text + (close ? 'Connection: close\r\n\r\n' : '\r\n');
+  if (close) return text + 'Connection: close\r\n\r\n';
+  return text + (http10 ? 'Connection: keep-alive\r\n\r\n' : '\r\n');
 }

@@ -25,7 +25,7 @@ import { switchProtocols } from './protocol-switch.js';
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
 import type { LeanPage, LeanRoute } from './http-relay.js';
-import { errorPage, rawAnswer, type IngressError } from '../error-pages.js';
+import { errorPage, rawAnswer } from '../error-pages.js';
 import type { RespondDecision } from '../../../policy/index.js';
 
 const NO_METERS: readonly EndpointMeter[] = [];
@@ -192,7 +192,7 @@ export class HttpConnection extends ResponseRelay {
     }
     const buf = this.buffered!;
     this.buffered = end < buf.length ? buf.subarray(end) : undefined;
-    if ('page' in route) this.page(head, host ?? '', route.page);
+    if ('page' in route) this.page(head, host ?? '', route);
     else if (route.answer) this.answer(head, host ?? '', route, route.answer);
     else this.begin(head, host ?? '', route);
   }
@@ -208,8 +208,10 @@ export class HttpConnection extends ResponseRelay {
   }
 
   /** Write the edge's own page for a request no endpoint serves, counted as unrouted. */
-  private page(head: RequestHead, host: string, error: IngressError): void {
-    const written = this.writeAnswer(head, errorPage(error, host, head.accept));
+  private page(head: RequestHead, host: string, route: LeanPage): void {
+    const error = route.page;
+    const page = errorPage(error, host, head.accept, route.detail);
+    const written = this.writeAnswer(head, page, route.close);
     this.ctx.meters.unrouted.request(error.status);
     this.afterAnswer(written.close);
   }
@@ -221,16 +223,23 @@ export class HttpConnection extends ResponseRelay {
   private writeAnswer(
     head: RequestHead,
     answer: Pick<RespondDecision, 'status' | 'headers' | 'body' | 'refusal'>,
+    closing = false,
   ): { raw: string[]; close: boolean } {
     // After a refused upgrade the client's next bytes may be anything (its new protocol's).
     const close =
+      closing ||
       head.chunked ||
       (head.contentLength ?? 0) > 0 ||
       head.close ||
       head.upgrade ||
       this.clientEnded ||
       this.ctx.draining;
-    const bytes = rawAnswer(answer, { close, accept: head.accept, method: head.method });
+    const bytes = rawAnswer(answer, {
+      close,
+      accept: head.accept,
+      method: head.method,
+      http10: head.minor === 0,
+    });
     this.socket.write(bytes.head, 'latin1');
     if (bytes.body !== '') this.socket.write(bytes.body);
     return { raw: bytes.raw, close };

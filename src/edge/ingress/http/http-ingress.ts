@@ -3,7 +3,7 @@
  * handed over by the SNI router. Every connection starts on the lean relay (ingress/http/), which
  * carries requests, upgrades included, as bytes to endpoints whose policy, if any, it can run on
  * heads (http-policy-lean.ts). A request it does not carry (a policy that reads or rewrites a
- * body, HTTP/1.0, an ACME challenge, body capture…) hands the connection to the full path: Node's
+ * body, an ACME challenge, body capture…) hands the connection to the full path: Node's
  * http.Server, whose requests (http-requests.ts) are routed by Host and streamed through a pooled
  * tunnel stream with back-pressure, and whose upgrades (WebSocket, http-upgrades.ts) become raw
  * relays. This file holds the listener, the choice of which requests
@@ -34,6 +34,8 @@ import { H2Ingress, type H2Limits } from './h2-ingress.js';
 import { startsH2c } from './http-connection.js';
 import { HttpRelay, type LeanPage, type LeanRoute } from './http-relay.js';
 import { isGrpc } from '../grpc-answers.js';
+import { INGRESS_ERRORS } from '../error-pages.js';
+import { clientIp } from '../../registry/connect-tunnel.js';
 import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
@@ -124,6 +126,7 @@ export class HttpIngress {
   /** Upgraded connections, relayed raw after a 101 on either path. */
   private readonly raw: RawRelays;
   private readonly maxHeaderCount: number;
+  private readonly onLimit: ((clientIp: string, limit: string) => void) | undefined;
 
   constructor(options: HttpIngressOptions) {
     this.registry = options.registry;
@@ -134,6 +137,7 @@ export class HttpIngress {
     // Uploads may take longer than Node's 5-minute request timeout; headers may not dawdle.
     const limits = options.limits ?? DEFAULT_LIMITS;
     this.maxHeaderCount = limits.maxHeaderCount;
+    this.onLimit = options.onLimit;
     this.requests = new HttpRequests({
       ...options,
       connections,
@@ -232,17 +236,23 @@ export class HttpIngress {
   ): LeanRoute | LeanPage | undefined | Promise<LeanRoute | undefined> {
     // head.target is origin-form: parseRequestHead read it (core/request-target.ts), turning an
     // absolute-form target into one and refusing CONNECT and `*`.
-    if (host === undefined || head.minor !== 1) return undefined;
-    // An upgrade's body would be relayed before the 101 and its bytes after it raw: the full path
-    // reads it (rare; WebSocket handshakes have none).
-    if (head.upgrade && (head.chunked || (head.contentLength ?? 0) > 0)) return undefined;
-    if (head.raw.length / 2 > this.maxHeaderCount) return undefined;
     if (this.acmeChallenge && head.target.startsWith(ACME_CHALLENGE_PATH)) return undefined;
+    // An upgrade's body would be relayed before the 101 and its bytes after it raw: the full path
+    // reads it (rare; WebSocket handshakes have none). HTTP/1.0 has no upgrades.
+    if (head.upgrade && (head.minor === 0 || head.chunked || (head.contentLength ?? 0) > 0)) {
+      return undefined;
+    }
+    const grpc = isGrpc(head.contentType);
+    if (head.raw.length / 2 > this.maxHeaderCount && !grpc) {
+      this.onLimit?.(clientIp(socket as Socket), 'ingress_header_count');
+      const detail = String(this.maxHeaderCount);
+      return { page: INGRESS_ERRORS.tooManyHeaders, detail, close: true };
+    }
     const found = lookupHttpTunnel(this.registry, host, socket);
     const routed = 'status' in found ? found : this.registry.pick(found);
     // The edge's own page is the relay's to write, unless a gRPC client wants a status instead.
-    if ('status' in routed && !isGrpc(head.contentType)) return { page: routed };
-    if ('status' in routed || this.exchangeTap?.captures(host)) {
+    if ('status' in routed && !grpc) return { page: routed };
+    if ('status' in routed || (host !== undefined && this.exchangeTap?.captures(host))) {
       this.requests.routedAhead(socket, { routed });
       return undefined;
     }

@@ -30,9 +30,16 @@ export interface LeanRoute {
   answer?: RespondDecision | undefined;
 }
 
-/** The edge's own page for a request no endpoint serves (no tunnel, a misdirected connection). */
+/**
+ * The edge's own page for a request no endpoint serves (no Host, no tunnel, a misdirected
+ * connection) or that it refuses (too many headers).
+ */
 export interface LeanPage {
   page: IngressError;
+  /** What the page says in its parentheses (the limit gone over). */
+  detail?: string | undefined;
+  /** The connection closes after it. */
+  close?: boolean | undefined;
 }
 
 /** What every connection of one listener shares. */

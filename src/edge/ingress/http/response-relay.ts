@@ -78,10 +78,18 @@ export abstract class ResponseRelay extends ConnectionStream {
         }
         return;
       }
-      // 100 Continue, 103 Early Hints: passed on, then the final response follows.
-      exchange.answered = true;
-      this.socket.write(clientResponseHead(response, false), 'latin1');
+      // 100 Continue, 103 Early Hints: passed on, then the final response follows; never to an
+      // HTTP/1.0 client (RFC 9110 §15.2).
+      if (exchange.head.minor === 1) {
+        exchange.answered = true;
+        this.socket.write(clientResponseHead(response, false, false), 'latin1');
+      }
       if (rest) this.readResponseHead(exchange, rest);
+      return;
+    }
+    if (response.framing.kind === 'chunked' && exchange.head.minor === 0) {
+      // RFC 9112 §6.1: never to an HTTP/1.0 request, which cannot read it.
+      this.badGateway(exchange, 'a chunked response to an HTTP/1.0 request');
       return;
     }
     exchange.upstreamAt = performance.now();
@@ -110,7 +118,8 @@ export abstract class ResponseRelay extends ConnectionStream {
     // read in one turn.
     this.socket.cork();
     process.nextTick(uncork, this.socket);
-    this.socket.write(clientResponseHead(response, exchange.closing), 'latin1');
+    const http10 = exchange.head.minor === 0;
+    this.socket.write(clientResponseHead(response, exchange.closing, http10), 'latin1');
     exchange.answeredAt = performance.now();
     if (rest) this.relayResponseBody(exchange, rest);
     else if (exchange.responseBody.done) this.responseDone(exchange);
