@@ -244,6 +244,25 @@ export interface RawAnswer {
 }
 
 /**
+ * The headers and body of an answer the edge makes: a refusal without a body of its own gets the
+ * refusal page, its variant by `accept` (HTML for browsers). Both wires write this.
+ * @example const { headers, body } = answerContent(decision, req.headers.accept);
+ */
+export function answerContent(
+  d: {
+    status: number;
+    headers: Readonly<Record<string, string>>;
+    body: string;
+    refusal?: { code: string; title: string; message: string } | undefined;
+  },
+  accept: string | undefined,
+): { headers: Readonly<Record<string, string>>; body: string } {
+  if (!d.refusal || d.body !== '') return d;
+  const page = refusalPage(d.refusal, d.status, accept);
+  return { headers: { ...d.headers, ...page.headers }, body: page.body };
+}
+
+/**
  * An answer the edge makes (a policy's, whose headers passed headersProblem, or its own page) as
  * HTTP/1.1: the refusal page when it has no body of its own (its variant by `accept`), no body for
  * a HEAD request, `connection: close` when the connection ends after it. The one writer of raw
@@ -265,12 +284,7 @@ export function rawAnswer(
     http10?: boolean;
   },
 ): RawAnswer {
-  let { headers, body } = d;
-  if (d.refusal && body === '') {
-    const page = refusalPage(d.refusal, d.status, options.accept);
-    headers = { ...headers, ...page.headers };
-    body = page.body;
-  }
+  const { headers, body } = answerContent(d, options.accept);
   // As Node's server dates what it writes (RFC 9110 §6.6.1: the edge is the origin here).
   const raw: string[] = ['date', new Date().toUTCString()];
   let head = `HTTP/1.1 ${d.status} ${reasonOf(d.status)}\r\ndate: ${raw[1]}\r\n`;

@@ -68,11 +68,22 @@ function hexValue(c: number): number {
   return lower >= 0x61 && lower <= 0x66 ? lower - 0x57 : -1;
 }
 
+/** What a decoding {@link ChunkedFramer} hands on: the data without its coding, and trailers. */
+export interface ChunkedParts {
+  /** Chunk data, in order (a view of the buffer given to `take`). */
+  data(bytes: Buffer): void;
+  /** One trailer field line (checked), as sent. */
+  trailer(line: string): void;
+}
+
 /**
- * A chunked body (RFC 9112 §7.1), relayed with its coding.
+ * A chunked body (RFC 9112 §7.1), relayed with its coding, or, given `parts`, also decoded (for a
+ * client that frames bodies its own way: HTTP/2).
  * @example new ChunkedFramer().take(Buffer.from('5\r\nhello\r\n0\r\n\r\nGET'), 0) // 15
  */
 export class ChunkedFramer implements BodyFramer {
+  constructor(private readonly parts?: ChunkedParts) {}
+
   private state = State.Size;
   private size = 0;
   private digits = 0;
@@ -89,6 +100,7 @@ export class ChunkedFramer implements BodyFramer {
     while (i < end && this.state !== State.Done) {
       if (this.state === State.Data) {
         const n = Math.min(this.size, end - i);
+        if (this.parts && n > 0) this.parts.data(buf.subarray(i, i + n));
         this.size -= n;
         i += n;
         if (this.size === 0) this.state = State.DataCr;
@@ -179,6 +191,7 @@ export class ChunkedFramer implements BodyFramer {
     if (!isFieldValue(this.line, colon + 1, this.line.length)) {
       return 'a control character in a trailer';
     }
+    this.parts?.trailer(this.line);
     return undefined;
   }
 }

@@ -176,4 +176,8 @@ export abstract class ConnectionStream {
   }
 }
 
-function ignoreError(): void {}
+/**
+ * The error listener a tunnel stream keeps for its whole life, on every path that holds one: a
+ * stream let go of (parked, dropped) may still fail when its session does.
+ */
+export function ignoreError(): void {}

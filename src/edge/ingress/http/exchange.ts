@@ -14,6 +14,8 @@ import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js'
 import { HeadScanner } from './head-syntax.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseFraming, ResponseHead } from './response-head.js';
+import type { Duplex } from 'node:stream';
+import type { HttpRelayContext, LeanRoute } from './http-relay.js';
 
 /** Told when an exchange ends, for the traffic inspector: the status and response headers. */
 export type ExchangeDone = (status: number, headers: readonly string[]) => void;
@@ -142,6 +144,44 @@ export class Exchange {
   get responded(): boolean {
     return this.responseBody !== undefined && this.responseBody.done;
   }
+}
+
+const NO_METERS: readonly EndpointMeter[] = [];
+
+/**
+ * The exchange of a routed request, on either wire (an HTTP/1.1 connection of the relay, an
+ * HTTP/2 stream): the endpoint's meters, the public connection attributed to it, the inspector's
+ * record begun.
+ * @example const exchange = beginExchange(ctx, socket, { head, host, route, scheme: 'https', clientIp, span });
+ */
+export function beginExchange(
+  ctx: Pick<HttpRelayContext, 'meters' | 'connections' | 'tap'>,
+  socket: Duplex,
+  start: {
+    head: RequestHead;
+    host: string;
+    route: LeanRoute;
+    scheme: 'http' | 'https';
+    clientIp: string;
+    span: SpanContext | undefined;
+  },
+): Exchange {
+  const { tunnel, via } = start.route;
+  const meter = ctx.meters.of(tunnel);
+  const state = ctx.connections.attribute(socket, meter);
+  const done = ctx.tap?.begin({
+    host: start.host,
+    // The endpoint the client asked for, as on the full path.
+    tunnel: via[0] ?? tunnel,
+    scheme: start.scheme,
+    head: start.head,
+    clientIp: start.clientIp,
+    span: start.span,
+  });
+  const passed = via.length === 0 ? NO_METERS : via.map((t) => ctx.meters.of(t));
+  const exchange = new Exchange(start.head, tunnel, meter, state, done, passed, start.route.policy);
+  exchange.span = start.span;
+  return exchange;
 }
 
 /**

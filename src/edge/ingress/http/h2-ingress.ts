@@ -36,6 +36,16 @@ export interface H2IngressOptions {
   limits: H2Limits;
   /** The full path's request handler. */
   onRequest: (req: IncomingMessage, res: ServerResponse) => void;
+  /**
+   * The lean relay's pipeline, asked first (h2-exchange.ts); it calls `full` for a request it
+   * does not carry. Without it every request takes the full path.
+   */
+  lean?: (
+    req: Http2ServerRequest,
+    res: Http2ServerResponse,
+    socket: Duplex,
+    full: () => void,
+  ) => void;
 }
 
 /**
@@ -78,10 +88,13 @@ export class H2Ingress {
       session.once('close', () => this.sessions.delete(session));
       session.setTimeout(limits.keepAliveTimeoutMs, () => session.close());
     });
+    const { onRequest, lean } = options;
     this.server.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
-      const socket = this.sockets.get(req.stream.session!) ?? req.stream.session?.socket;
+      const socket = this.sockets.get(req.stream.session!) ?? req.stream.session!.socket;
       // Made with EdgeH2Response, which writes as the full path expects.
-      options.onRequest(asIncoming(req, socket), res as unknown as ServerResponse);
+      const full = (): void => onRequest(asIncoming(req, socket), res as unknown as ServerResponse);
+      if (lean) lean(req, res, socket, full);
+      else full();
     });
   }
 

@@ -13,7 +13,7 @@
  * (connection-stream.ts).
  */
 import type { Duplex } from 'node:stream';
-import { agentRequestHead, Exchange } from './exchange.js';
+import { agentRequestHead, beginExchange, type Exchange } from './exchange.js';
 import { concat, Phase } from './connection-stream.js';
 import { HeadScanner, type HeadError } from './head-syntax.js';
 import { rewrittenHost, routingHost } from './http-forwarding.js';
@@ -22,13 +22,10 @@ import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
 import type { ResponseHead } from './response-head.js';
 import { switchProtocols } from './protocol-switch.js';
-import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
 import type { LeanPage, LeanRoute } from './http-relay.js';
 import { errorPage, rawAnswer } from '../error-pages.js';
 import type { RespondDecision } from '../../../policy/index.js';
-
-const NO_METERS: readonly EndpointMeter[] = [];
 
 /** The first line of HTTP/2's connection preface (RFC 9113 3.4), as an HTTP/1.1 parser sees it. */
 const H2C_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n', 'latin1');
@@ -340,22 +337,8 @@ export class HttpConnection extends ResponseRelay {
     route: LeanRoute,
     span: SpanContext | undefined,
   ): Exchange {
-    const { tunnel, via } = route;
-    const meter = this.ctx.meters.of(tunnel);
-    const state = this.ctx.connections.attribute(this.socket, meter);
-    const done = this.ctx.tap?.begin({
-      host,
-      // The endpoint the client asked for, as on the full path.
-      tunnel: via[0] ?? tunnel,
-      scheme: this.proto,
-      head,
-      clientIp: this.ip,
-      span,
-    });
-    const passed = via.length === 0 ? NO_METERS : via.map((t) => this.ctx.meters.of(t));
-    const exchange = new Exchange(head, tunnel, meter, state, done, passed, route.policy);
-    exchange.span = span;
-    return exchange;
+    const start = { head, host, route, scheme: this.proto, clientIp: this.ip, span };
+    return beginExchange(this.ctx, this.socket, start);
   }
 
   protected send(exchange: Exchange): void {

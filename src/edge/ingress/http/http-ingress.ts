@@ -30,7 +30,11 @@ import {
   type RawRelayTimeouts,
 } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
+import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import { serveH2 } from './h2-exchange.js';
+import { h2RequestHead } from './h2-head.js';
 import { H2Ingress, type H2Limits } from './h2-ingress.js';
+import { routingHost } from './http-forwarding.js';
 import { startsH2c } from './http-connection.js';
 import { HttpRelay, type LeanPage, type LeanRoute } from './http-relay.js';
 import { isGrpc } from '../grpc-answers.js';
@@ -173,6 +177,7 @@ export class HttpIngress {
     this.h2 = new H2Ingress({
       limits: { ...limits, keepAliveTimeoutMs },
       onRequest: this.requests.onRequest,
+      lean: (req, res, socket, full) => this.leanH2(req, res, socket, full),
     });
     this.relay = new HttpRelay({
       meters: options.meters,
@@ -306,6 +311,34 @@ export class HttpIngress {
     walk.chain = step.chain;
     walk.tunnel = step.next;
     return CONTINUE;
+  }
+
+  /**
+   * An HTTP/2 request on the relay's pipeline (h2-exchange.ts), routed by {@link leanRoute} as
+   * an HTTP/1.1 one is; `full` serves what it does not carry. gRPC takes the full path, which
+   * answers a gRPC client's refusals and failures with a gRPC status.
+   */
+  private leanH2(
+    req: Http2ServerRequest,
+    res: Http2ServerResponse,
+    socket: Duplex,
+    full: () => void,
+  ): void {
+    const head = h2RequestHead(req);
+    if (!head || isGrpc(head.contentType)) {
+      full();
+      return;
+    }
+    const host = routingHost(head.host) ?? '';
+    const serve = (route: LeanRoute | LeanPage | undefined): void => {
+      // The client may have reset its stream while the policy decided.
+      if (req.stream.destroyed) return;
+      if (route) serveH2(this.relay.context, req, res, socket, head, host, route);
+      else full();
+    };
+    const route = this.leanRoute(head, routingHost(head.host), socket);
+    if (route instanceof Promise) route.then(serve, full);
+    else serve(route);
   }
 
   /**

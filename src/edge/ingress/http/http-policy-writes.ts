@@ -93,7 +93,8 @@ export function rewrittenRequest(d: {
     : { target: read.target };
 }
 
-const POLICY_FAILED_ANSWER = {
+/** The answer of a policy that could not run (every wire writes this one). */
+export const POLICY_FAILED_ANSWER = {
   status: POLICY_FAILED.status,
   headers: { 'content-type': 'text/plain; charset=utf-8', 'burrow-error-code': POLICY_FAILED.code },
   body: `500 Internal Server Error\n\nThe endpoint's traffic policy could not run.\n\n${POLICY_FAILED.code}\n`,

@@ -103,7 +103,8 @@ export interface HttpRelayOptions {
 export class HttpRelay {
   private readonly open = new Set<HttpConnection>();
   private readonly pool: StreamPool;
-  private readonly context: HttpRelayContext;
+  /** What its connections share; HTTP/2 exchanges on the same pipeline share it too. */
+  readonly context: HttpRelayContext;
   private drainingNow = false;
 
   constructor(options: HttpRelayOptions) {

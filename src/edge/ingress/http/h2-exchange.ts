@@ -1,0 +1,438 @@
+/**
+ * An HTTP/2 request on the lean relay's pipeline. It is read into the same `RequestHead` an
+ * HTTP/1.1 request is (h2-head.ts), routed and judged by the same code (http-ingress.ts
+ * leanRoute, http-policy-lean.ts), counted and recorded by the same Exchange, and sent to the
+ * agent as the relay sends one: an HTTP/1.1 head (exchange.ts agentRequestHead) on a pooled
+ * tunnel stream, the body after it (chunked when the client gave no length). The agent's response
+ * head is read strictly (response-head.ts), on_http_response applied to it, and the answer written
+ * back as HTTP/2: headers, the body without its HTTP/1.1 coding (body-framing.ts), trailers.
+ *
+ * What differs from HTTP/1.1 is only the wire: one public connection carries many exchanges at
+ * once, each with its own tunnel stream, and a client that resets its stream releases that stream
+ * (stream-release.ts) as a client that hangs up does on HTTP/1.1.
+ */
+import type { Duplex } from 'node:stream';
+import {
+  constants,
+  type Http2ServerRequest,
+  type Http2ServerResponse,
+  type ServerHttp2Stream,
+} from 'node:http2';
+import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
+import { startSpan } from '../../metrics/trace-context.js';
+import { errorPage, failureDetail, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
+import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
+import { concat, ignoreError } from './connection-stream.js';
+import { CONNECTION_SPECIFIC, h2Headers, respondH2 } from './h2-head.js';
+import { agentRequestHead, beginExchange, CloseFramer, type Exchange } from './exchange.js';
+import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
+import { leanResponseHeaders } from './http-policy-lean.js';
+import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
+import type { HttpRelayContext, LeanPage, LeanRoute } from './http-relay.js';
+import type { RequestHead } from './request-head.js';
+import { parseResponseHead, type ResponseHead } from './response-head.js';
+import { releaseAbandoned } from './stream-release.js';
+
+/** The most a response head may take (as on HTTP/1.1, response-relay.ts). */
+const MAX_RESPONSE_HEAD = 64 * 1024;
+/**
+ * Serve an HTTP/2 request the relay's routing took (http-ingress.ts leanRoute): the edge's page,
+ * the policy's own answer, or the exchange with the agent.
+ * @example serveH2(relay.context, req, res, socket, head, host, route);
+ */
+export function serveH2(
+  ctx: HttpRelayContext,
+  req: Http2ServerRequest,
+  res: Http2ServerResponse,
+  socket: Duplex,
+  head: RequestHead,
+  host: string,
+  route: LeanRoute | LeanPage,
+): void {
+  if ('page' in route) {
+    respondH2(req.stream, errorPage(route.page, host, head.accept, route.detail), head);
+    ctx.meters.unrouted.request(route.page.status);
+    return;
+  }
+  const proto = publicProto(socket);
+  const ip = clientIp(socket as { remoteAddress?: string });
+  // Made only while traces are exported: otherwise the request goes on as it came.
+  const span = ctx.tracing() ? startSpan(head.raw) : undefined;
+  const start = { head, host, route, scheme: proto, clientIp: ip, span };
+  const exchange = beginExchange(ctx, socket, start);
+  const answer = route.answer;
+  if (!answer) {
+    new H2Exchange(ctx, req, res, socket, exchange, proto, ip).start();
+    return;
+  }
+  const raw = respondH2(req.stream, answer, head);
+  exchange.count(answer.status, (performance.now() - exchange.started) / 1000);
+  if (exchange.state) ctx.connections.countBytes(exchange.state);
+  exchange.done?.(answer.status, raw);
+}
+
+/**
+ * @example new H2Exchange(ctx, req, res, socket, exchange, 'https', clientIp).start();
+ */
+export class H2Exchange {
+  private stream: Duplex | undefined;
+  private pending: Buffer | undefined;
+  private response: ResponseHead | undefined;
+  private responseBody: BodyFramer | undefined;
+  /** The request body's framer while it is sent (none without a body). */
+  private requestBody: LengthFramer | undefined;
+  private requestSent: boolean;
+  private readonly trailers: string[] = [];
+  /** The exchange is over (answered in full, failed, or its client gone). */
+  private finished = false;
+  /** Bytes came after the response: the stream cannot carry another exchange. */
+  private spoiled = false;
+  /** The client's stream refused a write: the tunnel stream waits for its 'drain'. */
+  private clientFull = false;
+  private readonly h2: ServerHttp2Stream;
+  private readonly poolKey: string;
+
+  constructor(
+    private readonly ctx: HttpRelayContext,
+    private readonly req: Http2ServerRequest,
+    private readonly res: Http2ServerResponse,
+    private readonly socket: Duplex,
+    private readonly exchange: Exchange,
+    private readonly proto: 'http' | 'https',
+    private readonly ip: string,
+  ) {
+    this.h2 = req.stream;
+    this.poolKey = `${proto} ${ip}`;
+    const head = exchange.head;
+    this.requestSent = !head.chunked && !head.contentLength;
+  }
+
+  start(): void {
+    this.h2.once('close', this.onClientClose);
+    const tunnel = this.exchange.tunnel;
+    // A stream of a ProxyProto tunnel began with another connection's PROXY header: never reused.
+    const pooled = tunnel.proxyProto ? undefined : this.ctx.pool.take(tunnel, this.poolKey);
+    if (pooled) {
+      this.exchange.reused = true;
+      this.adopt(pooled);
+      return;
+    }
+    this.connect();
+  }
+
+  private connect(): void {
+    const info = proxyInfoOf(this.socket, this.proto, false);
+    connectTunnel(this.exchange.tunnel, info, this.ctx.connectTimeoutMs).then(
+      (stream) => {
+        if (this.finished) {
+          // The client left while the stream opened; the agent may have dialled its service.
+          releaseAbandoned(stream, this.ctx.released);
+          return;
+        }
+        this.adopt(stream);
+      },
+      (err: NodeJS.ErrnoException) => this.fail(failureDetail(err)),
+    );
+  }
+
+  private adopt(stream: Duplex): void {
+    this.stream = stream;
+    if (!stream.listeners('error').includes(ignoreError)) stream.on('error', ignoreError);
+    stream.on('data', this.onStreamData);
+    stream.on('end', this.onStreamEnd);
+    stream.on('close', this.onStreamClose);
+    stream.resume();
+    this.send(stream);
+  }
+
+  private send(stream: Duplex): void {
+    const { exchange, req } = this;
+    const head = exchange.head;
+    exchange.sentAt = performance.now();
+    const host = rewrittenHost(exchange.tunnel);
+    const text = agentRequestHead(head, this.proto, this.ip, host, exchange.policy, exchange.span);
+    stream.write(text, 'latin1');
+    if (this.requestSent) return;
+    if (head.contentLength) this.requestBody = new LengthFramer(head.contentLength);
+    req.on('data', this.onRequestData);
+    req.once('end', this.onRequestEnd);
+  }
+
+  private readonly onRequestData = (chunk: Buffer): void => {
+    const stream = this.stream;
+    if (!stream || this.finished) return;
+    const framer = this.requestBody;
+    // nghttp2 checks DATA against content-length too; the agent must never get more.
+    if (framer && framer.take(chunk, 0) !== chunk.length) {
+      this.fail('a request body longer than its Content-Length');
+      return;
+    }
+    if (framer) {
+      stream.write(chunk);
+    } else {
+      stream.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
+      stream.write(chunk);
+      stream.write('\r\n', 'latin1');
+    }
+    if (stream.writableNeedDrain) {
+      this.req.pause();
+      stream.once('drain', this.resumeRequest);
+    }
+  };
+
+  private readonly resumeRequest = (): void => {
+    if (!this.finished) this.req.resume();
+  };
+
+  private readonly onRequestEnd = (): void => {
+    const stream = this.stream;
+    if (!stream || this.finished) return;
+    if (this.requestBody && !this.requestBody.done) {
+      this.fail('a request body shorter than its Content-Length');
+      return;
+    }
+    if (!this.requestBody) stream.write('0\r\n\r\n', 'latin1');
+    this.requestSent = true;
+  };
+
+  private readonly onStreamData = (chunk: Buffer): void => {
+    if (this.finished) return;
+    if (this.responseBody) this.relayBody(chunk);
+    else this.readHead(concat(this.pending, chunk));
+  };
+
+  private readHead(buf: Buffer): void {
+    const { exchange } = this;
+    const end = exchange.responseScanner.scan(buf);
+    if (typeof end === 'string' || (end < 0 && buf.length > MAX_RESPONSE_HEAD)) {
+      this.fail(typeof end === 'string' ? end : 'a response head over 64 KiB');
+      return;
+    }
+    if (end < 0) {
+      this.pending = buf;
+      return;
+    }
+    this.pending = undefined;
+    exchange.responseScanner.reset();
+    const response = parseResponseHead(buf.toString('latin1', 0, end), exchange.head.method);
+    if (!('raw' in response)) {
+      this.fail(response.reason);
+      return;
+    }
+    const rest = end < buf.length ? buf.subarray(end) : undefined;
+    if (response.status < 200) {
+      // 100 Continue, 103 Early Hints: HTTP/2 clients need none of them; the final one follows.
+      if (response.status === 101) this.fail('a protocol switch the request did not ask for');
+      else if (rest) this.readHead(rest);
+      return;
+    }
+    exchange.upstreamAt = performance.now();
+    const phase = exchange.policy?.response;
+    if (phase) {
+      const raw = leanResponseHeaders(phase, response.status, response.raw);
+      if (!raw || !Array.isArray(raw)) {
+        if (raw) this.answerInstead(INGRESS_ERRORS.unsafeResponseHead, raw.problem);
+        else this.answerWith(POLICY_FAILED_ANSWER);
+        return;
+      }
+      response.raw = raw;
+    }
+    this.respond(response);
+    if (this.finished) return;
+    if (rest) this.relayBody(rest);
+    else if (this.responseBody!.done) this.done();
+  }
+
+  private respond(response: ResponseHead): void {
+    const { h2, exchange } = this;
+    const framing = response.framing;
+    this.response = response;
+    exchange.response = response;
+    this.responseBody =
+      framing.kind === 'length'
+        ? new LengthFramer(framing.length)
+        : framing.kind === 'chunked'
+          ? new ChunkedFramer({ data: this.write, trailer: (line) => this.trailers.push(line) })
+          : framing.kind === 'close'
+            ? new CloseFramer()
+            : new LengthFramer(0);
+    try {
+      h2.respond(h2Headers(response), {
+        endStream: framing.kind === 'none',
+        waitForTrailers: framing.kind === 'chunked',
+      });
+    } catch (err) {
+      // Node refuses a header it cannot send on HTTP/2 (a name HTTP/1.1 allows and it does not).
+      this.answerInstead(INGRESS_ERRORS.unsafeResponseHead, (err as Error).message);
+      return;
+    }
+    exchange.answered = true;
+    exchange.answeredAt = performance.now();
+  }
+
+  /** Response body bytes for the client (decoded, for a chunked body). */
+  private readonly write = (bytes: Buffer): void => {
+    if (!this.h2.write(bytes) && !this.clientFull) {
+      this.clientFull = true;
+      this.stream?.pause();
+      this.h2.once('drain', this.resumeStream);
+    }
+  };
+
+  private readonly resumeStream = (): void => {
+    this.clientFull = false;
+    this.stream?.resume();
+  };
+
+  private relayBody(chunk: Buffer): void {
+    const framer = this.responseBody!;
+    const n = framer.take(chunk, 0);
+    if (typeof n === 'string') {
+      this.breakAnswer();
+      return;
+    }
+    if (!(framer instanceof ChunkedFramer) && n > 0) {
+      this.write(n === chunk.length ? chunk : chunk.subarray(0, n));
+    }
+    if (n < chunk.length) this.spoiled = true;
+    // A response that ends before its request body does: the rest of that body is not read.
+    if (framer.done) this.done();
+  }
+
+  /**
+   * The chunked body's trailers, for HTTP/2's trailing HEADERS: Node's response object sends
+   * those it holds when the stream asks for them ('wantTrailers').
+   */
+  private trailerFields(): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const line of this.trailers) {
+      const colon = line.indexOf(':');
+      const name = line.slice(0, colon).trim().toLowerCase();
+      if (CONNECTION_SPECIFIC.has(name) || name === 'content-length') continue;
+      out[name] = line.slice(colon + 1).trim();
+    }
+    return out;
+  }
+
+  /** The response is relayed in full: count it, and keep the stream if it can carry another. */
+  private done(): void {
+    if (this.finished) return;
+    this.finished = true;
+    const { exchange } = this;
+    const response = this.response!;
+    if (response.framing.kind === 'chunked') this.res.addTrailers(this.trailerFields());
+    if (response.framing.kind !== 'none') this.h2.end();
+    const now = performance.now();
+    exchange.count(
+      response.status,
+      (now - exchange.started) / 1000,
+      (exchange.upstreamAt - exchange.sentAt) / 1000,
+      (exchange.sentAt - exchange.started + exchange.answeredAt - exchange.upstreamAt) / 1000,
+    );
+    if (exchange.state) this.ctx.connections.countBytes(exchange.state);
+    exchange.done?.(response.status, response.raw);
+    const stream = this.release();
+    if (!stream) return;
+    const clean =
+      this.requestSent && !this.spoiled && !response.close && !exchange.tunnel.proxyProto;
+    if (clean && !stream.destroyed && !stream.readableEnded) {
+      this.ctx.pool.put(exchange.tunnel, this.poolKey, stream);
+    } else {
+      stream.destroy();
+    }
+  }
+
+  private readonly onStreamEnd = (): void => {
+    const body = this.responseBody;
+    if (body instanceof CloseFramer && !this.finished) {
+      body.end();
+      this.done();
+      return;
+    }
+    this.streamGone();
+  };
+
+  private readonly onStreamClose = (): void => {
+    this.streamGone();
+  };
+
+  /** The stream ended or closed before the exchange did: retried once when safe, else a 502. */
+  private streamGone(): void {
+    if (this.finished) return;
+    const { exchange } = this;
+    this.release()?.destroy();
+    // A kept stream may have been closed by the agent's service just as it was reused; a request
+    // without a body can safely go again, on a fresh stream.
+    const hasBody = exchange.head.chunked || (exchange.head.contentLength ?? 0) > 0;
+    if (exchange.reused && !exchange.retried && !exchange.answered && !hasBody) {
+      exchange.retried = true;
+      exchange.reused = false;
+      exchange.responseScanner.reset();
+      this.pending = undefined;
+      this.connect();
+      return;
+    }
+    this.fail('the agent closed the stream');
+  }
+
+  /** The client reset or closed its stream: the exchange ends, its stream given up at once. */
+  private readonly onClientClose = (): void => {
+    if (this.finished) return;
+    this.finished = true;
+    const { exchange } = this;
+    // 499: the client went away before the answer (nginx's convention).
+    const status = this.response?.status ?? 499;
+    exchange.count(status);
+    exchange.done?.(status, this.response?.raw ?? []);
+    const stream = this.release();
+    if (stream) releaseAbandoned(stream, this.ctx.released);
+  };
+
+  /** A failure: a 502 when nothing was answered yet, else the client's stream is reset. */
+  private fail(detail: string): void {
+    if (this.finished) return;
+    if (this.exchange.answered) this.breakAnswer();
+    else this.answerInstead(INGRESS_ERRORS.tunnelUnreachable, detail);
+  }
+
+  private answerInstead(error: IngressError, detail: string): void {
+    const host = routingHost(this.exchange.head.host) ?? '';
+    this.answerWith(errorPage(error, host, this.exchange.head.accept, detail));
+  }
+
+  /** Answer with the edge's own `answer` instead of the agent's. */
+  private answerWith(answer: {
+    status: number;
+    headers: Readonly<Record<string, string>>;
+    body: string;
+  }): void {
+    this.finished = true;
+    this.release()?.destroy();
+    const { exchange } = this;
+    exchange.answered = true;
+    exchange.count(answer.status);
+    const raw = respondH2(this.h2, answer, exchange.head);
+    exchange.done?.(answer.status, raw);
+  }
+
+  /** Part of the answer went out: the client must see it broken, not short. */
+  private breakAnswer(): void {
+    this.finished = true;
+    this.release()?.destroy();
+    const status = this.response?.status ?? 502;
+    this.exchange.count(status);
+    this.exchange.done?.(status, this.response?.raw ?? []);
+    this.h2.close(constants.NGHTTP2_INTERNAL_ERROR);
+  }
+
+  private release(): Duplex | undefined {
+    const stream = this.stream;
+    if (!stream) return undefined;
+    stream.off('data', this.onStreamData);
+    stream.off('end', this.onStreamEnd);
+    stream.off('close', this.onStreamClose);
+    stream.off('drain', this.resumeRequest);
+    this.stream = undefined;
+    return stream;
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * HTTP/2 messages as the lean relay's pipeline reads and writes them (h2-exchange.ts): a request's
+ * head read into the `RequestHead` an HTTP/1.1 request gets, an agent's HTTP/1.1 response head as
+ * HTTP/2 headers, and the answers the edge makes itself written as HTTP/2.
+ */
+import type { Http2ServerRequest, OutgoingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import { readRequestTarget } from '../../../core/request-target.js';
+import { answerContent } from '../error-pages.js';
+import type { RequestHead } from './request-head.js';
+import type { ResponseHead } from './response-head.js';
+
+const DIGITS = /^\d{1,15}$/;
+/** Headers HTTP/2 forbids (RFC 9113 8.2.2); Node refuses to send them. */
+export const CONNECTION_SPECIFIC = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'te',
+  'http2-settings',
+  'host',
+]);
+
+/**
+ * The head of an HTTP/2 request as the relay reads an HTTP/1.1 one, or undefined for what only
+ * the full path serves (CONNECT, a target or length it refuses, which it answers): Host from
+ * `:authority` when the client sent no Host, a body without a length sent on chunked.
+ * @example const head = h2RequestHead(req); if (!head) return full();
+ */
+export function h2RequestHead(req: Http2ServerRequest): RequestHead | undefined {
+  const headers = req.headers;
+  const method = headers[':method'];
+  const path = headers[':path'];
+  if (typeof method !== 'string' || typeof path !== 'string' || method === 'CONNECT') {
+    return undefined;
+  }
+  const given = req.rawHeaders;
+  const raw: string[] = [];
+  let host = typeof headers.host === 'string' ? headers.host : undefined;
+  if (host === undefined && req.authority) {
+    host = req.authority;
+    raw.push('host', host);
+  }
+  for (let i = 0; i < given.length; i += 2) {
+    if (given[i]!.charCodeAt(0) !== 0x3a) raw.push(given[i]!, given[i + 1]!);
+  }
+  const length = headers['content-length'];
+  if (length !== undefined && (typeof length !== 'string' || !DIGITS.test(length))) {
+    return undefined;
+  }
+  const read = readRequestTarget(method, path, host);
+  if ('problem' in read) return undefined;
+  const accept = headers.accept;
+  const contentType = headers['content-type'];
+  return {
+    method,
+    target: read.target,
+    minor: 1,
+    raw,
+    host,
+    contentLength: length === undefined ? undefined : Number(length),
+    chunked: length === undefined && !req.stream.endAfterHeaders,
+    close: false,
+    upgrade: false,
+    connection: undefined,
+    accept: typeof accept === 'string' ? accept : undefined,
+    contentType: typeof contentType === 'string' ? contentType : undefined,
+  };
+}
+
+/**
+ * Answer an HTTP/2 stream with an answer the edge made (a policy's, or its own page, with
+ * answerContent's refusal page); returns the headers as written, for the inspector.
+ * @example respondH2(stream, errorPage(error, host, head.accept), head.method);
+ */
+export function respondH2(
+  stream: ServerHttp2Stream,
+  answer: {
+    status: number;
+    headers: Readonly<Record<string, string>>;
+    body: string;
+    refusal?: { code: string; title: string; message: string } | undefined;
+  },
+  head: Pick<RequestHead, 'method' | 'accept'>,
+): string[] {
+  const { headers, body } = answerContent(answer, head.accept);
+  const raw: string[] = [];
+  const out: OutgoingHttpHeaders = { ':status': answer.status };
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    if (lower === 'content-length' || CONNECTION_SPECIFIC.has(lower)) continue;
+    out[lower] = value;
+    raw.push(lower, value);
+  }
+  const length = String(Buffer.byteLength(body));
+  out['content-length'] = length;
+  raw.push('content-length', length);
+  if (stream.destroyed || stream.headersSent) return raw;
+  const empty = head.method === 'HEAD' || body === '';
+  stream.respond(out, { endStream: empty });
+  if (!empty) stream.end(body);
+  return raw;
+}
+
+/**
+ * The agent's response headers as HTTP/2 headers: lower-case, repeated ones as lists.
+ * @example stream.respond(h2Headers(response));
+ */
+export function h2Headers(response: ResponseHead): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = { ':status': response.status };
+  const raw = response.raw;
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i]!.toLowerCase();
+    if (CONNECTION_SPECIFIC.has(name)) continue;
+    const value = raw[i + 1]!;
+    const before = out[name];
+    if (before === undefined) out[name] = value;
+    else if (Array.isArray(before)) before.push(value);
+    else out[name] = [String(before), value];
+  }
+  return out;
+}
