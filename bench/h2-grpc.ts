@@ -6,6 +6,10 @@
  *   each, against an h2c service directly and through the HTTPS port (TLS, h2) to an endpoint bound
  *   with app protocol http2 (Burrow's SDK agent), which the edge speaks h2c to; both through a
  *   Unix-socket relay process (serveRelay).
+ * - h2 to an HTTP/1.1 service: h2load over TLS and h2 to an endpoint bound without an app
+ *   protocol (the edge sends HTTP/1.1 on the tunnel stream: the lean relay's pipeline,
+ *   h2-exchange.ts), against h2load speaking HTTP/1.1 (`--h1`) to the same service directly; and,
+ *   for comparison, h2load `--h1` through the edge to that endpoint.
  * - gRPC unary: a @grpc/grpc-js client keeping CALLS calls in flight for DURATION seconds, directly
  *   and through the edge.
  *
@@ -17,6 +21,7 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:http2';
 import { connect as connectTcp, createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -50,10 +55,12 @@ type EchoClient = { echo(m: Buffer, cb: grpc.requestCallback<Buffer>): grpc.Clie
 type EdgeInfo = EdgeAddress & { httpsPort: number };
 interface Services {
   h2: number;
+  h1: number;
   grpc: number;
 }
 interface Hosts {
   h2: string;
+  h1: string;
   grpc: string;
 }
 
@@ -65,6 +72,8 @@ async function serveEdge(): Promise<void> {
 async function serveServices(): Promise<void> {
   const h2 = createServer((_req, res) => res.end('ok'));
   await new Promise<void>((resolve) => h2.listen(0, '127.0.0.1', resolve));
+  const h1 = createHttpServer((_req, res) => res.end('ok'));
+  await new Promise<void>((resolve) => h1.listen(0, '127.0.0.1', resolve));
   const server = new grpc.Server();
   server.addService(ECHO, {
     echo: (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) =>
@@ -75,14 +84,17 @@ async function serveServices(): Promise<void> {
       err ? reject(err) : resolve(p),
     ),
   );
-  answer({ h2: (h2.address() as { port: number }).port, grpc: port });
+  const portOf = (s: { address(): unknown }): number => (s.address() as { port: number }).port;
+  answer({ h2: portOf(h2), h1: portOf(h1), grpc: port });
 }
 
 async function serveAgent(spec: { edge: EdgeInfo; services: Services }): Promise<void> {
   const session = await connectAgent(spec.edge);
   const h2 = await session.httpEndpoint({ appProtocol: 'http2', forward: spec.services.h2 });
+  const h1 = await session.httpEndpoint({ forward: spec.services.h1 });
   const rpc = await session.httpEndpoint({ appProtocol: 'http2', forward: spec.services.grpc });
-  answer({ h2: new URL(h2.url!).hostname, grpc: new URL(rpc.url!).hostname });
+  const hostOf = (e: { url?: string | undefined }): string => new URL(e.url!).hostname;
+  answer({ h2: hostOf(h2), h1: hostOf(h1), grpc: hostOf(rpc) });
 }
 
 /** The grpc load role: CALLS unary calls in flight for DURATION s; answers calls per second. */
@@ -135,11 +147,19 @@ async function serveRelay(spec: { path: string; port: number }): Promise<void> {
   answer({ path: spec.path });
 }
 
-/** Requests per second h2load measured at `url` through the Unix socket `socket`, and failures. */
-function h2load(url: string, socket: string): Promise<{ rate: number; errors: number }> {
+/**
+ * Requests per second h2load measured at `url` through the Unix socket `socket`, and failures;
+ * over HTTP/1.1 (keep-alive, one request at a time per connection) with `h1`.
+ */
+function h2load(
+  url: string,
+  socket: string,
+  h1 = false,
+): Promise<{ rate: number; errors: number }> {
   const args = [
+    ...(h1 ? ['--h1'] : []),
     ...['-D', String(DURATION), '--warm-up-time', '1'],
-    ...['-c', String(CLIENTS), '-m', String(STREAMS)],
+    ...['-c', String(h1 ? CLIENTS * STREAMS : CLIENTS), '-m', String(h1 ? 1 : STREAMS)],
     ...['-B', `unix:${socket}`],
     url,
   ];
@@ -169,6 +189,12 @@ async function main(): Promise<void> {
     direct: (
       await roles.start<{ path: string }>('relay', { path: join(dir, 'direct'), port: services.h2 })
     ).path,
+    directH1: (
+      await roles.start<{ path: string }>('relay', {
+        path: join(dir, 'direct-h1'),
+        port: services.h1,
+      })
+    ).path,
     edge: (
       await roles.start<{ path: string }>('relay', {
         path: join(dir, 'edge'),
@@ -179,6 +205,9 @@ async function main(): Promise<void> {
   const runs = {
     h2Direct: [] as number[],
     h2Edge: [] as number[],
+    h1Direct: [] as number[],
+    h2ToH1Edge: [] as number[],
+    h1Edge: [] as number[],
     grpcDirect: [] as number[],
     grpcEdge: [] as number[],
   };
@@ -186,6 +215,9 @@ async function main(): Promise<void> {
   for (let round = 0; round < ROUNDS; round++) {
     const direct = await h2load(`http://127.0.0.1:${services.h2}/`, relays.direct);
     const through = await h2load(`https://${hosts.h2}:${edge.httpsPort}/`, relays.edge);
+    const h1Direct = await h2load(`http://127.0.0.1:${services.h1}/`, relays.directH1, true);
+    const h2ToH1 = await h2load(`https://${hosts.h1}:${edge.httpsPort}/`, relays.edge);
+    const h1Edge = await h2load(`https://${hosts.h1}:${edge.httpsPort}/`, relays.edge, true);
     const grpcDirect = await roles.start<{ rate: number; errors: number }>('grpcLoad', {
       target: `127.0.0.1:${services.grpc}`,
     });
@@ -196,9 +228,13 @@ async function main(): Promise<void> {
     });
     runs.h2Direct.push(direct.rate);
     runs.h2Edge.push(through.rate);
+    runs.h1Direct.push(h1Direct.rate);
+    runs.h2ToH1Edge.push(h2ToH1.rate);
+    runs.h1Edge.push(h1Edge.rate);
     runs.grpcDirect.push(grpcDirect.rate);
     runs.grpcEdge.push(grpcEdge.rate);
     errors += direct.errors + through.errors + grpcDirect.errors + grpcEdge.errors;
+    errors += h1Direct.errors + h2ToH1.errors + h1Edge.errors;
     process.stderr.write(`round ${round + 1} done\n`);
   }
   const row = (name: string, direct: number[], edge: number[]): string[] => [
@@ -209,7 +245,8 @@ async function main(): Promise<void> {
   ];
   console.log(
     `\nHTTP/2 and gRPC through the edge against direct, ${machine()}; ${DURATION} s per run, ` +
-      `median of ${ROUNDS} alternating rounds; h2load -c ${CLIENTS} -m ${STREAMS}, ` +
+      `median of ${ROUNDS} alternating rounds; h2load -c ${CLIENTS} -m ${STREAMS} ` +
+      `(--h1: -c ${CLIENTS * STREAMS} -m 1), ` +
       `${CALLS} gRPC calls in flight; ${errors} errors.\n`,
   );
   console.log(
@@ -220,6 +257,16 @@ async function main(): Promise<void> {
           'h2 keep-alive (h2load; edge: TLS + h2, h2c to the service)',
           runs.h2Direct,
           runs.h2Edge,
+        ),
+        row(
+          'h2 client, HTTP/1.1 service (edge: TLS + h2, HTTP/1.1 to the service; direct: --h1)',
+          runs.h1Direct,
+          runs.h2ToH1Edge,
+        ),
+        row(
+          'HTTP/1.1 client, HTTP/1.1 service (edge: TLS + HTTP/1.1; direct: --h1)',
+          runs.h1Direct,
+          runs.h1Edge,
         ),
         row('gRPC unary calls (@grpc/grpc-js)', runs.grpcDirect, runs.grpcEdge),
       ],
