@@ -187,6 +187,10 @@ export class HttpIngress {
       keepAliveTimeoutMs,
       connectTimeoutMs: options.connectTimeoutMs,
       idleStreamMs: options.idleStreamMs,
+      // An HTTP/2 client's streams each hold a tunnel stream while they run and give it back
+      // after: as many may be idle at once as it may run at once, or each one past would open a
+      // new stream (and the agent a new connection to its service) per request.
+      idleStreamsPerClient: Math.max(32, limits.http2MaxConcurrentStreams),
       tap: options.exchangeTap,
       tracing: options.tracing,
       raw: this.raw,

@@ -87,6 +87,8 @@ export interface HttpRelayOptions {
   connectTimeoutMs?: number | undefined;
   /** Idle tunnel streams are closed after this long. Default 15 s. */
   idleStreamMs?: number | undefined;
+  /** Idle tunnel streams kept per tunnel and client. Default 32. */
+  idleStreamsPerClient?: number | undefined;
   tap?: ExchangeTap | undefined;
   tracing?: (() => boolean) | undefined;
   raw: RawRelays;
@@ -108,7 +110,10 @@ export class HttpRelay {
   private drainingNow = false;
 
   constructor(options: HttpRelayOptions) {
-    this.pool = new StreamPool({ idleMs: options.idleStreamMs });
+    this.pool = new StreamPool({
+      idleMs: options.idleStreamMs,
+      maxPerClient: options.idleStreamsPerClient,
+    });
     const isDraining = (): boolean => this.drainingNow;
     this.context = {
       meters: options.meters,
