@@ -127,6 +127,27 @@ describe('variables and their older PascalCase aliases', () => {
     expect(evaluate("vars.tier == 'gold' && vars.count > 2", 'on_tcp_connect', act)).toBe(true);
     expect(evaluate("'missing' in vars", 'on_tcp_connect', act)).toBe(false);
   });
+
+  it('reads a string field path as CEL does, with CEL answering what is not a string', () => {
+    // `path + ''` is not a bare path: CEL evaluates it, the reference for the direct read.
+    for (const path of ['conn.client_ip', 'conn.TLS.Version', 'req.url.path', 'endpoint.host']) {
+      expect(evaluate(path)).toBe(evaluate(`${path} + ''`));
+    }
+    const broken = activation({ client_ip: undefined as unknown as string });
+    expect(() => evaluate('conn.client_ip', 'on_tcp_connect', broken)).toThrow();
+    expect(() => evaluate("conn.client_ip + ''", 'on_tcp_connect', broken)).toThrow();
+    const notAString = activation({ client_ip: 7 as unknown as string });
+    expect(() => evaluate('conn.client_ip', 'on_tcp_connect', notAString)).toThrow(/not of type/);
+  });
+
+  it('looks a key up in a map field as CEL does, in any case for headers', () => {
+    for (const key of ['content-type', 'Content-Type', 'x-none']) {
+      for (const map of ['req.headers', 'req.Headers', 'res.headers', 'req.url.query_params']) {
+        const direct = `'${key}' in ${map}`;
+        expect([direct, evaluate(direct)]).toEqual([direct, evaluate(`(${direct}) == true`)]);
+      }
+    }
+  });
 });
 
 describe('functions', () => {

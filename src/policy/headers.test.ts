@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import {
   applyHeaderChanges,
+  caseInsensitiveLookups,
   canonicalHeaderName,
   firstHeader,
   HeaderEdits,
   headerMap,
+  headerValues,
   isHeaderName,
   NO_HEADER_CHANGES,
 } from './headers.js';
@@ -77,10 +79,42 @@ describe('header helpers', () => {
     ]);
   });
 
+  it('reads a raw header list as the header object built from it: repeats joined, set-cookie a list', () => {
+    const raw = ['Host', 'a', 'X-A', '1', 'x-a', '2', 'Set-Cookie', 'c=1', 'set-cookie', 'd=2'];
+    const changes = { remove: ['host'], add: [['x-b', '3']] as const };
+    expect([...headerMap(raw, changes)]).toEqual([
+      ['x-a', ['1, 2']],
+      ['set-cookie', ['c=1', 'd=2']],
+      ['x-b', ['3']],
+    ]);
+    expect(headerValues(raw, 'x-a')).toEqual(['1, 2']);
+    expect(headerValues(raw, 'set-cookie')).toEqual(['c=1', 'd=2']);
+    expect(headerValues(raw, 'x-none')).toEqual([]);
+    expect(headerValues({ 'x-a': ['1', '2'], n: 3 }, 'n')).toEqual(['3']);
+    expect(firstHeader(raw, 'X-A')).toBe('1, 2');
+    expect(firstHeader(raw, 'set-cookie')).toBe('c=1');
+    expect(firstHeader(raw, 'x-none')).toBeUndefined();
+  });
+
   it('finds the first value of a header in any case', () => {
     expect(firstHeader({ 'Content-Type': 'text/html' }, 'content-type')).toBe('text/html');
     expect(firstHeader({ accept: ['a', 'b'] }, 'Accept')).toBe('a');
     expect(firstHeader({}, 'x')).toBeUndefined();
+  });
+
+  it('looks keys up in any case, sharing the lookups of one normalizer between maps', () => {
+    const lower = (key: string) => key.toLowerCase();
+    const a = caseInsensitiveLookups(new Map([['x-a', 1]]), lower);
+    const b = caseInsensitiveLookups(new Map([['x-b', 2]]), lower);
+    expect([a.get('X-A'), a.has('X-a'), a.get('x-b'), b.get('X-B'), b.has('x-a')]).toEqual([
+      1,
+      true,
+      undefined,
+      2,
+      false,
+    ]);
+    const own = (map: Map<string, number>) => Object.getOwnPropertyDescriptor(map, 'get')?.value;
+    expect(own(a)).toBe(own(b));
   });
 
   it('names headers canonically and checks header names', () => {

@@ -5,6 +5,17 @@
  */
 export type HeaderInput = Readonly<Record<string, string | readonly string[] | number | undefined>>;
 
+/**
+ * Headers as a head parser read them, in Node's `rawHeaders` form (`[name, value, …]`, names in
+ * any case): the lean relay hands them over so, and nothing is built from them for a phase that
+ * reads no header. They read as the object the ingress's `headersOf` makes of such a list: names
+ * in lower case, a repeated header's values joined with `, `, `set-cookie` a list.
+ */
+export type RawHeaders = readonly string[];
+
+/** The headers of a request or response: an object as Node gives them, or a raw list. */
+export type MessageHeaders = HeaderInput | RawHeaders;
+
 /** Header changes a phase asks for, applied in this order: first `remove`, then `add`. */
 export interface HeaderChanges {
   /** Lower-case names to drop from the original message. */
@@ -70,24 +81,70 @@ export class HeaderEdits {
 }
 
 /**
+ * The values of the lower-case `name` in `raw`, as in the header object built from it: one value
+ * (repeats joined with `, `), or each `set-cookie`; undefined when absent.
+ */
+function rawValues(raw: RawHeaders, name: string): string[] | undefined {
+  let values: string[] | undefined;
+  for (let i = 0; i < raw.length; i += 2) {
+    const key = raw[i]!;
+    if (key.length !== name.length || key.toLowerCase() !== name) continue;
+    const value = raw[i + 1]!;
+    if (values === undefined) values = [value];
+    else if (name === 'set-cookie') values.push(value);
+    else values[0] = `${values[0]}, ${value}`;
+  }
+  return values;
+}
+
+/**
+ * The values of the lower-case header `name` in `input`, as `req.headers[name]` holds them before
+ * any change; empty when absent.
+ * @example headerValues(['Set-Cookie', 'a', 'set-cookie', 'b'], 'set-cookie') // ['a', 'b']
+ */
+export function headerValues(input: MessageHeaders, name: string): string[] {
+  if (isRaw(input)) return rawValues(input, name) ?? [];
+  const value = input[name];
+  if (value === undefined) return [];
+  return typeof value === 'object' ? [...value] : [String(value)];
+}
+
+function isRaw(input: MessageHeaders): input is RawHeaders {
+  return Array.isArray(input);
+}
+
+/**
  * The header map CEL sees (`req.headers`, `res.headers`): lower-case names to lists of values,
  * with `changes` applied, so a rule sees what earlier actions did.
  * @example headerMap({ 'x-a': '1', 'set-cookie': ['a', 'b'] }).get('set-cookie') // ['a', 'b']
  */
 export function headerMap(
-  input: HeaderInput,
+  input: MessageHeaders,
   changes: HeaderChanges = NO_HEADER_CHANGES,
 ): Map<string, string[]> {
   const map = new Map<string, string[]>();
-  for (const name in input) {
-    const value = input[name];
-    if (value === undefined) continue;
-    const lower = name.toLowerCase();
-    if (changes.remove.includes(lower)) continue;
-    const values = typeof value === 'object' ? [...value] : [String(value)];
-    const existing = map.get(lower);
-    if (existing) existing.push(...values);
-    else map.set(lower, values);
+  const removed = changes.remove;
+  if (isRaw(input)) {
+    for (let i = 0; i < input.length; i += 2) {
+      const lower = input[i]!.toLowerCase();
+      if (removed.length > 0 && removed.includes(lower)) continue;
+      const value = input[i + 1]!;
+      const existing = map.get(lower);
+      if (existing === undefined) map.set(lower, [value]);
+      else if (lower === 'set-cookie') existing.push(value);
+      else existing[0] = `${existing[0]}, ${value}`;
+    }
+  } else {
+    for (const name in input) {
+      const value = input[name];
+      if (value === undefined) continue;
+      const lower = name.toLowerCase();
+      if (removed.includes(lower)) continue;
+      const values = typeof value === 'object' ? [...value] : [String(value)];
+      const existing = map.get(lower);
+      if (existing) existing.push(...values);
+      else map.set(lower, values);
+    }
   }
   for (const [name, value] of changes.add) {
     const existing = map.get(name);
@@ -101,8 +158,9 @@ export function headerMap(
  * The first value of header `name` in `input` (names compared without case), or undefined.
  * @example firstHeader({ 'content-type': 'text/html' }, 'Content-Type') // 'text/html'
  */
-export function firstHeader(input: HeaderInput, name: string): string | undefined {
+export function firstHeader(input: MessageHeaders, name: string): string | undefined {
   const lower = name.toLowerCase();
+  if (isRaw(input)) return rawValues(input, lower)?.[0];
   let value = input[lower];
   if (value === undefined) {
     for (const key in input) {
@@ -161,20 +219,40 @@ export function isHeaderName(name: string): boolean {
   return TOKEN.test(name);
 }
 
+type Lookups = Pick<Map<string, unknown>, 'get' | 'has'>;
+
+/** Per normalizer, one pair of lookups shared by every map it serves (`this` is the map). */
+const lookupsOf = new WeakMap<(key: string) => string, Lookups>();
+
 /**
  * `map` with lookups (`[]`, `in`, `has()`) that ignore the key's case: `req.headers['X-Api-Version']`
  * finds the header the map keeps as `x-api-version`, as users copying ngrok's examples expect.
  * CEL reads maps by `get` and knows them by their constructor (Map), so the lookups are replaced
- * on the instance rather than by a subclass. `normalize` gives the key the map is keyed by.
+ * on the instance rather than by a subclass; they are made once per `normalize` (the key the map
+ * is keyed by: pass the same function every time), not once per map, which is built per request.
  */
 export function caseInsensitiveLookups<V>(
   map: Map<string, V>,
   normalize: (key: string) => string,
 ): Map<string, V> {
-  const get = map.get.bind(map);
-  const has = map.has.bind(map);
-  map.get = (key: string) =>
-    get(key) ?? (typeof key === 'string' ? get(normalize(key)) : undefined);
-  map.has = (key: string) => has(key) || (typeof key === 'string' && has(normalize(key)));
+  let lookups = lookupsOf.get(normalize);
+  if (lookups === undefined) {
+    lookups = {
+      get(this: Map<string, unknown>, key: string): unknown {
+        const found: unknown = Map.prototype.get.call(this, key);
+        if (found !== undefined && found !== null) return found;
+        return typeof key === 'string'
+          ? (Map.prototype.get.call(this, normalize(key)) as unknown)
+          : undefined;
+      },
+      has(this: Map<string, unknown>, key: string): boolean {
+        if (Map.prototype.has.call(this, key)) return true;
+        return typeof key === 'string' && Map.prototype.has.call(this, normalize(key));
+      },
+    };
+    lookupsOf.set(normalize, lookups);
+  }
+  map.get = lookups.get as Map<string, V>['get'];
+  map.has = lookups.has;
   return map;
 }

@@ -7,6 +7,7 @@ import {
   SAMPLE_RESPONSE,
   sync,
 } from '../../test/support/policy-fixtures.js';
+import type { HeaderInput } from './headers.js';
 import type { RequestInput } from './variables.js';
 
 /**
@@ -64,7 +65,7 @@ describe('req.content_type', () => {
   });
 
   it("is '' with empty fields without the header, and skips a malformed parameter", () => {
-    const { 'content-type': _, ...headers } = SAMPLE_REQUEST.headers;
+    const { 'content-type': _, ...headers } = SAMPLE_REQUEST.headers as HeaderInput;
     const none = request({ headers });
     const body = '[${req.content_type}][${req.content_type.raw}][${req.content_type.parameters}]';
     expect(sync(answer(body, none))).toMatchObject({ body: '[][][{}]' });

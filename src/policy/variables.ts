@@ -4,9 +4,11 @@ import {
   caseInsensitiveLookups,
   firstHeader,
   headerMap,
+  headerValues,
   NO_HEADER_CHANGES,
   type HeaderChanges,
   type HeaderInput,
+  type MessageHeaders,
 } from './headers.js';
 import {
   ContentTypeVars,
@@ -76,7 +78,7 @@ export interface RequestInput {
   url: string;
   /** `http` or `https`; default `http`. */
   scheme?: string | undefined;
-  headers: HeaderInput;
+  headers: MessageHeaders;
   /** The Host header value; defaults to `headers.host`. */
   host?: string | undefined;
   /** The HTTP version, e.g. `1.1`. */
@@ -97,10 +99,13 @@ export interface RequestInput {
 /** An HTTP response from the upstream service. */
 export interface ResponseInput {
   status_code: number;
-  headers: HeaderInput;
+  headers: MessageHeaders;
 }
 
 const big = (n: number | undefined): bigint => BigInt(Math.trunc(n ?? 0));
+
+/** The key of the header maps: one function, so that their lookups are made once (headers.ts). */
+const lowerCase = (name: string): string => name.toLowerCase();
 
 /**
  * `TLSv1.3` → `1.3`, `TLSv1` → `1.0`; other text unchanged; undefined → ''.
@@ -222,17 +227,18 @@ export class EndpointVars {
 
 /** Shared by `req` and `res`: the header map, rebuilt after the phase edits headers. */
 abstract class MessageVars {
-  readonly #headers: HeaderInput;
+  readonly #headers: MessageHeaders;
   #changes: HeaderChanges = NO_HEADER_CHANGES;
   #map: Map<string, string[]> | undefined;
   #canonical: Map<string, string[]> | undefined;
   #contentType: ContentTypeVars | undefined;
-  constructor(headers: HeaderInput) {
+  constructor(headers: MessageHeaders) {
     this.#headers = headers;
   }
   get headers(): Map<string, string[]> {
-    return (this.#map ??= caseInsensitiveLookups(headerMap(this.#headers, this.#changes), (k) =>
-      k.toLowerCase(),
+    return (this.#map ??= caseInsensitiveLookups(
+      headerMap(this.#headers, this.#changes),
+      lowerCase,
     ));
   }
   /** The older `Headers` map: the same values under Go's canonical names (`User-Agent`). */
@@ -246,13 +252,8 @@ abstract class MessageVars {
   header(name: string): string[] {
     const lower = name.toLowerCase();
     if (this.#map) return this.#map.get(lower) ?? [];
-    const values: string[] = [];
     const changes = this.#changes;
-    if (!changes.remove.includes(lower)) {
-      const value = this.#headers[lower];
-      if (typeof value === 'object') values.push(...value);
-      else if (value !== undefined) values.push(String(value));
-    }
+    const values = changes.remove.includes(lower) ? [] : headerValues(this.#headers, lower);
     for (const [n, v] of changes.add) if (n === lower) values.push(v);
     return values;
   }
@@ -304,7 +305,7 @@ export class ReqVars extends MessageVars {
    */
   get trailers(): Map<string, string[]> {
     const trailers = this.#in.trailers?.() ?? {};
-    return caseInsensitiveLookups(headerMap(trailers), (k) => k.toLowerCase());
+    return caseInsensitiveLookups(headerMap(trailers), lowerCase);
   }
   /** Cookies and the agent are read from the headers: after an edit, read again. */
   override setHeaderChanges(changes: HeaderChanges): void {

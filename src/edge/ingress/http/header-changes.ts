@@ -32,13 +32,20 @@ export function applyToRawHeaders(
   ownedOnRemove: ReadonlySet<string>,
   ownedOnAdd: ReadonlySet<string> = ownedOnRemove,
 ): string[] {
-  if (changes.remove.length === 0 && changes.add.length === 0) return raw;
-  const removed = changes.remove.filter((name) => !ownedOnRemove.has(name));
-  const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    if (removed.length > 0 && removed.includes(raw[i]!.toLowerCase())) continue;
-    out.push(raw[i]!, raw[i + 1]!);
+  const { remove, add } = changes;
+  if (remove.length === 0 && add.length === 0) return raw;
+  const removed = remove.length === 0 ? remove : remove.filter((name) => !ownedOnRemove.has(name));
+  let out: string[];
+  if (removed.length === 0) {
+    // Most phases only add: the list is copied whole, not rebuilt pair by pair.
+    out = raw.slice();
+  } else {
+    out = [];
+    for (let i = 0; i < raw.length; i += 2) {
+      if (removed.includes(raw[i]!.toLowerCase())) continue;
+      out.push(raw[i]!, raw[i + 1]!);
+    }
   }
-  for (const [name, value] of changes.add) if (!ownedOnAdd.has(name)) out.push(name, value);
+  for (const [name, value] of add) if (!ownedOnAdd.has(name)) out.push(name, value);
   return out;
 }

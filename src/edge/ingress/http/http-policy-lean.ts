@@ -13,7 +13,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
-import { headersProblem } from '../../../core/http-wire.js';
+import { fieldProblem, headersProblem } from '../../../core/http-wire.js';
 import {
   NO_HEADER_CHANGES,
   type ConnInput,
@@ -30,7 +30,6 @@ import { isGrpc } from '../grpc-answers.js';
 import { applyToRawHeaders, RESPONSE_ADD_OWNED, RESPONSE_REMOVE_OWNED } from './header-changes.js';
 import { rewrittenRequest } from './http-policy-writes.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
-import { headersOf } from './http-forward-internal.js';
 import { connectionState, type ConnectionPolicyState, type Settled } from './http-policy.js';
 import type { RequestHead } from './request-head.js';
 
@@ -132,6 +131,8 @@ export type LeanVerdict =
 
 const RELAY: LeanVerdict = { kind: 'relay' };
 const FULL: LeanVerdict = { kind: 'full' };
+/** The variables of a connection whose policy has no on_tcp_connect: one object for them all. */
+const NO_VARS: PolicyVars = Object.freeze({});
 
 /**
  * The connection's on_tcp_connect outcome for `policy` (once per connection and policy, as on
@@ -142,9 +143,9 @@ function tcpConnectVars(
   state: ConnectionPolicyState,
   policy: TunnelPolicy,
 ): PolicyVars | undefined {
+  if (!policy.runner.policy.has('on_tcp_connect')) return NO_VARS;
   const known = state.admitted.get(policy);
   if (known !== undefined) return known;
-  if (!policy.runner.policy.has('on_tcp_connect')) return Object.freeze({});
   if (state.decided.has(policy)) return undefined;
   let decision: Settled<TcpConnectDecision>;
   try {
@@ -176,34 +177,34 @@ export function leanVerdict(
   const state = connectionState(socket);
   const vars = tcpConnectVars(state, policy);
   if (vars === undefined) return FULL;
-  const runner = policy.runner;
-  const hasResponsePhase = runner.policy.has('on_http_response');
-  if (!runner.policy.has('on_http_request') && !hasResponsePhase) return RELAY;
+  const phases = policy.runner.policy;
+  const hasRequestPhase = phases.has('on_http_request');
+  if (!hasRequestPhase && !phases.has('on_http_response')) return RELAY;
   const req: RequestInput = {
     method: head.method,
     url: head.target,
     scheme: (socket as Partial<TLSSocket>).encrypted === true ? 'https' : 'http',
-    headers: headersOf(head.raw),
+    // As parsed: the phases build from them only what their rules read.
+    headers: head.raw,
     version: head.minor === 1 ? '1.1' : '1.0',
     received: Date.now(),
   };
-  const run = (
-    requestHeaders: HeaderChanges,
-    after: PolicyVars,
-    decided?: { target: string | undefined; observers: LeanPolicyRun['observers'] },
-  ): LeanVerdict => ({
-    kind: 'relay',
-    run: {
-      requestHeaders,
-      target: decided?.target,
-      response: hasResponsePhase ? { policy, conn: state.conn, req, vars: after } : undefined,
-      observers: decided?.observers,
-    },
-  });
-  if (!runner.policy.has('on_http_request')) return run(NO_HEADER_CHANGES, vars);
+  if (!hasRequestPhase) {
+    return relayed(
+      NO_HEADER_CHANGES,
+      { policy, conn: state.conn, req, vars },
+      undefined,
+      undefined,
+    );
+  }
   let decision: Settled<HttpRequestDecision>;
   try {
-    decision = runner.onHttpRequest({ conn: state.conn, endpoint: policy.endpoint, req, vars });
+    decision = policy.runner.onHttpRequest({
+      conn: state.conn,
+      endpoint: policy.endpoint,
+      req,
+      vars,
+    });
   } catch {
     return FULL;
   }
@@ -211,56 +212,81 @@ export function leanVerdict(
     // A decision that waits (jwt-validation's signature check and key lookup) is waited for here,
     // as the full path would; one that fails is the full path's to answer (the policy's 500).
     return decision.then(
-      (d) => verdictOf(d),
+      (d) => verdictOf(d, policy, state.conn, req, head.contentType),
       (): LeanVerdict => ({ kind: 'full', decision }),
     );
   }
-  return verdictOf(decision);
-
-  function verdictOf(decision: HttpRequestDecision): LeanVerdict {
-    if (decision.kind === 'respond') {
-      // The relay writes the answer, unless it is a gRPC client's (a status in trailers, which
-      // the full path writes) or has a header that cannot be written (the full path's 502 page).
-      return isGrpc(head.contentType) || headersProblem(decision.headers)
-        ? { kind: 'full', decision }
-        : { kind: 'answer', answer: decision };
-    }
-    if (decision.kind !== 'continue') return { kind: 'full', decision };
-    // What only the full path writes: a body rewrite, and the page for a target or header value
-    // the policy made that cannot be written (rewrittenRequest says which).
-    const rewritten = rewrittenRequest(decision);
-    if (decision.bodyRewrite !== undefined || 'refused' in rewritten) {
-      return { kind: 'full', decision };
-    }
-    const changes = decision.headers;
-    const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
-    if (decision.forwardInternal) {
-      // Changes made before a hop are applied by the full path, which writes the request once.
-      if (
-        changes.add.length > 0 ||
-        changes.remove.length > 0 ||
-        hasResponsePhase ||
-        rewritten.target !== undefined ||
-        observers !== undefined
-      )
-        return { kind: 'full', decision };
-      return { kind: 'forward', forward: decision.forwardInternal, decision };
-    }
-    return changes.add.length === 0 &&
-      changes.remove.length === 0 &&
-      !hasResponsePhase &&
-      rewritten.target === undefined &&
-      observers === undefined
-      ? RELAY
-      : run(changes, decision.vars, { target: rewritten.target, observers });
-  }
+  return verdictOf(decision, policy, state.conn, req, head.contentType);
 }
 
 /**
- * The response head's headers after on_http_response: `raw` with its changes; `{ problem }` for
- * a header it made that cannot be written (answered with the 502 page, as on the full path); or
- * undefined when the phase cannot be applied (it threw, waited or answered), and the policy fails
- * closed.
+ * The verdict on a request (`req`, its Content-Type `contentType`) that `policy`'s
+ * on_http_request decided. A module function, not a closure of {@link leanVerdict}: it runs for
+ * every request.
+ */
+function verdictOf(
+  decision: HttpRequestDecision,
+  policy: TunnelPolicy,
+  conn: ConnInput,
+  req: RequestInput,
+  contentType: string | undefined,
+): LeanVerdict {
+  if (decision.kind === 'respond') {
+    // The relay writes the answer, unless it is a gRPC client's (a status in trailers, which
+    // the full path writes) or has a header that cannot be written (the full path's 502 page).
+    return isGrpc(contentType) || headersProblem(decision.headers)
+      ? { kind: 'full', decision }
+      : { kind: 'answer', answer: decision };
+  }
+  if (decision.kind !== 'continue') return { kind: 'full', decision };
+  // What only the full path writes: a body rewrite, and the page for a target or header value
+  // the policy made that cannot be written (rewrittenRequest says which).
+  const rewritten = rewrittenRequest(decision);
+  if (decision.bodyRewrite !== undefined || 'refused' in rewritten) {
+    return { kind: 'full', decision };
+  }
+  const changes = decision.headers;
+  const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
+  const hasResponsePhase = policy.runner.policy.has('on_http_response');
+  if (decision.forwardInternal) {
+    // Changes made before a hop are applied by the full path, which writes the request once.
+    if (
+      changes.add.length > 0 ||
+      changes.remove.length > 0 ||
+      hasResponsePhase ||
+      rewritten.target !== undefined ||
+      observers !== undefined
+    )
+      return { kind: 'full', decision };
+    return { kind: 'forward', forward: decision.forwardInternal, decision };
+  }
+  if (
+    changes.add.length === 0 &&
+    changes.remove.length === 0 &&
+    !hasResponsePhase &&
+    rewritten.target === undefined &&
+    observers === undefined
+  )
+    return RELAY;
+  const response = hasResponsePhase ? { policy, conn, req, vars: decision.vars } : undefined;
+  return relayed(changes, response, rewritten.target, observers);
+}
+
+/** Relay the request with what the policy made of it, and run `response` on its response. */
+function relayed(
+  requestHeaders: HeaderChanges,
+  response: ResponsePhase | undefined,
+  target: string | undefined,
+  observers: LeanPolicyRun['observers'],
+): LeanVerdict {
+  return { kind: 'relay', run: { requestHeaders, target, response, observers } };
+}
+
+/**
+ * The response head's headers after on_http_response: `raw` (as parseResponseHead read them, so
+ * every field of it can be written) with its changes; `{ problem }` for a header it added that
+ * cannot be written (answered with the 502 page, as on the full path); or undefined when the
+ * phase cannot be applied (it threw, waited or answered), and the policy fails closed.
  * @example const headers = leanResponseHeaders(run.response, 200, response.raw);
  */
 export function leanResponseHeaders(
@@ -274,7 +300,7 @@ export function leanResponseHeaders(
       conn: phase.conn,
       endpoint: phase.policy.endpoint,
       req: phase.req,
-      res: { status_code: status, headers: headersOf(raw) },
+      res: { status_code: status, headers: raw },
       vars: phase.vars,
     });
   } catch {
@@ -283,7 +309,12 @@ export function leanResponseHeaders(
   if (d instanceof Promise || d.kind !== 'continue' || d.compress || d.bodyRewrite) {
     return undefined;
   }
-  const out = applyToRawHeaders(raw, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED);
-  const problem = headersProblem(out);
-  return problem ? { problem } : out;
+  // The response's own fields were read by the rules fieldProblem checks: only those the phase
+  // adds (and the ingress does not own) can fail, and they are checked in the order written.
+  for (const [name, value] of d.headers.add) {
+    if (RESPONSE_ADD_OWNED.has(name)) continue;
+    const problem = fieldProblem(name, value);
+    if (problem) return { problem };
+  }
+  return applyToRawHeaders(raw, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED);
 }
