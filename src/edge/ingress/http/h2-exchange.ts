@@ -23,7 +23,7 @@ import { startSpan } from '../../metrics/trace-context.js';
 import { errorPage, failureDetail, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
 import { concat, ignoreError } from './connection-stream.js';
-import { CONNECTION_SPECIFIC, h2Headers, respondH2 } from './h2-head.js';
+import { h2Headers, NOT_IN_RESPONSES, respondH2 } from './h2-head.js';
 import { agentRequestHead, beginExchange, CloseFramer, type Exchange } from './exchange.js';
 import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
 import { leanResponseHeaders } from './http-policy-lean.js';
@@ -308,7 +308,7 @@ export class H2Exchange {
     for (const line of this.trailers) {
       const colon = line.indexOf(':');
       const name = line.slice(0, colon).trim().toLowerCase();
-      if (CONNECTION_SPECIFIC.has(name) || name === 'content-length') continue;
+      if (NOT_IN_RESPONSES.has(name) || name === 'content-length') continue;
       out[name] = line.slice(colon + 1).trim();
     }
     return out;

@@ -8,17 +8,16 @@ import { readRequestTarget } from '../../../core/request-target.js';
 import { answerContent } from '../error-pages.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseHead } from './response-head.js';
+import { CONNECTION_SPECIFIC } from './h2-upstream.js';
 
 const DIGITS = /^\d{1,15}$/;
-/** Headers HTTP/2 forbids (RFC 9113 8.2.2); Node refuses to send them. */
-export const CONNECTION_SPECIFIC = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-connection',
-  'transfer-encoding',
-  'upgrade',
+/**
+ * Headers an HTTP/2 response never carries (RFC 9113 8.2.2; Node refuses to send them): those
+ * HTTP/2 does not carry at all, `te`, and `host`.
+ */
+export const NOT_IN_RESPONSES: ReadonlySet<string> = new Set([
+  ...CONNECTION_SPECIFIC,
   'te',
-  'http2-settings',
   'host',
 ]);
 
@@ -89,7 +88,7 @@ export function respondH2(
   const out: OutgoingHttpHeaders = { ':status': answer.status };
   for (const [name, value] of Object.entries(headers)) {
     const lower = name.toLowerCase();
-    if (lower === 'content-length' || CONNECTION_SPECIFIC.has(lower)) continue;
+    if (lower === 'content-length' || NOT_IN_RESPONSES.has(lower)) continue;
     out[lower] = value;
     raw.push(lower, value);
   }
@@ -112,7 +111,7 @@ export function h2Headers(response: ResponseHead): OutgoingHttpHeaders {
   const raw = response.raw;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i]!.toLowerCase();
-    if (CONNECTION_SPECIFIC.has(name)) continue;
+    if (NOT_IN_RESPONSES.has(name)) continue;
     const value = raw[i + 1]!;
     const before = out[name];
     if (before === undefined) out[name] = value;

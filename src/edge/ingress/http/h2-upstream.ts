@@ -34,7 +34,7 @@ export const H2_STREAM_WINDOW = 1024 * 1024;
 export const H2_SESSION_WINDOW = 4 * 1024 * 1024;
 
 /** Headers HTTP/2 does not carry (RFC 9113 8.2.2); `te` only as `trailers`. */
-const CONNECTION_SPECIFIC: ReadonlySet<string> = new Set([
+export const CONNECTION_SPECIFIC: ReadonlySet<string> = new Set([
   'connection',
   'keep-alive',
   'proxy-connection',
