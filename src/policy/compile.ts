@@ -102,6 +102,11 @@ export class CompiledPolicy {
      * before its rules.
      */
     readonly waitsForBody = false,
+    /**
+     * Some expression may read `actions` (the results of earlier actions): when none can, the
+     * runner does not record them, which would cost copies of the variables on every request.
+     */
+    readonly readsActionResults = true,
   ) {
     const ids = new Set<string>();
     for (const phase of POLICY_PHASES) {
@@ -302,10 +307,17 @@ export function compileDocument(
     );
   }
   // A mention anywhere counts (even in a string literal): the cost is only reading the body first.
-  const waitsForBody = /\breq\s*\.\s*(?:ts\s*\.\s*body_received|trailers)\b/.test(
-    JSON.stringify(doc),
+  const text = JSON.stringify(doc);
+  const waitsForBody = /\breq\s*\.\s*(?:ts\s*\.\s*body_received|trailers)\b/.test(text);
+  // Likewise for `actions`, but not the rules' own `"actions":` key.
+  const readsActionResults = /\bactions\b(?!":)/.test(text);
+  return new CompiledPolicy(
+    options.protocol,
+    compiled,
+    secretReads,
+    waitsForBody,
+    readsActionResults,
   );
-  return new CompiledPolicy(options.protocol, compiled, secretReads, waitsForBody);
 }
 
 /**

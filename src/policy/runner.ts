@@ -111,6 +111,7 @@ class PhaseRun implements PhaseContext {
   }
 
   setActionResult(name: string, value: Record<string, unknown>): void {
+    if (!this.runner.policy.readsActionResults) return;
     let ngrok = this.#ngrokResults;
     if (!ngrok) {
       // Once per run: the results so far belong to the vars of an earlier phase (and its
