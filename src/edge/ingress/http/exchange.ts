@@ -13,7 +13,7 @@ import type { SpanContext } from '../../metrics/trace-context.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
 import { HeadScanner } from './head-syntax.js';
 import type { RequestHead } from './request-head.js';
-import type { ResponseFraming, ResponseHead } from './response-head.js';
+import { parseResponseHead, type ResponseFraming, type ResponseHead } from './response-head.js';
 import type { Duplex } from 'node:stream';
 import type { HttpRelayContext, LeanRoute } from './http-relay.js';
 
@@ -135,6 +135,28 @@ export class Exchange {
     if (observers && status !== 499) for (const observer of observers) observer(status);
   }
 
+  /**
+   * Read the response head from `chunk`, after what came of it before: the head and the bytes
+   * that followed it, undefined while it is incomplete (the part is kept), or why it is refused.
+   */
+  takeResponseHead(
+    chunk: Buffer,
+  ): { response: ResponseHead; rest: Buffer | undefined } | string | undefined {
+    const buf = this.pendingHead === undefined ? chunk : Buffer.concat([this.pendingHead, chunk]);
+    const end = this.responseScanner.scan(buf);
+    if (typeof end === 'string') return end;
+    if (end < 0) {
+      if (buf.length > MAX_RESPONSE_HEAD) return 'a response head over 64 KiB';
+      this.pendingHead = buf;
+      return undefined;
+    }
+    this.pendingHead = undefined;
+    this.responseScanner.reset();
+    const response = parseResponseHead(buf.toString('latin1', 0, end), this.head.method);
+    if (!('raw' in response)) return response.reason;
+    return { response, rest: end < buf.length ? buf.subarray(end) : undefined };
+  }
+
   /** Whether the whole request has been sent. */
   get requestSent(): boolean {
     return this.requestBody === undefined || this.requestBody.done;
@@ -147,6 +169,8 @@ export class Exchange {
 }
 
 const NO_METERS: readonly EndpointMeter[] = [];
+/** The most a response head may take. */
+const MAX_RESPONSE_HEAD = 64 * 1024;
 
 /**
  * The exchange of a routed request, on either wire (an HTTP/1.1 connection of the relay, an

@@ -22,7 +22,7 @@ import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tun
 import { startSpan } from '../../metrics/trace-context.js';
 import { errorPage, failureDetail, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
-import { concat, ignoreError } from './connection-stream.js';
+import { ignoreError } from './connection-stream.js';
 import { h2Headers, NOT_IN_RESPONSES, respondH2 } from './h2-head.js';
 import { agentRequestHead, beginExchange, CloseFramer, type Exchange } from './exchange.js';
 import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
@@ -30,11 +30,9 @@ import { leanResponseHeaders } from './http-policy-lean.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { HttpRelayContext, LeanPage, LeanRoute } from './http-relay.js';
 import type { RequestHead } from './request-head.js';
-import { parseResponseHead, type ResponseHead } from './response-head.js';
+import type { ResponseHead } from './response-head.js';
 import { releaseAbandoned } from './stream-release.js';
 
-/** The most a response head may take (as on HTTP/1.1, response-relay.ts). */
-const MAX_RESPONSE_HEAD = 64 * 1024;
 /**
  * Serve an HTTP/2 request the relay's routing took (http-ingress.ts leanRoute): the edge's page,
  * the policy's own answer, or the exchange with the agent.
@@ -76,7 +74,6 @@ export function serveH2(
  */
 export class H2Exchange {
   private stream: Duplex | undefined;
-  private pending: Buffer | undefined;
   private response: ResponseHead | undefined;
   private responseBody: BodyFramer | undefined;
   /** The request body's framer while it is sent (none without a body). */
@@ -198,28 +195,18 @@ export class H2Exchange {
   private readonly onStreamData = (chunk: Buffer): void => {
     if (this.finished) return;
     if (this.responseBody) this.relayBody(chunk);
-    else this.readHead(concat(this.pending, chunk));
+    else this.readHead(chunk);
   };
 
-  private readHead(buf: Buffer): void {
+  private readHead(chunk: Buffer): void {
     const { exchange } = this;
-    const end = exchange.responseScanner.scan(buf);
-    if (typeof end === 'string' || (end < 0 && buf.length > MAX_RESPONSE_HEAD)) {
-      this.fail(typeof end === 'string' ? end : 'a response head over 64 KiB');
+    const read = exchange.takeResponseHead(chunk);
+    if (read === undefined) return;
+    if (typeof read === 'string') {
+      this.fail(read);
       return;
     }
-    if (end < 0) {
-      this.pending = buf;
-      return;
-    }
-    this.pending = undefined;
-    exchange.responseScanner.reset();
-    const response = parseResponseHead(buf.toString('latin1', 0, end), exchange.head.method);
-    if (!('raw' in response)) {
-      this.fail(response.reason);
-      return;
-    }
-    const rest = end < buf.length ? buf.subarray(end) : undefined;
+    const { response, rest } = read;
     if (response.status < 200) {
       // 100 Continue, 103 Early Hints: HTTP/2 clients need none of them; the final one follows.
       if (response.status === 101) this.fail('a protocol switch the request did not ask for');
@@ -368,7 +355,7 @@ export class H2Exchange {
       exchange.retried = true;
       exchange.reused = false;
       exchange.responseScanner.reset();
-      this.pending = undefined;
+      exchange.pendingHead = undefined;
       this.connect();
       return;
     }

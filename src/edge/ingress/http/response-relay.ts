@@ -11,14 +11,11 @@
 import type { Duplex } from 'node:stream';
 import { failureDetail, INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
 import { clientResponseHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
-import { concat, ConnectionStream, Phase } from './connection-stream.js';
+import { ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
 import { leanResponseHeaders } from './http-policy-lean.js';
 import { POLICY_FAILED, rawPolicyFailure } from './http-policy-writes.js';
-import { parseResponseHead, type ResponseHead } from './response-head.js';
-
-/** The most a response head may take. */
-const MAX_RESPONSE_HEAD = 64 * 1024;
+import type { ResponseHead } from './response-head.js';
 
 export abstract class ResponseRelay extends ConnectionStream {
   /** Read the next request head from what is buffered. */
@@ -45,27 +42,17 @@ export abstract class ResponseRelay extends ConnectionStream {
       return;
     }
     if (exchange.responseBody) this.relayResponseBody(exchange, chunk);
-    else this.readResponseHead(exchange, concat(exchange.pendingHead, chunk));
+    else this.readResponseHead(exchange, chunk);
   };
 
-  private readResponseHead(exchange: Exchange, buf: Buffer): void {
-    const end = exchange.responseScanner.scan(buf);
-    if (typeof end === 'string' || (end < 0 && buf.length > MAX_RESPONSE_HEAD)) {
-      this.badGateway(exchange, typeof end === 'string' ? end : 'a response head over 64 KiB');
+  private readResponseHead(exchange: Exchange, chunk: Buffer): void {
+    const read = exchange.takeResponseHead(chunk);
+    if (read === undefined) return;
+    if (typeof read === 'string') {
+      this.badGateway(exchange, read);
       return;
     }
-    if (end < 0) {
-      exchange.pendingHead = buf;
-      return;
-    }
-    exchange.pendingHead = undefined;
-    exchange.responseScanner.reset();
-    const response = parseResponseHead(buf.toString('latin1', 0, end), exchange.head.method);
-    if (!('raw' in response)) {
-      this.badGateway(exchange, response.reason);
-      return;
-    }
-    const rest = end < buf.length ? buf.subarray(end) : undefined;
+    const { response, rest } = read;
     if (response.status < 200) {
       if (response.status === 101) {
         if (!exchange.head.upgrade) {
