@@ -16,6 +16,7 @@ import type { RequestHead } from './request-head.js';
 import { parseResponseHead, type ResponseFraming, type ResponseHead } from './response-head.js';
 import type { Duplex } from 'node:stream';
 import type { HttpRelayContext, LeanRoute } from './http-relay.js';
+import type { ResponseEncoder } from './response-encoder.js';
 
 /** Told when an exchange ends, for the traffic inspector: the status and response headers. */
 export type ExchangeDone = (status: number, headers: readonly string[]) => void;
@@ -102,6 +103,10 @@ export class Exchange {
   spoiled = false;
   /** The edge's span of the request (while traces are exported): its traceparent, every try. */
   span: SpanContext | undefined;
+  /** compress-response's encoder, when the body is compressed on its way (response-encoder.ts). */
+  encoder: ResponseEncoder | undefined;
+  /** The encoder's last bytes went out. */
+  encoded = false;
 
   constructor(
     readonly head: RequestHead,
@@ -162,9 +167,10 @@ export class Exchange {
     return this.requestBody === undefined || this.requestBody.done;
   }
 
-  /** Whether the whole response has been relayed. */
+  /** Whether the whole response has been relayed (and, compressed, its encoder flushed). */
   get responded(): boolean {
-    return this.responseBody !== undefined && this.responseBody.done;
+    const body = this.responseBody;
+    return body !== undefined && body.done && (this.encoder === undefined || this.encoded);
   }
 }
 

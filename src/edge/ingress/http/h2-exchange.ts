@@ -32,6 +32,8 @@ import type { HttpRelayContext, LeanPage, LeanRoute } from './http-relay.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseHead } from './response-head.js';
 import { releaseAbandoned } from './stream-release.js';
+import { ResponseEncoder } from './response-encoder.js';
+import type { CompressionEncoding } from '../../../policy/index.js';
 
 /**
  * Serve an HTTP/2 request the relay's routing took (http-ingress.ts leanRoute): the edge's page,
@@ -86,6 +88,10 @@ export class H2Exchange {
   private spoiled = false;
   /** The client's stream refused a write: the tunnel stream waits for its 'drain'. */
   private clientFull = false;
+  /** compress-response's encoder, when the body is compressed on its way (response-encoder.ts). */
+  private encoder: ResponseEncoder | undefined;
+  /** The agent's response is read; the encoder is writing its last bytes. */
+  private flushing = false;
   private readonly h2: ServerHttp2Stream;
   private readonly poolKey: string;
 
@@ -215,22 +221,25 @@ export class H2Exchange {
     }
     exchange.upstreamAt = performance.now();
     const phase = exchange.policy?.response;
+    let compress: CompressionEncoding | undefined;
     if (phase) {
-      const raw = leanResponseHeaders(phase, response.status, response.raw);
-      if (!raw || !Array.isArray(raw)) {
-        if (raw) this.answerInstead(INGRESS_ERRORS.unsafeResponseHead, raw.problem);
+      const after = leanResponseHeaders(phase, response.status, response.raw);
+      if (!after || 'problem' in after) {
+        if (after) this.answerInstead(INGRESS_ERRORS.unsafeResponseHead, after.problem);
         else this.answerWith(POLICY_FAILED_ANSWER);
         return;
       }
-      response.raw = raw;
+      response.raw = after.headers;
+      compress = after.compress;
     }
-    this.respond(response);
+    this.respond(response, compress);
     if (this.finished) return;
     if (rest) this.relayBody(rest);
     else if (this.responseBody!.done) this.done();
   }
 
-  private respond(response: ResponseHead): void {
+  /** Answer the client with `response`'s head; its body through `compress`'s encoder, if any. */
+  private respond(response: ResponseHead, compress: CompressionEncoding | undefined): void {
     const { h2, exchange } = this;
     const framing = response.framing;
     this.response = response;
@@ -239,10 +248,15 @@ export class H2Exchange {
       framing.kind === 'length'
         ? new LengthFramer(framing.length)
         : framing.kind === 'chunked'
-          ? new ChunkedFramer({ data: this.write, trailer: (line) => this.trailers.push(line) })
+          ? new ChunkedFramer({ data: this.body, trailer: (line) => this.trailers.push(line) })
           : framing.kind === 'close'
             ? new CloseFramer()
             : new LengthFramer(0);
+    if (compress && framing.kind !== 'none') {
+      this.encoder = new ResponseEncoder(compress, h2, false, this.stream!, () =>
+        this.breakAnswer(),
+      );
+    }
     try {
       h2.respond(h2Headers(response), {
         endStream: framing.kind === 'none',
@@ -257,7 +271,13 @@ export class H2Exchange {
     exchange.answeredAt = performance.now();
   }
 
-  /** Response body bytes for the client (decoded, for a chunked body). */
+  /** Response body bytes (decoded, for a chunked body): to the encoder, or to the client. */
+  private readonly body = (bytes: Buffer): void => {
+    if (this.encoder) this.encoder.write(bytes);
+    else this.write(bytes);
+  };
+
+  /** Bytes for the client. */
   private readonly write = (bytes: Buffer): void => {
     if (!this.h2.write(bytes) && !this.clientFull) {
       this.clientFull = true;
@@ -279,7 +299,7 @@ export class H2Exchange {
       return;
     }
     if (!(framer instanceof ChunkedFramer) && n > 0) {
-      this.write(n === chunk.length ? chunk : chunk.subarray(0, n));
+      this.body(n === chunk.length ? chunk : chunk.subarray(0, n));
     }
     if (n < chunk.length) this.spoiled = true;
     // A response that ends before its request body does: the rest of that body is not read.
@@ -301,8 +321,24 @@ export class H2Exchange {
     return out;
   }
 
-  /** The response is relayed in full: count it, and keep the stream if it can carry another. */
+  /**
+   * The agent's response is all read: the tunnel stream is kept if it can carry another exchange,
+   * and the answer ends once the encoder, if any, has written its last bytes.
+   */
   private done(): void {
+    if (this.finished || this.flushing) return;
+    this.keepStream();
+    const encoder = this.encoder;
+    if (!encoder) {
+      this.end();
+      return;
+    }
+    this.flushing = true;
+    encoder.end(() => this.end());
+  }
+
+  /** The client has the whole answer: end it, and count it. */
+  private end(): void {
     if (this.finished) return;
     this.finished = true;
     const { exchange } = this;
@@ -318,6 +354,12 @@ export class H2Exchange {
     );
     if (exchange.state) this.ctx.connections.countBytes(exchange.state);
     exchange.done?.(response.status, response.raw);
+  }
+
+  /** Give the tunnel stream back to the pool when it can carry another exchange. */
+  private keepStream(): void {
+    const { exchange } = this;
+    const response = this.response!;
     const stream = this.release();
     if (!stream) return;
     const clean =
@@ -366,6 +408,7 @@ export class H2Exchange {
   private readonly onClientClose = (): void => {
     if (this.finished) return;
     this.finished = true;
+    this.encoder?.destroy();
     const { exchange } = this;
     // 499: the client went away before the answer (nginx's convention).
     const status = this.response?.status ?? 499;
@@ -404,6 +447,8 @@ export class H2Exchange {
 
   /** Part of the answer went out: the client must see it broken, not short. */
   private breakAnswer(): void {
+    if (this.finished) return;
+    this.encoder?.destroy();
     this.finished = true;
     this.release()?.destroy();
     const status = this.response?.status ?? 502;

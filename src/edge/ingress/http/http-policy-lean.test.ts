@@ -86,7 +86,9 @@ describe('policies without an HTTP phase on the lean relay', () => {
   });
 
   it('a phase that rewrites the response body keeps the endpoint on the full path (the control)', async () => {
-    const { host } = online('on_http_response: [{actions: [{type: compress-response}]}]');
+    const { host } = online(
+      'on_http_response: [{actions: [{type: response-body-find-replace, config: {replacements: [{from: "x", to: "y"}]}}]}]',
+    );
     const [reply] = await keptAlive(host, 1);
     expect(reply).toMatchObject({ status: 200, body: 'ok' });
     expect(reply!.headers.date).toEqual(expect.any(String));

@@ -16,6 +16,7 @@ import type { TLSSocket } from 'node:tls';
 import { fieldProblem, headersProblem } from '../../../core/http-wire.js';
 import {
   NO_HEADER_CHANGES,
+  type CompressionEncoding,
   type ConnInput,
   type ForwardInternal,
   type HeaderChanges,
@@ -61,12 +62,16 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'basic-auth',
 ]);
 
-/** on_http_response actions the relay applies to the response head: header changes, records. */
+/**
+ * on_http_response actions the relay applies to the response head (header changes, records), and
+ * compress-response, whose encoder the relay puts the body through (response-encoder.ts).
+ */
 const RESPONSE_HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'log',
   'set-vars',
   'add-headers',
   'remove-headers',
+  'compress-response',
 ]);
 
 /** Per compiled policy: whether the relay can run it (computed once, policies are immutable). */
@@ -284,16 +289,20 @@ function relayed(
 
 /**
  * The response head's headers after on_http_response: `raw` (as parseResponseHead read them, so
- * every field of it can be written) with its changes; `{ problem }` for a header it added that
- * cannot be written (answered with the 502 page, as on the full path); or undefined when the
- * phase cannot be applied (it threw, waited or answered), and the policy fails closed.
- * @example const headers = leanResponseHeaders(run.response, 200, response.raw);
+ * every field of it can be written) with its changes, and the encoder compress-response chose;
+ * `{ problem }` for a header it added that cannot be written (answered with the 502 page, as on
+ * the full path); or undefined when the phase cannot be applied (it threw, waited or answered),
+ * and the policy fails closed.
+ * @example const after = leanResponseHeaders(run.response, 200, response.raw);
  */
 export function leanResponseHeaders(
   phase: ResponsePhase,
   status: number,
   raw: string[],
-): string[] | { problem: string } | undefined {
+):
+  | { headers: string[]; compress: CompressionEncoding | undefined }
+  | { problem: string }
+  | undefined {
   let d: Settled<HttpResponseDecision>;
   try {
     d = phase.policy.runner.onHttpResponse({
@@ -306,9 +315,7 @@ export function leanResponseHeaders(
   } catch {
     return undefined;
   }
-  if (d instanceof Promise || d.kind !== 'continue' || d.compress || d.bodyRewrite) {
-    return undefined;
-  }
+  if (d instanceof Promise || d.kind !== 'continue' || d.bodyRewrite) return undefined;
   // The response's own fields were read by the rules fieldProblem checks: only those the phase
   // adds (and the ingress does not own) can fail, and they are checked in the order written.
   for (const [name, value] of d.headers.add) {
@@ -316,5 +323,6 @@ export function leanResponseHeaders(
     const problem = fieldProblem(name, value);
     if (problem) return { problem };
   }
-  return applyToRawHeaders(raw, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED);
+  const headers = applyToRawHeaders(raw, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED);
+  return { headers, compress: d.compress };
 }

@@ -7,11 +7,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Duplex, Transform } from 'node:stream';
-import { createBrotliCompress, createDeflate, createGzip } from 'node:zlib';
+import { compressor } from './response-encoder.js';
 import {
   NO_HEADER_CHANGES,
   type BodyRewrite,
-  type CompressionEncoding,
   type ConnInput,
   type ForwardInternal,
   type HeaderChanges,
@@ -104,11 +103,6 @@ function requestInputOf(
     body: holder ? bodyReader(req, holder) : undefined,
     trailers: () => req.trailers,
   };
-}
-
-function compressor(encoding: CompressionEncoding): Transform {
-  if (encoding === 'br') return createBrotliCompress();
-  return encoding === 'gzip' ? createGzip() : createDeflate();
 }
 
 /** The transform a find-replace action asked for: whole text, or event by event. */

@@ -10,12 +10,15 @@
  */
 import type { Duplex } from 'node:stream';
 import { failureDetail, INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
+import { ChunkedFramer } from './body-framing.js';
 import { clientResponseHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
 import { ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
 import { leanResponseHeaders } from './http-policy-lean.js';
 import { POLICY_FAILED, rawPolicyFailure } from './http-policy-writes.js';
 import type { ResponseHead } from './response-head.js';
+import { ResponseEncoder } from './response-encoder.js';
+import type { CompressionEncoding } from '../../../policy/index.js';
 
 export abstract class ResponseRelay extends ConnectionStream {
   /** Read the next request head from what is buffered. */
@@ -81,25 +84,28 @@ export abstract class ResponseRelay extends ConnectionStream {
     }
     exchange.upstreamAt = performance.now();
     const phase = exchange.policy?.response;
+    let compress: CompressionEncoding | undefined;
     if (phase) {
       // on_http_response, on the head (http-policy-lean.ts): its header changes, or it fails closed.
-      const raw = leanResponseHeaders(phase, response.status, response.raw);
-      if (!raw || !Array.isArray(raw)) {
+      const after = leanResponseHeaders(phase, response.status, response.raw);
+      if (!after || 'problem' in after) {
         const error = INGRESS_ERRORS.unsafeResponseHead;
         const host = routingHost(exchange.head.host) ?? '';
         this.answerInstead(
           exchange,
-          raw ? error.status : POLICY_FAILED.status,
-          raw ? rawErrorResponse(error, host, raw.problem) : rawPolicyFailure(),
+          after ? error.status : POLICY_FAILED.status,
+          after ? rawErrorResponse(error, host, after.problem) : rawPolicyFailure(),
         );
         return;
       }
-      response.raw = raw;
+      response.raw = after.headers;
+      compress = after.compress;
     }
     exchange.response = response;
     exchange.responseBody = responseFramer(response.framing);
     exchange.answered = true;
     exchange.closing = this.closesAfter(exchange);
+    if (compress) this.encode(exchange, response, compress);
     // The head and what follows it in this turn go out in one write (one syscall, one TLS
     // record): agents that send a response's head and body as two frames (@ngrok/ngrok does) are
     // read in one turn.
@@ -112,6 +118,26 @@ export abstract class ResponseRelay extends ConnectionStream {
     else if (exchange.responseBody.done) this.responseDone(exchange);
   }
 
+  /**
+   * compress-response: the body goes through `encoding`'s encoder (response-encoder.ts), chunked
+   * to an HTTP/1.1 client, until the connection closes to an HTTP/1.0 one.
+   */
+  private encode(exchange: Exchange, response: ResponseHead, encoding: CompressionEncoding): void {
+    const chunked = exchange.head.minor === 1;
+    if (!chunked) exchange.closing = true;
+    else if (response.framing.kind !== 'chunked') response.raw.push('Transfer-Encoding', 'chunked');
+    const encoder = new ResponseEncoder(encoding, this.socket, chunked, this.stream!, () =>
+      this.socket.destroy(),
+    );
+    exchange.encoder = encoder;
+    if (response.framing.kind === 'chunked') {
+      exchange.responseBody = new ChunkedFramer({
+        data: (bytes) => encoder.write(bytes),
+        trailer: ignoreTrailer,
+      });
+    }
+  }
+
   private relayResponseBody(exchange: Exchange, chunk: Buffer): void {
     const framer = exchange.responseBody!;
     const n = framer.take(chunk, 0);
@@ -120,15 +146,30 @@ export abstract class ResponseRelay extends ConnectionStream {
       this.socket.destroy();
       return;
     }
-    if (n > 0 && !this.socket.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
-      this.stream?.pause();
-      this.socket.once('drain', this.resumeStream);
+    const encoder = exchange.encoder;
+    if (n > 0 && !encoder) {
+      if (!this.socket.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
+        this.stream?.pause();
+        this.socket.once('drain', this.resumeStream);
+      }
+    } else if (n > 0 && !(framer instanceof ChunkedFramer)) {
+      // A chunked body reaches the encoder decoded, through the framer's parts.
+      encoder!.write(n === chunk.length ? chunk : chunk.subarray(0, n));
     }
     if (n < chunk.length) exchange.spoiled = true;
     if (framer.done) this.responseDone(exchange);
   }
 
   private responseDone(exchange: Exchange): void {
+    const encoder = exchange.encoder;
+    if (encoder && !exchange.encoded) {
+      // The encoder's last bytes go out first.
+      encoder.end(() => {
+        exchange.encoded = true;
+        if (this.exchange === exchange) this.responseDone(exchange);
+      });
+      return;
+    }
     if (exchange.requestSent) this.finish(exchange);
     // Answered before the whole request arrived: the rest is read and the connection closes.
   }
@@ -243,3 +284,6 @@ export abstract class ResponseRelay extends ConnectionStream {
 function uncork(socket: Duplex): void {
   socket.uncork();
 }
+
+/** Trailers of a body the encoder re-frames are not passed on (nor are they on the full path). */
+function ignoreTrailer(): void {}

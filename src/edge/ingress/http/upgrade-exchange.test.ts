@@ -1,7 +1,7 @@
 /**
  * Upgrades judged by the agent's answer, over real sockets: an ingress in front of real services
  * through fake tunnels, on both paths (the lean relay for a policy it runs, the full path,
- * upgrade-exchange.ts, for one that may rewrite bodies). Only a 101 makes a raw relay
+ * upgrade-exchange.ts, for one that rewrites bodies). Only a 101 makes a raw relay
  * (protocol-switch.ts), and the bytes the client sent behind the upgrade reach the service only
  * then; any other answer is an HTTP response and each request after it is read and judged by the
  * policy. A client that leaves while the answer is awaited releases the stream.
@@ -28,9 +28,9 @@ on_http_request:
     actions: [{type: deny}]
 `;
 
-/** The same rule, with a response action only the full path runs (it may rewrite the body). */
+/** The same rule, with a response action only the full path runs (it rewrites the body). */
 const DENY_ADMIN_FULL = `${DENY_ADMIN}on_http_response:
-  - actions: [{type: compress-response}]
+  - actions: [{type: response-body-find-replace, config: {replacements: [{from: "x", to: "y"}]}}]
 `;
 
 const PATHS = [
