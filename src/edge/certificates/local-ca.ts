@@ -81,8 +81,11 @@ export class LocalCa {
     const keyPath = join(dataDir, LocalCa.KEY_FILE);
     // Three rounds suffice (key, certificate, load); the rest is slack for odd filesystems.
     for (let round = 0; round < 6; round++) {
-      const keyPem = await readIfExists(keyPath);
+      // The certificate first: the key is published before it, so a key read after a certificate
+      // was seen is there. Read the other way round, a key published and certified by another
+      // process between the two reads looked like a certificate without its key.
       const certPem = await readIfExists(certPath);
+      const keyPem = await readIfExists(keyPath);
       if (certPem !== undefined) {
         if (keyPem === undefined) {
           throw new Error(
