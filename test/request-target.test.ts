@@ -22,9 +22,8 @@ on_http_request:
           headers:
             x-policy-path: "\${req.url.path}"
             x-policy-raw-path: "\${req.url.raw_path}"
-on_http_response:
-  # response-body-find-replace rewrites the body, so the endpoint is served on the full path.
-  - actions: [{type: response-body-find-replace, config: {replacements: [{from: "not-in-any-body", to: ""}]}}]
+  # request-body-find-replace rewrites the body, so the endpoint is served on the full path.
+  - actions: [{type: request-body-find-replace, config: {replacements: [{from: "not-in-any-body", to: ""}]}}]
 `;
 
 /** What the service saw of one request. */

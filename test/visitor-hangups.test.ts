@@ -20,12 +20,12 @@ import { until } from './support/mux.js';
 const VISITORS = 60;
 
 /**
- * A policy the lean relay does not run (response-body-find-replace rewrites the response body):
- * its requests take the full path.
+ * A policy the lean relay does not run (request-body-find-replace rewrites the request body): its
+ * requests take the full path.
  */
 const FULL_PATH_POLICY = `
-on_http_response:
-  - actions: [{type: response-body-find-replace, config: {replacements: [{from: "not-in-any-body", to: ""}]}}]
+on_http_request:
+  - actions: [{type: request-body-find-replace, config: {replacements: [{from: "not-in-any-body", to: ""}]}}]
 `;
 
 /** Open descriptors of process `pid`. */

@@ -16,7 +16,7 @@ import type { RequestHead } from './request-head.js';
 import { parseResponseHead, type ResponseFraming, type ResponseHead } from './response-head.js';
 import type { Duplex } from 'node:stream';
 import type { HttpRelayContext, LeanRoute } from './http-relay.js';
-import type { ResponseEncoder } from './response-encoder.js';
+import type { BodyTransforms } from './body-transforms.js';
 
 /** Told when an exchange ends, for the traffic inspector: the status and response headers. */
 export type ExchangeDone = (status: number, headers: readonly string[]) => void;
@@ -103,10 +103,10 @@ export class Exchange {
   spoiled = false;
   /** The edge's span of the request (while traces are exported): its traceparent, every try. */
   span: SpanContext | undefined;
-  /** compress-response's encoder, when the body is compressed on its way (response-encoder.ts). */
-  encoder: ResponseEncoder | undefined;
-  /** The encoder's last bytes went out. */
-  encoded = false;
+  /** The body's transforms, when the policy changes it on its way (body-transforms.ts). */
+  transforms: BodyTransforms | undefined;
+  /** The transforms' last bytes went out. */
+  flushed = false;
 
   constructor(
     readonly head: RequestHead,
@@ -167,10 +167,10 @@ export class Exchange {
     return this.requestBody === undefined || this.requestBody.done;
   }
 
-  /** Whether the whole response has been relayed (and, compressed, its encoder flushed). */
+  /** Whether the whole response has been relayed (and, transformed, its transforms flushed). */
   get responded(): boolean {
     const body = this.responseBody;
-    return body !== undefined && body.done && (this.encoder === undefined || this.encoded);
+    return body !== undefined && body.done && (this.transforms === undefined || this.flushed);
   }
 }
 

@@ -32,8 +32,8 @@ import type { HttpRelayContext, LeanPage, LeanRoute } from './http-relay.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseHead } from './response-head.js';
 import { releaseAbandoned } from './stream-release.js';
-import { ResponseEncoder } from './response-encoder.js';
-import type { CompressionEncoding } from '../../../policy/index.js';
+import { BodyTransforms } from './body-transforms.js';
+import type { Transform } from 'node:stream';
 
 /**
  * Serve an HTTP/2 request the relay's routing took (http-ingress.ts leanRoute): the edge's page,
@@ -88,9 +88,9 @@ export class H2Exchange {
   private spoiled = false;
   /** The client's stream refused a write: the tunnel stream waits for its 'drain'. */
   private clientFull = false;
-  /** compress-response's encoder, when the body is compressed on its way (response-encoder.ts). */
-  private encoder: ResponseEncoder | undefined;
-  /** The agent's response is read; the encoder is writing its last bytes. */
+  /** The body's transforms, when the policy changes it on its way (body-transforms.ts). */
+  private transforms: BodyTransforms | undefined;
+  /** The agent's response is read; the transforms are writing their last bytes. */
   private flushing = false;
   private readonly h2: ServerHttp2Stream;
   private readonly poolKey: string;
@@ -221,7 +221,7 @@ export class H2Exchange {
     }
     exchange.upstreamAt = performance.now();
     const phase = exchange.policy?.response;
-    let compress: CompressionEncoding | undefined;
+    let transforms: Transform[] | undefined;
     if (phase) {
       const after = leanResponseHeaders(phase, response.status, response.raw);
       if (!after || 'problem' in after) {
@@ -230,16 +230,16 @@ export class H2Exchange {
         return;
       }
       response.raw = after.headers;
-      compress = after.compress;
+      transforms = after.transforms;
     }
-    this.respond(response, compress);
+    this.respond(response, transforms);
     if (this.finished) return;
     if (rest) this.relayBody(rest);
     else if (this.responseBody!.done) this.done();
   }
 
-  /** Answer the client with `response`'s head; its body through `compress`'s encoder, if any. */
-  private respond(response: ResponseHead, compress: CompressionEncoding | undefined): void {
+  /** Answer the client with `response`'s head; its body through `transforms`, if any. */
+  private respond(response: ResponseHead, transforms: Transform[] | undefined): void {
     const { h2, exchange } = this;
     const framing = response.framing;
     this.response = response;
@@ -252,8 +252,8 @@ export class H2Exchange {
           : framing.kind === 'close'
             ? new CloseFramer()
             : new LengthFramer(0);
-    if (compress && framing.kind !== 'none') {
-      this.encoder = new ResponseEncoder(compress, h2, false, this.stream!, () =>
+    if (transforms?.length && framing.kind !== 'none') {
+      this.transforms = new BodyTransforms(transforms, h2, false, this.stream!, () =>
         this.breakAnswer(),
       );
     }
@@ -271,9 +271,9 @@ export class H2Exchange {
     exchange.answeredAt = performance.now();
   }
 
-  /** Response body bytes (decoded, for a chunked body): to the encoder, or to the client. */
+  /** Response body bytes (decoded, for a chunked body): to the transforms, or to the client. */
   private readonly body = (bytes: Buffer): void => {
-    if (this.encoder) this.encoder.write(bytes);
+    if (this.transforms) this.transforms.write(bytes);
     else this.write(bytes);
   };
 
@@ -323,18 +323,18 @@ export class H2Exchange {
 
   /**
    * The agent's response is all read: the tunnel stream is kept if it can carry another exchange,
-   * and the answer ends once the encoder, if any, has written its last bytes.
+   * and the answer ends once the transforms, if any, have written their last bytes.
    */
   private done(): void {
     if (this.finished || this.flushing) return;
     this.keepStream();
-    const encoder = this.encoder;
-    if (!encoder) {
+    const transforms = this.transforms;
+    if (!transforms) {
       this.end();
       return;
     }
     this.flushing = true;
-    encoder.end(() => this.end());
+    transforms.end(() => this.end());
   }
 
   /** The client has the whole answer: end it, and count it. */
@@ -408,7 +408,7 @@ export class H2Exchange {
   private readonly onClientClose = (): void => {
     if (this.finished) return;
     this.finished = true;
-    this.encoder?.destroy();
+    this.transforms?.destroy();
     const { exchange } = this;
     // 499: the client went away before the answer (nginx's convention).
     const status = this.response?.status ?? 499;
@@ -448,7 +448,7 @@ export class H2Exchange {
   /** Part of the answer went out: the client must see it broken, not short. */
   private breakAnswer(): void {
     if (this.finished) return;
-    this.encoder?.destroy();
+    this.transforms?.destroy();
     this.finished = true;
     this.release()?.destroy();
     const status = this.response?.status ?? 502;

@@ -113,7 +113,7 @@ export class HttpConnection extends ResponseRelay {
     clearTimeout(this.headTimer);
     const exchange = this.exchange;
     if (exchange) {
-      exchange.encoder?.destroy();
+      exchange.transforms?.destroy();
       // 499: the client went away before the answer (nginx's convention).
       const status = exchange.response?.status ?? 499;
       exchange.count(status);

@@ -85,9 +85,9 @@ describe('policies without an HTTP phase on the lean relay', () => {
     expect(events.eventsFor(tunnel.id).map((e) => e.outcome)).toEqual(['log']);
   });
 
-  it('a phase that rewrites the response body keeps the endpoint on the full path (the control)', async () => {
+  it('a phase that rewrites the request body keeps the endpoint on the full path (the control)', async () => {
     const { host } = online(
-      'on_http_response: [{actions: [{type: response-body-find-replace, config: {replacements: [{from: "x", to: "y"}]}}]}]',
+      'on_http_request: [{actions: [{type: request-body-find-replace, config: {replacements: [{from: "not-in-any-body", to: ""}]}}]}]',
     );
     const [reply] = await keptAlive(host, 1);
     expect(reply).toMatchObject({ status: 200, body: 'ok' });

@@ -16,7 +16,6 @@ import type { TLSSocket } from 'node:tls';
 import { fieldProblem, headersProblem } from '../../../core/http-wire.js';
 import {
   NO_HEADER_CHANGES,
-  type CompressionEncoding,
   type ConnInput,
   type ForwardInternal,
   type HeaderChanges,
@@ -28,6 +27,8 @@ import {
   type TcpConnectDecision,
 } from '../../../policy/index.js';
 import { isGrpc } from '../grpc-answers.js';
+import { responseTransforms } from './body-transforms.js';
+import type { Transform } from 'node:stream';
 import { applyToRawHeaders, RESPONSE_ADD_OWNED, RESPONSE_REMOVE_OWNED } from './header-changes.js';
 import { rewrittenRequest } from './http-policy-writes.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
@@ -64,7 +65,8 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
 
 /**
  * on_http_response actions the relay applies to the response head (header changes, records), and
- * compress-response, whose encoder the relay puts the body through (response-encoder.ts).
+ * those whose transforms the relay puts the body through (body-transforms.ts): find-replace and
+ * compress-response.
  */
 const RESPONSE_HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'log',
@@ -72,6 +74,8 @@ const RESPONSE_HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'add-headers',
   'remove-headers',
   'compress-response',
+  'response-body-find-replace',
+  'sse-find-replace',
 ]);
 
 /** Per compiled policy: whether the relay can run it (computed once, policies are immutable). */
@@ -289,7 +293,7 @@ function relayed(
 
 /**
  * The response head's headers after on_http_response: `raw` (as parseResponseHead read them, so
- * every field of it can be written) with its changes, and the encoder compress-response chose;
+ * every field of it can be written) with its changes, and the body's transforms (none, usually);
  * `{ problem }` for a header it added that cannot be written (answered with the 502 page, as on
  * the full path); or undefined when the phase cannot be applied (it threw, waited or answered),
  * and the policy fails closed.
@@ -299,10 +303,7 @@ export function leanResponseHeaders(
   phase: ResponsePhase,
   status: number,
   raw: string[],
-):
-  | { headers: string[]; compress: CompressionEncoding | undefined }
-  | { problem: string }
-  | undefined {
+): { headers: string[]; transforms: Transform[] } | { problem: string } | undefined {
   let d: Settled<HttpResponseDecision>;
   try {
     d = phase.policy.runner.onHttpResponse({
@@ -315,7 +316,7 @@ export function leanResponseHeaders(
   } catch {
     return undefined;
   }
-  if (d instanceof Promise || d.kind !== 'continue' || d.bodyRewrite) return undefined;
+  if (d instanceof Promise || d.kind !== 'continue') return undefined;
   // The response's own fields were read by the rules fieldProblem checks: only those the phase
   // adds (and the ingress does not own) can fail, and they are checked in the order written.
   for (const [name, value] of d.headers.add) {
@@ -324,5 +325,5 @@ export function leanResponseHeaders(
     if (problem) return { problem };
   }
   const headers = applyToRawHeaders(raw, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED);
-  return { headers, compress: d.compress };
+  return { headers, transforms: responseTransforms(d) };
 }

@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { Duplex, Transform } from 'node:stream';
-import { compressor } from './response-encoder.js';
+import { responseTransforms, rewriter } from './body-transforms.js';
 import {
   NO_HEADER_CHANGES,
   type BodyRewrite,
@@ -23,7 +23,6 @@ import {
 } from '../../../policy/index.js';
 import { rawErrorResponse, sendErrorPage, type IngressError } from '../error-pages.js';
 import { connInputOf } from '../policy-gate.js';
-import { bodyReplacer, sseReplacer } from './body-rewrite.js';
 import { routingHost } from './http-forwarding.js';
 import {
   POLICY_FAILED,
@@ -105,13 +104,6 @@ function requestInputOf(
   };
 }
 
-/** The transform a find-replace action asked for: whole text, or event by event. */
-function rewriter(rewrite: BodyRewrite): Transform {
-  return rewrite.kind === 'sse'
-    ? sseReplacer(rewrite.replacements)
-    : bodyReplacer(rewrite.replacements);
-}
-
 /** A request that passed on_http_request: what to change upstream, and the response phase. */
 export class HttpPolicyFlow {
   constructor(
@@ -173,9 +165,7 @@ export class HttpPolicyFlow {
         writeDecision(res, d);
         return;
       }
-      const transforms: Transform[] = [];
-      if (d.bodyRewrite) transforms.push(rewriter(d.bodyRewrite));
-      if (d.compress) transforms.push(compressor(d.compress));
+      const transforms = responseTransforms(d);
       pass(
         applyToRawHeaders(head, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED),
         transforms,

@@ -17,8 +17,8 @@ import { routingHost } from './http-forwarding.js';
 import { leanResponseHeaders } from './http-policy-lean.js';
 import { POLICY_FAILED, rawPolicyFailure } from './http-policy-writes.js';
 import type { ResponseHead } from './response-head.js';
-import { ResponseEncoder } from './response-encoder.js';
-import type { CompressionEncoding } from '../../../policy/index.js';
+import { BodyTransforms } from './body-transforms.js';
+import type { Transform } from 'node:stream';
 
 export abstract class ResponseRelay extends ConnectionStream {
   /** Read the next request head from what is buffered. */
@@ -84,7 +84,7 @@ export abstract class ResponseRelay extends ConnectionStream {
     }
     exchange.upstreamAt = performance.now();
     const phase = exchange.policy?.response;
-    let compress: CompressionEncoding | undefined;
+    let transforms: Transform[] | undefined;
     if (phase) {
       // on_http_response, on the head (http-policy-lean.ts): its header changes, or it fails closed.
       const after = leanResponseHeaders(phase, response.status, response.raw);
@@ -99,13 +99,13 @@ export abstract class ResponseRelay extends ConnectionStream {
         return;
       }
       response.raw = after.headers;
-      compress = after.compress;
+      transforms = after.transforms;
     }
     exchange.response = response;
     exchange.responseBody = responseFramer(response.framing);
     exchange.answered = true;
     exchange.closing = this.closesAfter(exchange);
-    if (compress) this.encode(exchange, response, compress);
+    if (transforms?.length) this.transform(exchange, response, transforms);
     // The head and what follows it in this turn go out in one write (one syscall, one TLS
     // record): agents that send a response's head and body as two frames (@ngrok/ngrok does) are
     // read in one turn.
@@ -119,20 +119,21 @@ export abstract class ResponseRelay extends ConnectionStream {
   }
 
   /**
-   * compress-response: the body goes through `encoding`'s encoder (response-encoder.ts), chunked
-   * to an HTTP/1.1 client, until the connection closes to an HTTP/1.0 one.
+   * The policy changes the body (find-replace, compress-response): it goes through `transforms`
+   * (body-transforms.ts), chunked to an HTTP/1.1 client, until the connection closes to an
+   * HTTP/1.0 one.
    */
-  private encode(exchange: Exchange, response: ResponseHead, encoding: CompressionEncoding): void {
+  private transform(exchange: Exchange, response: ResponseHead, transforms: Transform[]): void {
     const chunked = exchange.head.minor === 1;
     if (!chunked) exchange.closing = true;
     else if (response.framing.kind !== 'chunked') response.raw.push('Transfer-Encoding', 'chunked');
-    const encoder = new ResponseEncoder(encoding, this.socket, chunked, this.stream!, () =>
+    const body = new BodyTransforms(transforms, this.socket, chunked, this.stream!, () =>
       this.socket.destroy(),
     );
-    exchange.encoder = encoder;
+    exchange.transforms = body;
     if (response.framing.kind === 'chunked') {
       exchange.responseBody = new ChunkedFramer({
-        data: (bytes) => encoder.write(bytes),
+        data: (bytes) => body.write(bytes),
         trailer: ignoreTrailer,
       });
     }
@@ -146,26 +147,26 @@ export abstract class ResponseRelay extends ConnectionStream {
       this.socket.destroy();
       return;
     }
-    const encoder = exchange.encoder;
-    if (n > 0 && !encoder) {
+    const transforms = exchange.transforms;
+    if (n > 0 && !transforms) {
       if (!this.socket.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
         this.stream?.pause();
         this.socket.once('drain', this.resumeStream);
       }
     } else if (n > 0 && !(framer instanceof ChunkedFramer)) {
-      // A chunked body reaches the encoder decoded, through the framer's parts.
-      encoder!.write(n === chunk.length ? chunk : chunk.subarray(0, n));
+      // A chunked body reaches the transforms decoded, through the framer's parts.
+      transforms!.write(n === chunk.length ? chunk : chunk.subarray(0, n));
     }
     if (n < chunk.length) exchange.spoiled = true;
     if (framer.done) this.responseDone(exchange);
   }
 
   private responseDone(exchange: Exchange): void {
-    const encoder = exchange.encoder;
-    if (encoder && !exchange.encoded) {
-      // The encoder's last bytes go out first.
-      encoder.end(() => {
-        exchange.encoded = true;
+    const transforms = exchange.transforms;
+    if (transforms && !exchange.flushed) {
+      // The transforms' last bytes go out first.
+      transforms.end(() => {
+        exchange.flushed = true;
         if (this.exchange === exchange) this.responseDone(exchange);
       });
       return;
@@ -285,5 +286,5 @@ function uncork(socket: Duplex): void {
   socket.uncork();
 }
 
-/** Trailers of a body the encoder re-frames are not passed on (nor are they on the full path). */
+/** Trailers of a body the transforms re-frame are not passed on (nor are they on the full path). */
 function ignoreTrailer(): void {}

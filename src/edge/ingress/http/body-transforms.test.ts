@@ -1,9 +1,10 @@
 /**
- * compress-response on the relay's pipeline (response-encoder.ts), over real sockets: an HTTP/1.1
- * client gets the body compressed and chunked on a connection that stays usable, an HTTP/1.0 one
- * until the connection closes, an HTTP/2 one as DATA frames; a body the agent sent chunked is
- * compressed decoded; a client that accepts no encoding gets the body as it was. The relay carries
- * them: the services send no Date, which Node's server on the full path would add.
+ * Response bodies changed on the relay's pipeline (body-transforms.ts), over real sockets:
+ * compress-response gives an HTTP/1.1 client the body compressed and chunked on a connection that
+ * stays usable, an HTTP/1.0 one until the connection closes, an HTTP/2 one as DATA frames; a body
+ * the agent sent chunked is compressed decoded; a client that accepts no encoding gets the body as
+ * it was; response-body-find-replace rewrites the body, before compress-response encodes it. The
+ * relay carries them: the services send no Date, which Node's server on the full path would add.
  */
 import http2 from 'node:http2';
 import net from 'node:net';
@@ -76,7 +77,14 @@ function splitResponse(bytes: Buffer): { head: string; body: Buffer; rest: Buffe
   }
 }
 
-describe('compress-response on the relay', () => {
+const REWRITE_AND_COMPRESS = `
+on_http_response:
+  - actions:
+      - {type: response-body-find-replace, config: {replacements: [{from: "quick (brown)", to: "slow $1"}]}}
+      - {type: compress-response}
+`;
+
+describe('response bodies changed on the relay', () => {
   it.each(['/sized', '/chunked'])(
     'compresses %s for an HTTP/1.1 client and keeps the connection',
     async (path) => {
@@ -133,6 +141,25 @@ describe('compress-response on the relay', () => {
     expect(head).toMatch(/\r\nContent-Length: \d+/);
     expect(body.toString()).toBe(TEXT);
   });
+
+  it.each(['/sized', '/chunked'])(
+    'rewrites %s with response-body-find-replace, then compresses it',
+    async (path) => {
+      const host = endpoints.publicEndpoint('http', service.port, REWRITE_AND_COMPRESS).hostname!;
+      const ask = (encoding: string): Promise<string> =>
+        rawExchange(
+          t.httpPort,
+          `GET ${path} HTTP/1.1\r\nHost: ${host}\r\n${encoding}Connection: close\r\n\r\n`,
+        );
+      const expected = TEXT.replaceAll('quick brown', 'slow brown');
+      const plain = splitResponse(Buffer.from(await ask(''), 'latin1'));
+      expect(plain.head).not.toMatch(/\r\ndate:/i);
+      expect(plain.head).toMatch(/\r\nTransfer-Encoding: chunked/i);
+      expect(plain.body.toString()).toBe(expected);
+      const gzipped = splitResponse(Buffer.from(await ask('Accept-Encoding: gzip\r\n'), 'latin1'));
+      expect(gunzipSync(gzipped.body).toString()).toBe(expected);
+    },
+  );
 
   it('compresses for an HTTP/2 client', async () => {
     const host = endpoints.publicEndpoint('http', service.port, COMPRESS).hostname!;
