@@ -4,7 +4,7 @@
  * it.
  */
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
-import type { ConnectionState } from './http-connections.js';
+import type { ConnectionState, PublicConnections } from './http-connections.js';
 import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
 import { forwardedHeaders } from './http-forwarding.js';
 import type { LeanPolicyRun } from './http-policy-lean.js';
@@ -138,6 +138,20 @@ export class Exchange {
     // nothing about the service's health.
     const observers = this.policy?.observers;
     if (observers && status !== 499) for (const observer of observers) observer(status);
+  }
+
+  /** The whole response reached the client: count it with its times, and record it. */
+  completed(connections: Pick<PublicConnections, 'countBytes'>): void {
+    const response = this.response!;
+    const now = performance.now();
+    this.count(
+      response.status,
+      (now - this.started) / 1000,
+      (this.upstreamAt - this.sentAt) / 1000,
+      (this.sentAt - this.started + this.answeredAt - this.upstreamAt) / 1000,
+    );
+    if (this.state) connections.countBytes(this.state);
+    this.done?.(response.status, response.raw);
   }
 
   /**

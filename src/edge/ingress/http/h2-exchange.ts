@@ -345,15 +345,7 @@ export class H2Exchange {
     const response = this.response!;
     if (response.framing.kind === 'chunked') this.res.addTrailers(this.trailerFields());
     if (response.framing.kind !== 'none') this.h2.end();
-    const now = performance.now();
-    exchange.count(
-      response.status,
-      (now - exchange.started) / 1000,
-      (exchange.upstreamAt - exchange.sentAt) / 1000,
-      (exchange.sentAt - exchange.started + exchange.answeredAt - exchange.upstreamAt) / 1000,
-    );
-    if (exchange.state) this.ctx.connections.countBytes(exchange.state);
-    exchange.done?.(response.status, response.raw);
+    exchange.completed(this.ctx.connections);
   }
 
   /** Give the tunnel stream back to the pool when it can carry another exchange. */

@@ -189,15 +189,7 @@ export abstract class ResponseRelay extends ConnectionStream {
   /** The exchange is over, both ways: count it, then read the next request or close. */
   protected finish(exchange: Exchange): void {
     const response = exchange.response!;
-    const now = performance.now();
-    exchange.count(
-      response.status,
-      (now - exchange.started) / 1000,
-      (exchange.upstreamAt - exchange.sentAt) / 1000,
-      (exchange.sentAt - exchange.started + exchange.answeredAt - exchange.upstreamAt) / 1000,
-    );
-    if (exchange.state) this.ctx.connections.countBytes(exchange.state);
-    exchange.done?.(response.status, response.raw);
+    exchange.completed(this.ctx.connections);
     this.exchange = undefined;
     const close = exchange.closing || this.clientEnded || this.ctx.draining;
     // A service that was asked to switch protocols and did not: its connection is not reused.
