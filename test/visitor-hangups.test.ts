@@ -9,6 +9,7 @@ import { createAuthtoken, type EdgePorts, startEdgeServer } from './support/edge
 import type { BurrowServer } from './support/server-process.js';
 import { connectNgrok } from './support/ngrok-agents.js';
 import { until } from './support/mux.js';
+import { FULL_PATH_RULE } from './support/policy-fixtures.js';
 
 /**
  * Issue 36, item 2, as the attack: visitors send requests to a service that never answers, then
@@ -20,13 +21,12 @@ import { until } from './support/mux.js';
 const VISITORS = 60;
 
 /**
- * A policy the lean relay does not run (request-body-find-replace rewrites the request body): its
+ * A policy the lean relay does not run (FULL_PATH_RULE reads the request's trailers): its
  * requests take the full path.
  */
 const FULL_PATH_POLICY = `
 on_http_request:
-  - actions: [{type: request-body-find-replace, config: {replacements: [{from: "not-in-any-body", to: ""}]}}]
-`;
+${FULL_PATH_RULE}`;
 
 /** Open descriptors of process `pid`. */
 function descriptors(pid: number): number {

@@ -41,6 +41,17 @@ beforeAll(async () => {
   service = await startHttpUpstream((req: IncomingMessage, res: ServerResponse) => {
     res.sendDate = false;
     res.setHeader('Content-Type', 'text/plain');
+    if (req.url === '/echo') {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const framing = req.headers['transfer-encoding'] ?? 'length';
+        const body = `${framing} ${Buffer.concat(chunks).toString()}`;
+        res.setHeader('Content-Length', Buffer.byteLength(body));
+        res.end(body);
+      });
+      return;
+    }
     if (req.url === '/sized') {
       res.setHeader('Content-Length', Buffer.byteLength(TEXT));
       res.end(TEXT);
@@ -76,6 +87,11 @@ function splitResponse(bytes: Buffer): { head: string; body: Buffer; rest: Buffe
     at += size + 2;
   }
 }
+
+const REWRITE_REQUEST = `
+on_http_request:
+  - actions: [{type: request-body-find-replace, config: {replacements: [{from: "secret-(\\\\d+)", to: "xxx-$1"}]}}]
+`;
 
 const REWRITE_AND_COMPRESS = `
 on_http_response:
@@ -160,6 +176,56 @@ describe('response bodies changed on the relay', () => {
       expect(gunzipSync(gzipped.body).toString()).toBe(expected);
     },
   );
+
+  it('rewrites a request body with request-body-find-replace, sent on chunked', async () => {
+    const host = endpoints.publicEndpoint('http', service.port, REWRITE_REQUEST).hostname!;
+    const body = 'a secret-42 and a secret-7 '.repeat(3000);
+    const expected = body.replaceAll('secret-', 'xxx-');
+    const sized = splitResponse(
+      Buffer.from(
+        await rawExchange(
+          t.httpPort,
+          `POST /echo HTTP/1.1\r\nHost: ${host}\r\nContent-Type: text/plain\r\n` +
+            `Content-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+        ),
+        'latin1',
+      ),
+    );
+    expect(sized.head).not.toMatch(/\r\ndate:/i);
+    expect(sized.body.toString()).toBe(`chunked ${expected}`);
+    const chunkedBody = `${body.length.toString(16)}\r\n${body}\r\n0\r\n\r\n`;
+    const chunked = splitResponse(
+      Buffer.from(
+        await rawExchange(
+          t.httpPort,
+          `POST /echo HTTP/1.1\r\nHost: ${host}\r\nContent-Type: text/plain\r\n` +
+            `Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunkedBody}`,
+        ),
+        'latin1',
+      ),
+    );
+    expect(chunked.body.toString()).toBe(`chunked ${expected}`);
+    const session = http2.connect(`https://127.0.0.1:${t.httpsPort}`, {
+      ca: t.ca.certPem,
+      servername: host,
+    });
+    try {
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/echo',
+        ':authority': host,
+        'content-type': 'text/plain',
+      });
+      let text = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (d: string) => (text += d));
+      stream.end(body);
+      await new Promise((resolve) => stream.on('end', resolve));
+      expect(text).toBe(`chunked ${expected}`);
+    } finally {
+      session.close();
+    }
+  });
 
   it('compresses for an HTTP/2 client', async () => {
     const host = endpoints.publicEndpoint('http', service.port, COMPRESS).hostname!;

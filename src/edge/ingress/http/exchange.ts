@@ -107,6 +107,8 @@ export class Exchange {
   transforms: BodyTransforms | undefined;
   /** The transforms' last bytes went out. */
   flushed = false;
+  /** request-body-find-replace's rewrite, while the request body streams through it. */
+  requestTransforms: BodyTransforms | undefined;
 
   constructor(
     readonly head: RequestHead,
@@ -176,9 +178,12 @@ export class Exchange {
     return { response, rest: end < buf.length ? buf.subarray(end) : undefined };
   }
 
-  /** Whether the whole request has been sent. */
+  /** Whether the whole request has been sent (rewritten, its rewrite's last bytes too). */
   get requestSent(): boolean {
-    return this.requestBody === undefined || this.requestBody.done;
+    return (
+      (this.requestBody === undefined || this.requestBody.done) &&
+      this.requestTransforms === undefined
+    );
   }
 
   /** Whether the whole response has been relayed (and, transformed, its transforms flushed). */
@@ -242,12 +247,15 @@ export function agentRequestHead(
   proto: 'http' | 'https',
   clientIp: string,
   host?: string,
-  policy?: Pick<LeanPolicyRun, 'requestHeaders' | 'target'>,
+  policy?: Pick<LeanPolicyRun, 'requestHeaders' | 'target' | 'bodyRewrite'>,
   span?: SpanContext,
 ): string {
+  // A body the policy rewrites has a length nobody knows yet: it goes chunked.
+  const rewritten =
+    policy?.bodyRewrite !== undefined && (head.chunked || (head.contentLength ?? 0) > 0);
   const forwarded = forwardedHeaders(
-    head.raw,
-    { host: head.host, connection: head.connection, chunked: head.chunked },
+    rewritten ? withoutLength(head.raw) : head.raw,
+    { host: head.host, connection: head.connection, chunked: head.chunked || rewritten },
     { proto, clientIp, host, span, upgrade: head.upgrade },
   );
   const headers = policy
@@ -257,6 +265,15 @@ export function agentRequestHead(
   let text = `${head.method} ${policy?.target ?? head.target} HTTP/1.${head.minor}\r\n`;
   for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
   return text + '\r\n';
+}
+
+/** `raw` without its Content-Length. */
+function withoutLength(raw: readonly string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.toLowerCase() !== 'content-length') out.push(raw[i]!, raw[i + 1]!);
+  }
+  return out;
 }
 
 /**

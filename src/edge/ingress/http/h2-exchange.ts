@@ -32,7 +32,7 @@ import type { HttpRelayContext, LeanPage, LeanRoute } from './http-relay.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseHead } from './response-head.js';
 import { releaseAbandoned } from './stream-release.js';
-import { BodyTransforms } from './body-transforms.js';
+import { BodyTransforms, rewriter } from './body-transforms.js';
 import type { Transform } from 'node:stream';
 
 /**
@@ -86,6 +86,8 @@ export class H2Exchange {
   private finished = false;
   /** Bytes came after the response: the stream cannot carry another exchange. */
   private spoiled = false;
+  /** request-body-find-replace's rewrite, while the request body streams through it. */
+  private requestTransforms: BodyTransforms | undefined;
   /** The client's stream refused a write: the tunnel stream waits for its 'drain'. */
   private clientFull = false;
   /** The body's transforms, when the policy changes it on its way (body-transforms.ts). */
@@ -157,6 +159,13 @@ export class H2Exchange {
     stream.write(text, 'latin1');
     if (this.requestSent) return;
     if (head.contentLength) this.requestBody = new LengthFramer(head.contentLength);
+    const rewrite = exchange.policy?.bodyRewrite;
+    if (rewrite) {
+      // request-body-find-replace: through the rewrite, chunked (agentRequestHead said so).
+      this.requestTransforms = new BodyTransforms([rewriter(rewrite)], stream, true, req, () =>
+        this.fail('the request body rewrite failed'),
+      );
+    }
     req.on('data', this.onRequestData);
     req.once('end', this.onRequestEnd);
   }
@@ -168,6 +177,10 @@ export class H2Exchange {
     // nghttp2 checks DATA against content-length too; the agent must never get more.
     if (framer && framer.take(chunk, 0) !== chunk.length) {
       this.fail('a request body longer than its Content-Length');
+      return;
+    }
+    if (this.requestTransforms) {
+      this.requestTransforms.write(chunk);
       return;
     }
     if (framer) {
@@ -192,6 +205,14 @@ export class H2Exchange {
     if (!stream || this.finished) return;
     if (this.requestBody && !this.requestBody.done) {
       this.fail('a request body shorter than its Content-Length');
+      return;
+    }
+    const transforms = this.requestTransforms;
+    if (transforms) {
+      transforms.end(() => {
+        this.requestTransforms = undefined;
+        this.requestSent = true;
+      });
       return;
     }
     if (!this.requestBody) stream.write('0\r\n\r\n', 'latin1');
@@ -401,6 +422,7 @@ export class H2Exchange {
     if (this.finished) return;
     this.finished = true;
     this.transforms?.destroy();
+    this.requestTransforms?.destroy();
     const { exchange } = this;
     // 499: the client went away before the answer (nginx's convention).
     const status = this.response?.status ?? 499;
@@ -441,6 +463,7 @@ export class H2Exchange {
   private breakAnswer(): void {
     if (this.finished) return;
     this.transforms?.destroy();
+    this.requestTransforms?.destroy();
     this.finished = true;
     this.release()?.destroy();
     const status = this.response?.status ?? 502;

@@ -48,6 +48,10 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | undefined 
   if (length !== undefined && (typeof length !== 'string' || !DIGITS.test(length))) {
     return undefined;
   }
+  // A body without a length is framed as HTTP/1.1 would frame it, and so the policy sees it (as
+  // on the full path, h2-ingress.ts asIncoming).
+  const chunked = length === undefined && !req.stream.endAfterHeaders;
+  if (chunked) raw.push('transfer-encoding', 'chunked');
   const read = readRequestTarget(method, path, host);
   if ('problem' in read) return undefined;
   const accept = headers.accept;
@@ -59,7 +63,7 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | undefined 
     raw,
     host,
     contentLength: length === undefined ? undefined : Number(length),
-    chunked: length === undefined && !req.stream.endAfterHeaders,
+    chunked,
     close: false,
     upgrade: false,
     connection: undefined,

@@ -20,6 +20,9 @@ import { rewrittenHost, routingHost } from './http-forwarding.js';
 import { bareRefusal } from './http-parser-refusals.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
+import { ChunkedFramer } from './body-framing.js';
+import { BodyTransforms, rewriter } from './body-transforms.js';
+import type { BodyRewrite } from '../../../policy/index.js';
 import type { ResponseHead } from './response-head.js';
 import { switchProtocols } from './protocol-switch.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
@@ -114,6 +117,7 @@ export class HttpConnection extends ResponseRelay {
     const exchange = this.exchange;
     if (exchange) {
       exchange.transforms?.destroy();
+      exchange.requestTransforms?.destroy();
       // 499: the client went away before the answer (nginx's convention).
       const status = exchange.response?.status ?? 499;
       exchange.count(status);
@@ -352,6 +356,7 @@ export class HttpConnection extends ResponseRelay {
     const rest = this.buffered;
     this.buffered = undefined;
     if (exchange.requestBody) {
+      if (policy?.bodyRewrite) this.rewriteRequestBody(exchange, policy.bodyRewrite, stream);
       this.phase = Phase.Body;
       if (rest) this.relayRequestBody(rest);
     } else {
@@ -371,7 +376,11 @@ export class HttpConnection extends ResponseRelay {
       return;
     }
     const body = n === chunk.length ? chunk : chunk.subarray(0, n);
-    if (body.length > 0 && !this.stream!.write(body)) {
+    const transforms = exchange.requestTransforms;
+    if (transforms) {
+      // A chunked body reaches the rewrite decoded, through the framer's parts.
+      if (body.length > 0 && !(framer instanceof ChunkedFramer)) transforms.write(body);
+    } else if (body.length > 0 && !this.stream!.write(body)) {
       this.socket.pause();
       if (!this.streamFull) {
         this.streamFull = true;
@@ -382,7 +391,32 @@ export class HttpConnection extends ResponseRelay {
     exchange.requestBody = undefined;
     this.phase = Phase.Waiting;
     if (n < chunk.length) this.buffered = chunk.subarray(n);
+    if (transforms) {
+      // Sent once the rewrite's last bytes are.
+      transforms.end(() => {
+        exchange.requestTransforms = undefined;
+        if (this.exchange === exchange && exchange.responded) this.finish(exchange);
+      });
+      return;
+    }
     if (exchange.responded) this.finish(exchange);
+  }
+
+  /**
+   * request-body-find-replace: the body goes to the agent through `rewrite`, chunked (its head
+   * said so, exchange.ts agentRequestHead).
+   */
+  private rewriteRequestBody(exchange: Exchange, rewrite: BodyRewrite, stream: Duplex): void {
+    const body = new BodyTransforms([rewriter(rewrite)], stream, true, this.socket, () =>
+      this.socket.destroy(),
+    );
+    exchange.requestTransforms = body;
+    if (exchange.head.chunked) {
+      exchange.requestBody = new ChunkedFramer({
+        data: (bytes) => body.write(bytes),
+        trailer: () => undefined,
+      });
+    }
   }
 
   private readonly resumeSocket = (): void => {

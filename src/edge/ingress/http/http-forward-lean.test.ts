@@ -14,6 +14,7 @@ import {
   type PolicyEndpoints,
 } from '../../../../test/support/policy-endpoints.js';
 import { endpointLabel } from '../../metrics/endpoint-meters.js';
+import { FULL_PATH_RULE } from '../../../../test/support/policy-fixtures.js';
 
 /**
  * forward-internal on the lean relay: a policy whose on_http_request only routes is run on the
@@ -119,8 +120,8 @@ on_http_request:
       'https',
       'edit-lean.internal',
       await service('edit'),
-      // A rewritten body is written by the full path only (header changes alone stay lean).
-      'on_http_request: [{actions: [{type: request-body-find-replace, config: {replacements: [{from: "x", to: "y"}]}}, {type: add-headers, config: {headers: {x-added: "1"}}}]}]',
+      // A policy that reads the body is run by the full path only (header changes alone stay lean).
+      `on_http_request:\n${FULL_PATH_RULE}  - actions: [{type: add-headers, config: {headers: {x-added: "1"}}}]`,
     );
     const cloud = endpoints.publicEndpoint(
       'http',

@@ -298,7 +298,9 @@ export class HttpIngress {
       (walk.decisions ??= []).push({ policy: tunnel.policy!, decision: verdict.decision });
     }
     // A service that speaks HTTP/2 is spoken to on the full path (h2-upstream.ts).
-    if (verdict.kind === 'relay' && !tunnel.cloud && tunnel.appProtocol !== 'http2') {
+    // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
+    const chunkless = walk.head.minor === 0 && verdict.kind === 'relay' && verdict.run?.bodyRewrite;
+    if (verdict.kind === 'relay' && !tunnel.cloud && tunnel.appProtocol !== 'http2' && !chunkless) {
       return { tunnel, via: walk.via ?? NO_VIA, policy: verdict.run };
     }
     const step =

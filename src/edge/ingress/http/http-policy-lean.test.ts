@@ -14,6 +14,7 @@ import {
   type LocalServer,
   type TestIngress,
 } from '../../../../test/support/ingress.js';
+import { FULL_PATH_RULE } from '../../../../test/support/policy-fixtures.js';
 
 /**
  * Endpoints whose policy has no HTTP phase (on_tcp_connect only: IP restrictions, connect-time
@@ -85,10 +86,8 @@ describe('policies without an HTTP phase on the lean relay', () => {
     expect(events.eventsFor(tunnel.id).map((e) => e.outcome)).toEqual(['log']);
   });
 
-  it('a phase that rewrites the request body keeps the endpoint on the full path (the control)', async () => {
-    const { host } = online(
-      'on_http_request: [{actions: [{type: request-body-find-replace, config: {replacements: [{from: "not-in-any-body", to: ""}]}}]}]',
-    );
+  it('a phase that reads the request body keeps the endpoint on the full path (the control)', async () => {
+    const { host } = online(`on_http_request:\n${FULL_PATH_RULE}`);
     const [reply] = await keptAlive(host, 1);
     expect(reply).toMatchObject({ status: 200, body: 'ok' });
     expect(reply!.headers.date).toEqual(expect.any(String));

@@ -16,6 +16,7 @@ import type { TLSSocket } from 'node:tls';
 import { fieldProblem, headersProblem } from '../../../core/http-wire.js';
 import {
   NO_HEADER_CHANGES,
+  type BodyRewrite,
   type ConnInput,
   type ForwardInternal,
   type HeaderChanges,
@@ -40,9 +41,9 @@ import type { RequestHead } from './request-head.js';
  * changes, a new target (url-rewrite), an observer of the status the client got
  * (circuit-breaker), and actions that answer or refuse (the relay writes the answer; letting a
  * request by changes nothing), some after a wait (jwt-validation, a
- * signed-in openid-connect or oauth session, whose cookies come off the request). None may
- * read or rewrite a body (verify-webhook, request-body-find-replace, jwt-validation with a body
- * token source… take the full path).
+ * signed-in openid-connect or oauth session, whose cookies come off the request), and
+ * request-body-find-replace, whose rewrite the body streams through. None may read the body
+ * before deciding (verify-webhook, jwt-validation with a body token source… take the full path).
  */
 const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'forward-internal',
@@ -61,6 +62,8 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'restrict-ips',
   'rate-limit',
   'basic-auth',
+  // Its rewrite is a transform the relay streams the body through (body-transforms.ts).
+  'request-body-find-replace',
 ]);
 
 /**
@@ -117,6 +120,8 @@ export interface LeanPolicyRun {
   response: ResponsePhase | undefined;
   /** circuit-breaker's counters: told each status written to the client (Exchange.count). */
   observers?: ReadonlyArray<(status: number) => void> | undefined;
+  /** request-body-find-replace: the rewrite the request body streams through, sent chunked. */
+  bodyRewrite?: BodyRewrite | undefined;
 }
 
 /** What on_http_response needs, kept from the request's phases. */
@@ -204,6 +209,7 @@ export function leanVerdict(
       { policy, conn: state.conn, req, vars },
       undefined,
       undefined,
+      undefined,
     );
   }
   let decision: Settled<HttpRequestDecision>;
@@ -248,12 +254,11 @@ function verdictOf(
       : { kind: 'answer', answer: decision };
   }
   if (decision.kind !== 'continue') return { kind: 'full', decision };
-  // What only the full path writes: a body rewrite, and the page for a target or header value
-  // the policy made that cannot be written (rewrittenRequest says which).
+  // What only the full path writes: the page for a target or header value the policy made that
+  // cannot be written (rewrittenRequest says which).
   const rewritten = rewrittenRequest(decision);
-  if (decision.bodyRewrite !== undefined || 'refused' in rewritten) {
-    return { kind: 'full', decision };
-  }
+  if ('refused' in rewritten) return { kind: 'full', decision };
+  const bodyRewrite = decision.bodyRewrite;
   const changes = decision.headers;
   const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
   const hasResponsePhase = policy.runner.policy.has('on_http_response');
@@ -264,7 +269,8 @@ function verdictOf(
       changes.remove.length > 0 ||
       hasResponsePhase ||
       rewritten.target !== undefined ||
-      observers !== undefined
+      observers !== undefined ||
+      bodyRewrite !== undefined
     )
       return { kind: 'full', decision };
     return { kind: 'forward', forward: decision.forwardInternal, decision };
@@ -274,11 +280,12 @@ function verdictOf(
     changes.remove.length === 0 &&
     !hasResponsePhase &&
     rewritten.target === undefined &&
-    observers === undefined
+    observers === undefined &&
+    bodyRewrite === undefined
   )
     return RELAY;
   const response = hasResponsePhase ? { policy, conn, req, vars: decision.vars } : undefined;
-  return relayed(changes, response, rewritten.target, observers);
+  return relayed(changes, response, rewritten.target, observers, bodyRewrite);
 }
 
 /** Relay the request with what the policy made of it, and run `response` on its response. */
@@ -287,8 +294,9 @@ function relayed(
   response: ResponsePhase | undefined,
   target: string | undefined,
   observers: LeanPolicyRun['observers'],
+  bodyRewrite: BodyRewrite | undefined,
 ): LeanVerdict {
-  return { kind: 'relay', run: { requestHeaders, target, response, observers } };
+  return { kind: 'relay', run: { requestHeaders, target, response, observers, bodyRewrite } };
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * Upgrades judged by the agent's answer, over real sockets: an ingress in front of real services
  * through fake tunnels, on both paths (the lean relay for a policy it runs, the full path,
- * upgrade-exchange.ts, for one that rewrites request bodies). Only a 101 makes a raw relay
+ * upgrade-exchange.ts, for one that reads request bodies). Only a 101 makes a raw relay
  * (protocol-switch.ts), and the bytes the client sent behind the upgrade reach the service only
  * then; any other answer is an HTTP response and each request after it is read and judged by the
  * policy. A client that leaves while the answer is awaited releases the stream.
@@ -21,6 +21,7 @@ import {
   type PolicyEndpoints,
 } from '../../../../test/support/policy-endpoints.js';
 import { until } from '../../../../test/support/mux.js';
+import { FULL_PATH_RULE } from '../../../../test/support/policy-fixtures.js';
 
 const DENY_ADMIN = `
 on_http_request:
@@ -28,9 +29,8 @@ on_http_request:
     actions: [{type: deny}]
 `;
 
-/** The same rule, with an action only the full path runs (it rewrites the request body). */
-const DENY_ADMIN_FULL = `${DENY_ADMIN}  - actions: [{type: request-body-find-replace, config: {replacements: [{from: "not-in-any-body", to: ""}]}}]
-`;
+/** The same rule, with one only the full path runs (it reads the request's trailers). */
+const DENY_ADMIN_FULL = `${DENY_ADMIN}${FULL_PATH_RULE}`;
 
 const PATHS = [
   { path: 'the lean relay', policy: DENY_ADMIN, released: 'lean' },
