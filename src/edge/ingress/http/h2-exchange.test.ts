@@ -25,7 +25,7 @@ const POLICY = `
 on_http_request:
   - expressions: ["req.url.path == '/deny'"]
     actions: [{type: deny}]
-  - actions: [{type: add-headers, config: {headers: {x-added: "yes"}}}]
+  - actions: [{type: add-headers, config: {headers: {x-added: "yes", x-version: "\${req.version}"}}}]
 on_http_response:
   - actions: [{type: add-headers, config: {headers: {x-served-by: burrow}}}]
 `;
@@ -73,7 +73,9 @@ beforeAll(async () => {
         return;
       }
       const added = req.headers['x-added'] ?? '-';
+      const version = req.headers['x-version'] ?? '-';
       const text = `${req.method} ${req.url} ${String(added)} ${body}`;
+      res.setHeader('X-Seen-Version', version);
       res.setHeader('Content-Length', Buffer.byteLength(text));
       res.setHeader('Set-Cookie', ['a=1', 'b=2']);
       res.end(text);
@@ -137,6 +139,8 @@ describe('HTTP/2 on the lean pipeline', () => {
         expect(reply.headers[':status']).toBe(200);
         expect(reply.body).toBe(`GET ${paths[i]} yes `);
         expect(reply.headers['x-served-by']).toBe('burrow');
+        // The policy sees the version the client spoke, as on the full path.
+        expect(reply.headers['x-seen-version']).toBe('2.0');
         expect(reply.headers['set-cookie']).toEqual(['a=1', 'b=2']);
       });
       // Streams are kept between requests: the next ones open no new one.

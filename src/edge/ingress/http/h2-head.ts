@@ -60,6 +60,7 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | undefined 
     method,
     target: read.target,
     minor: 1,
+    h2: true,
     raw,
     host,
     contentLength: length === undefined ? undefined : Number(length),

@@ -200,7 +200,8 @@ export function leanVerdict(
     scheme: (socket as Partial<TLSSocket>).encrypted === true ? 'https' : 'http',
     // As parsed: the phases build from them only what their rules read.
     headers: head.raw,
-    version: head.minor === 1 ? '1.1' : '1.0',
+    // As Node's servers say it on the full path.
+    version: head.h2 ? '2.0' : head.minor === 1 ? '1.1' : '1.0',
     received: Date.now(),
   };
   if (!hasRequestPhase) {

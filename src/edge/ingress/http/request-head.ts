@@ -18,6 +18,8 @@ export interface RequestHead {
   target: string;
   /** 1 for HTTP/1.1, 0 for HTTP/1.0. */
   minor: 0 | 1;
+  /** The request came on HTTP/2 (h2-head.ts), and goes on to the agent as HTTP/1.1. */
+  h2: boolean;
   /** Names and values alternating, as sent (Node's `rawHeaders` shape). */
   raw: string[];
   host: string | undefined;
@@ -107,6 +109,7 @@ export function parseRequestHead(text: string, limits: RequestHeadLimits): Reque
     method: line.method,
     target: line.target,
     minor: line.minor,
+    h2: false,
     raw: [],
     host: undefined,
     contentLength: undefined,
