@@ -51,6 +51,11 @@ describe('StreamPool', () => {
     pool.retire(tunnel);
     expect(s.destroyed).toBe(true);
     expect(pool.take(tunnel, 'k')).toBeUndefined();
+    // One given back later, by an exchange that ran while the tunnel went, is closed too.
+    const late = stream();
+    pool.put(tunnel, 'k', late);
+    expect(late.destroyed).toBe(true);
+    expect(pool.take(tunnel, 'k')).toBeUndefined();
   });
 
   it('closes a stream idle for longer than idleMs', async () => {

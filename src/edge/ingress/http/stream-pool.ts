@@ -31,6 +31,11 @@ interface Parked {
  */
 export class StreamPool {
   private readonly idle = new Map<OnlineTunnel, Map<string, Parked[]>>();
+  /**
+   * Tunnels gone offline: a stream an exchange gives back after that (an HTTP/2 exchange holds
+   * one only while it runs) is closed, not kept for a tunnel nobody routes to.
+   */
+  private readonly retired = new WeakSet<OnlineTunnel>();
   private readonly idleMs: number;
   private readonly maxPerClient: number;
 
@@ -49,7 +54,12 @@ export class StreamPool {
 
   /** Keep `stream` for the next connection of the same client, unless it is spent. */
   put(tunnel: OnlineTunnel, key: string, stream: Duplex): void {
-    if (stream.destroyed || stream.readableEnded || stream.writableEnded) {
+    if (
+      stream.destroyed ||
+      stream.readableEnded ||
+      stream.writableEnded ||
+      this.retired.has(tunnel)
+    ) {
       stream.destroy();
       return;
     }
@@ -93,6 +103,7 @@ export class StreamPool {
 
   /** The tunnel went offline: close its idle streams. */
   retire(tunnel: OnlineTunnel): void {
+    this.retired.add(tunnel);
     const byKey = this.idle.get(tunnel);
     if (!byKey) return;
     this.idle.delete(tunnel);
