@@ -11,15 +11,19 @@ import { createBrotliCompress, createDeflate, createGzip } from 'node:zlib';
 import type { BodyRewrite, CompressionEncoding } from '../../../policy/index.js';
 import { bodyReplacer, sseReplacer } from './body-rewrite.js';
 
+/** What a response phase that leaves the body alone (nearly every one) asks for; never changed. */
+const NO_TRANSFORMS: readonly Transform[] = [];
+
 /**
  * The transforms on_http_response asked for, in the order they apply: a find-replace's rewrite,
- * then compress-response's encoder.
+ * then compress-response's encoder. Asked once per response: with neither, nothing is allocated.
  * @example responseTransforms({ bodyRewrite: undefined, compress: 'gzip' }) // [Gzip]
  */
 export function responseTransforms(d: {
   bodyRewrite?: BodyRewrite | undefined;
   compress?: CompressionEncoding | undefined;
-}): Transform[] {
+}): readonly Transform[] {
+  if (!d.bodyRewrite && !d.compress) return NO_TRANSFORMS;
   const transforms: Transform[] = [];
   if (d.bodyRewrite) transforms.push(rewriter(d.bodyRewrite));
   if (d.compress) transforms.push(compressor(d.compress));

@@ -24,7 +24,13 @@ import { errorPage, failureDetail, INGRESS_ERRORS, type IngressError } from '../
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
 import { ignoreError } from './connection-stream.js';
 import { h2Headers, NOT_IN_RESPONSES, respondH2 } from './h2-head.js';
-import { agentRequestHead, beginExchange, CloseFramer, type Exchange } from './exchange.js';
+import {
+  agentRequestHead,
+  beginExchange,
+  CloseFramer,
+  responseFramer,
+  type Exchange,
+} from './exchange.js';
 import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
 import { leanResponseHeaders } from './http-policy-lean.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
@@ -242,7 +248,7 @@ export class H2Exchange {
     }
     exchange.upstreamAt = performance.now();
     const phase = exchange.policy?.response;
-    let transforms: Transform[] | undefined;
+    let transforms: readonly Transform[] | undefined;
     if (phase) {
       const after = leanResponseHeaders(phase, response.status, response.raw);
       if (!after || 'problem' in after) {
@@ -260,19 +266,16 @@ export class H2Exchange {
   }
 
   /** Answer the client with `response`'s head; its body through `transforms`, if any. */
-  private respond(response: ResponseHead, transforms: Transform[] | undefined): void {
+  private respond(response: ResponseHead, transforms: readonly Transform[] | undefined): void {
     const { h2, exchange } = this;
     const framing = response.framing;
     this.response = response;
     exchange.response = response;
+    // A chunked body is decoded for HTTP/2 (its data and trailers); other framings as on HTTP/1.1.
     this.responseBody =
-      framing.kind === 'length'
-        ? new LengthFramer(framing.length)
-        : framing.kind === 'chunked'
-          ? new ChunkedFramer({ data: this.body, trailer: (line) => this.trailers.push(line) })
-          : framing.kind === 'close'
-            ? new CloseFramer()
-            : new LengthFramer(0);
+      framing.kind === 'chunked'
+        ? new ChunkedFramer({ data: this.body, trailer: (line) => this.trailers.push(line) })
+        : responseFramer(framing);
     if (transforms?.length && framing.kind !== 'none') {
       this.transforms = new BodyTransforms(transforms, h2, false, this.stream!, () =>
         this.breakAnswer(),

@@ -312,7 +312,7 @@ export function leanResponseHeaders(
   phase: ResponsePhase,
   status: number,
   raw: string[],
-): { headers: string[]; transforms: Transform[] } | { problem: string } | undefined {
+): { headers: string[]; transforms: readonly Transform[] } | { problem: string } | undefined {
   let d: Settled<HttpResponseDecision>;
   try {
     d = phase.policy.runner.onHttpResponse({

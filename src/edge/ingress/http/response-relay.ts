@@ -84,7 +84,7 @@ export abstract class ResponseRelay extends ConnectionStream {
     }
     exchange.upstreamAt = performance.now();
     const phase = exchange.policy?.response;
-    let transforms: Transform[] | undefined;
+    let transforms: readonly Transform[] | undefined;
     if (phase) {
       // on_http_response, on the head (http-policy-lean.ts): its header changes, or it fails closed.
       const after = leanResponseHeaders(phase, response.status, response.raw);
@@ -123,7 +123,11 @@ export abstract class ResponseRelay extends ConnectionStream {
    * (body-transforms.ts), chunked to an HTTP/1.1 client, until the connection closes to an
    * HTTP/1.0 one.
    */
-  private transform(exchange: Exchange, response: ResponseHead, transforms: Transform[]): void {
+  private transform(
+    exchange: Exchange,
+    response: ResponseHead,
+    transforms: readonly Transform[],
+  ): void {
     const chunked = exchange.head.minor === 1;
     if (!chunked) exchange.closing = true;
     else if (response.framing.kind !== 'chunked') response.raw.push('Transfer-Encoding', 'chunked');
