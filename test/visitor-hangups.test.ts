@@ -21,7 +21,7 @@ import { FULL_PATH_RULE } from './support/policy-fixtures.js';
 const VISITORS = 60;
 
 /**
- * A policy the lean relay does not run (FULL_PATH_RULE reads the request's trailers): its
+ * A policy the lean relay does not run (FULL_PATH_RULE, an action it leaves to the full path): its
  * requests take the full path.
  */
 const FULL_PATH_POLICY = `

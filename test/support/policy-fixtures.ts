@@ -298,10 +298,11 @@ export function refuseInternalEgress(): void {
 
 /**
  * An on_http_request rule (a list item under `on_http_request:`) that changes nothing but keeps
- * its endpoint on the full path: it reads `req.trailers`, which only the full path, reading the
- * body whole, can give (policy/compile.ts `waitsForBody`). For tests of what the full path does.
+ * its endpoint on the full path: its action, close-connection, is one the lean relay does not
+ * run (http-policy-lean.ts HEAD_ACTIONS), and its expression never matches. For tests of what the
+ * full path does.
  * @example const policy = `on_http_request:\n${FULL_PATH_RULE}`;
  */
-export const FULL_PATH_RULE = `  - expressions: ["'x-never' in req.trailers"]
-    actions: [{type: add-headers, config: {headers: {x-never: "1"}}}]
+export const FULL_PATH_RULE = `  - expressions: ["req.method == 'NEVER'"]
+    actions: [{type: close-connection}]
 `;

@@ -21,6 +21,7 @@ import { bareRefusal } from './http-parser-refusals.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
 import { ChunkedFramer } from './body-framing.js';
+import { BodyPeek, NO_BODY, type PolicyBodySource } from './body-peek.js';
 import { BodyTransforms, rewriter } from './body-transforms.js';
 import type { BodyRewrite } from '../../../policy/index.js';
 import type { ResponseHead } from './response-head.js';
@@ -43,6 +44,16 @@ export function startsH2c(buf: Buffer): boolean {
   return buf[0] === 0x50 && buf.length >= n && buf.compare(H2C_PREFACE, 0, n, 0, n) === 0;
 }
 
+/** Whether a request's headers (`raw`) ask for `100 Continue` before the body. */
+function expectsContinue(raw: readonly string[]): boolean {
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.length === 6 && raw[i]!.toLowerCase() === 'expect') {
+      return raw[i + 1]!.trim().toLowerCase() === '100-continue';
+    }
+  }
+  return false;
+}
+
 /** Public bytes held while a response is pending (pipelined requests) before reads pause. */
 const MAX_BUFFERED = 256 * 1024;
 
@@ -52,6 +63,8 @@ const MAX_BUFFERED = 256 * 1024;
 export class HttpConnection extends ResponseRelay {
   private readonly scanner = new HeadScanner();
   private headTimer: NodeJS.Timeout | undefined;
+  /** The body of the request being routed, while its policy reads it (body-peek.ts). */
+  private peek: BodyPeek | undefined;
 
   start(): void {
     const socket = this.socket;
@@ -82,6 +95,12 @@ export class HttpConnection extends ResponseRelay {
       case Phase.Routing:
       case Phase.Connecting:
       case Phase.Waiting:
+        if (this.peek) {
+          // A body the policy reads before it decides on the route.
+          this.peek.feed(chunk);
+          if (this.peek.overfull(MAX_BUFFERED)) this.socket.pause();
+          return;
+        }
         // Pipelined requests wait for the response before theirs.
         this.buffered = concat(this.buffered, chunk);
         if (this.buffered.length > MAX_BUFFERED) this.socket.pause();
@@ -93,6 +112,7 @@ export class HttpConnection extends ResponseRelay {
 
   private readonly onSocketEnd = (): void => {
     this.clientEnded = true;
+    this.peek?.fail(new Error('the client ended the body early'));
     if (this.phase === Phase.Head && this.exchange === undefined) {
       this.socket.end();
       return;
@@ -114,6 +134,7 @@ export class HttpConnection extends ResponseRelay {
   private readonly onSocketClose = (): void => {
     this.phase = Phase.Closed;
     clearTimeout(this.headTimer);
+    this.peek?.fail(new Error('the client left'));
     const exchange = this.exchange;
     if (exchange) {
       exchange.transforms?.destroy();
@@ -160,7 +181,8 @@ export class HttpConnection extends ResponseRelay {
       return;
     }
     const host = routingHost(head.host);
-    const route = this.ctx.route(head, host, this.socket);
+    const body = head.chunked || head.contentLength ? this.bodySource(head, end) : NO_BODY;
+    const route = this.ctx.route(head, host, this.socket, body);
     if (route instanceof Promise) {
       // Bytes that come meanwhile wait in `buffered` after this head, for the full path or the
       // next request.
@@ -174,6 +196,27 @@ export class HttpConnection extends ResponseRelay {
     this.routed(head, host, end, route);
   }
 
+  /**
+   * The body of the request whose head ends at `end` of `buffered`, for a policy that reads it
+   * before deciding: read from the bytes held and those that come while the route is awaited.
+   */
+  private bodySource(head: RequestHead, end: number): PolicyBodySource {
+    let peek: BodyPeek | undefined;
+    const start = (): BodyPeek => {
+      if (peek) return peek;
+      peek = new BodyPeek(head, () => setImmediate(() => this.socket.destroy()));
+      this.peek = peek;
+      // The client waits for this before it sends the body; Node's server says it on the full path.
+      if (head.minor === 1 && expectsContinue(head.raw)) {
+        this.socket.write('HTTP/1.1 100 Continue\r\n\r\n', 'latin1');
+      }
+      const held = this.buffered!;
+      if (held.length > end) peek.parse(held.subarray(end));
+      return peek;
+    };
+    return { read: () => start().body, trailers: () => peek?.trailers() ?? NO_BODY.trailers() };
+  }
+
   /** Serve the request whose head ends at `end` of `buffered` where `route` says. */
   private routed(
     head: RequestHead,
@@ -183,6 +226,13 @@ export class HttpConnection extends ResponseRelay {
   ): void {
     if (this.phase === Phase.Closed) return;
     this.phase = Phase.Head;
+    const peek = this.peek;
+    if (peek) {
+      // The body's bytes as sent go on after the head: relayed, or handed over with it.
+      this.peek = undefined;
+      peek.fail(new Error('the request was decided'));
+      if (peek.raw.length > 0) this.buffered = Buffer.concat([this.buffered!, ...peek.raw]);
+    }
     if (this.clientEnded) {
       // It left while the policy decided (nginx's 499): nothing is sent on its behalf.
       this.socket.destroy();

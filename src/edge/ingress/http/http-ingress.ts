@@ -41,6 +41,7 @@ import { isGrpc } from '../grpc-answers.js';
 import { INGRESS_ERRORS } from '../error-pages.js';
 import { clientIp } from '../../registry/connect-tunnel.js';
 import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
+import type { PolicyBodySource } from './body-peek.js';
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
 import { HttpUpgrades } from './http-upgrades.js';
@@ -60,6 +61,8 @@ interface LeanWalk {
   readonly socket: Duplex;
   /** The endpoint the Host named (a pool member, picked). */
   readonly routed: OnlineTunnel;
+  /** The request's body, for a policy that reads it first (HTTP/1.1 only: body-peek.ts). */
+  readonly body: PolicyBodySource | undefined;
   tunnel: OnlineTunnel;
   chain: string[];
   via?: OnlineTunnel[];
@@ -194,7 +197,7 @@ export class HttpIngress {
       tap: options.exchangeTap,
       tracing: options.tracing,
       raw: this.raw,
-      route: (head, host, socket) => this.leanRoute(head, host, socket),
+      route: (head, host, socket, body) => this.leanRoute(head, host, socket, body),
       handOver: (socket, buffered) => this.serveOnFullPath(socket, buffered),
       onLimit: (ip, limit) => options.onLimit?.(ip, limit),
     });
@@ -242,6 +245,7 @@ export class HttpIngress {
     head: RequestHead,
     host: string | undefined,
     socket: Duplex,
+    body?: PolicyBodySource,
   ): LeanRoute | LeanPage | undefined | Promise<LeanRoute | undefined> {
     // head.target is origin-form: parseRequestHead read it (core/request-target.ts), turning an
     // absolute-form target into one and refusing CONNECT and `*`.
@@ -265,7 +269,7 @@ export class HttpIngress {
       this.requests.routedAhead(socket, { routed });
       return undefined;
     }
-    return this.walk({ head, socket, routed, tunnel: routed, chain: [] });
+    return this.walk({ head, socket, routed, body, tunnel: routed, chain: [] });
   }
 
   /**
@@ -276,7 +280,7 @@ export class HttpIngress {
   private walk(walk: LeanWalk): LeanRoute | undefined | Promise<LeanRoute | undefined> {
     for (;;) {
       const { policy } = walk.tunnel;
-      const verdict = policy ? leanVerdict(walk.socket, policy, walk.head) : RELAY;
+      const verdict = policy ? leanVerdict(walk.socket, policy, walk.head, walk.body) : RELAY;
       if (verdict instanceof Promise) {
         return verdict.then((v) => {
           const after = this.step(walk, v);
@@ -354,7 +358,8 @@ export class HttpIngress {
   private readonly leanTargets: Pick<TunnelRegistry, 'internal'> = {
     internal: (key) => {
       const holder = this.registry.holder({ internal: key });
-      if (holder?.policy && !leanShaped(holder.policy)) return undefined;
+      // An internal endpoint's body-reading policy is the full path's (the walk does not read it).
+      if (holder?.policy && !leanShaped(holder.policy, false)) return undefined;
       return this.registry.internal(key);
     },
   };

@@ -19,6 +19,22 @@ export const POLICY_BODY_BUDGET = 256 * 1024 * 1024;
 let bufferedPolicyBytes = 0;
 
 /**
+ * Count `n` more bytes of bodies read for policies against {@link POLICY_BODY_BUDGET}; false (and
+ * nothing counted) when the process would go over it.
+ * @example if (!holdPolicyBytes(chunk.length)) refuse();
+ */
+export function holdPolicyBytes(n: number): boolean {
+  if (bufferedPolicyBytes + n > POLICY_BODY_BUDGET) return false;
+  bufferedPolicyBytes += n;
+  return true;
+}
+
+/** Give back `n` bytes counted by {@link holdPolicyBytes}. */
+export function releasePolicyBytes(n: number): void {
+  bufferedPolicyBytes -= n;
+}
+
+/**
  * Reads `req`'s body once, on first call. It rejects (and the request is failed) when the body is
  * over {@link POLICY_BODY_LIMIT}, takes longer than {@link POLICY_BODY_TIMEOUT_MS}, or would take
  * the process past {@link POLICY_BODY_BUDGET}.
@@ -34,13 +50,14 @@ export function bodyReader(
     (pending ??= new Promise<Buffer>((resolve, reject) => {
       const chunks: Buffer[] = [];
       let size = 0;
+      let held = 0;
       let settled = false;
       const settle = (err: Error | undefined): void => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
         req.off('data', onData);
-        bufferedPolicyBytes -= size;
+        releasePolicyBytes(held);
         if (!err) {
           holder.body = Buffer.concat(chunks);
           resolve(holder.body);
@@ -58,12 +75,12 @@ export function bodyReader(
       timer.unref();
       const onData = (chunk: Buffer): void => {
         size += chunk.length;
-        bufferedPolicyBytes += chunk.length;
         if (size > POLICY_BODY_LIMIT) {
           settle(new Error(`the body is over ${POLICY_BODY_LIMIT} bytes`));
-        } else if (bufferedPolicyBytes > POLICY_BODY_BUDGET) {
+        } else if (!holdPolicyBytes(chunk.length)) {
           settle(new Error('the server holds too many request bodies right now; retry later'));
         } else {
+          held += chunk.length;
           chunks.push(chunk);
         }
       };

@@ -35,6 +35,7 @@ import { rewrittenRequest } from './http-policy-writes.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 import { connectionState, type ConnectionPolicyState, type Settled } from './http-policy.js';
 import type { RequestHead } from './request-head.js';
+import type { PolicyBodySource } from './body-peek.js';
 
 /**
  * on_http_request actions whose outcome the relay can carry: routing and recording, header
@@ -42,8 +43,9 @@ import type { RequestHead } from './request-head.js';
  * (circuit-breaker), and actions that answer or refuse (the relay writes the answer; letting a
  * request by changes nothing), some after a wait (jwt-validation, a
  * signed-in openid-connect or oauth session, whose cookies come off the request), and
- * request-body-find-replace, whose rewrite the body streams through. None may read the body
- * before deciding (verify-webhook, jwt-validation with a body token source… take the full path).
+ * request-body-find-replace, whose rewrite the body streams through. verify-webhook and a
+ * jwt-validation body token read the body whole before deciding: the relay reads it for them on
+ * HTTP/1.1 (body-peek.ts); an HTTP/2 request to such an endpoint takes the full path.
  */
 const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'forward-internal',
@@ -64,6 +66,8 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'basic-auth',
   // Its rewrite is a transform the relay streams the body through (body-transforms.ts).
   'request-body-find-replace',
+  // They read the body whole first (body-peek.ts), then decide on it as on a head.
+  'verify-webhook',
 ]);
 
 /**
@@ -86,17 +90,16 @@ const shapes = new WeakMap<TunnelPolicy['runner']['policy'], boolean>();
 
 /**
  * Whether the lean relay can run `policy` at all: phases made only of {@link HEAD_ACTIONS} and
- * {@link RESPONSE_HEAD_ACTIONS}, and no variable that needs the body read. A policy of another
- * shape always takes the full path.
- * @example leanShaped(tunnel.policy) // true for `on_http_request: [add-headers …]`
+ * {@link RESPONSE_HEAD_ACTIONS}, and, unless the relay can read the request's body for it
+ * (`readsBody`: an HTTP/1.1 request, body-peek.ts), nothing that reads the body before deciding.
+ * A policy of another shape always takes the full path.
+ * @example leanShaped(tunnel.policy, false) // true for `on_http_request: [add-headers …]`
  */
-export function leanShaped(policy: TunnelPolicy): boolean {
+export function leanShaped(policy: TunnelPolicy, readsBody: boolean): boolean {
   const compiled = policy.runner.policy;
   let shaped = shapes.get(compiled);
   if (shaped === undefined) {
     shaped =
-      // The relay does not read bodies.
-      !compiled.readsBody &&
       compiled.phases.on_http_request.every((rule) =>
         rule.actions.every((a) => HEAD_ACTIONS.has(a.type)),
       ) &&
@@ -105,7 +108,7 @@ export function leanShaped(policy: TunnelPolicy): boolean {
       );
     shapes.set(compiled, shaped);
   }
-  return shaped;
+  return shaped && (readsBody || !compiled.readsBody);
 }
 
 /**
@@ -186,8 +189,9 @@ export function leanVerdict(
   socket: Duplex,
   policy: TunnelPolicy,
   head: RequestHead,
+  body?: PolicyBodySource,
 ): LeanVerdict | Promise<LeanVerdict> {
-  if (!leanShaped(policy)) return FULL;
+  if (!leanShaped(policy, body !== undefined)) return FULL;
   const state = connectionState(socket);
   const vars = tcpConnectVars(state, policy);
   if (vars === undefined) return FULL;
@@ -203,6 +207,9 @@ export function leanVerdict(
     // As Node's servers say it on the full path.
     version: head.h2 ? '2.0' : head.minor === 1 ? '1.1' : '1.0',
     received: Date.now(),
+    // Read only when a rule needs it (policy/compile.ts readsBody): the bytes stay to be relayed.
+    body: body?.read,
+    trailers: body?.trailers,
   };
   if (!hasRequestPhase) {
     return relayed(

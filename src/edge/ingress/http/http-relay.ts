@@ -16,6 +16,7 @@ import type { RespondDecision } from '../../../policy/index.js';
 import type { IngressError } from '../error-pages.js';
 import type { LeanPolicyRun } from './http-policy-lean.js';
 import type { RawRelays } from './protocol-switch.js';
+import type { PolicyBodySource } from './body-peek.js';
 
 /**
  * Where the relay carries a request: `tunnel` (a pool member, picked), reached through `via`, the
@@ -60,13 +61,15 @@ export interface HttpRelayContext {
   raw: RawRelays;
   /**
    * Where this relay carries the request, the edge's own page for it, or undefined: the full path
-   * serves it. A promise when a policy's decision waits (jwt-validation); bytes that arrive
-   * meanwhile are held, as pipelined requests are.
+   * serves it. A promise when a policy's decision waits (jwt-validation, a body it reads first);
+   * bytes that arrive meanwhile are held, as pipelined requests are.
    */
   route(
     head: RequestHead,
     host: string | undefined,
     socket: Duplex,
+    /** The request's body, read on demand for a policy that decides on it (body-peek.ts). */
+    body?: PolicyBodySource,
   ): LeanRoute | LeanPage | undefined | Promise<LeanRoute | undefined>;
   /** Serve the rest of the connection on the full HTTP path; `buffered` was read, not served. */
   handOver(socket: Duplex, buffered: Buffer | undefined): void;
