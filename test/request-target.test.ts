@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAuthtoken, startEdgeServer, type EdgeServer } from './support/edge-listeners.js';
 import { rawExchange, startHttpUpstream, type LocalServer } from './support/ingress.js';
 import { connectNgrok } from './support/ngrok-agents.js';
-import { FULL_PATH_RULE } from './support/policy-fixtures.js';
+import { FULL_PATH_PHASE } from './support/policy-fixtures.js';
 
 /**
  * One reading of the request target (issue 27 item 2), on a real `burrow server` with the
@@ -23,7 +23,7 @@ on_http_request:
           headers:
             x-policy-path: "\${req.url.path}"
             x-policy-raw-path: "\${req.url.raw_path}"
-${FULL_PATH_RULE}`;
+${FULL_PATH_PHASE}`;
 
 /** What the service saw of one request. */
 interface Seen {

@@ -9,7 +9,7 @@ import { createAuthtoken, type EdgePorts, startEdgeServer } from './support/edge
 import type { BurrowServer } from './support/server-process.js';
 import { connectNgrok } from './support/ngrok-agents.js';
 import { until } from './support/mux.js';
-import { FULL_PATH_RULE } from './support/policy-fixtures.js';
+import { FULL_PATH_PHASE } from './support/policy-fixtures.js';
 
 /**
  * Issue 36, item 2, as the attack: visitors send requests to a service that never answers, then
@@ -21,12 +21,10 @@ import { FULL_PATH_RULE } from './support/policy-fixtures.js';
 const VISITORS = 60;
 
 /**
- * A policy the lean relay does not run (FULL_PATH_RULE, an action it leaves to the full path): its
+ * A policy the lean relay does not run (FULL_PATH_PHASE, a phase it leaves to the full path): its
  * requests take the full path.
  */
-const FULL_PATH_POLICY = `
-on_http_request:
-${FULL_PATH_RULE}`;
+const FULL_PATH_POLICY = FULL_PATH_PHASE;
 
 /** Open descriptors of process `pid`. */
 function descriptors(pid: number): number {

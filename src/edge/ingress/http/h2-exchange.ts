@@ -66,6 +66,13 @@ export function serveH2(
   const span = ctx.tracing() ? startSpan(head.raw) : undefined;
   const start = { head, host, route, scheme: proto, clientIp: ip, span };
   const exchange = beginExchange(ctx, socket, start);
+  if (route.close) {
+    // close-connection closes the connection, every stream of it, as on the full path.
+    exchange.count(499, (performance.now() - exchange.started) / 1000);
+    exchange.done?.(499, []);
+    socket.destroy();
+    return;
+  }
   const answer = route.answer;
   if (!answer) {
     new H2Exchange(ctx, req, res, socket, exchange, proto, ip).start();

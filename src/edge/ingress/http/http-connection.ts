@@ -245,6 +245,7 @@ export class HttpConnection extends ResponseRelay {
     const buf = this.buffered!;
     this.buffered = end < buf.length ? buf.subarray(end) : undefined;
     if ('page' in route) this.page(head, host ?? '', route);
+    else if (route.close) this.closeByPolicy(head, host ?? '', route);
     else if (route.answer) this.answer(head, host ?? '', route, route.answer);
     else this.begin(head, host ?? '', route);
   }
@@ -257,6 +258,22 @@ export class HttpConnection extends ResponseRelay {
     if (exchange.state) this.ctx.connections.countBytes(exchange.state);
     exchange.done?.(d.status, written.raw);
     this.afterAnswer(written.close);
+  }
+
+  /**
+   * The policy closes the connection without an answer: counted as the endpoint's, as a client
+   * that got no answer (499), as the full path counts it.
+   */
+  private closeByPolicy(head: RequestHead, host: string, route: LeanRoute): void {
+    const exchange = this.exchangeFor(head, host, route, undefined);
+    exchange.count(499, (performance.now() - exchange.started) / 1000);
+    exchange.done?.(499, []);
+    this.phase = Phase.Closed;
+    this.parkStream();
+    // The answers before it go out first (pipelined requests); nothing more is read.
+    this.socket.pause();
+    this.socket.end();
+    this.socket.once('finish', () => this.socket.destroy());
   }
 
   /** Write the edge's own page for a request no endpoint serves, counted as unrouted. */

@@ -14,7 +14,7 @@ import {
   type PolicyEndpoints,
 } from '../../../../test/support/policy-endpoints.js';
 import { endpointLabel } from '../../metrics/endpoint-meters.js';
-import { FULL_PATH_RULE } from '../../../../test/support/policy-fixtures.js';
+import { FULL_PATH_PHASE } from '../../../../test/support/policy-fixtures.js';
 
 /**
  * forward-internal on the lean relay: a policy whose on_http_request only routes is run on the
@@ -120,8 +120,8 @@ on_http_request:
       'https',
       'edit-lean.internal',
       await service('edit'),
-      // A policy that reads the body is run by the full path only (header changes alone stay lean).
-      `on_http_request:\n${FULL_PATH_RULE}  - actions: [{type: add-headers, config: {headers: {x-added: "1"}}}]`,
+      // A policy the full path runs (header changes alone stay lean).
+      `on_http_request:\n  - actions: [{type: add-headers, config: {headers: {x-added: "1"}}}]\n${FULL_PATH_PHASE}`,
     );
     const cloud = endpoints.publicEndpoint(
       'http',

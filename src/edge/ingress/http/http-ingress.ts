@@ -298,6 +298,7 @@ export class HttpIngress {
     if (verdict.kind === 'answer') {
       return { tunnel, via: walk.via ?? NO_VIA, answer: verdict.answer };
     }
+    if (verdict.kind === 'close') return { tunnel, via: walk.via ?? NO_VIA, close: true };
     if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
       (walk.decisions ??= []).push({ policy: tunnel.policy!, decision: verdict.decision });
     }

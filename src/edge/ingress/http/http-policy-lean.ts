@@ -31,7 +31,9 @@ import { isGrpc } from '../grpc-answers.js';
 import { responseTransforms } from './body-transforms.js';
 import type { Transform } from 'node:stream';
 import { applyToRawHeaders, RESPONSE_ADD_OWNED, RESPONSE_REMOVE_OWNED } from './header-changes.js';
-import { rewrittenRequest } from './http-policy-writes.js';
+import { POLICY_FAILED_ANSWER, rewrittenRequest } from './http-policy-writes.js';
+import { errorPage, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
+import { routingHost } from './http-forwarding.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 import { connectionState, type ConnectionPolicyState, type Settled } from './http-policy.js';
 import type { RequestHead } from './request-head.js';
@@ -68,6 +70,10 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'request-body-find-replace',
   // They read the body whole first (body-peek.ts), then decide on it as on a head.
   'verify-webhook',
+  // A call the decision waits for, as jwt-validation's key lookup.
+  'http-request',
+  // The relay closes the connection itself.
+  'close-connection',
 ]);
 
 /**
@@ -142,8 +148,13 @@ export type LeanVerdict =
   /** Carry it on to the internal endpoint of `forward`, as it is. */
   | { kind: 'forward'; forward: ForwardInternal; decision: HttpRequestDecision }
   /** The full path serves it; `decision` is its on_http_request outcome when it was run here. */
-  /** Answer it with the policy's own response (deny, custom-response, a login redirect…). */
+  /**
+   * Answer it with the policy's own response (deny, custom-response, a login redirect…), the
+   * policy's 500 when it could not run, or the edge's page for a request it made unwritable.
+   */
   | { kind: 'answer'; answer: RespondDecision }
+  /** Close the connection without an answer (close-connection, on_tcp_connect's deny). */
+  | { kind: 'close' }
   | { kind: 'full'; decision?: Settled<HttpRequestDecision> | undefined };
 
 const RELAY: LeanVerdict = { kind: 'relay' };
@@ -151,38 +162,70 @@ const FULL: LeanVerdict = { kind: 'full' };
 /** The variables of a connection whose policy has no on_tcp_connect: one object for them all. */
 const NO_VARS: PolicyVars = Object.freeze({});
 
+/** on_tcp_connect closed the connection. */
+const CLOSED = Symbol('closed');
+/** The policy could not run (it threw or its decision failed): it fails closed, with a 500. */
+const FAILED = Symbol('failed');
+type ConnectOutcome = PolicyVars | typeof CLOSED | typeof FAILED;
+
+/** The policy's 500, as the relay writes a policy's answers. */
+const POLICY_FAILED_DECISION: RespondDecision = {
+  kind: 'respond',
+  ...POLICY_FAILED_ANSWER,
+  vars: NO_VARS,
+};
+const FAILED_VERDICT: LeanVerdict = { kind: 'answer', answer: POLICY_FAILED_DECISION };
+const CLOSE_VERDICT: LeanVerdict = { kind: 'close' };
+
 /**
- * The connection's on_tcp_connect outcome for `policy` (once per connection and policy, as on
- * the full path): its variables when it let the connection through at once, else undefined (it
- * waits, closes or throws), and the full path finishes the decision started here.
+ * The connection's on_tcp_connect outcome for `policy`, decided once per connection and policy
+ * (as on the full path, which finishes a decision the relay started): its variables, or that it
+ * closed the connection or failed; a promise while a decision waits (an IP policy's rules looked
+ * up), which the other requests of the connection (HTTP/2 streams) wait for too.
  */
 function tcpConnectVars(
   state: ConnectionPolicyState,
   policy: TunnelPolicy,
-): PolicyVars | undefined {
+): ConnectOutcome | Promise<ConnectOutcome> {
   if (!policy.runner.policy.has('on_tcp_connect')) return NO_VARS;
   const known = state.admitted.get(policy);
   if (known !== undefined) return known;
-  if (state.decided.has(policy)) return undefined;
-  let decision: Settled<TcpConnectDecision>;
-  try {
-    decision = policy.runner.onTcpConnect({ conn: state.conn, endpoint: policy.endpoint });
-  } catch {
-    return undefined;
+  let decision = state.decided.get(policy);
+  if (decision === undefined) {
+    try {
+      decision = policy.runner.onTcpConnect({ conn: state.conn, endpoint: policy.endpoint });
+    } catch {
+      return FAILED;
+    }
   }
-  if (!(decision instanceof Promise) && decision.kind !== 'close') {
-    state.admitted.set(policy, decision.vars);
-    return decision.vars;
-  }
+  if (!(decision instanceof Promise)) return connectOutcome(state, policy, decision);
   state.decided.set(policy, decision);
-  return undefined;
+  return decision.then(
+    (d) => connectOutcome(state, policy, d),
+    () => FAILED,
+  );
+}
+
+function connectOutcome(
+  state: ConnectionPolicyState,
+  policy: TunnelPolicy,
+  decision: TcpConnectDecision,
+): ConnectOutcome {
+  if (decision.kind === 'close') {
+    state.decided.set(policy, decision);
+    return CLOSED;
+  }
+  state.decided.delete(policy);
+  state.admitted.set(policy, decision.vars);
+  return decision.vars;
 }
 
 /**
  * What the lean relay does with a request (`head`) to an endpoint with `policy`: relay it there,
- * forward it to an internal endpoint, or leave it to the full path (an HTTP phase that answers the
- * request or rewrites a body, an on_tcp_connect decision that has to wait, a policy that throws).
- * An on_http_request decision that waits is waited for: the verdict is then a promise.
+ * forward it to an internal endpoint, answer it, close the connection, or leave it to the full
+ * path (a gRPC client's refusal, changes made before a forward-internal hop). A decision that
+ * waits (on_tcp_connect's IP policy lookup, jwt-validation's key lookup, a body the policy reads
+ * first) is waited for: the verdict is then a promise.
  * @example const verdict = leanVerdict(socket, tunnel.policy, head);
  */
 export function leanVerdict(
@@ -194,7 +237,23 @@ export function leanVerdict(
   if (!leanShaped(policy, body !== undefined)) return FULL;
   const state = connectionState(socket);
   const vars = tcpConnectVars(state, policy);
-  if (vars === undefined) return FULL;
+  if (vars instanceof Promise) {
+    return vars.then((v) => requestVerdict(socket, state, policy, head, body, v));
+  }
+  return requestVerdict(socket, state, policy, head, body, vars);
+}
+
+/** The rest of {@link leanVerdict} once on_tcp_connect decided (`vars`): on_http_request's. */
+function requestVerdict(
+  socket: Duplex,
+  state: ConnectionPolicyState,
+  policy: TunnelPolicy,
+  head: RequestHead,
+  body: PolicyBodySource | undefined,
+  vars: ConnectOutcome,
+): LeanVerdict | Promise<LeanVerdict> {
+  if (vars === CLOSED) return CLOSE_VERDICT;
+  if (vars === FAILED) return FAILED_VERDICT;
   const phases = policy.runner.policy;
   const hasRequestPhase = phases.has('on_http_request');
   if (!hasRequestPhase && !phases.has('on_http_response')) return RELAY;
@@ -229,43 +288,44 @@ export function leanVerdict(
       vars,
     });
   } catch {
-    return FULL;
+    return FAILED_VERDICT;
   }
   if (decision instanceof Promise) {
     // A decision that waits (jwt-validation's signature check and key lookup) is waited for here,
-    // as the full path would; one that fails is the full path's to answer (the policy's 500).
+    // as the full path would; one that fails is the policy's 500.
     return decision.then(
-      (d) => verdictOf(d, policy, state.conn, req, head.contentType),
-      (): LeanVerdict => ({ kind: 'full', decision }),
+      (d) => verdictOf(d, policy, state.conn, req, head),
+      (): LeanVerdict => FAILED_VERDICT,
     );
   }
-  return verdictOf(decision, policy, state.conn, req, head.contentType);
+  return verdictOf(decision, policy, state.conn, req, head);
 }
 
 /**
- * The verdict on a request (`req`, its Content-Type `contentType`) that `policy`'s
- * on_http_request decided. A module function, not a closure of {@link leanVerdict}: it runs for
- * every request.
+ * The verdict on a request (`req`, its head `head`) that `policy`'s on_http_request decided. A
+ * module function, not a closure of {@link leanVerdict}: it runs for every request.
  */
 function verdictOf(
   decision: HttpRequestDecision,
   policy: TunnelPolicy,
   conn: ConnInput,
   req: RequestInput,
-  contentType: string | undefined,
+  head: RequestHead,
 ): LeanVerdict {
   if (decision.kind === 'respond') {
-    // The relay writes the answer, unless it is a gRPC client's (a status in trailers, which
-    // the full path writes) or has a header that cannot be written (the full path's 502 page).
-    return isGrpc(contentType) || headersProblem(decision.headers)
-      ? { kind: 'full', decision }
+    // A gRPC client's answer is a status in trailers, which the full path writes.
+    if (isGrpc(head.contentType)) return { kind: 'full', decision };
+    // An answer with a header that cannot be written is the edge's 502 page instead.
+    const problem = headersProblem(decision.headers);
+    return problem
+      ? pageVerdict(INGRESS_ERRORS.unsafeResponseHead, head, problem)
       : { kind: 'answer', answer: decision };
   }
-  if (decision.kind !== 'continue') return { kind: 'full', decision };
-  // What only the full path writes: the page for a target or header value the policy made that
-  // cannot be written (rewrittenRequest says which).
+  if (decision.kind === 'close') return CLOSE_VERDICT;
+  // A target or header value the policy made that cannot be written: the edge's page
+  // (rewrittenRequest says which).
   const rewritten = rewrittenRequest(decision);
-  if ('refused' in rewritten) return { kind: 'full', decision };
+  if ('refused' in rewritten) return pageVerdict(rewritten.refused, head, rewritten.detail);
   const bodyRewrite = decision.bodyRewrite;
   const changes = decision.headers;
   const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
@@ -294,6 +354,12 @@ function verdictOf(
     return RELAY;
   const response = hasResponsePhase ? { policy, conn, req, vars: decision.vars } : undefined;
   return relayed(changes, response, rewritten.target, observers, bodyRewrite);
+}
+
+/** Answer the request with the edge's page `error`, as the full path would. */
+function pageVerdict(error: IngressError, head: RequestHead, detail: string): LeanVerdict {
+  const page = errorPage(error, routingHost(head.host) ?? '', head.accept, detail);
+  return { kind: 'answer', answer: { kind: 'respond', ...page, vars: NO_VARS } };
 }
 
 /** Relay the request with what the policy made of it, and run `response` on its response. */

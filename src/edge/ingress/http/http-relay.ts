@@ -29,6 +29,8 @@ export interface LeanRoute {
   policy?: LeanPolicyRun | undefined;
   /** The policy answered the request itself: the relay writes this and asks the agent nothing. */
   answer?: RespondDecision | undefined;
+  /** The policy closes the connection without an answer (close-connection). */
+  close?: boolean | undefined;
 }
 
 /**

@@ -21,7 +21,7 @@ import {
   type PolicyEndpoints,
 } from '../../../../test/support/policy-endpoints.js';
 import { until } from '../../../../test/support/mux.js';
-import { FULL_PATH_RULE } from '../../../../test/support/policy-fixtures.js';
+import { FULL_PATH_PHASE } from '../../../../test/support/policy-fixtures.js';
 
 const DENY_ADMIN = `
 on_http_request:
@@ -29,8 +29,8 @@ on_http_request:
     actions: [{type: deny}]
 `;
 
-/** The same rule, with one only the full path runs (it reads the request's trailers). */
-const DENY_ADMIN_FULL = `${DENY_ADMIN}${FULL_PATH_RULE}`;
+/** The same rule, with a phase only the full path runs. */
+const DENY_ADMIN_FULL = `${DENY_ADMIN}${FULL_PATH_PHASE}`;
 
 const PATHS = [
   { path: 'the lean relay', policy: DENY_ADMIN, released: 'lean' },
