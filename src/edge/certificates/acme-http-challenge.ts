@@ -8,9 +8,46 @@ export const ACME_CHALLENGE_PATH = '/.well-known/acme-challenge/';
 /** Tokens are base64url (RFC 8555 §8.3); anything else is not worth a store lookup. */
 const TOKEN = /^[A-Za-z0-9_-]{1,256}$/;
 
+/** The answer to an ACME HTTP-01 validation request. */
+export interface AcmeAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+function acmeReply(status: number, body: string): AcmeAnswer {
+  return { status, headers: { 'content-type': 'text/plain', 'cache-control': 'no-store' }, body };
+}
+
 /**
- * Answer an ACME HTTP-01 validation request, before any routing or policy: the CA must reach the
- * answer whatever tunnel (or none) serves the name. Returns false when `req` is not one, so the
+ * The answer to an ACME HTTP-01 validation request (`method` and origin-form `target`), or
+ * undefined when the request is not one. It comes before any routing or policy: the CA must reach
+ * the answer whatever tunnel (or none) serves the name.
+ * @example const answer = acmeChallengeAnswer('GET', '/.well-known/acme-challenge/abc', lookup);
+ */
+export function acmeChallengeAnswer(
+  method: string,
+  target: string,
+  lookup: AcmeChallengeLookup | undefined,
+): Promise<AcmeAnswer> | undefined {
+  if (
+    !lookup ||
+    !target.startsWith(ACME_CHALLENGE_PATH) ||
+    (method !== 'GET' && method !== 'HEAD')
+  ) {
+    return undefined;
+  }
+  const token = target.slice(ACME_CHALLENGE_PATH.length);
+  if (!TOKEN.test(token)) return Promise.resolve(acmeReply(404, 'no such ACME challenge\n'));
+  return lookup(token).then(
+    (answer) =>
+      answer === undefined ? acmeReply(404, 'no such ACME challenge\n') : acmeReply(200, answer),
+    () => acmeReply(503, 'the ACME challenge store is unavailable; the CA will retry\n'),
+  );
+}
+
+/**
+ * {@link acmeChallengeAnswer} written to `res`; false when `req` is not such a request, so the
  * caller routes it as usual.
  * @example if (answerAcmeChallenge(req, res, lookup)) return;
  */
@@ -19,32 +56,12 @@ export function answerAcmeChallenge(
   res: ServerResponse,
   lookup: AcmeChallengeLookup | undefined,
 ): boolean {
-  const url = req.url ?? '';
-  if (
-    !lookup ||
-    !url.startsWith(ACME_CHALLENGE_PATH) ||
-    (req.method !== 'GET' && req.method !== 'HEAD')
-  ) {
-    return false;
-  }
-  const token = url.slice(ACME_CHALLENGE_PATH.length);
-  const reply = (status: number, body: string): void => {
+  const answer = acmeChallengeAnswer(req.method ?? 'GET', req.url ?? '', lookup);
+  if (!answer) return false;
+  void answer.then(({ status, headers, body }) => {
     if (res.destroyed) return;
-    res.writeHead(status, {
-      'content-type': 'text/plain',
-      'content-length': Buffer.byteLength(body),
-      'cache-control': 'no-store',
-    });
+    res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
     res.end(req.method === 'HEAD' ? undefined : body);
-  };
-  if (!TOKEN.test(token)) {
-    reply(404, 'no such ACME challenge\n');
-    return true;
-  }
-  lookup(token).then(
-    (answer) =>
-      answer === undefined ? reply(404, 'no such ACME challenge\n') : reply(200, answer),
-    () => reply(503, 'the ACME challenge store is unavailable; the CA will retry\n'),
-  );
+  });
   return true;
 }

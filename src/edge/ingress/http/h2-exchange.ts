@@ -34,7 +34,7 @@ import {
 import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
 import { leanResponseHeaders } from './http-policy-lean.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
-import type { HttpRelayContext, LeanPage, LeanRoute } from './http-relay.js';
+import type { HttpRelayContext, LeanRouting } from './http-relay.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseHead } from './response-head.js';
 import { releaseAbandoned } from './stream-release.js';
@@ -53,8 +53,12 @@ export function serveH2(
   socket: Duplex,
   head: RequestHead,
   host: string,
-  route: LeanRoute | LeanPage,
+  route: Exclude<LeanRouting, undefined>,
 ): void {
+  if ('edge' in route) {
+    respondH2(req.stream, route.edge, head);
+    return;
+  }
   if ('page' in route) {
     respondH2(req.stream, errorPage(route.page, host, head.accept, route.detail), head);
     ctx.meters.unrouted.request(route.page.status);

@@ -27,7 +27,7 @@ import type { BodyRewrite } from '../../../policy/index.js';
 import type { ResponseHead } from './response-head.js';
 import { switchProtocols } from './protocol-switch.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
-import type { LeanPage, LeanRoute } from './http-relay.js';
+import type { LeanPage, LeanRoute, LeanRouting } from './http-relay.js';
 import { errorPage, rawAnswer } from '../error-pages.js';
 import type { RespondDecision } from '../../../policy/index.js';
 
@@ -222,7 +222,7 @@ export class HttpConnection extends ResponseRelay {
     head: RequestHead,
     host: string | undefined,
     end: number,
-    route: LeanRoute | LeanPage | undefined,
+    route: LeanRouting,
   ): void {
     if (this.phase === Phase.Closed) return;
     this.phase = Phase.Head;
@@ -244,7 +244,8 @@ export class HttpConnection extends ResponseRelay {
     }
     const buf = this.buffered!;
     this.buffered = end < buf.length ? buf.subarray(end) : undefined;
-    if ('page' in route) this.page(head, host ?? '', route);
+    if ('edge' in route) this.afterAnswer(this.writeAnswer(head, route.edge).close);
+    else if ('page' in route) this.page(head, host ?? '', route);
     else if (route.close) this.closeByPolicy(head, host ?? '', route);
     else if (route.answer) this.answer(head, host ?? '', route, route.answer);
     else this.begin(head, host ?? '', route);

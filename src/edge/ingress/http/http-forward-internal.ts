@@ -6,7 +6,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { INGRESS_ERRORS, sendErrorPage, type IngressError } from '../error-pages.js';
 import type { HttpPolicyFlow } from './http-policy.js';
-import { followInternal, refusalText } from '../../registry/internal-routing.js';
+import {
+  followInternal,
+  refusalText,
+  type ForwardRefusal,
+} from '../../registry/internal-routing.js';
 import type { OnlineTunnel, TunnelRegistry } from '../../registry/tunnel-registry.js';
 
 /** Bodies read whole by the policy of an endpoint a request was forwarded from. */
@@ -66,7 +70,14 @@ export function forwardStep(
     if (flow.body) carriedBodies.set(req, flow.body);
     return step;
   }
-  const { refusal } = step;
+  return forwardRefused(step.refusal);
+}
+
+/**
+ * The error page of a forward-internal that cannot be followed, on every HTTP path.
+ * @example forwardRefused({ kind: 'offline', key: 'api.internal' }).refused // internalOffline
+ */
+export function forwardRefused(refusal: ForwardRefusal): ForwardRefused {
   const refused =
     refusal.kind === 'loop' || refusal.kind === 'hops'
       ? INGRESS_ERRORS.forwardLoop

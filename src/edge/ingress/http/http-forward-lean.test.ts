@@ -136,7 +136,7 @@ on_http_request:
     expect(onHttpRequest).toHaveBeenCalledTimes(2);
   });
 
-  it('answers what it cannot carry with the full path’s pages: an offline target, a loop', async () => {
+  it('answers an offline target, a loop and a request a cloud endpoint leaves unhandled with the edge’s pages, on the relay', async () => {
     const offline = endpoints.publicEndpoint(
       'http',
       0,
@@ -158,15 +158,27 @@ on_http_request:
     expect(loop!.status).toBe(508);
     expect(loop!.body).toContain('→ la.internal → lb.internal → la.internal');
     // A cloud endpoint with no matching rule: its error page.
+    endpoints.internalEndpoint('https', 'served-lean.internal', await service('served'));
     const unmatched = endpoints.publicEndpoint(
       'http',
       0,
-      `on_http_request: [{expressions: ["req.url.path == '/x'"], actions: [{type: forward-internal, config: {url: "https://la.internal"}}]}]`,
+      `on_http_request: [{expressions: ["req.url.path == '/x'"], actions: [{type: forward-internal, config: {url: "https://served-lean.internal"}}]}]`,
       'cloud',
     );
-    const [page] = await requests(unmatched.hostname!, ['/y']);
+    // On one connection: the pages are the relay's, so the request after them is still relayed
+    // (no Date header); a connection handed to the full path would stay there.
+    const [page, loopAgain, served] = await requests(unmatched.hostname!, ['/y', '/y', '/x']);
     expect(page!.status).toBe(502);
     expect(page!.headers['burrow-error-code']).toBe('ERR_BURROW_CLOUD_ENDPOINT_UNHANDLED');
+    expect(loopAgain!.status).toBe(502);
+    expect([served!.status, served!.body, served!.headers.date]).toEqual([
+      200,
+      'served:/x',
+      undefined,
+    ]);
+    const [again, andAgain] = await requests(offline.hostname!, ['/', '/']);
+    expect([again!.status, andAgain!.status]).toEqual([502, 502]);
+    expect(onHttpRequest).toHaveBeenCalledTimes(3);
   });
 
   it.each([

@@ -19,7 +19,7 @@ import type { Logger } from '../../../core/logger.js';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
 import type { SpanContext } from '../../metrics/trace-context.js';
 import {
-  ACME_CHALLENGE_PATH,
+  acmeChallengeAnswer,
   type AcmeChallengeLookup,
 } from '../../certificates/acme-http-challenge.js';
 import { PublicConnections } from './http-connections.js';
@@ -36,11 +36,12 @@ import { h2RequestHead } from './h2-head.js';
 import { H2Ingress, type H2Limits } from './h2-ingress.js';
 import { routingHost } from './http-forwarding.js';
 import { startsH2c } from './http-connection.js';
-import { HttpRelay, type LeanPage, type LeanRoute } from './http-relay.js';
+import { HttpRelay, type LeanRoute, type LeanRouting } from './http-relay.js';
 import { isGrpc } from '../grpc-answers.js';
 import { INGRESS_ERRORS } from '../error-pages.js';
 import { clientIp } from '../../registry/connect-tunnel.js';
-import { leanShaped, leanVerdict, type LeanVerdict } from './http-policy-lean.js';
+import { leanShaped, leanVerdict, pageAnswer, type LeanVerdict } from './http-policy-lean.js';
+import { forwardRefused } from './http-forward-internal.js';
 import type { PolicyBodySource } from './body-peek.js';
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
@@ -246,10 +247,12 @@ export class HttpIngress {
     host: string | undefined,
     socket: Duplex,
     body?: PolicyBodySource,
-  ): LeanRoute | LeanPage | undefined | Promise<LeanRoute | undefined> {
+  ): LeanRouting | Promise<LeanRouting> {
     // head.target is origin-form: parseRequestHead read it (core/request-target.ts), turning an
     // absolute-form target into one and refusing CONNECT and `*`.
-    if (this.acmeChallenge && head.target.startsWith(ACME_CHALLENGE_PATH)) return undefined;
+    // Before any routing or policy: the CA must reach the answer whatever serves the name.
+    const acme = acmeChallengeAnswer(head.method, head.target, this.acmeChallenge);
+    if (acme) return acme.then((edge) => ({ edge }));
     // An upgrade's body would be relayed before the 101 and its bytes after it raw: the full path
     // reads it (rare; WebSocket handshakes have none). HTTP/1.0 has no upgrades.
     if (head.upgrade && (head.minor === 0 || head.chunked || (head.contentLength ?? 0) > 0)) {
@@ -302,19 +305,36 @@ export class HttpIngress {
     if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
       (walk.decisions ??= []).push({ policy: tunnel.policy!, decision: verdict.decision });
     }
-    // A service that speaks HTTP/2 is spoken to on the full path (h2-upstream.ts).
-    // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
-    const chunkless = walk.head.minor === 0 && verdict.kind === 'relay' && verdict.run?.bodyRewrite;
-    if (verdict.kind === 'relay' && !tunnel.cloud && tunnel.appProtocol !== 'http2' && !chunkless) {
-      return { tunnel, via: walk.via ?? NO_VIA, policy: verdict.run };
-    }
     const step =
       verdict.kind === 'forward'
         ? followInternal(this.leanTargets, verdict.forward, walk.chain, tunnel, ['http', 'https'])
         : undefined;
-    // A cloud endpoint's error page, an offline target, a loop, an endpoint the relay cannot
-    // carry: the full path answers, with what was decided here.
+    if (step && 'refusal' in step) {
+      const { refusal } = step;
+      // Online but not the relay's to carry (leanTargets): the full path serves it.
+      const skipped =
+        refusal.kind === 'offline' && this.registry.holder({ internal: refusal.key }) !== undefined;
+      if (!skipped) {
+        const { refused, detail } = forwardRefused(refusal);
+        return { tunnel, via: walk.via ?? NO_VIA, answer: pageAnswer(refused, walk.head, detail) };
+      }
+    } else if (verdict.kind !== 'full' && !step) {
+      // The endpoint itself serves it (a forward's target offline with `on_error: continue`).
+      if (tunnel.cloud) {
+        // A cloud endpoint has no agent: its policy neither answered nor forwarded the request.
+        const page = pageAnswer(INGRESS_ERRORS.cloudUnanswered, walk.head);
+        return { tunnel, via: walk.via ?? NO_VIA, answer: page };
+      }
+      // A service that speaks HTTP/2 is spoken to on the full path (h2-upstream.ts).
+      // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
+      const run = verdict.kind === 'relay' ? verdict.run : undefined;
+      const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
+      if (tunnel.appProtocol !== 'http2' && !chunkless) {
+        return { tunnel, via: walk.via ?? NO_VIA, policy: run };
+      }
+    }
     if (!step || !('next' in step)) {
+      // What the relay cannot carry: the full path answers, with what was decided here.
       this.requests.routedAhead(walk.socket, { routed: walk.routed, decisions: walk.decisions });
       return undefined;
     }
@@ -341,7 +361,7 @@ export class HttpIngress {
       return;
     }
     const host = routingHost(head.host) ?? '';
-    const serve = (route: LeanRoute | LeanPage | undefined): void => {
+    const serve = (route: LeanRouting): void => {
       // The client may have reset its stream while the policy decided.
       if (req.stream.destroyed) return;
       if (route) serveH2(this.relay.context, req, res, socket, head, host, route);

@@ -356,10 +356,22 @@ function verdictOf(
   return relayed(changes, response, rewritten.target, observers, bodyRewrite);
 }
 
-/** Answer the request with the edge's page `error`, as the full path would. */
-function pageVerdict(error: IngressError, head: RequestHead, detail: string): LeanVerdict {
+/**
+ * The edge's page `error` for the request `head`, as an answer the relay writes and counts as the
+ * endpoint's, as the full path does.
+ * @example pageAnswer(INGRESS_ERRORS.cloudUnanswered, head)
+ */
+export function pageAnswer(
+  error: IngressError,
+  head: RequestHead,
+  detail?: string,
+): RespondDecision {
   const page = errorPage(error, routingHost(head.host) ?? '', head.accept, detail);
-  return { kind: 'answer', answer: { kind: 'respond', ...page, vars: NO_VARS } };
+  return { kind: 'respond', ...page, vars: NO_VARS };
+}
+
+function pageVerdict(error: IngressError, head: RequestHead, detail: string): LeanVerdict {
+  return { kind: 'answer', answer: pageAnswer(error, head, detail) };
 }
 
 /** Relay the request with what the policy made of it, and run `response` on its response. */

@@ -45,6 +45,17 @@ export interface LeanPage {
   close?: boolean | undefined;
 }
 
+/** An answer of the edge's that is no endpoint's and no error: an ACME HTTP-01 challenge's. */
+export interface LeanEdgeAnswer {
+  edge: { status: number; headers: Record<string, string>; body: string };
+}
+
+/**
+ * What the relay's routing says of a request: where it goes, the edge's page or answer, or
+ * undefined when the full path serves it.
+ */
+export type LeanRouting = LeanRoute | LeanPage | LeanEdgeAnswer | undefined;
+
 /** What every connection of one listener shares. */
 export interface HttpRelayContext {
   meters: EndpointMeters;
@@ -72,7 +83,7 @@ export interface HttpRelayContext {
     socket: Duplex,
     /** The request's body, read on demand for a policy that decides on it (body-peek.ts). */
     body?: PolicyBodySource,
-  ): LeanRoute | LeanPage | undefined | Promise<LeanRoute | undefined>;
+  ): LeanRouting | Promise<LeanRouting>;
   /** Serve the rest of the connection on the full HTTP path; `buffered` was read, not served. */
   handOver(socket: Duplex, buffered: Buffer | undefined): void;
   /** A client went over a limit the relay enforces. */
