@@ -176,6 +176,24 @@ describe('HTTP/2 on the lean pipeline', () => {
     }
   });
 
+  it('lets on_http_response replace the answer (custom-response), the connection serving on', async () => {
+    const policy = `
+on_http_response:
+  - expressions: ["req.url.path == '/replace'"]
+    actions: [{type: custom-response, config: {status_code: 503, body: "replaced"}}]
+`;
+    const host = endpoints.publicEndpoint('http', service.port, policy).hostname!;
+    const session = connect(host);
+    try {
+      const replaced = await request(session, host, '/replace');
+      expect([replaced.headers[':status'], replaced.body]).toEqual([503, 'replaced']);
+      const next = await request(session, host, '/echo');
+      expect([next.headers[':status'], next.body]).toEqual([200, 'GET /echo - ']);
+    } finally {
+      session.close();
+    }
+  });
+
   it("decodes a chunked answer and passes its trailers on as HTTP/2's", async () => {
     const host = endpoints.publicEndpoint('http', service.port).hostname!;
     const session = connect(host);

@@ -267,6 +267,11 @@ export class H2Exchange {
         else this.answerWith(POLICY_FAILED_ANSWER);
         return;
       }
+      if ('answer' in after) {
+        // custom-response replaced the agent's answer; its body is not read: the stream goes.
+        this.answerWith(after.answer);
+        return;
+      }
       response.raw = after.headers;
       transforms = after.transforms;
     }

@@ -82,6 +82,8 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
  * compress-response.
  */
 const RESPONSE_HEAD_ACTIONS: ReadonlySet<string> = new Set([
+  // Its answer replaces the agent's: the relay writes it instead, and lets the stream go.
+  'custom-response',
   'log',
   'set-vars',
   'add-headers',
@@ -389,15 +391,19 @@ function relayed(
  * The response head's headers after on_http_response: `raw` (as parseResponseHead read them, so
  * every field of it can be written) with its changes, and the body's transforms (none, usually);
  * `{ problem }` for a header it added that cannot be written (answered with the 502 page, as on
- * the full path); or undefined when the phase cannot be applied (it threw, waited or answered),
- * and the policy fails closed.
+ * the full path); `{ answer }` when the phase replaced the response (custom-response); or
+ * undefined when the phase cannot be applied (it threw or waited), and the policy fails closed.
  * @example const after = leanResponseHeaders(run.response, 200, response.raw);
  */
 export function leanResponseHeaders(
   phase: ResponsePhase,
   status: number,
   raw: string[],
-): { headers: string[]; transforms: readonly Transform[] } | { problem: string } | undefined {
+):
+  | { headers: string[]; transforms: readonly Transform[] }
+  | { problem: string }
+  | { answer: RespondDecision }
+  | undefined {
   let d: Settled<HttpResponseDecision>;
   try {
     d = phase.policy.runner.onHttpResponse({
@@ -410,7 +416,12 @@ export function leanResponseHeaders(
   } catch {
     return undefined;
   }
-  if (d instanceof Promise || d.kind !== 'continue') return undefined;
+  if (d instanceof Promise) return undefined;
+  if (d.kind === 'respond') {
+    // An answer with a header that cannot be written is the 502 page instead, as on the full path.
+    const problem = headersProblem(d.headers);
+    return problem ? { problem } : { answer: d };
+  }
   // The response's own fields were read by the rules fieldProblem checks: only those the phase
   // adds (and the ingress does not own) can fail, and they are checked in the order written.
   for (const [name, value] of d.headers.add) {

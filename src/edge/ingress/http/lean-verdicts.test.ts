@@ -33,7 +33,8 @@ describe('the relay closes, waits and answers for the policy', () => {
       http.createServer((req, res) => {
         res.sendDate = false;
         seen.push(`${req.url} ${String(req.headers['x-verdict'])}`);
-        res.end('ok');
+        if (req.url === '/fail') res.statusCode = 500;
+        res.end(req.url === '/fail' ? 'a stack trace' : 'ok');
       }),
     );
     // The outside service http-request asks: it allows paths that do not start with /no.
@@ -101,6 +102,28 @@ on_http_request:
     const refused = await httpRequest(t.httpPort, { host, path: '/no' });
     expect(refused.status).toBe(403);
     expect(seen.slice(before)).toEqual(['/yes 200']);
+  });
+
+  it('custom-response in on_http_response replaces the service’s answer (a custom error page), and the connection closes', async () => {
+    const { host } = online(`
+on_http_response:
+  - expressions: ["res.status_code >= 500"]
+    actions:
+      - type: custom-response
+        config: {status_code: 503, headers: {content-type: text/plain}, body: "down for maintenance"}
+`);
+    // The endpoint rides the relay: its ordinary answers come as the service wrote them.
+    const fine = await httpRequest(t.httpPort, { host, path: '/ok' });
+    expect([fine.status, fine.body, fine.headers.date]).toEqual([200, 'ok', undefined]);
+    const reply = await rawExchange(
+      t.httpPort,
+      `GET /fail HTTP/1.1\r\nHost: ${host}\r\n\r\nGET /ok HTTP/1.1\r\nHost: ${host}\r\n\r\n`,
+    );
+    // The 500's body was not read: the policy's page, then the connection closes.
+    expect(reply).toMatch(
+      /^HTTP\/1\.1 503 Service Unavailable\r\n[\s\S]*\r\n\r\ndown for maintenance$/,
+    );
+    expect(reply).toMatch(/^connection: close\r$/im);
   });
 
   it("an answer whose header cannot be written is the edge's 502 page, and nothing reaches the service", async () => {

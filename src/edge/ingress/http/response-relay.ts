@@ -9,7 +9,8 @@
  * (connection-stream.ts); the request side is the connection itself.
  */
 import type { Duplex } from 'node:stream';
-import { failureDetail, INGRESS_ERRORS, rawErrorResponse } from '../error-pages.js';
+import { failureDetail, INGRESS_ERRORS, rawAnswer, rawErrorResponse } from '../error-pages.js';
+import type { RespondDecision } from '../../../policy/index.js';
 import { ChunkedFramer } from './body-framing.js';
 import { clientResponseHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
 import { ConnectionStream, Phase } from './connection-stream.js';
@@ -96,6 +97,10 @@ export abstract class ResponseRelay extends ConnectionStream {
           after ? error.status : POLICY_FAILED.status,
           after ? rawErrorResponse(error, host, after.problem) : rawPolicyFailure(),
         );
+        return;
+      }
+      if ('answer' in after) {
+        this.answerWithPolicy(exchange, after.answer);
         return;
       }
       response.raw = after.headers;
@@ -260,6 +265,28 @@ export abstract class ResponseRelay extends ConnectionStream {
       error.status,
       rawErrorResponse(error, routingHost(exchange.head.host) ?? '', detail),
     );
+  }
+
+  /**
+   * on_http_response replaced the agent's answer (custom-response): write the policy's instead,
+   * and close, since the agent's body was not read (the stream goes too).
+   */
+  private answerWithPolicy(exchange: Exchange, answer: RespondDecision): void {
+    this.dropStream();
+    exchange.answered = true;
+    const { head } = exchange;
+    const bytes = rawAnswer(answer, {
+      close: true,
+      accept: head.accept,
+      method: head.method,
+      http10: head.minor === 0,
+    });
+    exchange.count(answer.status);
+    exchange.done?.(answer.status, bytes.raw);
+    this.exchange = undefined;
+    this.phase = Phase.Closed;
+    this.socket.write(bytes.head, 'latin1');
+    this.socket.end(bytes.body);
   }
 
   /** Answer with the edge's own `response` (`status`) instead of the agent's, and close. */
