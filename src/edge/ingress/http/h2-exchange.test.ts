@@ -20,6 +20,7 @@ import {
   type PolicyEndpoints,
 } from '../../../../test/support/policy-endpoints.js';
 import { until } from '../../../../test/support/mux.js';
+import { configureEgress, parseEgressAllow } from '../../../core/egress-guard.js';
 
 const POLICY = `
 on_http_request:
@@ -191,6 +192,39 @@ on_http_response:
       expect([next.headers[':status'], next.body]).toEqual([200, 'GET /echo - ']);
     } finally {
       session.close();
+    }
+  });
+
+  it('holds the answer while on_http_response waits for an http-request call', async () => {
+    const checks = await startHttpUpstream((_req: IncomingMessage, res: ServerResponse) => {
+      setTimeout(() => res.end('checked'), 20);
+    });
+    const entry = parseEgressAllow('127.0.0.1');
+    if ('problem' in entry) throw new Error(entry.problem);
+    configureEgress({ allow: [entry] });
+    const policy = `
+on_http_response:
+  - actions:
+      - {type: http-request, config: {url: "http://127.0.0.1:${checks.port}/"}}
+      - {type: add-headers, config: {headers: {x-checked: "\${actions.ngrok.http_request.res.body}"}}}
+`;
+    const host = endpoints.publicEndpoint('http', service.port, policy).hostname!;
+    const session = connect(host);
+    try {
+      const replies = await Promise.all([
+        request(session, host, '/echo'),
+        request(session, host, '/big'),
+      ]);
+      expect(replies.map((r) => [r.headers[':status'], r.headers['x-checked']])).toEqual([
+        [200, 'checked'],
+        [200, 'checked'],
+      ]);
+      expect(replies[0].body).toBe('GET /echo - ');
+      expect(replies[1].body.length).toBe(8 * 1024 * 1024);
+    } finally {
+      session.close();
+      configureEgress({ allow: [] });
+      await checks.close();
     }
   });
 

@@ -32,7 +32,7 @@ import {
   type Exchange,
 } from './exchange.js';
 import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
-import { leanResponseHeaders } from './http-policy-lean.js';
+import { leanResponseHeaders, type ResponseAfterPhase } from './http-policy-lean.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { HttpRelayContext, LeanRouting } from './http-relay.js';
 import type { RequestHead } from './request-head.js';
@@ -259,22 +259,50 @@ export class H2Exchange {
     }
     exchange.upstreamAt = performance.now();
     const phase = exchange.policy?.response;
-    let transforms: readonly Transform[] | undefined;
-    if (phase) {
-      const after = leanResponseHeaders(phase, response.status, response.raw);
-      if (!after || 'problem' in after) {
-        if (after) this.answerInstead(INGRESS_ERRORS.unsafeResponseHead, after.problem);
-        else this.answerWith(POLICY_FAILED_ANSWER);
-        return;
-      }
-      if ('answer' in after) {
-        // custom-response replaced the agent's answer; its body is not read: the stream goes.
-        this.answerWith(after.answer);
-        return;
-      }
-      response.raw = after.headers;
-      transforms = after.transforms;
+    if (!phase) {
+      this.answerHead(response, rest, undefined);
+      return;
     }
+    const after = leanResponseHeaders(phase, response.status, response.raw);
+    if (!(after instanceof Promise)) {
+      this.afterResponsePhase(response, rest, after);
+      return;
+    }
+    // Its decision waits (http-request): the body waits in the tunnel stream meanwhile.
+    const stream = this.stream!;
+    stream.pause();
+    void after.then((settled) => {
+      if (this.finished) return;
+      this.afterResponsePhase(response, rest, settled);
+      if (!this.finished) stream.resume();
+    });
+  }
+
+  private afterResponsePhase(
+    response: ResponseHead,
+    rest: Buffer | undefined,
+    after: ResponseAfterPhase,
+  ): void {
+    if (!after || 'problem' in after) {
+      if (after) this.answerInstead(INGRESS_ERRORS.unsafeResponseHead, after.problem);
+      else this.answerWith(POLICY_FAILED_ANSWER);
+      return;
+    }
+    if ('answer' in after) {
+      // custom-response replaced the agent's answer; its body is not read: the stream goes.
+      this.answerWith(after.answer);
+      return;
+    }
+    response.raw = after.headers;
+    this.answerHead(response, rest, after.transforms);
+  }
+
+  /** Answer with `response`'s head, then relay the body that came with it. */
+  private answerHead(
+    response: ResponseHead,
+    rest: Buffer | undefined,
+    transforms: readonly Transform[] | undefined,
+  ): void {
     this.respond(response, transforms);
     if (this.finished) return;
     if (rest) this.relayBody(rest);

@@ -84,6 +84,8 @@ const HEAD_ACTIONS: ReadonlySet<string> = new Set([
 const RESPONSE_HEAD_ACTIONS: ReadonlySet<string> = new Set([
   // Its answer replaces the agent's: the relay writes it instead, and lets the stream go.
   'custom-response',
+  // A call the decision waits for: the relay holds the response until it is made.
+  'http-request',
   'log',
   'set-vars',
   'add-headers',
@@ -392,18 +394,15 @@ function relayed(
  * every field of it can be written) with its changes, and the body's transforms (none, usually);
  * `{ problem }` for a header it added that cannot be written (answered with the 502 page, as on
  * the full path); `{ answer }` when the phase replaced the response (custom-response); or
- * undefined when the phase cannot be applied (it threw or waited), and the policy fails closed.
+ * undefined when the phase cannot be applied (it threw or failed), and the policy fails closed.
+ * A promise while its decision waits (http-request).
  * @example const after = leanResponseHeaders(run.response, 200, response.raw);
  */
 export function leanResponseHeaders(
   phase: ResponsePhase,
   status: number,
   raw: string[],
-):
-  | { headers: string[]; transforms: readonly Transform[] }
-  | { problem: string }
-  | { answer: RespondDecision }
-  | undefined {
+): ResponseAfterPhase | Promise<ResponseAfterPhase> {
   let d: Settled<HttpResponseDecision>;
   try {
     d = phase.policy.runner.onHttpResponse({
@@ -416,7 +415,23 @@ export function leanResponseHeaders(
   } catch {
     return undefined;
   }
-  if (d instanceof Promise) return undefined;
+  // A decision that waits (an http-request call) is waited for; one that fails, fails closed.
+  if (d instanceof Promise)
+    return d.then(
+      (r) => responseAfter(r, raw),
+      () => undefined,
+    );
+  return responseAfter(d, raw);
+}
+
+/** What {@link leanResponseHeaders} makes of the response phase's decision `d`. */
+export type ResponseAfterPhase =
+  | { headers: string[]; transforms: readonly Transform[] }
+  | { problem: string }
+  | { answer: RespondDecision }
+  | undefined;
+
+function responseAfter(d: HttpResponseDecision, raw: string[]): ResponseAfterPhase {
   if (d.kind === 'respond') {
     // An answer with a header that cannot be written is the 502 page instead, as on the full path.
     const problem = headersProblem(d.headers);

@@ -104,6 +104,33 @@ on_http_request:
     expect(seen.slice(before)).toEqual(['/yes 200']);
   });
 
+  it('http-request in on_http_response: the response waits for the call, then goes with its result', async () => {
+    const base = `http://127.0.0.1:${checks.port}`;
+    const { host } = online(`
+on_http_response:
+  - actions:
+      - type: http-request
+        config: {url: "${base}/check/\${res.status_code}"}
+      - type: add-headers
+        config: {headers: {x-checked: "\${actions.ngrok.http_request.res.status_code}"}}
+`);
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const replies = [];
+      for (const path of ['/a', '/b'])
+        replies.push(await httpRequest(t.httpPort, { host, path, agent }));
+      // Relayed (no Date), on one kept connection, each with the call's result.
+      expect(
+        replies.map((r) => [r.status, r.body, r.headers['x-checked'], r.headers.date]),
+      ).toEqual([
+        [200, 'ok', '200', undefined],
+        [200, 'ok', '200', undefined],
+      ]);
+    } finally {
+      agent.destroy();
+    }
+  });
+
   it('custom-response in on_http_response replaces the service’s answer (a custom error page), and the connection closes', async () => {
     const { host } = online(`
 on_http_response:

@@ -15,7 +15,7 @@ import { ChunkedFramer } from './body-framing.js';
 import { clientResponseHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
 import { ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
-import { leanResponseHeaders } from './http-policy-lean.js';
+import { leanResponseHeaders, type ResponseAfterPhase } from './http-policy-lean.js';
 import { POLICY_FAILED, rawPolicyFailure } from './http-policy-writes.js';
 import type { ResponseHead } from './response-head.js';
 import { BodyTransforms } from './body-transforms.js';
@@ -85,27 +85,58 @@ export abstract class ResponseRelay extends ConnectionStream {
     }
     exchange.upstreamAt = performance.now();
     const phase = exchange.policy?.response;
-    let transforms: readonly Transform[] | undefined;
-    if (phase) {
-      // on_http_response, on the head (http-policy-lean.ts): its header changes, or it fails closed.
-      const after = leanResponseHeaders(phase, response.status, response.raw);
-      if (!after || 'problem' in after) {
-        const error = INGRESS_ERRORS.unsafeResponseHead;
-        const host = routingHost(exchange.head.host) ?? '';
-        this.answerInstead(
-          exchange,
-          after ? error.status : POLICY_FAILED.status,
-          after ? rawErrorResponse(error, host, after.problem) : rawPolicyFailure(),
-        );
-        return;
-      }
-      if ('answer' in after) {
-        this.answerWithPolicy(exchange, after.answer);
-        return;
-      }
-      response.raw = after.headers;
-      transforms = after.transforms;
+    if (!phase) {
+      this.writeResponseHead(exchange, response, rest, undefined);
+      return;
     }
+    // on_http_response, on the head (http-policy-lean.ts): its header changes, its answer, or it
+    // fails closed.
+    const after = leanResponseHeaders(phase, response.status, response.raw);
+    if (!(after instanceof Promise)) {
+      this.afterResponsePhase(exchange, response, rest, after);
+      return;
+    }
+    // Its decision waits (http-request): the body waits in the stream meanwhile.
+    const stream = this.stream!;
+    stream.pause();
+    void after.then((settled) => {
+      if (this.exchange !== exchange) return;
+      this.afterResponsePhase(exchange, response, rest, settled);
+      if (this.stream === stream) stream.resume();
+    });
+  }
+
+  private afterResponsePhase(
+    exchange: Exchange,
+    response: ResponseHead,
+    rest: Buffer | undefined,
+    after: ResponseAfterPhase,
+  ): void {
+    if (!after || 'problem' in after) {
+      const error = INGRESS_ERRORS.unsafeResponseHead;
+      const host = routingHost(exchange.head.host) ?? '';
+      this.answerInstead(
+        exchange,
+        after ? error.status : POLICY_FAILED.status,
+        after ? rawErrorResponse(error, host, after.problem) : rawPolicyFailure(),
+      );
+      return;
+    }
+    if ('answer' in after) {
+      this.answerWithPolicy(exchange, after.answer);
+      return;
+    }
+    response.raw = after.headers;
+    this.writeResponseHead(exchange, response, rest, after.transforms);
+  }
+
+  /** Write the response head to the client, and relay the body that came with it. */
+  private writeResponseHead(
+    exchange: Exchange,
+    response: ResponseHead,
+    rest: Buffer | undefined,
+    transforms: readonly Transform[] | undefined,
+  ): void {
     exchange.response = response;
     exchange.responseBody = responseFramer(response.framing);
     exchange.answered = true;
