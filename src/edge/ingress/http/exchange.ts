@@ -120,6 +120,8 @@ export class Exchange {
     readonly passed: readonly EndpointMeter[],
     /** The endpoint's policy as the relay applies it (http-policy-lean.ts). */
     readonly policy: LeanPolicyRun | undefined,
+    /** The request as the agent gets it: `head`, or as the policies before a hop changed it. */
+    readonly sent: RequestHead = head,
   ) {
     this.requestBody = requestFramer(head);
   }
@@ -228,7 +230,8 @@ export function beginExchange(
     span: start.span,
   });
   const passed = via.length === 0 ? NO_METERS : via.map((t) => ctx.meters.of(t));
-  const exchange = new Exchange(start.head, tunnel, meter, state, done, passed, start.route.policy);
+  const { policy, sent } = start.route;
+  const exchange = new Exchange(start.head, tunnel, meter, state, done, passed, policy, sent);
   exchange.span = start.span;
   return exchange;
 }

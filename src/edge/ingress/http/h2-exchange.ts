@@ -172,7 +172,14 @@ export class H2Exchange {
     const head = exchange.head;
     exchange.sentAt = performance.now();
     const host = rewrittenHost(exchange.tunnel);
-    const text = agentRequestHead(head, this.proto, this.ip, host, exchange.policy, exchange.span);
+    const text = agentRequestHead(
+      exchange.sent,
+      this.proto,
+      this.ip,
+      host,
+      exchange.policy,
+      exchange.span,
+    );
     stream.write(text, 'latin1');
     if (this.requestSent) return;
     if (head.contentLength) this.requestBody = new LengthFramer(head.contentLength);

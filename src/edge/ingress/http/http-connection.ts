@@ -419,7 +419,7 @@ export class HttpConnection extends ResponseRelay {
     exchange.sentAt = performance.now();
     const host = rewrittenHost(exchange.tunnel);
     const { policy, span } = exchange;
-    const head = agentRequestHead(exchange.head, this.proto, this.ip, host, policy, span);
+    const head = agentRequestHead(exchange.sent, this.proto, this.ip, host, policy, span);
     stream.write(head, 'latin1');
     const rest = this.buffered;
     this.buffered = undefined;

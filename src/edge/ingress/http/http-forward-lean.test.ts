@@ -115,6 +115,39 @@ on_http_request:
     ]);
   });
 
+  it('carries the changes a policy made before the hop: the next endpoint judges, and the service gets, the changed request', async () => {
+    endpoints.internalEndpoint('https', 'plain-lean.internal', await service('plain'));
+    endpoints.internalEndpoint('https', 'added-lean.internal', await service('added'));
+    // The internal endpoint routes on what the front changed: the header it added, the new path.
+    endpoints.internalEndpoint(
+      'https',
+      'judge-lean.internal',
+      0,
+      `
+on_http_request:
+  - expressions: ["'x-added' in req.headers && req.url.path.startsWith('/v2/')"]
+    actions: [{type: forward-internal, config: {url: "https://added-lean.internal"}}]
+  - actions: [{type: forward-internal, config: {url: "https://plain-lean.internal"}}]`,
+    );
+    const front = endpoints.publicEndpoint(
+      'http',
+      0,
+      `
+on_http_request:
+  - expressions: ["req.url.path.startsWith('/v1/')"]
+    actions:
+      - {type: add-headers, config: {headers: {x-added: "1"}}}
+      - {type: url-rewrite, config: {from: "/v1/(.*)", to: "/v2/$1"}}
+  - actions: [{type: forward-internal, config: {url: "https://judge-lean.internal"}}]`,
+      'cloud',
+    );
+    const replies = await requests(front.hostname!, ['/v1/a?b=1', '/other']);
+    expect(replies.map((r) => [r.status, r.body, r.headers.date])).toEqual([
+      [200, 'added:/v2/a?b=1 +', undefined],
+      [200, 'plain:/other', undefined],
+    ]);
+  });
+
   it('leaves to the full path an internal endpoint whose policy changes the request, deciding the front’s rules once', async () => {
     endpoints.internalEndpoint(
       'https',

@@ -42,6 +42,7 @@ import { INGRESS_ERRORS } from '../error-pages.js';
 import { clientIp } from '../../registry/connect-tunnel.js';
 import { leanShaped, leanVerdict, pageAnswer, type LeanVerdict } from './http-policy-lean.js';
 import { forwardRefused } from './http-forward-internal.js';
+import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
 import type { PolicyBodySource } from './body-peek.js';
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
@@ -58,7 +59,10 @@ const CONTINUE = Symbol('continue');
 
 /** Where the relay's walk of one request stands: the endpoint it is at and how it got there. */
 interface LeanWalk {
-  readonly head: RequestHead;
+  /** The request as the policies walked so far left it (forward-internal after changes). */
+  head: RequestHead;
+  /** The policies changed `head` on the way. */
+  changed?: boolean;
   readonly socket: Duplex;
   /** The endpoint the Host named (a pool member, picked). */
   readonly routed: OnlineTunnel;
@@ -330,7 +334,8 @@ export class HttpIngress {
       const run = verdict.kind === 'relay' ? verdict.run : undefined;
       const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
       if (tunnel.appProtocol !== 'http2' && !chunkless) {
-        return { tunnel, via: walk.via ?? NO_VIA, policy: run };
+        const sent = walk.changed ? walk.head : undefined;
+        return { tunnel, via: walk.via ?? NO_VIA, policy: run, sent };
       }
     }
     if (!step || !('next' in step)) {
@@ -339,6 +344,13 @@ export class HttpIngress {
       return undefined;
     }
     (walk.via ??= []).push(tunnel);
+    if (verdict.kind === 'forward' && verdict.changes) {
+      // The next endpoint's policy, and in the end the agent, get the request as changed.
+      const { headers, target } = verdict.changes;
+      const raw = applyToRawHeaders(walk.head.raw, headers, REQUEST_OWNED);
+      walk.head = { ...walk.head, raw, target: target ?? walk.head.target };
+      walk.changed = true;
+    }
     walk.chain = step.chain;
     walk.tunnel = step.next;
     return CONTINUE;

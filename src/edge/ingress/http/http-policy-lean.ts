@@ -150,7 +150,13 @@ export type LeanVerdict =
   /** Carry it to this endpoint, with the policy's changes when it made any. */
   | { kind: 'relay'; run?: LeanPolicyRun | undefined }
   /** Carry it on to the internal endpoint of `forward`, as it is. */
-  | { kind: 'forward'; forward: ForwardInternal; decision: HttpRequestDecision }
+  | {
+      kind: 'forward';
+      forward: ForwardInternal;
+      decision: HttpRequestDecision;
+      /** What the policy changed of the request before the hop: the next endpoint sees it so. */
+      changes?: { headers: HeaderChanges; target: string | undefined } | undefined;
+    }
   /** The full path serves it; `decision` is its on_http_request outcome when it was run here. */
   /**
    * Answer it with the policy's own response (deny, custom-response, a login redirect…), the
@@ -335,17 +341,19 @@ function verdictOf(
   const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
   const hasResponsePhase = policy.runner.policy.has('on_http_response');
   if (decision.forwardInternal) {
-    // Changes made before a hop are applied by the full path, which writes the request once.
-    if (
-      changes.add.length > 0 ||
-      changes.remove.length > 0 ||
-      hasResponsePhase ||
-      rewritten.target !== undefined ||
-      observers !== undefined ||
-      bodyRewrite !== undefined
-    )
+    // A response phase, status observers or a body rewrite before a hop: the full path, which
+    // runs each endpoint's. Header changes and a new target go on with the request.
+    if (hasResponsePhase || observers !== undefined || bodyRewrite !== undefined)
       return { kind: 'full', decision };
-    return { kind: 'forward', forward: decision.forwardInternal, decision };
+    const forward = decision.forwardInternal;
+    const changed = changes.add.length > 0 || changes.remove.length > 0;
+    if (!changed && rewritten.target === undefined) return { kind: 'forward', forward, decision };
+    return {
+      kind: 'forward',
+      forward,
+      decision,
+      changes: { headers: changes, target: rewritten.target },
+    };
   }
   if (
     changes.add.length === 0 &&

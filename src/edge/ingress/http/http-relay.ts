@@ -31,6 +31,11 @@ export interface LeanRoute {
   answer?: RespondDecision | undefined;
   /** The policy closes the connection without an answer (close-connection). */
   close?: boolean | undefined;
+  /**
+   * The request as the policies of the endpoints it passed left it (header changes, a new target
+   * before a forward-internal): what the agent gets. Unset when it goes as it came.
+   */
+  sent?: RequestHead | undefined;
 }
 
 /**
