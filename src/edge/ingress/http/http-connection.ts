@@ -363,6 +363,12 @@ export class HttpConnection extends ResponseRelay {
     response: ResponseHead,
     rest: Buffer | undefined,
   ): void {
+    if (exchange.requestBody) {
+      // An upgrade's body goes before the switch; bytes of it still to come could not be told
+      // from the new protocol's.
+      this.badGateway(exchange, 'a 101 before the whole request body was sent');
+      return;
+    }
     const stream = this.release()!;
     this.exchange = undefined;
     const now = performance.now();

@@ -257,11 +257,8 @@ export class HttpIngress {
     // Before any routing or policy: the CA must reach the answer whatever serves the name.
     const acme = acmeChallengeAnswer(head.method, head.target, this.acmeChallenge);
     if (acme) return acme.then((edge) => ({ edge }));
-    // An upgrade's body would be relayed before the 101 and its bytes after it raw: the full path
-    // reads it (rare; WebSocket handshakes have none). HTTP/1.0 has no upgrades.
-    if (head.upgrade && (head.minor === 0 || head.chunked || (head.contentLength ?? 0) > 0)) {
-      return undefined;
-    }
+    // HTTP/1.0 has no upgrades: the full path reads such a request as a plain one.
+    if (head.upgrade && head.minor === 0) return undefined;
     const grpc = isGrpc(head.contentType);
     if (head.raw.length / 2 > this.maxHeaderCount && !grpc) {
       this.onLimit?.(clientIp(socket as Socket), 'ingress_header_count');

@@ -151,6 +151,20 @@ describe.each(PATHS)('upgrades judged by the answer, on $path', ({ policy, relea
     socket.destroy();
   });
 
+  it('sends an upgrade’s body before the switch, and relays the new protocol after it', async () => {
+    const host = endpoints.publicEndpoint('http', switching.port, policy).hostname!;
+    const socket = net.connect(t.httpPort, '127.0.0.1');
+    let text = '';
+    socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+    // The service (Node's upgrade event) reads the body as the first bytes of the new protocol.
+    socket.write(`POST /ws HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}Content-Length: 5\r\n\r\nhello`);
+    await until(() => text.endsWith('HELLO'));
+    socket.write('again');
+    await until(() => text.endsWith('AGAIN'));
+    expect(statusLines(text)).toEqual(['HTTP/1.1 101 Switching Protocols']);
+    socket.destroy();
+  });
+
   it('answers 502 to a 101 without Connection: Upgrade, and relays nothing after it', async () => {
     const host = endpoints.publicEndpoint('http', bare.port, policy).hostname!;
     const reply = await exchange(`GET /ws HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\n`);
@@ -166,16 +180,21 @@ describe.each(PATHS)('upgrades judged by the answer, on $path', ({ policy, relea
     expect(received.slice(before)).toEqual([]);
   });
 
-  it.each(['FIN', 'RST'] as const)(
-    'releases the stream when the client leaves (%s) while the answer is awaited',
-    async (way) => {
+  it.each([
+    ['FIN', ''],
+    ['RST', ''],
+    ['FIN', 'with a body'],
+  ] as const)(
+    'releases the stream when the client leaves (%s) while the answer is awaited %s',
+    async (way, body) => {
       const host = endpoints.publicEndpoint('http', silent.port, policy).hostname!;
       const released = (): number =>
         metricValue(t.metrics, 'burrow_http_streams_released_total', { path });
       const before = released();
       const socket = net.connect(t.httpPort, '127.0.0.1');
       socket.on('error', () => undefined);
-      socket.write(`GET /ws HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}\r\n`);
+      const sent = body ? 'Content-Length: 4\r\n\r\nbody' : '\r\n';
+      socket.write(`GET /ws HTTP/1.1\r\nHost: ${host}\r\n${UPGRADE}${sent}`);
       await until(() => silent.open === 1);
       if (way === 'FIN') socket.end();
       else socket.resetAndDestroy();
