@@ -1,5 +1,4 @@
-import type { Histogram } from 'prom-client';
-import type { CounterSeries, EdgeMetrics, Series } from './metrics.js';
+import type { CounterSeries, EdgeMetrics, HistogramSeries, Series } from './metrics.js';
 import type { EndpointSeries } from './traffic-series.js';
 import type { OnlineTunnel } from '../registry/tunnel-registry.js';
 
@@ -16,7 +15,7 @@ export function endpointLabel(tunnel: OnlineTunnel): string {
   return `${tunnel.proto ?? 'tcp'}://:${tunnel.port ?? 0}`;
 }
 
-type Observer = Histogram.Internal<'endpoint'>;
+type Observer = HistogramSeries;
 
 /** A byte counter that also adds to the endpoint's chart series (traffic-series.ts). */
 class ChartedBytes implements CounterSeries {

@@ -1,5 +1,6 @@
+import { Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { EdgeMetrics } from './metrics.js';
+import { EdgeMetrics, HistogramMetric } from './metrics.js';
 
 describe('EdgeMetrics', () => {
   it('serves counters and gauges through prom-client with their names, types and labels', async () => {
@@ -72,5 +73,48 @@ describe('EdgeMetrics', () => {
     const text = await metrics.metrics();
     expect(text).toContain('burrow_bytes_sent_total{endpoint="https://good.test"} 7');
     expect(text).not.toContain('bad.test');
+  });
+
+  it('renders its histograms exactly as a prom-client Histogram with the same buckets', async () => {
+    const theirs = new Registry();
+    const ours = new Registry();
+    const help = 'Seconds "per" request \\ endpoint.';
+    const bounds = [0.005, 0.01, 0.1];
+    const reference = new Histogram({
+      name: 'x_seconds',
+      help,
+      labelNames: ['endpoint'],
+      buckets: bounds,
+      registers: [theirs],
+    });
+    const histogram = new HistogramMetric('x_seconds', help, bounds, ours);
+    const observations: [string, number][] = [
+      ['https://b"\\\n', 0.003],
+      ['https://a', 0.2],
+      ['https://b"\\\n', 0.01],
+      ['https://a', 0.005],
+      ['c', 1e-9],
+    ];
+    for (const [endpoint, seconds] of observations) {
+      reference.labels({ endpoint }).observe(seconds);
+      histogram.labels({ endpoint }).observe(seconds);
+    }
+    reference.remove({ endpoint: 'c' });
+    histogram.remove({ endpoint: 'c' });
+    expect(await ours.metrics()).toBe(await theirs.metrics());
+    expect(await ours.getMetricsAsJSON()).toEqual(await theirs.getMetricsAsJSON());
+    expect(await ours.metrics()).toContain('x_seconds_bucket{le="0.01",endpoint="https://a"} 1');
+
+    // A series held past its removal counts nowhere; reset() starts held series from zero.
+    const held = histogram.labels({ endpoint: 'https://a' });
+    histogram.remove({ endpoint: 'https://a' });
+    held.observe(0.001);
+    expect(await ours.metrics()).not.toContain('https://a');
+    ours.resetMetrics();
+    expect(await ours.metrics()).not.toContain('_count');
+    histogram.labels({ endpoint: 'd' }).observe(Number.NaN);
+    expect(await ours.metrics()).not.toContain('_count');
+    histogram.labels({ endpoint: 'd' }).observe(0.02);
+    expect(await ours.metrics()).toContain('x_seconds_count{endpoint="d"} 1');
   });
 });

@@ -1,16 +1,16 @@
 /**
  * The edge's Prometheus metrics, on prom-client: one Registry per edge (so several edges in one
  * process do not collide), holding the edge's families and Node's process metrics. Hot paths hold
- * on to a labelled series (`counter.with({ endpoint })`) or histogram child (`labels(...)`).
+ * on to a labelled series (`counter.with({ endpoint })`) or histogram series (`labels(...)`).
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { TrafficSeries } from './traffic-series.js';
 
 type Labels = Record<string, string>;
 
 /**
  * Buckets of the HTTP duration histograms, in seconds (5 ms … 10 s).
- * @example new Histogram({ name, help, buckets: [...DURATION_BUCKETS] })
+ * @example new HistogramMetric(name, help, DURATION_BUCKETS, registry)
  */
 export const DURATION_BUCKETS: readonly number[] = [
   0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
@@ -125,6 +125,184 @@ export class Metric<S extends CounterSeries = Series> {
     let out = `# HELP ${this.name} ${this.help}\n# TYPE ${this.name} ${this.type}\n`;
     for (const [key, { series }] of this.series) out += `${this.name}${key} ${series.value}\n`;
     return out;
+  }
+}
+
+/**
+ * One histogram series: `observe` is a bucket search and three additions. (A prom-client
+ * histogram child hashes its labels and validates them on every `observe`, 2-3.5 % of the edge's
+ * busy time on keep-alive requests with three per request; docs/benchmarks.md, issue 29.)
+ * @example metrics.edgeDuration.labels({ endpoint }).observe(0.00012)
+ */
+export class HistogramSeries {
+  /** Observations per bucket (not cumulative), the last one for values above every bound. */
+  readonly counts: Float64Array;
+  /** The sum of the observations, in a typed array: a double field would be boxed anew. */
+  private readonly total = new Float64Array(1);
+  count = 0;
+
+  constructor(
+    private readonly bounds: readonly number[],
+    readonly labels: Labels,
+    private readonly onFirst: (series: HistogramSeries) => void,
+  ) {
+    this.counts = new Float64Array(bounds.length + 1);
+  }
+
+  /** The sum of the observations. */
+  get sum(): number {
+    return this.total[0]!;
+  }
+
+  /** Count `value` (seconds); a non-finite value is dropped, as prom-client would refuse it. */
+  observe(value: number): void {
+    if (!Number.isFinite(value)) return;
+    const bounds = this.bounds;
+    let i = 0;
+    while (i < bounds.length && value > bounds[i]!) i++;
+    this.counts[i]!++;
+    this.total[0]! += value;
+    if (this.count++ === 0) this.onFirst(this);
+  }
+
+  /** Forget every observation. */
+  clear(): void {
+    this.counts.fill(0);
+    this.total[0] = 0;
+    this.count = 0;
+  }
+}
+
+interface ExportedValue {
+  value: number;
+  labels: Record<string, string | number>;
+  metricName: string;
+  sharedLabels?: Labels;
+  exemplar?: null;
+}
+
+/**
+ * A histogram family registered in a prom-client Registry as an object with prom-client's metric
+ * interface (`get`, `getForPromString`, `reset`): the exposition, the JSON form and the order of
+ * lines are those of a prom-client Histogram with the same buckets (a series appears from its
+ * first observation, `_bucket` lines with `le` first, then `+Inf`, `_sum`, `_count`).
+ * @example
+ * const edge = family.labels({ endpoint }); // look up once
+ * edge.observe(seconds);
+ */
+export class HistogramMetric {
+  readonly type = 'histogram';
+  readonly aggregator = 'sum';
+  private readonly series = new Map<string, HistogramSeries>();
+  /** Series observed at least once, in the order of their first observation. */
+  private readonly live = new Map<string, HistogramSeries>();
+  private readonly bounds: readonly number[];
+
+  constructor(
+    readonly name: string,
+    readonly help: string,
+    bounds: readonly number[],
+    registry: Registry,
+  ) {
+    this.bounds = [...bounds].sort((a, b) => a - b);
+    // The Registry asks a metric only for name, get(), getForPromString() and reset().
+    registry.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
+  }
+
+  /** The series for `labels`; hold on to it on hot paths. */
+  labels(labels: Labels): HistogramSeries {
+    const key = labelKey(labels);
+    let series = this.series.get(key);
+    if (!series) {
+      // A series held past remove() or reset() comes back on its next observation only if it is
+      // still the family's series for its labels.
+      series = new HistogramSeries(this.bounds, labels, (s) => {
+        if (this.series.get(key) === s) this.live.set(key, s);
+      });
+      this.series.set(key, series);
+    }
+    return series;
+  }
+
+  /** Drop a series; one held past this counts nowhere. */
+  remove(labels: Labels): void {
+    const key = labelKey(labels);
+    this.series.delete(key);
+    this.live.delete(key);
+  }
+
+  /** Forget every observation (prom-client's `resetMetrics`); held series count again from 0. */
+  reset(): void {
+    for (const series of this.series.values()) series.clear();
+    this.live.clear();
+  }
+
+  /** prom-client's Registry renders this (`_bucket` with `le` first, then the series' labels). */
+  getForPromString(): {
+    name: string;
+    help: string;
+    type: string;
+    values: ExportedValue[];
+    aggregator: string;
+  } {
+    const values: ExportedValue[] = [];
+    const bucket = `${this.name}_bucket`;
+    for (const series of this.live.values()) {
+      const shared = series.labels;
+      let acc = 0;
+      for (let i = 0; i < this.bounds.length; i++) {
+        acc += series.counts[i]!;
+        values.push({
+          labels: { le: this.bounds[i]! },
+          value: acc,
+          metricName: bucket,
+          sharedLabels: shared,
+        });
+      }
+      values.push({
+        labels: { le: '+Inf' },
+        value: series.count,
+        metricName: bucket,
+        sharedLabels: shared,
+      });
+      values.push({
+        labels: {},
+        value: series.sum,
+        metricName: `${this.name}_sum`,
+        sharedLabels: shared,
+      });
+      values.push({
+        labels: {},
+        value: series.count,
+        metricName: `${this.name}_count`,
+        sharedLabels: shared,
+      });
+    }
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      values,
+      aggregator: this.aggregator,
+    };
+  }
+
+  /** The JSON form (`registry.getMetricsAsJSON()`): the series' labels spread into each value's. */
+  get(): {
+    name: string;
+    help: string;
+    type: string;
+    values: ExportedValue[];
+    aggregator: string;
+  } {
+    const data = this.getForPromString();
+    data.values = data.values.map(({ value, metricName, labels, sharedLabels }) =>
+      // prom-client's key order, and `exemplar: null` on buckets, as its Histogram gives them.
+      'le' in labels
+        ? { value, metricName, exemplar: null, labels: { ...labels, ...sharedLabels } }
+        : { value, metricName, labels: { ...labels, ...sharedLabels } },
+    );
+    return data;
   }
 }
 
@@ -286,8 +464,7 @@ export class EdgeMetrics {
     name: string,
     help: string,
     bounds: readonly number[] = DURATION_BUCKETS,
-  ): Histogram<'endpoint'> {
-    const buckets = [...bounds];
-    return new Histogram({ name, help, labelNames: ['endpoint'], buckets, registers: [this.own] });
+  ): HistogramMetric {
+    return new HistogramMetric(name, help, bounds, this.own);
   }
 }
