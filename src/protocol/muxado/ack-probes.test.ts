@@ -58,8 +58,24 @@ describe('ACK probes: a small read is answered at once so a Nagle-bound peer nev
     expect((data[0] as { payload: Buffer }).payload.toString()).toBe('response');
   });
 
+  it('writes no probe when anything goes out after the read, before the loop turns', async () => {
+    const { session, raw, received } = await peerWithStream(true);
+    const other = session.openStream();
+    // A write of a later turn of the same loop iteration (as when the requests of other public
+    // connections are read in it) acknowledges the peer's data as well as a probe would.
+    const mine = (session as unknown as { transport: net.Socket }).transport;
+    mine.once('data', () => process.nextTick(() => other.write('another request')));
+    raw.write(encodeWndInc(3, 7));
+    await until(() => frames(received.bytes()).some((f) => f.type === 'data'));
+    await settle();
+    const data = frames(received.bytes()).filter((f) => f.type === 'data');
+    expect(data).toHaveLength(1);
+    expect((data[0] as { payload: Buffer }).payload.toString()).toBe('another request');
+    expect(session.ackProbesWritten).toBe(0);
+  });
+
   it('stops probing a stream that sends nothing after four probes, until it sends data again', async () => {
-    const { raw, received, stream } = await peerWithStream(true);
+    const { session, raw, received, stream } = await peerWithStream(true);
     const probes = () => frames(received.bytes()).filter((f) => f.type === 'data').length;
     // A peer that answers every probe with a small frame (a WNDINC) is not probed back for ever.
     for (let i = 0; i < 10; i++) {
@@ -67,6 +83,7 @@ describe('ACK probes: a small read is answered at once so a Nagle-bound peer nev
       await settle();
     }
     expect(probes()).toBe(4);
+    expect(session.ackProbesWritten).toBe(4);
     stream.write('an answer');
     await until(() => probes() === 5);
     received.clear();

@@ -164,6 +164,11 @@ export class MuxSession extends EventEmitter implements StreamHost {
     return this.streams.size;
   }
 
+  /** ACK probes written on this session so far (`ackProbes`; for tests and benchmarks). */
+  get ackProbesWritten(): number {
+    return this.writer.probesWritten;
+  }
+
   /** Resolves when the session ends: undefined after a local close(), else the reason. */
   wait(): Promise<Error | undefined> {
     return this.closedPromise;

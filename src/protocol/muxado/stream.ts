@@ -90,6 +90,13 @@ export class MuxStream extends Duplex {
     this.sendWindow = window;
     this.synPending = locallyOpened;
     this.creditThreshold = Math.max(1, Math.floor(window / 4));
+    // Node's Readable schedules `maybeReadMore` (a nextTick, then read(0)) after every push, to
+    // call _read until the buffer is full. Ours is a no-op (frames push as they arrive) and
+    // onData credits what was consumed, so that tick per DATA frame is pure cost: marking it as
+    // already scheduled turns it off. The consumer's own read(), resume() or pipe() reads as
+    // always. (issue 29: one tick object and a read(0) per frame, on every keep-alive request.)
+    (this as unknown as { _readableState: { readingMore: boolean } })._readableState.readingMore =
+      true;
   }
 
   /** Bytes received and not yet credited back to the peer: never more than `window`. */
