@@ -144,14 +144,17 @@ export abstract class ResponseRelay extends ConnectionStream {
     if (transforms?.length) this.transform(exchange, response, transforms);
     // The head and what follows it in this turn go out in one write (one syscall, one TLS
     // record): agents that send a response's head and body as two frames (@ngrok/ngrok does) are
-    // read in one turn.
-    this.socket.cork();
-    process.nextTick(uncork, this.socket);
+    // read in one turn. A response whole in this chunk (Burrow's SDK sends head and body in one
+    // frame) is written at once, without the tick.
+    const socket = this.socket;
+    socket.cork();
     const http10 = exchange.head.minor === 0;
-    this.socket.write(clientResponseHead(response, exchange.closing, http10), 'latin1');
+    socket.write(clientResponseHead(response, exchange.closing, http10), 'latin1');
     exchange.answeredAt = performance.now();
     if (rest) this.relayResponseBody(exchange, rest);
     else if (exchange.responseBody.done) this.responseDone(exchange);
+    if (exchange.responseBody.done && !exchange.transforms) socket.uncork();
+    else process.nextTick(uncork, socket);
   }
 
   /**
