@@ -181,6 +181,32 @@ function measure(kind: CaseKind, target: Target, dir: string, upload: string): P
   }
 }
 
+/**
+ * Data segments on the TCP link between the edge and the agent `pid`, each way, read from the
+ * agent's socket with `ss -ti` (its `data_segs_in` are the edge's writes that reached it):
+ * undefined where `ss` cannot tell (not Linux, no iproute2).
+ */
+async function agentLinkSegments(
+  agentPort: number,
+  pid: number,
+): Promise<{ toAgent: number; fromAgent: number } | undefined> {
+  const out = await run('ss', ['-tinpH', 'state', 'established', `dport = :${agentPort}`]).catch(
+    () => '',
+  );
+  const lines = out.split('\n');
+  let toAgent = 0;
+  let fromAgent = 0;
+  let found = false;
+  for (let i = 0; i < lines.length - 1; i++) {
+    if (!lines[i]!.includes(`pid=${pid},`)) continue;
+    const info = lines[i + 1]!;
+    toAgent += Number(/data_segs_in:(\d+)/.exec(info)?.[1] ?? 0);
+    fromAgent += Number(/data_segs_out:(\d+)/.exec(info)?.[1] ?? 0);
+    found = true;
+  }
+  return found ? { toAgent, fromAgent } : undefined;
+}
+
 /** CPU ms that each of `pids` used while `work` ran. */
 async function cpuDuring<T>(pids: number[], work: () => Promise<T>): Promise<[T, number[]]> {
   const before = pids.map(processCpuMs);
@@ -211,6 +237,8 @@ async function main(): Promise<void> {
 
   const rows: string[][] = [];
   const costs: string[][] = [];
+  const segments: string[][] = [];
+  const agentPort = Number(edge.agentAddr.split(':').pop());
   for (const c of CASES) {
     if (ONLY && !ONLY.includes(c.kind)) continue;
     const direct = await measure(
@@ -231,9 +259,11 @@ async function main(): Promise<void> {
         host: new URL(urls.http).hostname,
         tcpPort: Number(new URL(urls.tcp).port),
       };
+      const segsBefore = await agentLinkSegments(agentPort, urls.pid);
       const [tunnel, cpu] = await cpuDuring([edge.pid, urls.pid, servicePid], () =>
         measure(c.kind, target, dir, upload),
       );
+      const segsAfter = await agentLinkSegments(agentPort, urls.pid);
       row.push(`${show(tunnel)}, ${fmt((100 * tunnel.value) / direct.value)} %`);
       // Per 1,000 requests or per GB moved (bulk runs measure the best of RUNS, CPU all of them).
       const per = c.unit === 'req/s' ? tunnel.units / 1000 : (tunnel.units * (RUNS || 1)) / 1e9;
@@ -243,6 +273,15 @@ async function main(): Promise<void> {
         c.unit === 'req/s' ? 'per 1k requests' : 'per GB',
         ...cpu.map((ms) => fmt(ms / per, 1)),
       ]);
+      if (segsBefore && segsAfter && c.unit === 'req/s') {
+        const perRequest = (n: number) => fmt(n / tunnel.units, 2);
+        segments.push([
+          c.name,
+          kind,
+          perRequest(segsAfter.toAgent - segsBefore.toAgent),
+          perRequest(segsAfter.fromAgent - segsBefore.fromAgent),
+        ]);
+      }
     }
     rows.push(row);
     process.stderr.write(`${c.name}: ${row.slice(1).join(' | ')}\n`);
@@ -268,6 +307,14 @@ async function main(): Promise<void> {
   );
   console.log('\nCPU time (ms) spent by each process while the tunnel was measured:\n');
   console.log(markdownTable(['case', 'agent', 'unit', 'burrow server', 'agent', 'service'], costs));
+  if (segments.length > 0) {
+    // Every segment is a write (a syscall, a TLS record) on one side and a wake-up on the other;
+    // ACK probes (session.ts) show here as segments to the agent beyond the requests.
+    console.log(
+      '\nTCP data segments per request on the agent link (ss -ti of the agent socket):\n',
+    );
+    console.log(markdownTable(['case', 'agent', 'edge to agent', 'agent to edge'], segments));
+  }
   console.log('\nServer memory (after a full GC unless noted):\n');
   console.log(
     markdownTable(
