@@ -81,15 +81,7 @@ export function writeGrpcStatus(
   headers: Readonly<Record<string, string | number>>,
   grpcStatus = grpcStatusOf(httpStatus),
 ): void {
-  const answer: Record<string, string | number> = {};
-  for (const [name, value] of Object.entries(headers)) {
-    const lower = name.toLowerCase();
-    // The body's framing and type are the gRPC answer's own.
-    if (lower !== 'content-type' && lower !== 'content-length') answer[lower] = value;
-  }
-  answer['content-type'] = 'application/grpc';
-  answer['grpc-status'] = String(grpcStatus);
-  answer['grpc-message'] = grpcMessage(message);
+  const answer = grpcAnswerHeaders(message, headers, grpcStatus);
   const stream = (res as ServerResponse & { stream?: ServerHttp2Stream }).stream;
   if (stream && !stream.headersSent) {
     stream.respond({ ':status': 200, ...answer }, { endStream: true });
@@ -100,4 +92,48 @@ export function writeGrpcStatus(
   // The wire says 200, as gRPC requires; the metrics and the inspector, read when the response
   // closes, count the refusal's own status on both wires.
   res.statusCode = httpStatus;
+}
+
+/** The headers of a trailers-only gRPC answer: `headers` with the answer's type and status. */
+function grpcAnswerHeaders(
+  message: string,
+  headers: Readonly<Record<string, string | number>>,
+  grpcStatus: number,
+): Record<string, string | number> {
+  const answer: Record<string, string | number> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    // The body's framing and type are the gRPC answer's own.
+    if (lower !== 'content-type' && lower !== 'content-length') answer[lower] = value;
+  }
+  answer['content-type'] = 'application/grpc';
+  answer['grpc-status'] = String(grpcStatus);
+  answer['grpc-message'] = grpcMessage(message);
+  return answer;
+}
+
+/**
+ * {@link writeGrpcStatus} on an HTTP/2 stream of the relay's pipeline (h2-exchange.ts): one
+ * HEADERS frame that ends the stream. Returns the headers sent, as a raw list for the inspector.
+ * @example respondGrpcH2(req.stream, 403, 'denied', { 'burrow-error-code': code });
+ */
+export function respondGrpcH2(
+  stream: ServerHttp2Stream,
+  httpStatus: number,
+  message: string,
+  headers: Readonly<Record<string, string | number>>,
+  grpcStatus = grpcStatusOf(httpStatus),
+): string[] {
+  const answer = grpcAnswerHeaders(message, headers, grpcStatus);
+  if (!stream.destroyed && !stream.headersSent) {
+    try {
+      stream.respond({ ':status': 200, ...answer }, { endStream: true });
+    } catch {
+      // A header Node will not send on HTTP/2: the call is reset rather than answered wrongly.
+      stream.close(0x2);
+    }
+  }
+  const raw: string[] = [];
+  for (const [name, value] of Object.entries(answer)) raw.push(name, String(value));
+  return raw;
 }

@@ -253,6 +253,26 @@ export function agentRequestHead(
   policy?: Pick<LeanPolicyRun, 'requestHeaders' | 'target' | 'bodyRewrite'>,
   span?: SpanContext,
 ): string {
+  const headers = agentRequestHeaders(head, proto, clientIp, host, policy, span);
+  // An HTTP/1.0 request goes on as one, so the service frames its answer for an HTTP/1.0 client.
+  let text = `${head.method} ${policy?.target ?? head.target} HTTP/1.${head.minor}\r\n`;
+  for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
+  return text + '\r\n';
+}
+
+/**
+ * The header list of {@link agentRequestHead}: what a request that goes on as HTTP/2 (an endpoint
+ * bound with app protocol `http2`, h2-call.ts) carries.
+ * @example h2RequestHeaders(head.method, target, 'http', agentRequestHeaders(head, 'https', ip))
+ */
+export function agentRequestHeaders(
+  head: RequestHead,
+  proto: 'http' | 'https',
+  clientIp: string,
+  host?: string,
+  policy?: Pick<LeanPolicyRun, 'requestHeaders' | 'target' | 'bodyRewrite'>,
+  span?: SpanContext,
+): string[] {
   // A body the policy rewrites has a length nobody knows yet: it goes chunked.
   const rewritten =
     policy?.bodyRewrite !== undefined && (head.chunked || (head.contentLength ?? 0) > 0);
@@ -261,13 +281,7 @@ export function agentRequestHead(
     { host: head.host, connection: head.connection, chunked: head.chunked || rewritten },
     { proto, clientIp, host, span, upgrade: head.upgrade },
   );
-  const headers = policy
-    ? applyToRawHeaders(forwarded, policy.requestHeaders, REQUEST_OWNED)
-    : forwarded;
-  // An HTTP/1.0 request goes on as one, so the service frames its answer for an HTTP/1.0 client.
-  let text = `${head.method} ${policy?.target ?? head.target} HTTP/1.${head.minor}\r\n`;
-  for (let i = 0; i < headers.length; i += 2) text += `${headers[i]}: ${headers[i + 1]}\r\n`;
-  return text + '\r\n';
+  return policy ? applyToRawHeaders(forwarded, policy.requestHeaders, REQUEST_OWNED) : forwarded;
 }
 
 /** `raw` without its Content-Length. */

@@ -20,7 +20,19 @@ import {
 } from 'node:http2';
 import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import { startSpan } from '../../metrics/trace-context.js';
-import { errorPage, failureDetail, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
+import {
+  errorMessage,
+  errorPage,
+  ERROR_CODE_HEADER,
+  failureDetail,
+  INGRESS_ERRORS,
+  reasonOf,
+  type IngressError,
+} from '../error-pages.js';
+import { GRPC_STATUS, grpcStatusOf, isGrpc, respondGrpcH2 } from '../grpc-answers.js';
+import type { RespondDecision } from '../../../policy/index.js';
+import { H2Call } from './h2-call.js';
+import type { H2Upstreams } from './h2-upstream.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
 import { ignoreError } from './connection-stream.js';
 import { h2Headers, NOT_IN_RESPONSES, respondH2 } from './h2-head.js';
@@ -43,11 +55,14 @@ import type { Transform } from 'node:stream';
 
 /**
  * Serve an HTTP/2 request the relay's routing took (http-ingress.ts leanRoute): the edge's page,
- * the policy's own answer, or the exchange with the agent.
- * @example serveH2(relay.context, req, res, socket, head, host, route);
+ * the policy's own answer (a gRPC status to a gRPC client), or the exchange with the agent: in
+ * HTTP/1.1 on a tunnel stream (H2Exchange), or as an HTTP/2 call to an endpoint bound with app
+ * protocol `http2` (h2-call.ts).
+ * @example serveH2(relay.context, upstreams, req, res, socket, head, host, route);
  */
 export function serveH2(
   ctx: HttpRelayContext,
+  upstreams: H2Upstreams,
   req: Http2ServerRequest,
   res: Http2ServerResponse,
   socket: Duplex,
@@ -55,13 +70,22 @@ export function serveH2(
   host: string,
   route: Exclude<LeanRouting, undefined>,
 ): void {
+  const grpc = isGrpc(head.contentType);
   if ('edge' in route) {
     respondH2(req.stream, route.edge, head);
     return;
   }
   if ('page' in route) {
-    respondH2(req.stream, errorPage(route.page, host, head.accept, route.detail), head);
-    ctx.meters.unrouted.request(route.page.status);
+    const { page, detail } = route;
+    if (grpc) {
+      // No endpoint for the name: for a gRPC client the service is unavailable.
+      const code = page.status === 404 ? GRPC_STATUS.unavailable : grpcStatusOf(page.status);
+      const message = errorMessage(page, host, detail);
+      respondGrpcH2(req.stream, page.status, message, { [ERROR_CODE_HEADER]: page.code }, code);
+    } else {
+      respondH2(req.stream, errorPage(page, host, head.accept, detail), head);
+    }
+    ctx.meters.unrouted.request(page.status);
     return;
   }
   const proto = publicProto(socket);
@@ -79,13 +103,29 @@ export function serveH2(
   }
   const answer = route.answer;
   if (!answer) {
-    new H2Exchange(ctx, req, res, socket, exchange, proto, ip).start();
+    if (exchange.tunnel.appProtocol === 'http2') {
+      new H2Call(ctx, upstreams, req, res, socket, exchange, proto, ip).start();
+    } else {
+      new H2Exchange(ctx, req, res, socket, exchange, proto, ip).start();
+    }
     return;
   }
-  const raw = respondH2(req.stream, answer, head);
+  const raw =
+    grpc && answer.status >= 300
+      ? grpcAnswer(req.stream, answer)
+      : respondH2(req.stream, answer, head);
   exchange.count(answer.status, (performance.now() - exchange.started) / 1000);
   if (exchange.state) ctx.connections.countBytes(exchange.state);
   exchange.done?.(answer.status, raw);
+}
+
+/** A policy's refusal (deny, basic-auth, jwt-validation, rate-limit…) as a gRPC client reads one. */
+function grpcAnswer(stream: ServerHttp2Stream, answer: RespondDecision): string[] {
+  const message = answer.refusal?.message ?? (answer.body || reasonOf(answer.status));
+  const code: Record<string, string> = answer.refusal
+    ? { [ERROR_CODE_HEADER]: answer.refusal.code }
+    : {};
+  return respondGrpcH2(stream, answer.status, message, { ...answer.headers, ...code });
 }
 
 /**

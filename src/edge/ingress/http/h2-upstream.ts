@@ -73,8 +73,11 @@ export function h2RequestHeaders(
   return out;
 }
 
-/** Names and values alternating, from an HTTP/2 header object; pseudo-headers left out. */
-function rawOf(headers: IncomingHttpHeaders): string[] {
+/**
+ * Names and values alternating, from an HTTP/2 header object; pseudo-headers left out.
+ * @example rawOf({ ':status': 200, 'content-type': 'application/grpc' }) // ['content-type', 'application/grpc']
+ */
+export function rawOf(headers: IncomingHttpHeaders): string[] {
   const raw: string[] = [];
   for (const [name, value] of Object.entries(headers)) {
     if (name.startsWith(':') || value === undefined) continue;
@@ -167,8 +170,11 @@ export class H2Upstreams {
     );
   }
 
-  /** Open a request stream to `tunnel`'s service for a request on `connection`. */
-  private async request(
+  /**
+   * Open a request stream to `tunnel`'s service for a request on `connection` (its session made
+   * at the first request).
+   */
+  async request(
     tunnel: OnlineTunnel,
     connection: ConnectionKey,
     info: ProxyInfo,

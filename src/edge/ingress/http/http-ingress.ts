@@ -267,8 +267,9 @@ export class HttpIngress {
     }
     const found = lookupHttpTunnel(this.registry, host, socket);
     const routed = 'status' in found ? found : this.registry.pick(found);
-    // The edge's own page is the relay's to write, unless a gRPC client wants a status instead.
-    if ('status' in routed && !grpc) return { page: routed };
+    // The edge's own page is the relay's to write; an HTTP/1.1 gRPC client's status, the full
+    // path's (an HTTP/2 one's is written by h2-exchange.ts serveH2).
+    if ('status' in routed && (!grpc || head.h2)) return { page: routed };
     if ('status' in routed || (host !== undefined && this.exchangeTap?.captures(host))) {
       this.requests.routedAhead(socket, { routed });
       return undefined;
@@ -326,11 +327,13 @@ export class HttpIngress {
         const page = pageAnswer(INGRESS_ERRORS.cloudUnanswered, walk.head);
         return { tunnel, via: walk.via ?? NO_VIA, answer: page };
       }
-      // A service that speaks HTTP/2 is spoken to on the full path (h2-upstream.ts).
+      // A service that speaks HTTP/2 gets an HTTP/2 client's calls as HTTP/2 (h2-call.ts); an
+      // HTTP/1.1 client's, and a body rewritten on its way there, take the full path.
       // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
       const run = verdict.kind === 'relay' ? verdict.run : undefined;
       const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
-      if (tunnel.appProtocol !== 'http2' && !chunkless) {
+      const h2Service = tunnel.appProtocol === 'http2';
+      if (!chunkless && (!h2Service || (walk.head.h2 && !run?.bodyRewrite))) {
         const sent = walk.changed ? walk.head : undefined;
         return { tunnel, via: walk.via ?? NO_VIA, policy: run, sent };
       }
@@ -365,7 +368,7 @@ export class HttpIngress {
     full: () => void,
   ): void {
     const head = h2RequestHead(req);
-    if (!head || isGrpc(head.contentType)) {
+    if (!head) {
       full();
       return;
     }
@@ -373,7 +376,7 @@ export class HttpIngress {
     const serve = (route: LeanRouting): void => {
       // The client may have reset its stream while the policy decided.
       if (req.stream.destroyed) return;
-      if (route) serveH2(this.relay.context, req, res, socket, head, host, route);
+      if (route) serveH2(this.relay.context, this.requests.h2, req, res, socket, head, host, route);
       else full();
     };
     const route = this.leanRoute(head, routingHost(head.host), socket);

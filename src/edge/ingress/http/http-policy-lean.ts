@@ -323,8 +323,9 @@ function verdictOf(
   head: RequestHead,
 ): LeanVerdict {
   if (decision.kind === 'respond') {
-    // A gRPC client's answer is a status in trailers, which the full path writes.
-    if (isGrpc(head.contentType)) return { kind: 'full', decision };
+    // A gRPC client's answer is a status in trailers: the HTTP/2 wire writes it (serveH2), an
+    // HTTP/1.1 gRPC client's is the full path's.
+    if (isGrpc(head.contentType) && !head.h2) return { kind: 'full', decision };
     // An answer with a header that cannot be written is the edge's 502 page instead.
     const problem = headersProblem(decision.headers);
     return problem

@@ -88,7 +88,8 @@ export class HttpRequests {
   /** The edge's span of each request, while traces are exported (every try sends its traceparent). */
   private readonly spans = new WeakMap<IncomingMessage, SpanContext>();
   private readonly agents = new Map<OnlineTunnel, TunnelAgent>();
-  private readonly h2: H2Upstreams;
+  /** HTTP/2 sessions to services of endpoints bound with app protocol `http2`; the relay's too. */
+  readonly h2: H2Upstreams;
   /** What the lean relay found for the request it handed over, by connection. */
   private readonly ahead = new WeakMap<Duplex, RoutedAhead>();
   /** Its decisions, by request, for each endpoint of a forward chain (as carriedBody's bodies). */

@@ -1,0 +1,256 @@
+/**
+ * HTTP/2 calls on the relay's pipeline to an endpoint bound with app protocol `http2`
+ * (h2-call.ts), over real sockets: Node's http2 client against the ingress's HTTPS listener, an
+ * h2c service behind a fake tunnel. gRPC's shapes without gRPC's library: a status in trailers,
+ * a trailers-only answer, a streamed upload and download with back-pressure, resets both ways,
+ * the policy's answers as gRPC statuses. `test/grpc-tunnels.test.ts` runs real gRPC through
+ * `@ngrok/ngrok`. The full path's way to such services (H2Upstreams.forward) is watched: never
+ * used here.
+ */
+import http2, {
+  constants,
+  type ClientHttp2Session,
+  type Http2Server,
+  type IncomingHttpHeaders,
+  type ServerHttp2Stream,
+} from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import {
+  metricValue,
+  startTestIngress,
+  type FakeTunnel,
+  type TestIngress,
+} from '../../../../test/support/ingress.js';
+import { endpointLabel } from '../../metrics/endpoint-meters.js';
+import {
+  policyEndpoints,
+  type PolicyEndpoints,
+} from '../../../../test/support/policy-endpoints.js';
+import { until } from '../../../../test/support/mux.js';
+import { H2Upstreams } from './h2-upstream.js';
+
+const POLICY = `
+on_http_request:
+  - expressions: ["req.url.path == '/deny'"]
+    actions: [{type: deny, config: {status_code: 403}}]
+on_http_response:
+  - actions: [{type: add-headers, config: {headers: {x-served-by: burrow}}}]
+`;
+
+let t: TestIngress;
+let endpoints: PolicyEndpoints;
+let service: Http2Server;
+/** How each service stream ended: its rstCode once closed. */
+const closed: Array<{ path: string; code: number; aborted: boolean }> = [];
+const fullPath = vi.spyOn(H2Upstreams.prototype, 'forward');
+
+/**
+ * `/unary` answers a status in trailers; `/status-only` a trailers-only answer; `/upload` the
+ * byte count of the body; `/download` 8 MiB; `/hang` nothing; `/reset` headers, then a reset.
+ */
+function serve(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+  const path = String(headers[':path']);
+  stream.on('close', () => closed.push({ path, code: stream.rstCode, aborted: stream.aborted }));
+  stream.on('error', () => undefined);
+  if (path === '/hang') return;
+  if (path === '/status-only') {
+    stream.respond(
+      { ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '5' },
+      {
+        endStream: true,
+      },
+    );
+    return;
+  }
+  if (path === '/reset') {
+    stream.respond({ ':status': 200 });
+    stream.write('partial');
+    // destroy() resets at once (close() would end the data first, then reset a closed stream).
+    setTimeout(() => stream.destroy(new Error('the service broke')), 20);
+    return;
+  }
+  if (path === '/download') {
+    stream.respond({ ':status': 200 });
+    const piece = Buffer.alloc(64 * 1024, 0x61);
+    let left = 128;
+    const more = (): void => {
+      while (left > 0) {
+        left--;
+        if (!stream.write(piece)) {
+          stream.once('drain', more);
+          return;
+        }
+      }
+      stream.end();
+    };
+    more();
+    return;
+  }
+  let size = 0;
+  stream.on('data', (c: Buffer) => (size += c.length));
+  stream.on('end', () => {
+    stream.respond(
+      {
+        ':status': 200,
+        'content-type': 'application/grpc',
+        'x-forwarded-seen': String(headers['x-forwarded-proto']),
+      },
+      { waitForTrailers: true },
+    );
+    stream.once('wantTrailers', () =>
+      stream.sendTrailers({ 'grpc-status': '0', 'x-size': String(size) }),
+    );
+    stream.end(`got ${size}`);
+  });
+}
+
+beforeAll(async () => {
+  t = await startTestIngress();
+  endpoints = policyEndpoints(t.registry);
+  service = http2.createServer();
+  service.on('stream', serve);
+  await new Promise<void>((resolve) => service.listen(0, '127.0.0.1', resolve));
+});
+afterAll(async () => {
+  await t.close();
+  service.close();
+});
+
+const tunnels = new Map<string, FakeTunnel>();
+const tunnelOf = (host: string): FakeTunnel => tunnels.get(host)!;
+
+function h2Endpoint(policy?: string): string {
+  const port = (service.address() as AddressInfo).port;
+  const tunnel = endpoints.publicEndpoint('http', port, policy);
+  Object.assign(tunnel, { appProtocol: 'http2' });
+  tunnels.set(tunnel.hostname!, tunnel);
+  return tunnel.hostname!;
+}
+
+interface Reply {
+  headers: IncomingHttpHeaders;
+  body: string;
+  trailers: IncomingHttpHeaders;
+  code: number;
+}
+
+function call(
+  session: ClientHttp2Session,
+  host: string,
+  path: string,
+  body?: Buffer,
+  contentType = 'application/grpc',
+): Promise<Reply> {
+  return new Promise((resolve) => {
+    const stream = session.request(
+      { ':method': 'POST', ':path': path, ':authority': host, 'content-type': contentType },
+      { endStream: body === undefined },
+    );
+    const reply: Reply = { headers: {}, body: '', trailers: {}, code: 0 };
+    stream.on('response', (h) => (reply.headers = h));
+    stream.on('trailers', (h) => (reply.trailers = h));
+    stream.on(
+      'data',
+      (d: Buffer) => (reply.body += d.length > 64 ? `[${d.length}]` : d.toString()),
+    );
+    stream.on('error', () => undefined);
+    stream.on('close', () => resolve({ ...reply, code: stream.rstCode }));
+    if (body) stream.end(body);
+  });
+}
+
+const connect = (host: string): ClientHttp2Session =>
+  http2.connect(`https://127.0.0.1:${t.httpsPort}`, { ca: t.ca.certPem, servername: host });
+
+describe('HTTP/2 calls to an http2 service on the relay (h2-call.ts)', () => {
+  it('relays a call with its status in trailers, the policy’s header, and a trailers-only answer', async () => {
+    const host = h2Endpoint(POLICY);
+    const session = connect(host);
+    try {
+      const unary = await call(session, host, '/unary', Buffer.from('ping'));
+      expect(unary.headers[':status']).toBe(200);
+      expect(unary.headers['x-served-by']).toBe('burrow');
+      expect(unary.headers['x-forwarded-seen']).toBe('https');
+      expect(unary.body).toBe('got 4');
+      expect(unary.trailers).toMatchObject({ 'grpc-status': '0', 'x-size': '4' });
+      const only = await call(session, host, '/status-only');
+      expect([only.headers[':status'], only.headers['grpc-status'], only.body]).toEqual([
+        200,
+        '5',
+        '',
+      ]);
+      expect(fullPath).not.toHaveBeenCalled();
+      const requests = metricValue(t.metrics, 'burrow_http_requests_total', {
+        endpoint: endpointLabel(tunnelOf(host)),
+        code: '200',
+      });
+      expect(requests).toBe(2);
+    } finally {
+      session.close();
+    }
+  });
+
+  it('streams a 1 MiB upload and an 8 MiB download with back-pressure', async () => {
+    const host = h2Endpoint();
+    const session = connect(host);
+    try {
+      const [up, down] = await Promise.all([
+        call(session, host, '/upload', Buffer.alloc(1024 * 1024, 0x62)),
+        call(session, host, '/download'),
+      ]);
+      expect(up.body).toBe(`got ${1024 * 1024}`);
+      const sizes = [...down.body.matchAll(/\[(\d+)\]/g)].reduce((n, m) => n + Number(m[1]), 0);
+      expect(sizes + down.body.replace(/\[\d+\]/g, '').length).toBe(8 * 1024 * 1024);
+    } finally {
+      session.close();
+    }
+  });
+
+  it('passes a reset on both ways: a cancelled call is cancelled at the service, a reset from it reaches the client', async () => {
+    const host = h2Endpoint();
+    const session = connect(host);
+    try {
+      const before = closed.length;
+      const stream = session.request({ ':method': 'POST', ':path': '/hang', ':authority': host });
+      stream.on('error', () => undefined);
+      stream.write('x');
+      await until(() => closed.length > before || stream.sentHeaders !== undefined);
+      await new Promise((r) => setTimeout(r, 50));
+      stream.close(constants.NGHTTP2_CANCEL);
+      await until(() => closed.some((c) => c.path === '/hang'));
+      expect(closed.find((c) => c.path === '/hang')!.code).toBe(constants.NGHTTP2_CANCEL);
+
+      const reset = await call(session, host, '/reset');
+      expect(reset.headers[':status']).toBe(200);
+      expect(reset.code).toBe(constants.NGHTTP2_INTERNAL_ERROR);
+    } finally {
+      session.close();
+    }
+  });
+
+  it('answers a gRPC client’s refusal and a name nobody serves with gRPC statuses', async () => {
+    const host = h2Endpoint(POLICY);
+    const session = connect(host);
+    try {
+      const denied = await call(session, host, '/deny');
+      expect([denied.headers[':status'], denied.headers['grpc-status']]).toEqual([200, '7']);
+      expect(denied.headers['content-type']).toBe('application/grpc');
+      // The same refusal to a client that is not gRPC is the page.
+      const page = await call(session, host, '/deny', undefined, 'text/plain');
+      expect(page.headers[':status']).toBe(403);
+    } finally {
+      session.close();
+    }
+    const nobody = 'nobody-h2call.burrow.test';
+    const other = connect(nobody);
+    try {
+      const missing = await call(other, nobody, '/unary');
+      expect([missing.headers[':status'], missing.headers['grpc-status']]).toEqual([200, '14']);
+      expect(missing.headers['burrow-error-code']).toMatch(/^ERR_/);
+    } finally {
+      other.close();
+    }
+    expect(fullPath).not.toHaveBeenCalled();
+  });
+});
