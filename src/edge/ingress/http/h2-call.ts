@@ -17,7 +17,7 @@ import { proxyInfoOf } from '../../registry/connect-tunnel.js';
 import { BodyTransforms } from './body-transforms.js';
 import { agentRequestHeaders, type Exchange } from './exchange.js';
 import { h2RequestHeaders, rawOf, type H2Upstreams } from './h2-upstream.js';
-import { NOT_IN_RESPONSES, respondH2 } from './h2-head.js';
+import { h2Headers, respondH2 } from './h2-head.js';
 import { rewrittenHost } from './http-forwarding.js';
 import { leanResponseHeaders, type ResponseAfterPhase } from './http-policy-lean.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
@@ -149,20 +149,10 @@ export class H2Call {
     };
     this.response = response;
     exchange.response = response;
-    const out: Record<string, string | string[] | number> = { ':status': status };
-    for (let i = 0; i < raw.length; i += 2) {
-      const name = raw[i]!.toLowerCase();
-      if (NOT_IN_RESPONSES.has(name)) continue;
-      const value = raw[i + 1]!;
-      const before = out[name];
-      if (before === undefined) out[name] = value;
-      else if (Array.isArray(before)) before.push(value);
-      else out[name] = [String(before), value];
-    }
     // A trailers-only answer (a gRPC status with no message) ends with its headers.
     const endStream = upstream.endAfterHeaders && !transforms?.length;
     try {
-      h2.respond(out, { endStream, waitForTrailers: !endStream });
+      h2.respond(h2Headers(response), { endStream, waitForTrailers: !endStream });
     } catch (err) {
       this.fail(INGRESS_ERRORS.unsafeResponseHead, (err as Error).message);
       return;
