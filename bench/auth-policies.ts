@@ -9,7 +9,10 @@
  *    default, 2048-bit key), checked against a JWKS served by this process over local HTTP (the
  *    edge fetches it once and caches it; the number of fetches is printed);
  * 3. `openid-connect` against a local oidc-provider: one scripted login before measuring, then
- *    every request carries the session cookie it yielded.
+ *    every request carries the session cookie it yielded;
+ * 4. and 5. POSTs of a 1 KiB body, without a policy and through `verify-webhook` (provider `hmac`,
+ *    SHA-256): the edge reads each body whole, checks its signature, then relays it (issue 28:
+ *    on the lean relay since the fifth session of 2026-11-28).
  *
  *   RUNS=3 DURATION=5 npm run bench:auth
  *   RUNS=5 DURATION=5 CONNECTIONS=50 ALG=ES256 npm run bench:auth
@@ -24,6 +27,7 @@
  * is idle while a round runs (neither is asked anything then). The edge's CPU time per request
  * comes from /proc/<pid>/stat around each run.
  */
+import { createHmac } from 'node:crypto';
 import { once } from 'node:events';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -53,7 +57,17 @@ const AUDIENCE = 'bench-api';
 /** The OIDC endpoint needs a name known before it exists: the provider's redirect URI holds it. */
 const OIDC_HOST = 'oidc-bench.burrow.test';
 
-const CASES = ['no policy', 'jwt-validation', 'openid-connect (signed in)'] as const;
+const CASES = [
+  'no policy',
+  'jwt-validation',
+  'openid-connect (signed in)',
+  'no policy, POST 1 KiB',
+  'verify-webhook, POST 1 KiB',
+] as const;
+/** Each case's baseline: the GET cases against GET without a policy, the POSTs against POST. */
+const BASE: readonly number[] = [0, 0, 0, 3, 3];
+const WEBHOOK_SECRET = 'bench-webhook-secret';
+const WEBHOOK_BODY = JSON.stringify({ event: 'push', pad: 'x'.repeat(1000) });
 
 type EdgeInfo = EdgeAddress & { httpPort: number };
 interface AgentSpec {
@@ -66,6 +80,8 @@ interface LoadSpec {
   port: number;
   host: string;
   headers: Record<string, string>;
+  method?: 'GET' | 'POST';
+  body?: string;
   warmup?: boolean;
 }
 interface Measured extends RateResult {
@@ -89,6 +105,28 @@ async function serveAgent(spec: AgentSpec): Promise<void> {
       domain: OIDC_HOST,
       forward: spec.service,
       trafficPolicy: spec.oidcPolicy,
+    }),
+    await session.httpEndpoint({
+      scheme: 'http',
+      forward: spec.service,
+      trafficPolicy: {
+        on_http_request: [
+          {
+            actions: [
+              {
+                type: 'verify-webhook',
+                config: {
+                  provider: 'hmac',
+                  secret: WEBHOOK_SECRET,
+                  header: 'X-Signature',
+                  algorithm: 'sha256',
+                  encoding: 'hex',
+                },
+              },
+            ],
+          },
+        ],
+      },
     }),
   ];
   answer(endpoints.map((e) => new URL(e.url!).hostname));
@@ -115,15 +153,17 @@ async function startJwks(
   return { url: `http://127.0.0.1:${port}/jwks.json`, fetches: () => fetches, server };
 }
 
-/** One GET of `/` through the edge with `Host: host`: status and Location. */
+/** One GET (or a POST of `body`) of `/` through the edge with `Host: host`: status and Location. */
 function probe(
   port: number,
   host: string,
   headers: Record<string, string> = {},
+  body?: string,
 ): Promise<{ status: number; location: string }> {
   return new Promise((resolve, reject) => {
+    const method = body === undefined ? 'GET' : 'POST';
     const req = request(
-      { host: '127.0.0.1', port, path: '/', agent: false, headers: { host, ...headers } },
+      { host: '127.0.0.1', port, path: '/', method, agent: false, headers: { host, ...headers } },
       (res) => {
         res.resume();
         res.on('end', () =>
@@ -132,7 +172,7 @@ function probe(
       },
     );
     req.on('error', reject);
-    req.end();
+    req.end(body);
   });
 }
 
@@ -201,7 +241,7 @@ async function main(): Promise<void> {
     jwtPolicy,
     oidcPolicy,
   } satisfies AgentSpec);
-  const [noneHost, jwtHost, oidcHost] = hosts as [string, string, string];
+  const [noneHost, jwtHost, oidcHost, webhookHost] = hosts as [string, string, string, string];
 
   // The checks are real: refused without credentials, let through with them.
   const port = edge.httpPort;
@@ -224,10 +264,27 @@ async function main(): Promise<void> {
   const oidcHeaders = { cookie: `burrow_oidc=${cookie}` };
   expectStatus('oidc with the cookie', (await probe(port, oidcHost, oidcHeaders)).status, 200);
 
+  const signature = createHmac('sha256', WEBHOOK_SECRET).update(WEBHOOK_BODY).digest('hex');
+  const signed = { 'x-signature': signature, 'content-type': 'application/json' };
+  const badSignature = { ...signed, 'x-signature': '00'.repeat(32) };
+  expectStatus(
+    'webhook, forged',
+    (await probe(port, webhookHost, badSignature, WEBHOOK_BODY)).status,
+    403,
+  );
+  expectStatus(
+    'webhook, signed',
+    (await probe(port, webhookHost, signed, WEBHOOK_BODY)).status,
+    200,
+  );
+
+  const post = { method: 'POST', body: WEBHOOK_BODY } as const;
   const loads: LoadSpec[] = [
     { port, host: noneHost, headers: {} },
     { port, host: jwtHost, headers: jwtHeaders },
     { port, host: oidcHost, headers: oidcHeaders },
+    { port, host: noneHost, headers: { 'content-type': 'application/json' }, ...post },
+    { port, host: webhookHost, headers: signed, ...post },
   ];
   const measure = async (spec: LoadSpec): Promise<Measured> => {
     const before = processCpuMs(edgeProc.pid!);
@@ -250,10 +307,10 @@ async function main(): Promise<void> {
     }
   }
 
-  const base = median(results[0]!.map((r) => r.rate));
-  const baseCpu = median(results[0]!.map((r) => r.cpuUs));
   const rows = CASES.map((name, i) => {
     const rs = results[i]!;
+    const base = median(results[BASE[i]!]!.map((r) => r.rate));
+    const baseCpu = median(results[BASE[i]!]!.map((r) => r.cpuUs));
     const rps = median(rs.map((r) => r.rate));
     const cpuUs = median(rs.map((r) => r.cpuUs));
     return [
@@ -261,15 +318,16 @@ async function main(): Promise<void> {
       fmt(rps),
       fmt(rps / base, 2),
       `${fmt(median(rs.map((r) => r.p50)), 1)} / ${fmt(median(rs.map((r) => r.p99)), 1)}`,
-      `${fmt(cpuUs, 1)} (${i === 0 ? '-' : `+${fmt(cpuUs - baseCpu, 1)}`})`,
+      `${fmt(cpuUs, 1)} (${BASE[i]! === i ? '-' : `+${fmt(cpuUs - baseCpu, 1)}`})`,
       String(rs.reduce((n, r) => n + r.errors, 0)),
     ];
   });
   const ratioRow = (i: number): string[] => {
-    const perRound = results[i]!.map((r, round) => r.rate / results[0]![round]!.rate);
-    const cpuPerRound = results[i]!.map((r, round) => r.cpuUs - results[0]![round]!.cpuUs);
+    const base = results[BASE[i]!]!;
+    const perRound = results[i]!.map((r, round) => r.rate / base[round]!.rate);
+    const cpuPerRound = results[i]!.map((r, round) => r.cpuUs - base[round]!.cpuUs);
     return [
-      `${i === 1 ? 'jwt' : 'oidc'} / none`,
+      `${['', 'jwt', 'oidc', '', 'verify-webhook'][i]} / none`,
       perRound.map((x) => fmt(x, 2)).join(', '),
       `**${fmt(median(perRound), 2)}**`,
       fmt(median(cpuPerRound), 1),
@@ -290,7 +348,7 @@ async function main(): Promise<void> {
   console.log(
     markdownTable(
       ['ratio of req/s', 'per round', 'median of rounds', 'edge CPU µs/req added (median)'],
-      [ratioRow(1), ratioRow(2)],
+      [ratioRow(1), ratioRow(2), ratioRow(4)],
     ),
   );
   console.log(`\nJWKS fetched ${jwks.fetches()} time(s) by the edge during the whole run.`);

@@ -51,7 +51,7 @@ export async function closedLoop(
 
 /**
  * Keep-alive HTTP GETs of `/` (autocannon) against `ip` (127.0.0.1 by default):`port` with
- * `Host: host` and any other `headers`.
+ * `Host: host` and any other `headers`; `method` and `body` to send something else.
  * @example const r = await keepAliveLoad({ port, host, connections: 50, seconds: 5 });
  */
 export async function keepAliveLoad(spec: {
@@ -59,12 +59,16 @@ export async function keepAliveLoad(spec: {
   port: number;
   host: string;
   headers?: Record<string, string> | undefined;
+  method?: 'GET' | 'POST' | undefined;
+  body?: string | undefined;
   connections: number;
   seconds: number;
 }): Promise<RateResult> {
   const r = await autocannon({
     url: `http://${spec.ip ?? '127.0.0.1'}:${spec.port}/`,
     headers: { host: spec.host, ...spec.headers },
+    ...(spec.method ? { method: spec.method } : {}),
+    ...(spec.body !== undefined ? { body: spec.body } : {}),
     connections: spec.connections,
     duration: spec.seconds,
   });
@@ -84,6 +88,8 @@ export interface LoadRoleSpec {
   port: number;
   host: string;
   headers?: Record<string, string> | undefined;
+  method?: 'GET' | 'POST' | undefined;
+  body?: string | undefined;
   /** A warm-up run: one second, its figures not used. */
   warmup?: boolean | undefined;
   /** Overrides the role's `seconds`. */
