@@ -56,6 +56,14 @@ describe('BodyPeek (a body read for its policy, its bytes kept)', () => {
     expect(peek.overfull(5)).toBe(true);
   });
 
+  it('reads a body of 100,000 one-byte chunks whole', async () => {
+    const h = head('POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n');
+    const peek = new BodyPeek(h, () => undefined);
+    peek.feed(Buffer.from('1\r\nb\r\n'.repeat(100_000) + '0\r\n\r\n'));
+    const body = await peek.body;
+    expect([body.length, body[0], body[99_999]]).toEqual([100_000, 0x62, 0x62]);
+  });
+
   it('refuses a body over the limit or malformed, and one that takes too long', async () => {
     const big = head(
       `POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ${POLICY_BODY_LIMIT + 1}\r\n\r\n`,

@@ -51,7 +51,12 @@ export class BodyPeek {
   private rawBytes = 0;
   /** {@link rawBytes} when the body ended: what came after it is the next request's. */
   private bodyEnd = 0;
-  private readonly parts: Buffer[] = [];
+  /**
+   * The decoded body, copied in as it comes: a chunked body of many one-byte chunks must not keep
+   * a Buffer object per chunk (millions for 10 MiB). Grown by doubling, so each byte is copied
+   * about twice at most.
+   */
+  private acc = EMPTY;
   private size = 0;
   private readonly trailerLines: string[] = [];
   private readonly framer: BodyFramer;
@@ -137,29 +142,39 @@ export class BodyPeek {
 
   private part(bytes: Buffer): void {
     if (this.settled) return;
-    this.size += bytes.length;
-    if (this.size > POLICY_BODY_LIMIT) {
+    const size = this.size + bytes.length;
+    if (size > POLICY_BODY_LIMIT) {
       this.fail(new Error(`the body is over ${POLICY_BODY_LIMIT} bytes`));
-    } else if (!holdPolicyBytes(bytes.length)) {
-      this.fail(new Error('the server holds too many request bodies right now; retry later'));
-    } else {
-      this.parts.push(bytes);
+      return;
     }
+    if (!holdPolicyBytes(bytes.length)) {
+      this.fail(new Error('the server holds too many request bodies right now; retry later'));
+      return;
+    }
+    if (size > this.acc.length) {
+      // Sized by what came, never by what Content-Length promises: a client that says 10 MiB
+      // and sends one byte holds 16 KiB.
+      const grown = Buffer.allocUnsafe(
+        Math.min(POLICY_BODY_LIMIT, Math.max(size, this.acc.length * 2, 16 * 1024)),
+      );
+      this.acc.copy(grown, 0, 0, this.size);
+      this.acc = grown;
+    }
+    bytes.copy(this.acc, this.size);
+    this.size = size;
   }
 
   private settle(): void {
     if (this.settled) return;
     this.bodyEnd = this.rawBytes;
     this.finish();
-    this.resolve(this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.size));
+    this.resolve(this.acc.subarray(0, this.size));
   }
 
   private finish(): void {
     this.settled = true;
     clearTimeout(this.timer);
     // Held only while read: the bytes that count against the budget are those of reads under way.
-    let held = 0;
-    for (const part of this.parts) held += part.length;
-    releasePolicyBytes(held);
+    releasePolicyBytes(this.size);
   }
 }
