@@ -8,12 +8,7 @@
  */
 import type { HeaderInput } from '../../../policy/index.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
-import {
-  holdPolicyBytes,
-  POLICY_BODY_LIMIT,
-  POLICY_BODY_TIMEOUT_MS,
-  releasePolicyBytes,
-} from './http-policy-body.js';
+import { PolicyBodyBuffer, POLICY_BODY_TIMEOUT_MS } from './http-policy-body.js';
 import type { RequestHead } from './request-head.js';
 
 /**
@@ -51,13 +46,8 @@ export class BodyPeek {
   private rawBytes = 0;
   /** {@link rawBytes} when the body ended: what came after it is the next request's. */
   private bodyEnd = 0;
-  /**
-   * The decoded body, copied in as it comes: a chunked body of many one-byte chunks must not keep
-   * a Buffer object per chunk (millions for 10 MiB). Grown by doubling, so each byte is copied
-   * about twice at most.
-   */
-  private acc = EMPTY;
-  private size = 0;
+  /** The decoded body, copied in as it comes (http-policy-body.ts). */
+  private readonly decoded = new PolicyBodyBuffer();
   private readonly trailerLines: string[] = [];
   private readonly framer: BodyFramer;
   private settled = false;
@@ -142,39 +132,21 @@ export class BodyPeek {
 
   private part(bytes: Buffer): void {
     if (this.settled) return;
-    const size = this.size + bytes.length;
-    if (size > POLICY_BODY_LIMIT) {
-      this.fail(new Error(`the body is over ${POLICY_BODY_LIMIT} bytes`));
-      return;
-    }
-    if (!holdPolicyBytes(bytes.length)) {
-      this.fail(new Error('the server holds too many request bodies right now; retry later'));
-      return;
-    }
-    if (size > this.acc.length) {
-      // Sized by what came, never by what Content-Length promises: a client that says 10 MiB
-      // and sends one byte holds 16 KiB.
-      const grown = Buffer.allocUnsafe(
-        Math.min(POLICY_BODY_LIMIT, Math.max(size, this.acc.length * 2, 16 * 1024)),
-      );
-      this.acc.copy(grown, 0, 0, this.size);
-      this.acc = grown;
-    }
-    bytes.copy(this.acc, this.size);
-    this.size = size;
+    const problem = this.decoded.add(bytes);
+    if (problem) this.fail(new Error(problem));
   }
 
   private settle(): void {
     if (this.settled) return;
     this.bodyEnd = this.rawBytes;
     this.finish();
-    this.resolve(this.acc.subarray(0, this.size));
+    this.resolve(this.decoded.bytes);
   }
 
   private finish(): void {
     this.settled = true;
     clearTimeout(this.timer);
     // Held only while read: the bytes that count against the budget are those of reads under way.
-    releasePolicyBytes(this.size);
+    this.decoded.release();
   }
 }

@@ -18,20 +18,48 @@ export const POLICY_BODY_TIMEOUT_MS = 30_000;
 export const POLICY_BODY_BUDGET = 256 * 1024 * 1024;
 let bufferedPolicyBytes = 0;
 
-/**
- * Count `n` more bytes of bodies read for policies against {@link POLICY_BODY_BUDGET}; false (and
- * nothing counted) when the process would go over it.
- * @example if (!holdPolicyBytes(chunk.length)) refuse();
- */
-export function holdPolicyBytes(n: number): boolean {
-  if (bufferedPolicyBytes + n > POLICY_BODY_BUDGET) return false;
-  bufferedPolicyBytes += n;
-  return true;
-}
+const EMPTY = Buffer.alloc(0);
 
-/** Give back `n` bytes counted by {@link holdPolicyBytes}. */
-export function releasePolicyBytes(n: number): void {
-  bufferedPolicyBytes -= n;
+/**
+ * A body read whole for a policy, on either path: its bytes copied into one buffer grown by
+ * doubling (sized by what came, never by what Content-Length promises), so that a body of many
+ * tiny pieces keeps no object per piece, within {@link POLICY_BODY_LIMIT} and the process's
+ * {@link POLICY_BODY_BUDGET}, which it holds until {@link release}.
+ * @example const problem = body.add(chunk); if (problem) refuse(problem);
+ */
+export class PolicyBodyBuffer {
+  private acc = EMPTY;
+  private size = 0;
+
+  /** Append `bytes`; the reason when it cannot (over the limit or the budget), nothing kept. */
+  add(bytes: Buffer): string | undefined {
+    const size = this.size + bytes.length;
+    if (size > POLICY_BODY_LIMIT) return `the body is over ${POLICY_BODY_LIMIT} bytes`;
+    if (bufferedPolicyBytes + bytes.length > POLICY_BODY_BUDGET) {
+      return 'the server holds too many request bodies right now; retry later';
+    }
+    bufferedPolicyBytes += bytes.length;
+    if (size > this.acc.length) {
+      const grown = Buffer.allocUnsafe(
+        Math.min(POLICY_BODY_LIMIT, Math.max(size, this.acc.length * 2, 16 * 1024)),
+      );
+      this.acc.copy(grown, 0, 0, this.size);
+      this.acc = grown;
+    }
+    bytes.copy(this.acc, this.size);
+    this.size = size;
+    return undefined;
+  }
+
+  /** The body so far. */
+  get bytes(): Buffer {
+    return this.acc.subarray(0, this.size);
+  }
+
+  /** Give its bytes back to the process's budget (the read is over); call once. */
+  release(): void {
+    bufferedPolicyBytes -= this.size;
+  }
 }
 
 /**
@@ -48,18 +76,16 @@ export function bodyReader(
   let pending: Promise<Buffer> | undefined;
   return () =>
     (pending ??= new Promise<Buffer>((resolve, reject) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let held = 0;
+      const body = new PolicyBodyBuffer();
       let settled = false;
       const settle = (err: Error | undefined): void => {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
         req.off('data', onData);
-        releasePolicyBytes(held);
+        body.release();
         if (!err) {
-          holder.body = Buffer.concat(chunks);
+          holder.body = body.bytes;
           resolve(holder.body);
           return;
         }
@@ -74,15 +100,8 @@ export function bodyReader(
       }, timeoutMs);
       timer.unref();
       const onData = (chunk: Buffer): void => {
-        size += chunk.length;
-        if (size > POLICY_BODY_LIMIT) {
-          settle(new Error(`the body is over ${POLICY_BODY_LIMIT} bytes`));
-        } else if (!holdPolicyBytes(chunk.length)) {
-          settle(new Error('the server holds too many request bodies right now; retry later'));
-        } else {
-          held += chunk.length;
-          chunks.push(chunk);
-        }
+        const problem = body.add(chunk);
+        if (problem) settle(new Error(problem));
       };
       req.on('data', onData);
       req.once('end', () => settle(undefined));
