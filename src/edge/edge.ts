@@ -277,6 +277,7 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
           logger,
           metrics,
           claims: member?.node.presence,
+          tcpListening: (port) => ingress?.tcp.listening(port) ?? Promise.resolve(),
         })
       : undefined;
     cloud = new CloudEndpoints({

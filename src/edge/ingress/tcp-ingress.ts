@@ -110,9 +110,18 @@ export class TcpIngress {
     const port = tunnel.port;
     const closing = this.closing.get(port);
     if (closing) {
-      void closing.then(() => {
-        if (this.options.registry.byPort(port) === tunnel) this.onAdded(tunnel);
-      });
+      // The port's last listener is still closing: this one listens after it, and listening()
+      // waits for that too.
+      const reopened: Promise<void> = closing
+        .then(() => {
+          if (this.options.registry.byPort(port) !== tunnel) return;
+          this.onAdded(tunnel);
+          return this.starting.get(port);
+        })
+        .finally(() => {
+          if (this.starting.get(port) === reopened) this.starting.delete(port);
+        });
+      this.starting.set(port, reopened);
       return;
     }
     const inner = createServer(INGRESS_SOCKET_OPTIONS, (socket) => this.onConnection(port, socket));

@@ -43,6 +43,8 @@ export interface SshListenerOptions {
   claims?: TunnelClaims | undefined;
   /** How often the store is asked whether live sessions' keys still stand; 0: only on changes. */
   revocationCheckMs?: number | undefined;
+  /** Resolves once the TCP ingress listens on `port`: a tcp forward's URL is told after it. */
+  tcpListening?: ((port: number) => Promise<void>) | undefined;
 }
 
 /** A running SSH listener. */
@@ -105,6 +107,7 @@ export async function startSshListener(options: SshListenerOptions): Promise<Ssh
     limits,
     region: options.settings.region ?? 'local',
     claims: options.claims,
+    tcpListening: options.tcpListening,
     parseAcl: (acl) => {
       const parsed = parseAcl(acl);
       return 'error' in parsed

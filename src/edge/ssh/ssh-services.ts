@@ -70,4 +70,6 @@ export interface SshServices {
   claims?: TunnelClaims | undefined;
   /** A credential's stored ACL as rules, or why it cannot be applied. */
   parseAcl(acl: readonly string[]): AclRule[] | string;
+  /** Resolves once the TCP ingress listens on `port` (a tcp forward's URL is told after). */
+  tcpListening?: ((port: number) => Promise<void>) | undefined;
 }

@@ -319,6 +319,8 @@ export class SshSession implements RevocableSession {
     try {
       for (const forward of this.forwards) {
         const tunnel = await bindForward(this, this.s, parsed, forward);
+        // A client that connects as soon as it reads the URL must find the port listening.
+        if (tunnel.proto === 'tcp' && tunnel.port) await this.s.tcpListening?.(tunnel.port);
         this.print(`Forwarding ${tunnel.url ?? ''}`);
       }
     } catch (err) {
