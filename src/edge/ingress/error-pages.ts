@@ -5,7 +5,7 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import { CODES } from '../../core/errors.js';
 import { escapeHtml } from '../../core/html.js';
-import { GRPC_STATUS, grpcStatusOf, isGrpc, writeGrpcStatus } from './grpc-answers.js';
+import { isGrpc, writeGrpcStatus, pageGrpcStatus } from './grpc-answers.js';
 
 /** Header naming why the ingress, not the upstream, answered. */
 export const ERROR_CODE_HEADER = 'Burrow-Error-Code';
@@ -160,7 +160,7 @@ export function sendErrorPage(
   const message = errorMessage(error, host, detail);
   if (isGrpc(req.headers['content-type'])) {
     // No endpoint, or its agent unreachable: for a gRPC client the service is unavailable.
-    const status = error.status === 404 ? GRPC_STATUS.unavailable : grpcStatusOf(error.status);
+    const status = pageGrpcStatus(error.status);
     writeGrpcStatus(res, error.status, message, { [ERROR_CODE_HEADER]: error.code }, status);
     return;
   }

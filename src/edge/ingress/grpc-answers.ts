@@ -52,6 +52,15 @@ export function grpcStatusOf(httpStatus: number): number {
 }
 
 /**
+ * The gRPC status of the edge's own page with HTTP status `status`: no endpoint for the name (404)
+ * or its agent unreachable means the service is unavailable; otherwise {@link grpcStatusOf}.
+ * @example pageGrpcStatus(404) // 14 (UNAVAILABLE)
+ */
+export function pageGrpcStatus(status: number): number {
+  return status === 404 ? GRPC_STATUS.unavailable : grpcStatusOf(status);
+}
+
+/**
  * `grpc-message` as the gRPC spec encodes it: printable ASCII but `%` as is, every other byte of
  * its UTF-8 percent-encoded.
  * @example grpcMessage('50% off') // '50%25 off'

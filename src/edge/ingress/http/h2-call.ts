@@ -11,14 +11,12 @@ import { constants, type ClientHttp2Stream, type IncomingHttpHeaders } from 'nod
 import type { Http2ServerRequest, Http2ServerResponse, ServerHttp2Stream } from 'node:http2';
 import type { Duplex, Transform } from 'node:stream';
 import { failureDetail, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
-import { errorMessage, errorPage, ERROR_CODE_HEADER } from '../error-pages.js';
-import { GRPC_STATUS, isGrpc, respondGrpcH2 } from '../grpc-answers.js';
 import { proxyInfoOf } from '../../registry/connect-tunnel.js';
 import { BodyTransforms } from './body-transforms.js';
 import { agentRequestHeaders, type Exchange } from './exchange.js';
-import { h2RequestHeaders, rawOf, type H2Upstreams } from './h2-upstream.js';
-import { h2Headers, respondH2 } from './h2-head.js';
-import { rewrittenHost } from './http-forwarding.js';
+import { h2RequestHeaders, rawOf, upstreamScheme, type H2Upstreams } from './h2-upstream.js';
+import { h2Headers, respondH2, respondPageH2 } from './h2-head.js';
+import { rewrittenHost, routingHost } from './http-forwarding.js';
 import { leanResponseHeaders, type ResponseAfterPhase } from './http-policy-lean.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { HttpRelayContext } from './http-relay.js';
@@ -64,7 +62,7 @@ export class H2Call {
       policy,
       exchange.span,
     );
-    const scheme = /^https:/i.test(tunnel.forwardsTo) ? 'https' : 'http';
+    const scheme = upstreamScheme(tunnel);
     const target = policy?.target ?? sent.target;
     const headers = h2RequestHeaders(sent.method, target, scheme, raw);
     const info = proxyInfoOf(this.socket, this.proto, false);
@@ -117,7 +115,7 @@ export class H2Call {
 
   private afterResponsePhase(status: number, after: ResponseAfterPhase): void {
     if (!after) {
-      this.answerInstead(POLICY_FAILED_ANSWER.status, POLICY_FAILED_ANSWER);
+      this.answerInstead(POLICY_FAILED_ANSWER.status, () => this.respond(POLICY_FAILED_ANSWER));
       return;
     }
     if ('problem' in after) {
@@ -125,7 +123,7 @@ export class H2Call {
       return;
     }
     if ('answer' in after) {
-      this.answerInstead(after.answer.status, after.answer);
+      this.answerInstead(after.answer.status, () => this.respond(after.answer));
       return;
     }
     this.answer(status, after.headers, after.transforms);
@@ -234,40 +232,28 @@ export class H2Call {
       this.reset(NGHTTP2_INTERNAL_ERROR);
       return;
     }
-    const { exchange } = this;
-    const host = exchange.head.host ?? '';
-    if (isGrpc(exchange.head.contentType)) {
-      const message = errorMessage(error, host, detail);
-      this.answerInstead(error.status, undefined, () =>
-        respondGrpcH2(
-          this.h2,
-          error.status,
-          message,
-          { [ERROR_CODE_HEADER]: error.code },
-          GRPC_STATUS.unavailable,
-        ),
-      );
-      return;
-    }
-    this.answerInstead(error.status, errorPage(error, host, exchange.head.accept, detail));
+    const { head } = this.exchange;
+    const host = routingHost(head.host) ?? '';
+    this.answerInstead(error.status, () => respondPageH2(this.h2, error, host, head, detail));
   }
 
-  /** Answer with `answer` (or what `write` writes) instead of the service, which is cancelled. */
-  private answerInstead(
-    status: number,
-    answer: { status: number; headers: Readonly<Record<string, string>>; body: string } | undefined,
-    write?: () => string[],
-  ): void {
+  private respond(answer: {
+    status: number;
+    headers: Readonly<Record<string, string>>;
+    body: string;
+  }): string[] {
+    return respondH2(this.h2, answer, this.exchange.head);
+  }
+
+  /** Answer with what `write` writes (its headers) instead of the service, which is cancelled. */
+  private answerInstead(status: number, write: () => string[]): void {
     if (this.finished) return;
     this.finished = true;
     const upstream = this.upstream;
     if (upstream && !upstream.closed) upstream.close(NGHTTP2_CANCEL);
     const { exchange } = this;
     exchange.answered = true;
-    let raw: string[] = [];
-    if (write) raw = write();
-    else if (answer && !this.h2.destroyed && !this.h2.headersSent)
-      raw = respondH2(this.h2, answer, exchange.head);
+    const raw = this.h2.destroyed || this.h2.headersSent ? [] : write();
     exchange.count(status, (performance.now() - exchange.started) / 1000);
     exchange.done?.(status, raw);
   }

@@ -21,21 +21,19 @@ import {
 import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import { startSpan } from '../../metrics/trace-context.js';
 import {
-  errorMessage,
-  errorPage,
   ERROR_CODE_HEADER,
   failureDetail,
   INGRESS_ERRORS,
   reasonOf,
   type IngressError,
 } from '../error-pages.js';
-import { GRPC_STATUS, grpcStatusOf, isGrpc, respondGrpcH2 } from '../grpc-answers.js';
+import { isGrpc, respondGrpcH2 } from '../grpc-answers.js';
 import type { RespondDecision } from '../../../policy/index.js';
 import { H2Call } from './h2-call.js';
 import type { H2Upstreams } from './h2-upstream.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
 import { ignoreError } from './connection-stream.js';
-import { h2Headers, NOT_IN_RESPONSES, respondH2 } from './h2-head.js';
+import { h2Headers, NOT_IN_RESPONSES, respondH2, respondPageH2 } from './h2-head.js';
 import {
   agentRequestHead,
   beginExchange,
@@ -76,16 +74,8 @@ export function serveH2(
     return;
   }
   if ('page' in route) {
-    const { page, detail } = route;
-    if (grpc) {
-      // No endpoint for the name: for a gRPC client the service is unavailable.
-      const code = page.status === 404 ? GRPC_STATUS.unavailable : grpcStatusOf(page.status);
-      const message = errorMessage(page, host, detail);
-      respondGrpcH2(req.stream, page.status, message, { [ERROR_CODE_HEADER]: page.code }, code);
-    } else {
-      respondH2(req.stream, errorPage(page, host, head.accept, detail), head);
-    }
-    ctx.meters.unrouted.request(page.status);
+    respondPageH2(req.stream, route.page, host, head, route.detail);
+    ctx.meters.unrouted.request(route.page.status);
     return;
   }
   const proto = publicProto(socket);
@@ -534,8 +524,13 @@ export class H2Exchange {
   }
 
   private answerInstead(error: IngressError, detail: string): void {
-    const host = routingHost(this.exchange.head.host) ?? '';
-    this.answerWith(errorPage(error, host, this.exchange.head.accept, detail));
+    this.finished = true;
+    this.release()?.destroy();
+    const { exchange } = this;
+    exchange.answered = true;
+    exchange.count(error.status);
+    const host = routingHost(exchange.head.host) ?? '';
+    exchange.done?.(error.status, respondPageH2(this.h2, error, host, exchange.head, detail));
   }
 
   /** Answer with the edge's own `answer` instead of the agent's. */

@@ -5,7 +5,14 @@
  */
 import type { Http2ServerRequest, OutgoingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { readRequestTarget } from '../../../core/request-target.js';
-import { answerContent } from '../error-pages.js';
+import {
+  answerContent,
+  ERROR_CODE_HEADER,
+  errorMessage,
+  errorPage,
+  type IngressError,
+} from '../error-pages.js';
+import { isGrpc, pageGrpcStatus, respondGrpcH2 } from '../grpc-answers.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseHead } from './response-head.js';
 import { CONNECTION_SPECIFIC } from './h2-upstream.js';
@@ -124,4 +131,24 @@ export function h2Headers(response: ResponseHead): OutgoingHttpHeaders {
     else out[name] = [String(before), value];
   }
   return out;
+}
+
+/**
+ * The edge's page `error` on an HTTP/2 stream, as the full path's sendErrorPage writes it: a gRPC
+ * status to a gRPC client (its service unavailable for a 404 or an unreachable agent), else the
+ * page, HTML to a browser. Returns the headers written, as a raw list for the inspector.
+ * @example respondPageH2(req.stream, INGRESS_ERRORS.tunnelUnreachable, host, head, 'ECONNRESET');
+ */
+export function respondPageH2(
+  stream: ServerHttp2Stream,
+  error: IngressError,
+  host: string,
+  head: Pick<RequestHead, 'method' | 'accept' | 'contentType'>,
+  detail?: string,
+): string[] {
+  if (!isGrpc(head.contentType))
+    return respondH2(stream, errorPage(error, host, head.accept, detail), head);
+  const message = errorMessage(error, host, detail);
+  const code = pageGrpcStatus(error.status);
+  return respondGrpcH2(stream, error.status, message, { [ERROR_CODE_HEADER]: error.code }, code);
 }

@@ -116,6 +116,15 @@ export function h2Response(
   return answer;
 }
 
+/**
+ * The `:scheme` a request to `tunnel`'s service carries: `https` when the agent forwards to an
+ * https URL, else `http`.
+ * @example upstreamScheme(tunnel) // 'http'
+ */
+export function upstreamScheme(tunnel: Pick<OnlineTunnel, 'forwardsTo'>): 'http' | 'https' {
+  return /^https:/i.test(tunnel.forwardsTo) ? 'https' : 'http';
+}
+
 /** What a public connection is known by: its socket (HTTP/1.1) or its HTTP/2 session. */
 type ConnectionKey = object & { once(event: 'close', listener: () => void): unknown };
 
@@ -147,7 +156,7 @@ export class H2Upstreams {
     body: { stream: Readable | undefined; whole: Buffer | undefined },
     respond: (up: UpstreamResponse) => void,
   ): void {
-    const scheme = /^https:/i.test(tunnel.forwardsTo) ? 'https' : 'http';
+    const scheme = upstreamScheme(tunnel);
     const h2Headers = h2RequestHeaders(req.method ?? 'GET', req.url ?? '/', scheme, headers);
     const noBody = body.stream === undefined && body.whole === undefined;
     this.request(tunnel, req.socket, info, h2Headers, noBody).then(
