@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   metricValue,
   startHttpUpstream,
+  startTcpUpstream,
   startTestIngress,
   type LocalServer,
   type TestIngress,
@@ -252,6 +253,33 @@ on_http_response:
       expect(reply.headers['burrow-error-code']).toBeDefined();
     } finally {
       session.close();
+    }
+  });
+
+  it('answers 502 (a gRPC status to gRPC) when the service hangs up without answering', async () => {
+    // Inspector off (t has none): the page must not hang on the inspector's hook being absent.
+    const hangUp = await startTcpUpstream((socket) => socket.once('data', () => socket.end()));
+    const host = endpoints.publicEndpoint('http', hangUp.port).hostname!;
+    const session = connect(host);
+    try {
+      const page = await request(session, host, '/');
+      expect(page.headers[':status']).toBe(502);
+      expect(page.headers['burrow-error-code']).toMatch(/^ERR_/);
+      const grpc = await new Promise<IncomingHttpHeaders>((resolve, reject) => {
+        const stream = session.request({
+          ':method': 'POST',
+          ':path': '/pkg.Svc/Call',
+          ':authority': host,
+          'content-type': 'application/grpc',
+        });
+        stream.on('response', resolve);
+        stream.on('error', reject);
+        stream.end();
+      });
+      expect([grpc[':status'], grpc['grpc-status']]).toEqual([200, '14']);
+    } finally {
+      session.close();
+      await hangUp.close();
     }
   });
 

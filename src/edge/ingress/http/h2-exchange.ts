@@ -530,7 +530,9 @@ export class H2Exchange {
     exchange.answered = true;
     exchange.count(error.status);
     const host = routingHost(exchange.head.host) ?? '';
-    exchange.done?.(error.status, respondPageH2(this.h2, error, host, exchange.head, detail));
+    // Written before the inspector is told: `done?.(…)` would skip its arguments without one.
+    const raw = respondPageH2(this.h2, error, host, exchange.head, detail);
+    exchange.done?.(error.status, raw);
   }
 
   /** Answer with the edge's own `answer` instead of the agent's. */
