@@ -21,14 +21,30 @@ import type { BodyTransforms } from './body-transforms.js';
 /** Told when an exchange ends, for the traffic inspector: the status and response headers. */
 export type ExchangeDone = (status: number, headers: readonly string[]) => void;
 
+/** Where the inspector keeps a body it captures: the bytes as they pass, in order. */
+export interface BodySink {
+  add(bytes: Buffer): void;
+}
+
+/**
+ * The bodies the inspector captures for an exchange: the request's as the client sent it, the
+ * response's as the agent sent it, both without their HTTP/1.1 framing (a chunked body decoded),
+ * before any policy rewrites them.
+ */
+export interface ExchangeBodies {
+  request: BodySink;
+  response: BodySink;
+}
+
+/** The inspector's record of one exchange: told when it ends; its bodies, when it captures them. */
+export interface ExchangeRecording {
+  done: ExchangeDone;
+  bodies: ExchangeBodies | undefined;
+}
+
 /** The traffic inspector's hook into the lean relay. */
 export interface ExchangeTap {
-  /**
-   * True when the inspector captures bodies for `host`; such requests take the full HTTP path,
-   * which can copy them.
-   */
-  captures(host: string): boolean;
-  /** Record the start of an exchange; the returned function is called when it ends. */
+  /** Record the start of an exchange (and capture its bodies, when its host captures them). */
   begin(start: {
     host: string;
     tunnel: OnlineTunnel;
@@ -37,7 +53,7 @@ export interface ExchangeTap {
     clientIp: string;
     /** The edge's span of the request, while traces are exported. */
     span?: SpanContext | undefined;
-  }): ExchangeDone;
+  }): ExchangeRecording;
 }
 
 /** A body that ends when the agent ends the stream. */
@@ -53,29 +69,50 @@ export class CloseFramer implements BodyFramer {
 }
 
 /**
- * The framer for a request body, or undefined when it has none.
+ * The framer for a request body, or undefined when it has none; a chunked one hands its data,
+ * decoded, to `data` when given (the inspector's capture, a rewrite).
  * @example requestFramer(head)?.take(buf, 0)
  */
-export function requestFramer(head: RequestHead): BodyFramer | undefined {
-  if (head.chunked) return new ChunkedFramer();
+export function requestFramer(
+  head: RequestHead,
+  data?: (bytes: Buffer) => void,
+): BodyFramer | undefined {
+  if (head.chunked) return chunkedFramer(data);
   return head.contentLength ? new LengthFramer(head.contentLength) : undefined;
 }
 
 /**
- * The framer for a response body.
+ * The framer for a response body; a chunked one hands its data, decoded, to `data` when given.
  * @example responseFramer({ kind: 'length', length: 12 })
  */
-export function responseFramer(framing: ResponseFraming): BodyFramer {
+export function responseFramer(
+  framing: ResponseFraming,
+  data?: (bytes: Buffer) => void,
+): BodyFramer {
   switch (framing.kind) {
     case 'none':
       return new LengthFramer(0);
     case 'length':
       return new LengthFramer(framing.length);
     case 'chunked':
-      return new ChunkedFramer();
+      return chunkedFramer(data);
     case 'close':
       return new CloseFramer();
   }
+}
+
+function chunkedFramer(data: ((bytes: Buffer) => void) | undefined): ChunkedFramer {
+  return data ? new ChunkedFramer({ data, trailer: ignoreTrailer }) : new ChunkedFramer();
+}
+
+function ignoreTrailer(): void {}
+
+/**
+ * What hands a body's bytes to `sink`: the data callback of a decoding framer.
+ * @example responseFramer(response.framing, captured(bodies.response))
+ */
+export function captured(sink: BodySink): (bytes: Buffer) => void {
+  return (bytes) => sink.add(bytes);
 }
 
 /** One request on a public connection, from its head to the end of its response. */
@@ -109,6 +146,8 @@ export class Exchange {
   flushed = false;
   /** request-body-find-replace's rewrite, while the request body streams through it. */
   requestTransforms: BodyTransforms | undefined;
+  /** Where the inspector captures the bodies, when it does (beginExchange sets it). */
+  bodies: ExchangeBodies | undefined;
 
   constructor(
     readonly head: RequestHead,
@@ -220,7 +259,7 @@ export function beginExchange(
   const { tunnel, via } = start.route;
   const meter = ctx.meters.of(tunnel);
   const state = ctx.connections.attribute(socket, meter);
-  const done = ctx.tap?.begin({
+  const recording = ctx.tap?.begin({
     host: start.host,
     // The endpoint the client asked for, as on the full path.
     tunnel: via[0] ?? tunnel,
@@ -231,8 +270,16 @@ export function beginExchange(
   });
   const passed = via.length === 0 ? NO_METERS : via.map((t) => ctx.meters.of(t));
   const { policy, sent } = start.route;
+  const done = recording?.done;
   const exchange = new Exchange(start.head, tunnel, meter, state, done, passed, policy, sent);
   exchange.span = start.span;
+  const bodies = recording?.bodies;
+  if (bodies) {
+    exchange.bodies = bodies;
+    // A chunked body is captured decoded, as the framer reads it.
+    if (start.head.chunked)
+      exchange.requestBody = requestFramer(start.head, captured(bodies.request));
+  }
   return exchange;
 }
 

@@ -85,7 +85,12 @@ export class H2Call {
     upstream.on('error', () => undefined);
     upstream.once('close', this.onUpstreamClose);
     // The request's body, with back-pressure both ways (a client-streaming call).
-    if (!this.h2.endAfterHeaders) this.req.pipe(upstream);
+    if (!this.h2.endAfterHeaders) {
+      const capture = this.exchange.bodies?.request;
+      // A second reader of the piped body: it sees the same chunks, and holds nothing back.
+      if (capture) this.req.on('data', (chunk: Buffer) => capture.add(chunk));
+      this.req.pipe(upstream);
+    }
   }
 
   private readonly onResponse = (headers: IncomingHttpHeaders): void => {
@@ -161,6 +166,8 @@ export class H2Call {
       this.end();
       return;
     }
+    const capture = exchange.bodies?.response;
+    if (capture) upstream.on('data', (chunk: Buffer) => capture.add(chunk));
     if (transforms?.length) {
       this.transforms = new BodyTransforms(transforms, h2, false, upstream, () =>
         this.reset(NGHTTP2_INTERNAL_ERROR),

@@ -233,6 +233,7 @@ export class H2Exchange {
       this.fail('a request body longer than its Content-Length');
       return;
     }
+    this.exchange.bodies?.request.add(chunk);
     if (this.requestTransforms) {
       this.requestTransforms.write(chunk);
       return;
@@ -378,6 +379,7 @@ export class H2Exchange {
 
   /** Response body bytes (decoded, for a chunked body): to the transforms, or to the client. */
   private readonly body = (bytes: Buffer): void => {
+    this.exchange.bodies?.response.add(bytes);
     if (this.transforms) this.transforms.write(bytes);
     else this.write(bytes);
   };

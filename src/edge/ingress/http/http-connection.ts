@@ -13,7 +13,7 @@
  * (connection-stream.ts).
  */
 import type { Duplex } from 'node:stream';
-import { agentRequestHead, beginExchange, type Exchange } from './exchange.js';
+import { agentRequestHead, beginExchange, requestFramer, type Exchange } from './exchange.js';
 import { concat, Phase } from './connection-stream.js';
 import { HeadScanner, type HeadError } from './head-syntax.js';
 import { rewrittenHost, routingHost } from './http-forwarding.js';
@@ -450,6 +450,10 @@ export class HttpConnection extends ResponseRelay {
       return;
     }
     const body = n === chunk.length ? chunk : chunk.subarray(0, n);
+    // The inspector's copy; a chunked body's is taken decoded, by the framer (beginExchange).
+    if (exchange.bodies && body.length > 0 && !(framer instanceof ChunkedFramer)) {
+      exchange.bodies.request.add(body);
+    }
     const transforms = exchange.requestTransforms;
     if (transforms) {
       // A chunked body reaches the rewrite decoded, through the framer's parts.
@@ -486,9 +490,10 @@ export class HttpConnection extends ResponseRelay {
     );
     exchange.requestTransforms = body;
     if (exchange.head.chunked) {
-      exchange.requestBody = new ChunkedFramer({
-        data: (bytes) => body.write(bytes),
-        trailer: () => undefined,
+      const capture = exchange.bodies?.request;
+      exchange.requestBody = requestFramer(exchange.head, (bytes) => {
+        capture?.add(bytes);
+        body.write(bytes);
       });
     }
   }

@@ -1,9 +1,9 @@
 /**
  * The HTTP side of the ingress, for plain connections (`--http-listen`) and TLS-terminated ones
  * handed over by the SNI router. Every connection starts on the lean relay (ingress/http/), which
- * carries requests, upgrades included, as bytes to endpoints whose policy, if any, it can run on
- * heads (http-policy-lean.ts). A request it does not carry (a policy that reads or rewrites a
- * body, an ACME challenge, body capture…) hands the connection to the full path: Node's
+ * carries requests, upgrades included, to endpoints whose policy it can run (http-policy-lean.ts):
+ * every policy but a few listed in docs/ingress.md. A request it does not carry (an HTTP/1.1
+ * request to an `http2` endpoint, an HTTP/1.0 upgrade…) hands the connection to the full path: Node's
  * http.Server, whose requests (http-requests.ts) are routed by Host and streamed through a pooled
  * tunnel stream with back-pressure, and whose upgrades (WebSocket, http-upgrades.ts) become raw
  * relays. This file holds the listener, the choice of which requests
@@ -133,7 +133,6 @@ export class HttpIngress {
   private readonly h2: H2Ingress;
   private readonly registry: TunnelRegistry;
   private readonly acmeChallenge: AcmeChallengeLookup | undefined;
-  private readonly exchangeTap: ExchangeTap | undefined;
   private readonly connections: PublicConnections;
   /** Upgraded connections, relayed raw after a 101 on either path. */
   private readonly raw: RawRelays;
@@ -143,7 +142,6 @@ export class HttpIngress {
   constructor(options: HttpIngressOptions) {
     this.registry = options.registry;
     this.acmeChallenge = options.acmeChallenge;
-    this.exchangeTap = options.exchangeTap;
     const connections = new PublicConnections(options.meters);
     this.connections = connections;
     // Uploads may take longer than Node's 5-minute request timeout; headers may not dawdle.
@@ -270,7 +268,7 @@ export class HttpIngress {
     // The edge's own page is the relay's to write; an HTTP/1.1 gRPC client's status, the full
     // path's (an HTTP/2 one's is written by h2-exchange.ts serveH2).
     if ('status' in routed && (!grpc || head.h2)) return { page: routed };
-    if ('status' in routed || (host !== undefined && this.exchangeTap?.captures(host))) {
+    if ('status' in routed) {
       this.requests.routedAhead(socket, { routed });
       return undefined;
     }

@@ -12,7 +12,13 @@ import type { Duplex } from 'node:stream';
 import { failureDetail, INGRESS_ERRORS, rawAnswer, rawErrorResponse } from '../error-pages.js';
 import type { RespondDecision } from '../../../policy/index.js';
 import { ChunkedFramer } from './body-framing.js';
-import { clientResponseHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
+import {
+  captured,
+  clientResponseHead,
+  CloseFramer,
+  responseFramer,
+  type Exchange,
+} from './exchange.js';
 import { ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
 import { leanResponseHeaders, type ResponseAfterPhase } from './http-policy-lean.js';
@@ -138,7 +144,9 @@ export abstract class ResponseRelay extends ConnectionStream {
     transforms: readonly Transform[] | undefined,
   ): void {
     exchange.response = response;
-    exchange.responseBody = responseFramer(response.framing);
+    const capture = exchange.bodies?.response;
+    // The inspector's copy of a chunked body is taken decoded, by the framer.
+    exchange.responseBody = responseFramer(response.framing, capture && captured(capture));
     exchange.answered = true;
     exchange.closing = this.closesAfter(exchange);
     if (transforms?.length) this.transform(exchange, response, transforms);
@@ -175,9 +183,10 @@ export abstract class ResponseRelay extends ConnectionStream {
     );
     exchange.transforms = body;
     if (response.framing.kind === 'chunked') {
-      exchange.responseBody = new ChunkedFramer({
-        data: (bytes) => body.write(bytes),
-        trailer: ignoreTrailer,
+      const capture = exchange.bodies?.response;
+      exchange.responseBody = responseFramer(response.framing, (bytes) => {
+        capture?.add(bytes);
+        body.write(bytes);
       });
     }
   }
@@ -189,6 +198,10 @@ export abstract class ResponseRelay extends ConnectionStream {
       // The client already has part of this response: it must see it broken, not short.
       this.socket.destroy();
       return;
+    }
+    const capture = exchange.bodies?.response;
+    if (capture && n > 0 && !(framer instanceof ChunkedFramer)) {
+      capture.add(n === chunk.length ? chunk : chunk.subarray(0, n));
     }
     const transforms = exchange.transforms;
     if (n > 0 && !transforms) {
@@ -344,4 +357,3 @@ function uncork(socket: Duplex): void {
 }
 
 /** Trailers of a body the transforms re-frame are not passed on (nor are they on the full path). */
-function ignoreTrailer(): void {}

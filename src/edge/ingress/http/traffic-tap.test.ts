@@ -108,7 +108,7 @@ describe('trafficExchangeTap', () => {
       { maxHeaderBytes: 8192 },
     );
     if ('status' in head) throw new Error(head.reason);
-    const done = trafficExchangeTap(log).begin({
+    const { done, bodies } = trafficExchangeTap(log).begin({
       host: 'a.test',
       tunnel,
       scheme: 'http',
@@ -125,5 +125,31 @@ describe('trafficExchangeTap', () => {
     });
     // The parsed head the relay writes to the agent is not touched.
     expect(head.raw).toContain('Bearer secret');
+    // Capture off for the host: the relay is given nowhere to copy bodies to.
+    expect(bodies).toBeUndefined();
+  });
+
+  it('keeps the bodies the relay hands it for a host that captures them', () => {
+    const log = new TrafficLog();
+    log.setCapture('a.test', true);
+    const head = parseRequestHead('POST /x HTTP/1.1\r\nHost: a.test\r\n\r\n', {
+      maxHeaderBytes: 8192,
+    });
+    if ('status' in head) throw new Error(head.reason);
+    const { done, bodies } = trafficExchangeTap(log).begin({
+      host: 'a.test',
+      tunnel,
+      scheme: 'http',
+      head,
+      clientIp: '127.0.0.1',
+    });
+    bodies!.request.add(Buffer.from('in'));
+    bodies!.response.add(Buffer.from('ou'));
+    bodies!.response.add(Buffer.from('t'));
+    done(200, []);
+    const record = log.list({})[0]!;
+    expect(record.requestBody?.bytes.toString()).toBe('in');
+    expect(record.responseBody).toMatchObject({ size: 3, truncated: false });
+    expect(record.responseBody?.bytes.toString()).toBe('out');
   });
 });

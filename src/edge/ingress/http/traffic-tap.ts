@@ -7,7 +7,7 @@
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { hostOfHostPort } from '../../../core/host-port.js';
-import type { ExchangeTap } from './exchange.js';
+import type { ExchangeDone, ExchangeTap } from './exchange.js';
 import { clientIp } from '../../registry/connect-tunnel.js';
 import {
   BodyBuffer,
@@ -138,13 +138,13 @@ export function trafficTap(
 }
 
 /**
- * The inspector's hook for requests on the lean relay: the same record, without bodies (a host
- * whose bodies are captured is served by the full path, which `trafficTap` records).
+ * The inspector's hook for requests on the lean relay: the same record, and, for a host whose
+ * bodies are captured, their first bytes, handed over by the relay as they pass
+ * (`ExchangeBodies`: the request as the client sent it, the response as the agent sent it).
  * @example ingress option: `exchangeTap: trafficExchangeTap(log)`
  */
 export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
   return {
-    captures: (host) => log.captures(host),
     begin({ host, tunnel, scheme, head, clientIp: ip, span }) {
       const started = performance.now();
       let replayOf: string | undefined;
@@ -167,14 +167,18 @@ export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
         replayOf,
       });
       if (span) record.trace = span;
-      return (status, headers) =>
+      const bodies = log.captures(host)
+        ? { request: new BodyBuffer(), response: new BodyBuffer() }
+        : undefined;
+      const done: ExchangeDone = (status, headers) =>
         log.answer(record, {
           status,
           responseHeaders: responseHeaderObject(headers),
           durationMs: performance.now() - started,
-          requestBody: undefined,
-          responseBody: undefined,
+          requestBody: bodies?.request.done(),
+          responseBody: bodies?.response.done(),
         });
+      return { done, bodies };
     },
   };
 }
