@@ -1,9 +1,11 @@
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
+import http2 from 'node:http2';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PolicyEventLog } from '../../../policy/index.js';
 import { withPolicy } from '../../../../test/support/policy.js';
+import { policyEndpoints } from '../../../../test/support/policy-endpoints.js';
 import {
   fakeTunnel,
   listenLocal,
@@ -91,9 +93,10 @@ describe('BodyPeek (a body read for its policy, its bytes kept)', () => {
 });
 
 /**
- * Policies that read the request body before deciding ride the lean relay on HTTP/1.1: the body is
- * read for the policy and then relayed as sent. How a reply tells the paths apart: the service
- * sends no `Date` header; the relay passes its head on as bytes, Node's server adds one.
+ * Policies that read the request body before deciding ride the lean relay on both wires: the body
+ * is read for the policy and then relayed as sent. How a reply tells the paths apart: the service
+ * sends no `Date` header; the relay passes its head on as bytes, Node's server adds one (on
+ * HTTP/2, where Node adds one either way, the full path's inspector tap is counted instead).
  */
 describe('policies that read the body, on the lean relay', () => {
   let t: TestIngress;
@@ -102,9 +105,11 @@ describe('policies that read the body, on the lean relay', () => {
   let n = 0;
   /** What the service received: method, body, trailers, the header the policy added. */
   const seen: Array<{ body: string; trailers: Record<string, string>; added?: string }> = [];
+  /** Requests the full path served (its inspector tap is called for each). */
+  let fullPath = 0;
 
   beforeAll(async () => {
-    t = await startTestIngress();
+    t = await startTestIngress({ tap: () => void fullPath++ });
     upstream = await listenLocal(
       http.createServer((req, res) => {
         res.sendDate = false;
@@ -204,6 +209,109 @@ describe('policies that read the body, on the lean relay', () => {
     expect(seen.slice(before)).toEqual([
       { body: 'hello', trailers: { 'x-checksum': 'abc' }, added: 'abc' },
     ]);
+  });
+
+  it('HTTP/2: verify-webhook and req.trailers read the body on the relay, which then sends it', async () => {
+    const webhook = online(WEBHOOK);
+    const trailers = online(TRAILERS);
+    const before = seen.length;
+    // One connection per name (a TLS connection serves the name it was made for).
+    const sessions = [webhook.host, trailers.host].map((servername) =>
+      http2.connect(`https://127.0.0.1:${t.httpsPort}`, { ca: t.ca.certPem, servername }),
+    );
+    const send = (
+      host: string,
+      body: string,
+      headers: Record<string, string>,
+      trailer?: Record<string, string>,
+    ): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const session = sessions[host === webhook.host ? 0 : 1]!;
+        const stream = session.request(
+          { ':method': 'POST', ':path': '/hook', ':authority': host, ...headers },
+          { waitForTrailers: trailer !== undefined },
+        );
+        if (trailer) stream.once('wantTrailers', () => stream.sendTrailers(trailer));
+        let text = '';
+        let status = 0;
+        stream.on('response', (h) => (status = Number(h[':status'])));
+        stream.setEncoding('utf8');
+        stream.on('data', (d: string) => (text += d));
+        stream.on('end', () => resolve(`${status} ${text}`));
+        stream.on('error', reject);
+        // In two pieces: the policy waits for the whole body.
+        stream.write(body.slice(0, 4));
+        stream.end(body.slice(4));
+      });
+    try {
+      const good = '{"event":"push"}';
+      const length = String(Buffer.byteLength(good));
+      const signed = await send(webhook.host, good, {
+        'x-signature': sign(good),
+        'content-length': length,
+      });
+      expect(signed).toBe('200 got 16');
+      const unsized = await send(webhook.host, good, { 'x-signature': sign(good) });
+      expect(unsized).toBe('200 got 16');
+      const forged = await send(webhook.host, '{"event":"delete"}', { 'x-signature': sign(good) });
+      expect(forged).toMatch(/^403 /);
+      const withTrailer = await send(trailers.host, 'hello', {}, { 'x-checksum': 'abc' });
+      expect(withTrailer).toBe('200 got 5');
+      expect(seen.slice(before).map((s) => [s.body, s.added])).toEqual([
+        [good, undefined],
+        [good, undefined],
+        ['hello', 'abc'],
+      ]);
+      expect(fullPath).toBe(0);
+    } finally {
+      for (const session of sessions) session.close();
+    }
+  });
+
+  it('HTTP/2: a body read on the relay goes with the request when the full path serves it', async () => {
+    // A response phase before a forward-internal hop is the full path's: the body the relay read
+    // for verify-webhook must reach the internal endpoint's service all the same.
+    const endpoints = policyEndpoints(t.registry);
+    endpoints.internalEndpoint('https', 'hook-full.internal', upstream.port);
+    const front = endpoints.publicEndpoint(
+      'http',
+      0,
+      `${WEBHOOK}  - actions: [{type: forward-internal, config: {url: "https://hook-full.internal"}}]
+on_http_response:
+  - actions: [{type: add-headers, config: {headers: {x-front: "1"}}}]
+`,
+      'cloud',
+    );
+    const host = front.hostname!;
+    const before = { seen: seen.length, fullPath };
+    const session = http2.connect(`https://127.0.0.1:${t.httpsPort}`, {
+      ca: t.ca.certPem,
+      servername: host,
+    });
+    try {
+      const body = '{"event":"push"}';
+      const reply = await new Promise<string>((resolve, reject) => {
+        const stream = session.request({
+          ':method': 'POST',
+          ':path': '/hook',
+          ':authority': host,
+          'x-signature': sign(body),
+        });
+        let text = '';
+        stream.on('response', (h) => (text = `${h[':status']} `));
+        stream.setEncoding('utf8');
+        stream.on('data', (d: string) => (text += d));
+        stream.on('end', () => resolve(text));
+        stream.on('error', reject);
+        stream.end(body);
+      });
+      expect(reply).toBe('200 got 16');
+      expect(seen.slice(before.seen).map((s) => s.body)).toEqual([body]);
+      expect(fullPath).toBe(before.fullPath + 1);
+    } finally {
+      session.close();
+      endpoints.removeAll();
+    }
   });
 
   it('a body over the limit is refused and the connection closed; the service gets nothing', async () => {

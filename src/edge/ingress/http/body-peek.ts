@@ -8,7 +8,13 @@
  */
 import type { HeaderInput } from '../../../policy/index.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
-import { PolicyBodyBuffer, POLICY_BODY_TIMEOUT_MS } from './http-policy-body.js';
+import {
+  bodyReader,
+  PolicyBodyBuffer,
+  POLICY_BODY_TIMEOUT_MS,
+  type BodyHolder,
+} from './http-policy-body.js';
+import type { Readable } from 'node:stream';
 import type { RequestHead } from './request-head.js';
 
 /**
@@ -29,6 +35,20 @@ export const NO_BODY: PolicyBodySource = {
   read: () => Promise.resolve(EMPTY),
   trailers: () => NO_TRAILERS,
 };
+
+/**
+ * The body of an HTTP/2 request, for a policy that reads it before deciding: read whole on the
+ * first call, with the limits of http-policy-body.ts, into `held`, whose bytes then go on to the
+ * agent in place of the stream they were read from (h2-exchange.ts, h2-call.ts). HTTP/2 frames its
+ * data itself: there is no coding to keep, and the trailers are the stream's.
+ * @example const held = { body: undefined }; leanRoute(head, host, socket, streamBodySource(req, held));
+ */
+export function streamBodySource(
+  req: Readable & { readonly trailers: HeaderInput },
+  held: BodyHolder,
+): PolicyBodySource {
+  return { read: bodyReader(req, held), trailers: () => req.trailers };
+}
 
 /**
  * One request body being read for its policy. The connection feeds it every chunk that comes

@@ -148,6 +148,8 @@ export class Exchange {
   requestTransforms: BodyTransforms | undefined;
   /** Where the inspector captures the bodies, when it does (beginExchange sets it). */
   bodies: ExchangeBodies | undefined;
+  /** An HTTP/2 request's body, read whole for its policy: sent in place of its spent stream. */
+  heldBody: Buffer | undefined;
 
   constructor(
     readonly head: RequestHead,

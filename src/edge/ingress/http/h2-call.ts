@@ -85,7 +85,12 @@ export class H2Call {
     upstream.on('error', () => undefined);
     upstream.once('close', this.onUpstreamClose);
     // The request's body, with back-pressure both ways (a client-streaming call).
-    if (!this.h2.endAfterHeaders) {
+    const held = this.exchange.heldBody;
+    if (held) {
+      // Read whole for the policy: it goes as one piece, the stream it came on spent.
+      this.exchange.bodies?.request.add(held);
+      upstream.end(held);
+    } else if (!this.h2.endAfterHeaders) {
       const capture = this.exchange.bodies?.request;
       // A second reader of the piped body: it sees the same chunks, and holds nothing back.
       if (capture) this.req.on('data', (chunk: Buffer) => capture.add(chunk));

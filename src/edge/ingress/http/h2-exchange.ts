@@ -44,6 +44,7 @@ import {
 import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
 import { leanResponseHeaders, type ResponseAfterPhase } from './http-policy-lean.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
+import type { BodyHolder } from './http-policy-body.js';
 import type { HttpRelayContext, LeanRouting } from './http-relay.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseHead } from './response-head.js';
@@ -51,23 +52,28 @@ import { releaseAbandoned } from './stream-release.js';
 import { BodyTransforms, rewriter } from './body-transforms.js';
 import type { Transform } from 'node:stream';
 
+/** An HTTP/2 request the relay's routing took, and how. */
+export interface H2Request {
+  req: Http2ServerRequest;
+  res: Http2ServerResponse;
+  /** The public connection. */
+  socket: Duplex;
+  head: RequestHead;
+  host: string;
+  route: Exclude<LeanRouting, undefined>;
+  /** Its body, when a policy read it whole to decide (body-peek.ts streamBodySource). */
+  held: BodyHolder;
+}
+
 /**
  * Serve an HTTP/2 request the relay's routing took (http-ingress.ts leanRoute): the edge's page,
  * the policy's own answer (a gRPC status to a gRPC client), or the exchange with the agent: in
  * HTTP/1.1 on a tunnel stream (H2Exchange), or as an HTTP/2 call to an endpoint bound with app
  * protocol `http2` (h2-call.ts).
- * @example serveH2(relay.context, upstreams, req, res, socket, head, host, route);
+ * @example serveH2(relay.context, upstreams, { req, res, socket, head, host, route, held });
  */
-export function serveH2(
-  ctx: HttpRelayContext,
-  upstreams: H2Upstreams,
-  req: Http2ServerRequest,
-  res: Http2ServerResponse,
-  socket: Duplex,
-  head: RequestHead,
-  host: string,
-  route: Exclude<LeanRouting, undefined>,
-): void {
+export function serveH2(ctx: HttpRelayContext, upstreams: H2Upstreams, request: H2Request): void {
+  const { req, res, socket, head, host, route } = request;
   const grpc = isGrpc(head.contentType);
   if ('edge' in route) {
     respondH2(req.stream, route.edge, head);
@@ -84,6 +90,7 @@ export function serveH2(
   const span = ctx.tracing() ? startSpan(head.raw) : undefined;
   const start = { head, host, route, scheme: proto, clientIp: ip, span };
   const exchange = beginExchange(ctx, socket, start);
+  exchange.heldBody = request.held.body;
   if (route.close) {
     // close-connection closes the connection, every stream of it, as on the full path.
     exchange.count(499, (performance.now() - exchange.started) / 1000);
@@ -219,6 +226,13 @@ export class H2Exchange {
       this.requestTransforms = new BodyTransforms([rewriter(rewrite)], stream, true, req, () =>
         this.fail('the request body rewrite failed'),
       );
+    }
+    const held = exchange.heldBody;
+    if (held) {
+      // Read whole for the policy: it goes as one piece, the stream it came on spent.
+      if (held.length > 0) this.onRequestData(held);
+      this.onRequestEnd();
+      return;
     }
     req.on('data', this.onRequestData);
     req.once('end', this.onRequestEnd);

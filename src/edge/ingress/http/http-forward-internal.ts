@@ -24,6 +24,15 @@ export function carriedBody(req: IncomingMessage): Buffer | undefined {
   return carriedBodies.get(req);
 }
 
+/**
+ * Hand the full path a body the relay's policy run read whole (an HTTP/2 request's): it is sent
+ * upstream in place of the spent stream, as a forwarding endpoint's is.
+ * @example if (held.body) carryBody(req, held.body);
+ */
+export function carryBody(req: object, body: Buffer): void {
+  carriedBodies.set(req as IncomingMessage, body);
+}
+
 /** `req.headers` for a changed raw header list (names lowercased; repeated values joined). */
 export function headersOf(raw: string[]): IncomingMessage['headers'] {
   const out: Record<string, string | string[]> = {};

@@ -41,9 +41,10 @@ import { isGrpc } from '../grpc-answers.js';
 import { INGRESS_ERRORS } from '../error-pages.js';
 import { clientIp } from '../../registry/connect-tunnel.js';
 import { leanShaped, leanVerdict, pageAnswer, type LeanVerdict } from './http-policy-lean.js';
-import { forwardRefused } from './http-forward-internal.js';
+import { carryBody, forwardRefused } from './http-forward-internal.js';
+import type { BodyHolder } from './http-policy-body.js';
 import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
-import type { PolicyBodySource } from './body-peek.js';
+import { NO_BODY, streamBodySource, type PolicyBodySource } from './body-peek.js';
 import { HttpRequests, type PolicyDecision } from './http-requests.js';
 import { lookupHttpTunnel } from './http-routing.js';
 import { HttpUpgrades } from './http-upgrades.js';
@@ -356,8 +357,8 @@ export class HttpIngress {
 
   /**
    * An HTTP/2 request on the relay's pipeline (h2-exchange.ts), routed by {@link leanRoute} as
-   * an HTTP/1.1 one is; `full` serves what it does not carry. gRPC takes the full path, which
-   * answers a gRPC client's refusals and failures with a gRPC status.
+   * an HTTP/1.1 one is, its body read for a policy that decides on it (body-peek.ts
+   * streamBodySource); `full` serves what it does not carry, given that body if it was read.
    */
   private leanH2(
     req: Http2ServerRequest,
@@ -371,13 +372,19 @@ export class HttpIngress {
       return;
     }
     const host = routingHost(head.host) ?? '';
+    const held: BodyHolder = { body: undefined };
     const serve = (route: LeanRouting): void => {
       // The client may have reset its stream while the policy decided.
       if (req.stream.destroyed) return;
-      if (route) serveH2(this.relay.context, this.requests.h2, req, res, socket, head, host, route);
-      else full();
+      const ctx = this.relay.context;
+      if (route) serveH2(ctx, this.requests.h2, { req, res, socket, head, host, route, held });
+      else {
+        if (held.body) carryBody(req, held.body);
+        full();
+      }
     };
-    const route = this.leanRoute(head, routingHost(head.host), socket);
+    const body = req.stream.endAfterHeaders ? NO_BODY : streamBodySource(req, held);
+    const route = this.leanRoute(head, routingHost(head.host), socket, body);
     if (route instanceof Promise) route.then(serve, full);
     else serve(route);
   }

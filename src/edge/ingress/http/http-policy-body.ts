@@ -2,7 +2,7 @@
  * Request bodies a policy action reads whole (verify-webhook's signature check), with the limits
  * that keep slow or huge senders from holding memory: per body, per wait, and for the process.
  */
-import type { IncomingMessage } from 'node:http';
+import type { Readable } from 'node:stream';
 
 /** The most a policy action (verify-webhook) may read of a request body into memory. */
 export const POLICY_BODY_LIMIT = 10 * 1024 * 1024;
@@ -63,13 +63,14 @@ export class PolicyBodyBuffer {
 }
 
 /**
- * Reads `req`'s body once, on first call. It rejects (and the request is failed) when the body is
+ * Reads `req`'s body (an HTTP/1.1 request on the full path, an HTTP/2 request's stream) once, on
+ * first call. It rejects (and the request is failed) when the body is
  * over {@link POLICY_BODY_LIMIT}, takes longer than {@link POLICY_BODY_TIMEOUT_MS}, or would take
  * the process past {@link POLICY_BODY_BUDGET}.
  * @example const body = await bodyReader(req, holder)();
  */
 export function bodyReader(
-  req: IncomingMessage,
+  req: Readable,
   holder: BodyHolder,
   timeoutMs = POLICY_BODY_TIMEOUT_MS,
 ): () => Promise<Buffer> {

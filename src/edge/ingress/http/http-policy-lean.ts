@@ -47,7 +47,7 @@ import type { PolicyBodySource } from './body-peek.js';
  * signed-in openid-connect or oauth session, whose cookies come off the request), and
  * request-body-find-replace, whose rewrite the body streams through. verify-webhook and a
  * jwt-validation body token read the body whole before deciding: the relay reads it for them on
- * HTTP/1.1 (body-peek.ts); an HTTP/2 request to such an endpoint takes the full path.
+ * HTTP/1.1 (body-peek.ts BodyPeek) and on HTTP/2 (body-peek.ts streamBodySource).
  */
 const HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'forward-internal',
@@ -101,7 +101,8 @@ const shapes = new WeakMap<TunnelPolicy['runner']['policy'], boolean>();
 /**
  * Whether the lean relay can run `policy` at all: phases made only of {@link HEAD_ACTIONS} and
  * {@link RESPONSE_HEAD_ACTIONS}, and, unless the relay can read the request's body for it
- * (`readsBody`: an HTTP/1.1 request, body-peek.ts), nothing that reads the body before deciding.
+ * (`readsBody`: the relay has the request's body to give it, body-peek.ts), nothing that reads
+ * the body before deciding.
  * A policy of another shape always takes the full path.
  * @example leanShaped(tunnel.policy, false) // true for `on_http_request: [add-headers …]`
  */
