@@ -85,13 +85,6 @@ export interface CompilePolicyOptions {
 export class CompiledPolicy {
   /** Every IP policy id restrict-ips actions resolve, so callers can watch or preload them. */
   readonly ipPolicyIds: readonly string[];
-  /**
-   * on_http_request may read the request body: an action that does (verify-webhook, a
-   * jwt-validation body token) or {@link waitsForBody}. An ingress that reads heads only cannot
-   * run it.
-   */
-  readonly readsBody: boolean;
-
   constructor(
     readonly protocol: PolicyProtocol,
     readonly phases: Readonly<Record<PolicyPhase, readonly CompiledRule[]>>,
@@ -116,9 +109,6 @@ export class CompiledPolicy {
       }
     }
     this.ipPolicyIds = [...ids];
-    this.readsBody =
-      waitsForBody ||
-      phases.on_http_request.some((rule) => rule.actions.some((a) => a.action.readsBody === true));
   }
 
   /** Whether the policy has rules for `phase`; the ingress can skip a phase that has none. */

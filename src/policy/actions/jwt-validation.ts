@@ -373,7 +373,6 @@ export const jwtValidationAction: ActionSpec = {
 
     const action: CompiledAction = {
       alwaysTerminates: false,
-      readsBody: sources.some((s) => s.method === 'body'),
       run(c) {
         return verify(c).then((found) => {
           if (found === undefined) return undefined;

@@ -161,11 +161,6 @@ export interface CompiledAction {
   readonly alwaysTerminates: boolean;
   /** IP policy ids this action resolves at run time. */
   readonly ipPolicyIds?: readonly string[];
-  /**
-   * True when it may read the request body (`PhaseContext.requestBody`): the ingress then runs it
-   * where bodies are read (the lean relay reads heads only).
-   */
-  readonly readsBody?: boolean;
   run(ctx: PhaseContext): ActionOutcome | Promise<ActionOutcome>;
 }
 

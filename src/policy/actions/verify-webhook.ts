@@ -155,7 +155,6 @@ export const verifyWebhookAction: ActionSpec = {
     const enforce = config.boolean('enforce') ?? true;
     const action: CompiledAction = {
       alwaysTerminates: false,
-      readsBody: true,
       run(c) {
         const seen = (): SeenSignatures => c.state(action, () => new SeenSignatures());
         return check(c, found, secret, seen).then((problem) => {

@@ -268,6 +268,34 @@ describe('policies that read the body, on the lean relay', () => {
     }
   });
 
+  it("an internal endpoint's verify-webhook reads the body on the relay, behind a forward-internal hop", async () => {
+    const endpoints = policyEndpoints(t.registry);
+    endpoints.internalEndpoint('https', 'hook-lean.internal', upstream.port, WEBHOOK);
+    const front = endpoints.publicEndpoint(
+      'http',
+      0,
+      'on_http_request: [{actions: [{type: forward-internal, config: {url: "https://hook-lean.internal"}}]}]',
+      'cloud',
+    );
+    const host = front.hostname!;
+    const before = { seen: seen.length, fullPath };
+    try {
+      const good = '{"event":"push"}';
+      const reply = await rawExchange(
+        t.httpPort,
+        post(host, good, { 'X-Signature': sign(good) }) +
+          post(host, '{"event":"delete"}', { 'X-Signature': sign(good), Connection: 'close' }),
+      );
+      const statuses = [...reply.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((m) => m[1]);
+      expect(statuses).toEqual(['200', '403']);
+      expect(reply.split('\r\n\r\n')[0]).not.toMatch(/^date:/im);
+      expect(seen.slice(before.seen).map((s) => s.body)).toEqual([good]);
+      expect(fullPath).toBe(before.fullPath);
+    } finally {
+      endpoints.removeAll();
+    }
+  });
+
   it('HTTP/2: a body read on the relay goes with the request when the full path serves it', async () => {
     // A response phase before a forward-internal hop is the full path's: the body the relay read
     // for verify-webhook must reach the internal endpoint's service all the same.

@@ -68,7 +68,7 @@ interface LeanWalk {
   /** The endpoint the Host named (a pool member, picked). */
   readonly routed: OnlineTunnel;
   /** The request's body, for a policy that reads it first (HTTP/1.1 only: body-peek.ts). */
-  readonly body: PolicyBodySource | undefined;
+  readonly body: PolicyBodySource;
   tunnel: OnlineTunnel;
   chain: string[];
   via?: OnlineTunnel[];
@@ -249,7 +249,7 @@ export class HttpIngress {
     head: RequestHead,
     host: string | undefined,
     socket: Duplex,
-    body?: PolicyBodySource,
+    body: PolicyBodySource,
   ): LeanRouting | Promise<LeanRouting> {
     // head.target is origin-form: parseRequestHead read it (core/request-target.ts), turning an
     // absolute-form target into one and refusing CONNECT and `*`.
@@ -396,8 +396,7 @@ export class HttpIngress {
   private readonly leanTargets: Pick<TunnelRegistry, 'internal'> = {
     internal: (key) => {
       const holder = this.registry.holder({ internal: key });
-      // An internal endpoint's body-reading policy is the full path's (the walk does not read it).
-      if (holder?.policy && !leanShaped(holder.policy, false)) return undefined;
+      if (holder?.policy && !leanShaped(holder.policy)) return undefined;
       return this.registry.internal(key);
     },
   };

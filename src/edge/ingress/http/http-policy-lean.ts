@@ -100,13 +100,11 @@ const shapes = new WeakMap<TunnelPolicy['runner']['policy'], boolean>();
 
 /**
  * Whether the lean relay can run `policy` at all: phases made only of {@link HEAD_ACTIONS} and
- * {@link RESPONSE_HEAD_ACTIONS}, and, unless the relay can read the request's body for it
- * (`readsBody`: the relay has the request's body to give it, body-peek.ts), nothing that reads
- * the body before deciding.
- * A policy of another shape always takes the full path.
- * @example leanShaped(tunnel.policy, false) // true for `on_http_request: [add-headers …]`
+ * {@link RESPONSE_HEAD_ACTIONS} (a body the policy reads first, the relay reads for it on either
+ * wire: body-peek.ts). A policy of another shape always takes the full path.
+ * @example leanShaped(tunnel.policy) // true for `on_http_request: [add-headers …]`
  */
-export function leanShaped(policy: TunnelPolicy, readsBody: boolean): boolean {
+export function leanShaped(policy: TunnelPolicy): boolean {
   const compiled = policy.runner.policy;
   let shaped = shapes.get(compiled);
   if (shaped === undefined) {
@@ -119,7 +117,7 @@ export function leanShaped(policy: TunnelPolicy, readsBody: boolean): boolean {
       );
     shapes.set(compiled, shaped);
   }
-  return shaped && (readsBody || !compiled.readsBody);
+  return shaped;
 }
 
 /**
@@ -237,15 +235,15 @@ function connectOutcome(
  * path (a gRPC client's refusal, changes made before a forward-internal hop). A decision that
  * waits (on_tcp_connect's IP policy lookup, jwt-validation's key lookup, a body the policy reads
  * first) is waited for: the verdict is then a promise.
- * @example const verdict = leanVerdict(socket, tunnel.policy, head);
+ * @example const verdict = leanVerdict(socket, tunnel.policy, head, NO_BODY);
  */
 export function leanVerdict(
   socket: Duplex,
   policy: TunnelPolicy,
   head: RequestHead,
-  body?: PolicyBodySource,
+  body: PolicyBodySource,
 ): LeanVerdict | Promise<LeanVerdict> {
-  if (!leanShaped(policy, body !== undefined)) return FULL;
+  if (!leanShaped(policy)) return FULL;
   const state = connectionState(socket);
   const vars = tcpConnectVars(state, policy);
   if (vars instanceof Promise) {
@@ -260,7 +258,7 @@ function requestVerdict(
   state: ConnectionPolicyState,
   policy: TunnelPolicy,
   head: RequestHead,
-  body: PolicyBodySource | undefined,
+  body: PolicyBodySource,
   vars: ConnectOutcome,
 ): LeanVerdict | Promise<LeanVerdict> {
   if (vars === CLOSED) return CLOSE_VERDICT;
@@ -277,9 +275,9 @@ function requestVerdict(
     // As Node's servers say it on the full path.
     version: head.h2 ? '2.0' : head.minor === 1 ? '1.1' : '1.0',
     received: Date.now(),
-    // Read only when a rule needs it (policy/compile.ts readsBody): the bytes stay to be relayed.
-    body: body?.read,
-    trailers: body?.trailers,
+    // Read only when a rule needs it: the bytes stay to be relayed.
+    body: body.read,
+    trailers: body.trailers,
   };
   if (!hasRequestPhase) {
     return relayed(

@@ -87,7 +87,7 @@ export interface HttpRelayContext {
     host: string | undefined,
     socket: Duplex,
     /** The request's body, read on demand for a policy that decides on it (body-peek.ts). */
-    body?: PolicyBodySource,
+    body: PolicyBodySource,
   ): LeanRouting | Promise<LeanRouting>;
   /** Serve the rest of the connection on the full HTTP path; `buffered` was read, not served. */
   handOver(socket: Duplex, buffered: Buffer | undefined): void;
