@@ -1,4 +1,5 @@
 import type { TLSSocket } from 'node:tls';
+import { readIntoSlabs } from '../../protocol/muxado/slab-reads.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import type { Logger } from '../../core/logger.js';
 import {
@@ -168,11 +169,15 @@ export class AgentSession implements OnlineSession, BindHost {
       if (ctx.refusals) ctx.refusals.refused(this.ip, limit);
       else ctx.metrics.limitRefusals.with({ limit }).inc();
     };
+    // Reads into shared slabs, not a fresh buffer per TLS record (slab-reads.ts).
+    readIntoSlabs(socket);
     this.mux = new MuxSession(socket, {
       role: 'server',
       window: windowForAlpn(socket.alpnProtocol),
       // Burrow's SDK turns Nagle off on its side; ngrok-rust agents do not (docs/benchmarks.md).
       ackProbes: socket.alpnProtocol !== BURROW_ALPN,
+      // Bulk DATA reaches the relay in pieces as large as its frames (docs/benchmarks.md).
+      coalesceReads: true,
       maxIncomingStreams: ctx.limits.maxStreamsPerSession,
       maxIncomingFrameSize: ctx.limits.maxFrameBytes,
       onLimit: (limit) =>

@@ -46,6 +46,14 @@ export interface MuxSessionOptions {
    * next small write would otherwise wait for our delayed ACK, about 40 ms. Default false.
    */
   ackProbes?: boolean;
+  /**
+   * Parse what the transport read once the event loop has served every socket that was ready
+   * (`setImmediate`), not read by read: the TLS records of a bulk transfer (16 KiB each) come as
+   * one 'data' event apiece, and reads that are contiguous in memory (a transport reading into
+   * slabs, slab-reads.ts) are joined into one view first, so a stream gets its DATA in pieces as
+   * large as its frames and its reader writes them on in fewer, larger writes. Default false.
+   */
+  coalesceReads?: boolean;
 }
 
 /** Reads at least this large are bulk transfer: the peer's segments are full and get ACKed. */
@@ -111,6 +119,10 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private readonly ackProbes: boolean;
   /** The stream of this read's last WNDINC or DATA frame, for an ACK probe. */
   private probeCandidate: MuxStream | undefined;
+  private readonly coalesceReads: boolean;
+  /** Reads waiting to be parsed (coalesceReads), contiguous ones joined. */
+  private pendingReads: Buffer[] = [];
+  private readsScheduled = false;
 
   private readonly writer: FrameWriter;
 
@@ -131,6 +143,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.maxIncomingFrameSize = options.maxIncomingFrameSize ?? MAX_FRAME_LENGTH;
     this.onLimit = options.onLimit;
     this.ackProbes = options.ackProbes ?? false;
+    this.coalesceReads = options.coalesceReads ?? false;
     this.writer = new FrameWriter(
       transport,
       Math.max(options.writeBufferSize ?? DEFAULT_WRITE_BUFFER, transport.writableHighWaterMark),
@@ -141,17 +154,22 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.closedPromise = new Promise((resolve) => (this.resolveClosed = resolve));
     this.parser = new FrameParser(this.sink());
     (transport as Duplex & { setNoDelay?: (on: boolean) => void }).setNoDelay?.(true);
-    transport.on('data', this.onTransportData);
+    transport.on('data', this.coalesceReads ? this.onCoalescedData : this.onTransportData);
     // A transport that just ends is a clean ending (Rust/JS agents disconnect without GOAWAY):
     // open streams close without an error, as in node:http2; errors reach them only when the
-    // session fails.
-    transport.on('end', () =>
-      this.endSession(new MuxError(ErrorCode.PeerEOF, 'peer closed', true), false),
-    );
-    transport.on('error', (err: Error) => this.endSession(err, true));
-    transport.on('close', () =>
-      this.endSession(new MuxError(ErrorCode.SessionClosed, 'transport closed'), false),
-    );
+    // session fails. What was read before is parsed first.
+    transport.on('end', () => {
+      this.parsePendingReads();
+      this.endSession(new MuxError(ErrorCode.PeerEOF, 'peer closed', true), false);
+    });
+    transport.on('error', (err: Error) => {
+      this.parsePendingReads();
+      this.endSession(err, true);
+    });
+    transport.on('close', () => {
+      this.parsePendingReads();
+      this.endSession(new MuxError(ErrorCode.SessionClosed, 'transport closed'), false);
+    });
   }
 
   /** True once the session has ended (GOAWAY, close, error or EOF). */
@@ -247,6 +265,43 @@ export class MuxSession extends EventEmitter implements StreamHost {
   }
 
   // ---- reading -----------------------------------------------------------------------------
+
+  /** coalesceReads: keep the read for the check phase, joined to the last one when contiguous. */
+  private readonly onCoalescedData = (chunk: Buffer): void => {
+    const pending = this.pendingReads;
+    const last = pending.length > 0 ? pending[pending.length - 1]! : undefined;
+    if (
+      last !== undefined &&
+      last.buffer === chunk.buffer &&
+      last.byteOffset + last.length === chunk.byteOffset
+    ) {
+      pending[pending.length - 1] = Buffer.from(
+        last.buffer,
+        last.byteOffset,
+        last.length + chunk.length,
+      );
+    } else {
+      pending.push(chunk);
+    }
+    if (this.readsScheduled) return;
+    this.readsScheduled = true;
+    setImmediate(this.onReadsDue);
+  };
+
+  private readonly onReadsDue = (): void => {
+    this.readsScheduled = false;
+    this.parsePendingReads();
+  };
+
+  private parsePendingReads(): void {
+    const pending = this.pendingReads;
+    if (pending.length === 0) return;
+    this.pendingReads = [];
+    for (const chunk of pending) {
+      if (this.ended) return;
+      this.onTransportData(chunk);
+    }
+  }
 
   private readonly onTransportData = (chunk: Buffer): void => {
     try {
@@ -390,6 +445,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.ended = true;
     this.parser.stop();
     this.writer.stop();
+    this.pendingReads = [];
     const streamError = failStreams ? reason : undefined;
     const acceptError = reason ?? new MuxError(ErrorCode.SessionClosed, 'session closed');
     // Streams still queued were never handed to anyone who could listen for their 'error'.

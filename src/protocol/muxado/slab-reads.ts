@@ -15,9 +15,12 @@
  * bulk data (an agent's link to the edge), not for every accepted socket.
  *
  * `onread` is only a connect-time option (`net.connect`, `tls.connect`, `new net.Socket`):
- * sockets accepted by a server cannot use it.
+ * sockets accepted by a server cannot be given it. `readIntoSlabs` switches such a socket over
+ * after the fact, through the same machinery (the edge's agent links: a fresh 16 KiB buffer per
+ * TLS record cost the edge about 15 % of its CPU on a bulk download in page faults alone,
+ * docs/benchmarks.md).
  */
-import type { OnReadOpts, Socket } from 'node:net';
+import net, { type OnReadOpts, type Socket } from 'node:net';
 
 /** Bytes per slab: 16 TLS records or 4 TCP reads. */
 export const READ_SLAB_SIZE = 256 * 1024;
@@ -91,4 +94,62 @@ export function slabReads(slabSize: number = READ_SLAB_SIZE): SlabReads {
       });
     },
   };
+}
+
+/** Node's own keys for a socket's `onread` state (net.js), found once from a probe socket. */
+interface OnreadKeys {
+  buffer: symbol;
+  callback: symbol;
+  generator: symbol;
+}
+let onreadKeys: OnreadKeys | null | undefined;
+
+function findOnreadKeys(): OnreadKeys | null {
+  if (onreadKeys !== undefined) return onreadKeys;
+  onreadKeys = null;
+  try {
+    const probe = new net.Socket({
+      onread: { buffer: () => Buffer.allocUnsafe(1), callback: () => true },
+    } as net.SocketConstructorOpts);
+    const bySymbol = new Map(
+      Object.getOwnPropertySymbols(probe).map((s) => [s.description, s] as const),
+    );
+    const buffer = bySymbol.get('kBuffer');
+    const callback = bySymbol.get('kBufferCb');
+    const generator = bySymbol.get('kBufferGen');
+    if (buffer && callback && generator) onreadKeys = { buffer, callback, generator };
+    probe.destroy();
+  } catch {
+    // No such options in this Node: reads stay as they are.
+  }
+  return onreadKeys;
+}
+
+/**
+ * Switch a socket that is already reading (one a server accepted, where Node offers no
+ * `onread`) to slab reads: its later reads go into shared slabs, each emitted as a 'data'
+ * event as `slabReads` does. Uses Node's own `onread` machinery (the handle's `useUserBuffer`
+ * and the socket's onread state); where this Node does not have it, nothing changes and false
+ * is returned.
+ * @example server.on('secureConnection', (socket) => readIntoSlabs(socket));
+ */
+export function readIntoSlabs(socket: Socket, slabSize: number = READ_SLAB_SIZE): boolean {
+  const keys = findOnreadKeys();
+  const handle = (socket as unknown as { _handle?: { useUserBuffer?: (b: Uint8Array) => void } })
+    ._handle;
+  if (!keys || typeof handle?.useUserBuffer !== 'function') return false;
+  const state = socket as unknown as Record<symbol, unknown>;
+  // Already reads into memory it was given; or bytes wait in its buffer, which must come first.
+  if (state[keys.buffer] || socket.readableLength > 0) return false;
+  const reads = slabReads(slabSize);
+  const { onread } = reads;
+  const generate = (): Uint8Array => (onread.buffer as () => Uint8Array)();
+  const first = generate();
+  state[keys.generator] = generate;
+  state[keys.callback] = (bytes: number, buf: Uint8Array): boolean | void =>
+    onread.callback(bytes, buf);
+  state[keys.buffer] = first;
+  handle.useUserBuffer(first);
+  reads.attach(socket);
+  return true;
 }

@@ -16,6 +16,9 @@ export interface StreamHost {
 
 /** Payloads up to this size are copied next to their header: one socket write instead of two. */
 const COALESCE_BELOW = 2048;
+/** Buffered chunks smaller than this, of a backing buffer at least PIN_BACKING_FROM, are copied. */
+const PIN_COPY_BELOW = 16 * 1024;
+const PIN_BACKING_FROM = 64 * 1024;
 
 const enum Fin {
   None,
@@ -326,6 +329,15 @@ export class MuxStream extends Duplex {
   onData(chunk: Buffer): void {
     this.received += chunk.length;
     if (this.destroyed) return;
+    // A small view of a large read buffer (a slab, slab-reads.ts) that is going to wait in our
+    // buffer is copied out: kept as it is, it would keep the whole slab alive for a few bytes.
+    if (
+      chunk.length < PIN_COPY_BELOW &&
+      chunk.buffer.byteLength >= PIN_BACKING_FROM &&
+      (this.readableLength > 0 || this.readableFlowing !== true)
+    ) {
+      chunk = Buffer.from(chunk);
+    }
     this.push(chunk);
     this.creditConsumed();
   }
