@@ -49,6 +49,8 @@ export abstract class ConnectionStream {
   /** The stream's tunnel went offline: the stream closes once the exchange under way ends. */
   protected streamRetired = false;
   protected clientEnded = false;
+  /** The public socket is corked for the response body chunks of this turn. */
+  private corkedForTurn = false;
   protected readonly proto: 'http' | 'https';
   protected readonly ip: string;
   private readonly poolKey: string;
@@ -132,18 +134,37 @@ export abstract class ConnectionStream {
     // Kept for the stream's whole life: a stream let go of (parked, dropped) may still fail when
     // its session does, and an 'error' without a listener would end the process.
     if (!stream.listeners('error').includes(ignoreError)) stream.on('error', ignoreError);
-    stream.on('data', this.onStreamData);
+    stream.on('data', this.onStreamChunk);
     stream.on('end', this.onStreamEnd);
     stream.on('close', this.onStreamClose);
     stream.on('error', this.onStreamError);
     stream.resume();
   }
 
+  /**
+   * A chunk from the stream. The body chunks one turn brings (a muxado session parses what a
+   * turn read at once: a stream gets several DATA frames in a row, 8 KiB each from ngrok's
+   * agents) go to the client in one write: the socket is corked until the next tick.
+   */
+  private readonly onStreamChunk = (chunk: Buffer): void => {
+    if (!this.corkedForTurn && this.exchange?.responseBody) {
+      this.corkedForTurn = true;
+      this.socket.cork();
+      process.nextTick(this.uncorkTurn);
+    }
+    this.onStreamData(chunk);
+  };
+
+  private readonly uncorkTurn = (): void => {
+    this.corkedForTurn = false;
+    this.socket.uncork();
+  };
+
   /** Take the stream from this connection, without closing it. */
   protected release(): Duplex | undefined {
     const stream = this.stream;
     if (!stream) return undefined;
-    stream.off('data', this.onStreamData);
+    stream.off('data', this.onStreamChunk);
     stream.off('end', this.onStreamEnd);
     stream.off('close', this.onStreamClose);
     stream.off('error', this.onStreamError);
