@@ -148,6 +148,46 @@ on_http_request:
     ]);
   });
 
+  it("runs the forwarding endpoint's on_http_response after the internal endpoint's, and tells its circuit-breaker", async () => {
+    const failing = await listenLocal(
+      http.createServer((req, res) => {
+        res.sendDate = false;
+        res.statusCode = req.url === '/fail' ? 500 : 200;
+        res.end(`inner:${req.url}`);
+      }),
+    );
+    services.push(failing);
+    endpoints.internalEndpoint(
+      'https',
+      'respond-lean.internal',
+      failing.port,
+      'on_http_response: [{actions: [{type: add-headers, config: {headers: {x-inner: "1"}}}]}]',
+    );
+    const front = endpoints.publicEndpoint(
+      'http',
+      0,
+      `
+on_http_request:
+  - actions:
+      - {type: circuit-breaker, config: {error_threshold: 0.5, volume_threshold: 2, tripped_duration: 60s}}
+      - {type: forward-internal, config: {url: "https://respond-lean.internal"}}
+on_http_response:
+  - expressions: ["res.headers['x-inner'][0] == '1'"]
+    actions: [{type: add-headers, config: {headers: {x-outer-saw-inner: "yes"}}}]
+`,
+      'cloud',
+    );
+    const [ok] = await requests(front.hostname!, ['/ok']);
+    // Relayed (no Date), the internal endpoint's phase first, then the front's, which saw it.
+    expect([ok!.status, ok!.body, ok!.headers.date]).toEqual([200, 'inner:/ok', undefined]);
+    expect([ok!.headers['x-inner'], ok!.headers['x-outer-saw-inner']]).toEqual(['1', 'yes']);
+    // A 500 of the internal endpoint's service is half of two answers: the front's breaker opens
+    // and answers itself.
+    const after = await requests(front.hostname!, ['/fail', '/ok']);
+    expect(after.map((r) => r.status)).toEqual([500, 503]);
+    expect(after[1]!.body).not.toContain('inner:');
+  });
+
   it('leaves to the full path an internal endpoint whose policy changes the request, deciding the front’s rules once', async () => {
     endpoints.internalEndpoint(
       'https',

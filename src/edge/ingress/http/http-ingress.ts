@@ -40,7 +40,14 @@ import { HttpRelay, type LeanRoute, type LeanRouting } from './http-relay.js';
 import { isGrpc } from '../grpc-answers.js';
 import { INGRESS_ERRORS } from '../error-pages.js';
 import { clientIp } from '../../registry/connect-tunnel.js';
-import { leanShaped, leanVerdict, pageAnswer, type LeanVerdict } from './http-policy-lean.js';
+import {
+  leanShaped,
+  leanVerdict,
+  pageAnswer,
+  withForwarders,
+  type ForwarderRun,
+  type LeanVerdict,
+} from './http-policy-lean.js';
 import { carryBody, forwardRefused } from './http-forward-internal.js';
 import type { BodyHolder } from './http-policy-body.js';
 import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
@@ -58,6 +65,9 @@ const NO_VIA: readonly OnlineTunnel[] = [];
 /** A step of the walk that moved on to the next endpoint (forward-internal). */
 const CONTINUE = Symbol('continue');
 
+/** A request no endpoint forwarded on its way: nothing kept for its response. */
+const NO_FORWARDERS: readonly ForwarderRun[] = [];
+
 /** Where the relay's walk of one request stands: the endpoint it is at and how it got there. */
 interface LeanWalk {
   /** The request as the policies walked so far left it (forward-internal after changes). */
@@ -67,12 +77,14 @@ interface LeanWalk {
   readonly socket: Duplex;
   /** The endpoint the Host named (a pool member, picked). */
   readonly routed: OnlineTunnel;
-  /** The request's body, for a policy that reads it first (HTTP/1.1 only: body-peek.ts). */
+  /** The request's body, for a policy that reads it first (body-peek.ts). */
   readonly body: PolicyBodySource;
   tunnel: OnlineTunnel;
   chain: string[];
   via?: OnlineTunnel[];
   decisions?: PolicyDecision[];
+  /** What the endpoints that forwarded the request keep for its response, the first first. */
+  forwarders?: ForwarderRun[];
 }
 
 export interface HttpIngressOptions {
@@ -329,7 +341,10 @@ export class HttpIngress {
       // A service that speaks HTTP/2 gets an HTTP/2 client's calls as HTTP/2 (h2-call.ts); an
       // HTTP/1.1 client's, and a body rewritten on its way there, take the full path.
       // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
-      const run = verdict.kind === 'relay' ? verdict.run : undefined;
+      const run = withForwarders(
+        verdict.kind === 'relay' ? verdict.run : undefined,
+        walk.forwarders ?? NO_FORWARDERS,
+      );
       const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
       const h2Service = tunnel.appProtocol === 'http2';
       if (!chunkless && (!h2Service || (walk.head.h2 && !run?.bodyRewrite))) {
@@ -343,6 +358,9 @@ export class HttpIngress {
       return undefined;
     }
     (walk.via ??= []).push(tunnel);
+    if (verdict.kind === 'forward' && verdict.forwarder) {
+      (walk.forwarders ??= []).push(verdict.forwarder);
+    }
     if (verdict.kind === 'forward' && verdict.changes) {
       // The next endpoint's policy, and in the end the agent, get the request as changed.
       const { headers, target } = verdict.changes;

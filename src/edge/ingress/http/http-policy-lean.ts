@@ -142,6 +142,20 @@ interface ResponsePhase {
   conn: ConnInput;
   req: RequestInput;
   vars: PolicyVars;
+  /**
+   * The response phase of the endpoint that forwarded the request here (forward-internal): it
+   * runs next, on the response as this one left it.
+   */
+  next?: ResponsePhase | undefined;
+}
+
+/**
+ * What an endpoint that forwards a request (forward-internal) keeps for its response: its
+ * on_http_response, and its circuit-breaker's counters.
+ */
+export interface ForwarderRun {
+  response: ResponsePhase | undefined;
+  observers: LeanPolicyRun['observers'];
 }
 
 /** What the lean relay does with one request to an endpoint with a policy. */
@@ -155,6 +169,8 @@ export type LeanVerdict =
       decision: HttpRequestDecision;
       /** What the policy changed of the request before the hop: the next endpoint sees it so. */
       changes?: { headers: HeaderChanges; target: string | undefined } | undefined;
+      /** Its response phase and observers, for the response that comes back through it. */
+      forwarder?: ForwarderRun | undefined;
     }
   /** The full path serves it; `decision` is its on_http_request outcome when it was run here. */
   /**
@@ -232,7 +248,7 @@ function connectOutcome(
 /**
  * What the lean relay does with a request (`head`) to an endpoint with `policy`: relay it there,
  * forward it to an internal endpoint, answer it, close the connection, or leave it to the full
- * path (a gRPC client's refusal, changes made before a forward-internal hop). A decision that
+ * path (a gRPC client's refusal, a body rewrite before a forward-internal hop). A decision that
  * waits (on_tcp_connect's IP policy lookup, jwt-validation's key lookup, a body the policy reads
  * first) is waited for: the verdict is then a promise.
  * @example const verdict = leanVerdict(socket, tunnel.policy, head, NO_BODY);
@@ -341,18 +357,22 @@ function verdictOf(
   const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
   const hasResponsePhase = policy.runner.policy.has('on_http_response');
   if (decision.forwardInternal) {
-    // A response phase, status observers or a body rewrite before a hop: the full path, which
-    // runs each endpoint's. Header changes and a new target go on with the request.
-    if (hasResponsePhase || observers !== undefined || bodyRewrite !== undefined)
-      return { kind: 'full', decision };
+    // A body rewrite before a hop: the full path. Header changes and a new target go on with the
+    // request; the response phase and status observers wait for the response (withForwarders).
+    if (bodyRewrite !== undefined) return { kind: 'full', decision };
     const forward = decision.forwardInternal;
     const changed = changes.add.length > 0 || changes.remove.length > 0;
-    if (!changed && rewritten.target === undefined) return { kind: 'forward', forward, decision };
+    const response = hasResponsePhase ? { policy, conn, req, vars: decision.vars } : undefined;
+    const forwarder = response || observers ? { response, observers } : undefined;
+    if (!changed && rewritten.target === undefined && !forwarder)
+      return { kind: 'forward', forward, decision };
     return {
       kind: 'forward',
       forward,
       decision,
-      changes: { headers: changes, target: rewritten.target },
+      changes:
+        changed || rewritten.target ? { headers: changes, target: rewritten.target } : undefined,
+      forwarder,
     };
   }
   if (
@@ -398,15 +418,72 @@ function relayed(
 }
 
 /**
+ * `run` (the last endpoint's, or none) with what the endpoints that forwarded the request there
+ * keep for its response (`forwarders`, the first endpoint first): their response phases run after
+ * its own, the nearest first, and their observers are told the status too.
+ * @example const run = withForwarders(verdict.run, walk.forwarders);
+ */
+export function withForwarders(
+  run: LeanPolicyRun | undefined,
+  forwarders: readonly ForwarderRun[],
+): LeanPolicyRun | undefined {
+  if (forwarders.length === 0) return run;
+  let outer: ResponsePhase | undefined;
+  const observers = [...(run?.observers ?? [])];
+  for (const forwarder of forwarders) {
+    if (forwarder.response) outer = { ...forwarder.response, next: outer };
+    if (forwarder.observers) observers.push(...forwarder.observers);
+  }
+  let response = run?.response;
+  if (response && outer) response = { ...response, next: outer };
+  return {
+    requestHeaders: run?.requestHeaders ?? NO_HEADER_CHANGES,
+    target: run?.target,
+    response: response ?? outer,
+    observers: observers.length > 0 ? observers : undefined,
+    bodyRewrite: run?.bodyRewrite,
+  };
+}
+
+/**
  * The response head's headers after on_http_response: `raw` (as parseResponseHead read them, so
  * every field of it can be written) with its changes, and the body's transforms (none, usually);
  * `{ problem }` for a header it added that cannot be written (answered with the 502 page, as on
  * the full path); `{ answer }` when the phase replaced the response (custom-response); or
  * undefined when the phase cannot be applied (it threw or failed), and the policy fails closed.
- * A promise while its decision waits (http-request).
+ * A promise while its decision waits (http-request). The phases of the endpoints that forwarded
+ * the request (`phase.next`) run after it, on the headers it left; an answer it made is final.
  * @example const after = leanResponseHeaders(run.response, 200, response.raw);
  */
 export function leanResponseHeaders(
+  phase: ResponsePhase,
+  status: number,
+  raw: string[],
+): ResponseAfterPhase | Promise<ResponseAfterPhase> {
+  const after = onePhase(phase, status, raw);
+  const next = phase.next;
+  if (!next) return after;
+  if (after instanceof Promise) return after.then((a) => thenNext(a, next, status));
+  return thenNext(after, next, status);
+}
+
+/** `after` (one phase's outcome) carried through the phases of `next` on. */
+function thenNext(
+  after: ResponseAfterPhase,
+  next: ResponsePhase,
+  status: number,
+): ResponseAfterPhase | Promise<ResponseAfterPhase> {
+  if (!after || !('headers' in after)) return after;
+  const outer = leanResponseHeaders(next, status, after.headers);
+  const joined = (o: ResponseAfterPhase): ResponseAfterPhase =>
+    o && 'headers' in o && after.transforms.length > 0
+      ? { headers: o.headers, transforms: [...after.transforms, ...o.transforms] }
+      : o;
+  return outer instanceof Promise ? outer.then(joined) : joined(outer);
+}
+
+/** One endpoint's on_http_response, as {@link leanResponseHeaders} says. */
+function onePhase(
   phase: ResponsePhase,
   status: number,
   raw: string[],
