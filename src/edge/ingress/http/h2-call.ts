@@ -17,7 +17,7 @@ import { agentRequestHeaders, type Exchange } from './exchange.js';
 import { h2RequestHeaders, rawOf, upstreamScheme, type H2Upstreams } from './h2-upstream.js';
 import { h2Headers, respondH2, respondPageH2 } from './h2-head.js';
 import { rewrittenHost, routingHost } from './http-forwarding.js';
-import { leanResponseHeaders, type ResponseAfterPhase } from './http-policy-lean.js';
+import { leanResponseHeaders, type ResponseAfterPhase } from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { HttpRelayContext } from './http-relay.js';
 import type { ResponseHead } from './response-head.js';

@@ -42,7 +42,7 @@ import {
   type Exchange,
 } from './exchange.js';
 import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
-import { leanResponseHeaders, type ResponseAfterPhase } from './http-policy-lean.js';
+import { leanResponseHeaders, type ResponseAfterPhase } from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { BodyHolder } from './http-policy-body.js';
 import type { HttpRelayContext, LeanRouting } from './http-relay.js';

@@ -13,7 +13,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
-import { fieldProblem, headersProblem } from '../../../core/http-wire.js';
+import { headersProblem } from '../../../core/http-wire.js';
 import {
   NO_HEADER_CHANGES,
   type BodyRewrite,
@@ -21,16 +21,13 @@ import {
   type ForwardInternal,
   type HeaderChanges,
   type HttpRequestDecision,
-  type HttpResponseDecision,
   type PolicyVars,
   type RequestInput,
   type RespondDecision,
   type TcpConnectDecision,
 } from '../../../policy/index.js';
 import { isGrpc } from '../grpc-answers.js';
-import { responseTransforms } from './body-transforms.js';
-import type { Transform } from 'node:stream';
-import { applyToRawHeaders, RESPONSE_ADD_OWNED, RESPONSE_REMOVE_OWNED } from './header-changes.js';
+import type { ResponsePhase } from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER, rewrittenRequest } from './http-policy-writes.js';
 import { errorPage, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
 import { routingHost } from './http-forwarding.js';
@@ -134,19 +131,6 @@ export interface LeanPolicyRun {
   observers?: ReadonlyArray<(status: number) => void> | undefined;
   /** request-body-find-replace: the rewrite the request body streams through, sent chunked. */
   bodyRewrite?: BodyRewrite | undefined;
-}
-
-/** What on_http_response needs, kept from the request's phases. */
-interface ResponsePhase {
-  policy: TunnelPolicy;
-  conn: ConnInput;
-  req: RequestInput;
-  vars: PolicyVars;
-  /**
-   * The response phase of the endpoint that forwarded the request here (forward-internal): it
-   * runs next, on the response as this one left it.
-   */
-  next?: ResponsePhase | undefined;
 }
 
 /**
@@ -443,92 +427,4 @@ export function withForwarders(
     observers: observers.length > 0 ? observers : undefined,
     bodyRewrite: run?.bodyRewrite,
   };
-}
-
-/**
- * The response head's headers after on_http_response: `raw` (as parseResponseHead read them, so
- * every field of it can be written) with its changes, and the body's transforms (none, usually);
- * `{ problem }` for a header it added that cannot be written (answered with the 502 page, as on
- * the full path); `{ answer }` when the phase replaced the response (custom-response); or
- * undefined when the phase cannot be applied (it threw or failed), and the policy fails closed.
- * A promise while its decision waits (http-request). The phases of the endpoints that forwarded
- * the request (`phase.next`) run after it, on the headers it left; an answer it made is final.
- * @example const after = leanResponseHeaders(run.response, 200, response.raw);
- */
-export function leanResponseHeaders(
-  phase: ResponsePhase,
-  status: number,
-  raw: string[],
-): ResponseAfterPhase | Promise<ResponseAfterPhase> {
-  const after = onePhase(phase, status, raw);
-  const next = phase.next;
-  if (!next) return after;
-  if (after instanceof Promise) return after.then((a) => thenNext(a, next, status));
-  return thenNext(after, next, status);
-}
-
-/** `after` (one phase's outcome) carried through the phases of `next` on. */
-function thenNext(
-  after: ResponseAfterPhase,
-  next: ResponsePhase,
-  status: number,
-): ResponseAfterPhase | Promise<ResponseAfterPhase> {
-  if (!after || !('headers' in after)) return after;
-  const outer = leanResponseHeaders(next, status, after.headers);
-  const joined = (o: ResponseAfterPhase): ResponseAfterPhase =>
-    o && 'headers' in o && after.transforms.length > 0
-      ? { headers: o.headers, transforms: [...after.transforms, ...o.transforms] }
-      : o;
-  return outer instanceof Promise ? outer.then(joined) : joined(outer);
-}
-
-/** One endpoint's on_http_response, as {@link leanResponseHeaders} says. */
-function onePhase(
-  phase: ResponsePhase,
-  status: number,
-  raw: string[],
-): ResponseAfterPhase | Promise<ResponseAfterPhase> {
-  let d: Settled<HttpResponseDecision>;
-  try {
-    d = phase.policy.runner.onHttpResponse({
-      conn: phase.conn,
-      endpoint: phase.policy.endpoint,
-      req: phase.req,
-      res: { status_code: status, headers: raw },
-      vars: phase.vars,
-    });
-  } catch {
-    return undefined;
-  }
-  // A decision that waits (an http-request call) is waited for; one that fails, fails closed.
-  if (d instanceof Promise)
-    return d.then(
-      (r) => responseAfter(r, raw),
-      () => undefined,
-    );
-  return responseAfter(d, raw);
-}
-
-/** What {@link leanResponseHeaders} makes of the response phase's decision `d`. */
-export type ResponseAfterPhase =
-  | { headers: string[]; transforms: readonly Transform[] }
-  | { problem: string }
-  | { answer: RespondDecision }
-  | undefined;
-
-function responseAfter(d: HttpResponseDecision, raw: string[]): ResponseAfterPhase {
-  if (d.kind === 'respond') {
-    // An answer with a header that cannot be written is the 502 page instead, as on the full path.
-    const problem = headersProblem(d.headers);
-    return problem ? { problem } : { answer: d };
-  }
-  // The response's own fields were read by the rules fieldProblem checks: only those the phase
-  // adds (and the ingress does not own) can fail, and they are checked in the order written.
-  for (const [name, value] of d.headers.add) {
-    if (RESPONSE_ADD_OWNED.has(name)) continue;
-    const problem = fieldProblem(name, value);
-    if (problem) return { problem };
-  }
-  const headers = applyToRawHeaders(raw, d.headers, RESPONSE_REMOVE_OWNED, RESPONSE_ADD_OWNED);
-  return { headers, transforms: responseTransforms(d) };
 }

@@ -21,7 +21,7 @@ import {
 } from './exchange.js';
 import { ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
-import { leanResponseHeaders, type ResponseAfterPhase } from './http-policy-lean.js';
+import { leanResponseHeaders, type ResponseAfterPhase } from './lean-response-phase.js';
 import { POLICY_FAILED, rawPolicyFailure } from './http-policy-writes.js';
 import type { ResponseHead } from './response-head.js';
 import { BodyTransforms } from './body-transforms.js';
