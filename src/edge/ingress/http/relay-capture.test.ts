@@ -105,6 +105,35 @@ function post1(host: string, body: string, chunked: boolean) {
   });
 }
 
+/** POST `parts` to `host` over HTTP/2 with capture on; both bodies must be in its record. */
+async function captureOverH2(host: string, parts: [string, string]): Promise<void> {
+  log.setCapture(host, true);
+  const session = http2.connect(`https://127.0.0.1:${t.httpsPort}`, {
+    ca: t.ca.certPem,
+    servername: host,
+  });
+  try {
+    const reply = await new Promise<string>((resolve, reject) => {
+      const stream = session.request({ ':method': 'POST', ':path': '/in', ':authority': host });
+      let body = '';
+      stream.setEncoding('utf8');
+      stream.on('data', (d: string) => (body += d));
+      stream.on('end', () => resolve(body));
+      stream.on('error', reject);
+      // Two writes: two DATA frames.
+      stream.write(parts[0]);
+      stream.end(parts[1]);
+    });
+    const sent = parts.join('');
+    expect(reply).toBe(`you sent: ${sent}`);
+    const record = await recordOf(host);
+    expect(record.requestBody?.bytes.toString()).toBe(sent);
+    expect(record.responseBody?.bytes.toString()).toBe(`you sent: ${sent}`);
+  } finally {
+    session.close();
+  }
+}
+
 describe('body capture on the lean relay', () => {
   it('captures both bodies of HTTP/1.1 exchanges, framed by length or chunked', async () => {
     const host = endpoints.publicEndpoint('http', service.port).hostname!;
@@ -143,58 +172,13 @@ on_http_response:
 
   it('captures both bodies of an HTTP/2 exchange', async () => {
     const host = endpoints.publicEndpoint('http', service.port).hostname!;
-    log.setCapture(host, true);
-    const session = http2.connect(`https://127.0.0.1:${t.httpsPort}`, {
-      ca: t.ca.certPem,
-      servername: host,
-    });
-    try {
-      const reply = await new Promise<string>((resolve, reject) => {
-        const stream = session.request({ ':method': 'POST', ':path': '/in', ':authority': host });
-        let body = '';
-        stream.setEncoding('utf8');
-        stream.on('data', (d: string) => (body += d));
-        stream.on('end', () => resolve(body));
-        stream.on('error', reject);
-        stream.write('over ');
-        stream.end('h2');
-      });
-      expect(reply).toBe('you sent: over h2');
-      const record = await recordOf(host);
-      expect(record.requestBody?.bytes.toString()).toBe('over h2');
-      expect(record.responseBody?.bytes.toString()).toBe('you sent: over h2');
-    } finally {
-      session.close();
-    }
+    await captureOverH2(host, ['over ', 'h2']);
   });
 
   it('captures both bodies of an HTTP/2 call to an http2 endpoint', async () => {
     const port = (h2Service.address() as AddressInfo).port;
     const tunnel = endpoints.publicEndpoint('http', port);
     Object.assign(tunnel, { appProtocol: 'http2' });
-    const host = tunnel.hostname!;
-    log.setCapture(host, true);
-    const session = http2.connect(`https://127.0.0.1:${t.httpsPort}`, {
-      ca: t.ca.certPem,
-      servername: host,
-    });
-    try {
-      const reply = await new Promise<string>((resolve, reject) => {
-        const stream = session.request({ ':method': 'POST', ':path': '/in', ':authority': host });
-        let body = '';
-        stream.setEncoding('utf8');
-        stream.on('data', (d: string) => (body += d));
-        stream.on('end', () => resolve(body));
-        stream.on('error', reject);
-        stream.write('a call ');
-        stream.end('streamed');
-      });
-      expect(reply).toBe('you sent: a call streamed');
-      const record = await recordOf(host);
-      expect(record.requestBody?.bytes.toString()).toBe('a call streamed');
-      expect(record.responseBody?.bytes.toString()).toBe('you sent: a call streamed');
-    } finally {
-      session.close();
-    }
+    await captureOverH2(tunnel.hostname!, ['a call ', 'streamed']);
   });
 });
