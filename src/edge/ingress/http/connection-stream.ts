@@ -13,6 +13,7 @@ import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tun
 import { failureDetail } from '../error-pages.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import type { Exchange } from './exchange.js';
+import { H2Bridge } from './h2-bridge.js';
 import { publicProto } from './http-forwarding.js';
 import type { HttpRelayContext } from './http-relay.js';
 import { releaseAbandoned } from './stream-release.js';
@@ -109,7 +110,13 @@ export abstract class ConnectionStream {
     this.phase = Phase.Connecting;
     this.socket.pause();
     const info = proxyInfoOf(this.socket, this.proto, false);
-    connectTunnel(exchange.tunnel, info, this.ctx.connectTimeoutMs).then(
+    const { tunnel } = exchange;
+    // A service that speaks HTTP/2 gets the request as an HTTP/2 call (h2-bridge.ts).
+    const opening =
+      tunnel.appProtocol === 'http2'
+        ? Promise.resolve<Duplex>(new H2Bridge(this.ctx.h2Upstreams, tunnel, this.socket, info))
+        : connectTunnel(tunnel, info, this.ctx.connectTimeoutMs);
+    opening.then(
       (stream) => {
         if (this.exchange !== exchange) {
           // The client left while the stream opened; the agent may have dialled its service.

@@ -14,7 +14,7 @@ import http2, {
   type IncomingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import { connect as netConnect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   metricValue,
@@ -251,6 +251,85 @@ describe('HTTP/2 calls to an http2 service on the relay (h2-call.ts)', () => {
     } finally {
       other.close();
     }
+    expect(fullPath).not.toHaveBeenCalled();
+  });
+});
+
+/**
+ * An HTTP/1.1 client of an `http2` endpoint: the relay carries its requests through an H2Bridge
+ * (h2-bridge.ts), the service getting HTTP/2 calls and the client HTTP/1.1 answers, on one kept
+ * connection; Node's full path (H2Upstreams.forward) is never used.
+ */
+describe('HTTP/1.1 requests to an http2 service on the relay (h2-bridge.ts)', () => {
+  /** Raw HTTP/1.1 over one connection: `text` sent, everything read until the edge closes it. */
+  const exchange = (text: string | Buffer): Promise<string> =>
+    new Promise((resolve, reject) => {
+      const socket = netConnect(t.httpPort, '127.0.0.1');
+      const chunks: Buffer[] = [];
+      socket.on('data', (c: Buffer) => chunks.push(c));
+      socket.on('error', reject);
+      socket.on('close', () => resolve(Buffer.concat(chunks).toString('latin1')));
+      socket.write(text);
+    });
+
+  it('answers calls in HTTP/1.1, chunked with the service’s trailers, on one kept connection', async () => {
+    const host = h2Endpoint(POLICY);
+    const body = 'ping';
+    const reply = await exchange(
+      `POST /unary HTTP/1.1\r\nHost: ${host}\r\nContent-Type: application/grpc\r\n` +
+        `Content-Length: ${body.length}\r\n\r\n${body}` +
+        `POST /unary HTTP/1.1\r\nHost: ${host}\r\nTransfer-Encoding: chunked\r\n\r\n` +
+        `3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n` +
+        `GET /deny HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+    );
+    const answers = reply.split(/(?=HTTP\/1\.1 )/);
+    expect(answers.map((a) => a.slice(0, 12))).toEqual([
+      'HTTP/1.1 200',
+      'HTTP/1.1 200',
+      'HTTP/1.1 403',
+    ]);
+    // The service's head (the policy's header too), its data chunked, its trailers after it.
+    expect(answers[0]).toMatch(/\r\nx-served-by: burrow\r\n/i);
+    expect(answers[0]).toMatch(/\r\ntransfer-encoding: chunked\r\n/i);
+    expect(answers[0]).toMatch(/\r\n5\r\ngot 4\r\n0\r\ngrpc-status: 0\r\nx-size: 4\r\n\r\n$/);
+    expect(answers[1]).toMatch(/got 5\r\n0\r\ngrpc-status: 0\r\nx-size: 5\r\n\r\n$/);
+    expect(fullPath).not.toHaveBeenCalled();
+  });
+
+  it('streams an 8 MiB download and a 1 MiB upload, and breaks the answer the service resets', async () => {
+    const host = h2Endpoint();
+    const down = await exchange(
+      `GET /download HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`,
+    );
+    const [head, chunked] = [
+      down.slice(0, down.indexOf('\r\n\r\n')),
+      down.slice(down.indexOf('\r\n\r\n') + 4),
+    ];
+    expect(head).toMatch(/^HTTP\/1\.1 200 /);
+    // Decode the chunked body: 8 MiB of 'a'.
+    let size = 0;
+    for (let at = 0; ;) {
+      const line = chunked.indexOf('\r\n', at);
+      const n = parseInt(chunked.slice(at, line), 16);
+      if (n === 0) break;
+      size += n;
+      at = line + 2 + n + 2;
+    }
+    expect(size).toBe(8 * 1024 * 1024);
+    const upload = Buffer.alloc(1024 * 1024, 0x62);
+    const up = await exchange(
+      Buffer.concat([
+        Buffer.from(
+          `POST /upload HTTP/1.1\r\nHost: ${host}\r\nContent-Length: ${upload.length}\r\nConnection: close\r\n\r\n`,
+        ),
+        upload,
+      ]),
+    );
+    expect(up).toMatch(/got 1048576\r\n0\r\n/);
+    // The service sends its head and some data, then resets: the client sees the answer broken
+    // (the connection closes without the last chunk), not short.
+    const reset = await exchange(`GET /reset HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+    expect(reset).toMatch(/^HTTP\/1\.1 200 [\s\S]*7\r\npartial\r\n$/);
     expect(fullPath).not.toHaveBeenCalled();
   });
 });

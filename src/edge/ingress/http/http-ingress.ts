@@ -65,6 +65,17 @@ const NO_VIA: readonly OnlineTunnel[] = [];
 /** A step of the walk that moved on to the next endpoint (forward-internal). */
 const CONTINUE = Symbol('continue');
 
+/**
+ * Whether the relay carries `head` to a service that speaks HTTP/2 (app protocol `http2`): an
+ * HTTP/2 client's call as a call (h2-call.ts), unless its body is rewritten on the way; an
+ * HTTP/1.1 request through an `H2Bridge` (h2-bridge.ts), unless it asks for an upgrade. An
+ * HTTP/1.0 one takes the full path, which answers it without chunks.
+ */
+function toH2Service(head: RequestHead, run: { bodyRewrite?: unknown } | undefined): boolean {
+  if (head.h2) return run?.bodyRewrite === undefined;
+  return head.minor === 1 && !head.upgrade;
+}
+
 /** A request no endpoint forwarded on its way: nothing kept for its response. */
 const NO_FORWARDERS: readonly ForwarderRun[] = [];
 
@@ -213,6 +224,7 @@ export class HttpIngress {
       tap: options.exchangeTap,
       tracing: options.tracing,
       raw: this.raw,
+      h2Upstreams: this.requests.h2,
       route: (head, host, socket, body) => this.leanRoute(head, host, socket, body),
       handOver: (socket, buffered) => this.serveOnFullPath(socket, buffered),
       onLimit: (ip, limit) => options.onLimit?.(ip, limit),
@@ -338,16 +350,14 @@ export class HttpIngress {
         const page = pageAnswer(INGRESS_ERRORS.cloudUnanswered, walk.head);
         return { tunnel, via: walk.via ?? NO_VIA, answer: page };
       }
-      // A service that speaks HTTP/2 gets an HTTP/2 client's calls as HTTP/2 (h2-call.ts); an
-      // HTTP/1.1 client's, and a body rewritten on its way there, take the full path.
-      // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
+      // A service that speaks HTTP/2: see toH2Service. An HTTP/1.0 body cannot go on chunked, as
+      // a rewritten one must: the full path reads it.
       const run = withForwarders(
         verdict.kind === 'relay' ? verdict.run : undefined,
         walk.forwarders ?? NO_FORWARDERS,
       );
       const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
-      const h2Service = tunnel.appProtocol === 'http2';
-      if (!chunkless && (!h2Service || (walk.head.h2 && !run?.bodyRewrite))) {
+      if (!chunkless && (tunnel.appProtocol !== 'http2' || toH2Service(walk.head, run))) {
         const sent = walk.changed ? walk.head : undefined;
         return { tunnel, via: walk.via ?? NO_VIA, policy: run, sent };
       }

@@ -17,6 +17,7 @@ import type { IngressError } from '../error-pages.js';
 import type { LeanPolicyRun } from './http-policy-lean.js';
 import type { RawRelays } from './protocol-switch.js';
 import type { PolicyBodySource } from './body-peek.js';
+import type { H2Upstreams } from './h2-upstream.js';
 
 /**
  * Where the relay carries a request: `tunnel` (a pool member, picked), reached through `via`, the
@@ -77,6 +78,8 @@ export interface HttpRelayContext {
   released: CounterSeries;
   /** Where a connection goes after the agent answered its upgrade with a 101. */
   raw: RawRelays;
+  /** HTTP/2 sessions to services bound with app protocol `http2` (h2-bridge.ts, h2-call.ts). */
+  h2Upstreams: H2Upstreams;
   /**
    * Where this relay carries the request, the edge's own page for it, or undefined: the full path
    * serves it. A promise when a policy's decision waits (jwt-validation, a body it reads first);
@@ -113,6 +116,7 @@ export interface HttpRelayOptions {
   tap?: ExchangeTap | undefined;
   tracing?: (() => boolean) | undefined;
   raw: RawRelays;
+  h2Upstreams: H2Upstreams;
   route: HttpRelayContext['route'];
   handOver: HttpRelayContext['handOver'];
   onLimit: HttpRelayContext['onLimit'];
@@ -148,6 +152,7 @@ export class HttpRelay {
       tracing: options.tracing ?? (() => false),
       released: options.meters.metrics.streamsReleased.with({ path: 'lean' }),
       raw: options.raw,
+      h2Upstreams: options.h2Upstreams,
       route: options.route,
       handOver: options.handOver,
       onLimit: options.onLimit,

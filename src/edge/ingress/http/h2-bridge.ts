@@ -1,0 +1,227 @@
+/**
+ * The tunnel stream of an HTTP/1.1 request to an endpoint bound with app protocol `http2` (a gRPC
+ * or h2c service): the relay writes the request to it as it writes one to any agent (an HTTP/1.1
+ * head, then the body framed as the client framed it) and reads an HTTP/1.1 response from it,
+ * while the service gets an HTTP/2 call on the public connection's session to it (h2-upstream.ts
+ * H2Upstreams, as h2-call.ts's calls do). Its answer comes back as HTTP/1.1: status and headers,
+ * the data chunked, the trailers as the chunked body's. So the relay's one pipeline (routing,
+ * policy, inspector, metrics) serves these requests too, without a second HTTP engine.
+ *
+ * One exchange per bridge: its response says `Connection: close`, so the relay lets it go after
+ * the exchange instead of keeping it for the next one.
+ */
+import { STATUS_CODES } from 'node:http';
+import { constants, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
+import { Duplex } from 'node:stream';
+import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
+import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
+import { HeadScanner } from './head-syntax.js';
+import { CONNECTION_SPECIFIC, h2RequestHeaders, rawOf, upstreamScheme } from './h2-upstream.js';
+import type { H2Upstreams } from './h2-upstream.js';
+import { parseRequestHead } from './request-head.js';
+
+/** The most a request head written by the relay may take (it wrote it: a generous bound). */
+const MAX_HEAD = 1024 * 1024;
+
+/** The end of the request body, for {@link H2Bridge.send}. */
+const END = Buffer.alloc(0);
+
+/** Statuses whose response has no body, whatever it says (RFC 9110 §6.4.1). */
+function bodiless(status: number, method: string): boolean {
+  return method === 'HEAD' || status === 204 || status === 304 || (status >= 100 && status < 200);
+}
+
+/**
+ * @example
+ * const stream = new H2Bridge(upstreams, tunnel, publicSocket, proxyInfo);
+ * stream.write(agentRequestHead(head, 'https', ip), 'latin1'); // then read an HTTP/1.1 response
+ */
+export class H2Bridge extends Duplex {
+  /** The head's bytes so far, while it is incomplete. */
+  private headBytes: Buffer | undefined;
+  private headRead = false;
+  private readonly scanner = new HeadScanner();
+  private method = 'GET';
+  /** The request body's framer, while a body is still to come. */
+  private body: BodyFramer | undefined;
+  /** The service's stream, once its call is open. */
+  private upstream: ClientHttp2Stream | undefined;
+  /** Body bytes written before the call was open, in order. */
+  private early: Buffer[] = [];
+  private chunked = false;
+  private trailers: IncomingHttpHeaders | undefined;
+  /** The relay's side is full: the service's stream is paused until it reads again. */
+  private full = false;
+
+  constructor(
+    private readonly upstreams: H2Upstreams,
+    private readonly tunnel: OnlineTunnel,
+    /** The public connection: calls share its session to the service. */
+    private readonly connection: Duplex,
+    private readonly info: ProxyInfo,
+  ) {
+    super({ allowHalfOpen: true });
+  }
+
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: () => void): void {
+    if (!this.headRead) {
+      if (!this.takeHead(chunk)) {
+        callback();
+        return;
+      }
+    } else {
+      this.requestBody(chunk);
+    }
+    const upstream = this.upstream;
+    if (upstream?.writableNeedDrain) upstream.once('drain', callback);
+    else callback();
+  }
+
+  /** Read the request head (the relay writes it whole, but it may come in parts); true once read. */
+  private takeHead(chunk: Buffer): boolean {
+    const buf = this.headBytes ? Buffer.concat([this.headBytes, chunk]) : chunk;
+    const end = this.scanner.scan(buf);
+    if (typeof end === 'string' || (end < 0 && buf.length > MAX_HEAD)) {
+      this.destroy(new Error('the request head could not be read for HTTP/2'));
+      return false;
+    }
+    if (end < 0) {
+      this.headBytes = buf;
+      return false;
+    }
+    this.headBytes = undefined;
+    this.headRead = true;
+    const head = parseRequestHead(buf.toString('latin1', 0, end), { maxHeaderBytes: MAX_HEAD });
+    if ('status' in head) {
+      this.destroy(new Error(`the request head could not be read for HTTP/2: ${head.reason}`));
+      return false;
+    }
+    this.method = head.method;
+    if (head.chunked) {
+      this.body = new ChunkedFramer({
+        data: (bytes) => this.send(bytes),
+        trailer: () => undefined,
+      });
+    } else if (head.contentLength) {
+      this.body = new LengthFramer(head.contentLength);
+    }
+    const headers = h2RequestHeaders(
+      head.method,
+      head.target,
+      upstreamScheme(this.tunnel),
+      head.raw,
+    );
+    const endStream = this.body === undefined;
+    this.upstreams.request(this.tunnel, this.connection, this.info, headers, endStream).then(
+      (upstream) => this.adopt(upstream),
+      (err: Error) => this.destroy(err),
+    );
+    if (end < buf.length) this.requestBody(buf.subarray(end));
+    return true;
+  }
+
+  private requestBody(chunk: Buffer): void {
+    const framer = this.body;
+    if (!framer || framer.done) return;
+    const n = framer.take(chunk, 0);
+    if (typeof n === 'string') {
+      this.destroy(new Error(n));
+      return;
+    }
+    // A chunked body reaches send() decoded, through the framer's parts.
+    if (!(framer instanceof ChunkedFramer) && n > 0) {
+      this.send(n === chunk.length ? chunk : chunk.subarray(0, n));
+    }
+    if (framer.done) this.send(END);
+  }
+
+  /** Body bytes for the service ({@link END}: the body is over). */
+  private send(bytes: Buffer): void {
+    const upstream = this.upstream;
+    if (!upstream) this.early.push(bytes);
+    else if (bytes === END) upstream.end();
+    else upstream.write(bytes);
+  }
+
+  private adopt(upstream: ClientHttp2Stream): void {
+    if (this.destroyed) {
+      upstream.close(constants.NGHTTP2_CANCEL);
+      return;
+    }
+    this.upstream = upstream;
+    upstream.on('response', this.onResponse);
+    upstream.on('trailers', (trailers: IncomingHttpHeaders) => (this.trailers = trailers));
+    upstream.once('close', this.onClose);
+    upstream.on('error', () => undefined);
+    for (const bytes of this.early) this.send(bytes);
+    this.early = [];
+  }
+
+  private readonly onResponse = (headers: IncomingHttpHeaders): void => {
+    const status = Number(headers[':status']);
+    const noBody = bodiless(status, this.method);
+    this.chunked = !noBody && !this.upstream!.endAfterHeaders;
+    let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
+    const raw = rawOf(headers);
+    for (let i = 0; i < raw.length; i += 2) {
+      const name = raw[i]!;
+      if (CONNECTION_SPECIFIC.has(name) || (this.chunked && name === 'content-length')) continue;
+      text += `${name}: ${raw[i + 1]}\r\n`;
+    }
+    if (this.chunked) text += 'transfer-encoding: chunked\r\n';
+    else if (!noBody && headers['content-length'] === undefined) text += 'content-length: 0\r\n';
+    this.push(`${text}connection: close\r\n\r\n`, 'latin1');
+    // Read only now: data that came in the same read as the headers may be emitted before them.
+    const upstream = this.upstream!;
+    upstream.on('data', this.onData);
+    upstream.once('end', this.onEnd);
+  };
+
+  private readonly onData = (data: Buffer): void => {
+    if (!this.chunked || data.length === 0) return;
+    this.push(`${data.length.toString(16)}\r\n`, 'latin1');
+    this.push(data);
+    if (!this.push('\r\n', 'latin1')) {
+      this.full = true;
+      this.upstream!.pause();
+    }
+  };
+
+  override _read(): void {
+    // Only what the relay held back: before its response, the service's stream must not flow.
+    if (!this.full) return;
+    this.full = false;
+    this.upstream?.resume();
+  }
+
+  private readonly onEnd = (): void => {
+    if (this.chunked) {
+      let text = '0\r\n';
+      for (const [name, value] of Object.entries(this.trailers ?? {})) {
+        if (name.startsWith(':') || value === undefined) continue;
+        for (const v of Array.isArray(value) ? value : [value]) text += `${name}: ${v}\r\n`;
+      }
+      this.push(`${text}\r\n`, 'latin1');
+    }
+    this.push(null);
+  };
+
+  /** The service's stream closed: before its end, the exchange is broken. */
+  private readonly onClose = (): void => {
+    if (this.readableEnded || this.destroyed) return;
+    const code = this.upstream?.rstCode ?? constants.NGHTTP2_INTERNAL_ERROR;
+    if (!this.upstream?.readableEnded) {
+      this.destroy(new Error(`the service reset the stream (code ${code})`));
+    }
+  };
+
+  override _final(callback: () => void): void {
+    callback();
+  }
+
+  override _destroy(err: Error | null, callback: (err: Error | null) => void): void {
+    const upstream = this.upstream;
+    if (upstream && !upstream.closed) upstream.close(constants.NGHTTP2_CANCEL);
+    callback(err);
+  }
+}
