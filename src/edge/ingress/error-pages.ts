@@ -5,7 +5,7 @@
 import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import { CODES } from '../../core/errors.js';
 import { escapeHtml } from '../../core/html.js';
-import { isGrpc, writeGrpcStatus, pageGrpcStatus } from './grpc-answers.js';
+import { grpcHttp1Answer, isGrpc, writeGrpcStatus, pageGrpcStatus } from './grpc-answers.js';
 
 /** Header naming why the ingress, not the upstream, answered. */
 export const ERROR_CODE_HEADER = 'Burrow-Error-Code';
@@ -143,6 +143,45 @@ export function errorMessage(error: IngressError, host: string, detail?: string)
     case INGRESS_ERRORS.unsafeResponseHead.code:
       return `The response for ${host} cannot be written (${detail ?? 'a control character'}); it was not sent.`;
   }
+}
+
+/**
+ * What a gRPC client is told of a policy's answer of status 300 or more (a refusal): its message,
+ * and the headers to send with the status (the refusal's code among them).
+ * @example const { message, headers } = grpcRefusal(decision);
+ */
+export function grpcRefusal(answer: {
+  status: number;
+  headers: Readonly<Record<string, string>>;
+  body: string;
+  refusal?: { code: string; message: string } | undefined;
+}): { message: string; headers: Record<string, string> } {
+  const message = answer.refusal?.message ?? (answer.body || reasonOf(answer.status));
+  const code: Record<string, string> = answer.refusal
+    ? { [ERROR_CODE_HEADER]: answer.refusal.code }
+    : {};
+  return { message, headers: { ...answer.headers, ...code } };
+}
+
+/**
+ * An answer the HTTP/1.1 relay writes to a gRPC client in place of `answer` (a policy's refusal)
+ * or of the edge's page `error`: the gRPC status as a trailers-only head (grpc-answers.ts).
+ * @example writeAnswer(head, grpcAnswerOnHttp1({ answer: decision }));
+ */
+export function grpcAnswerOnHttp1(
+  of:
+    | { answer: Parameters<typeof grpcRefusal>[0] }
+    | { error: IngressError; host: string; detail?: string | undefined },
+): { status: number; headers: Record<string, string>; body: string } {
+  if ('answer' in of) {
+    const { message, headers } = grpcRefusal(of.answer);
+    return grpcHttp1Answer(of.answer.status, message, headers);
+  }
+  const { error, host, detail } = of;
+  const message = errorMessage(error, host, detail);
+  // No endpoint, or its agent unreachable: for a gRPC client the service is unavailable.
+  const headers = { [ERROR_CODE_HEADER]: error.code };
+  return grpcHttp1Answer(error.status, message, headers, pageGrpcStatus(error.status));
 }
 
 /**

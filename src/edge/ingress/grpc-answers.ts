@@ -103,6 +103,24 @@ export function writeGrpcStatus(
   res.statusCode = httpStatus;
 }
 
+/**
+ * {@link writeGrpcStatus} as an HTTP/1.1 answer the relay writes (error-pages.ts rawAnswer): `200`
+ * with the status in its headers and no body, gRPC's trailers-only answer as a head.
+ * @example rawAnswer(grpcHttp1Answer(403, 'denied', { 'burrow-error-code': code }), { close: false })
+ */
+export function grpcHttp1Answer(
+  httpStatus: number,
+  message: string,
+  headers: Readonly<Record<string, string | number>>,
+  grpcStatus = grpcStatusOf(httpStatus),
+): { status: number; headers: Record<string, string>; body: string } {
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(grpcAnswerHeaders(message, headers, grpcStatus))) {
+    out[name] = String(value);
+  }
+  return { status: 200, headers: out, body: '' };
+}
+
 /** The headers of a trailers-only gRPC answer: `headers` with the answer's type and status. */
 function grpcAnswerHeaders(
   message: string,

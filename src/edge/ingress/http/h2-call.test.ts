@@ -296,6 +296,23 @@ describe('HTTP/1.1 requests to an http2 service on the relay (h2-bridge.ts)', ()
     expect(fullPath).not.toHaveBeenCalled();
   });
 
+  it('answers an HTTP/1.1 gRPC client’s refusal and a name nobody serves with gRPC statuses', async () => {
+    const host = h2Endpoint(POLICY);
+    const call1 = (name: string, close = false): string =>
+      `POST /deny HTTP/1.1\r\nHost: ${name}\r\nContent-Type: application/grpc\r\n` +
+      `Content-Length: 0\r\n${close ? 'Connection: close\r\n' : ''}\r\n`;
+    const reply = await exchange(call1(host) + call1('nobody-h1grpc.burrow.test', true));
+    const [denied, missing] = reply.split(/(?=HTTP\/1\.1 )/);
+    // 200 with the status in the head and no body: gRPC's trailers-only answer, as HTTP/1.1.
+    expect(denied).toMatch(/^HTTP\/1\.1 200 [\s\S]*\r\ngrpc-status: 7\r\n/i);
+    expect(denied).toMatch(/\r\ncontent-type: application\/grpc\r\n/i);
+    expect(denied).toMatch(/\r\ncontent-length: 0\r\n/i);
+    expect(missing).toMatch(/^HTTP\/1\.1 200 [\s\S]*\r\ngrpc-status: 14\r\n/i);
+    expect(missing).toMatch(/\r\nburrow-error-code: ERR_/i);
+    // Written by the relay: Node's server would have said Keep-Alive: timeout=….
+    expect(denied).not.toMatch(/\r\nkeep-alive:/i);
+  });
+
   it('streams an 8 MiB download and a 1 MiB upload, and breaks the answer the service resets', async () => {
     const host = h2Endpoint();
     const down = await exchange(

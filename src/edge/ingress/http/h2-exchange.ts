@@ -21,10 +21,9 @@ import {
 import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import { startSpan } from '../../metrics/trace-context.js';
 import {
-  ERROR_CODE_HEADER,
   failureDetail,
+  grpcRefusal,
   INGRESS_ERRORS,
-  reasonOf,
   type IngressError,
 } from '../error-pages.js';
 import { isGrpc, respondGrpcH2 } from '../grpc-answers.js';
@@ -118,11 +117,8 @@ export function serveH2(ctx: HttpRelayContext, upstreams: H2Upstreams, request: 
 
 /** A policy's refusal (deny, basic-auth, jwt-validation, rate-limit…) as a gRPC client reads one. */
 function grpcAnswer(stream: ServerHttp2Stream, answer: RespondDecision): string[] {
-  const message = answer.refusal?.message ?? (answer.body || reasonOf(answer.status));
-  const code: Record<string, string> = answer.refusal
-    ? { [ERROR_CODE_HEADER]: answer.refusal.code }
-    : {};
-  return respondGrpcH2(stream, answer.status, message, { ...answer.headers, ...code });
+  const { message, headers } = grpcRefusal(answer);
+  return respondGrpcH2(stream, answer.status, message, headers);
 }
 
 /**

@@ -28,7 +28,8 @@ import type { ResponseHead } from './response-head.js';
 import { switchProtocols } from './protocol-switch.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
 import type { LeanPage, LeanRoute, LeanRouting } from './http-relay.js';
-import { errorPage, rawAnswer } from '../error-pages.js';
+import { errorPage, grpcAnswerOnHttp1, rawAnswer } from '../error-pages.js';
+import { isGrpc } from '../grpc-answers.js';
 import type { RespondDecision } from '../../../policy/index.js';
 
 /** The first line of HTTP/2's connection preface (RFC 9113 3.4), as an HTTP/1.1 parser sees it. */
@@ -254,7 +255,9 @@ export class HttpConnection extends ResponseRelay {
   /** Write the policy's own answer to the request, counted and recorded as the endpoint's. */
   private answer(head: RequestHead, host: string, route: LeanRoute, d: RespondDecision): void {
     const exchange = this.exchangeFor(head, host, route, undefined);
-    const written = this.writeAnswer(head, d);
+    // A gRPC client reads a refusal as a status; it is counted as the refusal it is.
+    const grpc = d.status >= 300 && isGrpc(head.contentType);
+    const written = this.writeAnswer(head, grpc ? grpcAnswerOnHttp1({ answer: d }) : d);
     exchange.count(d.status, (performance.now() - exchange.started) / 1000);
     if (exchange.state) this.ctx.connections.countBytes(exchange.state);
     exchange.done?.(d.status, written.raw);
@@ -280,7 +283,9 @@ export class HttpConnection extends ResponseRelay {
   /** Write the edge's own page for a request no endpoint serves, counted as unrouted. */
   private page(head: RequestHead, host: string, route: LeanPage): void {
     const error = route.page;
-    const page = errorPage(error, host, head.accept, route.detail);
+    const page = isGrpc(head.contentType)
+      ? grpcAnswerOnHttp1({ error, host, detail: route.detail })
+      : errorPage(error, host, head.accept, route.detail);
     const written = this.writeAnswer(head, page, route.close);
     this.ctx.meters.unrouted.request(error.status);
     this.afterAnswer(written.close);

@@ -37,7 +37,6 @@ import { H2Ingress, type H2Limits } from './h2-ingress.js';
 import { routingHost } from './http-forwarding.js';
 import { startsH2c } from './http-connection.js';
 import { HttpRelay, type LeanRoute, type LeanRouting } from './http-relay.js';
-import { isGrpc } from '../grpc-answers.js';
 import { INGRESS_ERRORS } from '../error-pages.js';
 import { clientIp } from '../../registry/connect-tunnel.js';
 import {
@@ -282,21 +281,15 @@ export class HttpIngress {
     if (acme) return acme.then((edge) => ({ edge }));
     // HTTP/1.0 has no upgrades: the full path reads such a request as a plain one.
     if (head.upgrade && head.minor === 0) return undefined;
-    const grpc = isGrpc(head.contentType);
-    if (head.raw.length / 2 > this.maxHeaderCount && !grpc) {
+    if (head.raw.length / 2 > this.maxHeaderCount) {
       this.onLimit?.(clientIp(socket as Socket), 'ingress_header_count');
       const detail = String(this.maxHeaderCount);
       return { page: INGRESS_ERRORS.tooManyHeaders, detail, close: true };
     }
     const found = lookupHttpTunnel(this.registry, host, socket);
     const routed = 'status' in found ? found : this.registry.pick(found);
-    // The edge's own page is the relay's to write; an HTTP/1.1 gRPC client's status, the full
-    // path's (an HTTP/2 one's is written by h2-exchange.ts serveH2).
-    if ('status' in routed && (!grpc || head.h2)) return { page: routed };
-    if ('status' in routed) {
-      this.requests.routedAhead(socket, { routed });
-      return undefined;
-    }
+    // The edge's own page (a gRPC client's status) is the relay's to write, on either wire.
+    if ('status' in routed) return { page: routed };
     return this.walk({ head, socket, routed, body, tunnel: routed, chain: [] });
   }
 

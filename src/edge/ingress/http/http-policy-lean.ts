@@ -26,7 +26,6 @@ import {
   type RespondDecision,
   type TcpConnectDecision,
 } from '../../../policy/index.js';
-import { isGrpc } from '../grpc-answers.js';
 import type { ResponsePhase } from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER, rewrittenRequest } from './http-policy-writes.js';
 import { errorPage, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
@@ -322,9 +321,6 @@ function verdictOf(
   head: RequestHead,
 ): LeanVerdict {
   if (decision.kind === 'respond') {
-    // A gRPC client's answer is a status in trailers: the HTTP/2 wire writes it (serveH2), an
-    // HTTP/1.1 gRPC client's is the full path's.
-    if (isGrpc(head.contentType) && !head.h2) return { kind: 'full', decision };
     // An answer with a header that cannot be written is the edge's 502 page instead.
     const problem = headersProblem(decision.headers);
     return problem
