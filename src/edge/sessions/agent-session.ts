@@ -1,5 +1,5 @@
 import type { TLSSocket } from 'node:tls';
-import { readIntoSlabs } from '../../protocol/muxado/slab-reads.js';
+import { readIntoSlabs, SlabLender } from '../../protocol/muxado/slab-reads.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import type { Logger } from '../../core/logger.js';
 import {
@@ -169,8 +169,10 @@ export class AgentSession implements OnlineSession, BindHost {
       if (ctx.refusals) ctx.refusals.refused(this.ip, limit);
       else ctx.metrics.limitRefusals.with({ limit }).inc();
     };
-    // Reads into shared slabs, not a fresh buffer per TLS record (slab-reads.ts).
-    readIntoSlabs(socket);
+    // Reads into shared slabs, not a fresh buffer per TLS record, and slabs whose bytes were all
+    // relayed are read into again (slab-reads.ts).
+    const lender = new SlabLender();
+    readIntoSlabs(socket, lender.slabSize, lender);
     this.mux = new MuxSession(socket, {
       role: 'server',
       window: windowForAlpn(socket.alpnProtocol),
@@ -178,6 +180,7 @@ export class AgentSession implements OnlineSession, BindHost {
       ackProbes: socket.alpnProtocol !== BURROW_ALPN,
       // Bulk DATA reaches the relay in pieces as large as its frames (docs/benchmarks.md).
       coalesceReads: true,
+      lender,
       maxIncomingStreams: ctx.limits.maxStreamsPerSession,
       maxIncomingFrameSize: ctx.limits.maxFrameBytes,
       onLimit: (limit) =>

@@ -14,6 +14,7 @@ import {
   encodeRst,
   type FrameSink,
 } from './frame.js';
+import type { SlabLender } from './slab-reads.js';
 import { MuxStream, type StreamHost } from './stream.js';
 import { DEFAULT_WINDOW } from './window.js';
 
@@ -54,6 +55,12 @@ export interface MuxSessionOptions {
    * large as its frames and its reader writes them on in fewer, larger writes. Default false.
    */
   coalesceReads?: boolean;
+  /**
+   * The lender of the transport's reads (readIntoSlabs): each read is given back once parsed,
+   * and each DATA chunk is lent to its stream until its reader releases it (MuxStream.release),
+   * so that the slabs are read into again instead of allocated afresh.
+   */
+  lender?: SlabLender;
 }
 
 /** Reads at least this large are bulk transfer: the peer's segments are full and get ACKed. */
@@ -122,7 +129,10 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private readonly coalesceReads: boolean;
   /** Reads waiting to be parsed (coalesceReads), contiguous ones joined. */
   private pendingReads: Buffer[] = [];
+  /** The reads as the transport gave them, to give back to the lender once parsed. */
+  private pendingLent: Buffer[] = [];
   private readsScheduled = false;
+  private readonly lender: SlabLender | undefined;
 
   private readonly writer: FrameWriter;
 
@@ -144,6 +154,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.onLimit = options.onLimit;
     this.ackProbes = options.ackProbes ?? false;
     this.coalesceReads = options.coalesceReads ?? false;
+    this.lender = options.lender;
     this.writer = new FrameWriter(
       transport,
       Math.max(options.writeBufferSize ?? DEFAULT_WRITE_BUFFER, transport.writableHighWaterMark),
@@ -185,6 +196,11 @@ export class MuxSession extends EventEmitter implements StreamHost {
   /** ACK probes written on this session so far (`ackProbes`; for tests and benchmarks). */
   get ackProbesWritten(): number {
     return this.writer.probesWritten;
+  }
+
+  /** Slabs of the transport's reads read into again instead of allocated (`lender`). */
+  get slabsReused(): number {
+    return this.lender?.reused ?? 0;
   }
 
   /** Resolves when the session ends: undefined after a local close(), else the reason. */
@@ -257,6 +273,11 @@ export class MuxSession extends EventEmitter implements StreamHost {
   }
 
   /** @internal */
+  giveBack(chunk: Buffer): void {
+    this.lender?.giveBack(chunk);
+  }
+
+  /** @internal */
   forgetStream(stream: MuxStream): void {
     if (this.streams.get(stream.id) !== stream) return;
     this.streams.delete(stream.id);
@@ -268,6 +289,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
 
   /** coalesceReads: keep the read for the check phase, joined to the last one when contiguous. */
   private readonly onCoalescedData = (chunk: Buffer): void => {
+    if (this.lender) this.pendingLent.push(chunk);
     const pending = this.pendingReads;
     const last = pending.length > 0 ? pending[pending.length - 1]! : undefined;
     if (
@@ -296,14 +318,23 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private parsePendingReads(): void {
     const pending = this.pendingReads;
     if (pending.length === 0) return;
+    const lent = this.pendingLent;
     this.pendingReads = [];
+    this.pendingLent = [];
     for (const chunk of pending) {
-      if (this.ended) return;
-      this.onTransportData(chunk);
+      if (this.ended) break;
+      this.parse(chunk);
     }
+    // Parsed: the reads' bytes are held now only by the DATA chunks lent to streams.
+    for (const chunk of lent) this.lender!.giveBack(chunk);
   }
 
   private readonly onTransportData = (chunk: Buffer): void => {
+    this.parse(chunk);
+    this.lender?.giveBack(chunk);
+  };
+
+  private parse(chunk: Buffer): void {
     try {
       this.parser.push(chunk);
       const candidate = this.probeCandidate;
@@ -326,7 +357,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
       this.goAway(ErrorCode.Internal, 'internal error');
       throw err; // a bug in a listener: surface it like any other listener exception
     }
-  };
+  }
 
   private isLocalId(id: number): boolean {
     return (id & 1) === (this.role === 'client' ? 1 : 0);
@@ -335,7 +366,12 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private sink(): FrameSink {
     return {
       dataStart: (id, flags, length) => this.onDataStart(id, flags, length),
-      dataChunk: (_id, chunk) => this.receiving?.onData(chunk),
+      dataChunk: (_id, chunk) => {
+        const stream = this.receiving;
+        if (!stream) return;
+        this.lender?.lend(chunk);
+        stream.onData(chunk);
+      },
       dataEnd: (_id, flags) => {
         const stream = this.receiving;
         this.receiving = null;
@@ -446,6 +482,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.parser.stop();
     this.writer.stop();
     this.pendingReads = [];
+    this.pendingLent = [];
     const streamError = failStreams ? reason : undefined;
     const acceptError = reason ?? new MuxError(ErrorCode.SessionClosed, 'session closed');
     // Streams still queued were never handed to anyone who could listen for their 'error'.

@@ -1,10 +1,10 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
 import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { selfSignedCert } from '../../../test/support/mux.js';
 import { MuxSession } from './session.js';
-import { READ_SLAB_SIZE, readIntoSlabs, slabReads } from './slab-reads.js';
+import { READ_SLAB_SIZE, readIntoSlabs, SlabLender, slabReads } from './slab-reads.js';
 import type { MuxStream } from './stream.js';
 
 const closers: (() => void)[] = [];
@@ -162,5 +162,69 @@ describe('slabReads', () => {
       closers.push(() => server.close());
     });
     expect((await received).equals(payload)).toBe(true);
+  });
+});
+
+describe('SlabLender', () => {
+  const SIZE = 64 * 1024;
+
+  it('reuses a slab only once the reads left it and every view lent was given back', () => {
+    const lender = new SlabLender(SIZE);
+    const slab = lender.take();
+    const a = slab.subarray(0, 100);
+    const b = slab.subarray(100, 300);
+    expect(lender.lend(a)).toBe(true);
+    expect(lender.lend(b)).toBe(true);
+    lender.giveBack(a);
+    expect(lender.take()).not.toBe(slab); // not left by the reads yet
+    lender.leave(slab);
+    const other = lender.take();
+    expect(other).not.toBe(slab); // b is still out
+    lender.giveBack(b);
+    expect(lender.take()).toBe(slab);
+    expect(lender.reused).toBe(1);
+    void other;
+  });
+
+  it('counts a view lent twice until it is given back twice, and ignores what it did not lend', () => {
+    const lender = new SlabLender(SIZE);
+    const slab = lender.take();
+    const view = slab.subarray(0, 100);
+    lender.lend(view); // the read
+    lender.lend(view); // the same bytes, as a DATA chunk
+    lender.leave(slab);
+    lender.giveBack(view);
+    lender.giveBack(Buffer.alloc(100)); // not ours
+    lender.giveBack(slab.subarray(0, 100)); // another object over the same bytes: not lent
+    expect(lender.take()).not.toBe(slab);
+    lender.giveBack(view);
+    lender.giveBack(view); // once too often: ignored
+    expect(lender.take()).toBe(slab);
+    expect(lender.lend(Buffer.alloc(10))).toBe(false);
+  });
+
+  it('keeps at most maxSpare slabs', () => {
+    const lender = new SlabLender(SIZE, 1);
+    const slabs = [lender.take(), lender.take(), lender.take()];
+    for (const slab of slabs) lender.leave(slab);
+    expect(slabs).toContain(lender.take());
+    expect(slabs).not.toContain(lender.take());
+  });
+
+  it('serves slabReads: a slab is read into again once its reads are given back', async () => {
+    const data = randomBytes(2 * 1024 * 1024 + 5);
+    const { port } = await sender(data, false);
+    const lender = new SlabLender();
+    const reads = slabReads(READ_SLAB_SIZE, lender);
+    const socket = dial(port, undefined, reads.onread);
+    reads.attach(socket);
+    const hash = createHash('sha256');
+    socket.on('data', (chunk: Buffer) => {
+      hash.update(chunk); // used at once, then given back: the bytes may be read over
+      lender.giveBack(chunk);
+    });
+    await new Promise((resolve) => socket.once('end', resolve));
+    expect(hash.digest('hex')).toBe(createHash('sha256').update(data).digest('hex'));
+    expect(lender.reused).toBeGreaterThan(0);
   });
 });

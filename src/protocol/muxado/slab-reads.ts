@@ -38,6 +38,100 @@ export interface SlabReads {
   attach(socket: Socket): void;
 }
 
+/** Where a slab is: read into now, left by the reads (its views may still be out), or spare. */
+const enum SlabUse {
+  Reading,
+  Left,
+  Spare,
+}
+
+interface SlabState {
+  slab: Buffer;
+  /** Bytes of views lent out and not given back (a view lent twice counts twice). */
+  out: number;
+  use: SlabUse;
+}
+
+/**
+ * Lends slab memory out and takes it back, so that a slab can be read into again instead of a
+ * fresh one being allocated: per slab, the bytes of views lent and not given back are counted,
+ * and a slab the reads have left is kept as a spare once that count is zero. A view that is
+ * never given back (its holder keeps it, or does not know this protocol) only keeps its slab
+ * from being reused: the garbage collector frees it as before. Giving back a view whose bytes
+ * are still in use would let a later read overwrite them, so only a holder that knows nothing
+ * refers to them any more may do it (muxado: `MuxStream.release`).
+ *
+ * Each slab a transfer allocates is external memory to V8; a bulk transfer through fresh slabs
+ * keeps that memory growing between collections, which is what starts V8's major GCs on a
+ * server whose old generation is near its limit (docs/benchmarks.md, issue 29).
+ */
+export class SlabLender {
+  private readonly slabs = new WeakMap<ArrayBufferLike, SlabState>();
+  /** How many times each view object was lent and not yet given back. */
+  private readonly lent = new WeakMap<Buffer, number>();
+  private readonly spare: Buffer[] = [];
+  /** Slabs read into again instead of allocated (for tests and benchmarks). */
+  reused = 0;
+
+  constructor(
+    readonly slabSize: number = READ_SLAB_SIZE,
+    /** Spare slabs kept at most; past that, a freed slab is left to the garbage collector. */
+    private readonly maxSpare = 16,
+  ) {}
+
+  /** @internal A slab to read into: a spare one when there is one. */
+  take(): Buffer {
+    const slab = this.spare.pop();
+    if (slab) {
+      this.reused++;
+      this.slabs.get(slab.buffer)!.use = SlabUse.Reading;
+      return slab;
+    }
+    const fresh = Buffer.allocUnsafe(this.slabSize);
+    this.slabs.set(fresh.buffer, { slab: fresh, out: 0, use: SlabUse.Reading });
+    return fresh;
+  }
+
+  /** @internal The reads have left `slab`. */
+  leave(slab: Buffer): void {
+    const state = this.slabs.get(slab.buffer);
+    if (!state || state.use !== SlabUse.Reading) return;
+    state.use = SlabUse.Left;
+    this.spareIfFree(state);
+  }
+
+  /** Count `view` (of one of our slabs) as held until it is given back; false for other memory. */
+  lend(view: Buffer): boolean {
+    const state = this.slabs.get(view.buffer);
+    if (!state || view.length === 0) return false;
+    this.lent.set(view, (this.lent.get(view) ?? 0) + 1);
+    state.out += view.length;
+    return true;
+  }
+
+  /**
+   * Nothing refers to the bytes of `view` (the object lent) any more. A view that was not lent,
+   * or was given back as many times as it was lent, is ignored.
+   */
+  giveBack(view: Buffer): void {
+    const times = this.lent.get(view);
+    if (!times) return;
+    if (times === 1) this.lent.delete(view);
+    else this.lent.set(view, times - 1);
+    const state = this.slabs.get(view.buffer);
+    if (!state) return;
+    state.out -= view.length;
+    this.spareIfFree(state);
+  }
+
+  private spareIfFree(state: SlabState): void {
+    if (state.use !== SlabUse.Left || state.out > 0) return;
+    if (this.spare.length >= this.maxSpare) return;
+    state.use = SlabUse.Spare;
+    this.spare.push(state.slab);
+  }
+}
+
 /**
  * @example
  * const reads = slabReads();
@@ -45,9 +139,14 @@ export interface SlabReads {
  * reads.attach(socket);
  * socket.on('data', (chunk) => parser.push(chunk)); // chunk: a view of a slab, safe to keep
  */
-export function slabReads(slabSize: number = READ_SLAB_SIZE): SlabReads {
+export function slabReads(
+  slabSize: number = READ_SLAB_SIZE,
+  /** Reads are lent from it: each read until it is given back (SlabLender). */
+  lender?: SlabLender,
+): SlabReads {
   if (slabSize < MIN_READ_ROOM) throw new RangeError(`slab size below ${MIN_READ_ROOM}`);
-  let slab = Buffer.allocUnsafe(slabSize);
+  if (lender && lender.slabSize !== slabSize) throw new RangeError('lender of another size');
+  let slab = lender ? lender.take() : Buffer.allocUnsafe(slabSize);
   /** Bytes of `slab` handed out; the next read goes after them. */
   let used = 0;
   let socket: Socket | undefined;
@@ -64,7 +163,12 @@ export function slabReads(slabSize: number = READ_SLAB_SIZE): SlabReads {
       // Node asks for the next read's memory after each read (and once before the first).
       buffer: () => {
         if (slabSize - used < MIN_READ_ROOM) {
-          slab = Buffer.allocUnsafe(slabSize);
+          if (lender) {
+            lender.leave(slab);
+            slab = lender.take();
+          } else {
+            slab = Buffer.allocUnsafe(slabSize);
+          }
           used = 0;
         }
         return slab.subarray(used);
@@ -74,6 +178,7 @@ export function slabReads(slabSize: number = READ_SLAB_SIZE): SlabReads {
         if (buf.buffer === slab.buffer && buf.byteOffset === slab.byteOffset + used) {
           chunk = slab.subarray(used, used + bytes);
           used += bytes;
+          lender?.lend(chunk);
         } else {
           // Not the tail we handed out (not something Node does): keep nothing that a later read
           // could overwrite.
@@ -133,7 +238,12 @@ function findOnreadKeys(): OnreadKeys | null {
  * is returned.
  * @example server.on('secureConnection', (socket) => readIntoSlabs(socket));
  */
-export function readIntoSlabs(socket: Socket, slabSize: number = READ_SLAB_SIZE): boolean {
+export function readIntoSlabs(
+  socket: Socket,
+  slabSize: number = READ_SLAB_SIZE,
+  /** Each read is lent from it until given back (MuxSessionOptions.lender). */
+  lender?: SlabLender,
+): boolean {
   const keys = findOnreadKeys();
   const handle = (socket as unknown as { _handle?: { useUserBuffer?: (b: Uint8Array) => void } })
     ._handle;
@@ -141,7 +251,7 @@ export function readIntoSlabs(socket: Socket, slabSize: number = READ_SLAB_SIZE)
   const state = socket as unknown as Record<symbol, unknown>;
   // Already reads into memory it was given; or bytes wait in its buffer, which must come first.
   if (state[keys.buffer] || socket.readableLength > 0) return false;
-  const reads = slabReads(slabSize);
+  const reads = slabReads(slabSize, lender);
   const { onread } = reads;
   const generate = (): Uint8Array => (onread.buffer as () => Uint8Array)();
   const first = generate();

@@ -12,6 +12,8 @@ export interface StreamHost {
   sendReset(streamId: number, code: number): void;
   /** The stream needs no more frames routed to it. */
   forgetStream(stream: MuxStream): void;
+  /** Nothing refers to `chunk`, a DATA chunk given to a stream, any more (SlabLender). */
+  giveBack(chunk: Buffer): void;
 }
 
 /** Payloads up to this size are copied next to their header: one socket write instead of two. */
@@ -325,10 +327,24 @@ export class MuxStream extends Duplex {
     this.queuedBytes -= n;
   }
 
+  /**
+   * The reader is done with `chunk`, a chunk this stream emitted, and nothing refers to its
+   * bytes any more (written to a socket that holds none of them, not kept, not sliced into
+   * anything kept): its memory may be read into again. Only for readers that know it; a chunk
+   * never released is simply freed by the garbage collector.
+   * @example socket.write(chunk); if (socket.writableLength === 0) stream.release(chunk);
+   */
+  release(chunk: Buffer): void {
+    this.host.giveBack(chunk);
+  }
+
   /** @internal */
   onData(chunk: Buffer): void {
     this.received += chunk.length;
-    if (this.destroyed) return;
+    if (this.destroyed) {
+      this.host.giveBack(chunk);
+      return;
+    }
     // A small view of a large read buffer (a slab, slab-reads.ts) that is going to wait in our
     // buffer is copied out: kept as it is, it would keep the whole slab alive for a few bytes.
     if (
@@ -336,7 +352,9 @@ export class MuxStream extends Duplex {
       chunk.buffer.byteLength >= PIN_BACKING_FROM &&
       (this.readableLength > 0 || this.readableFlowing !== true)
     ) {
-      chunk = Buffer.from(chunk);
+      const view = chunk;
+      chunk = Buffer.from(view);
+      this.host.giveBack(view);
     }
     this.push(chunk);
     this.creditConsumed();

@@ -12,11 +12,17 @@ import type { Duplex } from 'node:stream';
 import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import { failureDetail } from '../error-pages.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
-import type { Exchange } from './exchange.js';
+import { CloseFramer, type Exchange } from './exchange.js';
 import { H2Bridge } from './h2-bridge.js';
 import { publicProto } from './http-forwarding.js';
 import type { HttpRelayContext } from './http-relay.js';
+import { LengthFramer } from './body-framing.js';
 import { releaseAbandoned } from './stream-release.js';
+
+/** A tunnel stream that takes back chunks its reader is done with (MuxStream). */
+interface Releasing {
+  release(chunk: Buffer): void;
+}
 
 export const enum Phase {
   /** Reading a request head (or idle between requests). */
@@ -52,6 +58,9 @@ export abstract class ConnectionStream {
   protected clientEnded = false;
   /** The public socket is corked for the response body chunks of this turn. */
   private corkedForTurn = false;
+  /** Body chunks written this turn, to release to their stream once the socket took them. */
+  private written: Buffer[] = [];
+  private writtenTo: Releasing[] = [];
   protected readonly proto: 'http' | 'https';
   protected readonly ip: string;
   private readonly poolKey: string;
@@ -151,20 +160,44 @@ export abstract class ConnectionStream {
   /**
    * A chunk from the stream. The body chunks one turn brings (a muxado session parses what a
    * turn read at once: a stream gets several DATA frames in a row, 8 KiB each from ngrok's
-   * agents) go to the client in one write: the socket is corked until the next tick.
+   * agents) go to the client in one write: the socket is corked until the next tick. A body
+   * chunk the relay only writes to the client (framed by length or by the close, no transforms,
+   * no capture) is released to the stream once that write has left nothing behind in the
+   * socket, so that its memory is read into again (MuxStream.release).
    */
   private readonly onStreamChunk = (chunk: Buffer): void => {
-    if (!this.corkedForTurn && this.exchange?.responseBody) {
+    const exchange = this.exchange;
+    const body = exchange?.responseBody;
+    if (body && !this.corkedForTurn) {
       this.corkedForTurn = true;
       this.socket.cork();
       process.nextTick(this.uncorkTurn);
     }
     this.onStreamData(chunk);
+    if (
+      body !== undefined &&
+      this.corkedForTurn &&
+      (body instanceof LengthFramer || body instanceof CloseFramer) &&
+      !exchange!.transforms &&
+      !exchange!.bodies &&
+      typeof (this.stream as unknown as Releasing | undefined)?.release === 'function'
+    ) {
+      this.written.push(chunk);
+      this.writtenTo.push(this.stream as unknown as Releasing);
+    }
   };
 
   private readonly uncorkTurn = (): void => {
     this.corkedForTurn = false;
     this.socket.uncork();
+    const written = this.written;
+    if (written.length === 0) return;
+    const to = this.writtenTo;
+    this.written = [];
+    this.writtenTo = [];
+    // Written through to the kernel, nothing left in the socket: no one holds these bytes.
+    if (this.socket.destroyed || this.socket.writableLength > 0) return;
+    for (let i = 0; i < written.length; i++) to[i]!.release(written[i]!);
   };
 
   /** Take the stream from this connection, without closing it. */
