@@ -2,8 +2,8 @@
  * The HTTP side of the ingress, for plain connections (`--http-listen`) and TLS-terminated ones
  * handed over by the SNI router. Every connection starts on the lean relay (ingress/http/), which
  * carries requests, upgrades included, to endpoints whose policy it can run (http-policy-lean.ts):
- * every policy but a few listed in docs/ingress.md. A request it does not carry (an HTTP/1.1
- * request to an `http2` endpoint, an HTTP/1.0 upgrade…) hands the connection to the full path: Node's
+ * every policy but a few listed in docs/ingress.md. A request it does not carry (`restrict-ips`
+ * in on_http_response, an upgrade to an `http2` endpoint…) hands the connection to the full path: Node's
  * http.Server, whose requests (http-requests.ts) are routed by Host and streamed through a pooled
  * tunnel stream with back-pressure, and whose upgrades (WebSocket, http-upgrades.ts) become raw
  * relays. This file holds the listener, the choice of which requests
@@ -279,8 +279,6 @@ export class HttpIngress {
     // Before any routing or policy: the CA must reach the answer whatever serves the name.
     const acme = acmeChallengeAnswer(head.method, head.target, this.acmeChallenge);
     if (acme) return acme.then((edge) => ({ edge }));
-    // HTTP/1.0 has no upgrades: the full path reads such a request as a plain one.
-    if (head.upgrade && head.minor === 0) return undefined;
     if (head.raw.length / 2 > this.maxHeaderCount) {
       this.onLimit?.(clientIp(socket as Socket), 'ingress_header_count');
       const detail = String(this.maxHeaderCount);

@@ -34,12 +34,15 @@ let endpoints: PolicyEndpoints;
 /** Answers `<version> <url>`, with a Content-Length and no Date. */
 let service: LocalServer;
 const versions: string[] = [];
+/** The Upgrade header each request reached the service with. */
+const upgrades: Array<string | undefined> = [];
 
 beforeAll(async () => {
   t = await startTestIngress();
   endpoints = policyEndpoints(t.registry);
   service = await startHttpUpstream((req: http.IncomingMessage, res: http.ServerResponse) => {
     versions.push(req.httpVersion);
+    upgrades.push(req.headers.upgrade);
     res.sendDate = false;
     const body = `${req.httpVersion} ${req.url}`;
     res.setHeader('Content-Length', Buffer.byteLength(body));
@@ -72,6 +75,20 @@ describe('HTTP/1.0 on the lean relay', () => {
     expect(reply).not.toMatch(/\r\ndate:/i);
     expect(reply.endsWith('\r\n\r\n1.0 /one')).toBe(true);
     expect(versions.slice(before)).toEqual(['1.0']);
+  });
+
+  it('reads an HTTP/1.0 request that asks to upgrade as a plain one, which it is', async () => {
+    const host = endpoints.publicEndpoint('http', service.port, DENY_ADMIN).hostname!;
+    const before = versions.length;
+    const reply = await rawExchange(
+      t.httpPort,
+      `GET /ws HTTP/1.0\r\nHost: ${host}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`,
+    );
+    expect(statusLines(reply)).toEqual(['HTTP/1.1 200 OK']);
+    expect(reply).not.toMatch(/\r\ndate:/i);
+    expect(reply.endsWith('\r\n\r\n1.0 /ws')).toBe(true);
+    // The service is not asked to switch (Upgrade is hop-by-hop, named by Connection).
+    expect([versions.slice(before), upgrades.slice(before)]).toEqual([['1.0'], [undefined]]);
   });
 
   it('keeps a connection the client asked to keep, and says so', async () => {

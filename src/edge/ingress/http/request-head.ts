@@ -178,7 +178,8 @@ export function parseRequestHead(text: string, limits: RequestHeadLimits): Reque
       const name = token.trim().toLowerCase();
       if (name === 'close') head.close = true;
       else if (name === 'keep-alive' && head.minor === 0) head.close = false;
-      else if (name === 'upgrade') head.upgrade = upgradeHeader;
+      // HTTP/1.0 has no upgrades (RFC 9110 §7.8): such a request is read as a plain one.
+      else if (name === 'upgrade') head.upgrade = upgradeHeader && head.minor === 1;
     }
   }
   return head;
