@@ -188,6 +188,41 @@ on_http_response:
     expect(after[1]!.body).not.toContain('inner:');
   });
 
+  it('puts the body through each endpoint’s request-body-find-replace, the first endpoint’s first', async () => {
+    const echo = await listenLocal(
+      http.createServer((req, res) => {
+        res.sendDate = false;
+        const chunks: Buffer[] = [];
+        req.on('data', (c: Buffer) => chunks.push(c));
+        req.on('end', () => res.end(Buffer.concat(chunks)));
+      }),
+    );
+    services.push(echo);
+    const replace = (from: string, to: string): string =>
+      `{type: request-body-find-replace, config: {replacements: [{from: "${from}", to: "${to}"}]}}`;
+    endpoints.internalEndpoint(
+      'https',
+      'rewrite-lean.internal',
+      echo.port,
+      `on_http_request: [{actions: [${replace('b', 'c')}]}]`,
+    );
+    const front = endpoints.publicEndpoint(
+      'http',
+      0,
+      `on_http_request: [{actions: [${replace('a', 'b')}, {type: forward-internal, config: {url: "https://rewrite-lean.internal"}}]}]`,
+      'cloud',
+    );
+    const reply = await httpRequest(t.httpPort, {
+      host: front.hostname!,
+      path: '/',
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: 'a-b-x',
+    });
+    // a -> b at the front, then b -> c at the internal endpoint; relayed (no Date).
+    expect([reply.status, reply.body, reply.headers.date]).toEqual([200, 'c-c-x', undefined]);
+  });
+
   it('leaves to the full path an internal endpoint whose policy changes the request, deciding the front’s rules once', async () => {
     endpoints.internalEndpoint(
       'https',

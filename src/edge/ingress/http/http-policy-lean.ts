@@ -133,10 +133,11 @@ export interface LeanPolicyRun {
 }
 
 /**
- * What an endpoint that forwards a request (forward-internal) keeps for its response: its
- * on_http_response, and its circuit-breaker's counters.
+ * What an endpoint that forwards a request (forward-internal) keeps for the rest of the exchange:
+ * its request-body-find-replace, its on_http_response, and its circuit-breaker's counters.
  */
 export interface ForwarderRun {
+  bodyRewrite: BodyRewrite | undefined;
   response: ResponsePhase | undefined;
   observers: LeanPolicyRun['observers'];
 }
@@ -231,7 +232,7 @@ function connectOutcome(
 /**
  * What the lean relay does with a request (`head`) to an endpoint with `policy`: relay it there,
  * forward it to an internal endpoint, answer it, close the connection, or leave it to the full
- * path (a gRPC client's refusal, a body rewrite before a forward-internal hop). A decision that
+ * path (a policy it cannot run: restrict-ips in on_http_response). A decision that
  * waits (on_tcp_connect's IP policy lookup, jwt-validation's key lookup, a body the policy reads
  * first) is waited for: the verdict is then a promise.
  * @example const verdict = leanVerdict(socket, tunnel.policy, head, NO_BODY);
@@ -337,13 +338,13 @@ function verdictOf(
   const observers = decision.afterResponse?.length ? decision.afterResponse : undefined;
   const hasResponsePhase = policy.runner.policy.has('on_http_response');
   if (decision.forwardInternal) {
-    // A body rewrite before a hop: the full path. Header changes and a new target go on with the
-    // request; the response phase and status observers wait for the response (withForwarders).
-    if (bodyRewrite !== undefined) return { kind: 'full', decision };
+    // Header changes and a new target go on with the request; a body rewrite, the response phase
+    // and status observers wait for the body and the response (withForwarders).
     const forward = decision.forwardInternal;
     const changed = changes.add.length > 0 || changes.remove.length > 0;
     const response = hasResponsePhase ? { policy, conn, req, vars: decision.vars } : undefined;
-    const forwarder = response || observers ? { response, observers } : undefined;
+    const forwarder =
+      response || observers || bodyRewrite ? { bodyRewrite, response, observers } : undefined;
     if (!changed && rewritten.target === undefined && !forwarder)
       return { kind: 'forward', forward, decision };
     return {
@@ -399,8 +400,9 @@ function relayed(
 
 /**
  * `run` (the last endpoint's, or none) with what the endpoints that forwarded the request there
- * keep for its response (`forwarders`, the first endpoint first): their response phases run after
- * its own, the nearest first, and their observers are told the status too.
+ * keep (`forwarders`, the first endpoint first): the request body goes through their rewrites
+ * before its own, their response phases run after its own, the nearest first, and their
+ * observers are told the status too.
  * @example const run = withForwarders(verdict.run, walk.forwarders);
  */
 export function withForwarders(
@@ -410,10 +412,14 @@ export function withForwarders(
   if (forwarders.length === 0) return run;
   let outer: ResponsePhase | undefined;
   const observers = [...(run?.observers ?? [])];
+  // The body goes through the rewrites in the order the endpoints saw the request: the first's first.
+  const replacements: BodyRewrite['replacements'][number][] = [];
   for (const forwarder of forwarders) {
     if (forwarder.response) outer = { ...forwarder.response, next: outer };
     if (forwarder.observers) observers.push(...forwarder.observers);
+    if (forwarder.bodyRewrite) replacements.push(...forwarder.bodyRewrite.replacements);
   }
+  if (run?.bodyRewrite) replacements.push(...run.bodyRewrite.replacements);
   let response = run?.response;
   if (response && outer) response = { ...response, next: outer };
   return {
@@ -421,6 +427,6 @@ export function withForwarders(
     target: run?.target,
     response: response ?? outer,
     observers: observers.length > 0 ? observers : undefined,
-    bodyRewrite: run?.bodyRewrite,
+    bodyRewrite: replacements.length > 0 ? { kind: 'body', replacements } : undefined,
   };
 }
