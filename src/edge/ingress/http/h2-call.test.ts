@@ -313,6 +313,20 @@ describe('HTTP/1.1 requests to an http2 service on the relay (h2-bridge.ts)', ()
     expect(denied).not.toMatch(/\r\nkeep-alive:/i);
   });
 
+  it('cancels the call at the service when the HTTP/1.1 client leaves before the answer', async () => {
+    const host = h2Endpoint();
+    const before = closed.length;
+    const socket = netConnect(t.httpPort, '127.0.0.1');
+    socket.on('error', () => undefined);
+    socket.write(`GET /hang HTTP/1.1\r\nHost: ${host}\r\n\r\n`);
+    // The call reached the service (its session and stream are open), then the client goes.
+    await new Promise((r) => setTimeout(r, 100));
+    socket.destroy();
+    await until(() => closed.slice(before).some((c) => c.path === '/hang'));
+    const call = closed.slice(before).find((c) => c.path === '/hang')!;
+    expect(call.code).toBe(constants.NGHTTP2_CANCEL);
+  });
+
   it('streams an 8 MiB download and a 1 MiB upload, and breaks the answer the service resets', async () => {
     const host = h2Endpoint();
     const down = await exchange(
