@@ -207,6 +207,22 @@ describe('HTTP/2 calls to an http2 service on the relay (h2-call.ts)', () => {
     }
   });
 
+  it('puts the body through request-body-find-replace on its way to the service', async () => {
+    const host = h2Endpoint(
+      'on_http_request: [{actions: [{type: request-body-find-replace, config: {replacements: [{from: "a", to: "bb"}]}}]}]',
+    );
+    const session = connect(host);
+    try {
+      // 3 bytes in, each doubled: the service counts 6 (its Content-Length was dropped).
+      const reply = await call(session, host, '/unary', Buffer.from('aaa'), 'text/plain');
+      expect([reply.headers[':status'], reply.body]).toEqual([200, 'got 6']);
+      expect(reply.trailers['x-size']).toBe('6');
+      expect(fullPath).not.toHaveBeenCalled();
+    } finally {
+      session.close();
+    }
+  });
+
   it('passes a reset on both ways: a cancelled call is cancelled at the service, a reset from it reaches the client', async () => {
     const host = h2Endpoint();
     const session = connect(host);

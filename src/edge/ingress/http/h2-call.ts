@@ -12,7 +12,8 @@ import type { Http2ServerRequest, Http2ServerResponse, ServerHttp2Stream } from 
 import type { Duplex, Transform } from 'node:stream';
 import { failureDetail, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
 import { proxyInfoOf } from '../../registry/connect-tunnel.js';
-import { BodyTransforms } from './body-transforms.js';
+import { BodyTransforms, rewriter } from './body-transforms.js';
+import type { BodyRewrite } from '../../../policy/index.js';
 import { agentRequestHeaders, type Exchange } from './exchange.js';
 import { h2RequestHeaders, rawOf, upstreamScheme, type H2Upstreams } from './h2-upstream.js';
 import { h2Headers, respondH2, respondPageH2 } from './h2-head.js';
@@ -86,7 +87,10 @@ export class H2Call {
     upstream.once('close', this.onUpstreamClose);
     // The request's body, with back-pressure both ways (a client-streaming call).
     const held = this.exchange.heldBody;
-    if (held) {
+    const rewrite = this.exchange.policy?.bodyRewrite;
+    if (rewrite && (held || !this.h2.endAfterHeaders)) {
+      this.rewriteBody(upstream, rewrite, held);
+    } else if (held) {
       // Read whole for the policy: it goes as one piece, the stream it came on spent.
       this.exchange.bodies?.request.add(held);
       upstream.end(held);
@@ -96,6 +100,29 @@ export class H2Call {
       if (capture) this.req.on('data', (chunk: Buffer) => capture.add(chunk));
       this.req.pipe(upstream);
     }
+  }
+
+  /**
+   * request-body-find-replace: the body goes to the service through the rewrite (its length
+   * dropped from the headers, agentRequestHeaders), `held` when a policy read it whole.
+   */
+  private rewriteBody(upstream: ClientHttp2Stream, rewrite: BodyRewrite, held?: Buffer): void {
+    const body = new BodyTransforms([rewriter(rewrite)], upstream, false, this.req, () =>
+      this.reset(NGHTTP2_INTERNAL_ERROR),
+    );
+    const capture = this.exchange.bodies?.request;
+    const ended = (): void => body.end(() => upstream.end());
+    if (held) {
+      capture?.add(held);
+      body.write(held);
+      ended();
+      return;
+    }
+    this.req.on('data', (chunk: Buffer) => {
+      capture?.add(chunk);
+      body.write(chunk);
+    });
+    this.req.once('end', ended);
   }
 
   private readonly onResponse = (headers: IncomingHttpHeaders): void => {

@@ -66,13 +66,12 @@ const CONTINUE = Symbol('continue');
 
 /**
  * Whether the relay carries `head` to a service that speaks HTTP/2 (app protocol `http2`): an
- * HTTP/2 client's call as a call (h2-call.ts), unless its body is rewritten on the way; an
- * HTTP/1.1 request through an `H2Bridge` (h2-bridge.ts), unless it asks for an upgrade. An
- * HTTP/1.0 one takes the full path, which answers it without chunks.
+ * HTTP/2 client's call as a call (h2-call.ts); an HTTP/1.1 request through an `H2Bridge`
+ * (h2-bridge.ts), unless it asks for an upgrade. An HTTP/1.0 one takes the full path, which
+ * answers it without chunks.
  */
-function toH2Service(head: RequestHead, run: { bodyRewrite?: unknown } | undefined): boolean {
-  if (head.h2) return run?.bodyRewrite === undefined;
-  return head.minor === 1 && !head.upgrade;
+function toH2Service(head: RequestHead): boolean {
+  return head.h2 || (head.minor === 1 && !head.upgrade);
 }
 
 /** A request no endpoint forwarded on its way: nothing kept for its response. */
@@ -348,7 +347,7 @@ export class HttpIngress {
         walk.forwarders ?? NO_FORWARDERS,
       );
       const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
-      if (!chunkless && (tunnel.appProtocol !== 'http2' || toH2Service(walk.head, run))) {
+      if (!chunkless && (tunnel.appProtocol !== 'http2' || toH2Service(walk.head))) {
         const sent = walk.changed ? walk.head : undefined;
         return { tunnel, via: walk.via ?? NO_VIA, policy: run, sent };
       }
