@@ -10,6 +10,9 @@
  *   protocol (the edge sends HTTP/1.1 on the tunnel stream: the lean relay's pipeline,
  *   h2-exchange.ts), against h2load speaking HTTP/1.1 (`--h1`) to the same service directly; and,
  *   for comparison, h2load `--h1` through the edge to that endpoint.
+ * - HTTP/1.1 to an h2c service: h2load `--h1` through the edge to the endpoint bound with app
+ *   protocol http2 (each request an HTTP/2 call to the service: h2-bridge.ts), against h2load
+ *   speaking h2 to that service directly.
  * - gRPC unary: a @grpc/grpc-js client keeping CALLS calls in flight for DURATION seconds, directly
  *   and through the edge.
  *
@@ -208,6 +211,7 @@ async function main(): Promise<void> {
     h1Direct: [] as number[],
     h2ToH1Edge: [] as number[],
     h1Edge: [] as number[],
+    h1ToH2Edge: [] as number[],
     grpcDirect: [] as number[],
     grpcEdge: [] as number[],
   };
@@ -218,6 +222,7 @@ async function main(): Promise<void> {
     const h1Direct = await h2load(`http://127.0.0.1:${services.h1}/`, relays.directH1, true);
     const h2ToH1 = await h2load(`https://${hosts.h1}:${edge.httpsPort}/`, relays.edge);
     const h1Edge = await h2load(`https://${hosts.h1}:${edge.httpsPort}/`, relays.edge, true);
+    const h1ToH2 = await h2load(`https://${hosts.h2}:${edge.httpsPort}/`, relays.edge, true);
     const grpcDirect = await roles.start<{ rate: number; errors: number }>('grpcLoad', {
       target: `127.0.0.1:${services.grpc}`,
     });
@@ -231,10 +236,11 @@ async function main(): Promise<void> {
     runs.h1Direct.push(h1Direct.rate);
     runs.h2ToH1Edge.push(h2ToH1.rate);
     runs.h1Edge.push(h1Edge.rate);
+    runs.h1ToH2Edge.push(h1ToH2.rate);
     runs.grpcDirect.push(grpcDirect.rate);
     runs.grpcEdge.push(grpcEdge.rate);
     errors += direct.errors + through.errors + grpcDirect.errors + grpcEdge.errors;
-    errors += h1Direct.errors + h2ToH1.errors + h1Edge.errors;
+    errors += h1Direct.errors + h2ToH1.errors + h1Edge.errors + h1ToH2.errors;
     process.stderr.write(`round ${round + 1} done\n`);
   }
   const row = (name: string, direct: number[], edge: number[]): string[] => [
@@ -267,6 +273,11 @@ async function main(): Promise<void> {
           'HTTP/1.1 client, HTTP/1.1 service (edge: TLS + HTTP/1.1; direct: --h1)',
           runs.h1Direct,
           runs.h1Edge,
+        ),
+        row(
+          'HTTP/1.1 client, h2c service (edge: TLS + HTTP/1.1, an HTTP/2 call to the service; direct: h2)',
+          runs.h2Direct,
+          runs.h1ToH2Edge,
         ),
         row('gRPC unary calls (@grpc/grpc-js)', runs.grpcDirect, runs.grpcEdge),
       ],
