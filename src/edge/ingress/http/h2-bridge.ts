@@ -42,6 +42,8 @@ export class H2Bridge extends Duplex {
   private headRead = false;
   private readonly scanner = new HeadScanner();
   private method = 'GET';
+  /** The request's HTTP/1.x minor version: an HTTP/1.0 client reads no chunks. */
+  private minor = 1;
   /** The request body's framer, while a body is still to come. */
   private body: BodyFramer | undefined;
   /** The service's stream, once its call is open. */
@@ -49,6 +51,8 @@ export class H2Bridge extends Duplex {
   /** Body bytes written before the call was open, in order. */
   private early: Buffer[] = [];
   private chunked = false;
+  /** The body goes as it comes, to be read to the end (an HTTP/1.0 client's). */
+  private raw = false;
   private trailers: IncomingHttpHeaders | undefined;
   /** The relay's side is full: the service's stream is paused until it reads again. */
   private full = false;
@@ -97,6 +101,7 @@ export class H2Bridge extends Duplex {
       return false;
     }
     this.method = head.method;
+    this.minor = head.minor;
     if (head.chunked) {
       this.body = new ChunkedFramer({
         data: (bytes) => this.send(bytes),
@@ -160,7 +165,11 @@ export class H2Bridge extends Duplex {
   private readonly onResponse = (headers: IncomingHttpHeaders): void => {
     const status = Number(headers[':status']);
     const noBody = bodiless(status, this.method);
-    this.chunked = !noBody && !this.upstream!.endAfterHeaders;
+    const endless = !noBody && !this.upstream!.endAfterHeaders;
+    // An HTTP/1.0 client reads a body of unknown length to the connection's end (the relay closes
+    // it after), without trailers.
+    this.chunked = endless && this.minor === 1;
+    this.raw = endless && this.minor === 0;
     let text = `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? 'Unknown'}\r\n`;
     const raw = rawOf(headers);
     for (let i = 0; i < raw.length; i += 2) {
@@ -169,7 +178,10 @@ export class H2Bridge extends Duplex {
       text += `${name}: ${raw[i + 1]}\r\n`;
     }
     if (this.chunked) text += 'transfer-encoding: chunked\r\n';
-    else if (!noBody && headers['content-length'] === undefined) text += 'content-length: 0\r\n';
+    else if (!noBody && !endless && headers['content-length'] === undefined) {
+      // The stream ended with its headers: an empty body, said so.
+      text += 'content-length: 0\r\n';
+    }
     this.push(`${text}connection: close\r\n\r\n`, 'latin1');
     // Read only now: data that came in the same read as the headers may be emitted before them.
     const upstream = this.upstream!;
@@ -178,14 +190,21 @@ export class H2Bridge extends Duplex {
   };
 
   private readonly onData = (data: Buffer): void => {
+    if (this.raw) {
+      if (!this.push(data)) this.hold();
+      return;
+    }
     if (!this.chunked || data.length === 0) return;
     this.push(`${data.length.toString(16)}\r\n`, 'latin1');
     this.push(data);
-    if (!this.push('\r\n', 'latin1')) {
-      this.full = true;
-      this.upstream!.pause();
-    }
+    if (!this.push('\r\n', 'latin1')) this.hold();
   };
+
+  /** The relay's side is full: the service's data waits until it reads again. */
+  private hold(): void {
+    this.full = true;
+    this.upstream!.pause();
+  }
 
   override _read(): void {
     // Only what the relay held back: before its response, the service's stream must not flow.

@@ -329,6 +329,23 @@ describe('HTTP/1.1 requests to an http2 service on the relay (h2-bridge.ts)', ()
     expect(denied).not.toMatch(/\r\nkeep-alive:/i);
   });
 
+  it('answers an HTTP/1.0 client without chunks, and an upgrade request as the plain one it becomes', async () => {
+    const host = h2Endpoint();
+    const old = await exchange(
+      `POST /unary HTTP/1.0\r\nHost: ${host}\r\nContent-Length: 4\r\n\r\nping`,
+    );
+    // Read to the connection's end: no chunks, no trailers, for a client that knows neither.
+    expect(old).toMatch(/^HTTP\/1\.1 200 /);
+    expect(old).not.toMatch(/transfer-encoding/i);
+    expect(old.endsWith('\r\n\r\ngot 4')).toBe(true);
+    const upgrade = await exchange(
+      `GET /unary HTTP/1.1\r\nHost: ${host}\r\nConnection: Upgrade, close\r\nUpgrade: websocket\r\n\r\n`,
+    );
+    // The service speaks HTTP/2, which has no such upgrade: it answers the request itself.
+    expect(upgrade).toMatch(/^HTTP\/1\.1 200 [\s\S]*\r\n5\r\ngot 0\r\n0\r\n/);
+    expect(fullPath).not.toHaveBeenCalled();
+  });
+
   it('cancels the call at the service when the HTTP/1.1 client leaves before the answer', async () => {
     const host = h2Endpoint();
     const before = closed.length;

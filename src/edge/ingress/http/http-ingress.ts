@@ -3,7 +3,7 @@
  * handed over by the SNI router. Every connection starts on the lean relay (ingress/http/), which
  * carries requests, upgrades included, to endpoints whose policy it can run (http-policy-lean.ts):
  * every policy but a few listed in docs/ingress.md. A request it does not carry (`restrict-ips`
- * in on_http_response, an upgrade to an `http2` endpoint…) hands the connection to the full path: Node's
+ * in on_http_response, an HTTP/1.0 body a policy rewrites…) hands the connection to the full path: Node's
  * http.Server, whose requests (http-requests.ts) are routed by Host and streamed through a pooled
  * tunnel stream with back-pressure, and whose upgrades (WebSocket, http-upgrades.ts) become raw
  * relays. This file holds the listener, the choice of which requests
@@ -63,16 +63,6 @@ const RELAY: LeanVerdict = { kind: 'relay' };
 const NO_VIA: readonly OnlineTunnel[] = [];
 /** A step of the walk that moved on to the next endpoint (forward-internal). */
 const CONTINUE = Symbol('continue');
-
-/**
- * Whether the relay carries `head` to a service that speaks HTTP/2 (app protocol `http2`): an
- * HTTP/2 client's call as a call (h2-call.ts); an HTTP/1.1 request through an `H2Bridge`
- * (h2-bridge.ts), unless it asks for an upgrade. An HTTP/1.0 one takes the full path, which
- * answers it without chunks.
- */
-function toH2Service(head: RequestHead): boolean {
-  return head.h2 || (head.minor === 1 && !head.upgrade);
-}
 
 /** A request no endpoint forwarded on its way: nothing kept for its response. */
 const NO_FORWARDERS: readonly ForwarderRun[] = [];
@@ -340,14 +330,16 @@ export class HttpIngress {
         const page = pageAnswer(INGRESS_ERRORS.cloudUnanswered, walk.head);
         return { tunnel, via: walk.via ?? NO_VIA, answer: page };
       }
-      // A service that speaks HTTP/2: see toH2Service. An HTTP/1.0 body cannot go on chunked, as
-      // a rewritten one must: the full path reads it.
+      // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
       const run = withForwarders(
         verdict.kind === 'relay' ? verdict.run : undefined,
         walk.forwarders ?? NO_FORWARDERS,
       );
       const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
-      if (!chunkless && (tunnel.appProtocol !== 'http2' || toH2Service(walk.head))) {
+      // A service that speaks HTTP/2 (app protocol `http2`) gets an HTTP/2 client's call as a
+      // call (h2-call.ts), an HTTP/1.x request through an H2Bridge (h2-bridge.ts), where an
+      // upgrade it asks for is one the service does not make.
+      if (!chunkless) {
         const sent = walk.changed ? walk.head : undefined;
         return { tunnel, via: walk.via ?? NO_VIA, policy: run, sent };
       }
