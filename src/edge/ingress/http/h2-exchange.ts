@@ -20,12 +20,7 @@ import {
 } from 'node:http2';
 import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import { startSpan } from '../../metrics/trace-context.js';
-import {
-  failureDetail,
-  grpcRefusal,
-  INGRESS_ERRORS,
-  type IngressError,
-} from '../error-pages.js';
+import { failureDetail, grpcRefusal, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
 import { isGrpc, respondGrpcH2 } from '../grpc-answers.js';
 import type { RespondDecision } from '../../../policy/index.js';
 import { H2Call } from './h2-call.js';
