@@ -1,6 +1,7 @@
 import http, { Agent } from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
+  fakeTunnel,
   httpRequest,
   listenLocal,
   metricValue,
@@ -15,6 +16,7 @@ import {
 } from '../../../../test/support/policy-endpoints.js';
 import { endpointLabel } from '../../metrics/endpoint-meters.js';
 import { FULL_PATH_PHASE } from '../../../../test/support/policy-fixtures.js';
+import { withPolicy } from '../../../../test/support/policy.js';
 
 /**
  * forward-internal on the lean relay: a policy whose on_http_request only routes is run on the
@@ -186,6 +188,38 @@ on_http_response:
     const after = await requests(front.hostname!, ['/fail', '/ok']);
     expect(after.map((r) => r.status)).toEqual([500, 503]);
     expect(after[1]!.body).not.toContain('inner:');
+  });
+
+  it('serves a request itself, with its own changes and response phase, when its target went offline (on_error: continue)', async () => {
+    // Bound without the registry's view of internal endpoints, the policy forwards to one that
+    // the relay then finds offline: the race of a target going away between the two.
+    const own = withPolicy(
+      fakeTunnel({
+        proto: 'http',
+        hostname: 'self-lean.burrow.test',
+        upstreamPort: await service('self'),
+      }),
+      `
+on_http_request:
+  - actions:
+      - {type: add-headers, config: {headers: {x-added: "1"}}}
+      - {type: forward-internal, config: {url: "https://gone-lean.internal", on_error: continue}}
+on_http_response:
+  - actions: [{type: add-headers, config: {headers: {x-own: "1"}}}]
+`,
+    );
+    t.registry.addTunnel(own);
+    try {
+      const [reply] = await requests(own.hostname!, ['/me']);
+      expect([reply!.status, reply!.body, reply!.headers.date]).toEqual([
+        200,
+        'self:/me +',
+        undefined,
+      ]);
+      expect(reply!.headers['x-own']).toBe('1');
+    } finally {
+      t.registry.removeTunnel(own.id);
+    }
   });
 
   it('puts the body through each endpoint’s request-body-find-replace, the first endpoint’s first', async () => {

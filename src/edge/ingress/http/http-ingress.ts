@@ -42,6 +42,7 @@ import { clientIp } from '../../registry/connect-tunnel.js';
 import {
   leanShaped,
   leanVerdict,
+  ownRun,
   pageAnswer,
   withForwarders,
   type ForwarderRun,
@@ -331,10 +332,7 @@ export class HttpIngress {
         return { tunnel, via: walk.via ?? NO_VIA, answer: page };
       }
       // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
-      const run = withForwarders(
-        verdict.kind === 'relay' ? verdict.run : undefined,
-        walk.forwarders ?? NO_FORWARDERS,
-      );
+      const run = withForwarders(ownRun(verdict), walk.forwarders ?? NO_FORWARDERS);
       const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
       // A service that speaks HTTP/2 (app protocol `http2`) gets an HTTP/2 client's call as a
       // call (h2-call.ts), an HTTP/1.x request through an H2Bridge (h2-bridge.ts), where an

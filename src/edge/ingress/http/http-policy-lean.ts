@@ -399,6 +399,24 @@ function relayed(
 }
 
 /**
+ * What the relay applies for an endpoint that serves a request itself after all: its `relay`
+ * verdict's run, or, for a `forward` whose target went offline with `on_error: continue`, the
+ * changes and the response phase the policy made before the hop.
+ * @example const run = ownRun(verdict);
+ */
+export function ownRun(verdict: LeanVerdict): LeanPolicyRun | undefined {
+  if (verdict.kind === 'relay') return verdict.run;
+  if (verdict.kind !== 'forward' || (!verdict.changes && !verdict.forwarder)) return undefined;
+  return {
+    requestHeaders: verdict.changes?.headers ?? NO_HEADER_CHANGES,
+    target: verdict.changes?.target,
+    response: verdict.forwarder?.response,
+    observers: verdict.forwarder?.observers,
+    bodyRewrite: verdict.forwarder?.bodyRewrite,
+  };
+}
+
+/**
  * `run` (the last endpoint's, or none) with what the endpoints that forwarded the request there
  * keep (`forwarders`, the first endpoint first): the request body goes through their rewrites
  * before its own, their response phases run after its own, the nearest first, and their
