@@ -42,13 +42,12 @@ import { clientIp } from '../../registry/connect-tunnel.js';
 import {
   leanShaped,
   leanVerdict,
-  ownRun,
   pageAnswer,
-  withForwarders,
   type ForwarderRun,
   type LeanVerdict,
 } from './http-policy-lean.js';
 import { carryBody, forwardRefused } from './http-forward-internal.js';
+import { ownRun, withForwarders } from './lean-forward-chain.js';
 import type { BodyHolder } from './http-policy-body.js';
 import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
 import { NO_BODY, streamBodySource, type PolicyBodySource } from './body-peek.js';
