@@ -1,11 +1,11 @@
 /**
  * Sustained HTTP downloads through a real `burrow server` and one agent, for the edge's CPU per
  * GB on bulk (issue 29): the service, the server and the agent in their own processes, then
- * `curl` downloads of MB megabytes back to back for SECONDS seconds. Prints the rate, its ratio
+ * `curl` downloads of MB megabytes back to back for DURATION seconds. Prints the rate, its ratio
  * to one download straight from the service, and the edge's and agent's CPU per GB (/proc).
  *
  *   node --import tsx bench/support/download-loop.ts
- *   AGENT=ngrok MB=500 SECONDS=6 FORCED_GC=1 node --import tsx bench/support/download-loop.ts
+ *   AGENT=ngrok MB=500 DURATION=6 FORCED_GC=1 node --import tsx bench/support/download-loop.ts
  *
  * FORCED_GC=1 takes the server's memory after a forced full GC first, as `bench:tunnel`'s memory
  * table does (docs/benchmarks.md, issue 29's sixth session); WARMUP=5 runs 5 s of keep-alive
@@ -22,7 +22,7 @@ import { connectAgent, edgeAddress, type EdgeAddress } from './sdk-agent.js';
 
 const roles = new RoleProcesses(import.meta.url);
 const AGENT = process.env.AGENT ?? 'sdk';
-const SECONDS = Number(process.env.SECONDS ?? 10);
+const SECONDS = Number(process.env.DURATION ?? 10);
 const MB = Number(process.env.MB ?? 500);
 const WARMUP = Number(process.env.WARMUP ?? 0);
 
