@@ -50,6 +50,8 @@ export class H2Bridge extends Duplex {
   private upstream: ClientHttp2Stream | undefined;
   /** Body bytes written before the call was open, in order. */
   private early: Buffer[] = [];
+  /** The relay's write waiting for the call to open. */
+  private whenOpen: (() => void) | undefined;
   private chunked = false;
   /** The body goes as it comes, to be read to the end (an HTTP/1.0 client's). */
   private raw = false;
@@ -77,7 +79,9 @@ export class H2Bridge extends Duplex {
       this.requestBody(chunk);
     }
     const upstream = this.upstream;
-    if (upstream?.writableNeedDrain) upstream.once('drain', callback);
+    // Until the call is open, the relay's next write waits: the body is not piled up meanwhile.
+    if (!upstream && !this.destroyed) this.whenOpen = callback;
+    else if (upstream?.writableNeedDrain) upstream.once('drain', callback);
     else callback();
   }
 
@@ -160,6 +164,9 @@ export class H2Bridge extends Duplex {
     upstream.on('error', () => undefined);
     for (const bytes of this.early) this.send(bytes);
     this.early = [];
+    const written = this.whenOpen;
+    this.whenOpen = undefined;
+    written?.();
   }
 
   private readonly onResponse = (headers: IncomingHttpHeaders): void => {
