@@ -163,7 +163,12 @@ on_http_request:
       'https',
       'respond-lean.internal',
       failing.port,
-      'on_http_response: [{actions: [{type: add-headers, config: {headers: {x-inner: "1"}}}]}]',
+      `
+on_http_response:
+  - expressions: ["req.url.path == '/replaced'"]
+    actions: [{type: custom-response, config: {status_code: 418, body: "replaced inside"}}]
+  - actions: [{type: add-headers, config: {headers: {x-inner: "1"}}}]
+`,
     );
     const front = endpoints.publicEndpoint(
       'http',
@@ -171,20 +176,28 @@ on_http_request:
       `
 on_http_request:
   - actions:
-      - {type: circuit-breaker, config: {error_threshold: 0.5, volume_threshold: 2, tripped_duration: 60s}}
+      - {type: circuit-breaker, config: {error_threshold: 0.3, volume_threshold: 2, tripped_duration: 60s}}
       - {type: forward-internal, config: {url: "https://respond-lean.internal"}}
 on_http_response:
   - expressions: ["res.headers['x-inner'][0] == '1'"]
     actions: [{type: add-headers, config: {headers: {x-outer-saw-inner: "yes"}}}]
+  - actions: [{type: add-headers, config: {headers: {x-front: "1"}}}]
 `,
       'cloud',
     );
-    const [ok] = await requests(front.hostname!, ['/ok']);
+    const [ok, replaced] = await requests(front.hostname!, ['/ok', '/replaced']);
     // Relayed (no Date), the internal endpoint's phase first, then the front's, which saw it.
     expect([ok!.status, ok!.body, ok!.headers.date]).toEqual([200, 'inner:/ok', undefined]);
     expect([ok!.headers['x-inner'], ok!.headers['x-outer-saw-inner']]).toEqual(['1', 'yes']);
-    // A 500 of the internal endpoint's service is half of two answers: the front's breaker opens
-    // and answers itself.
+    expect(ok!.headers['x-front']).toBe('1');
+    // The internal endpoint's custom-response is final: the front's phase does not run on it.
+    expect([replaced!.status, replaced!.body, replaced!.headers['x-front']]).toEqual([
+      418,
+      'replaced inside',
+      undefined,
+    ]);
+    // A 500 of the internal endpoint's service is a third of three answers: the front's breaker
+    // opens and answers itself.
     const after = await requests(front.hostname!, ['/fail', '/ok']);
     expect(after.map((r) => r.status)).toEqual([500, 503]);
     expect(after[1]!.body).not.toContain('inner:');
