@@ -18,7 +18,7 @@ import { agentRequestHeaders, type Exchange } from './exchange.js';
 import { h2RequestHeaders, rawOf, upstreamScheme, type H2Upstreams } from './h2-upstream.js';
 import { h2Headers, respondH2, respondPageH2 } from './h2-head.js';
 import { rewrittenHost, routingHost } from './http-forwarding.js';
-import { leanResponseHeaders, type ResponseAfterPhase } from './lean-response-phase.js';
+import { applyResponsePhase, type ResponseAfterPhase } from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { HttpRelayContext } from './http-relay.js';
 import type { ResponseHead } from './response-head.js';
@@ -135,19 +135,18 @@ export class H2Call {
       this.answer(status, raw, undefined);
       return;
     }
-    const after = leanResponseHeaders(phase, status, raw);
-    if (!(after instanceof Promise)) {
-      this.afterResponsePhase(status, after);
-      return;
-    }
-    // Its decision waits (http-request): the body waits in the service's stream meanwhile.
-    const upstream = this.upstream!;
-    upstream.pause();
-    void after.then((settled) => {
-      if (this.finished) return;
-      this.afterResponsePhase(status, settled);
-      upstream.resume();
-    });
+    // The service's stream stays ours whatever the answer: an answer instead of it closes it.
+    const held = { over: () => this.finished, holds: () => true };
+    applyResponsePhase(
+      phase,
+      status,
+      raw,
+      this.upstream!,
+      (after) => {
+        this.afterResponsePhase(status, after);
+      },
+      held,
+    );
   };
 
   private afterResponsePhase(status: number, after: ResponseAfterPhase): void {

@@ -36,7 +36,7 @@ import {
   type Exchange,
 } from './exchange.js';
 import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
-import { leanResponseHeaders, type ResponseAfterPhase } from './lean-response-phase.js';
+import { applyResponsePhase, type ResponseAfterPhase } from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { BodyHolder } from './http-policy-body.js';
 import type { HttpRelayContext, LeanRouting } from './http-relay.js';
@@ -306,19 +306,14 @@ export class H2Exchange {
       this.answerHead(response, rest, undefined);
       return;
     }
-    const after = leanResponseHeaders(phase, response.status, response.raw);
-    if (!(after instanceof Promise)) {
-      this.afterResponsePhase(response, rest, after);
-      return;
-    }
-    // Its decision waits (http-request): the body waits in the tunnel stream meanwhile.
-    const stream = this.stream!;
-    stream.pause();
-    void after.then((settled) => {
-      if (this.finished) return;
-      this.afterResponsePhase(response, rest, settled);
-      if (!this.finished) stream.resume();
-    });
+    applyResponsePhase(
+      phase,
+      response.status,
+      response.raw,
+      this.stream!,
+      (after) => this.afterResponsePhase(response, rest, after),
+      { over: () => this.finished, holds: () => !this.finished },
+    );
   }
 
   private afterResponsePhase(

@@ -4,7 +4,7 @@
  * there (forward-internal), nearest first, each on the headers the one before left. Used alike by
  * HTTP/1.1 (response-relay.ts), HTTP/2 (h2-exchange.ts) and HTTP/2 calls (h2-call.ts).
  */
-import type { Transform } from 'node:stream';
+import type { Readable, Transform } from 'node:stream';
 import { fieldProblem, headersProblem } from '../../../core/http-wire.js';
 import type {
   ConnInput,
@@ -66,6 +66,34 @@ function thenNext(
       ? { headers: o.headers, transforms: [...after.transforms, ...o.transforms] }
       : o;
   return outer instanceof Promise ? outer.then(joined) : joined(outer);
+}
+
+/**
+ * {@link leanResponseHeaders} for a response whose body waits in `body` (a tunnel or service
+ * stream): `apply` gets the outcome at once, or, while a decision waits (an http-request call),
+ * once it is made, the body held back meanwhile and flowing again after `apply` if the exchange
+ * still `holds()` the stream. An exchange `over()` by then (its client left) gets nothing.
+ * @example applyResponsePhase(phase, status, raw, stream, (after) => answer(after), exchangeState);
+ */
+export function applyResponsePhase(
+  phase: ResponsePhase,
+  status: number,
+  raw: string[],
+  body: Pick<Readable, 'pause' | 'resume'>,
+  apply: (after: ResponseAfterPhase) => void,
+  state: { over(): boolean; holds(): boolean },
+): void {
+  const after = leanResponseHeaders(phase, status, raw);
+  if (!(after instanceof Promise)) {
+    apply(after);
+    return;
+  }
+  body.pause();
+  void after.then((settled) => {
+    if (state.over()) return;
+    apply(settled);
+    if (state.holds()) body.resume();
+  });
 }
 
 /** One endpoint's on_http_response, as {@link leanResponseHeaders} says. */

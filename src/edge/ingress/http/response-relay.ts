@@ -21,7 +21,7 @@ import {
 } from './exchange.js';
 import { ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
-import { leanResponseHeaders, type ResponseAfterPhase } from './lean-response-phase.js';
+import { applyResponsePhase, type ResponseAfterPhase } from './lean-response-phase.js';
 import { POLICY_FAILED, rawPolicyFailure } from './http-policy-writes.js';
 import type { ResponseHead } from './response-head.js';
 import { BodyTransforms } from './body-transforms.js';
@@ -97,19 +97,15 @@ export abstract class ResponseRelay extends ConnectionStream {
     }
     // on_http_response, on the head (http-policy-lean.ts): its header changes, its answer, or it
     // fails closed.
-    const after = leanResponseHeaders(phase, response.status, response.raw);
-    if (!(after instanceof Promise)) {
-      this.afterResponsePhase(exchange, response, rest, after);
-      return;
-    }
-    // Its decision waits (http-request): the body waits in the stream meanwhile.
     const stream = this.stream!;
-    stream.pause();
-    void after.then((settled) => {
-      if (this.exchange !== exchange) return;
-      this.afterResponsePhase(exchange, response, rest, settled);
-      if (this.stream === stream) stream.resume();
-    });
+    applyResponsePhase(
+      phase,
+      response.status,
+      response.raw,
+      stream,
+      (after) => this.afterResponsePhase(exchange, response, rest, after),
+      { over: () => this.exchange !== exchange, holds: () => this.stream === stream },
+    );
   }
 
   private afterResponsePhase(
