@@ -41,13 +41,13 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import tls from 'node:tls';
-import ngrok from '@ngrok/ngrok';
 import type { Session } from '../src/sdk/index.js';
 import { REPO_ROOT } from '../test/support/server-process.js';
 import { startEdgeServer, type EdgeServer } from './edge-process.js';
 import { fmt, machine, markdownTable, mib } from './report.js';
 import { exitOnSignals, RoleProcesses } from './support/roles.js';
 import { connectAgent, edgeAddress, type EdgeAddress } from './support/sdk-agent.js';
+import { connectNgrok } from './support/ngrok-agent.js';
 
 const SIZES = (process.env.SIZES ?? '500,1000,2000').split(',').map(Number);
 const CONNS = (process.env.CONNS ?? '1000,2500,5000').split(',').filter(Boolean).map(Number);
@@ -99,11 +99,7 @@ function bindSourceAddress(address: string): void {
 /** One agent session with an HTTP endpoint (unless TUNNELS=0); close() ends it. */
 async function openAgent(spec: EdgeAddress): Promise<() => Promise<void>> {
   if (AGENT === 'ngrok') {
-    const session = await new ngrok.SessionBuilder()
-      .serverAddr(spec.serverAddr)
-      .caCert(readFileSync(spec.caFile))
-      .authtoken(spec.token)
-      .connect();
+    const session = await connectNgrok(spec);
     if (TUNNELS) await session.httpEndpoint().scheme('HTTP').listenAndForward('http://127.0.0.1:9');
     return () => session.close();
   }

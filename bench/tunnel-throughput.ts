@@ -17,10 +17,9 @@
  * PROFILE=1 runs the server under `node --cpu-prof` and prints where its time went.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import ngrok from '@ngrok/ngrok';
 import { formatSummary, summarizeProfile } from './cpu-profile.js';
 import { processCpuMs, startEdgeServer, type EdgeServer } from './edge-process.js';
 import { fmt, machine, markdownTable, memoryRow, mib } from './report.js';
@@ -28,6 +27,7 @@ import { MIB, startBulkService, tcpBulk, type ServicePorts } from './support/bul
 import { bestOf } from './support/load.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './support/roles.js';
 import { connectAgent, edgeAddress, type EdgeAddress } from './support/sdk-agent.js';
+import { connectNgrok } from './support/ngrok-agent.js';
 
 const MB = 1_000_000;
 const DURATION = Number(process.env.DURATION ?? 5);
@@ -63,11 +63,7 @@ interface AgentSpec extends EdgeAddress {
 }
 
 async function serveNgrok(spec: AgentSpec): Promise<void> {
-  const session = await new ngrok.SessionBuilder()
-    .serverAddr(spec.serverAddr)
-    .caCert(readFileSync(spec.caFile))
-    .authtoken(spec.token)
-    .connect();
+  const session = await connectNgrok(spec);
   const web = await session
     .httpEndpoint()
     .scheme('HTTP')

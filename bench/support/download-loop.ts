@@ -13,12 +13,12 @@
  * loop, for `perf record -p`.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
-import ngrok from '@ngrok/ngrok';
+
 import { processCpuMs, startEdgeServer } from '../edge-process.js';
 import { startBulkService, type ServicePorts } from './bulk.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './roles.js';
 import { connectAgent, edgeAddress, type EdgeAddress } from './sdk-agent.js';
+import { connectNgrok } from './ngrok-agent.js';
 
 const roles = new RoleProcesses(import.meta.url);
 const AGENT = process.env.AGENT ?? 'sdk';
@@ -89,11 +89,7 @@ async function serveSdk(spec: Spec): Promise<void> {
 }
 
 async function serveNgrok(spec: Spec): Promise<void> {
-  const session = await new ngrok.SessionBuilder()
-    .serverAddr(spec.serverAddr)
-    .caCert(readFileSync(spec.caFile))
-    .authtoken(spec.token)
-    .connect();
+  const session = await connectNgrok(spec);
   const web = await session
     .httpEndpoint()
     .scheme('HTTP')
