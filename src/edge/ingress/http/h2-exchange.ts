@@ -20,7 +20,13 @@ import {
 } from 'node:http2';
 import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
 import { startSpan } from '../../metrics/trace-context.js';
-import { failureDetail, grpcRefusal, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
+import {
+  answerContent,
+  failureDetail,
+  grpcRefusal,
+  INGRESS_ERRORS,
+  type IngressError,
+} from '../error-pages.js';
 import { isGrpc, respondGrpcH2 } from '../grpc-answers.js';
 import type { RespondDecision } from '../../../policy/index.js';
 import { H2Call } from './h2-call.js';
@@ -105,9 +111,17 @@ export function serveH2(ctx: HttpRelayContext, upstreams: H2Upstreams, request: 
     grpc && answer.status >= 300
       ? grpcAnswer(req.stream, answer)
       : respondH2(req.stream, answer, head);
+  if (!grpc || answer.status < 300) captureAnswer(exchange, answer);
   exchange.count(answer.status, (performance.now() - exchange.started) / 1000);
   if (exchange.state) ctx.connections.countBytes(exchange.state);
   exchange.done?.(answer.status, raw);
+}
+
+/** The inspector's copy of the body of an answer the edge wrote in place of the service's. */
+function captureAnswer(exchange: Exchange, answer: Parameters<typeof answerContent>[0]): void {
+  const bodies = exchange.bodies;
+  if (!bodies || exchange.head.method === 'HEAD') return;
+  bodies.response.add(Buffer.from(answerContent(answer, exchange.head.accept).body));
 }
 
 /** A policy's refusal (deny, basic-auth, jwt-validation, rate-limit…) as a gRPC client reads one. */
@@ -549,6 +563,7 @@ export class H2Exchange {
     exchange.answered = true;
     exchange.count(answer.status);
     const raw = respondH2(this.h2, answer, exchange.head);
+    captureAnswer(exchange, answer);
     exchange.done?.(answer.status, raw);
   }
 

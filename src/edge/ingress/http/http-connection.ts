@@ -258,6 +258,7 @@ export class HttpConnection extends ResponseRelay {
     // A gRPC client reads a refusal as a status; it is counted as the refusal it is.
     const grpc = d.status >= 300 && isGrpc(head.contentType);
     const written = this.writeAnswer(head, grpc ? grpcAnswerOnHttp1({ answer: d }) : d);
+    exchange.bodies?.response.add(Buffer.from(written.body));
     exchange.count(d.status, (performance.now() - exchange.started) / 1000);
     if (exchange.state) this.ctx.connections.countBytes(exchange.state);
     exchange.done?.(d.status, written.raw);
@@ -299,7 +300,7 @@ export class HttpConnection extends ResponseRelay {
     head: RequestHead,
     answer: Pick<RespondDecision, 'status' | 'headers' | 'body' | 'refusal'>,
     closing = false,
-  ): { raw: string[]; close: boolean } {
+  ): { raw: string[]; body: string; close: boolean } {
     // After a refused upgrade the client's next bytes may be anything (its new protocol's).
     const close =
       closing ||
@@ -317,7 +318,7 @@ export class HttpConnection extends ResponseRelay {
     });
     this.socket.write(bytes.head, 'latin1');
     if (bytes.body !== '') this.socket.write(bytes.body);
-    return { raw: bytes.raw, close };
+    return { raw: bytes.raw, body: bytes.body, close };
   }
 
   /** After an answer: close, or read the next request. */

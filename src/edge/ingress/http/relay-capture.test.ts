@@ -11,6 +11,7 @@ import http2, { type Http2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
+  httpRequest,
   startHttpUpstream,
   startTestIngress,
   type LocalServer,
@@ -168,6 +169,47 @@ on_http_response:
     const record = await recordOf(host);
     expect(record.requestBody?.bytes.toString()).toBe('abcdef');
     expect(record.responseBody?.bytes.toString()).toBe('you sent: abcdef');
+  });
+
+  it("keeps the body of an answer the edge wrote in place of the service's, on both wires", async () => {
+    const policy = `
+on_http_request:
+  - expressions: ["req.url.path == '/deny'"]
+    actions: [{type: custom-response, config: {status_code: 403, body: "not for you"}}]
+on_http_response:
+  - expressions: ["req.url.path == '/swap'"]
+    actions: [{type: custom-response, config: {status_code: 503, body: "swapped"}}]
+`;
+    const host = endpoints.publicEndpoint('http', service.port, policy).hostname!;
+    log.setCapture(host, true);
+    for (const [path, status, body] of [
+      ['/deny', 403, 'not for you'],
+      ['/swap', 503, 'swapped'],
+    ] as const) {
+      const reply = await httpRequest(t.httpPort, { host, path });
+      expect([reply.status, reply.body]).toEqual([status, body]);
+      expect((await recordOf(host)).responseBody?.bytes.toString()).toBe(body);
+    }
+    const session = http2.connect(`https://127.0.0.1:${t.httpsPort}`, {
+      ca: t.ca.certPem,
+      servername: host,
+    });
+    try {
+      for (const [path, body] of [
+        ['/deny', 'not for you'],
+        ['/swap', 'swapped'],
+      ] as const) {
+        await new Promise<void>((resolve, reject) => {
+          const stream = session.request({ ':path': path, ':authority': host });
+          stream.resume();
+          stream.on('end', resolve);
+          stream.on('error', reject);
+        });
+        expect((await recordOf(host)).responseBody?.bytes.toString()).toBe(body);
+      }
+    } finally {
+      session.close();
+    }
   });
 
   it('captures both bodies of an HTTP/2 exchange', async () => {

@@ -325,6 +325,8 @@ export abstract class ResponseRelay extends ConnectionStream {
       http10: head.minor === 0,
     });
     exchange.count(answer.status);
+    // The inspector keeps the answer the client got in place of the service's.
+    exchange.bodies?.response.add(Buffer.from(bytes.body));
     exchange.done?.(answer.status, bytes.raw);
     this.exchange = undefined;
     this.phase = Phase.Closed;
