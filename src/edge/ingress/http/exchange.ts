@@ -6,7 +6,9 @@
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
 import type { ConnectionState, PublicConnections } from './http-connections.js';
 import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
-import { forwardedHeaders } from './http-forwarding.js';
+import { forwardedHeaders, rewrittenHost } from './http-forwarding.js';
+import { h2RequestHeaders, upstreamScheme } from './h2-upstream.js';
+import type { OutgoingHttpHeaders } from 'node:http2';
 import type { LeanPolicyRun } from './http-policy-lean.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import type { SpanContext } from '../../metrics/trace-context.js';
@@ -331,6 +333,23 @@ export function agentRequestHeaders(
     { proto, clientIp, host, span, upgrade: head.upgrade },
   );
   return policy ? applyToRawHeaders(forwarded, policy.requestHeaders, REQUEST_OWNED) : forwarded;
+}
+
+/**
+ * The HTTP/2 headers `exchange` goes on with to a service bound with app protocol `http2`
+ * (h2-call.ts, h2-bridge.ts): {@link agentRequestHeaders}, to the target the policy left.
+ * @example upstreams.request(tunnel, socket, info, h2CallHeaders(exchange, 'https', ip), false)
+ */
+export function h2CallHeaders(
+  exchange: Exchange,
+  proto: 'http' | 'https',
+  clientIp: string,
+): OutgoingHttpHeaders {
+  const { tunnel, sent, policy } = exchange;
+  const host = rewrittenHost(tunnel);
+  const raw = agentRequestHeaders(sent, proto, clientIp, host, policy, exchange.span);
+  const target = policy?.target ?? sent.target;
+  return h2RequestHeaders(sent.method, target, upstreamScheme(tunnel), raw);
 }
 
 /** `raw` without its Content-Length. */

@@ -1,7 +1,8 @@
 /**
  * The tunnel stream of an HTTP/1.1 request to an endpoint bound with app protocol `http2` (a gRPC
- * or h2c service): the relay writes the request to it as it writes one to any agent (an HTTP/1.1
- * head, then the body framed as the client framed it) and reads an HTTP/1.1 response from it,
+ * or h2c service): the relay starts the call with the request's headers (`start`, in place of the
+ * HTTP/1.1 head it writes to an agent), writes the body framed as the client framed it, and reads
+ * an HTTP/1.1 response from it,
  * while the service gets an HTTP/2 call on the public connection's session to it (h2-upstream.ts
  * H2Upstreams, as h2-call.ts's calls do). Its answer comes back as HTTP/1.1: status and headers,
  * the data chunked, the trailers as the chunked body's. So the relay's one pipeline (routing,
@@ -11,17 +12,17 @@
  * the exchange instead of keeping it for the next one.
  */
 import { STATUS_CODES } from 'node:http';
-import { constants, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
+import {
+  constants,
+  type ClientHttp2Stream,
+  type IncomingHttpHeaders,
+  type OutgoingHttpHeaders,
+} from 'node:http2';
 import { Duplex } from 'node:stream';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
-import { HeadScanner } from './head-syntax.js';
-import { CONNECTION_SPECIFIC, h2RequestHeaders, rawOf, upstreamScheme } from './h2-upstream.js';
+import { CONNECTION_SPECIFIC, rawOf } from './h2-upstream.js';
 import type { H2Upstreams } from './h2-upstream.js';
-import { parseRequestHead } from './request-head.js';
-
-/** The most a request head written by the relay may take (it wrote it: a generous bound). */
-const MAX_HEAD = 1024 * 1024;
 
 /** The end of the request body, for {@link H2Bridge.send}. */
 const END = Buffer.alloc(0);
@@ -34,13 +35,9 @@ function bodiless(status: number, method: string): boolean {
 /**
  * @example
  * const stream = new H2Bridge(upstreams, tunnel, publicSocket, proxyInfo);
- * stream.write(agentRequestHead(head, 'https', ip), 'latin1'); // then read an HTTP/1.1 response
+ * stream.start(h2CallHeaders(exchange, 'https', ip), exchange.sent); // then read HTTP/1.1
  */
 export class H2Bridge extends Duplex {
-  /** The head's bytes so far, while it is incomplete. */
-  private headBytes: Buffer | undefined;
-  private headRead = false;
-  private readonly scanner = new HeadScanner();
   private method = 'GET';
   /** The request's HTTP/1.x minor version: an HTTP/1.0 client reads no chunks. */
   private minor = 1;
@@ -69,64 +66,45 @@ export class H2Bridge extends Duplex {
     super({ allowHalfOpen: true });
   }
 
-  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: () => void): void {
-    if (!this.headRead) {
-      if (!this.takeHead(chunk)) {
-        callback();
-        return;
-      }
-    } else {
-      this.requestBody(chunk);
-    }
-    const upstream = this.upstream;
-    // Until the call is open, the relay's next write waits: the body is not piled up meanwhile.
-    if (!upstream && !this.destroyed) this.whenOpen = callback;
-    else if (upstream?.writableNeedDrain) upstream.once('drain', callback);
-    else callback();
-  }
-
-  /** Read the request head (the relay writes it whole, but it may come in parts); true once read. */
-  private takeHead(chunk: Buffer): boolean {
-    const buf = this.headBytes ? Buffer.concat([this.headBytes, chunk]) : chunk;
-    const end = this.scanner.scan(buf);
-    if (typeof end === 'string' || (end < 0 && buf.length > MAX_HEAD)) {
-      this.destroy(new Error('the request head could not be read for HTTP/2'));
-      return false;
-    }
-    if (end < 0) {
-      this.headBytes = buf;
-      return false;
-    }
-    this.headBytes = undefined;
-    this.headRead = true;
-    const head = parseRequestHead(buf.toString('latin1', 0, end), { maxHeaderBytes: MAX_HEAD });
-    if ('status' in head) {
-      this.destroy(new Error(`the request head could not be read for HTTP/2: ${head.reason}`));
-      return false;
-    }
-    this.method = head.method;
-    this.minor = head.minor;
-    if (head.chunked) {
+  /**
+   * Open the call for the request the relay sends on this stream: its HTTP/2 headers
+   * (exchange.ts h2CallHeaders), and how the body the relay then writes is framed (as the client
+   * framed it, or chunked when a policy rewrites it).
+   */
+  start(
+    headers: OutgoingHttpHeaders,
+    request: {
+      method: string;
+      minor: number;
+      chunked: boolean;
+      contentLength?: number | undefined;
+    },
+  ): void {
+    this.method = request.method;
+    this.minor = request.minor;
+    if (request.chunked) {
       this.body = new ChunkedFramer({
         data: (bytes) => this.send(bytes),
         trailer: () => undefined,
       });
-    } else if (head.contentLength) {
-      this.body = new LengthFramer(head.contentLength);
+    } else if (request.contentLength) {
+      this.body = new LengthFramer(request.contentLength);
     }
-    const headers = h2RequestHeaders(
-      head.method,
-      head.target,
-      upstreamScheme(this.tunnel),
-      head.raw,
-    );
     const endStream = this.body === undefined;
     this.upstreams.request(this.tunnel, this.connection, this.info, headers, endStream).then(
       (upstream) => this.adopt(upstream),
       (err: Error) => this.destroy(err),
     );
-    if (end < buf.length) this.requestBody(buf.subarray(end));
-    return true;
+  }
+
+  /** Body bytes from the relay, framed as {@link start} said. */
+  override _write(chunk: Buffer, _encoding: BufferEncoding, callback: () => void): void {
+    this.requestBody(chunk);
+    const upstream = this.upstream;
+    // Until the call is open, the relay's next write waits: the body is not piled up meanwhile.
+    if (!upstream && !this.destroyed) this.whenOpen = callback;
+    else if (upstream?.writableNeedDrain) upstream.once('drain', callback);
+    else callback();
   }
 
   private requestBody(chunk: Buffer): void {

@@ -312,6 +312,19 @@ describe('HTTP/1.1 requests to an http2 service on the relay (h2-bridge.ts)', ()
     expect(fullPath).not.toHaveBeenCalled();
   });
 
+  it('sends a body request-body-find-replace rewrites, its length gone, as the HTTP/2 call’s', async () => {
+    const host = h2Endpoint(
+      'on_http_request: [{actions: [{type: request-body-find-replace, config: {replacements: [{from: "a", to: "bb"}]}}]}]',
+    );
+    const reply = await exchange(
+      `POST /unary HTTP/1.1\r\nHost: ${host}\r\nContent-Type: text/plain\r\n` +
+        `Content-Length: 3\r\nConnection: close\r\n\r\naaa`,
+    );
+    // 3 bytes in, each doubled: the service counts 6.
+    expect(reply).toMatch(/^HTTP\/1\.1 200 [\s\S]*\r\n5\r\ngot 6\r\n0\r\n/);
+    expect(fullPath).not.toHaveBeenCalled();
+  });
+
   it('answers an HTTP/1.1 gRPC client’s refusal and a name nobody serves with gRPC statuses', async () => {
     const host = h2Endpoint(POLICY);
     const call1 = (name: string, close = false): string =>

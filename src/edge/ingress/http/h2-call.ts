@@ -14,10 +14,10 @@ import { failureDetail, INGRESS_ERRORS, type IngressError } from '../error-pages
 import { proxyInfoOf } from '../../registry/connect-tunnel.js';
 import { BodyTransforms, rewriter } from './body-transforms.js';
 import type { BodyRewrite } from '../../../policy/index.js';
-import { agentRequestHeaders, type Exchange } from './exchange.js';
-import { h2RequestHeaders, rawOf, upstreamScheme, type H2Upstreams } from './h2-upstream.js';
+import { h2CallHeaders, type Exchange } from './exchange.js';
+import { rawOf, type H2Upstreams } from './h2-upstream.js';
 import { h2Headers, respondH2, respondPageH2 } from './h2-head.js';
-import { rewrittenHost, routingHost } from './http-forwarding.js';
+import { routingHost } from './http-forwarding.js';
 import { applyResponsePhase, type ResponseAfterPhase } from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { HttpRelayContext } from './http-relay.js';
@@ -53,19 +53,8 @@ export class H2Call {
   start(): void {
     const { exchange, h2 } = this;
     h2.once('close', this.onClientClose);
-    const { tunnel, sent } = exchange;
-    const policy = exchange.policy;
-    const raw = agentRequestHeaders(
-      sent,
-      this.proto,
-      this.ip,
-      rewrittenHost(tunnel),
-      policy,
-      exchange.span,
-    );
-    const scheme = upstreamScheme(tunnel);
-    const target = policy?.target ?? sent.target;
-    const headers = h2RequestHeaders(sent.method, target, scheme, raw);
+    const tunnel = exchange.tunnel;
+    const headers = h2CallHeaders(exchange, this.proto, this.ip);
     const info = proxyInfoOf(this.socket, this.proto, false);
     exchange.sentAt = performance.now();
     this.upstreams.request(tunnel, this.socket, info, headers, h2.endAfterHeaders).then(

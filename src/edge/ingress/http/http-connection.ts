@@ -13,7 +13,14 @@
  * (connection-stream.ts).
  */
 import type { Duplex } from 'node:stream';
-import { agentRequestHead, beginExchange, requestFramer, type Exchange } from './exchange.js';
+import {
+  agentRequestHead,
+  beginExchange,
+  h2CallHeaders,
+  requestFramer,
+  type Exchange,
+} from './exchange.js';
+import { H2Bridge } from './h2-bridge.js';
 import { concat, Phase } from './connection-stream.js';
 import { HeadScanner, type HeadError } from './head-syntax.js';
 import { rewrittenHost, routingHost } from './http-forwarding.js';
@@ -429,10 +436,21 @@ export class HttpConnection extends ResponseRelay {
   protected send(exchange: Exchange): void {
     const stream = this.stream!;
     exchange.sentAt = performance.now();
-    const host = rewrittenHost(exchange.tunnel);
-    const { policy, span } = exchange;
-    const head = agentRequestHead(exchange.sent, this.proto, this.ip, host, policy, span);
-    stream.write(head, 'latin1');
+    const { policy, span, sent } = exchange;
+    if (stream instanceof H2Bridge) {
+      // A service that speaks HTTP/2: the call opens with the request's headers; a body a policy
+      // rewrites goes chunked (rewriteRequestBody), any other as the client framed it.
+      const chunked = sent.chunked || (policy?.bodyRewrite !== undefined && !!sent.contentLength);
+      const framing = { method: sent.method, minor: sent.minor, chunked };
+      stream.start(h2CallHeaders(exchange, this.proto, this.ip), {
+        ...framing,
+        contentLength: chunked ? undefined : sent.contentLength,
+      });
+    } else {
+      const host = rewrittenHost(exchange.tunnel);
+      const head = agentRequestHead(sent, this.proto, this.ip, host, policy, span);
+      stream.write(head, 'latin1');
+    }
     const rest = this.buffered;
     this.buffered = undefined;
     if (exchange.requestBody) {
