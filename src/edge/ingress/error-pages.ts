@@ -177,11 +177,25 @@ export function grpcAnswerOnHttp1(
     const { message, headers } = grpcRefusal(of.answer);
     return grpcHttp1Answer(of.answer.status, message, headers);
   }
-  const { error, host, detail } = of;
-  const message = errorMessage(error, host, detail);
-  // No endpoint, or its agent unreachable: for a gRPC client the service is unavailable.
-  const headers = { [ERROR_CODE_HEADER]: error.code };
-  return grpcHttp1Answer(error.status, message, headers, pageGrpcStatus(error.status));
+  const page = grpcPage(of.error, of.host, of.detail);
+  return grpcHttp1Answer(of.error.status, page.message, page.headers, page.grpcStatus);
+}
+
+/**
+ * What a gRPC client is told in place of the edge's page `error`: its message, the edge's code,
+ * and the gRPC status (no endpoint, or its agent unreachable: the service is unavailable).
+ * @example const { message, headers, grpcStatus } = grpcPage(INGRESS_ERRORS.tunnelNotFound, host);
+ */
+export function grpcPage(
+  error: IngressError,
+  host: string,
+  detail?: string,
+): { message: string; headers: Record<string, string>; grpcStatus: number } {
+  return {
+    message: errorMessage(error, host, detail),
+    headers: { [ERROR_CODE_HEADER]: error.code },
+    grpcStatus: pageGrpcStatus(error.status),
+  };
 }
 
 /**
@@ -196,11 +210,9 @@ export function sendErrorPage(
   host: string,
   detail?: string,
 ): void {
-  const message = errorMessage(error, host, detail);
   if (isGrpc(req.headers['content-type'])) {
-    // No endpoint, or its agent unreachable: for a gRPC client the service is unavailable.
-    const status = pageGrpcStatus(error.status);
-    writeGrpcStatus(res, error.status, message, { [ERROR_CODE_HEADER]: error.code }, status);
+    const page = grpcPage(error, host, detail);
+    writeGrpcStatus(res, error.status, page.message, page.headers, page.grpcStatus);
     return;
   }
   const page = errorPage(error, host, req.headers.accept, detail);

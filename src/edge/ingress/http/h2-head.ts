@@ -5,14 +5,8 @@
  */
 import type { Http2ServerRequest, OutgoingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { readRequestTarget } from '../../../core/request-target.js';
-import {
-  answerContent,
-  ERROR_CODE_HEADER,
-  errorMessage,
-  errorPage,
-  type IngressError,
-} from '../error-pages.js';
-import { isGrpc, pageGrpcStatus, respondGrpcH2 } from '../grpc-answers.js';
+import { answerContent, errorPage, grpcPage, type IngressError } from '../error-pages.js';
+import { isGrpc, respondGrpcH2 } from '../grpc-answers.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseHead } from './response-head.js';
 import { CONNECTION_SPECIFIC } from './h2-upstream.js';
@@ -148,7 +142,6 @@ export function respondPageH2(
 ): string[] {
   if (!isGrpc(head.contentType))
     return respondH2(stream, errorPage(error, host, head.accept, detail), head);
-  const message = errorMessage(error, host, detail);
-  const code = pageGrpcStatus(error.status);
-  return respondGrpcH2(stream, error.status, message, { [ERROR_CODE_HEADER]: error.code }, code);
+  const page = grpcPage(error, host, detail);
+  return respondGrpcH2(stream, error.status, page.message, page.headers, page.grpcStatus);
 }
