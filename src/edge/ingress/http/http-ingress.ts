@@ -64,9 +64,6 @@ const NO_VIA: readonly OnlineTunnel[] = [];
 /** A step of the walk that moved on to the next endpoint (forward-internal). */
 const CONTINUE = Symbol('continue');
 
-/** A request no endpoint forwarded on its way: nothing kept for its response. */
-const NO_FORWARDERS: readonly ForwarderRun[] = [];
-
 /** Where the relay's walk of one request stands: the endpoint it is at and how it got there. */
 interface LeanWalk {
   /** The request as the policies walked so far left it (forward-internal after changes). */
@@ -331,7 +328,7 @@ export class HttpIngress {
         return { tunnel, via: walk.via ?? NO_VIA, answer: page };
       }
       // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
-      const run = withForwarders(ownRun(verdict), walk.forwarders ?? NO_FORWARDERS);
+      const run = withForwarders(ownRun(verdict), walk.forwarders);
       const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
       // A service that speaks HTTP/2 (app protocol `http2`) gets an HTTP/2 client's call as a
       // call (h2-call.ts), an HTTP/1.x request through an H2Bridge (h2-bridge.ts), where an

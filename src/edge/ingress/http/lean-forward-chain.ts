@@ -34,9 +34,9 @@ export function ownRun(verdict: LeanVerdict): LeanPolicyRun | undefined {
  */
 export function withForwarders(
   run: LeanPolicyRun | undefined,
-  forwarders: readonly ForwarderRun[],
+  forwarders: readonly ForwarderRun[] | undefined,
 ): LeanPolicyRun | undefined {
-  if (forwarders.length === 0) return run;
+  if (!forwarders?.length) return run;
   let outer: ResponsePhase | undefined;
   const observers = [...(run?.observers ?? [])];
   // The body goes through the rewrites in the order the endpoints saw the request: the first's first.
