@@ -49,6 +49,15 @@ const POLICY = {
       expressions: ["req.url.path == '/add'"],
       actions: [{ type: 'add-headers', config: { headers: { 'x-response-added': 'also' } } }],
     },
+    {
+      // A refusal in the response phase replaces the service's answer with the edge's page.
+      expressions: ["req.url.path == '/restricted'"],
+      actions: [{ type: 'restrict-ips', config: { deny: ['127.0.0.0/8', '::1/128'] } }],
+    },
+    {
+      expressions: ["req.url.path == '/office'"],
+      actions: [{ type: 'restrict-ips', config: { allow: ['127.0.0.0/8', '::1/128'] } }],
+    },
   ],
 };
 
@@ -79,6 +88,19 @@ const TABLE: Case[] = [
   { name: 'custom-response', path: '/custom', status: 203, body: /^made at the edge$/ },
   { name: 'url-rewrite', path: '/old', status: 200, body: /^GET \/new/ },
   { name: 'redirect', path: '/moved', status: 301, header: ['location', /\/elsewhere$/] },
+  {
+    name: 'restrict-ips in on_http_response refuses',
+    path: '/restricted',
+    status: 403,
+    body: /Your address may not reach this endpoint/,
+    header: ['burrow-error-code', /^ERR_BURROW_IP_RESTRICTED$/],
+  },
+  {
+    name: 'restrict-ips in on_http_response lets in',
+    path: '/office',
+    status: 200,
+    body: /^GET \/office/,
+  },
   { name: 'basic-auth refuses', path: '/auth', status: 401, header: ['www-authenticate', /Basic/] },
   { name: 'basic-auth lets in', path: '/auth', args: ['-u', 'ada:lovelace-1843'], status: 200 },
   {

@@ -295,15 +295,3 @@ export function allowLoopbackEgress(): void {
 export function refuseInternalEgress(): void {
   configureEgress({ allow: [] });
 }
-
-/**
- * A policy phase (`on_http_response:` with one rule) that changes nothing but keeps its endpoint
- * on the full path: a response-phase restrict-ips, which the lean relay does not run
- * (http-policy-lean.ts RESPONSE_HEAD_ACTIONS), whose expression never matches. Append it to a
- * policy that has no on_http_response of its own. For tests of what the full path does.
- * @example const policy = `on_http_request:\n  - actions: [{type: log}]\n${FULL_PATH_PHASE}`;
- */
-export const FULL_PATH_PHASE = `on_http_response:
-  - expressions: ["res.status_code == 999"]
-    actions: [{type: restrict-ips, config: {allow: ["0.0.0.0/0"]}}]
-`;

@@ -35,7 +35,13 @@ import type { ResponseHead } from './response-head.js';
 import { switchProtocols } from './protocol-switch.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
 import type { LeanPage, LeanRoute, LeanRouting } from './http-relay.js';
-import { errorPage, grpcAnswerOnHttp1, rawAnswer } from '../error-pages.js';
+import {
+  errorPage,
+  grpcAnswerOnHttp1,
+  INGRESS_ERRORS,
+  rawAnswer,
+  rawText,
+} from '../error-pages.js';
 import { isGrpc } from '../grpc-answers.js';
 import type { RespondDecision } from '../../../policy/index.js';
 
@@ -185,7 +191,8 @@ export class HttpConnection extends ResponseRelay {
     this.scanner.reset();
     const head = parseRequestHead(buf.toString('latin1', 0, end), this.ctx);
     if ('status' in head) {
-      this.refuse(head);
+      if (head.badTarget) this.refuseTarget(head.reason, head.badTarget);
+      else this.refuse(head);
       return;
     }
     const host = routingHost(head.host);
@@ -363,6 +370,19 @@ export class HttpConnection extends ResponseRelay {
     this.phase = Phase.Closed;
     this.parkStream();
     this.socket.end(bareRefusal(error.status));
+  }
+
+  /** Answer a request whose target the edge will not read with its page (which says why), and close. */
+  private refuseTarget(problem: string, head: NonNullable<HeadError['badTarget']>): void {
+    const host = routingHost(head.host) ?? '';
+    const error = INGRESS_ERRORS.badRequestTarget;
+    const page = isGrpc(head.contentType)
+      ? grpcAnswerOnHttp1({ error, host, detail: problem })
+      : errorPage(error, host, head.accept, problem);
+    this.ctx.meters.unrouted.request(error.status);
+    this.phase = Phase.Closed;
+    this.parkStream();
+    this.socket.end(rawText(rawAnswer(page, { close: true, accept: head.accept })));
   }
 
   /** Give the connection to the full HTTP path, with what was read and not served. */

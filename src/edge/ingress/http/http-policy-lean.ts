@@ -89,6 +89,8 @@ const RESPONSE_HEAD_ACTIONS: ReadonlySet<string> = new Set([
   'compress-response',
   'response-body-find-replace',
   'sse-find-replace',
+  // Its refusal replaces the agent's answer, as custom-response's does (the edge's 403 page).
+  'restrict-ips',
 ]);
 
 /** Per compiled policy: whether the relay can run it (computed once, policies are immutable). */

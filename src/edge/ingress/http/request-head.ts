@@ -171,7 +171,10 @@ export function parseRequestHead(text: string, limits: RequestHeadLimits): Reque
     head.chunked = true;
   }
   const read = readRequestTarget(head.method, head.target, head.host);
-  if ('problem' in read) return refuse(400, read.problem);
+  if ('problem' in read) {
+    const { host, accept, contentType } = head;
+    return { status: 400, reason: read.problem, badTarget: { host, accept, contentType } };
+  }
   head.target = read.target;
   if (head.connection !== undefined) {
     for (const token of head.connection.split(',')) {

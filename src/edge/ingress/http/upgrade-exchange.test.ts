@@ -1,7 +1,6 @@
 /**
  * Upgrades judged by the agent's answer, over real sockets: an ingress in front of real services
- * through fake tunnels, on both paths (the lean relay for a policy it runs, the full path,
- * upgrade-exchange.ts, for one that reads request bodies). Only a 101 makes a raw relay
+ * through fake tunnels, with a policy on the endpoint. Only a 101 makes a raw relay
  * (protocol-switch.ts), and the bytes the client sent behind the upgrade reach the service only
  * then; any other answer is an HTTP response and each request after it is read and judged by the
  * policy. A client that leaves while the answer is awaited releases the stream.
@@ -21,21 +20,12 @@ import {
   type PolicyEndpoints,
 } from '../../../../test/support/policy-endpoints.js';
 import { until } from '../../../../test/support/mux.js';
-import { FULL_PATH_PHASE } from '../../../../test/support/policy-fixtures.js';
 
 const DENY_ADMIN = `
 on_http_request:
   - expressions: ["req.url.path.startsWith('/admin')"]
     actions: [{type: deny}]
 `;
-
-/** The same rule, with a phase only the full path runs. */
-const DENY_ADMIN_FULL = `${DENY_ADMIN}${FULL_PATH_PHASE}`;
-
-const PATHS = [
-  { path: 'the lean relay', policy: DENY_ADMIN, released: 'lean' },
-  { path: 'the full path', policy: DENY_ADMIN_FULL, released: 'upgrade' },
-] as const;
 
 let t: TestIngress;
 let endpoints: PolicyEndpoints;
@@ -103,7 +93,9 @@ const statusLines = (text: string): string[] =>
   text.match(/HTTP\/1\.1 \d{3} [^\r\n]*(?=\r\n)/g) ?? [];
 const UPGRADE = 'Connection: Upgrade\r\nUpgrade: anything\r\n';
 
-describe.each(PATHS)('upgrades judged by the answer, on $path', ({ policy, released: path }) => {
+describe('upgrades judged by the answer', () => {
+  const policy = DENY_ADMIN;
+  const path = 'lean';
   it('answers a 200 to an upgrade as HTTP and judges the requests pipelined behind it', async () => {
     const host = endpoints.publicEndpoint('http', plain.port, policy).hostname!;
     const before = received.length;
