@@ -256,6 +256,40 @@ on_http_response:
     }
   });
 
+  it('refuses a target it reads no single way with the page, and CONNECT (Node’s 405); the service sees nothing', async () => {
+    const { hostname } = endpoints.publicEndpoint('http', service.port, POLICY);
+    const host = hostname!;
+    const refused = (): number =>
+      metricValue(t.metrics, 'burrow_http_requests_total', { endpoint: 'none', code: '400' });
+    const before = refused();
+    const session = connect(host);
+    try {
+      for (const path of ['/public%2f..%2fadmin', '/a#frag', '/public\\..\\admin']) {
+        const reply = await request(session, host, path);
+        expect([path, reply.headers[':status']]).toEqual([path, 400]);
+        expect(reply.headers['burrow-error-code']).toBe('ERR_BURROW_BAD_REQUEST_TARGET');
+      }
+      const connectReply = await new Promise<H2Reply>((resolve, reject) => {
+        const stream = session.request({ ':method': 'CONNECT', ':authority': `${host}:443` });
+        let headers: IncomingHttpHeaders = {};
+        let body = '';
+        stream.on('response', (h) => (headers = h));
+        stream.setEncoding('utf8');
+        stream.on('data', (d: string) => (body += d));
+        stream.on('end', () => resolve({ headers, body, trailers: {} }));
+        stream.on('error', reject);
+        stream.end();
+      });
+      expect(connectReply.headers[':status']).toBe(405);
+      // The connection serves on.
+      const after = await request(session, host, '/echo');
+      expect(after.headers[':status']).toBe(200);
+    } finally {
+      session.close();
+    }
+    expect(refused()).toBe(before + 3);
+  });
+
   it('answers 502 (a gRPC status to gRPC) when the service hangs up without answering', async () => {
     // Inspector off (t has none): the page must not hang on the inspector's hook being absent.
     const hangUp = await startTcpUpstream((socket) => socket.once('data', () => socket.end()));

@@ -22,18 +22,28 @@ export const NOT_IN_RESPONSES: ReadonlySet<string> = new Set([
   'host',
 ]);
 
+/** Why an HTTP/2 request cannot be read as the relay reads requests (h2RequestHead). */
+export type H2HeadProblem =
+  /** A target the edge reads no single way (a `:path` it refuses): the edge's page. */
+  | { badTarget: string; asked: Pick<RequestHead, 'method' | 'accept' | 'contentType'> }
+  /** A message RFC 9113 §8.1.1 calls malformed (a `content-length` not a number): reset. */
+  | { malformed: string };
+
 /**
- * The head of an HTTP/2 request as the relay reads an HTTP/1.1 one, or undefined for what only
- * the full path serves (CONNECT, a target or length it refuses, which it answers): Host from
- * `:authority` when the client sent no Host, a body without a length sent on chunked.
- * @example const head = h2RequestHead(req); if (!head) return full();
+ * The head of an HTTP/2 request as the relay reads an HTTP/1.1 one, or why it cannot be read (a
+ * target the edge refuses, a malformed length): Host from `:authority` when the client
+ * sent no Host, a body without a length sent on chunked.
+ * @example const head = h2RequestHead(req); if ('badTarget' in head) refuse(head.badTarget);
  */
-export function h2RequestHead(req: Http2ServerRequest): RequestHead | undefined {
+export function h2RequestHead(req: Http2ServerRequest): RequestHead | H2HeadProblem {
   const headers = req.headers;
   const method = headers[':method'];
   const path = headers[':path'];
-  if (typeof method !== 'string' || typeof path !== 'string' || method === 'CONNECT') {
-    return undefined;
+  const accept = stringOf(headers.accept);
+  const contentType = stringOf(headers['content-type']);
+  if (typeof method !== 'string' || typeof path !== 'string') {
+    // Node's server answers CONNECT itself (405) before a request exists; nghttp2 resets the rest.
+    return { malformed: 'a request without :method or :path' };
   }
   const given = req.rawHeaders;
   const raw: string[] = [];
@@ -47,16 +57,14 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | undefined 
   }
   const length = headers['content-length'];
   if (length !== undefined && (typeof length !== 'string' || !DIGITS.test(length))) {
-    return undefined;
+    return { malformed: 'a content-length that is not a number' };
   }
   // A body without a length is framed as HTTP/1.1 would frame it, and so the policy sees it (as
   // on the full path, h2-ingress.ts asIncoming).
   const chunked = length === undefined && !req.stream.endAfterHeaders;
   if (chunked) raw.push('transfer-encoding', 'chunked');
   const read = readRequestTarget(method, path, host);
-  if ('problem' in read) return undefined;
-  const accept = headers.accept;
-  const contentType = headers['content-type'];
+  if ('problem' in read) return { badTarget: read.problem, asked: { method, accept, contentType } };
   return {
     method,
     target: read.target,
@@ -69,9 +77,13 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | undefined 
     close: false,
     upgrade: false,
     connection: undefined,
-    accept: typeof accept === 'string' ? accept : undefined,
-    contentType: typeof contentType === 'string' ? contentType : undefined,
+    accept,
+    contentType,
   };
+}
+
+function stringOf(value: string | string[] | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined;
 }
 
 /**

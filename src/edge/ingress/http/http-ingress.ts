@@ -30,9 +30,9 @@ import {
   type RawRelayTimeouts,
 } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
-import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
+import { constants, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import { serveH2 } from './h2-exchange.js';
-import { h2RequestHead } from './h2-head.js';
+import { h2RequestHead, respondPageH2 } from './h2-head.js';
 import { H2Ingress, type H2Limits } from './h2-ingress.js';
 import { routingHost } from './http-forwarding.js';
 import { startsH2c } from './http-connection.js';
@@ -371,8 +371,15 @@ export class HttpIngress {
     full: () => void,
   ): void {
     const head = h2RequestHead(req);
-    if (!head) {
-      full();
+    if ('malformed' in head) {
+      req.stream.close(constants.NGHTTP2_PROTOCOL_ERROR);
+      return;
+    }
+    if ('badTarget' in head) {
+      const error = INGRESS_ERRORS.badRequestTarget;
+      const host = routingHost(req.authority) ?? '';
+      respondPageH2(req.stream, error, host, head.asked, head.badTarget);
+      this.relay.context.meters.unrouted.request(error.status);
       return;
     }
     const host = routingHost(head.host) ?? '';
