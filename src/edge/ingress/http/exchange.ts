@@ -362,6 +362,16 @@ function withoutLength(raw: readonly string[]): string[] {
 }
 
 /**
+ * `raw` with its Content-Length replaced by `length` (a body rewritten whole, held-rewrite.ts).
+ * @example withLength(['content-length', '5', 'x', 'y'], 7) // ['x', 'y', 'content-length', '7']
+ */
+export function withLength(raw: readonly string[], length: number): string[] {
+  const out = withoutLength(raw);
+  out.push('content-length', String(length));
+  return out;
+}
+
+/**
  * The response head the public client gets; `close` adds `Connection: close`, and an HTTP/1.0
  * client (`http10`) whose connection stays open is told so with `Connection: keep-alive`.
  * @example socket.write(clientResponseHead(response, false, false), 'latin1')

@@ -1,4 +1,5 @@
 import { once } from 'node:events';
+import { connect } from 'node:net';
 import { request, type IncomingMessage, type ServerResponse } from 'node:http';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -7,12 +8,15 @@ import { validatePolicy } from '../../../policy/index.js';
 import {
   fakeTunnel,
   httpRequest,
+  rawExchange,
   startHttpUpstream,
   startTestIngress,
   type LocalServer,
   type TestIngress,
 } from '../../../../test/support/ingress.js';
 import { withPolicy } from '../../../../test/support/policy.js';
+import { POLICY_BODY_LIMIT, policyBodyBytesHeld } from './http-policy-body.js';
+import { until } from '../../../../test/support/mux.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -35,12 +39,15 @@ function bytesRequest(
 let t: TestIngress;
 let upstream: LocalServer;
 let n = 0;
+/** Requests the upstream got. */
+let served = 0;
 /** Resolved by the SSE test's client when it has seen the first event. */
 let firstEventSeen: Promise<void> = Promise.resolve();
 const GZIPPED = gzipSync('the secret is out');
 
 /** Routes of the upstream: each answers in its own awkward way. */
 function serve(req: IncomingMessage, res: ServerResponse): void {
+  served++;
   const path = req.url ?? '/';
   if (path === '/echo') {
     const chunks: Buffer[] = [];
@@ -246,6 +253,56 @@ on_http_request:
       te: 'chunked',
       length: null,
     });
+  });
+
+  it('rewrites an HTTP/1.0 body whole and sends it on with its new Content-Length', async () => {
+    const host = policied(policy);
+    const body = '{"card": "1234567890123456", "from": "ip=X"}';
+    const reply = await rawExchange(
+      t.httpPort,
+      `POST /echo HTTP/1.0\r\nHost: ${host}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\n\r\n${body}`,
+    );
+    expect(reply).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    const rewritten = '{"card": "****3456", "from": "ip=127.0.0.1"}';
+    expect(JSON.parse(reply.slice(reply.indexOf('\r\n\r\n') + 4))).toEqual({
+      body: rewritten,
+      te: null,
+      length: String(rewritten.length),
+    });
+  });
+
+  it('refuses an HTTP/1.0 body whose rewrite grows over the limit (413); the service gets nothing', async () => {
+    const host = policied(policy);
+    const before = served;
+    const size = POLICY_BODY_LIMIT + 1024;
+    const socket = connect(t.httpPort, '127.0.0.1');
+    socket.on('error', () => undefined);
+    const chunks: Buffer[] = [];
+    socket.on('data', (c: Buffer) => chunks.push(c));
+    socket.write(
+      `POST /echo HTTP/1.0\r\nHost: ${host}\r\nContent-Type: text/plain\r\n` +
+        `Content-Length: ${size}\r\n\r\n`,
+    );
+    socket.end(Buffer.alloc(size, 0x61));
+    await once(socket, 'close');
+    expect(Buffer.concat(chunks).toString('latin1')).toMatch(/^HTTP\/1\.1 413 /);
+    expect(served).toBe(before);
+  });
+
+  it('gives a held HTTP/1.0 body back to the budget when the client leaves mid-body', async () => {
+    const host = policied(policy);
+    const held = policyBodyBytesHeld();
+    const socket = connect(t.httpPort, '127.0.0.1');
+    socket.on('error', () => undefined);
+    socket.write(
+      `POST /echo HTTP/1.0\r\nHost: ${host}\r\nContent-Type: text/plain\r\n` +
+        `Content-Length: ${1024 * 1024}\r\n\r\n`,
+    );
+    socket.write(Buffer.alloc(512 * 1024, 0x61));
+    await until(() => policyBodyBytesHeld() > held);
+    socket.destroy();
+    await until(() => policyBodyBytesHeld() === held);
   });
 
   it('leaves a body that is not text alone', async () => {

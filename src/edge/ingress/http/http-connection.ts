@@ -18,6 +18,7 @@ import {
   beginExchange,
   h2CallHeaders,
   requestFramer,
+  withLength,
   type Exchange,
 } from './exchange.js';
 import { H2Bridge } from './h2-bridge.js';
@@ -30,6 +31,7 @@ import { ResponseRelay } from './response-relay.js';
 import { ChunkedFramer } from './body-framing.js';
 import { BodyPeek, NO_BODY, type PolicyBodySource } from './body-peek.js';
 import { BodyTransforms, rewriter } from './body-transforms.js';
+import { HeldRewrite } from './held-rewrite.js';
 import type { BodyRewrite } from '../../../policy/index.js';
 import type { ResponseHead } from './response-head.js';
 import { switchProtocols } from './protocol-switch.js';
@@ -79,6 +81,8 @@ export class HttpConnection extends ResponseRelay {
   private headTimer: NodeJS.Timeout | undefined;
   /** The body of the request being routed, while its policy reads it (body-peek.ts). */
   private peek: BodyPeek | undefined;
+  /** An HTTP/1.0 request's rewritten body, held until its length is known (held-rewrite.ts). */
+  private heldRewrite: HeldRewrite | undefined;
 
   start(): void {
     const socket = this.socket;
@@ -149,6 +153,7 @@ export class HttpConnection extends ResponseRelay {
     this.phase = Phase.Closed;
     clearTimeout(this.headTimer);
     this.peek?.fail(new Error('the client left'));
+    this.dropHeldRewrite();
     const exchange = this.exchange;
     if (exchange) {
       exchange.transforms?.destroy();
@@ -466,6 +471,25 @@ export class HttpConnection extends ResponseRelay {
         ...framing,
         contentLength: chunked ? undefined : sent.contentLength,
       });
+    } else if (sent.minor === 0 && policy?.bodyRewrite && exchange.requestBody) {
+      // HTTP/1.0 has no chunked coding: the head goes with the rewritten body's length.
+      this.heldRewrite = new HeldRewrite(
+        (body) => {
+          const head = { ...sent, raw: withLength(sent.raw, body.length) };
+          const { requestHeaders, target } = policy;
+          const host = rewrittenHost(exchange.tunnel);
+          stream.write(
+            agentRequestHead(head, this.proto, this.ip, host, { requestHeaders, target }, span),
+            'latin1',
+          );
+          stream.write(body);
+        },
+        (reason) => {
+          exchange.requestTransforms?.destroy();
+          this.dropHeldRewrite();
+          this.breakExchange(exchange, { status: 413, reason });
+        },
+      );
     } else {
       const host = rewrittenHost(exchange.tunnel);
       const head = agentRequestHead(sent, this.proto, this.ip, host, policy, span);
@@ -516,6 +540,8 @@ export class HttpConnection extends ResponseRelay {
     if (transforms) {
       // Sent once the rewrite's last bytes are.
       transforms.end(() => {
+        this.heldRewrite?.flush();
+        this.heldRewrite = undefined;
         exchange.requestTransforms = undefined;
         if (this.exchange === exchange && exchange.responded) this.finish(exchange);
       });
@@ -529,7 +555,8 @@ export class HttpConnection extends ResponseRelay {
    * said so, exchange.ts agentRequestHead).
    */
   private rewriteRequestBody(exchange: Exchange, rewrite: BodyRewrite, stream: Duplex): void {
-    const body = new BodyTransforms([rewriter(rewrite)], stream, true, this.socket, () =>
+    const sink = this.heldRewrite ?? stream;
+    const body = new BodyTransforms([rewriter(rewrite)], sink, sink === stream, this.socket, () =>
       this.socket.destroy(),
     );
     exchange.requestTransforms = body;
@@ -540,6 +567,12 @@ export class HttpConnection extends ResponseRelay {
         body.write(bytes);
       });
     }
+  }
+
+  /** The held body's bytes go back to the process's budget (the exchange ended early). */
+  private dropHeldRewrite(): void {
+    this.heldRewrite?.discard();
+    this.heldRewrite = undefined;
   }
 
   private readonly resumeSocket = (): void => {

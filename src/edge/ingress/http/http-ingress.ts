@@ -327,16 +327,12 @@ export class HttpIngress {
         const page = pageAnswer(INGRESS_ERRORS.cloudUnanswered, walk.head);
         return { tunnel, via: walk.via ?? NO_VIA, answer: page };
       }
-      // An HTTP/1.0 body cannot go on chunked, as a rewritten one must: the full path reads it.
-      const run = withForwarders(ownRun(verdict), walk.forwarders);
-      const chunkless = walk.head.minor === 0 && run?.bodyRewrite;
       // A service that speaks HTTP/2 (app protocol `http2`) gets an HTTP/2 client's call as a
       // call (h2-call.ts), an HTTP/1.x request through an H2Bridge (h2-bridge.ts), where an
       // upgrade it asks for is one the service does not make.
-      if (!chunkless) {
-        const sent = walk.changed ? walk.head : undefined;
-        return { tunnel, via: walk.via ?? NO_VIA, policy: run, sent };
-      }
+      const run = withForwarders(ownRun(verdict), walk.forwarders);
+      const sent = walk.changed ? walk.head : undefined;
+      return { tunnel, via: walk.via ?? NO_VIA, policy: run, sent };
     }
     if (!step || !('next' in step)) {
       // What the relay cannot carry: the full path answers, with what was decided here.

@@ -18,6 +18,11 @@ export const POLICY_BODY_TIMEOUT_MS = 30_000;
 export const POLICY_BODY_BUDGET = 256 * 1024 * 1024;
 let bufferedPolicyBytes = 0;
 
+/** Bytes of request bodies held for policies right now, across the process (for tests). */
+export function policyBodyBytesHeld(): number {
+  return bufferedPolicyBytes;
+}
+
 const EMPTY = Buffer.alloc(0);
 
 /**
