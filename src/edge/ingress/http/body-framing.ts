@@ -25,6 +25,11 @@ export interface BodyFramer {
 export class LengthFramer implements BodyFramer {
   constructor(private remaining: number) {}
 
+  /** Bytes of the body still to come. */
+  get left(): number {
+    return this.remaining;
+  }
+
   get done(): boolean {
     return this.remaining === 0;
   }

@@ -11,7 +11,7 @@
 import type { Duplex } from 'node:stream';
 import { failureDetail, INGRESS_ERRORS, rawAnswer, rawErrorResponse } from '../error-pages.js';
 import type { RespondDecision } from '../../../policy/index.js';
-import { ChunkedFramer } from './body-framing.js';
+import { ChunkedFramer, LengthFramer } from './body-framing.js';
 import {
   captured,
   clientResponseHead,
@@ -146,19 +146,59 @@ export abstract class ResponseRelay extends ConnectionStream {
     exchange.answered = true;
     exchange.closing = this.closesAfter(exchange);
     if (transforms?.length) this.transform(exchange, response, transforms);
+    const socket = this.socket;
+    const http10 = exchange.head.minor === 0;
+    const head = clientResponseHead(response, exchange.closing, http10);
+    const framer = exchange.responseBody;
+    const restLength = rest === undefined ? 0 : rest.length;
+    if (
+      framer instanceof LengthFramer &&
+      restLength >= framer.left &&
+      restLength <= WHOLE_IN_ONE_WRITE &&
+      !capture &&
+      !exchange.transforms
+    ) {
+      this.writeWholeResponse(exchange, framer, head, rest);
+      return;
+    }
     // The head and what follows it in this turn go out in one write (one syscall, one TLS
     // record): agents that send a response's head and body as two frames (@ngrok/ngrok does) are
-    // read in one turn. A response whole in this chunk (Burrow's SDK sends head and body in one
-    // frame) is written at once, without the tick.
-    const socket = this.socket;
+    // read in one turn.
     socket.cork();
-    const http10 = exchange.head.minor === 0;
-    socket.write(clientResponseHead(response, exchange.closing, http10), 'latin1');
+    socket.write(head, 'latin1');
     exchange.answeredAt = performance.now();
     if (rest) this.relayResponseBody(exchange, rest);
     else if (exchange.responseBody.done) this.responseDone(exchange);
     if (exchange.responseBody.done && !exchange.transforms) socket.uncork();
     else process.nextTick(uncork, socket);
+  }
+
+  /**
+   * A response whole in the chunk that brought its head (Burrow's SDK sends head and body in one
+   * frame; @ngrok/ngrok sends them as two, which take the corked path), framed by length, neither
+   * captured nor transformed: head and body go to the client as one buffer. Corking the socket
+   * for a string and a buffer instead cost a writev through Node's generic path, with its chunk
+   * list and its string encoding in C++, on every keep-alive request (issue 29).
+   */
+  private writeWholeResponse(
+    exchange: Exchange,
+    framer: LengthFramer,
+    head: string,
+    rest: Buffer | undefined,
+  ): void {
+    const n = rest === undefined ? 0 : framer.take(rest, 0);
+    // Every character of the head is latin1 (parsed from bytes as latin1, or ASCII of ours).
+    const bytes = Buffer.allocUnsafe(head.length + n);
+    bytes.write(head, 0, 'latin1');
+    if (n > 0) rest!.copy(bytes, head.length, 0, n);
+    const socket = this.socket;
+    if (!socket.write(bytes) && n > 0) {
+      this.stream?.pause();
+      socket.once('drain', this.resumeStream);
+    }
+    exchange.answeredAt = performance.now();
+    if (rest !== undefined && n < rest.length) exchange.spoiled = true;
+    this.responseDone(exchange);
   }
 
   /**
@@ -349,6 +389,9 @@ export abstract class ResponseRelay extends ConnectionStream {
     this.socket.end(response);
   }
 }
+
+/** The most of a response body copied next to its head into one write. */
+const WHOLE_IN_ONE_WRITE = 16 * 1024;
 
 function uncork(socket: Duplex): void {
   socket.uncork();
