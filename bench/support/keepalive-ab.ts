@@ -1,0 +1,142 @@
+/**
+ * Keep-alive requests through two built trees of Burrow at once, alternated, for a before/after
+ * of the edge's CPU per request (issue 29): one service, one `burrow server` per tree (each from
+ * its own `bin/` and `dist/`), one agent per server, then `wrk` against each edge in turn, ROUNDS
+ * times, with the service alone in between. Both trees see the same machine in the same minutes,
+ * which on a shared machine swings more than most changes do.
+ *
+ *   node --import tsx bench/support/keepalive-ab.ts /tmp/wt-before /work/main
+ *   AGENT=ngrok ROUNDS=4 DURATION=5 node --import tsx bench/support/keepalive-ab.ts <tree> <tree>
+ *
+ * Printed per run: req/s and its ratio to the service alone (the run before it), and the edge's
+ * CPU per request from /proc (user + system); at the end, the median of each over the rounds.
+ */
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { processCpuMs, startEdgeServer, type EdgeServer } from '../edge-process.js';
+import { startBulkService, type ServicePorts } from './bulk.js';
+import { answer, exitOnSignals, fail, RoleProcesses } from './roles.js';
+import { connectAgent, edgeAddress, type EdgeAddress } from './sdk-agent.js';
+import { connectNgrok } from './ngrok-agent.js';
+
+const roles = new RoleProcesses(import.meta.url);
+const AGENT = process.env.AGENT ?? 'sdk';
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const DURATION = Number(process.env.DURATION ?? 5);
+const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
+const WARMUP = Number(process.env.WARMUP ?? 3);
+
+interface Spec extends EdgeAddress {
+  service: ServicePorts;
+}
+
+const WRK_REPORT = `done = function(summary, latency, requests)
+  io.write(string.format('{"requests":%d,"us":%d,"errors":%d}\\n', summary.requests,
+    summary.duration, summary.errors.connect + summary.errors.read + summary.errors.write +
+    summary.errors.timeout + summary.errors.status))
+end
+`;
+
+function wrk(script: string, port: number, host: string, seconds: number) {
+  return new Promise<{ requests: number; rate: number; errors: number }>((resolve, reject) => {
+    const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '-s', script, '-H', `Host: ${host}`];
+    execFile('wrk', [...args, `http://127.0.0.1:${port}/`], (err, out) => {
+      if (err) return reject(new Error(`wrk: ${err.message}`));
+      const r = JSON.parse(out.slice(out.lastIndexOf('{'))) as Record<string, number>;
+      resolve({ requests: r.requests!, rate: r.requests! / (r.us! / 1e6), errors: r.errors! });
+    });
+  });
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+interface Tree {
+  root: string;
+  edge: EdgeServer;
+  host: string;
+}
+
+async function main(): Promise<void> {
+  const trees = process.argv.slice(2);
+  if (trees.length === 0) throw new Error('usage: keepalive-ab.ts <built tree> [<built tree> …]');
+  const dir = mkdtempSync(join(tmpdir(), 'burrow-keepalive-ab-'));
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const script = join(dir, 'report.lua');
+  writeFileSync(script, WRK_REPORT);
+  const { reply: service } = await roles.spawn<ServicePorts>('service');
+  const started: Tree[] = [];
+  for (const root of trees) {
+    const edge = await startEdgeServer({ root });
+    const spec: Spec = { ...(await edgeAddress(edge)), service };
+    const agent = await roles.start<{ pid: number; http: string }>(AGENT, spec);
+    started.push({ root, edge, host: new URL(agent.http).hostname });
+  }
+  await wrk(script, service.http, 'localhost', 3);
+  for (const tree of started) await wrk(script, tree.edge.httpPort, tree.host, WARMUP);
+  const results = new Map<Tree, { cpuUs: number; ratio: number }[]>(started.map((t) => [t, []]));
+  for (let round = 1; round <= ROUNDS; round++) {
+    // Every other round in the other order: neither tree always runs first.
+    for (const tree of round % 2 === 1 ? started : [...started].reverse()) {
+      const direct = await wrk(script, service.http, 'localhost', DURATION);
+      const before = processCpuMs(tree.edge.pid);
+      const run = await wrk(script, tree.edge.httpPort, tree.host, DURATION);
+      const cpuMs = processCpuMs(tree.edge.pid) - before;
+      results.get(tree)!.push({
+        cpuUs: (cpuMs * 1000) / run.requests,
+        ratio: run.rate / direct.rate,
+      });
+      console.log(
+        `round ${round} ${AGENT} ${tree.root}: ${run.rate.toFixed(0)} req/s ` +
+          `(${(run.rate / direct.rate).toFixed(2)} of direct ${direct.rate.toFixed(0)}), ` +
+          `edge CPU ${((cpuMs * 1000) / run.requests).toFixed(1)} µs/request` +
+          (run.errors ? ` [${run.errors} errors]` : ''),
+      );
+    }
+  }
+  for (const tree of started) {
+    const runs = results.get(tree)!;
+    console.log(
+      `median of ${runs.length} ${AGENT} ${tree.root}: edge CPU ` +
+        `${median(runs.map((r) => r.cpuUs)).toFixed(1)} µs/request, ` +
+        `${median(runs.map((r) => r.ratio)).toFixed(2)} of direct`,
+    );
+  }
+  roles.killAll();
+  for (const tree of started) await tree.edge.stop();
+}
+
+async function serveSdk(spec: Spec): Promise<void> {
+  const session = await connectAgent(spec);
+  const web = await session.httpEndpoint({ scheme: 'http', forward: spec.service.http });
+  answer({ pid: process.pid, http: web.url });
+}
+
+async function serveNgrok(spec: Spec): Promise<void> {
+  const session = await connectNgrok(spec);
+  const web = await session
+    .httpEndpoint()
+    .scheme('HTTP')
+    .listenAndForward(`http://127.0.0.1:${spec.service.http}`);
+  // ngrok's native session holds no handle on Node's event loop; keep the process alive.
+  setInterval(() => undefined, 60_000);
+  answer({ pid: process.pid, http: web.url() });
+}
+
+const role = process.argv[2];
+const isRole = role === 'service' || role === 'sdk' || role === 'ngrok';
+const spec = isRole && process.argv[3] ? (JSON.parse(process.argv[3]) as Spec) : undefined;
+if (role === 'service') startBulkService().then(answer, fail);
+else if (role === 'sdk') await serveSdk(spec!);
+else if (role === 'ngrok') await serveNgrok(spec!);
+else {
+  process.once('exit', () => roles.killAll());
+  exitOnSignals();
+  await main().catch(fail);
+  process.exit(0);
+}
