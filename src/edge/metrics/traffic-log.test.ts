@@ -12,6 +12,23 @@ describe('TrafficLog', () => {
     expect(log.hosts()).not.toContain('a.test');
   });
 
+  it('keeps exactly the last requests of a host, however many went before (oldest dropped)', () => {
+    const log = new TrafficLog();
+    const added = [];
+    // Past the cap several times over, so that the dropped ones are cleared out more than once.
+    for (let i = 0; i < PER_HOST_CAP * 3 + 7; i++) {
+      added.push(log.add(record('a.test')));
+      const kept = added.slice(-PER_HOST_CAP);
+      if (i % 37 !== 0 && i < PER_HOST_CAP * 3) continue;
+      expect(log.list({ host: 'a.test', limit: 1000 })).toEqual(kept.reverse());
+    }
+    const dropped = added[added.length - PER_HOST_CAP - 1]!;
+    expect(log.get(dropped.id)).toBeUndefined();
+    expect(log.get(added[added.length - PER_HOST_CAP]!.id)).toBe(
+      added[added.length - PER_HOST_CAP],
+    );
+  });
+
   it('lists newest first after a cursor and finds by id', () => {
     const log = new TrafficLog();
     const first = log.add(record('a.test'));
