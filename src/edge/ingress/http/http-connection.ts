@@ -70,6 +70,18 @@ function expectsContinue(raw: readonly string[]): boolean {
   return false;
 }
 
+/**
+ * Whether Node's Readable schedules `maybeReadMore` (a tick, then `read(0)`) after each read of
+ * `socket`. Its only effect on a socket is a `_read` that restarts a handle which stopped reading,
+ * and `read()` does that itself whenever the relay resumes a paused socket; so while the relay
+ * serves the socket, it is a tick per request for nothing (issue 29). Marking it as already
+ * scheduled turns it off; whoever the socket is handed to gets it back.
+ */
+function readAheadTicks(socket: Duplex, on: boolean): void {
+  const state = (socket as { _readableState?: { readingMore?: boolean } })._readableState;
+  if (state && typeof state.readingMore === 'boolean') state.readingMore = !on;
+}
+
 /** Public bytes held while a response is pending (pipelined requests) before reads pause. */
 const MAX_BUFFERED = 256 * 1024;
 
@@ -92,6 +104,7 @@ export class HttpConnection extends ResponseRelay {
     socket.on('error', this.onSocketError);
     socket.on('timeout', this.onSocketTimeout);
     (socket as Duplex & { setTimeout(ms: number): void }).setTimeout(this.ctx.keepAliveTimeoutMs);
+    readAheadTicks(socket, false);
   }
 
   /** Close now if no request is under way (draining); otherwise after the current response. */
@@ -433,6 +446,7 @@ export class HttpConnection extends ResponseRelay {
     socket.off('close', this.onSocketClose);
     socket.off('error', this.onSocketError);
     socket.off('timeout', this.onSocketTimeout);
+    readAheadTicks(socket, true);
     this.ctx.closed(this);
     const buffered = this.buffered;
     this.buffered = undefined;

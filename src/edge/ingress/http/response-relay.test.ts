@@ -1,7 +1,8 @@
 /**
  * The relay's writes of a response to the client, on an HttpConnection alone (a recording socket,
  * a tunnel stream the test answers on): a response whole in the chunk that brought its head goes
- * out as one buffer; one whose body comes later, head and body in one write on the next tick.
+ * out as one buffer; one whose body comes later, head and body in one write on the next tick. And
+ * the public socket's read-ahead ticks, off while the relay serves it.
  */
 import { Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
@@ -113,5 +114,24 @@ describe('ResponseRelay', () => {
     expect(socket.text()).toBe(HEAD + 'hello');
     expect(counted).toEqual([200]);
     expect(stream.destroyed).toBe(true);
+  });
+});
+
+describe('HttpConnection', () => {
+  /** Whether Node's Readable would schedule its read-ahead tick after the socket's next read. */
+  const readsAhead = (socket: Duplex): boolean =>
+    !(socket as unknown as { _readableState: { readingMore: boolean } })._readableState.readingMore;
+
+  it('turns off the read-ahead tick of the socket it serves, and on for whom it hands it to', () => {
+    const stream = tunnelStream();
+    const { socket, request } = connectionOn(stream);
+    expect(readsAhead(socket)).toBe(false);
+    // Still off after a request and its answer (reads, pauses and resumes).
+    request();
+    stream.emit('data', Buffer.from(HEAD + 'hello'));
+    expect(readsAhead(socket)).toBe(false);
+    // HTTP/2 with prior knowledge: the connection goes to the ingress's HTTP/2 server.
+    socket.emit('data', Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'));
+    expect(readsAhead(socket)).toBe(true);
   });
 });
