@@ -326,12 +326,12 @@ export class MuxSession extends EventEmitter implements StreamHost {
       this.parse(chunk);
     }
     // Parsed: the reads' bytes are held now only by the DATA chunks lent to streams.
-    for (const chunk of lent) this.lender!.giveBack(chunk);
+    for (const chunk of lent) this.lender!.giveBackRead(chunk);
   }
 
   private readonly onTransportData = (chunk: Buffer): void => {
     this.parse(chunk);
-    this.lender?.giveBack(chunk);
+    this.lender?.giveBackRead(chunk);
   };
 
   private parse(chunk: Buffer): void {

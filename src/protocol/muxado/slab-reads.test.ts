@@ -203,6 +203,25 @@ describe('SlabLender', () => {
     expect(lender.lend(Buffer.alloc(10))).toBe(false);
   });
 
+  it('counts reads without remembering them: a slab is reused once every read came back', () => {
+    const lender = new SlabLender(SIZE);
+    const slab = lender.take();
+    const first = slab.subarray(0, 100);
+    const second = slab.subarray(100, 300);
+    expect(lender.lendRead(first)).toBe(true);
+    expect(lender.lendRead(second)).toBe(true);
+    // A read and a DATA chunk lent over the same bytes are counted apart.
+    expect(lender.lend(second)).toBe(true);
+    lender.leave(slab);
+    lender.giveBackRead(first);
+    lender.giveBackRead(second);
+    expect(lender.take()).not.toBe(slab); // the DATA chunk is still out
+    lender.giveBack(second);
+    expect(lender.take()).toBe(slab);
+    expect(lender.lendRead(Buffer.alloc(10))).toBe(false);
+    lender.giveBackRead(Buffer.alloc(10)); // not ours: ignored
+  });
+
   it('keeps at most maxSpare slabs', () => {
     const lender = new SlabLender(SIZE, 1);
     const slabs = [lender.take(), lender.take(), lender.take()];
@@ -221,7 +240,7 @@ describe('SlabLender', () => {
     const hash = createHash('sha256');
     socket.on('data', (chunk: Buffer) => {
       hash.update(chunk); // used at once, then given back: the bytes may be read over
-      lender.giveBack(chunk);
+      lender.giveBackRead(chunk);
     });
     await new Promise((resolve) => socket.once('end', resolve));
     expect(hash.digest('hex')).toBe(createHash('sha256').update(data).digest('hex'));
