@@ -67,7 +67,9 @@ function isEncoded(entry: Buffer | CreditedStream): entry is Buffer {
  */
 export class FrameWriter {
   /** Encoded control frames and streams owing credit, in the order they were queued. */
-  private readonly control: (Buffer | CreditedStream)[] = [];
+  // Emptied by replacing, not by `length = 0`: V8 sets an array's length through a runtime call,
+  // on every turn that wrote.
+  private control: (Buffer | CreditedStream)[] = [];
   private rotation: ScheduledStream[] = [];
   private rotationHead = 0;
   private probe: ProbedStream | undefined;
@@ -148,7 +150,7 @@ export class FrameWriter {
   /** The session ended: drop everything queued and write nothing more. */
   stop(): void {
     this.stopped = true;
-    this.control.length = 0;
+    this.control = [];
     this.rotation = [];
     this.rotationHead = 0;
     this.probe = undefined;
@@ -219,7 +221,7 @@ export class FrameWriter {
     const entries = this.control;
     const only = entries.length === 1 ? entries[0]! : undefined;
     if (only && isEncoded(only)) {
-      entries.length = 0;
+      this.control = [];
       return only;
     }
     let size = 0;
@@ -238,13 +240,13 @@ export class FrameWriter {
       out.writeUInt32BE(increment, at + FRAME_HEADER_SIZE);
       at += WNDINC_SIZE;
     }
-    entries.length = 0;
+    this.control = [];
     return at === size ? out : out.subarray(0, at);
   }
 
   private nextInRotation(): ScheduledStream | undefined {
     if (this.rotationHead >= this.rotation.length) {
-      this.rotation.length = 0;
+      this.rotation = [];
       this.rotationHead = 0;
       return undefined;
     }
