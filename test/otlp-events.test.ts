@@ -23,8 +23,8 @@ import {
  * agent to a test OTLP/HTTP collector, which decodes the protobuf with the OpenTelemetry packages'
  * own definitions (test/support/otlp-receiver.ts): each request once as a log record
  * `http_request_complete.v0` and once as the edge's SERVER span, in one trace with the service,
- * which gets a `traceparent` naming the edge's span. On the lean relay, the full path (a policy
- * that adds a header) and HTTP/2 alike. With traces switched off, requests go on unchanged.
+ * which gets a `traceparent` naming the edge's span. Without a policy, with a policy that adds a
+ * header, and over HTTP/2 alike. With traces switched off, requests go on unchanged.
  */
 
 /** What the service saw of each request: its path and traceparent. */
@@ -75,7 +75,7 @@ describe('traffic events to OpenTelemetry, logs and traces in protobuf', () => {
     session = await connectNgrok(edge.ports, edge.caPem, await createAuthtoken(edge.api));
     const lean = await session.httpEndpoint().listenAndForward(`http://127.0.0.1:${service.port}`);
     leanUrl = lean.url()!;
-    // A request policy that changes the request: such requests take the full HTTP path.
+    // A request policy that changes the request.
     const policy = {
       on_http_request: [
         { actions: [{ type: 'add-headers', config: { headers: { 'x-a': '1' } } }] },

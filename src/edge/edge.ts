@@ -28,7 +28,7 @@ import { TunnelRegistry } from './registry/tunnel-registry.js';
 import { TrafficLog } from './metrics/traffic-log.js';
 import { EventRouter } from './events/event-router.js';
 import { trafficInspector, type TrafficInspector } from './metrics/traffic-replay.js';
-import { trafficExchangeTap, trafficTap } from './ingress/http/traffic-tap.js';
+import { trafficExchangeTap } from './ingress/http/traffic-tap.js';
 import { startSshListener, type SshListener } from './ssh/ssh-listener.js';
 import { sshRequestLog } from './ssh/ssh-tunnel.js';
 import { sharedLocalCa } from './certificates/shared-ca.js';
@@ -223,7 +223,6 @@ export async function startEdge(options: EdgeOptions): Promise<Edge> {
       certificates,
       logger,
       limits: config.limits,
-      tap: (req, res, tunnel, span) => trafficTap(trafficLog, req, res, tunnel, span),
       exchangeTap: trafficExchangeTap(trafficLog),
       // Requests get the edge's span (and the service a new traceparent) only while spans go out.
       tracing: () => events.tracing,

@@ -57,7 +57,7 @@ export class HeaderEdits {
 
   add(name: string, value: string, holdsSecret = false): void {
     // As rendered: a value with a control character is refused where the edge writes the head
-    // (ingress http-policy.ts, http-responses.ts), never cleaned into another value.
+    // (the ingress's http-policy-lean.ts, lean-response-phase.ts), never cleaned into another value.
     const pair: [string, string] = [name.toLowerCase(), value];
     this.added.push(pair);
     if (holdsSecret) (this.secret ??= new Set()).add(pair);

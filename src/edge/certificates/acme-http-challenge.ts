@@ -1,5 +1,3 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
-
 /** Finds the key authorization published for an HTTP-01 token (undefined: none pending). */
 export type AcmeChallengeLookup = (token: string) => Promise<string | undefined>;
 
@@ -44,24 +42,4 @@ export function acmeChallengeAnswer(
       answer === undefined ? acmeReply(404, 'no such ACME challenge\n') : acmeReply(200, answer),
     () => acmeReply(503, 'the ACME challenge store is unavailable; the CA will retry\n'),
   );
-}
-
-/**
- * {@link acmeChallengeAnswer} written to `res`; false when `req` is not such a request, so the
- * caller routes it as usual.
- * @example if (answerAcmeChallenge(req, res, lookup)) return;
- */
-export function answerAcmeChallenge(
-  req: IncomingMessage,
-  res: ServerResponse,
-  lookup: AcmeChallengeLookup | undefined,
-): boolean {
-  const answer = acmeChallengeAnswer(req.method ?? 'GET', req.url ?? '', lookup);
-  if (!answer) return false;
-  void answer.then(({ status, headers, body }) => {
-    if (res.destroyed) return;
-    res.writeHead(status, { ...headers, 'content-length': Buffer.byteLength(body) });
-    res.end(req.method === 'HEAD' ? undefined : body);
-  });
-  return true;
 }

@@ -2,10 +2,10 @@
  * The pages the ingress answers with itself, when a request cannot reach a tunnel. Browsers get
  * HTML, everything else plain text; both carry a `Burrow-Error-Code` header for scripts.
  */
-import { STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
+import { STATUS_CODES } from 'node:http';
 import { CODES } from '../../core/errors.js';
 import { escapeHtml } from '../../core/html.js';
-import { grpcHttp1Answer, isGrpc, writeGrpcStatus, pageGrpcStatus } from './grpc-answers.js';
+import { grpcHttp1Answer, pageGrpcStatus } from './grpc-answers.js';
 
 /** Header naming why the ingress, not the upstream, answered. */
 export const ERROR_CODE_HEADER = 'Burrow-Error-Code';
@@ -196,32 +196,6 @@ export function grpcPage(
     headers: { [ERROR_CODE_HEADER]: error.code },
     grpcStatus: pageGrpcStatus(error.status),
   };
-}
-
-/**
- * Answer `req` with an ingress error page (HTML for browsers, text otherwise). The connection
- * stays usable unless the request body is still arriving.
- * @example sendErrorPage(req, res, INGRESS_ERRORS.tunnelNotFound, 'app.example.com');
- */
-export function sendErrorPage(
-  req: IncomingMessage,
-  res: ServerResponse,
-  error: IngressError,
-  host: string,
-  detail?: string,
-): void {
-  if (isGrpc(req.headers['content-type'])) {
-    const page = grpcPage(error, host, detail);
-    writeGrpcStatus(res, error.status, page.message, page.headers, page.grpcStatus);
-    return;
-  }
-  const page = errorPage(error, host, req.headers.accept, detail);
-  // The reason phrase of the page's own status, even after a writeHead that threw had set another.
-  res.writeHead(error.status, STATUS_CODES[error.status] ?? error.title, {
-    ...page.headers,
-    'content-length': Buffer.byteLength(page.body),
-  });
-  res.end(req.method === 'HEAD' ? undefined : page.body);
 }
 
 /**

@@ -18,7 +18,6 @@ import { relayTimeoutsOf, type RelayClosedHook } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../core/limits.js';
 import { ConnectionGate, RefusalLog } from '../listeners/connection-gate.js';
-import { answerParserErrors } from './http/http-parser-refusals.js';
 import { proxyProtocolFront } from '../listeners/proxy-protocol-front.js';
 
 export interface IngressOptions {
@@ -38,8 +37,7 @@ export interface IngressOptions {
   connectTimeoutMs?: number | undefined;
   /** ACME HTTP-01 answers (when ACME is on). */
   acmeChallenge?: AcmeChallengeLookup | undefined;
-  /** Told of every routed HTTP request (the traffic inspector). */
-  tap?: HttpIngressOptions['tap'];
+  /** Told of every routed HTTP exchange (the traffic inspector). */
   exchangeTap?: HttpIngressOptions['exchangeTap'];
   /** Whether traces are exported now (traffic events): requests then get the edge's span. */
   tracing?: HttpIngressOptions['tracing'];
@@ -93,11 +91,9 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   const http = new HttpIngress({
     registry,
     meters,
-    logger,
     limits,
     connectTimeoutMs: options.connectTimeoutMs,
     acmeChallenge: options.acmeChallenge,
-    tap: options.tap,
     exchangeTap: options.exchangeTap,
     tracing: options.tracing,
     onLimit: (ip, limit) => refusals.refused(ip, limit),
@@ -127,7 +123,6 @@ export async function startIngress(options: IngressOptions): Promise<Ingress> {
   );
   gate.attach(http.server);
   gate.attach(sni.server);
-  answerParserErrors(http.httpServer, refusals);
   // Behind a load balancer: listen on a front that reads the PROXY header, then hands over.
   // Connections waiting for their header count in the gate's total too (not against the
   // balancer's address): they hold descriptors like any other.

@@ -20,7 +20,7 @@ import type { EndpointMeters } from '../metrics/endpoint-meters.js';
  * doubled HTTP bulk throughput in bench/ingress-throughput.ts and still bounds memory per
  * connection.
  */
-export const INGRESS_HIGH_WATER_MARK = 256 * 1024;
+const INGRESS_HIGH_WATER_MARK = 256 * 1024;
 
 /**
  * Socket options of every public listener that relays: half-closes kept (one side's FIN is

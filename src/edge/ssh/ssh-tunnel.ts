@@ -75,8 +75,7 @@ export class SshTunnel extends SessionTunnel<SshTunnelHost> {
 /**
  * The request log of SSH tunnels: once a request to one is answered, a line on its client's
  * terminal, as `burrow http` prints it (time, method, path, status, duration). Told by the
- * traffic log of every answered request, so requests the lean relay carries (plain HTTP/1.1, the
- * common case) are logged as well as those of the full path.
+ * traffic log of every answered request, on either wire.
  * @example new TrafficLog({ onAnswered: sshRequestLog(registry) })
  */
 export function sshRequestLog(

@@ -56,7 +56,7 @@ export const urlRewriteAction: ActionSpec = {
         }
         // Read as the edge reads every target (dot segments removed…), so later rules see the
         // path the service gets. One it cannot read (a control character, say) stays as it is:
-        // the ingress refuses it with a 400 where it would write it (http-policy.ts).
+        // the ingress refuses it with a 400 where it would write it (http-policy-writes.ts rewrittenRequest).
         const read = normalizeOriginForm(target);
         const written = 'target' in read ? read.target : target;
         c.rewrite = written;

@@ -12,7 +12,7 @@ import {
 /**
  * ACME HTTP-01 challenges are answered by the relay, before routing and policy, whatever serves
  * the name; the connection stays on the relay. The service sends no `Date` header, so a reply
- * without one was relayed; the full path's Node server would add one.
+ * without one was relayed.
  */
 describe('ACME HTTP-01 challenges on the relay', () => {
   let t: TestIngress;

@@ -3,8 +3,8 @@
  * body token, `req.trailers`, `req.ts.body_received`), on the lean relay. Its bytes are parsed as
  * they come and decoded for the policy, while the bytes as sent stay the connection's: once the
  * policy lets the request by they are relayed as they came, by the same framer as any body, so
- * the agent gets exactly what the edge judged. The limits are those of the full path's reader
- * (http-policy-body.ts): per body, per wait, and bytes held by the whole process.
+ * the agent gets exactly what the edge judged. The limits are http-policy-body.ts's: per body, per
+ * wait, and bytes held by the whole process.
  */
 import type { HeaderInput } from '../../../policy/index.js';
 import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';

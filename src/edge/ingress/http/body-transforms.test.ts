@@ -4,7 +4,7 @@
  * stays usable, an HTTP/1.0 one until the connection closes, an HTTP/2 one as DATA frames; a body
  * the agent sent chunked is compressed decoded; a client that accepts no encoding gets the body as
  * it was; response-body-find-replace rewrites the body, before compress-response encodes it. The
- * relay carries them: the services send no Date, which Node's server on the full path would add.
+ * relay carries them: the services send no Date, and the relay passes their heads on as bytes.
  */
 import http2 from 'node:http2';
 import net from 'node:net';

@@ -4,7 +4,7 @@
  * or sse-find-replace's rewrite, then compress-response's encoder), and what comes out goes to
  * the client: chunked on HTTP/1.1, as bytes until the connection closes on HTTP/1.0, as DATA
  * frames on HTTP/2. Back-pressure holds on both sides: a full transform pauses the tunnel stream,
- * a full client pauses the transforms. The full path (http-policy.ts) pipes through the same ones.
+ * a full client pauses the transforms.
  */
 import type { Transform } from 'node:stream';
 import { createBrotliCompress, createDeflate, createGzip } from 'node:zlib';

@@ -141,7 +141,7 @@ describe('HTTP/2 on the lean pipeline', () => {
         expect(reply.headers[':status']).toBe(200);
         expect(reply.body).toBe(`GET ${paths[i]} yes `);
         expect(reply.headers['x-served-by']).toBe('burrow');
-        // The policy sees the version the client spoke, as on the full path.
+        // The policy sees the version the client spoke.
         expect(reply.headers['x-seen-version']).toBe('2.0');
         expect(reply.headers['set-cookie']).toEqual(['a=1', 'b=2']);
       });

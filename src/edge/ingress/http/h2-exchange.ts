@@ -92,7 +92,7 @@ export function serveH2(ctx: HttpRelayContext, upstreams: H2Upstreams, request: 
   const exchange = beginExchange(ctx, socket, start);
   exchange.heldBody = request.held.body;
   if (route.close) {
-    // close-connection closes the connection, every stream of it, as on the full path.
+    // close-connection closes the connection, every stream of it.
     exchange.count(499, (performance.now() - exchange.started) / 1000);
     exchange.done?.(499, []);
     socket.destroy();

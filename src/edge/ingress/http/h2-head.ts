@@ -60,7 +60,7 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | H2HeadProb
     return { malformed: 'a content-length that is not a number' };
   }
   // A body without a length is framed as HTTP/1.1 would frame it, and so the policy sees it (as
-  // on the full path, h2-ingress.ts asIncoming).
+  // an HTTP/1.1 service gets it).
   const chunked = length === undefined && !req.stream.endAfterHeaders;
   if (chunked) raw.push('transfer-encoding', 'chunked');
   const read = readRequestTarget(method, path, host);
@@ -140,7 +140,7 @@ export function h2Headers(response: ResponseHead): OutgoingHttpHeaders {
 }
 
 /**
- * The edge's page `error` on an HTTP/2 stream, as the full path's sendErrorPage writes it: a gRPC
+ * The edge's page `error` on an HTTP/2 stream, as the HTTP/1.1 relay writes it: a gRPC
  * status to a gRPC client (its service unavailable for a 404 or an unreachable agent), else the
  * page, HTML to a browser. Returns the headers written, as a raw list for the inspector.
  * @example respondPageH2(req.stream, INGRESS_ERRORS.tunnelUnreachable, host, head, 'ECONNRESET');

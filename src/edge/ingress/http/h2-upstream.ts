@@ -9,19 +9,14 @@
  */
 import {
   connect,
-  constants,
   type ClientHttp2Session,
   type ClientHttp2Stream,
   type IncomingHttpHeaders,
-  type IncomingHttpStatusHeader,
   type OutgoingHttpHeaders,
 } from 'node:http2';
-import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Duplex, Readable } from 'node:stream';
-import { failureDetail, INGRESS_ERRORS } from '../error-pages.js';
+import type { Duplex } from 'node:stream';
 import { connectTunnel } from '../../registry/connect-tunnel.js';
 import type { OnlineTunnel, ProxyInfo } from '../../registry/tunnel-registry.js';
-import { failRequest, type UpstreamResponse } from './http-responses.js';
 
 /**
  * Flow-control windows the edge opens to peers, on both sides: what one stream, and one
@@ -88,35 +83,6 @@ export function rawOf(headers: IncomingHttpHeaders): string[] {
 }
 
 /**
- * The HTTP/2 answer on `stream` as the full path relays an upstream response (http-responses.ts):
- * the stream itself is the body, its status and headers from `head`, its trailers filled in when
- * they arrive (before 'end', as Node's IncomingMessage has them).
- */
-export function h2Response(
-  stream: ClientHttp2Stream,
-  head: IncomingHttpHeaders & IncomingHttpStatusHeader,
-): UpstreamResponse {
-  const headers: IncomingHttpHeaders = {};
-  for (const [name, value] of Object.entries(head))
-    if (!name.startsWith(':')) headers[name] = value;
-  const answer = Object.assign(stream, {
-    statusCode: head[':status'] ?? 502,
-    statusMessage: '',
-    headers,
-    rawHeaders: rawOf(head),
-    rawTrailers: [] as string[],
-    complete: false,
-  });
-  stream.once('trailers', (trailers: IncomingHttpHeaders) => {
-    answer.rawTrailers = rawOf(trailers);
-  });
-  stream.once('end', () => {
-    answer.complete = true;
-  });
-  return answer;
-}
-
-/**
  * The `:scheme` a request to `tunnel`'s service carries: `https` when the agent forwards to an
  * https URL, else `http`.
  * @example upstreamScheme(tunnel) // 'http'
@@ -140,44 +106,6 @@ export class H2Upstreams {
   >();
 
   constructor(private readonly connectTimeoutMs: number | undefined) {}
-
-  /**
-   * Send `req` to `tunnel`'s service over HTTP/2, with `headers` (the ingress's raw list) and its
-   * body from `body.stream`, or `body.whole` when a policy read it whole; `respond` relays the
-   * answer. A client that leaves before the answer ends cancels the call at the service; a call
-   * that cannot be made is answered with the 502 page.
-   */
-  forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    tunnel: OnlineTunnel,
-    info: ProxyInfo,
-    headers: string[],
-    body: { stream: Readable | undefined; whole: Buffer | undefined },
-    respond: (up: UpstreamResponse) => void,
-  ): void {
-    const scheme = upstreamScheme(tunnel);
-    const h2Headers = h2RequestHeaders(req.method ?? 'GET', req.url ?? '/', scheme, headers);
-    const noBody = body.stream === undefined && body.whole === undefined;
-    this.request(tunnel, req.socket, info, h2Headers, noBody).then(
-      (stream) => {
-        stream.on('response', (head) => respond(h2Response(stream, head)));
-        stream.on('error', (err: NodeJS.ErrnoException) => {
-          body.stream?.unpipe(stream);
-          if (res.headersSent || res.destroyed) res.destroy();
-          else failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
-        });
-        res.once('close', () => {
-          if (!stream.readableEnded && !stream.destroyed) stream.close(constants.NGHTTP2_CANCEL);
-        });
-        if (body.whole) stream.end(body.whole);
-        else body.stream?.pipe(stream);
-      },
-      (err: NodeJS.ErrnoException) => {
-        failRequest(req, res, INGRESS_ERRORS.tunnelUnreachable, failureDetail(err));
-      },
-    );
-  }
 
   /**
    * Open a request stream to `tunnel`'s service for a request on `connection` (its session made

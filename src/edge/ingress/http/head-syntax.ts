@@ -4,6 +4,7 @@
  * strings: one byte is one UTF-16 unit, so `charCodeAt` sees the bytes that came off the wire.
  */
 
+import { STATUS_CODES } from 'node:http';
 import { isFieldValue, isToken } from '../../../core/http-wire.js';
 
 // The character rules themselves are core's, shared with every place that writes a head.
@@ -20,6 +21,16 @@ export interface HeadError {
    * with the edge's page, which names the problem, rather than a bare status.
    */
   badTarget?: { host: string | undefined; accept: string | undefined; contentType?: string };
+}
+
+/**
+ * The answer to a request the relay will not read: its status, no body, and the connection
+ * closed.
+ * @example socket.end(bareRefusal(431));
+ */
+export function bareRefusal(status: number): string {
+  const reason = STATUS_CODES[status] ?? 'Bad Request';
+  return `HTTP/1.1 ${status} ${reason}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`;
 }
 
 /** One header line, split and checked: its name, its value without surrounding whitespace. */

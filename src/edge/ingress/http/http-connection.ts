@@ -1,12 +1,10 @@
 /**
- * One public HTTP/1.1 connection on the lean relay. Request heads are read here (strictly); each
- * request is routed by its own Host, its head is written into a tunnel stream with
- * `X-Forwarded-*`, and its body and the response are relayed as bytes, by their framing. The
- * connection keeps its tunnel stream while both sides keep alive: no stream per request.
- *
- * A request this relay does not carry itself (a traffic policy, an upgrade, an error page, body
- * capture…) hands the connection, with the bytes read so far, to the full HTTP path
- * (http-ingress.ts), which serves it from then on.
+ * One public HTTP/1.x connection on the relay. Request heads are read here (strictly); each
+ * request is routed by its own Host (and judged by its endpoint's policy, http-ingress.ts), its
+ * head is written into a tunnel stream with `X-Forwarded-*`, and its body and the response are
+ * relayed as bytes, by their framing. The connection keeps its tunnel stream while both sides keep
+ * alive: no stream per request. A connection that opens with HTTP/2's preface (h2c) goes to the
+ * ingress's HTTP/2 side.
  *
  * This class is the request side and the connection's life; it stands on the response side
  * (response-relay.ts), which stands on the tunnel stream the connection holds
@@ -23,9 +21,8 @@ import {
 } from './exchange.js';
 import { H2Bridge } from './h2-bridge.js';
 import { concat, Phase } from './connection-stream.js';
-import { HeadScanner, type HeadError } from './head-syntax.js';
+import { bareRefusal, HeadScanner, type HeadError } from './head-syntax.js';
 import { rewrittenHost, routingHost } from './http-forwarding.js';
-import { bareRefusal } from './http-parser-refusals.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
 import { ResponseRelay } from './response-relay.js';
 import { ChunkedFramer } from './body-framing.js';
@@ -36,7 +33,7 @@ import type { BodyRewrite } from '../../../policy/index.js';
 import type { ResponseHead } from './response-head.js';
 import { switchProtocols } from './protocol-switch.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
-import type { LeanPage, LeanRoute, LeanRouting } from './http-relay.js';
+import { ROUTING_FAILED, type LeanPage, type LeanRoute, type LeanRouting } from './http-relay.js';
 import {
   errorPage,
   grpcAnswerOnHttp1,
@@ -54,7 +51,7 @@ const H2C_PREFACE = Buffer.from('PRI * HTTP/2.0\r\n', 'latin1');
  * Whether `buf` begins with the HTTP/2 connection preface's first line.
  * @example startsH2c(Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n')) // true
  */
-export function startsH2c(buf: Buffer): boolean {
+function startsH2c(buf: Buffer): boolean {
   const n = H2C_PREFACE.length;
   // Asked of every request head the relay reads: one byte settles it for all but P… methods.
   return buf[0] === 0x50 && buf.length >= n && buf.compare(H2C_PREFACE, 0, n, 0, n) === 0;
@@ -187,7 +184,8 @@ export class HttpConnection extends ResponseRelay {
     const buf = this.buffered!;
     if (startsH2c(buf)) {
       // HTTP/2 with prior knowledge (h2c): the ingress serves it (h2-ingress.ts).
-      this.handOver();
+      this.parkStream();
+      this.ctx.h2c(this.socket, this.leave()!);
       return;
     }
     const end = this.scanner.scan(buf);
@@ -217,12 +215,11 @@ export class HttpConnection extends ResponseRelay {
     const body = head.chunked || head.contentLength ? this.bodySource(head, end) : NO_BODY;
     const route = this.ctx.route(head, host, this.socket, body);
     if (route instanceof Promise) {
-      // Bytes that come meanwhile wait in `buffered` after this head, for the full path or the
-      // next request.
+      // Bytes that come meanwhile wait in `buffered` after this head, for the next request.
       this.phase = Phase.Routing;
       route.then(
         (routed) => this.routed(head, host, end, routed),
-        () => this.routed(head, host, end, undefined),
+        () => this.routed(head, host, end, ROUTING_FAILED),
       );
       return;
     }
@@ -239,7 +236,7 @@ export class HttpConnection extends ResponseRelay {
       if (peek) return peek;
       peek = new BodyPeek(head, () => setImmediate(() => this.socket.destroy()));
       this.peek = peek;
-      // The client waits for this before it sends the body; Node's server says it on the full path.
+      // The client waits for this before it sends the body.
       if (head.minor === 1 && expectsContinue(head.raw)) {
         this.socket.write('HTTP/1.1 100 Continue\r\n\r\n', 'latin1');
       }
@@ -271,10 +268,6 @@ export class HttpConnection extends ResponseRelay {
       this.socket.destroy();
       return;
     }
-    if (!route) {
-      this.handOver();
-      return;
-    }
     const buf = this.buffered!;
     this.buffered = end < buf.length ? buf.subarray(end) : undefined;
     if ('edge' in route) this.afterAnswer(this.writeAnswer(head, route.edge).close);
@@ -299,7 +292,7 @@ export class HttpConnection extends ResponseRelay {
 
   /**
    * The policy closes the connection without an answer: counted as the endpoint's, as a client
-   * that got no answer (499), as the full path counts it.
+   * that got no answer (499), as nginx counts it.
    */
   private closeByPolicy(head: RequestHead, host: string, route: LeanRoute): void {
     const exchange = this.exchangeFor(head, host, route, undefined);
@@ -401,12 +394,6 @@ export class HttpConnection extends ResponseRelay {
     this.phase = Phase.Closed;
     this.parkStream();
     this.socket.end(rawText(rawAnswer(page, { close: true, accept: head.accept })));
-  }
-
-  /** Give the connection to the full HTTP path, with what was read and not served. */
-  private handOver(): void {
-    this.parkStream();
-    this.ctx.handOver(this.socket, this.leave());
   }
 
   protected switchProtocols(

@@ -18,10 +18,9 @@ import { endpointLabel } from '../../metrics/endpoint-meters.js';
 import { withPolicy } from '../../../../test/support/policy.js';
 
 /**
- * forward-internal on the lean relay: a policy whose on_http_request only routes is run on the
- * relay's parsed head, and the request is carried as bytes to the internal endpoint it picks. How
- * a reply tells the paths apart: the services send no `Date` header; the lean relay passes their
- * head on as bytes, Node's server on the full path adds one.
+ * forward-internal on the relay: the policy is run on the relay's parsed head, and the request is
+ * carried as bytes to the internal endpoint it picks. The services send no `Date` header and the
+ * relay passes their heads on as bytes: a reply without one is the service's, relayed.
  */
 describe('forward-internal on the lean relay', () => {
   let t: TestIngress;
@@ -319,8 +318,7 @@ on_http_response:
       `on_http_request: [{expressions: ["req.url.path == '/x'"], actions: [{type: forward-internal, config: {url: "https://served-lean.internal"}}]}]`,
       'cloud',
     );
-    // On one connection: the pages are the relay's, so the request after them is still relayed
-    // (no Date header); a connection handed to the full path would stay there.
+    // On one connection: after the edge's pages the next request is still relayed (no Date).
     const [page, loopAgain, served] = await requests(unmatched.hostname!, ['/y', '/y', '/x']);
     expect(page!.status).toBe(502);
     expect(page!.headers['burrow-error-code']).toBe('ERR_BURROW_CLOUD_ENDPOINT_UNHANDLED');

@@ -2,7 +2,6 @@
  * What an HTTP request and response look like on the other side of the ingress: hop-by-hop headers
  * dropped, `X-Forwarded-*` set, everything else passed on with its original case and order.
  */
-import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { HOP_BY_HOP_HEADERS as HOP_BY_HOP } from '../../../core/http-framing.js';
 import { parseHostPort } from '../../../core/host-port.js';
@@ -128,23 +127,6 @@ export interface RequestFraming {
 }
 
 /**
- * The raw header list (`[name, value, name, value, ...]`) to send upstream for `req`.
- * @example http.request({ headers: forwardRequestHeaders(req, { proto: 'https', clientIp }) })
- */
-export function forwardRequestHeaders(req: IncomingMessage, options: ForwardedRequest): string[] {
-  const connection = req.headers.connection;
-  return forwardedHeaders(
-    req.rawHeaders,
-    {
-      host: req.headers.host,
-      connection: Array.isArray(connection) ? connection.join(', ') : connection,
-      chunked: req.headers['transfer-encoding'] !== undefined,
-    },
-    options,
-  );
-}
-
-/**
  * The headers to send upstream for a request with `raw` headers: hop-by-hop ones dropped,
  * `X-Forwarded-For` appended to, `X-Forwarded-Host` and `-Proto` set from what the edge saw, and
  * with `options.host` the Host header replaced (added first when the request had none), with
@@ -204,36 +186,6 @@ export function forwardedHeaders(
     out.push('Connection', 'keep-alive');
     // A chunked body goes on chunked: relayed as it came, or re-chunked after Node de-chunked it.
     if (request.chunked) out.push('Transfer-Encoding', 'chunked');
-  }
-  return out;
-}
-
-/**
- * True when `req` carries a body (a non-zero Content-Length or any Transfer-Encoding).
- * @example if (!requestHasBody(req)) upstream.end();
- */
-export function requestHasBody(req: IncomingMessage): boolean {
-  if (req.headers['transfer-encoding'] !== undefined) return true;
-  const length = req.headers['content-length'];
-  return length !== undefined && length !== '0';
-}
-
-/**
- * The raw header list to send the public client for an upstream response: hop-by-hop headers
- * dropped (the ingress frames the body and manages its own connection).
- * @example res.writeHead(up.statusCode, up.statusMessage, forwardResponseHeaders(up));
- */
-export function forwardResponseHeaders(
-  res: Pick<IncomingMessage, 'rawHeaders' | 'headers'>,
-): string[] {
-  const raw = res.rawHeaders;
-  const listed = connectionListed(res.headers.connection);
-  const out: string[] = [];
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!;
-    const lower = name.toLowerCase();
-    if (HOP_BY_HOP.has(lower) || listed?.has(lower)) continue;
-    out.push(name, raw[i + 1]!);
   }
   return out;
 }

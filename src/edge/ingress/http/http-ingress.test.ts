@@ -317,10 +317,9 @@ describe('HTTP ingress metrics', () => {
 });
 
 describe('routing once per request', () => {
-  it('looks a request up and picks its pool member once, also when the full path serves it', async () => {
-    // Two pooled members with an HTTP policy phase: the lean relay routes each request and hands
-    // it to the full path. A second lookup there would pick again and send every request to the
-    // same member.
+  it('looks a request up and picks its pool member once, with an HTTP policy phase', async () => {
+    // Two pooled members with an HTTP policy phase: the policy runs on the member picked. A
+    // second lookup would pick again and send every request to the same member.
     const services = await Promise.all(
       ['A', 'B'].map((name) => listenLocal(createServer((_req, res) => res.end(name)))),
     );

@@ -1,59 +1,45 @@
 /**
  * The HTTP side of the ingress, for plain connections (`--http-listen`) and TLS-terminated ones
- * handed over by the SNI router. Every connection starts on the lean relay (ingress/http/), which
- * carries requests, upgrades included, to endpoints whose policy it can run (http-policy-lean.ts):
- * every policy but a few listed in docs/ingress.md. A request it does not carry (`restrict-ips`
- * in on_http_response, an HTTP/1.0 body a policy rewrites…) hands the connection to the full path: Node's
- * http.Server, whose requests (http-requests.ts) are routed by Host and streamed through a pooled
- * tunnel stream with back-pressure, and whose upgrades (WebSocket, http-upgrades.ts) become raw
- * relays. This file holds the listener, the choice of which requests
- * the relay carries, and the life of both paths (draining, closing, tunnels going offline).
+ * handed over by the SNI router. Every request rides one pipeline, whatever its wire: an HTTP/1.x
+ * connection is served by the relay (http-relay.ts, http-connection.ts), an HTTP/2 one (ALPN
+ * `h2`, or h2c with prior knowledge) by Node's HTTP/2 framing (h2-ingress.ts) feeding the same
+ * stages (h2-exchange.ts, h2-call.ts). This file holds the listener, the one routing of a request
+ * (`leanRoute`: ACME, limits, Host, each endpoint's policy and forward-internal hops), and the
+ * life of the connections (draining, closing, tunnels going offline).
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { createServer as createNetServer, type Socket, type Server as NetServer } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
 import { DEFAULT_LIMITS, type ServerLimits } from '../../../core/limits.js';
 import type { Relay } from '../../../core/relay.js';
-import type { Logger } from '../../../core/logger.js';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
-import type { SpanContext } from '../../metrics/trace-context.js';
 import {
   acmeChallengeAnswer,
   type AcmeChallengeLookup,
 } from '../../certificates/acme-http-challenge.js';
 import { PublicConnections } from './http-connections.js';
-import {
-  INGRESS_HIGH_WATER_MARK,
-  INGRESS_SOCKET_OPTIONS,
-  relayTimeoutsOf,
-  type RawRelayTimeouts,
-} from '../proxy.js';
+import { INGRESS_SOCKET_OPTIONS, relayTimeoutsOf, type RawRelayTimeouts } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
 import { constants, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import { serveH2 } from './h2-exchange.js';
 import { h2RequestHead, respondPageH2 } from './h2-head.js';
 import { H2Ingress, type H2Limits } from './h2-ingress.js';
 import { routingHost } from './http-forwarding.js';
-import { startsH2c } from './http-connection.js';
-import { HttpRelay, type LeanRoute, type LeanRouting } from './http-relay.js';
+import { HttpRelay, ROUTING_FAILED, type LeanRoute, type LeanRouting } from './http-relay.js';
 import { INGRESS_ERRORS } from '../error-pages.js';
 import { clientIp } from '../../registry/connect-tunnel.js';
 import {
-  leanShaped,
   leanVerdict,
   pageAnswer,
   type ForwarderRun,
   type LeanVerdict,
 } from './http-policy-lean.js';
-import { carryBody, forwardRefused } from './http-forward-internal.js';
-import { ownRun, withForwarders } from './lean-forward-chain.js';
+import { forwardRefused, ownRun, withForwarders } from './lean-forward-chain.js';
 import type { BodyHolder } from './http-policy-body.js';
 import { applyToRawHeaders, REQUEST_OWNED } from './header-changes.js';
 import { NO_BODY, streamBodySource, type PolicyBodySource } from './body-peek.js';
-import { HttpRequests, type PolicyDecision } from './http-requests.js';
+import { H2Upstreams } from './h2-upstream.js';
 import { lookupHttpTunnel } from './http-routing.js';
-import { HttpUpgrades } from './http-upgrades.js';
 import type { RawRelays } from './protocol-switch.js';
 import type { RequestHead } from './request-head.js';
 import { followInternal } from '../../registry/internal-routing.js';
@@ -71,14 +57,11 @@ interface LeanWalk {
   /** The policies changed `head` on the way. */
   changed?: boolean;
   readonly socket: Duplex;
-  /** The endpoint the Host named (a pool member, picked). */
-  readonly routed: OnlineTunnel;
   /** The request's body, for a policy that reads it first (body-peek.ts). */
   readonly body: PolicyBodySource;
   tunnel: OnlineTunnel;
   chain: string[];
   via?: OnlineTunnel[];
-  decisions?: PolicyDecision[];
   /** What the endpoints that forwarded the request keep for its response, the first first. */
   forwarders?: ForwarderRun[];
 }
@@ -86,7 +69,6 @@ interface LeanWalk {
 export interface HttpIngressOptions {
   registry: TunnelRegistry;
   meters: EndpointMeters;
-  logger?: Logger | undefined;
   /** Wait for a tunnel stream this long before answering 502. Default 10 s. */
   connectTimeoutMs?: number | undefined;
   /** Keep-alive tunnel streams unused this long are closed. Default 15 s. */
@@ -101,20 +83,11 @@ export interface HttpIngressOptions {
   onLimit?: ((clientIp: string, limit: string) => void) | undefined;
   /** When upgraded connections' raw relays end for going quiet; default DEFAULT_LIMITS'. */
   relayTimeouts?: RawRelayTimeouts | undefined;
-  /** Told of every routed request (the traffic inspector, traffic-tap.ts). */
-  tap?:
-    | ((
-        req: IncomingMessage,
-        res: ServerResponse,
-        tunnel: OnlineTunnel,
-        span: SpanContext | undefined,
-      ) => void)
-    | undefined;
-  /** The same for requests on the lean relay. */
+  /** Told of every routed exchange (the traffic inspector, traffic-tap.ts). */
   exchangeTap?: ExchangeTap | undefined;
   /**
    * Whether traces are exported now (asked per request): then each request gets the edge's span,
-   * handed to the taps and named as the parent in the `traceparent` the service gets.
+   * handed to the tap and named as the parent in the `traceparent` the service gets.
    */
   tracing?: (() => boolean) | undefined;
 }
@@ -132,18 +105,16 @@ type HeaderLimits = Pick<
  * ingress.server.listen(8080, '127.0.0.1');
  */
 export class HttpIngress {
-  /** The public listener: connections start on the lean relay. */
+  /** The public listener: HTTP/1.x connections go to the relay, h2c ones to HTTP/2. */
   readonly server: NetServer;
-  /** The full HTTP path, which serves the connections the relay hands over; never listens. */
-  readonly httpServer: Server;
   private readonly relay: HttpRelay;
-  private readonly requests: HttpRequests;
-  private readonly upgrades: HttpUpgrades;
   private readonly h2: H2Ingress;
+  /** HTTP/2 sessions to services of endpoints bound with app protocol `http2`. */
+  private readonly h2Upstreams: H2Upstreams;
   private readonly registry: TunnelRegistry;
   private readonly acmeChallenge: AcmeChallengeLookup | undefined;
   private readonly connections: PublicConnections;
-  /** Upgraded connections, relayed raw after a 101 on either path. */
+  /** Upgraded connections, relayed raw after a 101. */
   private readonly raw: RawRelays;
   private readonly maxHeaderCount: number;
   private readonly onLimit: ((clientIp: string, limit: string) => void) | undefined;
@@ -153,46 +124,19 @@ export class HttpIngress {
     this.acmeChallenge = options.acmeChallenge;
     const connections = new PublicConnections(options.meters);
     this.connections = connections;
-    // Uploads may take longer than Node's 5-minute request timeout; headers may not dawdle.
     const limits = options.limits ?? DEFAULT_LIMITS;
     this.maxHeaderCount = limits.maxHeaderCount;
     this.onLimit = options.onLimit;
-    this.requests = new HttpRequests({
-      ...options,
-      connections,
-      maxHeaderCount: limits.maxHeaderCount,
-    });
+    this.h2Upstreams = new H2Upstreams(options.connectTimeoutMs);
     this.raw = {
       open: new Set<Relay>(),
       timeouts: options.relayTimeouts ?? relayTimeoutsOf(DEFAULT_LIMITS),
       connections,
     };
-    this.upgrades = new HttpUpgrades({
-      registry: options.registry,
-      meters: options.meters,
-      connections,
-      connectTimeoutMs: options.connectTimeoutMs,
-      raw: this.raw,
-      draining: () => this.requests.draining,
-      handBack: (socket, buffered) => this.serveOnFullPath(socket, buffered),
-    });
-    this.httpServer = createServer({
-      requestTimeout: 0,
-      headersTimeout: limits.headersTimeoutMs,
-      maxHeaderSize: limits.maxHeaderBytes,
-      highWaterMark: INGRESS_HIGH_WATER_MARK,
-    });
-    // Node's own header limit counts all headers; ours is applied per request (http-requests.ts).
-    this.httpServer.maxHeadersCount = 0;
     const keepAliveTimeoutMs = options.keepAliveTimeoutMs ?? limits.keepAliveTimeoutMs;
-    this.httpServer.keepAliveTimeout = keepAliveTimeoutMs;
-    this.httpServer.on('request', this.requests.onRequest);
-    this.httpServer.on('checkContinue', this.requests.onRequest);
-    this.httpServer.on('upgrade', this.upgrades.onUpgrade);
     this.h2 = new H2Ingress({
       limits: { ...limits, keepAliveTimeoutMs },
-      onRequest: this.requests.onRequest,
-      lean: (req, res, socket, full) => this.leanH2(req, res, socket, full),
+      onRequest: (req, res, socket) => this.serveH2(req, res, socket),
     });
     this.relay = new HttpRelay({
       meters: options.meters,
@@ -209,26 +153,12 @@ export class HttpIngress {
       tap: options.exchangeTap,
       tracing: options.tracing,
       raw: this.raw,
-      h2Upstreams: this.requests.h2,
+      h2Upstreams: this.h2Upstreams,
       route: (head, host, socket, body) => this.leanRoute(head, host, socket, body),
-      handOver: (socket, buffered) => this.serveOnFullPath(socket, buffered),
+      h2c: (socket, buffered) => this.h2.accept(socket, buffered),
       onLimit: (ip, limit) => options.onLimit?.(ip, limit),
     });
     this.server = createNetServer(INGRESS_SOCKET_OPTIONS, (socket) => this.accept(socket, socket));
-  }
-
-  /**
-   * Serve the rest of `socket` on the full path, from `buffered` (read, not served) on: a
-   * connection the lean relay hands over, or one whose upgrade the agent did not take.
-   */
-  private serveOnFullPath(socket: Duplex, buffered: Buffer | undefined): void {
-    if (buffered && startsH2c(buffered)) {
-      this.h2.accept(socket, buffered);
-      return;
-    }
-    if (buffered) socket.unshift(buffered);
-    this.httpServer.emit('connection', socket);
-    socket.resume();
   }
 
   /** Serve a TLS connection the SNI router terminated, by the protocol it chose by ALPN. */
@@ -247,12 +177,10 @@ export class HttpIngress {
   }
 
   /**
-   * Where the lean relay carries a request, or undefined when the full path must serve it:
-   * anything but a plain HTTP/1.1 request to an endpoint whose policy, if any, the relay can run
-   * (http-policy-lean.ts), following forward-internal to the internal endpoint that takes it. A
-   * request routed here and declined takes its route (the pool member picked, or the error page)
-   * and the policy decisions made for it along to the full path, so that it is looked up, picked
-   * and decided once.
+   * Where a request goes, on either wire: the ACME answer, the edge's page (a limit, no endpoint
+   * for its Host), or its endpoint, the policy's verdict followed through forward-internal to the
+   * internal endpoint that takes it. A promise while a decision waits (an IP policy lookup,
+   * jwt-validation's keys, a body a policy reads first).
    */
   private leanRoute(
     head: RequestHead,
@@ -274,7 +202,7 @@ export class HttpIngress {
     const routed = 'status' in found ? found : this.registry.pick(found);
     // The edge's own page (a gRPC client's status) is the relay's to write, on either wire.
     if ('status' in routed) return { page: routed };
-    return this.walk({ head, socket, routed, body, tunnel: routed, chain: [] });
+    return this.walk({ head, socket, body, tunnel: routed, chain: [] });
   }
 
   /**
@@ -282,7 +210,7 @@ export class HttpIngress {
    * endpoint forward-internal names, and so on; a verdict that waits is waited for, and the walk
    * goes on from there.
    */
-  private walk(walk: LeanWalk): LeanRoute | undefined | Promise<LeanRoute | undefined> {
+  private walk(walk: LeanWalk): LeanRoute | Promise<LeanRoute> {
     for (;;) {
       const { policy } = walk.tunnel;
       const verdict = policy ? leanVerdict(walk.socket, policy, walk.head, walk.body) : RELAY;
@@ -297,47 +225,31 @@ export class HttpIngress {
     }
   }
 
-  /** One verdict of the walk: where the request goes, the full path, or on to `walk.tunnel`. */
-  private step(walk: LeanWalk, verdict: LeanVerdict): LeanRoute | undefined | typeof CONTINUE {
+  /** One verdict of the walk: where the request goes, or on to `walk.tunnel`. */
+  private step(walk: LeanWalk, verdict: LeanVerdict): LeanRoute | typeof CONTINUE {
     const { tunnel } = walk;
-    if (verdict.kind === 'answer') {
-      return { tunnel, via: walk.via ?? NO_VIA, answer: verdict.answer };
-    }
-    if (verdict.kind === 'close') return { tunnel, via: walk.via ?? NO_VIA, close: true };
-    if (verdict.kind !== 'relay' && verdict.decision !== undefined) {
-      (walk.decisions ??= []).push({ policy: tunnel.policy!, decision: verdict.decision });
-    }
+    const via = walk.via ?? NO_VIA;
+    if (verdict.kind === 'answer') return { tunnel, via, answer: verdict.answer };
+    if (verdict.kind === 'close') return { tunnel, via, close: true };
     const step =
       verdict.kind === 'forward'
-        ? followInternal(this.leanTargets, verdict.forward, walk.chain, tunnel, ['http', 'https'])
+        ? followInternal(this.registry, verdict.forward, walk.chain, tunnel, ['http', 'https'])
         : undefined;
     if (step && 'refusal' in step) {
-      const { refusal } = step;
-      // Online but not the relay's to carry (leanTargets): the full path serves it.
-      const skipped =
-        refusal.kind === 'offline' && this.registry.holder({ internal: refusal.key }) !== undefined;
-      if (!skipped) {
-        const { refused, detail } = forwardRefused(refusal);
-        return { tunnel, via: walk.via ?? NO_VIA, answer: pageAnswer(refused, walk.head, detail) };
-      }
-    } else if (verdict.kind !== 'full' && !step) {
+      const { refused, detail } = forwardRefused(step.refusal);
+      return { tunnel, via, answer: pageAnswer(refused, walk.head, detail) };
+    }
+    if (!step) {
       // The endpoint itself serves it (a forward's target offline with `on_error: continue`).
       if (tunnel.cloud) {
         // A cloud endpoint has no agent: its policy neither answered nor forwarded the request.
-        const page = pageAnswer(INGRESS_ERRORS.cloudUnanswered, walk.head);
-        return { tunnel, via: walk.via ?? NO_VIA, answer: page };
+        return { tunnel, via, answer: pageAnswer(INGRESS_ERRORS.cloudUnanswered, walk.head) };
       }
       // A service that speaks HTTP/2 (app protocol `http2`) gets an HTTP/2 client's call as a
       // call (h2-call.ts), an HTTP/1.x request through an H2Bridge (h2-bridge.ts), where an
       // upgrade it asks for is one the service does not make.
       const run = withForwarders(ownRun(verdict), walk.forwarders);
-      const sent = walk.changed ? walk.head : undefined;
-      return { tunnel, via: walk.via ?? NO_VIA, policy: run, sent };
-    }
-    if (!step || !('next' in step)) {
-      // What the relay cannot carry: the full path answers, with what was decided here.
-      this.requests.routedAhead(walk.socket, { routed: walk.routed, decisions: walk.decisions });
-      return undefined;
+      return { tunnel, via, policy: run, sent: walk.changed ? walk.head : undefined };
     }
     (walk.via ??= []).push(tunnel);
     if (verdict.kind === 'forward' && verdict.forwarder) {
@@ -358,14 +270,9 @@ export class HttpIngress {
   /**
    * An HTTP/2 request on the relay's pipeline (h2-exchange.ts), routed by {@link leanRoute} as
    * an HTTP/1.1 one is, its body read for a policy that decides on it (body-peek.ts
-   * streamBodySource); `full` serves what it does not carry, given that body if it was read.
+   * streamBodySource). A request it cannot read is answered here (h2-head.ts).
    */
-  private leanH2(
-    req: Http2ServerRequest,
-    res: Http2ServerResponse,
-    socket: Duplex,
-    full: () => void,
-  ): void {
+  private serveH2(req: Http2ServerRequest, res: Http2ServerResponse, socket: Duplex): void {
     const head = h2RequestHead(req);
     if ('malformed' in head) {
       req.stream.close(constants.NGHTTP2_PROTOCOL_ERROR);
@@ -383,30 +290,13 @@ export class HttpIngress {
     const serve = (route: LeanRouting): void => {
       // The client may have reset its stream while the policy decided.
       if (req.stream.destroyed) return;
-      const ctx = this.relay.context;
-      if (route) serveH2(ctx, this.requests.h2, { req, res, socket, head, host, route, held });
-      else {
-        if (held.body) carryBody(req, held.body);
-        full();
-      }
+      serveH2(this.relay.context, this.h2Upstreams, { req, res, socket, head, host, route, held });
     };
     const body = req.stream.endAfterHeaders ? NO_BODY : streamBodySource(req, held);
     const route = this.leanRoute(head, routingHost(head.host), socket, body);
-    if (route instanceof Promise) route.then(serve, full);
-    else serve(route);
+    if (!(route instanceof Promise)) serve(route);
+    else route.then(serve, () => serve(ROUTING_FAILED));
   }
-
-  /**
-   * Internal endpoints as the relay follows forward-internal: one whose policy the relay cannot
-   * run is not picked here (the full path picks it), so that a pool is picked once per request.
-   */
-  private readonly leanTargets: Pick<TunnelRegistry, 'internal'> = {
-    internal: (key) => {
-      const holder = this.registry.holder({ internal: key });
-      if (holder?.policy && !leanShaped(holder.policy)) return undefined;
-      return this.registry.internal(key);
-    },
-  };
 
   /** Public connections (plain and TLS) and relays still open. */
   get openConnections(): number {
@@ -415,16 +305,13 @@ export class HttpIngress {
 
   /** Stop keeping connections alive: each closes after its current response. */
   startDraining(): void {
-    this.requests.draining = true;
     this.relay.startDraining();
     this.h2.startDraining();
-    this.httpServer.closeIdleConnections();
   }
 
   /** Close idle keep-alive connections now (drain calls this as requests finish). */
   closeIdle(): void {
     this.relay.closeIdle();
-    this.httpServer.closeIdleConnections();
   }
 
   /** Close every connection and relay now. */
@@ -433,13 +320,10 @@ export class HttpIngress {
     this.h2.destroyAll();
     this.relay.dropIdleStreams();
     this.connections.destroyAll();
-    this.httpServer.closeAllConnections();
-    this.requests.destroyAll();
   }
 
   /** A tunnel went offline: close the streams kept for it once their requests are done. */
   tunnelRemoved(tunnel: OnlineTunnel): void {
     this.relay.tunnelRemoved(tunnel);
-    this.requests.tunnelRemoved(tunnel);
   }
 }

@@ -68,7 +68,7 @@ export class PolicyBodyBuffer {
 }
 
 /**
- * Reads `req`'s body (an HTTP/1.1 request on the full path, an HTTP/2 request's stream) once, on
+ * Reads `req`'s body (an HTTP/2 request's stream) once, on
  * first call. It rejects (and the request is failed) when the body is
  * over {@link POLICY_BODY_LIMIT}, takes longer than {@link POLICY_BODY_TIMEOUT_MS}, or would take
  * the process past {@link POLICY_BODY_BUDGET}.

@@ -17,11 +17,11 @@ import {
 
 /**
  * Endpoints whose policy has no HTTP phase (on_tcp_connect only: IP restrictions, connect-time
- * rate limits) are carried by the lean relay, with on_tcp_connect run once per connection as on
- * the full path. How a reply tells the paths apart: the upstream sends no `Date` header; the lean
- * relay passes its head on as bytes, Node's server on the full path adds one.
+ * rate limits) and those with HTTP phases, on the relay, with on_tcp_connect run once per
+ * connection. The upstream sends no `Date` header and the relay passes its head on as bytes: a
+ * reply without one is the service's, relayed.
  */
-describe('policies without an HTTP phase on the lean relay', () => {
+describe('policies on the relay', () => {
   let t: TestIngress;
   let upstream: LocalServer;
   const events = new PolicyEventLog();
@@ -248,7 +248,7 @@ on_http_request:
     expect(posted).toMatch(/^connection: close\r$/im);
   });
 
-  it('runs header phases on the relay: request and response headers changed, answers left to the full path', async () => {
+  it('runs header phases on the relay: request and response headers changed, the policy’s answer written by the relay', async () => {
     const { tunnel, host } = online(`
 on_http_request:
   - expressions: ["'x-block' in req.headers"]
@@ -283,7 +283,7 @@ on_http_response:
     );
     await expect(httpRequest(t.httpPort, { host })).rejects.toThrow();
     expect(tunnel.connects).toEqual([]);
-    // Decided once, on the relay; the full path that closed the connection did not ask again.
+    // Decided once per connection.
     expect(events.eventsFor(tunnel.id).map((e) => e.outcome)).toEqual(['denied']);
   });
 

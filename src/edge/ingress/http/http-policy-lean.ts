@@ -1,15 +1,13 @@
 /**
- * Which policies the lean relay carries requests for, and what it does with them. A policy with no
- * HTTP phase (IP restrictions, connect-time rate limits) needs only its on_tcp_connect, once per
- * connection. A policy whose phases work on heads alone (routing, header changes, a new target,
- * status observers, answers and refusals: {@link HEAD_ACTIONS}) is run here on the parsed heads:
- * the relay carries the request with its header changes and target, or on to the internal
- * endpoint forward-internal picks, or writes the policy's answer; it runs on_http_response on the
- * response head before writing it, and tells circuit-breaker the status. A phase costs a rule
- * evaluation rather than the full path (issue 28: a three-rule policy served 0.38 of no policy on
- * the full path). Whatever the relay does not carry (a body the policy reads or rewrites, a gRPC
- * client's refusal) goes to the full path with the decisions made here, which it finishes rather
- * than makes again: a phase runs once per request.
+ * A traffic policy on the relay, on either wire. A policy with no HTTP phase (IP restrictions,
+ * connect-time rate limits) needs only its on_tcp_connect, once per connection and endpoint.
+ * on_http_request runs on the parsed head (and on the body, read first, for the actions that
+ * decide on it: body-peek.ts): the relay then carries the request with the policy's header
+ * changes and target, or on to the internal endpoint forward-internal picks, or writes the
+ * policy's answer, or closes the connection. What the policy keeps for the rest of the exchange
+ * (its on_http_response, run on the response head by lean-response-phase.ts; its body rewrite;
+ * circuit-breaker's counters, told the status) goes with the request as a {@link LeanPolicyRun}.
+ * A phase costs a rule evaluation per request, not a second HTTP engine (issue 28).
  */
 import type { Duplex } from 'node:stream';
 import type { TLSSocket } from 'node:tls';
@@ -31,92 +29,9 @@ import { POLICY_FAILED_ANSWER, rewrittenRequest } from './http-policy-writes.js'
 import { errorPage, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
 import { routingHost } from './http-forwarding.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
-import { connectionState, type ConnectionPolicyState, type Settled } from './http-policy.js';
+import { connectionState, type ConnectionPolicyState, type Settled } from './connection-policy.js';
 import type { RequestHead } from './request-head.js';
 import type { PolicyBodySource } from './body-peek.js';
-
-/**
- * on_http_request actions whose outcome the relay can carry: routing and recording, header
- * changes, a new target (url-rewrite), an observer of the status the client got
- * (circuit-breaker), and actions that answer or refuse (the relay writes the answer; letting a
- * request by changes nothing), some after a wait (jwt-validation, a
- * signed-in openid-connect or oauth session, whose cookies come off the request), and
- * request-body-find-replace, whose rewrite the body streams through. verify-webhook and a
- * jwt-validation body token read the body whole before deciding: the relay reads it for them on
- * HTTP/1.1 (body-peek.ts BodyPeek) and on HTTP/2 (body-peek.ts streamBodySource).
- */
-const HEAD_ACTIONS: ReadonlySet<string> = new Set([
-  'forward-internal',
-  'log',
-  'set-vars',
-  'add-headers',
-  'remove-headers',
-  'url-rewrite',
-  'circuit-breaker',
-  'jwt-validation',
-  'openid-connect',
-  'oauth',
-  'deny',
-  'custom-response',
-  'redirect',
-  'restrict-ips',
-  'rate-limit',
-  'basic-auth',
-  // Its rewrite is a transform the relay streams the body through (body-transforms.ts).
-  'request-body-find-replace',
-  // They read the body whole first (body-peek.ts), then decide on it as on a head.
-  'verify-webhook',
-  // A call the decision waits for, as jwt-validation's key lookup.
-  'http-request',
-  // The relay closes the connection itself.
-  'close-connection',
-]);
-
-/**
- * on_http_response actions the relay applies to the response head (header changes, records), and
- * those whose transforms the relay puts the body through (body-transforms.ts): find-replace and
- * compress-response.
- */
-const RESPONSE_HEAD_ACTIONS: ReadonlySet<string> = new Set([
-  // Its answer replaces the agent's: the relay writes it instead, and lets the stream go.
-  'custom-response',
-  // A call the decision waits for: the relay holds the response until it is made.
-  'http-request',
-  'log',
-  'set-vars',
-  'add-headers',
-  'remove-headers',
-  'compress-response',
-  'response-body-find-replace',
-  'sse-find-replace',
-  // Its refusal replaces the agent's answer, as custom-response's does (the edge's 403 page).
-  'restrict-ips',
-]);
-
-/** Per compiled policy: whether the relay can run it (computed once, policies are immutable). */
-const shapes = new WeakMap<TunnelPolicy['runner']['policy'], boolean>();
-
-/**
- * Whether the lean relay can run `policy` at all: phases made only of {@link HEAD_ACTIONS} and
- * {@link RESPONSE_HEAD_ACTIONS} (a body the policy reads first, the relay reads for it on either
- * wire: body-peek.ts). A policy of another shape always takes the full path.
- * @example leanShaped(tunnel.policy) // true for `on_http_request: [add-headers …]`
- */
-export function leanShaped(policy: TunnelPolicy): boolean {
-  const compiled = policy.runner.policy;
-  let shaped = shapes.get(compiled);
-  if (shaped === undefined) {
-    shaped =
-      compiled.phases.on_http_request.every((rule) =>
-        rule.actions.every((a) => HEAD_ACTIONS.has(a.type)),
-      ) &&
-      compiled.phases.on_http_response.every((rule) =>
-        rule.actions.every((a) => RESPONSE_HEAD_ACTIONS.has(a.type)),
-      );
-    shapes.set(compiled, shaped);
-  }
-  return shaped;
-}
 
 /**
  * What the relay applies of a policy to one exchange: the request's header changes and new
@@ -158,18 +73,15 @@ export type LeanVerdict =
       /** Its response phase and observers, for the response that comes back through it. */
       forwarder?: ForwarderRun | undefined;
     }
-  /** The full path serves it; `decision` is its on_http_request outcome when it was run here. */
   /**
    * Answer it with the policy's own response (deny, custom-response, a login redirect…), the
    * policy's 500 when it could not run, or the edge's page for a request it made unwritable.
    */
   | { kind: 'answer'; answer: RespondDecision }
   /** Close the connection without an answer (close-connection, on_tcp_connect's deny). */
-  | { kind: 'close' }
-  | { kind: 'full'; decision?: Settled<HttpRequestDecision> | undefined };
+  | { kind: 'close' };
 
 const RELAY: LeanVerdict = { kind: 'relay' };
-const FULL: LeanVerdict = { kind: 'full' };
 /** The variables of a connection whose policy has no on_tcp_connect: one object for them all. */
 const NO_VARS: PolicyVars = Object.freeze({});
 
@@ -189,8 +101,8 @@ const FAILED_VERDICT: LeanVerdict = { kind: 'answer', answer: POLICY_FAILED_DECI
 const CLOSE_VERDICT: LeanVerdict = { kind: 'close' };
 
 /**
- * The connection's on_tcp_connect outcome for `policy`, decided once per connection and policy
- * (as on the full path, which finishes a decision the relay started): its variables, or that it
+ * The connection's on_tcp_connect outcome for `policy`, decided once per connection and policy:
+ * its variables, or that it
  * closed the connection or failed; a promise while a decision waits (an IP policy's rules looked
  * up), which the other requests of the connection (HTTP/2 streams) wait for too.
  */
@@ -232,9 +144,8 @@ function connectOutcome(
 }
 
 /**
- * What the lean relay does with a request (`head`) to an endpoint with `policy`: relay it there,
- * forward it to an internal endpoint, answer it, close the connection, or leave it to the full
- * path (a policy it cannot run: restrict-ips in on_http_response). A decision that
+ * What the relay does with a request (`head`) to an endpoint with `policy`: relay it there,
+ * forward it to an internal endpoint, answer it, or close the connection. A decision that
  * waits (on_tcp_connect's IP policy lookup, jwt-validation's key lookup, a body the policy reads
  * first) is waited for: the verdict is then a promise.
  * @example const verdict = leanVerdict(socket, tunnel.policy, head, NO_BODY);
@@ -245,7 +156,6 @@ export function leanVerdict(
   head: RequestHead,
   body: PolicyBodySource,
 ): LeanVerdict | Promise<LeanVerdict> {
-  if (!leanShaped(policy)) return FULL;
   const state = connectionState(socket);
   const vars = tcpConnectVars(state, policy);
   if (vars instanceof Promise) {
@@ -274,7 +184,7 @@ function requestVerdict(
     scheme: (socket as Partial<TLSSocket>).encrypted === true ? 'https' : 'http',
     // As parsed: the phases build from them only what their rules read.
     headers: head.raw,
-    // As Node's servers say it on the full path.
+    // As Node's servers say it (`req.httpVersion`).
     version: head.h2 ? '2.0' : head.minor === 1 ? '1.1' : '1.0',
     received: Date.now(),
     // Read only when a rule needs it: the bytes stay to be relayed.
@@ -302,8 +212,8 @@ function requestVerdict(
     return FAILED_VERDICT;
   }
   if (decision instanceof Promise) {
-    // A decision that waits (jwt-validation's signature check and key lookup) is waited for here,
-    // as the full path would; one that fails is the policy's 500.
+    // A decision that waits (jwt-validation's signature check and key lookup) is waited for here;
+    // one that fails is the policy's 500.
     return decision.then(
       (d) => verdictOf(d, policy, state.conn, req, head),
       (): LeanVerdict => FAILED_VERDICT,
@@ -373,7 +283,7 @@ function verdictOf(
 
 /**
  * The edge's page `error` for the request `head`, as an answer the relay writes and counts as the
- * endpoint's, as the full path does.
+ * endpoint's.
  * @example pageAnswer(INGRESS_ERRORS.cloudUnanswered, head)
  */
 export function pageAnswer(

@@ -1,7 +1,7 @@
 /**
- * The lean HTTP/1.1 relay of one ingress: its public connections, the tunnel streams they keep
- * idle between connections, and the limits they share. The ingress decides which requests it
- * carries (`route`) and takes back connections it hands over (`handOver`).
+ * The HTTP/1.x relay of one ingress: its public connections, the tunnel streams they keep idle
+ * between connections, and the limits they share. The ingress routes each request (`route`) and
+ * serves the connections that turn out to speak HTTP/2 with prior knowledge (`h2c`).
  */
 import type { Duplex } from 'node:stream';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
@@ -18,6 +18,7 @@ import type { LeanPolicyRun } from './http-policy-lean.js';
 import type { RawRelays } from './protocol-switch.js';
 import type { PolicyBodySource } from './body-peek.js';
 import type { H2Upstreams } from './h2-upstream.js';
+import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 
 /**
  * Where the relay carries a request: `tunnel` (a pool member, picked), reached through `via`, the
@@ -56,11 +57,14 @@ export interface LeanEdgeAnswer {
   edge: { status: number; headers: Record<string, string>; body: string };
 }
 
+/** What the relay's routing says of a request: where it goes, or the edge's page or answer. */
+export type LeanRouting = LeanRoute | LeanPage | LeanEdgeAnswer;
+
 /**
- * What the relay's routing says of a request: where it goes, the edge's page or answer, or
- * undefined when the full path serves it.
+ * The answer to a request whose routing failed unexpectedly (a policy's decision that rejected
+ * instead of failing closed itself): the policy's 500, as every wire writes it.
  */
-export type LeanRouting = LeanRoute | LeanPage | LeanEdgeAnswer | undefined;
+export const ROUTING_FAILED: LeanEdgeAnswer = { edge: { ...POLICY_FAILED_ANSWER } };
 
 /** What every connection of one listener shares. */
 export interface HttpRelayContext {
@@ -81,9 +85,9 @@ export interface HttpRelayContext {
   /** HTTP/2 sessions to services bound with app protocol `http2` (h2-bridge.ts, h2-call.ts). */
   h2Upstreams: H2Upstreams;
   /**
-   * Where this relay carries the request, the edge's own page for it, or undefined: the full path
-   * serves it. A promise when a policy's decision waits (jwt-validation, a body it reads first);
-   * bytes that arrive meanwhile are held, as pipelined requests are.
+   * Where this relay carries the request, or the edge's own page or answer for it. A promise
+   * when a policy's decision waits (jwt-validation, a body it reads first); bytes that arrive
+   * meanwhile are held, as pipelined requests are.
    */
   route(
     head: RequestHead,
@@ -92,8 +96,8 @@ export interface HttpRelayContext {
     /** The request's body, read on demand for a policy that decides on it (body-peek.ts). */
     body: PolicyBodySource,
   ): LeanRouting | Promise<LeanRouting>;
-  /** Serve the rest of the connection on the full HTTP path; `buffered` was read, not served. */
-  handOver(socket: Duplex, buffered: Buffer | undefined): void;
+  /** Serve a connection that began with HTTP/2's preface (h2c); `buffered` was read, not served. */
+  h2c(socket: Duplex, buffered: Buffer): void;
   /** A client went over a limit the relay enforces. */
   onLimit(clientIp: string, limit: string): void;
   /** True once the ingress drains: connections close after their current response. */
@@ -118,13 +122,13 @@ export interface HttpRelayOptions {
   raw: RawRelays;
   h2Upstreams: H2Upstreams;
   route: HttpRelayContext['route'];
-  handOver: HttpRelayContext['handOver'];
+  h2c: HttpRelayContext['h2c'];
   onLimit: HttpRelayContext['onLimit'];
 }
 
 /**
  * @example
- * const relay = new HttpRelay({ meters, connections, raw, route, handOver, onLimit, ...limits });
+ * const relay = new HttpRelay({ meters, connections, raw, route, h2c, onLimit, ...limits });
  * netServer.on('connection', (socket) => relay.accept(socket));
  */
 export class HttpRelay {
@@ -154,7 +158,7 @@ export class HttpRelay {
       raw: options.raw,
       h2Upstreams: options.h2Upstreams,
       route: options.route,
-      handOver: options.handOver,
+      h2c: options.h2c,
       onLimit: options.onLimit,
       get draining() {
         return isDraining();

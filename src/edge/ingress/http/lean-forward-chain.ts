@@ -1,9 +1,11 @@
 /**
  * A request's way through a forward-internal chain, on the relay: what the endpoints that
  * forwarded it keep for the rest of the exchange (http-policy-lean.ts `ForwarderRun`), joined with
- * what the endpoint that serves it applies.
+ * what the endpoint that serves it applies, and the page of a hop that cannot be made.
  */
 import { NO_HEADER_CHANGES, type BodyRewrite } from '../../../policy/index.js';
+import { refusalText, type ForwardRefusal } from '../../registry/internal-routing.js';
+import { INGRESS_ERRORS, type IngressError } from '../error-pages.js';
 import type { ForwarderRun, LeanPolicyRun, LeanVerdict } from './http-policy-lean.js';
 import type { ResponsePhase } from './lean-response-phase.js';
 
@@ -56,4 +58,17 @@ export function withForwarders(
     observers: observers.length > 0 ? observers : undefined,
     bodyRewrite: replacements.length > 0 ? { kind: 'body', replacements } : undefined,
   };
+}
+
+/**
+ * The error page of a forward-internal that cannot be followed (a loop, a chain over the hop
+ * limit, an offline target), with the detail that says which.
+ * @example forwardRefused({ kind: 'offline', key: 'api.internal' }).refused // internalOffline
+ */
+export function forwardRefused(refusal: ForwardRefusal): { refused: IngressError; detail: string } {
+  const refused =
+    refusal.kind === 'loop' || refusal.kind === 'hops'
+      ? INGRESS_ERRORS.forwardLoop
+      : INGRESS_ERRORS.internalOffline;
+  return { refused, detail: refusalText(refusal) };
 }

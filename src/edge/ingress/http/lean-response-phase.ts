@@ -16,7 +16,7 @@ import type {
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 import { responseTransforms } from './body-transforms.js';
 import { applyToRawHeaders, RESPONSE_ADD_OWNED, RESPONSE_REMOVE_OWNED } from './header-changes.js';
-import type { Settled } from './http-policy.js';
+import type { Settled } from './connection-policy.js';
 
 /** What on_http_response needs, kept from the request's phases. */
 export interface ResponsePhase {
@@ -34,8 +34,8 @@ export interface ResponsePhase {
 /**
  * The response head's headers after on_http_response: `raw` (as parseResponseHead read them, so
  * every field of it can be written) with its changes, and the body's transforms (none, usually);
- * `{ problem }` for a header it added that cannot be written (answered with the 502 page, as on
- * the full path); `{ answer }` when the phase replaced the response (custom-response); or
+ * `{ problem }` for a header it added that cannot be written (answered with the 502 page);
+ * `{ answer }` when the phase replaced the response (custom-response); or
  * undefined when the phase cannot be applied (it threw or failed), and the policy fails closed.
  * A promise while its decision waits (http-request). The phases of the endpoints that forwarded
  * the request (`phase.next`) run after it, on the headers it left; an answer it made is final.
@@ -132,7 +132,7 @@ export type ResponseAfterPhase =
 
 function responseAfter(d: HttpResponseDecision, raw: string[]): ResponseAfterPhase {
   if (d.kind === 'respond') {
-    // An answer with a header that cannot be written is the 502 page instead, as on the full path.
+    // An answer with a header that cannot be written is the 502 page instead.
     const problem = headersProblem(d.headers);
     return problem ? { problem } : { answer: d };
   }

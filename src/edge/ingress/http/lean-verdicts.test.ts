@@ -15,7 +15,7 @@ import {
 } from '../../../../test/support/ingress.js';
 
 /**
- * Verdicts the relay once left to the full path, now its own: a connection the policy closes, an
+ * Verdicts the relay carries out itself: a connection the policy closes, an
  * outside call the decision waits for (http-request), and the edge's page for an answer whose
  * header cannot be written. The service sends no `Date` header, so a reply without one was relayed.
  */

@@ -1,9 +1,8 @@
 /**
  * The one place a public HTTP connection stops being HTTP: after the agent answered an upgrade
  * (WebSocket and friends) with `101 Switching Protocols`, the connection and its tunnel stream are
- * joined as raw bytes until either side ends. Both paths end here: the lean relay
- * (response-relay.ts, which reads the agent's head itself) and the full path
- * (upgrade-exchange.ts, where Node's client reads it). Any other answer keeps the connection under
+ * joined as raw bytes until either side ends (response-relay.ts reads the agent's head and calls
+ * this on a 101). Any other answer keeps the connection under
  * HTTP rules, so no request reaches the agent unjudged (the issue on protections that hold).
  */
 import type { Duplex } from 'node:stream';

@@ -9,7 +9,6 @@
  * (or after a short grace when unsent bytes hold it behind a shut send window), which also makes
  * the edge forget the stream without waiting for the agent's own FIN.
  */
-import type { ClientRequest } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { CounterSeries } from '../../metrics/metrics.js';
 
@@ -47,21 +46,6 @@ export function releaseStream(stream: Duplex): void {
 export function releaseAbandoned(stream: Duplex, released: CounterSeries | undefined): void {
   released?.inc();
   releaseStream(stream);
-}
-
-/**
- * The same for a request of Node's http client: its stream, when one is open, is released and
- * counted (closing it fails the request with 'socket hang up', which its error handler expects);
- * a request still waiting for its stream is destroyed.
- * @example releaseAbandonedRequest(upstream, released);
- */
-export function releaseAbandonedRequest(
-  request: ClientRequest,
-  released: CounterSeries | undefined,
-): void {
-  const stream = request.socket;
-  if (stream && !stream.destroyed) releaseAbandoned(stream, released);
-  else request.destroy();
 }
 
 function ignoreError(): void {}
