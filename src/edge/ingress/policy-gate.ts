@@ -2,7 +2,8 @@
  * The connect gate of the raw listeners (TCP ports, TLS by SNI), the same for every route
  * whatever made it (an agent's endpoint, a cloud endpoint, an edge's hostport): the refusals
  * that come before anything (an edge's ip_restriction), TLS that ends at the edge, then the
- * route's on_tcp_connect; and the connection's `conn.*` variables.
+ * route's on_tcp_connect, and the forward-internal hops it makes (`admitThrough`, the one walk of
+ * both listeners); and the connection's `conn.*` variables.
  */
 import type { Duplex } from 'node:stream';
 import { ipAllowed } from '../../core/cidr.js';
@@ -16,7 +17,13 @@ import type {
   TlsTerminator,
 } from '../../policy/index.js';
 import { clientIp } from '../registry/connect-tunnel.js';
-import type { EdgeTermination, OnlineTunnel, TunnelPolicy } from '../registry/tunnel-registry.js';
+import { followInternal, refusalText } from '../registry/internal-routing.js';
+import type {
+  EdgeTermination,
+  OnlineTunnel,
+  TunnelPolicy,
+  TunnelRegistry,
+} from '../registry/tunnel-registry.js';
 
 const NO_VARS: PolicyVars = Object.freeze({});
 
@@ -91,6 +98,42 @@ export function admitConnection(
     },
     () => socket.destroy(),
   );
+}
+
+/** What a raw listener does with a connection at each endpoint of its way ({@link admitThrough}). */
+export interface ConnectionWay {
+  /** The forward-internal hops the listener follows: `['tcp']` or `['tls']`. */
+  protos: readonly string[];
+  /** The connection's `conn.*` for `tunnel`'s on_tcp_connect, and how TLS ends here (TLS only). */
+  gate(tunnel: OnlineTunnel): { conn: () => ConnInput; endTls?: EdgeTlsEnd | undefined };
+  /** `tunnel` serves the connection itself: its agent gets it. */
+  serve(tunnel: OnlineTunnel): void;
+  /** Nothing serves it: a hop that cannot be made (a loop, offline), or a cloud endpoint's dead end. */
+  refuse(tunnel: OnlineTunnel, why: string): void;
+}
+
+/**
+ * A raw connection's way from `tunnel`: its gate ({@link admitConnection}), then the internal
+ * endpoint its on_tcp_connect forwards to (in-process, `chain` against loops), and so on, until
+ * an endpoint serves it or nothing can. A cloud endpoint whose policy forwards nowhere refuses.
+ * @example admitThrough(registry, socket, registry.pick(tunnel), [], { protos: ['tcp'], gate, serve, refuse });
+ */
+export function admitThrough(
+  registry: Pick<TunnelRegistry, 'internal'>,
+  socket: Duplex & SocketAddresses,
+  tunnel: OnlineTunnel,
+  chain: string[],
+  way: ConnectionWay,
+): void {
+  const { conn, endTls } = way.gate(tunnel);
+  const admitted = (_vars: PolicyVars, forward?: ForwardInternal): void => {
+    const step = forward && followInternal(registry, forward, chain, tunnel, way.protos);
+    if (step && 'next' in step) admitThrough(registry, socket, step.next, step.chain, way);
+    else if (step) way.refuse(tunnel, refusalText(step.refusal));
+    else if (tunnel.cloud) way.refuse(tunnel, 'a cloud endpoint that forwards nowhere');
+    else way.serve(tunnel);
+  };
+  admitConnection(tunnel, socket, conn, admitted, endTls);
 }
 
 /**

@@ -23,7 +23,7 @@ import type { EndpointMeters } from '../metrics/endpoint-meters.js';
 import { EdgeTlsTerminator, tlsInputOf } from './edge-tls.js';
 import { INGRESS_ERRORS, rawErrorResponse } from './error-pages.js';
 import type { HttpIngress } from './http/http-ingress.js';
-import { admitConnection, connInputOf, type EdgeTlsEnd } from './policy-gate.js';
+import { admitThrough, connInputOf, type EdgeTlsEnd } from './policy-gate.js';
 import {
   INGRESS_SOCKET_OPTIONS,
   relayTimeoutsOf,
@@ -31,8 +31,10 @@ import {
   type RawRelayTimeouts,
   type RelayClosedHook,
 } from './proxy.js';
-import { followInternal, refusalText } from '../registry/internal-routing.js';
 import type { EdgeTermination, OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
+
+/** A TLS endpoint's on_tcp_connect forwards only to internal TLS endpoints. */
+const TLS_HOPS = ['tls'] as const;
 
 export interface SniRouterOptions {
   registry: TunnelRegistry;
@@ -172,8 +174,8 @@ export class SniRouter {
   /**
    * The endpoint's on_tcp_connect first: TLS facts are the ClientHello's (offered version); rules
    * after a terminate-tls see the finished handshake. Then its agent, or the internal TLS endpoint
-   * forward-internal chose (in-process, with `chain` against loops; the connection as it is, the
-   * ClientHello or, once terminated, plaintext). A cloud endpoint that forwards nowhere closes it.
+   * forward-internal chose (policy-gate.ts admitThrough; the connection as it is, the ClientHello
+   * or, once terminated, plaintext).
    */
   private admit(conn: TlsConnection, tunnel: OnlineTunnel, chain: string[]): void {
     const { socket, hello, serverName } = conn;
@@ -184,41 +186,33 @@ export class SniRouter {
           ? tlsInputOf(conn.terminated)
           : { sni: serverName, version: offeredTlsVersion(hello) },
       );
-    const endTls: EdgeTlsEnd = async (settings) => {
-      if (conn.terminated) {
-        // An endpoint earlier in the forward chain ended TLS with its own settings; this one's
-        // (client certificates, versions) cannot be applied to it any more: closed, not skipped.
-        this.options.logger?.debug(
-          { tunnel: tunnel.id },
-          'terminate-tls on a connection already terminated by the endpoint that forwarded it',
-        );
-        return undefined;
-      }
-      conn.terminated = await this.terminate(socket, hello, settings);
-      return conn.terminated && tlsInputOf(conn.terminated);
-    };
-    admitConnection(
-      tunnel,
-      socket,
-      input,
-      (_vars, forward) => {
-        const step =
-          forward && followInternal(this.options.registry, forward, chain, tunnel, ['tls']);
-        if (step && 'next' in step) {
-          this.admit(conn, step.next, step.chain);
-          return;
+    const endTlsAt =
+      (at: OnlineTunnel): EdgeTlsEnd =>
+      async (settings) => {
+        if (conn.terminated) {
+          // An endpoint earlier in the forward chain ended TLS with its own settings; this one's
+          // (client certificates, versions) cannot be applied to it any more: closed, not skipped.
+          this.options.logger?.debug(
+            { tunnel: at.id },
+            'terminate-tls on a connection already terminated by the endpoint that forwarded it',
+          );
+          return undefined;
         }
-        if (step || tunnel.cloud) {
-          const why = step ? refusalText(step.refusal) : 'a cloud endpoint that forwards nowhere';
-          this.options.logger?.debug({ tunnel: tunnel.id, why }, 'connection refused');
-          this.refuse(conn);
-          return;
-        }
-        if (conn.terminated) this.relayPlaintext(conn.terminated, tunnel);
-        else this.passThrough(socket, hello, tunnel);
+        conn.terminated = await this.terminate(socket, hello, settings);
+        return conn.terminated && tlsInputOf(conn.terminated);
+      };
+    admitThrough(this.options.registry, socket, tunnel, chain, {
+      protos: TLS_HOPS,
+      gate: (at) => ({ conn: input, endTls: endTlsAt(at) }),
+      serve: (served) => {
+        if (conn.terminated) this.relayPlaintext(conn.terminated, served);
+        else this.passThrough(socket, hello, served);
       },
-      endTls,
-    );
+      refuse: (refused, why) => {
+        this.options.logger?.debug({ tunnel: refused.id, why }, 'connection refused');
+        this.refuse(conn);
+      },
+    });
   }
 
   /**

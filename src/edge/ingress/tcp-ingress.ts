@@ -8,8 +8,7 @@ import { createServer, type Server, type ServerOpts, type Socket } from 'node:ne
 import { DEFAULT_LIMITS } from '../../core/limits.js';
 import type { Logger } from '../../core/logger.js';
 import type { EndpointMeters } from '../metrics/endpoint-meters.js';
-import { followInternal, refusalText } from '../registry/internal-routing.js';
-import { admitConnection, connInputOf } from './policy-gate.js';
+import { admitThrough, connInputOf } from './policy-gate.js';
 import {
   INGRESS_SOCKET_OPTIONS,
   relayTimeoutsOf,
@@ -18,6 +17,9 @@ import {
   type RelayClosedHook,
 } from './proxy.js';
 import type { OnlineTunnel, TunnelRegistry } from '../registry/tunnel-registry.js';
+
+/** A TCP endpoint's on_tcp_connect forwards only to internal TCP endpoints. */
+const TCP_HOPS = ['tcp'] as const;
 
 export interface TcpIngressOptions {
   registry: TunnelRegistry;
@@ -203,30 +205,18 @@ export class TcpIngress {
 
   /**
    * The endpoint's on_tcp_connect first (a connection it closes never reaches an agent); then
-   * its agent, or the internal endpoint forward-internal chose (in-process, with `chain` against
-   * loops). A cloud endpoint whose policy forwards nowhere closes the connection.
+   * its agent, or the internal endpoint forward-internal chose (policy-gate.ts admitThrough).
    */
   private admit(port: number, socket: Socket, tunnel: OnlineTunnel, chain: string[]): void {
-    admitConnection(
-      tunnel,
-      socket,
-      () => connInputOf(socket),
-      (_vars, forward) => {
-        const step =
-          forward && followInternal(this.options.registry, forward, chain, tunnel, ['tcp']);
-        if (step && 'next' in step) {
-          this.admit(port, socket, step.next, step.chain);
-          return;
-        }
-        if (step || tunnel.cloud) {
-          const why = step ? refusalText(step.refusal) : 'a cloud endpoint that forwards nowhere';
-          this.options.logger?.debug({ port, tunnel: tunnel.id, why }, 'connection refused');
-          socket.destroy();
-          return;
-        }
-        this.relayToTunnel(port, socket, tunnel);
+    admitThrough(this.options.registry, socket, tunnel, chain, {
+      protos: TCP_HOPS,
+      gate: () => ({ conn: () => connInputOf(socket) }),
+      serve: (served) => this.relayToTunnel(port, socket, served),
+      refuse: (refused, why) => {
+        this.options.logger?.debug({ port, tunnel: refused.id, why }, 'connection refused');
+        socket.destroy();
       },
-    );
+    });
   }
 
   private relayToTunnel(port: number, socket: Socket, tunnel: OnlineTunnel): void {
