@@ -137,6 +137,24 @@ export function admitThrough(
 }
 
 /**
+ * `policy`'s on_tcp_connect for a connection with `conn`, the one place it is asked, on every
+ * listener: its decision, a promise while it waits (IP policy lookups), or undefined when the
+ * policy could not run (the caller closes the connection: a gate that cannot decide stays shut).
+ * @example const decision = tcpConnectDecision(tunnel.policy, connInputOf(socket));
+ */
+export function tcpConnectDecision(
+  policy: TunnelPolicy,
+  conn: ConnInput,
+  terminateTls?: TlsTerminator,
+): TcpConnectDecision | Promise<TcpConnectDecision> | undefined {
+  try {
+    return policy.runner.onTcpConnect({ conn, endpoint: policy.endpoint, terminateTls });
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * Run `policy`'s on_tcp_connect for a new connection, then call `admitted` with the variables
  * set-vars left for later phases; when the policy closes the connection (deny, close-connection,
  * restrict-ips), destroy the socket instead. A policy that fails to run closes too: a gate that
@@ -158,17 +176,8 @@ function runTcpConnect(
     if (decision.kind === 'close') socket.destroy();
     else if (!socket.destroyed) admitted(decision.vars, decision.forwardInternal);
   };
-  let decision: TcpConnectDecision | Promise<TcpConnectDecision>;
-  try {
-    decision = policy.runner.onTcpConnect({
-      conn: conn(),
-      endpoint: policy.endpoint,
-      terminateTls,
-    });
-  } catch {
-    socket.destroy();
-    return;
-  }
-  if (decision instanceof Promise) decision.then(apply, () => socket.destroy());
+  const decision = tcpConnectDecision(policy, conn(), terminateTls);
+  if (decision === undefined) socket.destroy();
+  else if (decision instanceof Promise) decision.then(apply, () => socket.destroy());
   else apply(decision);
 }

@@ -31,6 +31,7 @@ import { routingHost } from './http-forwarding.js';
 import type { TunnelPolicy } from '../../registry/tunnel-registry.js';
 import { connectionState, type ConnectionPolicyState, type Settled } from './connection-policy.js';
 import type { RequestHead } from './request-head.js';
+import { tcpConnectDecision } from '../policy-gate.js';
 import type { PolicyBodySource } from './body-peek.js';
 
 /**
@@ -101,9 +102,8 @@ const FAILED_VERDICT: LeanVerdict = { kind: 'answer', answer: POLICY_FAILED_DECI
 const CLOSE_VERDICT: LeanVerdict = { kind: 'close' };
 
 /**
- * The connection's on_tcp_connect outcome for `policy`, decided once per connection and policy:
- * its variables, or that it
- * closed the connection or failed; a promise while a decision waits (an IP policy's rules looked
+ * The connection's on_tcp_connect outcome for `policy`, decided once per connection and policy
+ * (policy-gate.ts tcpConnectDecision): its variables, or that it closed the connection or failed; a promise while a decision waits (an IP policy's rules looked
  * up), which the other requests of the connection (HTTP/2 streams) wait for too.
  */
 function tcpConnectVars(
@@ -115,11 +115,8 @@ function tcpConnectVars(
   if (known !== undefined) return known;
   let decision = state.decided.get(policy);
   if (decision === undefined) {
-    try {
-      decision = policy.runner.onTcpConnect({ conn: state.conn, endpoint: policy.endpoint });
-    } catch {
-      return FAILED;
-    }
+    decision = tcpConnectDecision(policy, state.conn);
+    if (decision === undefined) return FAILED;
   }
   if (!(decision instanceof Promise)) return connectOutcome(state, policy, decision);
   state.decided.set(policy, decision);

@@ -54,7 +54,7 @@ function connectionOn(stream: Duplex) {
     draining: false,
     route: () => route,
     closed: () => undefined,
-    handOver: () => undefined,
+    h2c: () => undefined,
   } as unknown as HttpRelayContext;
   const connection = new HttpConnection(socket, ctx);
   connection.start();
