@@ -42,6 +42,7 @@ import {
   type Exchange,
 } from './exchange.js';
 import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
+import { switchH2Stream } from './protocol-switch.js';
 import { applyResponsePhase, type ResponseAfterPhase } from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { BodyHolder } from './http-policy-body.js';
@@ -64,6 +65,13 @@ export interface H2Request {
   /** Its body, when a policy read it whole to decide (body-peek.ts streamBodySource). */
   held: BodyHolder;
 }
+
+/** The answer to an extended CONNECT (WebSocket over HTTP/2) for an `http2` endpoint. */
+const NO_UPGRADE_TO_HTTP2 = {
+  status: 501,
+  headers: { 'content-type': 'text/plain; charset=utf-8' },
+  body: 'This endpoint speaks HTTP/2 to its service, which takes no protocol upgrade (WebSocket).\n',
+};
 
 /**
  * Serve an HTTP/2 request the relay's routing took (http-ingress.ts leanRoute): the edge's page,
@@ -100,7 +108,12 @@ export function serveH2(ctx: HttpRelayContext, upstreams: H2Upstreams, request: 
   }
   const answer = route.answer;
   if (!answer) {
-    if (exchange.tunnel.appProtocol === 'http2') {
+    if (exchange.tunnel.appProtocol === 'http2' && head.upgrade) {
+      // An HTTP/2 service takes no HTTP/1.1 upgrade, and its 2xx would read as the tunnel open.
+      const raw = respondH2(req.stream, NO_UPGRADE_TO_HTTP2, head);
+      exchange.count(NO_UPGRADE_TO_HTTP2.status);
+      exchange.done?.(NO_UPGRADE_TO_HTTP2.status, raw);
+    } else if (exchange.tunnel.appProtocol === 'http2') {
       new H2Call(ctx, upstreams, req, res, socket, exchange, proto, ip).start();
     } else {
       new H2Exchange(ctx, req, res, socket, exchange, proto, ip).start();
@@ -308,10 +321,19 @@ export class H2Exchange {
       return;
     }
     const { response, rest } = read;
+    if (response.status === 101 && exchange.head.upgrade) {
+      this.switchStream(response, rest);
+      return;
+    }
     if (response.status < 200) {
       // 100 Continue, 103 Early Hints: HTTP/2 clients need none of them; the final one follows.
       if (response.status === 101) this.fail('a protocol switch the request did not ask for');
       else if (rest) this.readHead(rest);
+      return;
+    }
+    if (exchange.head.upgrade && response.status < 300) {
+      // RFC 8441: a 2xx to an extended CONNECT opens the tunnel; the service did not.
+      this.fail(`the service answered the upgrade ${response.status}, without switching protocols`);
       return;
     }
     exchange.upstreamAt = performance.now();
@@ -328,6 +350,26 @@ export class H2Exchange {
       (after) => this.afterResponsePhase(response, rest, after),
       { over: () => this.finished, holds: () => !this.finished },
     );
+  }
+
+  /**
+   * The agent took the upgrade of an extended CONNECT (RFC 8441): the client's stream and the
+   * tunnel stream become a raw relay (protocol-switch.ts), counted as the switch it is (101).
+   */
+  private switchStream(response: ResponseHead, rest: Buffer | undefined): void {
+    const { exchange } = this;
+    const stream = this.release()!;
+    this.finished = true;
+    exchange.answered = true;
+    const now = performance.now();
+    const { started, sentAt } = exchange;
+    exchange.count(101, (now - started) / 1000, (now - sentAt) / 1000, (sentAt - started) / 1000);
+    exchange.done?.(101, response.raw);
+    const headers = h2Headers(response);
+    switchH2Stream(this.ctx.raw, this.h2, this.socket, stream, exchange.meter, {
+      headers,
+      fromAgent: rest,
+    });
   }
 
   private afterResponsePhase(

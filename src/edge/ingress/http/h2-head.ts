@@ -3,6 +3,7 @@
  * head read into the `RequestHead` an HTTP/1.1 request gets, an agent's HTTP/1.1 response head as
  * HTTP/2 headers, and the answers the edge makes itself written as HTTP/2.
  */
+import { randomBytes } from 'node:crypto';
 import type { Http2ServerRequest, OutgoingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { readRequestTarget } from '../../../core/request-target.js';
 import { answerContent, errorPage, grpcPage, type IngressError } from '../error-pages.js';
@@ -41,6 +42,12 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | H2HeadProb
   const path = headers[':path'];
   const accept = stringOf(headers.accept);
   const contentType = stringOf(headers['content-type']);
+  // RFC 8441's extended CONNECT (`:protocol`, WebSocket over HTTP/2): the HTTP/1.1 upgrade it
+  // stands for, a GET with `Upgrade`, sent on once judged.
+  const protocol = stringOf(headers[':protocol']);
+  if (method === 'CONNECT' && protocol !== undefined && typeof path === 'string') {
+    return upgradeHead(req, protocol, path, accept, contentType);
+  }
   if (typeof method !== 'string' || typeof path !== 'string') {
     // Node's server answers CONNECT itself (405) before a request exists; nghttp2 resets the rest.
     return { malformed: 'a request without :method or :path' };
@@ -77,6 +84,53 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | H2HeadProb
     close: false,
     upgrade: false,
     connection: undefined,
+    accept,
+    contentType,
+  };
+}
+
+/**
+ * The HTTP/1.1 upgrade an extended CONNECT stands for (RFC 8441 §5): `GET` with `Upgrade:
+ * <:protocol>`; for WebSocket, the handshake's `Sec-WebSocket-Key`, which HTTP/2 does without, made
+ * here (the service's `Sec-WebSocket-Accept` is not passed back). No body before the switch.
+ */
+function upgradeHead(
+  req: Http2ServerRequest,
+  protocol: string,
+  path: string,
+  accept: string | undefined,
+  contentType: string | undefined,
+): RequestHead | H2HeadProblem {
+  const headers = req.headers;
+  const host = typeof headers.host === 'string' ? headers.host : req.authority || undefined;
+  const raw: string[] = [];
+  if (host !== undefined && typeof headers.host !== 'string') raw.push('host', host);
+  const given = req.rawHeaders;
+  for (let i = 0; i < given.length; i += 2) {
+    const name = given[i]!;
+    if (name.charCodeAt(0) !== 0x3a && name.toLowerCase() !== 'content-length') {
+      raw.push(name, given[i + 1]!);
+    }
+  }
+  raw.push('upgrade', protocol);
+  if (protocol.toLowerCase() === 'websocket' && headers['sec-websocket-key'] === undefined) {
+    raw.push('sec-websocket-key', randomBytes(16).toString('base64'));
+  }
+  const read = readRequestTarget('GET', path, host);
+  if ('problem' in read)
+    return { badTarget: read.problem, asked: { method: 'GET', accept, contentType } };
+  return {
+    method: 'GET',
+    target: read.target,
+    minor: 1,
+    h2: true,
+    raw,
+    host,
+    contentLength: undefined,
+    chunked: false,
+    close: false,
+    upgrade: true,
+    connection: 'upgrade',
     accept,
     contentType,
   };

@@ -59,6 +59,8 @@ export class H2Ingress {
         maxHeaderListSize: limits.maxHeaderBytes,
         // No server push: the edge never pushes.
         enablePush: false,
+        // RFC 8441: WebSocket over HTTP/2, by extended CONNECT (h2-head.ts upgradeHead).
+        enableConnectProtocol: true,
         initialWindowSize: H2_STREAM_WINDOW,
       },
       maxHeaderListPairs: 256,
@@ -75,8 +77,18 @@ export class H2Ingress {
       session.setTimeout(limits.keepAliveTimeoutMs, () => session.close());
     });
     const { onRequest } = options;
-    this.server.on('request', (req: Http2ServerRequest, res: Http2ServerResponse) => {
+    const serve = (req: Http2ServerRequest, res: Http2ServerResponse): void => {
       onRequest(req, res, this.sockets.get(req.stream.session!) ?? req.stream.session!.socket);
+    };
+    this.server.on('request', serve);
+    // CONNECT: an extended one (`:protocol`) is an upgrade like another; the edge proxies no other.
+    this.server.on('connect', (req: Http2ServerRequest, res: Http2ServerResponse) => {
+      if (req.headers[':protocol'] !== undefined) {
+        serve(req, res);
+        return;
+      }
+      res.statusCode = 405;
+      res.end();
     });
   }
 

@@ -2,9 +2,10 @@
  * The one place a public HTTP connection stops being HTTP: after the agent answered an upgrade
  * (WebSocket and friends) with `101 Switching Protocols`, the connection and its tunnel stream are
  * joined as raw bytes until either side ends (response-relay.ts reads the agent's head and calls
- * this on a 101). Any other answer keeps the connection under
+ * this on a 101; h2-exchange.ts does the same for an HTTP/2 client's extended CONNECT). Any other answer keeps the connection under
  * HTTP rules, so no request reaches the agent unjudged (the issue on protections that hold).
  */
+import { constants, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { Duplex } from 'node:stream';
 import { relay, type Relay } from '../../../core/relay.js';
 import type { EndpointMeter } from '../../metrics/endpoint-meters.js';
@@ -58,4 +59,41 @@ export function switchProtocols(
   });
   open.add(relayed);
   socket.resume();
+}
+
+/**
+ * The same for an HTTP/2 client's extended CONNECT (RFC 8441, WebSocket over HTTP/2): the agent's
+ * 101 is answered `200` on the client's stream (with the agent's other headers, less what only
+ * HTTP/1.1's handshake carries), and the stream and the tunnel stream are relayed raw from then on.
+ * The connection's other streams go on.
+ * @example switchH2Stream(relays, req.stream, socket, stream, meter, { headers: response.raw });
+ */
+export function switchH2Stream(
+  relays: RawRelays,
+  h2: ServerHttp2Stream,
+  connection: Duplex,
+  stream: Duplex,
+  meter: EndpointMeter,
+  sw: Pick<Switch, 'fromAgent'> & { headers: OutgoingHttpHeaders },
+): void {
+  const headers: OutgoingHttpHeaders = { ...sw.headers, ':status': 200 };
+  // RFC 8441 §5: no Sec-WebSocket-Key / -Accept on HTTP/2; the edge made the key it answers.
+  delete headers['sec-websocket-accept'];
+  try {
+    h2.respond(headers);
+  } catch {
+    // A header Node will not send on HTTP/2: the switch cannot be told to the client.
+    stream.destroy();
+    h2.close(constants.NGHTTP2_INTERNAL_ERROR);
+    return;
+  }
+  if (sw.fromAgent?.length) h2.write(sw.fromAgent);
+  const open = relays.open;
+  const relayed = relay(h2, stream, {
+    bytesIn: meter.bytesIn,
+    bytesOut: meter.bytesOut,
+    onClose: () => open.delete(relayed),
+    timeouts: relayTimeoutsFor(relays.timeouts, connection),
+  });
+  open.add(relayed);
 }
