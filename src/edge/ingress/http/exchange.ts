@@ -171,7 +171,7 @@ export class Exchange {
 
   /**
    * Count the request on its endpoint, with its status and times, and its status on those it came
-   * through (as the full path counts a forwarded request: the times are the last endpoint's).
+   * through (the times are the last endpoint's).
    */
   count(
     status: number,
@@ -181,8 +181,8 @@ export class Exchange {
   ): void {
     this.meter.request(status, durationSeconds, upstreamSeconds, edgeSeconds);
     for (const meter of this.passed) meter.request(status);
-    // circuit-breaker: as on the full path, a client that left before any answer (499) says
-    // nothing about the service's health.
+    // circuit-breaker: a client that left before any answer (499) says nothing about the
+    // service's health.
     const observers = this.policy?.observers;
     if (observers && status !== 499) for (const observer of observers) observer(status);
   }
@@ -265,7 +265,7 @@ export function beginExchange(
   const state = ctx.connections.attribute(socket, meter);
   const recording = ctx.tap?.begin({
     host: start.host,
-    // The endpoint the client asked for, as on the full path.
+    // The endpoint the client asked for, not the internal one it was forwarded to.
     tunnel: via[0] ?? tunnel,
     scheme: start.scheme,
     head: start.head,
@@ -289,9 +289,9 @@ export function beginExchange(
 
 /**
  * The request head the agent gets: the client's request line and headers, hop-by-hop headers
- * dropped and `X-Forwarded-*` set (one rule for both HTTP paths, http-forwarding.ts); `host`
- * replaces the client's Host (HostHeaderRewrite, http-forwarding.ts rewrittenHost); `policy`'s
- * header changes are applied as on the full path (header-changes.ts) and its url-rewrite target
+ * dropped and `X-Forwarded-*` set (http-forwarding.ts); `host` replaces the client's Host
+ * (HostHeaderRewrite, http-forwarding.ts rewrittenHost); `policy`'s header changes are applied
+ * (header-changes.ts) and its url-rewrite target
  * replaces the client's; `span` sets the `traceparent`. An upgrade keeps its `Upgrade` header and
  * asks for it with `Connection: Upgrade`.
  * @example stream.write(agentRequestHead(head, 'https', '203.0.113.7', undefined), 'latin1')

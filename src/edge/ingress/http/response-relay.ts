@@ -397,4 +397,4 @@ function uncork(socket: Duplex): void {
   socket.uncork();
 }
 
-/** Trailers of a body the transforms re-frame are not passed on (nor are they on the full path). */
+/** Trailers of a body the transforms re-frame are not passed on. */
