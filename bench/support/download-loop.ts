@@ -17,18 +17,14 @@ import { execFileSync } from 'node:child_process';
 import { processCpuMs, startEdgeServer } from '../edge-process.js';
 import { startBulkService, type ServicePorts } from './bulk.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './roles.js';
-import { connectAgent, edgeAddress, type EdgeAddress } from './sdk-agent.js';
-import { connectNgrok } from './ngrok-agent.js';
+import { edgeAddress } from './sdk-agent.js';
+import { serveNgrok, serveSdk, type AgentSpec } from './agent-roles.js';
 
 const roles = new RoleProcesses(import.meta.url);
 const AGENT = process.env.AGENT ?? 'sdk';
 const SECONDS = Number(process.env.DURATION ?? 10);
 const MB = Number(process.env.MB ?? 500);
 const WARMUP = Number(process.env.WARMUP ?? 0);
-
-interface Spec extends EdgeAddress {
-  service: ServicePorts;
-}
 
 /** One download with curl: seconds it took. */
 function curl(port: number, host: string): number {
@@ -49,7 +45,7 @@ function curl(port: number, host: string): number {
 async function main(): Promise<void> {
   const { reply: service, proc } = await roles.spawn<ServicePorts>('service');
   const edge = await startEdgeServer({});
-  const spec: Spec = { ...(await edgeAddress(edge)), service };
+  const spec: AgentSpec = { ...(await edgeAddress(edge)), service };
   const agent = await roles.start<{ pid: number; http: string }>(AGENT, spec);
   const host = new URL(agent.http).hostname;
   curl(edge.httpPort, host); // warm-up
@@ -82,25 +78,8 @@ async function main(): Promise<void> {
   await edge.stop();
 }
 
-async function serveSdk(spec: Spec): Promise<void> {
-  const session = await connectAgent(spec);
-  const web = await session.httpEndpoint({ scheme: 'http', forward: spec.service.http });
-  answer({ pid: process.pid, http: web.url });
-}
-
-async function serveNgrok(spec: Spec): Promise<void> {
-  const session = await connectNgrok(spec);
-  const web = await session
-    .httpEndpoint()
-    .scheme('HTTP')
-    .listenAndForward(`http://127.0.0.1:${spec.service.http}`);
-  // ngrok's native session holds no handle on Node's event loop; keep the process alive.
-  setInterval(() => undefined, 60_000);
-  answer({ pid: process.pid, http: web.url() });
-}
-
 const role = process.argv[2];
-const spec = process.argv[3] ? (JSON.parse(process.argv[3]) as Spec) : undefined;
+const spec = process.argv[3] ? (JSON.parse(process.argv[3]) as AgentSpec) : undefined;
 if (role === 'service') startBulkService().then(answer, fail);
 else if (role === 'sdk') await serveSdk(spec!);
 else if (role === 'ngrok') await serveNgrok(spec!);

@@ -18,8 +18,8 @@ import { join } from 'node:path';
 import { processCpuMs, startEdgeServer, type EdgeServer } from '../edge-process.js';
 import { startBulkService, type ServicePorts } from './bulk.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './roles.js';
-import { connectAgent, edgeAddress, type EdgeAddress } from './sdk-agent.js';
-import { connectNgrok } from './ngrok-agent.js';
+import { edgeAddress } from './sdk-agent.js';
+import { serveNgrok, serveSdk, type AgentSpec } from './agent-roles.js';
 
 const roles = new RoleProcesses(import.meta.url);
 const AGENT = process.env.AGENT ?? 'sdk';
@@ -27,10 +27,6 @@ const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const DURATION = Number(process.env.DURATION ?? 5);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const WARMUP = Number(process.env.WARMUP ?? 3);
-
-interface Spec extends EdgeAddress {
-  service: ServicePorts;
-}
 
 const WRK_REPORT = `done = function(summary, latency, requests)
   io.write(string.format('{"requests":%d,"us":%d,"errors":%d}\\n', summary.requests,
@@ -73,7 +69,7 @@ async function main(): Promise<void> {
   const started: Tree[] = [];
   for (const root of trees) {
     const edge = await startEdgeServer({ root });
-    const spec: Spec = { ...(await edgeAddress(edge)), service };
+    const spec: AgentSpec = { ...(await edgeAddress(edge)), service };
     const agent = await roles.start<{ pid: number; http: string }>(AGENT, spec);
     started.push({ root, edge, host: new URL(agent.http).hostname });
   }
@@ -111,26 +107,9 @@ async function main(): Promise<void> {
   for (const tree of started) await tree.edge.stop();
 }
 
-async function serveSdk(spec: Spec): Promise<void> {
-  const session = await connectAgent(spec);
-  const web = await session.httpEndpoint({ scheme: 'http', forward: spec.service.http });
-  answer({ pid: process.pid, http: web.url });
-}
-
-async function serveNgrok(spec: Spec): Promise<void> {
-  const session = await connectNgrok(spec);
-  const web = await session
-    .httpEndpoint()
-    .scheme('HTTP')
-    .listenAndForward(`http://127.0.0.1:${spec.service.http}`);
-  // ngrok's native session holds no handle on Node's event loop; keep the process alive.
-  setInterval(() => undefined, 60_000);
-  answer({ pid: process.pid, http: web.url() });
-}
-
 const role = process.argv[2];
 const isRole = role === 'service' || role === 'sdk' || role === 'ngrok';
-const spec = isRole && process.argv[3] ? (JSON.parse(process.argv[3]) as Spec) : undefined;
+const spec = isRole && process.argv[3] ? (JSON.parse(process.argv[3]) as AgentSpec) : undefined;
 if (role === 'service') startBulkService().then(answer, fail);
 else if (role === 'sdk') await serveSdk(spec!);
 else if (role === 'ngrok') await serveNgrok(spec!);
