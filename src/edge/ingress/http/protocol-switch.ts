@@ -50,14 +50,7 @@ export function switchProtocols(
   socket.write(head + '\r\n', 'latin1');
   if (sw.fromAgent?.length) socket.write(sw.fromAgent);
   if (sw.fromClient?.length) stream.write(sw.fromClient);
-  const open = relays.open;
-  const relayed = relay(socket, stream, {
-    bytesIn: meter.bytesIn,
-    bytesOut: meter.bytesOut,
-    onClose: () => open.delete(relayed),
-    timeouts: relayTimeoutsFor(relays.timeouts, socket),
-  });
-  open.add(relayed);
+  startRelay(relays, socket, stream, meter, socket);
   socket.resume();
 }
 
@@ -88,8 +81,19 @@ export function switchH2Stream(
     return;
   }
   if (sw.fromAgent?.length) h2.write(sw.fromAgent);
+  startRelay(relays, h2, stream, meter, connection);
+}
+
+/** Relay `client` and `stream` raw, counted on `meter`, with `relays`' idle limits for `connection`. */
+function startRelay(
+  relays: RawRelays,
+  client: Duplex,
+  stream: Duplex,
+  meter: EndpointMeter,
+  connection: Duplex,
+): void {
   const open = relays.open;
-  const relayed = relay(h2, stream, {
+  const relayed = relay(client, stream, {
     bytesIn: meter.bytesIn,
     bytesOut: meter.bytesOut,
     onClose: () => open.delete(relayed),
