@@ -125,6 +125,16 @@ describe('one reading of the request target, through a real server and agent', (
     });
   });
 
+  it('a refused target gets the edge page naming the problem; a HEAD gets its head alone', async () => {
+    const got = await send(lean, 'GET /public%2f..%2fadmin', 'Accept: text/plain\r\n');
+    expect(got).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(got).toMatch(/\r\nburrow-error-code: ERR_BURROW_BAD_REQUEST_TARGET\r\n/i);
+    expect(got).toContain('The request target cannot be served');
+    const head = await send(lean, 'HEAD /public%2f..%2fadmin');
+    expect(head).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    expect(head.endsWith('\r\n\r\n')).toBe(true);
+  });
+
   it('a pipelined absolute-form request is read the same way', async () => {
     const before = seen.length;
     const host = policied;

@@ -25,29 +25,26 @@ export const NOT_IN_RESPONSES: ReadonlySet<string> = new Set([
 
 /** Why an HTTP/2 request cannot be read as the relay reads requests (h2RequestHead). */
 export type H2HeadProblem =
-  /** A target the edge reads no single way (a `:path` it refuses): the edge's page. */
-  | { badTarget: string; asked: Pick<RequestHead, 'method' | 'accept' | 'contentType'> }
+  /** A target the edge reads no single way (a `:path` it refuses): `head` gets the edge's page. */
+  | { badTarget: string; head: RequestHead }
   /** A message RFC 9113 §8.1.1 calls malformed (a `content-length` not a number): reset. */
   | { malformed: string };
 
 /**
  * The head of an HTTP/2 request as the relay reads an HTTP/1.1 one, or why it cannot be read (a
- * target the edge refuses, a malformed length): Host from `:authority` when the client
- * sent no Host, a body without a length sent on chunked.
+ * target the edge refuses, a malformed length): Host from `:authority` when the client sent no
+ * Host, a body without a length sent on chunked. An extended CONNECT (RFC 8441, `:protocol`:
+ * WebSocket over HTTP/2) reads as the HTTP/1.1 upgrade it stands for: `GET` with `Upgrade:
+ * <:protocol>`, no body before the switch, and for WebSocket the handshake's `Sec-WebSocket-Key`,
+ * which HTTP/2 does without, made here (the service's `Sec-WebSocket-Accept` is not passed back).
  * @example const head = h2RequestHead(req); if ('badTarget' in head) refuse(head.badTarget);
  */
 export function h2RequestHead(req: Http2ServerRequest): RequestHead | H2HeadProblem {
   const headers = req.headers;
-  const method = headers[':method'];
   const path = headers[':path'];
-  const accept = stringOf(headers.accept);
-  const contentType = stringOf(headers['content-type']);
-  // RFC 8441's extended CONNECT (`:protocol`, WebSocket over HTTP/2): the HTTP/1.1 upgrade it
-  // stands for, a GET with `Upgrade`, sent on once judged.
   const protocol = stringOf(headers[':protocol']);
-  if (method === 'CONNECT' && protocol !== undefined && typeof path === 'string') {
-    return upgradeHead(req, protocol, path, accept, contentType);
-  }
+  const upgrade = headers[':method'] === 'CONNECT' && protocol !== undefined;
+  const method = upgrade ? 'GET' : headers[':method'];
   if (typeof method !== 'string' || typeof path !== 'string') {
     // Node's server answers CONNECT itself (405) before a request exists; nghttp2 resets the rest.
     return { malformed: 'a request without :method or :path' };
@@ -60,21 +57,29 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | H2HeadProb
     raw.push('host', host);
   }
   for (let i = 0; i < given.length; i += 2) {
-    if (given[i]!.charCodeAt(0) !== 0x3a) raw.push(given[i]!, given[i + 1]!);
+    const name = given[i]!;
+    if (name.charCodeAt(0) === 0x3a || (upgrade && name.toLowerCase() === 'content-length')) {
+      continue;
+    }
+    raw.push(name, given[i + 1]!);
   }
-  const length = headers['content-length'];
+  const length = upgrade ? undefined : headers['content-length'];
   if (length !== undefined && (typeof length !== 'string' || !DIGITS.test(length))) {
     return { malformed: 'a content-length that is not a number' };
   }
   // A body without a length is framed as HTTP/1.1 would frame it, and so the policy sees it (as
   // an HTTP/1.1 service gets it).
-  const chunked = length === undefined && !req.stream.endAfterHeaders;
+  const chunked = !upgrade && length === undefined && !req.stream.endAfterHeaders;
   if (chunked) raw.push('transfer-encoding', 'chunked');
-  const read = readRequestTarget(method, path, host);
-  if ('problem' in read) return { badTarget: read.problem, asked: { method, accept, contentType } };
-  return {
+  if (upgrade) {
+    raw.push('upgrade', protocol);
+    if (protocol.toLowerCase() === 'websocket' && headers['sec-websocket-key'] === undefined) {
+      raw.push('sec-websocket-key', randomBytes(16).toString('base64'));
+    }
+  }
+  const head: RequestHead = {
     method,
-    target: read.target,
+    target: path,
     minor: 1,
     h2: true,
     raw,
@@ -82,58 +87,15 @@ export function h2RequestHead(req: Http2ServerRequest): RequestHead | H2HeadProb
     contentLength: length === undefined ? undefined : Number(length),
     chunked,
     close: false,
-    upgrade: false,
-    connection: undefined,
-    accept,
-    contentType,
+    upgrade,
+    connection: upgrade ? 'upgrade' : undefined,
+    accept: stringOf(headers.accept),
+    contentType: stringOf(headers['content-type']),
   };
-}
-
-/**
- * The HTTP/1.1 upgrade an extended CONNECT stands for (RFC 8441 §5): `GET` with `Upgrade:
- * <:protocol>`; for WebSocket, the handshake's `Sec-WebSocket-Key`, which HTTP/2 does without, made
- * here (the service's `Sec-WebSocket-Accept` is not passed back). No body before the switch.
- */
-function upgradeHead(
-  req: Http2ServerRequest,
-  protocol: string,
-  path: string,
-  accept: string | undefined,
-  contentType: string | undefined,
-): RequestHead | H2HeadProblem {
-  const headers = req.headers;
-  const host = typeof headers.host === 'string' ? headers.host : req.authority || undefined;
-  const raw: string[] = [];
-  if (host !== undefined && typeof headers.host !== 'string') raw.push('host', host);
-  const given = req.rawHeaders;
-  for (let i = 0; i < given.length; i += 2) {
-    const name = given[i]!;
-    if (name.charCodeAt(0) !== 0x3a && name.toLowerCase() !== 'content-length') {
-      raw.push(name, given[i + 1]!);
-    }
-  }
-  raw.push('upgrade', protocol);
-  if (protocol.toLowerCase() === 'websocket' && headers['sec-websocket-key'] === undefined) {
-    raw.push('sec-websocket-key', randomBytes(16).toString('base64'));
-  }
-  const read = readRequestTarget('GET', path, host);
-  if ('problem' in read)
-    return { badTarget: read.problem, asked: { method: 'GET', accept, contentType } };
-  return {
-    method: 'GET',
-    target: read.target,
-    minor: 1,
-    h2: true,
-    raw,
-    host,
-    contentLength: undefined,
-    chunked: false,
-    close: false,
-    upgrade: true,
-    connection: 'upgrade',
-    accept,
-    contentType,
-  };
+  const read = readRequestTarget(method, path, host);
+  if ('problem' in read) return { badTarget: read.problem, head };
+  head.target = read.target;
+  return head;
 }
 
 function stringOf(value: string | string[] | undefined): string | undefined {

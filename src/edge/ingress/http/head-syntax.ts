@@ -16,11 +16,6 @@ export interface HeadError {
   reason: string;
   /** The limit that was hit, for the refusal metric (`ingress_header_bytes`, …). */
   limit?: string;
-  /**
-   * A well-formed head whose target the edge will not read (core/request-target.ts): answered
-   * with the edge's page, which names the problem, rather than a bare status.
-   */
-  badTarget?: { host: string | undefined; accept: string | undefined; contentType?: string };
 }
 
 /**

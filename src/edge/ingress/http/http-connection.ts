@@ -34,13 +34,7 @@ import type { ResponseHead } from './response-head.js';
 import { switchProtocols } from './protocol-switch.js';
 import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
 import { ROUTING_FAILED, type LeanPage, type LeanRoute, type LeanRouting } from './http-relay.js';
-import {
-  errorPage,
-  grpcAnswerOnHttp1,
-  INGRESS_ERRORS,
-  rawAnswer,
-  rawText,
-} from '../error-pages.js';
+import { errorPage, grpcAnswerOnHttp1, INGRESS_ERRORS, rawAnswer } from '../error-pages.js';
 import { isGrpc } from '../grpc-answers.js';
 import type { RespondDecision } from '../../../policy/index.js';
 
@@ -77,6 +71,11 @@ function expectsContinue(raw: readonly string[]): boolean {
 function readAheadTicks(socket: Duplex, on: boolean): void {
   const state = (socket as { _readableState?: { readingMore?: boolean } })._readableState;
   if (state && typeof state.readingMore === 'boolean') state.readingMore = !on;
+}
+
+/** The edge's page for a request whose target it reads no single way; the connection closes. */
+function targetPage(problem: string): LeanPage {
+  return { page: INGRESS_ERRORS.badRequestTarget, detail: problem, close: true };
 }
 
 /** Public bytes held while a response is pending (pipelined requests) before reads pause. */
@@ -207,8 +206,9 @@ export class HttpConnection extends ResponseRelay {
     this.scanner.reset();
     const head = parseRequestHead(buf.toString('latin1', 0, end), this.ctx);
     if ('status' in head) {
-      if (head.badTarget) this.refuseTarget(head.reason, head.badTarget);
-      else this.refuse(head);
+      const refused = head.refusedTarget;
+      if (!refused) this.refuse(head);
+      else this.routed(refused, routingHost(refused.host), end, targetPage(head.reason));
       return;
     }
     const host = routingHost(head.host);
@@ -381,19 +381,6 @@ export class HttpConnection extends ResponseRelay {
     this.phase = Phase.Closed;
     this.parkStream();
     this.socket.end(bareRefusal(error.status));
-  }
-
-  /** Answer a request whose target the edge will not read with its page (which says why), and close. */
-  private refuseTarget(problem: string, head: NonNullable<HeadError['badTarget']>): void {
-    const host = routingHost(head.host) ?? '';
-    const error = INGRESS_ERRORS.badRequestTarget;
-    const page = isGrpc(head.contentType)
-      ? grpcAnswerOnHttp1({ error, host, detail: problem })
-      : errorPage(error, host, head.accept, problem);
-    this.ctx.meters.unrouted.request(error.status);
-    this.phase = Phase.Closed;
-    this.parkStream();
-    this.socket.end(rawText(rawAnswer(page, { close: true, accept: head.accept })));
   }
 
   protected switchProtocols(

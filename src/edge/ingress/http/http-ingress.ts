@@ -22,7 +22,7 @@ import { INGRESS_SOCKET_OPTIONS, relayTimeoutsOf, type RawRelayTimeouts } from '
 import type { ExchangeTap } from './exchange.js';
 import { constants, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import { serveH2 } from './h2-exchange.js';
-import { h2RequestHead, respondPageH2 } from './h2-head.js';
+import { h2RequestHead } from './h2-head.js';
 import { H2Ingress, type H2Limits } from './h2-ingress.js';
 import { routingHost } from './http-forwarding.js';
 import { HttpRelay, ROUTING_FAILED, type LeanRoute, type LeanRouting } from './http-relay.js';
@@ -273,27 +273,26 @@ export class HttpIngress {
    * streamBodySource). A request it cannot read is answered here (h2-head.ts).
    */
   private serveH2(req: Http2ServerRequest, res: Http2ServerResponse, socket: Duplex): void {
-    const head = h2RequestHead(req);
-    if ('malformed' in head) {
+    const read = h2RequestHead(req);
+    if ('malformed' in read) {
       req.stream.close(constants.NGHTTP2_PROTOCOL_ERROR);
       return;
     }
-    if ('badTarget' in head) {
-      const error = INGRESS_ERRORS.badRequestTarget;
-      const host = routingHost(req.authority) ?? '';
-      respondPageH2(req.stream, error, host, head.asked, head.badTarget);
-      this.relay.context.meters.unrouted.request(error.status);
-      return;
-    }
-    const host = routingHost(head.host) ?? '';
+    const head = 'badTarget' in read ? read.head : read;
+    const routed = routingHost(head.host);
+    const host = routed ?? '';
     const held: BodyHolder = { body: undefined };
     const serve = (route: LeanRouting): void => {
       // The client may have reset its stream while the policy decided.
       if (req.stream.destroyed) return;
       serveH2(this.relay.context, this.h2Upstreams, { req, res, socket, head, host, route, held });
     };
+    if ('badTarget' in read) {
+      serve({ page: INGRESS_ERRORS.badRequestTarget, detail: read.badTarget });
+      return;
+    }
     const body = req.stream.endAfterHeaders ? NO_BODY : streamBodySource(req, held);
-    const route = this.leanRoute(head, routingHost(head.host), socket, body);
+    const route = this.leanRoute(head, routed, socket, body);
     if (!(route instanceof Promise)) serve(route);
     else route.then(serve, () => serve(ROUTING_FAILED));
   }

@@ -90,10 +90,22 @@ function checkCodings(value: string, minor: 0 | 1): HeadError | undefined {
 }
 
 /**
+ * Why a request head is refused. `refusedTarget` is a head read whole whose target the edge reads
+ * no single way (core/request-target.ts): it is answered like any request the edge refuses, with
+ * its page (which names the problem), not a bare status.
+ */
+export interface HeadRefusal extends HeadError {
+  refusedTarget?: RequestHead;
+}
+
+/**
  * Read the request head `text` (latin1, through its empty line, as {@link HeadScanner} found it).
  * @example parseRequestHead('GET / HTTP/1.1\r\nHost: a\r\n\r\n', { maxHeaderBytes: 16384 }).host // 'a'
  */
-export function parseRequestHead(text: string, limits: RequestHeadLimits): RequestHead | HeadError {
+export function parseRequestHead(
+  text: string,
+  limits: RequestHeadLimits,
+): RequestHead | HeadRefusal {
   const lineEnd = text.indexOf('\r\n');
   if (lineEnd > limits.maxHeaderBytes) {
     return refuse(414, 'a request line over the limit', 'ingress_header_bytes');
@@ -170,12 +182,6 @@ export function parseRequestHead(text: string, limits: RequestHeadLimits): Reque
     if (bad) return bad;
     head.chunked = true;
   }
-  const read = readRequestTarget(head.method, head.target, head.host);
-  if ('problem' in read) {
-    const { host, accept, contentType } = head;
-    return { status: 400, reason: read.problem, badTarget: { host, accept, contentType } };
-  }
-  head.target = read.target;
   if (head.connection !== undefined) {
     for (const token of head.connection.split(',')) {
       const name = token.trim().toLowerCase();
@@ -185,5 +191,8 @@ export function parseRequestHead(text: string, limits: RequestHeadLimits): Reque
       else if (name === 'upgrade') head.upgrade = upgradeHeader && head.minor === 1;
     }
   }
+  const read = readRequestTarget(head.method, head.target, head.host);
+  if ('problem' in read) return { status: 400, reason: read.problem, refusedTarget: head };
+  head.target = read.target;
   return head;
 }
