@@ -1,3 +1,4 @@
+import { Ring } from '../core/ring.js';
 import { LRUCache } from 'lru-cache';
 import type { Logger } from '../core/logger.js';
 import type { PolicyPhase } from './parse.js';
@@ -81,33 +82,10 @@ export interface PolicyEventSource {
 export const DISCARD_EVENTS: PolicyEventSink = { record: () => undefined };
 
 /**
- * A fixed-size ring: pushing past capacity overwrites the oldest event.
+ * A ring of policy events: pushing past capacity overwrites the oldest event.
  * @example const ring = new PolicyEventRing(2); ring.push(a); ring.push(b); ring.push(c); ring.list() // [c, b]
  */
-export class PolicyEventRing {
-  private readonly slots: PolicyEvent[] = [];
-  private next = 0;
-
-  constructor(readonly capacity: number) {
-    if (!Number.isInteger(capacity) || capacity < 1) {
-      throw new RangeError('capacity must be a positive integer');
-    }
-  }
-
-  push(event: PolicyEvent): void {
-    if (this.slots.length < this.capacity) this.slots.push(event);
-    else this.slots[this.next] = event;
-    this.next = (this.next + 1) % this.capacity;
-  }
-
-  /** Newest first. */
-  list(): PolicyEvent[] {
-    const out: PolicyEvent[] = [];
-    const n = this.slots.length;
-    for (let i = 1; i <= n; i++) out.push(this.slots[(this.next - i + n * 2) % n]!);
-    return out;
-  }
-}
+export class PolicyEventRing extends Ring<PolicyEvent> {}
 
 export interface PolicyEventLogOptions {
   /** Where each event is also logged (info; errors at warn). Omit to keep events in memory only. */

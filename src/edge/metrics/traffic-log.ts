@@ -5,6 +5,7 @@
  * Visitors' credentials are redacted as a request is recorded (traffic-redact.ts), unless its host
  * shows them.
  */
+import { Ring } from '../../core/ring.js';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import type { SpanContext } from './trace-context.js';
@@ -123,41 +124,12 @@ export class BodyBuffer {
 }
 
 /**
- * One host's last {@link PER_HOST_CAP} records, oldest first. The oldest is dropped by moving a
- * start index (its slot cleared, so nothing keeps it), and the array is compacted once every
- * COMPACT_AFTER records: `Array.prototype.shift` on a full list moved its 100 slots, with a write
- * barrier each, on every request (3 % of the edge's instructions per keep-alive request).
- */
-class HostRecords {
-  private items: (TrafficRecord | undefined)[] = [];
-  private start = 0;
-
-  push(record: TrafficRecord): void {
-    this.items.push(record);
-    if (this.items.length - this.start <= PER_HOST_CAP) return;
-    this.items[this.start++] = undefined;
-    if (this.start >= COMPACT_AFTER) {
-      this.items = this.items.slice(this.start);
-      this.start = 0;
-    }
-  }
-
-  /** The records, oldest first (a copy). */
-  records(): TrafficRecord[] {
-    return this.items.slice(this.start) as TrafficRecord[];
-  }
-}
-
-/** Dropped slots a host's array holds before it is compacted. */
-const COMPACT_AFTER = 64;
-
-/**
  * Per-host ring buffers of {@link TrafficRecord}s, and which hosts capture bodies.
  * @example const log = new TrafficLog(); log.setCapture('app.example.com', true); log.list({ host: 'app.example.com' });
  */
 export class TrafficLog {
   /** Past HOST_CAP, the host that saw traffic least recently goes. */
-  private readonly byHost = new LRUCache<string, HostRecords>({ max: HOST_CAP });
+  private readonly byHost = new LRUCache<string, Ring<TrafficRecord>>({ max: HOST_CAP });
   private readonly capture = new Set<string>();
   /** Hosts whose credentials are kept in clear: each an explicit choice (`PUT /traffic/credentials`). */
   private readonly shown = new Set<string>();
@@ -217,7 +189,7 @@ export class TrafficLog {
     full.seq = seq;
     // get() makes the host the most recent; set() drops the least recent one past HOST_CAP.
     let kept = this.byHost.get(host);
-    if (!kept) this.byHost.set(host, (kept = new HostRecords()));
+    if (!kept) this.byHost.set(host, (kept = new Ring(PER_HOST_CAP)));
     kept.push(full);
     return full;
   }
@@ -241,8 +213,8 @@ export class TrafficLog {
     limit?: number;
   }): TrafficRecord[] {
     const lists = filter.host
-      ? [this.byHost.peek(filter.host.toLowerCase())?.records() ?? []]
-      : [...this.byHost.values()].map((kept) => kept.records());
+      ? [this.byHost.peek(filter.host.toLowerCase())?.list() ?? []]
+      : [...this.byHost.values()].map((kept) => kept.list());
     const after = filter.afterSeq ?? 0;
     return lists
       .flat()
@@ -255,7 +227,7 @@ export class TrafficLog {
     const seq = /^tr_(\d+)$/.exec(id)?.[1];
     if (seq === undefined) return undefined;
     for (const kept of this.byHost.values()) {
-      const found = kept.records().find((r) => r.seq === Number(seq));
+      const found = kept.list().find((r) => r.seq === Number(seq));
       if (found) return found;
     }
     return undefined;
