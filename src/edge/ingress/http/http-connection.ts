@@ -460,28 +460,10 @@ export class HttpConnection extends ResponseRelay {
         contentLength: chunked ? undefined : sent.contentLength,
       });
     } else if (sent.minor === 0 && policy?.bodyRewrite && exchange.requestBody) {
-      // HTTP/1.0 has no chunked coding: the head goes with the rewritten body's length.
-      this.heldRewrite = new HeldRewrite(
-        (body) => {
-          const head = { ...sent, raw: withLength(sent.raw, body.length) };
-          const { requestHeaders, target } = policy;
-          const host = rewrittenHost(exchange.tunnel);
-          stream.write(
-            agentRequestHead(head, this.proto, this.ip, host, { requestHeaders, target }, span),
-            'latin1',
-          );
-          stream.write(body);
-        },
-        (reason) => {
-          exchange.requestTransforms?.destroy();
-          this.dropHeldRewrite();
-          this.breakExchange(exchange, { status: 413, reason });
-        },
-      );
+      this.holdRewrittenBody(exchange, stream);
     } else {
       const host = rewrittenHost(exchange.tunnel);
-      const head = agentRequestHead(sent, this.proto, this.ip, host, policy, span);
-      stream.write(head, 'latin1');
+      stream.write(agentRequestHead(sent, this.proto, this.ip, host, policy, span), 'latin1');
     }
     const rest = this.buffered;
     this.buffered = undefined;
@@ -555,6 +537,29 @@ export class HttpConnection extends ResponseRelay {
         body.write(bytes);
       });
     }
+  }
+
+  /**
+   * An HTTP/1.0 request whose body the policy rewrites: HTTP/1.0 has no chunked coding, so its
+   * head goes once the rewritten body is whole, with that body's length (held-rewrite.ts).
+   */
+  private holdRewrittenBody(exchange: Exchange, stream: Duplex): void {
+    const { sent, span } = exchange;
+    const { requestHeaders, target } = exchange.policy!;
+    this.heldRewrite = new HeldRewrite(
+      (body) => {
+        const head = { ...sent, raw: withLength(sent.raw, body.length) };
+        const host = rewrittenHost(exchange.tunnel);
+        const run = { requestHeaders, target };
+        stream.write(agentRequestHead(head, this.proto, this.ip, host, run, span), 'latin1');
+        stream.write(body);
+      },
+      (reason) => {
+        exchange.requestTransforms?.destroy();
+        this.dropHeldRewrite();
+        this.breakExchange(exchange, { status: 413, reason });
+      },
+    );
   }
 
   /** The held body's bytes go back to the process's budget (the exchange ended early). */
