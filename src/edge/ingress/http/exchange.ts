@@ -170,6 +170,17 @@ export class Exchange {
   }
 
   /**
+   * The agent switched protocols (its 101 to an upgrade): counted as a 101 with the exchange's
+   * times so far, and recorded with the agent's head.
+   */
+  switched(raw: string[]): void {
+    const now = performance.now();
+    const { started, sentAt } = this;
+    this.count(101, (now - started) / 1000, (now - sentAt) / 1000, (sentAt - started) / 1000);
+    this.done?.(101, raw);
+  }
+
+  /**
    * Count the request on its endpoint, with its status and times, and its status on those it came
    * through (the times are the last endpoint's).
    */

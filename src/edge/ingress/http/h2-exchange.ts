@@ -70,7 +70,9 @@ export interface H2Request {
 const NO_UPGRADE_TO_HTTP2 = {
   status: 501,
   headers: { 'content-type': 'text/plain; charset=utf-8' },
-  body: 'This endpoint speaks HTTP/2 to its service, which takes no protocol upgrade (WebSocket).\n',
+  body:
+    'This endpoint speaks HTTP/2 to its service (app protocol http2), which takes no protocol ' +
+    'upgrade: open the WebSocket over HTTP/1.1, or publish the service without app protocol http2.\n',
 };
 
 /**
@@ -361,10 +363,7 @@ export class H2Exchange {
     const stream = this.release()!;
     this.finished = true;
     exchange.answered = true;
-    const now = performance.now();
-    const { started, sentAt } = exchange;
-    exchange.count(101, (now - started) / 1000, (now - sentAt) / 1000, (sentAt - started) / 1000);
-    exchange.done?.(101, response.raw);
+    exchange.switched(response.raw);
     const headers = h2Headers(response);
     switchH2Stream(this.ctx.raw, this.h2, this.socket, stream, exchange.meter, {
       headers,

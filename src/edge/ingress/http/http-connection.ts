@@ -396,10 +396,7 @@ export class HttpConnection extends ResponseRelay {
     }
     const stream = this.release()!;
     this.exchange = undefined;
-    const now = performance.now();
-    const { started, sentAt } = exchange;
-    exchange.count(101, (now - started) / 1000, (now - sentAt) / 1000, (sentAt - started) / 1000);
-    exchange.done?.(101, response.raw);
+    exchange.switched(response.raw);
     const held = this.leave();
     // The raw relay has its own idle limits.
     (this.socket as Duplex & { setTimeout(ms: number): void }).setTimeout(0);
