@@ -7,6 +7,12 @@
  *
  *   node --import tsx bench/policy-tunnel.ts
  *   DURATION=5 CONNECTIONS=50 ROUNDS=3 node --import tsx bench/policy-tunnel.ts
+ *   CASES=0,2 PROFILE_DIR=/tmp/prof node --import tsx bench/policy-tunnel.ts
+ *
+ * CASES picks cases by index (0 is always measured: it is the base). PROFILE_DIR adds one run per
+ * case after the rounds with the edge's V8 CPU profiler on, written as `<dir>/<index>.cpuprofile`
+ * (read them with bench/cpu-profile.ts): what the edge spends per request, by function, under the
+ * same load as the figures.
  *
  * Five processes, each with its own event loop as in production: the edge (agent listener,
  * ingress, SQLite store), the SDK agent, the local service, the load generator (one per
@@ -15,7 +21,13 @@
  * than throughput when other work shares the machine.
  */
 import type { AddressInfo } from 'node:net';
-import { createServer as createHttpServer } from 'node:http';
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type ServerResponse,
+} from 'node:http';
+import { writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { TEN_RULE_HTTP_POLICY } from '../test/support/policy-fixtures.js';
 import { fmt, machine, markdownTable } from './report.js';
 import { median, runTunnelBench, type RateResult } from './support/load.js';
@@ -25,6 +37,7 @@ import { connectAgent, startBenchEdge, type EdgeAddress } from './support/sdk-ag
 const DURATION = Number(process.env.DURATION ?? 5);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const PROFILE_DIR = process.env.PROFILE_DIR;
 
 const THREE_RULES = `
 on_http_request:
@@ -49,7 +62,7 @@ on_http_request:
       - {type: url-rewrite, config: {from: "/api/(.*)", to: "/$1"}}
 `;
 
-const CASES = [
+const ALL_CASES = [
   { name: 'no policy', policy: undefined },
   { name: 'IP allowlist (on_tcp_connect only)', policy: ALLOWLIST },
   { name: '3 rules (deny by header, add request and response headers)', policy: THREE_RULES },
@@ -57,26 +70,64 @@ const CASES = [
   { name: '10 rules (the test policy, all evaluated)', policy: TEN_RULE_HTTP_POLICY },
 ] as const;
 
+const picked = process.env.CASES?.split(',').map(Number);
+const CASES = ALL_CASES.filter((_, i) => i === 0 || !picked || picked.includes(i));
+
 interface EdgeInfo extends EdgeAddress {
   httpPort: number;
   /** Answers GET with the edge process's CPU time so far, in microseconds. */
   cpuPort: number;
 }
+interface AgentInfo {
+  hosts: string[];
+  cpuPort: number;
+}
 interface Measured extends RateResult {
   /** Edge CPU time per request, microseconds. */
   cpuUs: number;
+  /** The agent's CPU time per request, microseconds. */
+  agentCpuUs: number;
+}
+
+/**
+ * A loopback server answering GET with this process's CPU time so far, in microseconds; `extra`
+ * may answer other paths first (it returns true when it did). Resolves to its port.
+ */
+async function cpuServer(extra?: (req: IncomingMessage, res: ServerResponse) => boolean) {
+  const server = createHttpServer((req, res) => {
+    if (extra?.(req, res)) return;
+    const { user, system } = process.cpuUsage();
+    res.end(String(user + system));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return (server.address() as AddressInfo).port;
 }
 
 // ---- children ----------------------------------------------------------------------------
 
 async function serveEdge(): Promise<void> {
   const { info: address } = await startBenchEdge();
-  const cpu = createHttpServer((req, res) => {
-    const { user, system } = process.cpuUsage();
-    res.end(String(user + system));
+  const profiler = new Session();
+  profiler.connect();
+  const cpu = await cpuServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://edge');
+    if (url.pathname === '/profile/start') {
+      void profiler
+        .post('Profiler.enable')
+        .then(() => profiler.post('Profiler.start'))
+        .then(() => res.end('started'));
+      return true;
+    }
+    if (url.pathname === '/profile/stop') {
+      void profiler.post('Profiler.stop').then(({ profile }) => {
+        writeFileSync(url.searchParams.get('file')!, JSON.stringify(profile));
+        res.end('written');
+      });
+      return true;
+    }
+    return false;
   });
-  await new Promise<void>((resolve) => cpu.listen(0, '127.0.0.1', resolve));
-  const info: EdgeInfo = { ...address, cpuPort: (cpu.address() as AddressInfo).port };
+  const info: EdgeInfo = { ...address, cpuPort: cpu };
   answer(info);
 }
 
@@ -91,30 +142,40 @@ async function serveAgent(spec: { edge: EdgeInfo; service: number }): Promise<vo
     });
     hosts.push(new URL(endpoint.url!).hostname);
   }
-  answer(hosts);
+  const agent: AgentInfo = { hosts, cpuPort: await cpuServer() };
+  answer(agent);
 }
 
 // ---- coordination and report -------------------------------------------------------------
 
 const roles = new RoleProcesses(import.meta.url);
 
-async function edgeCpuUs(port: number): Promise<number> {
+async function cpuUs(port: number): Promise<number> {
   const res = await fetch(`http://127.0.0.1:${port}/`);
   return Number(await res.text());
 }
 
+async function edgeProfiler(port: number, path: string): Promise<void> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`);
+  await res.text();
+}
+
 /** One load run against `host`, with the edge's CPU time per request it cost. */
-async function measure(edge: EdgeInfo, host: string): Promise<Measured> {
-  const before = await edgeCpuUs(edge.cpuPort);
+async function measure(edge: EdgeInfo, agent: AgentInfo, host: string): Promise<Measured> {
+  const before = await cpuUs(edge.cpuPort);
+  const agentBefore = await cpuUs(agent.cpuPort);
   const load = await roles.start<RateResult>('load', { port: edge.httpPort, host });
-  const after = await edgeCpuUs(edge.cpuPort);
-  return { ...load, cpuUs: (after - before) / Math.max(1, load.total) };
+  const after = await cpuUs(edge.cpuPort);
+  const agentAfter = await cpuUs(agent.cpuPort);
+  const n = Math.max(1, load.total);
+  return { ...load, cpuUs: (after - before) / n, agentCpuUs: (agentAfter - agentBefore) / n };
 }
 
 async function main(): Promise<void> {
   const edge = await roles.start<EdgeInfo>('edge');
   const service = await roles.start<{ http: number }>('service');
-  const hosts = await roles.start<string[]>('agent', { edge, service: service.http });
+  const agent = await roles.start<AgentInfo>('agent', { edge, service: service.http });
+  const hosts = agent.hosts;
   // Warm up each endpoint (JIT, the agent's stream pool) before measuring.
   for (const host of hosts) {
     await roles.start<RateResult>('load', { port: edge.httpPort, host, warmup: true });
@@ -122,8 +183,19 @@ async function main(): Promise<void> {
   const results = CASES.map(() => [] as Measured[]);
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < CASES.length; i++) {
-      results[i]!.push(await measure(edge, hosts[i]!));
+      results[i]!.push(await measure(edge, agent, hosts[i]!));
       process.stderr.write(`round ${round + 1}: ${CASES[i]!.name} done\n`);
+    }
+  }
+  if (PROFILE_DIR) {
+    for (let i = 0; i < CASES.length; i++) {
+      const file = `${PROFILE_DIR}/${ALL_CASES.indexOf(CASES[i]!)}.cpuprofile`;
+      await edgeProfiler(edge.cpuPort, '/profile/start');
+      const run = await measure(edge, agent, hosts[i]!);
+      await edgeProfiler(edge.cpuPort, `/profile/stop?file=${encodeURIComponent(file)}`);
+      process.stderr.write(
+        `profile of ${CASES[i]!.name}: ${file}, ${run.total} requests, ${fmt(run.cpuUs)} µs each\n`,
+      );
     }
   }
   const base = median(results[0]!.map((r) => r.rate));
@@ -138,6 +210,7 @@ async function main(): Promise<void> {
       `${fmt((100 * rps) / base, 1)} %`,
       `${fmt(median(rs.map((r) => r.p50)), 1)} / ${fmt(median(rs.map((r) => r.p99)), 1)}`,
       `${fmt(cpuUs)} (+${fmt(Math.max(0, cpuUs - baseCpu))})`,
+      fmt(median(rs.map((r) => r.agentCpuUs))),
       String(rs.reduce((n, r) => n + r.errors, 0)),
     ];
   });
@@ -153,6 +226,7 @@ async function main(): Promise<void> {
         'vs no policy',
         'p50 / p99 ms',
         'edge CPU µs/request (+ policy)',
+        'agent CPU µs/request',
         'errors',
       ],
       rows,
