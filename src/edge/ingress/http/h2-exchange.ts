@@ -1,149 +1,39 @@
 /**
- * An HTTP/2 request on the lean relay's pipeline. It is read into the same `RequestHead` an
- * HTTP/1.1 request is (h2-head.ts), routed and judged by the same code (http-ingress.ts
- * leanRoute, http-policy-lean.ts), counted and recorded by the same Exchange, and sent to the
- * agent as the relay sends one: an HTTP/1.1 head (exchange.ts agentRequestHead) on a pooled
- * tunnel stream, the body after it (chunked when the client gave no length). The agent's response
- * head is read strictly (response-head.ts), on_http_response applied to it, and the answer written
- * back as HTTP/2: headers, the body without its HTTP/1.1 coding (body-framing.ts), trailers.
+ * An HTTP/2 request on the lean relay's pipeline, carried to an agent that speaks HTTP/1.1. It is
+ * read into the same `RequestHead` an HTTP/1.1 request is (h2-head.ts), routed and judged by the
+ * same code (http-ingress.ts leanRoute, http-policy-lean.ts; h2-serve.ts sends it here), counted
+ * and recorded by the same Exchange, and sent to the agent as the relay sends one: an HTTP/1.1
+ * head (exchange.ts agentRequestHead) on a pooled tunnel stream, the body after it
+ * (h2-request-body.ts). The agent's response head is read strictly (response-head.ts),
+ * on_http_response applied to it, and the answer written back as HTTP/2: headers, the body
+ * without its HTTP/1.1 coding (body-framing.ts), trailers.
  *
  * What differs from HTTP/1.1 is only the wire: one public connection carries many exchanges at
  * once, each with its own tunnel stream, and a client that resets its stream releases that stream
  * (stream-release.ts) as a client that hangs up does on HTTP/1.1.
  */
-import type { Duplex } from 'node:stream';
+import type { Duplex, Transform } from 'node:stream';
 import {
   constants,
   type Http2ServerRequest,
   type Http2ServerResponse,
   type ServerHttp2Stream,
 } from 'node:http2';
-import { clientIp, connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
-import { startSpan } from '../../metrics/trace-context.js';
-import {
-  answerContent,
-  failureDetail,
-  grpcRefusal,
-  INGRESS_ERRORS,
-  type IngressError,
-} from '../error-pages.js';
-import { isGrpc, respondGrpcH2 } from '../grpc-answers.js';
-import type { RespondDecision } from '../../../policy/index.js';
-import { H2Call } from './h2-call.js';
-import type { H2Upstreams } from './h2-upstream.js';
-import { ChunkedFramer, LengthFramer, type BodyFramer } from './body-framing.js';
+import { connectTunnel, proxyInfoOf } from '../../registry/connect-tunnel.js';
+import { failureDetail, INGRESS_ERRORS, type IngressError } from '../error-pages.js';
+import { ChunkedFramer, type BodyFramer } from './body-framing.js';
 import { ignoreError } from './connection-stream.js';
-import { h2Headers, NOT_IN_RESPONSES, respondH2, respondPageH2 } from './h2-head.js';
-import {
-  agentRequestHead,
-  beginExchange,
-  CloseFramer,
-  responseFramer,
-  type Exchange,
-} from './exchange.js';
-import { publicProto, rewrittenHost, routingHost } from './http-forwarding.js';
+import { captureAnswer, h2Headers, h2Trailers, respondH2, respondPageH2 } from './h2-head.js';
+import { H2RequestBody } from './h2-request-body.js';
+import { agentRequestHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
+import { rewrittenHost, routingHost } from './http-forwarding.js';
 import { switchH2Stream } from './protocol-switch.js';
 import { applyResponsePhase, type ResponseAfterPhase } from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
-import type { BodyHolder } from './http-policy-body.js';
-import type { HttpRelayContext, LeanRouting } from './http-relay.js';
-import type { RequestHead } from './request-head.js';
+import type { HttpRelayContext } from './http-relay.js';
 import type { ResponseHead } from './response-head.js';
 import { releaseAbandoned } from './stream-release.js';
-import { BodyTransforms, rewriter } from './body-transforms.js';
-import type { Transform } from 'node:stream';
-
-/** An HTTP/2 request the relay's routing took, and how. */
-export interface H2Request {
-  req: Http2ServerRequest;
-  res: Http2ServerResponse;
-  /** The public connection. */
-  socket: Duplex;
-  head: RequestHead;
-  host: string;
-  route: Exclude<LeanRouting, undefined>;
-  /** Its body, when a policy read it whole to decide (body-peek.ts streamBodySource). */
-  held: BodyHolder;
-}
-
-/** The answer to an extended CONNECT (WebSocket over HTTP/2) for an `http2` endpoint. */
-const NO_UPGRADE_TO_HTTP2 = {
-  status: 501,
-  headers: { 'content-type': 'text/plain; charset=utf-8' },
-  body:
-    'This endpoint speaks HTTP/2 to its service (app protocol http2), which takes no protocol ' +
-    'upgrade: open the WebSocket over HTTP/1.1, or publish the service without app protocol http2.\n',
-};
-
-/**
- * Serve an HTTP/2 request the relay's routing took (http-ingress.ts leanRoute): the edge's page,
- * the policy's own answer (a gRPC status to a gRPC client), or the exchange with the agent: in
- * HTTP/1.1 on a tunnel stream (H2Exchange), or as an HTTP/2 call to an endpoint bound with app
- * protocol `http2` (h2-call.ts).
- * @example serveH2(relay.context, upstreams, { req, res, socket, head, host, route, held });
- */
-export function serveH2(ctx: HttpRelayContext, upstreams: H2Upstreams, request: H2Request): void {
-  const { req, res, socket, head, host, route } = request;
-  const grpc = isGrpc(head.contentType);
-  if ('edge' in route) {
-    respondH2(req.stream, route.edge, head);
-    return;
-  }
-  if ('page' in route) {
-    respondPageH2(req.stream, route.page, host, head, route.detail);
-    ctx.meters.unrouted.request(route.page.status);
-    return;
-  }
-  const proto = publicProto(socket);
-  const ip = clientIp(socket as { remoteAddress?: string });
-  // Made only while traces are exported: otherwise the request goes on as it came.
-  const span = ctx.tracing() ? startSpan(head.raw) : undefined;
-  const start = { head, host, route, scheme: proto, clientIp: ip, span };
-  const exchange = beginExchange(ctx, socket, start);
-  exchange.heldBody = request.held.body;
-  if (route.close) {
-    // close-connection closes the connection, every stream of it.
-    exchange.count(499, (performance.now() - exchange.started) / 1000);
-    exchange.done?.(499, []);
-    socket.destroy();
-    return;
-  }
-  const answer = route.answer;
-  if (!answer) {
-    if (exchange.tunnel.appProtocol === 'http2' && head.upgrade) {
-      // An HTTP/2 service takes no HTTP/1.1 upgrade, and its 2xx would read as the tunnel open.
-      const raw = respondH2(req.stream, NO_UPGRADE_TO_HTTP2, head);
-      exchange.count(NO_UPGRADE_TO_HTTP2.status);
-      exchange.done?.(NO_UPGRADE_TO_HTTP2.status, raw);
-    } else if (exchange.tunnel.appProtocol === 'http2') {
-      new H2Call(ctx, upstreams, req, res, socket, exchange, proto, ip).start();
-    } else {
-      new H2Exchange(ctx, req, res, socket, exchange, proto, ip).start();
-    }
-    return;
-  }
-  const raw =
-    grpc && answer.status >= 300
-      ? grpcAnswer(req.stream, answer)
-      : respondH2(req.stream, answer, head);
-  if (!grpc || answer.status < 300) captureAnswer(exchange, answer);
-  exchange.count(answer.status, (performance.now() - exchange.started) / 1000);
-  if (exchange.state) ctx.connections.countBytes(exchange.state);
-  exchange.done?.(answer.status, raw);
-}
-
-/** The inspector's copy of the body of an answer the edge wrote in place of the service's. */
-function captureAnswer(exchange: Exchange, answer: Parameters<typeof answerContent>[0]): void {
-  const bodies = exchange.bodies;
-  if (!bodies || exchange.head.method === 'HEAD') return;
-  bodies.response.add(Buffer.from(answerContent(answer, exchange.head.accept).body));
-}
-
-/** A policy's refusal (deny, basic-auth, jwt-validation, rate-limit…) as a gRPC client reads one. */
-function grpcAnswer(stream: ServerHttp2Stream, answer: RespondDecision): string[] {
-  const { message, headers } = grpcRefusal(answer);
-  return respondGrpcH2(stream, answer.status, message, headers);
-}
+import { BodyTransforms } from './body-transforms.js';
 
 /**
  * @example new H2Exchange(ctx, req, res, socket, exchange, 'https', clientIp).start();
@@ -152,16 +42,13 @@ export class H2Exchange {
   private stream: Duplex | undefined;
   private response: ResponseHead | undefined;
   private responseBody: BodyFramer | undefined;
-  /** The request body's framer while it is sent (none without a body). */
-  private requestBody: LengthFramer | undefined;
-  private requestSent: boolean;
+  /** The request's body on its way to the agent; none without one. */
+  private readonly requestBody: H2RequestBody | undefined;
   private readonly trailers: string[] = [];
   /** The exchange is over (answered in full, failed, or its client gone). */
   private finished = false;
   /** Bytes came after the response: the stream cannot carry another exchange. */
   private spoiled = false;
-  /** request-body-find-replace's rewrite, while the request body streams through it. */
-  private requestTransforms: BodyTransforms | undefined;
   /** The client's stream refused a write: the tunnel stream waits for its 'drain'. */
   private clientFull = false;
   /** The body's transforms, when the policy changes it on its way (body-transforms.ts). */
@@ -183,7 +70,14 @@ export class H2Exchange {
     this.h2 = req.stream;
     this.poolKey = `${proto} ${ip}`;
     const head = exchange.head;
-    this.requestSent = !head.chunked && !head.contentLength;
+    if (head.chunked || head.contentLength) {
+      this.requestBody = new H2RequestBody(req, exchange, (detail) => this.fail(detail));
+    }
+  }
+
+  /** Whether the whole request reached the tunnel stream. */
+  private get requestSent(): boolean {
+    return this.requestBody === undefined || this.requestBody.sent;
   }
 
   start(): void {
@@ -225,8 +119,7 @@ export class H2Exchange {
   }
 
   private send(stream: Duplex): void {
-    const { exchange, req } = this;
-    const head = exchange.head;
+    const { exchange } = this;
     exchange.sentAt = performance.now();
     const host = rewrittenHost(exchange.tunnel);
     const text = agentRequestHead(
@@ -238,75 +131,8 @@ export class H2Exchange {
       exchange.span,
     );
     stream.write(text, 'latin1');
-    if (this.requestSent) return;
-    if (head.contentLength) this.requestBody = new LengthFramer(head.contentLength);
-    const rewrite = exchange.policy?.bodyRewrite;
-    if (rewrite) {
-      // request-body-find-replace: through the rewrite, chunked (agentRequestHead said so).
-      this.requestTransforms = new BodyTransforms([rewriter(rewrite)], stream, true, req, () =>
-        this.fail('the request body rewrite failed'),
-      );
-    }
-    const held = exchange.heldBody;
-    if (held) {
-      // Read whole for the policy: it goes as one piece, the stream it came on spent.
-      if (held.length > 0) this.onRequestData(held);
-      this.onRequestEnd();
-      return;
-    }
-    req.on('data', this.onRequestData);
-    req.once('end', this.onRequestEnd);
+    this.requestBody?.send(stream);
   }
-
-  private readonly onRequestData = (chunk: Buffer): void => {
-    const stream = this.stream;
-    if (!stream || this.finished) return;
-    const framer = this.requestBody;
-    // nghttp2 checks DATA against content-length too; the agent must never get more.
-    if (framer && framer.take(chunk, 0) !== chunk.length) {
-      this.fail('a request body longer than its Content-Length');
-      return;
-    }
-    this.exchange.bodies?.request.add(chunk);
-    if (this.requestTransforms) {
-      this.requestTransforms.write(chunk);
-      return;
-    }
-    if (framer) {
-      stream.write(chunk);
-    } else {
-      stream.write(`${chunk.length.toString(16)}\r\n`, 'latin1');
-      stream.write(chunk);
-      stream.write('\r\n', 'latin1');
-    }
-    if (stream.writableNeedDrain) {
-      this.req.pause();
-      stream.once('drain', this.resumeRequest);
-    }
-  };
-
-  private readonly resumeRequest = (): void => {
-    if (!this.finished) this.req.resume();
-  };
-
-  private readonly onRequestEnd = (): void => {
-    const stream = this.stream;
-    if (!stream || this.finished) return;
-    if (this.requestBody && !this.requestBody.done) {
-      this.fail('a request body shorter than its Content-Length');
-      return;
-    }
-    const transforms = this.requestTransforms;
-    if (transforms) {
-      transforms.end(() => {
-        this.requestTransforms = undefined;
-        this.requestSent = true;
-      });
-      return;
-    }
-    if (!this.requestBody) stream.write('0\r\n\r\n', 'latin1');
-    this.requestSent = true;
-  };
 
   private readonly onStreamData = (chunk: Buffer): void => {
     if (this.finished) return;
@@ -469,21 +295,6 @@ export class H2Exchange {
   }
 
   /**
-   * The chunked body's trailers, for HTTP/2's trailing HEADERS: Node's response object sends
-   * those it holds when the stream asks for them ('wantTrailers').
-   */
-  private trailerFields(): Record<string, string> {
-    const out: Record<string, string> = {};
-    for (const line of this.trailers) {
-      const colon = line.indexOf(':');
-      const name = line.slice(0, colon).trim().toLowerCase();
-      if (NOT_IN_RESPONSES.has(name) || name === 'content-length') continue;
-      out[name] = line.slice(colon + 1).trim();
-    }
-    return out;
-  }
-
-  /**
    * The agent's response is all read: the tunnel stream is kept if it can carry another exchange,
    * and the answer ends once the transforms, if any, have written their last bytes.
    */
@@ -505,7 +316,7 @@ export class H2Exchange {
     this.finished = true;
     const { exchange } = this;
     const response = this.response!;
-    if (response.framing.kind === 'chunked') this.res.addTrailers(this.trailerFields());
+    if (response.framing.kind === 'chunked') this.res.addTrailers(h2Trailers(this.trailers));
     if (response.framing.kind !== 'none') this.h2.end();
     exchange.completed(this.ctx.connections);
   }
@@ -563,7 +374,7 @@ export class H2Exchange {
     if (this.finished) return;
     this.finished = true;
     this.transforms?.destroy();
-    this.requestTransforms?.destroy();
+    this.requestBody?.destroy();
     const { exchange } = this;
     // 499: the client went away before the answer (nginx's convention).
     const status = this.response?.status ?? 499;
@@ -612,7 +423,7 @@ export class H2Exchange {
   private breakAnswer(): void {
     if (this.finished) return;
     this.transforms?.destroy();
-    this.requestTransforms?.destroy();
+    this.requestBody?.destroy();
     this.finished = true;
     this.release()?.destroy();
     const status = this.response?.status ?? 502;
@@ -627,7 +438,7 @@ export class H2Exchange {
     stream.off('data', this.onStreamData);
     stream.off('end', this.onStreamEnd);
     stream.off('close', this.onStreamClose);
-    stream.off('drain', this.resumeRequest);
+    this.requestBody?.detach();
     this.stream = undefined;
     return stream;
   }

@@ -10,6 +10,7 @@ import { answerContent, errorPage, grpcPage, type IngressError } from '../error-
 import { isGrpc, respondGrpcH2 } from '../grpc-answers.js';
 import type { RequestHead } from './request-head.js';
 import type { ResponseHead } from './response-head.js';
+import type { Exchange } from './exchange.js';
 import { CONNECTION_SPECIFIC } from './h2-upstream.js';
 
 const DIGITS = /^\d{1,15}$/;
@@ -156,6 +157,23 @@ export function h2Headers(response: ResponseHead): OutgoingHttpHeaders {
 }
 
 /**
+ * A chunked body's trailer lines as the fields of HTTP/2's trailing HEADERS (Node's response
+ * object sends those it holds when the stream asks for them: 'wantTrailers'), without those an
+ * HTTP/2 response cannot carry.
+ * @example res.addTrailers(h2Trailers(['Grpc-Status: 0']));
+ */
+export function h2Trailers(lines: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of lines) {
+    const colon = line.indexOf(':');
+    const name = line.slice(0, colon).trim().toLowerCase();
+    if (NOT_IN_RESPONSES.has(name) || name === 'content-length') continue;
+    out[name] = line.slice(colon + 1).trim();
+  }
+  return out;
+}
+
+/**
  * The edge's page `error` on an HTTP/2 stream, as the HTTP/1.1 relay writes it: a gRPC
  * status to a gRPC client (its service unavailable for a 404 or an unreachable agent), else the
  * page, HTML to a browser. Returns the headers written, as a raw list for the inspector.
@@ -172,4 +190,17 @@ export function respondPageH2(
     return respondH2(stream, errorPage(error, host, head.accept, detail), head);
   const page = grpcPage(error, host, detail);
   return respondGrpcH2(stream, error.status, page.message, page.headers, page.grpcStatus);
+}
+
+/**
+ * The inspector's copy of the body of an answer the edge wrote in place of the service's.
+ * @example respondH2(stream, answer, head); captureAnswer(exchange, answer);
+ */
+export function captureAnswer(
+  exchange: Exchange,
+  answer: Parameters<typeof answerContent>[0],
+): void {
+  const bodies = exchange.bodies;
+  if (!bodies || exchange.head.method === 'HEAD') return;
+  bodies.response.add(Buffer.from(answerContent(answer, exchange.head.accept).body));
 }

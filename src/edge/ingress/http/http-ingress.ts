@@ -21,7 +21,7 @@ import { PublicConnections } from './http-connections.js';
 import { INGRESS_SOCKET_OPTIONS, relayTimeoutsOf, type RawRelayTimeouts } from '../proxy.js';
 import type { ExchangeTap } from './exchange.js';
 import { constants, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
-import { serveH2 } from './h2-exchange.js';
+import { serveH2 } from './h2-serve.js';
 import { h2RequestHead } from './h2-head.js';
 import { H2Ingress, type H2Limits } from './h2-ingress.js';
 import { routingHost } from './http-forwarding.js';
