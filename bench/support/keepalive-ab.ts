@@ -8,11 +8,13 @@
  *   node --import tsx bench/support/keepalive-ab.ts /tmp/wt-before /work/main
  *   AGENT=ngrok ROUNDS=4 DURATION=5 node --import tsx bench/support/keepalive-ab.ts <tree> <tree>
  *
- * Printed per run: req/s and its ratio to the service alone (the run before it), and the edge's
- * CPU per request from /proc (user + system); at the end, the median of each over the rounds.
+ * Printed per run: req/s and its ratio to the service alone (the run before it), the edge's CPU
+ * per request from /proc (user + system) and its read and write system calls per request
+ * (/proc/<pid>/io, every kind of read and write: sockets, TLS, epoll not counted); at the end,
+ * the median of each over the rounds.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { processCpuMs, startEdgeServer, type EdgeServer } from '../edge-process.js';
@@ -46,6 +48,14 @@ function wrk(script: string, port: number, host: string, seconds: number) {
   });
 }
 
+/** The read and write system calls process `pid` made so far (/proc/<pid>/io: syscr, syscw). */
+function syscalls(pid: number): { reads: number; writes: number } {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+  const field = (name: string): number =>
+    Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1]);
+  return { reads: field('syscr'), writes: field('syscw') };
+}
+
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
@@ -75,22 +85,31 @@ async function main(): Promise<void> {
   }
   await wrk(script, service.http, 'localhost', 3);
   for (const tree of started) await wrk(script, tree.edge.httpPort, tree.host, WARMUP);
-  const results = new Map<Tree, { cpuUs: number; ratio: number }[]>(started.map((t) => [t, []]));
+  const results = new Map<Tree, { cpuUs: number; ratio: number; reads: number; writes: number }[]>(
+    started.map((t) => [t, []]),
+  );
   for (let round = 1; round <= ROUNDS; round++) {
     // Every other round in the other order: neither tree always runs first.
     for (const tree of round % 2 === 1 ? started : [...started].reverse()) {
       const direct = await wrk(script, service.http, 'localhost', DURATION);
       const before = processCpuMs(tree.edge.pid);
+      const callsBefore = syscalls(tree.edge.pid);
       const run = await wrk(script, tree.edge.httpPort, tree.host, DURATION);
       const cpuMs = processCpuMs(tree.edge.pid) - before;
+      const calls = syscalls(tree.edge.pid);
+      const reads = (calls.reads - callsBefore.reads) / run.requests;
+      const writes = (calls.writes - callsBefore.writes) / run.requests;
       results.get(tree)!.push({
         cpuUs: (cpuMs * 1000) / run.requests,
         ratio: run.rate / direct.rate,
+        reads,
+        writes,
       });
       console.log(
         `round ${round} ${AGENT} ${tree.root}: ${run.rate.toFixed(0)} req/s ` +
           `(${(run.rate / direct.rate).toFixed(2)} of direct ${direct.rate.toFixed(0)}), ` +
-          `edge CPU ${((cpuMs * 1000) / run.requests).toFixed(1)} µs/request` +
+          `edge CPU ${((cpuMs * 1000) / run.requests).toFixed(1)} µs/request, ` +
+          `syscalls/request ${reads.toFixed(2)} read ${writes.toFixed(2)} write` +
           (run.errors ? ` [${run.errors} errors]` : ''),
       );
     }
@@ -100,7 +119,9 @@ async function main(): Promise<void> {
     console.log(
       `median of ${runs.length} ${AGENT} ${tree.root}: edge CPU ` +
         `${median(runs.map((r) => r.cpuUs)).toFixed(1)} µs/request, ` +
-        `${median(runs.map((r) => r.ratio)).toFixed(2)} of direct`,
+        `${median(runs.map((r) => r.ratio)).toFixed(2)} of direct, syscalls/request ` +
+        `${median(runs.map((r) => r.reads)).toFixed(2)} read ` +
+        `${median(runs.map((r) => r.writes)).toFixed(2)} write`,
     );
   }
   roles.killAll();
