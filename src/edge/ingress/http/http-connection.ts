@@ -6,33 +6,21 @@
  * alive: no stream per request. A connection that opens with HTTP/2's preface (h2c) goes to the
  * ingress's HTTP/2 side.
  *
- * This class is the request side and the connection's life; it stands on the response side
- * (response-relay.ts), which stands on the tunnel stream the connection holds
+ * This class is the connection's life, its request heads and the answers the edge writes itself;
+ * it stands on the request's way to the agent (request-relay.ts), which stands on the response
+ * side (response-relay.ts), which stands on the tunnel stream the connection holds
  * (connection-stream.ts).
  */
 import type { Duplex } from 'node:stream';
-import {
-  agentRequestHead,
-  beginExchange,
-  h2CallHeaders,
-  requestFramer,
-  withLength,
-  type Exchange,
-} from './exchange.js';
-import { H2Bridge } from './h2-bridge.js';
+import type { Exchange } from './exchange.js';
 import { concat, Phase } from './connection-stream.js';
 import { bareRefusal, HeadScanner, type HeadError } from './head-syntax.js';
-import { rewrittenHost, routingHost } from './http-forwarding.js';
+import { routingHost } from './http-forwarding.js';
 import { parseRequestHead, type RequestHead } from './request-head.js';
-import { ResponseRelay } from './response-relay.js';
-import { ChunkedFramer } from './body-framing.js';
+import { RequestRelay } from './request-relay.js';
 import { BodyPeek, NO_BODY, type PolicyBodySource } from './body-peek.js';
-import { BodyTransforms, rewriter } from './body-transforms.js';
-import { HeldRewrite } from './held-rewrite.js';
-import type { BodyRewrite } from '../../../policy/index.js';
 import type { ResponseHead } from './response-head.js';
 import { switchProtocols } from './protocol-switch.js';
-import { startSpan, type SpanContext } from '../../metrics/trace-context.js';
 import { ROUTING_FAILED, type LeanPage, type LeanRoute, type LeanRouting } from './http-relay.js';
 import { errorPage, grpcAnswerOnHttp1, INGRESS_ERRORS, rawAnswer } from '../error-pages.js';
 import { isGrpc } from '../grpc-answers.js';
@@ -84,13 +72,11 @@ const MAX_BUFFERED = 256 * 1024;
 /**
  * @example new HttpConnection(socket, context).start();
  */
-export class HttpConnection extends ResponseRelay {
+export class HttpConnection extends RequestRelay {
   private readonly scanner = new HeadScanner();
   private headTimer: NodeJS.Timeout | undefined;
   /** The body of the request being routed, while its policy reads it (body-peek.ts). */
   private peek: BodyPeek | undefined;
-  /** An HTTP/1.0 request's rewritten body, held until its length is known (held-rewrite.ts). */
-  private heldRewrite: HeldRewrite | undefined;
 
   start(): void {
     const socket = this.socket;
@@ -376,7 +362,7 @@ export class HttpConnection extends ResponseRelay {
   };
 
   /** Answer a request the relay will not read, and close. */
-  private refuse(error: HeadError): void {
+  protected refuse(error: HeadError): void {
     if (error.limit) this.ctx.onLimit(this.ip, error.limit);
     this.phase = Phase.Closed;
     this.parkStream();
@@ -422,164 +408,5 @@ export class HttpConnection extends ResponseRelay {
     const buffered = this.buffered;
     this.buffered = undefined;
     return buffered;
-  }
-
-  private begin(head: RequestHead, host: string, route: LeanRoute): void {
-    // Made only while traces are exported: otherwise the request goes on as it came.
-    const span = this.ctx.tracing() ? startSpan(head.raw) : undefined;
-    const exchange = this.exchangeFor(head, host, route, span);
-    this.exchange = exchange;
-    this.sendOnStream(exchange);
-  }
-
-  /** The exchange of a routed request: its endpoint's meters, the inspector's record. */
-  private exchangeFor(
-    head: RequestHead,
-    host: string,
-    route: LeanRoute,
-    span: SpanContext | undefined,
-  ): Exchange {
-    const start = { head, host, route, scheme: this.proto, clientIp: this.ip, span };
-    return beginExchange(this.ctx, this.socket, start);
-  }
-
-  protected send(exchange: Exchange): void {
-    const stream = this.stream!;
-    exchange.sentAt = performance.now();
-    const { policy, span, sent } = exchange;
-    if (stream instanceof H2Bridge) {
-      // A service that speaks HTTP/2: the call opens with the request's headers; a body a policy
-      // rewrites goes chunked (rewriteRequestBody), any other as the client framed it.
-      const chunked = sent.chunked || (policy?.bodyRewrite !== undefined && !!sent.contentLength);
-      const framing = { method: sent.method, minor: sent.minor, chunked };
-      stream.start(h2CallHeaders(exchange, this.proto, this.ip), {
-        ...framing,
-        contentLength: chunked ? undefined : sent.contentLength,
-      });
-    } else if (sent.minor === 0 && policy?.bodyRewrite && exchange.requestBody) {
-      this.holdRewrittenBody(exchange, stream);
-    } else {
-      const host = rewrittenHost(exchange.tunnel);
-      stream.write(agentRequestHead(sent, this.proto, this.ip, host, policy, span), 'latin1');
-    }
-    const rest = this.buffered;
-    this.buffered = undefined;
-    if (exchange.requestBody) {
-      if (policy?.bodyRewrite) this.rewriteRequestBody(exchange, policy.bodyRewrite, stream);
-      this.phase = Phase.Body;
-      if (rest) this.relayRequestBody(rest);
-    } else {
-      this.phase = Phase.Waiting;
-      this.buffered = rest;
-    }
-    // Unless the first body bytes already filled the stream: then its 'drain' resumes reading.
-    if (!this.streamFull) this.socket.resume();
-  }
-
-  private relayRequestBody(chunk: Buffer): void {
-    const exchange = this.exchange!;
-    const framer = exchange.requestBody!;
-    const n = framer.take(chunk, 0);
-    if (typeof n === 'string') {
-      this.breakExchange(exchange, { status: 400, reason: n });
-      return;
-    }
-    const body = n === chunk.length ? chunk : chunk.subarray(0, n);
-    // The inspector's copy; a chunked body's is taken decoded, by the framer (beginExchange).
-    if (exchange.bodies && body.length > 0 && !(framer instanceof ChunkedFramer)) {
-      exchange.bodies.request.add(body);
-    }
-    const transforms = exchange.requestTransforms;
-    if (transforms) {
-      // A chunked body reaches the rewrite decoded, through the framer's parts.
-      if (body.length > 0 && !(framer instanceof ChunkedFramer)) transforms.write(body);
-    } else if (body.length > 0 && !this.stream!.write(body)) {
-      this.socket.pause();
-      if (!this.streamFull) {
-        this.streamFull = true;
-        this.stream!.once('drain', this.resumeSocket);
-      }
-    }
-    if (!framer.done) return;
-    exchange.requestBody = undefined;
-    this.phase = Phase.Waiting;
-    if (n < chunk.length) this.buffered = chunk.subarray(n);
-    if (transforms) {
-      // Sent once the rewrite's last bytes are.
-      transforms.end(() => {
-        this.heldRewrite?.flush();
-        this.heldRewrite = undefined;
-        exchange.requestTransforms = undefined;
-        if (this.exchange === exchange && exchange.responded) this.finish(exchange);
-      });
-      return;
-    }
-    if (exchange.responded) this.finish(exchange);
-  }
-
-  /**
-   * request-body-find-replace: the body goes to the agent through `rewrite`, chunked (its head
-   * said so, exchange.ts agentRequestHead).
-   */
-  private rewriteRequestBody(exchange: Exchange, rewrite: BodyRewrite, stream: Duplex): void {
-    const sink = this.heldRewrite ?? stream;
-    const body = new BodyTransforms([rewriter(rewrite)], sink, sink === stream, this.socket, () =>
-      this.socket.destroy(),
-    );
-    exchange.requestTransforms = body;
-    if (exchange.head.chunked) {
-      const capture = exchange.bodies?.request;
-      exchange.requestBody = requestFramer(exchange.head, (bytes) => {
-        capture?.add(bytes);
-        body.write(bytes);
-      });
-    }
-  }
-
-  /**
-   * An HTTP/1.0 request whose body the policy rewrites: HTTP/1.0 has no chunked coding, so its
-   * head goes once the rewritten body is whole, with that body's length (held-rewrite.ts).
-   */
-  private holdRewrittenBody(exchange: Exchange, stream: Duplex): void {
-    const { sent, span } = exchange;
-    const { requestHeaders, target } = exchange.policy!;
-    this.heldRewrite = new HeldRewrite(
-      (body) => {
-        const head = { ...sent, raw: withLength(sent.raw, body.length) };
-        const host = rewrittenHost(exchange.tunnel);
-        const run = { requestHeaders, target };
-        stream.write(agentRequestHead(head, this.proto, this.ip, host, run, span), 'latin1');
-        stream.write(body);
-      },
-      (reason) => {
-        exchange.requestTransforms?.destroy();
-        this.dropHeldRewrite();
-        this.breakExchange(exchange, { status: 413, reason });
-      },
-    );
-  }
-
-  /** The held body's bytes go back to the process's budget (the exchange ended early). */
-  private dropHeldRewrite(): void {
-    this.heldRewrite?.discard();
-    this.heldRewrite = undefined;
-  }
-
-  private readonly resumeSocket = (): void => {
-    this.streamFull = false;
-    if (this.phase !== Phase.Closed) this.socket.resume();
-  };
-
-  /** A request body that broke its framing: answer if nothing was sent yet, and close. */
-  private breakExchange(exchange: Exchange, error: HeadError): void {
-    this.dropStream();
-    this.exchange = undefined;
-    if (exchange.answered) {
-      this.socket.destroy();
-      return;
-    }
-    exchange.count(error.status);
-    exchange.done?.(error.status, []);
-    this.refuse(error);
   }
 }
