@@ -3,7 +3,7 @@
  * edge ingress -> agent session -> Burrow SDK -> local service, for three endpoints of one agent
  * in the same run: no policy, a typical three-rule policy (deny by header, add a request header,
  * add a response header), and the ten-rule policy of the tests (every rule evaluated, nothing
- * refused). Keep-alive HTTP with autocannon; the rounds are interleaved so drift hits every case.
+ * refused). Keep-alive HTTP with autocannon; the rounds are interleaved (every other one in reverse order) so drift hits every case.
  *
  *   node --import tsx bench/policy-tunnel.ts
  *   DURATION=5 CONNECTIONS=50 ROUNDS=3 node --import tsx bench/policy-tunnel.ts
@@ -26,8 +26,9 @@ import {
   type IncomingMessage,
   type ServerResponse,
 } from 'node:http';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { TEN_RULE_HTTP_POLICY } from '../test/support/policy-fixtures.js';
 import { fmt, machine, markdownTable } from './report.js';
 import { median, runTunnelBench, type RateResult } from './support/load.js';
@@ -85,19 +86,32 @@ interface AgentInfo {
 interface Measured extends RateResult {
   /** Edge CPU time per request, microseconds. */
   cpuUs: number;
+  /** The edge's time in garbage collection per request, microseconds. */
+  gcUs: number;
+  /** The edge's read and write system calls per request. */
+  syscalls: number;
   /** The agent's CPU time per request, microseconds. */
   agentCpuUs: number;
 }
 
 /**
- * A loopback server answering GET with this process's CPU time so far, in microseconds; `extra`
+ * A loopback server answering GET with this process's CPU time so far, in microseconds, and its
+ * read and write system calls (/proc/self/io: sockets and files alike) and its time in garbage
+ * collection (µs, from V8's gc events); `extra`
  * may answer other paths first (it returns true when it did). Resolves to its port.
  */
+let gcUs = 0;
+
 async function cpuServer(extra?: (req: IncomingMessage, res: ServerResponse) => boolean) {
+  new PerformanceObserver((list) => {
+    for (const entry of list.getEntries()) gcUs += entry.duration * 1000;
+  }).observe({ entryTypes: ['gc'] });
   const server = createHttpServer((req, res) => {
     if (extra?.(req, res)) return;
     const { user, system } = process.cpuUsage();
-    res.end(String(user + system));
+    const io = readFileSync('/proc/self/io', 'utf8');
+    const field = (name: string): number => Number(new RegExp(`${name}: (\\d+)`).exec(io)?.[1]);
+    res.end(JSON.stringify([user + system, field('syscr'), field('syscw'), gcUs]));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return (server.address() as AddressInfo).port;
@@ -150,9 +164,12 @@ async function serveAgent(spec: { edge: EdgeInfo; service: number }): Promise<vo
 
 const roles = new RoleProcesses(import.meta.url);
 
-async function cpuUs(port: number): Promise<number> {
+/** A process's CPU time (µs), read and write system calls so far. */
+type Usage = [cpuUs: number, reads: number, writes: number, gcUs: number];
+
+async function usage(port: number): Promise<Usage> {
   const res = await fetch(`http://127.0.0.1:${port}/`);
-  return Number(await res.text());
+  return (await res.json()) as Usage;
 }
 
 async function edgeProfiler(port: number, path: string): Promise<void> {
@@ -162,13 +179,19 @@ async function edgeProfiler(port: number, path: string): Promise<void> {
 
 /** One load run against `host`, with the edge's CPU time per request it cost. */
 async function measure(edge: EdgeInfo, agent: AgentInfo, host: string): Promise<Measured> {
-  const before = await cpuUs(edge.cpuPort);
-  const agentBefore = await cpuUs(agent.cpuPort);
+  const before = await usage(edge.cpuPort);
+  const agentBefore = await usage(agent.cpuPort);
   const load = await roles.start<RateResult>('load', { port: edge.httpPort, host });
-  const after = await cpuUs(edge.cpuPort);
-  const agentAfter = await cpuUs(agent.cpuPort);
+  const after = await usage(edge.cpuPort);
+  const agentAfter = await usage(agent.cpuPort);
   const n = Math.max(1, load.total);
-  return { ...load, cpuUs: (after - before) / n, agentCpuUs: (agentAfter - agentBefore) / n };
+  return {
+    ...load,
+    cpuUs: (after[0] - before[0]) / n,
+    syscalls: (after[1] - before[1] + after[2] - before[2]) / n,
+    gcUs: (after[3] - before[3]) / n,
+    agentCpuUs: (agentAfter[0] - agentBefore[0]) / n,
+  };
 }
 
 async function main(): Promise<void> {
@@ -182,7 +205,9 @@ async function main(): Promise<void> {
   }
   const results = CASES.map(() => [] as Measured[]);
   for (let round = 0; round < ROUNDS; round++) {
-    for (let i = 0; i < CASES.length; i++) {
+    // Every other round runs the cases in reverse, so that none always follows the same one.
+    for (let k = 0; k < CASES.length; k++) {
+      const i = round % 2 === 0 ? k : CASES.length - 1 - k;
       results[i]!.push(await measure(edge, agent, hosts[i]!));
       process.stderr.write(`round ${round + 1}: ${CASES[i]!.name} done\n`);
     }
@@ -210,6 +235,8 @@ async function main(): Promise<void> {
       `${fmt((100 * rps) / base, 1)} %`,
       `${fmt(median(rs.map((r) => r.p50)), 1)} / ${fmt(median(rs.map((r) => r.p99)), 1)}`,
       `${fmt(cpuUs)} (+${fmt(Math.max(0, cpuUs - baseCpu))})`,
+      fmt(median(rs.map((r) => r.gcUs)), 1),
+      fmt(median(rs.map((r) => r.syscalls)), 2),
       fmt(median(rs.map((r) => r.agentCpuUs))),
       String(rs.reduce((n, r) => n + r.errors, 0)),
     ];
@@ -226,6 +253,8 @@ async function main(): Promise<void> {
         'vs no policy',
         'p50 / p99 ms',
         'edge CPU µs/request (+ policy)',
+        'edge GC µs/request',
+        'edge syscalls/request',
         'agent CPU µs/request',
         'errors',
       ],
