@@ -223,7 +223,7 @@ async function main(): Promise<void> {
       );
     }
   }
-  const base = median(results[0]!.map((r) => r.rate));
+  const baseRuns = results[0]!;
   const baseCpu = median(results[0]!.map((r) => r.cpuUs));
   const rows = CASES.map((c, i) => {
     const rs = results[i]!;
@@ -232,7 +232,9 @@ async function main(): Promise<void> {
     return [
       c.name,
       fmt(rps),
-      `${fmt((100 * rps) / base, 1)} %`,
+      // Each round's ratio to the base case of the same round, then their median: a drift of
+      // the machine between rounds cancels out.
+      `${fmt(100 * median(rs.map((r, round) => r.rate / baseRuns[round]!.rate)), 1)} %`,
       `${fmt(median(rs.map((r) => r.p50)), 1)} / ${fmt(median(rs.map((r) => r.p99)), 1)}`,
       `${fmt(cpuUs)} (+${fmt(Math.max(0, cpuUs - baseCpu))})`,
       fmt(median(rs.map((r) => r.gcUs)), 1),
@@ -250,7 +252,7 @@ async function main(): Promise<void> {
       [
         'endpoint policy',
         'req/s',
-        'vs no policy',
+        'vs no policy (median of rounds)',
         'p50 / p99 ms',
         'edge CPU µs/request (+ policy)',
         'edge GC µs/request',
