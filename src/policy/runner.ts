@@ -1,13 +1,10 @@
-import type {
-  ActionOutcome,
-  BodyRewrite,
-  CompressionEncoding,
-  ForwardInternal,
-  PhaseContext,
-  Terminal,
-  TlsTermination,
-} from './actions/types.js';
-import type { CompiledExpression } from './cel.js';
+/**
+ * A compiled policy bound to one owner (an endpoint, an edge): each phase run over the plain
+ * inputs the ingress gives, its rules in order, into the decision the ingress applies. What one
+ * run sees and changes is a PhaseRun (phase-run.ts).
+ */
+import type { ActionOutcome, ForwardInternal, Terminal } from './actions/types.js';
+import { ACTION_RESULTS, PhaseRun, type VarsWithResults } from './phase-run.js';
 import type { CompiledPolicy, CompiledRule } from './compile.js';
 import { toJson } from './cel-types.js';
 import {
@@ -19,11 +16,9 @@ import {
   type PolicyEventOutcome,
   type PolicyEventSink,
 } from './events.js';
-import { HeaderEdits, NO_HEADER_CHANGES, type HeaderChanges } from './headers.js';
-import type { Template } from './interpolate.js';
-import type { PolicyPhase } from './parse.js';
+import { NO_HEADER_CHANGES } from './headers.js';
 import { timedBodyReader } from './request-detail-vars.js';
-import { NO_SECRETS, REDACTED, SecretsVars } from './secrets.js';
+import { NO_SECRETS, SecretsVars } from './secrets.js';
 import {
   ConnVars,
   EndpointVars,
@@ -41,7 +36,6 @@ import type {
   PolicyVars,
   TcpConnectDecision,
   TcpConnectInput,
-  TlsTerminator,
 } from './runner-types.js';
 
 export type * from './runner-types.js';
@@ -50,154 +44,10 @@ export type { ForwardInternal, InternalTarget, TlsTermination } from './actions/
 const NO_VARS: PolicyVars = Object.freeze({});
 const NO_RESULTS: Readonly<Record<string, unknown>> = Object.freeze({});
 
-/**
- * Where action results (`actions.ngrok.*`) ride along with the vars between phases: a symbol key,
- * so callers carry them without knowing, and `vars` in CEL (string keys only) never shows them.
- */
-const ACTION_RESULTS = Symbol('policy action results');
-type VarsWithResults = Record<string, unknown> & { [ACTION_RESULTS]?: Record<string, unknown> };
-
 type Settled<T> = T | Promise<T>;
 
 function then<T, R>(value: Settled<T>, fn: (v: T) => R): Settled<R> {
   return value instanceof Promise ? value.then(fn) : fn(value);
-}
-
-/** The mutable state of one phase run: what actions see and change. */
-class PhaseRun implements PhaseContext {
-  rewrite: string | undefined;
-  compress: CompressionEncoding | undefined;
-  bodyRewrite: BodyRewrite | undefined;
-  rule: CompiledRule | undefined;
-  actionIndex = -1;
-  actionType = '';
-  observers: Array<(status: number) => void> | undefined;
-  /** Set once terminate-tls's handshake finished. */
-  tlsTerminated = false;
-  /** The ingress's TLS terminator (on_tcp_connect of TLS endpoints). */
-  terminator: TlsTerminator | undefined;
-  #edits: HeaderEdits | undefined;
-  #varsCopied = false;
-  /** `actions.ngrok` of this run, once an action published a result (this run's own copy). */
-  #ngrokResults: Record<string, unknown> | undefined;
-
-  constructor(
-    readonly phase: PolicyPhase,
-    readonly activation: Activation,
-    private readonly runner: PolicyRunner,
-    private readonly message: ReqVars | ResVars | undefined,
-    private readonly body?: (() => Promise<Buffer>) | undefined,
-  ) {}
-
-  async terminateTls(settings: TlsTermination): Promise<boolean> {
-    if (this.tlsTerminated) return true;
-    if (!this.terminator || this.phase !== 'on_tcp_connect') return false;
-    const tls = await this.terminator(settings);
-    if (!tls) return false;
-    this.activation.conn.setTls(tls);
-    this.tlsTerminated = true;
-    return true;
-  }
-
-  requestBody(): Promise<Buffer> {
-    if (!this.body || this.phase !== 'on_http_request') {
-      return Promise.reject(new Error('the request body is not available in this phase'));
-    }
-    return this.body();
-  }
-
-  afterResponse(observer: (status: number) => void): void {
-    (this.observers ??= []).push(observer);
-  }
-
-  setActionResult(name: string, value: Record<string, unknown>): void {
-    if (!this.runner.policy.readsActionResults) return;
-    let ngrok = this.#ngrokResults;
-    if (!ngrok) {
-      // Once per run: the results so far belong to the vars of an earlier phase (and its
-      // decision), so this run writes to copies of its own, then adds to them in place.
-      this.copyVars();
-      const vars = this.activation.vars as VarsWithResults;
-      const previous = vars[ACTION_RESULTS] ?? {};
-      ngrok = this.#ngrokResults = { ...(previous.ngrok as Record<string, unknown>) };
-      const results = { ...previous, ngrok };
-      vars[ACTION_RESULTS] = results;
-      this.activation.actions = results;
-    }
-    ngrok[name] = value;
-  }
-
-  private copyVars(): void {
-    if (this.#varsCopied) return;
-    const old = this.activation.vars as VarsWithResults;
-    const copy: VarsWithResults = { ...old };
-    if (old[ACTION_RESULTS]) copy[ACTION_RESULTS] = old[ACTION_RESULTS];
-    this.activation.vars = copy;
-    this.#varsCopied = true;
-  }
-
-  get headers(): HeaderEdits | undefined {
-    if (!this.message) return undefined;
-    return (this.#edits ??= new HeaderEdits());
-  }
-
-  headerChanges(): HeaderChanges {
-    return this.#edits ? this.#edits.changes() : NO_HEADER_CHANGES;
-  }
-
-  publishHeaders(): void {
-    if (this.message && this.#edits)
-      this.message.setHeaderChanges(this.#edits.visibleChanges(REDACTED));
-  }
-
-  setVar(name: string, value: unknown): void {
-    this.copyVars();
-    this.activation.vars[name] = value;
-  }
-
-  render(template: Template, groups?: ArrayLike<string | undefined>): string {
-    try {
-      return template.render(this.activation, groups);
-    } catch (err) {
-      this.event(
-        'error',
-        `interpolating ${JSON.stringify(template.source)} failed: ${(err as Error).message}`,
-      );
-      return '';
-    }
-  }
-
-  value(expression: CompiledExpression): unknown {
-    try {
-      return expression.evaluate(this.activation);
-    } catch (err) {
-      this.event(
-        'error',
-        `evaluating ${JSON.stringify(expression.source)} failed: ${(err as Error).message}`,
-      );
-      return undefined;
-    }
-  }
-
-  event(outcome: PolicyEventOutcome, message: string, metadata?: Record<string, unknown>): void {
-    this.runner.record(this, outcome, message, metadata);
-  }
-
-  state<T>(owner: object, create: () => T): T {
-    return this.runner.state(owner, create);
-  }
-
-  ipPolicyRules(ids: readonly string[]): Promise<readonly IpPolicyRule[]> {
-    return this.runner.ipPolicyRules(ids);
-  }
-
-  now(): number {
-    return this.runner.now();
-  }
-
-  internalOnline(url: string): boolean | undefined {
-    return this.runner.internalOnline?.(url);
-  }
 }
 
 /** What a forward-internal outcome tells the ingress (its parsed target too). */
