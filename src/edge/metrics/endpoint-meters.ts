@@ -1,4 +1,5 @@
-import type { CounterSeries, EdgeMetrics, HistogramSeries, Series } from './metrics.js';
+import type { CounterSeries, HistogramSeries, Series } from './metric-families.js';
+import type { EdgeMetrics } from './metrics.js';
 import type { EndpointSeries } from './traffic-series.js';
 import type { OnlineTunnel } from '../registry/tunnel-registry.js';
 

@@ -1,6 +1,7 @@
 import { Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { EdgeMetrics, HistogramMetric } from './metrics.js';
+import { EdgeMetrics } from './metrics.js';
+import { HistogramMetric } from './metric-families.js';
 
 describe('EdgeMetrics', () => {
   it('serves counters and gauges through prom-client with their names, types and labels', async () => {

@@ -5,7 +5,7 @@
  */
 import type { Duplex } from 'node:stream';
 import type { EndpointMeters } from '../../metrics/endpoint-meters.js';
-import type { CounterSeries } from '../../metrics/metrics.js';
+import type { CounterSeries } from '../../metrics/metric-families.js';
 import type { PublicConnections } from './http-connections.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import type { ExchangeTap } from './exchange.js';

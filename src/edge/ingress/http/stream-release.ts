@@ -10,7 +10,7 @@
  * the edge forget the stream without waiting for the agent's own FIN.
  */
 import type { Duplex } from 'node:stream';
-import type { CounterSeries } from '../../metrics/metrics.js';
+import type { CounterSeries } from '../../metrics/metric-families.js';
 
 /** How long a FIN may wait behind unsent bytes before the RST goes anyway. */
 const FIN_GRACE_MS = 1000;
