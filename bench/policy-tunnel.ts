@@ -92,6 +92,8 @@ interface Measured extends RateResult {
   syscalls: number;
   /** The agent's CPU time per request, microseconds. */
   agentCpuUs: number;
+  /** The service's and the load generator's CPU time per request, microseconds. */
+  otherCpuUs: number;
 }
 
 /**
@@ -178,10 +180,22 @@ async function edgeProfiler(port: number, path: string): Promise<void> {
 }
 
 /** One load run against `host`, with the edge's CPU time per request it cost. */
+let servicePid = 0;
+
+/** CPU time (µs) process `pid` has used so far, from /proc (10 ms ticks). */
+function processCpuUs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+}
+
 async function measure(edge: EdgeInfo, agent: AgentInfo, host: string): Promise<Measured> {
   const before = await usage(edge.cpuPort);
   const agentBefore = await usage(agent.cpuPort);
+  const serviceBefore = processCpuUs(servicePid);
   const load = await roles.start<RateResult>('load', { port: edge.httpPort, host });
+  const serviceAfter = processCpuUs(servicePid);
   const after = await usage(edge.cpuPort);
   const agentAfter = await usage(agent.cpuPort);
   const n = Math.max(1, load.total);
@@ -191,12 +205,15 @@ async function measure(edge: EdgeInfo, agent: AgentInfo, host: string): Promise<
     syscalls: (after[1] - before[1] + after[2] - before[2]) / n,
     gcUs: (after[3] - before[3]) / n,
     agentCpuUs: (agentAfter[0] - agentBefore[0]) / n,
+    otherCpuUs: (serviceAfter - serviceBefore + (load.loadCpuUs ?? 0)) / n,
   };
 }
 
 async function main(): Promise<void> {
   const edge = await roles.start<EdgeInfo>('edge');
-  const service = await roles.start<{ http: number }>('service');
+  const serviceRole = await roles.spawn<{ http: number }>('service');
+  const service = serviceRole.reply;
+  servicePid = serviceRole.proc.pid!;
   const agent = await roles.start<AgentInfo>('agent', { edge, service: service.http });
   const hosts = agent.hosts;
   // Warm up each endpoint (JIT, the agent's stream pool) before measuring.
@@ -240,6 +257,7 @@ async function main(): Promise<void> {
       fmt(median(rs.map((r) => r.gcUs)), 1),
       fmt(median(rs.map((r) => r.syscalls)), 2),
       fmt(median(rs.map((r) => r.agentCpuUs))),
+      fmt(median(rs.map((r) => r.otherCpuUs))),
       String(rs.reduce((n, r) => n + r.errors, 0)),
     ];
   });
@@ -258,6 +276,7 @@ async function main(): Promise<void> {
         'edge GC µs/request',
         'edge syscalls/request',
         'agent CPU µs/request',
+        'service + load generator CPU µs/request',
         'errors',
       ],
       rows,

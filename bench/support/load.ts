@@ -13,6 +13,8 @@ export interface RateResult {
   errors: number;
   /** Completed operations in all. */
   total: number;
+  /** The load generator's own CPU time during the run, µs (the `load` role measures it). */
+  loadCpuUs?: number | undefined;
 }
 
 /**
@@ -107,13 +109,14 @@ export function keepAliveLoadRole(
 ): (arg: unknown) => Promise<void> {
   return async (arg) => {
     const spec = arg as LoadRoleSpec;
-    answer(
-      await keepAliveLoad({
-        ...spec,
-        connections,
-        seconds: spec.warmup ? 1 : (spec.seconds ?? seconds),
-      }),
-    );
+    const cpu = process.cpuUsage();
+    const result = await keepAliveLoad({
+      ...spec,
+      connections,
+      seconds: spec.warmup ? 1 : (spec.seconds ?? seconds),
+    });
+    const used = process.cpuUsage(cpu);
+    answer({ ...result, loadCpuUs: used.user + used.system });
     process.exit(0);
   };
 }
