@@ -109,7 +109,19 @@ export class CompiledPolicy {
       }
     }
     this.ipPolicyIds = [...ids];
+    this.fixedEdits = new Set(
+      (['on_http_request', 'on_http_response'] as const).filter((phase) =>
+        fixedHeaderPhase(phases[phase], readsActionResults, waitsForBody),
+      ),
+    );
   }
+
+  /**
+   * The HTTP phases whose rules only make fixed header edits, unconditionally (a response's
+   * security headers, say): every run makes the same edits, so the runner runs such a phase once
+   * and reuses its edits, the rules not evaluated again per request.
+   */
+  readonly fixedEdits: ReadonlySet<PolicyPhase>;
 
   /** Whether the policy has rules for `phase`; the ingress can skip a phase that has none. */
   has(phase: PolicyPhase): boolean {
@@ -124,6 +136,23 @@ export class CompiledPolicy {
   bind(options: PolicyRunnerOptions): PolicyRunner {
     return new PolicyRunner(this, options);
   }
+}
+
+/**
+ * Whether `rules` make the same header edits on every run: each without conditions, each action a
+ * fixed header edit, and nothing recorded that a run could tell apart (action results, a body
+ * waited for).
+ */
+function fixedHeaderPhase(
+  rules: readonly CompiledRule[],
+  readsActionResults: boolean,
+  waitsForBody: boolean,
+): boolean {
+  if (rules.length === 0 || readsActionResults || waitsForBody) return false;
+  return rules.every(
+    (rule) =>
+      rule.conditions.length === 0 && rule.actions.every(({ action }) => action.fixedHeaderEdits),
+  );
 }
 
 function expressionError(

@@ -3,7 +3,7 @@
  * inputs the ingress gives, its rules in order, into the decision the ingress applies. What one
  * run sees and changes is a PhaseRun (phase-run.ts).
  */
-import type { ActionOutcome, ForwardInternal, Terminal } from './actions/types.js';
+import type { ActionOutcome, BodyRewrite, ForwardInternal, Terminal } from './actions/types.js';
 import { ACTION_RESULTS, PhaseRun, type VarsWithResults } from './phase-run.js';
 import type { CompiledPolicy, CompiledRule } from './compile.js';
 import { toJson } from './cel-types.js';
@@ -16,7 +16,7 @@ import {
   type PolicyEventOutcome,
   type PolicyEventSink,
 } from './events.js';
-import { NO_HEADER_CHANGES } from './headers.js';
+import { NO_HEADER_CHANGES, type HeaderChanges } from './headers.js';
 import { timedBodyReader } from './request-detail-vars.js';
 import { NO_SECRETS, SecretsVars } from './secrets.js';
 import {
@@ -50,6 +50,15 @@ function then<T, R>(value: Settled<T>, fn: (v: T) => R): Settled<R> {
   return value instanceof Promise ? value.then(fn) : fn(value);
 }
 
+/** `changes` made immutable, to be shared by every decision that reuses them. */
+function frozen(changes: HeaderChanges): HeaderChanges {
+  if (changes === NO_HEADER_CHANGES) return changes;
+  return Object.freeze({
+    remove: Object.freeze([...changes.remove]),
+    add: Object.freeze(changes.add.map((pair) => Object.freeze([pair[0], pair[1]] as const))),
+  });
+}
+
 /** What a forward-internal outcome tells the ingress (its parsed target too). */
 function forwardOf(out: { kind: 'forward-internal' } & ForwardInternal): ForwardInternal {
   return { url: out.url, onError: out.onError, target: out.target };
@@ -69,6 +78,9 @@ export class PolicyRunner {
   readonly internalOnline: PolicyRunnerOptions['internalOnline'];
   private readonly states = new WeakMap<object, unknown>();
   private readonly secrets: SecretsVars;
+  /** The edits of a phase that makes only fixed ones (CompiledPolicy.fixedEdits), once run. */
+  private fixedRequestEdits: HeaderChanges | undefined;
+  private fixedResponseEdits: HeaderChanges | undefined;
 
   constructor(
     readonly policy: CompiledPolicy,
@@ -112,6 +124,9 @@ export class PolicyRunner {
     if (rules.length === 0) {
       return { kind: 'continue', headers: NO_HEADER_CHANGES, rewrite: undefined, vars };
     }
+    const fixed = this.fixedRequestEdits;
+    if (fixed)
+      return this.requestDecisionOf(fixed, undefined, vars, undefined, undefined, undefined);
     const activation = this.activation(input, vars);
     const req = (activation.req = new ReqVars(input.req));
     const body = timedBodyReader(input.req, this.now);
@@ -145,15 +160,37 @@ export class PolicyRunner {
 
   private requestDecision(run: PhaseRun, out: ActionOutcome): HttpRequestDecision {
     if (out && out.kind !== 'forward-internal') return this.terminal(out, run);
+    let headers = run.headerChanges();
+    if (this.policy.fixedEdits.has('on_http_request')) {
+      headers = this.fixedRequestEdits = frozen(headers);
+    }
+    return this.requestDecisionOf(
+      headers,
+      run.rewrite,
+      run.activation.vars,
+      run.observers,
+      out && forwardOf(out),
+      run.bodyRewrite,
+    );
+  }
+
+  private requestDecisionOf(
+    headers: HeaderChanges,
+    rewrite: string | undefined,
+    vars: PolicyVars,
+    afterResponse: Array<(status: number) => void> | undefined,
+    forwardInternal: ForwardInternal | undefined,
+    bodyRewrite: BodyRewrite | undefined,
+  ): HttpRequestDecision {
+    // Every property named even when unset, in one order: one object shape for V8.
     return {
       kind: 'continue',
-      headers: run.headerChanges(),
-      rewrite: run.rewrite,
-      vars: run.activation.vars,
-      afterResponse: run.observers,
-      forwardInternal: out && forwardOf(out),
-      // Named even when unset: a conditional spread builds the object on V8's slow path.
-      bodyRewrite: run.bodyRewrite,
+      headers,
+      rewrite,
+      vars,
+      afterResponse,
+      forwardInternal,
+      bodyRewrite,
     };
   }
 
@@ -163,6 +200,16 @@ export class PolicyRunner {
     const vars = input.vars ?? NO_VARS;
     if (rules.length === 0) {
       return { kind: 'continue', headers: NO_HEADER_CHANGES, compress: undefined, vars };
+    }
+    const fixed = this.fixedResponseEdits;
+    if (fixed) {
+      return {
+        kind: 'continue',
+        headers: fixed,
+        compress: undefined,
+        bodyRewrite: undefined,
+        vars,
+      };
     }
     const activation = this.activation(input, vars);
     activation.req = new ReqVars(input.req);
@@ -177,9 +224,13 @@ export class PolicyRunner {
     const vars = run.activation.vars;
     // close-connection cannot be placed in this phase, so a terminal here is a response.
     if (out?.kind === 'respond') return { ...out, vars };
+    let headers = run.headerChanges();
+    if (this.policy.fixedEdits.has('on_http_response')) {
+      headers = this.fixedResponseEdits = frozen(headers);
+    }
     return {
       kind: 'continue',
-      headers: run.headerChanges(),
+      headers,
       compress: run.compress,
       bodyRewrite: run.bodyRewrite,
       vars,

@@ -27,6 +27,7 @@ export const addHeadersAction: ActionSpec = {
     const replacesHost = ctx.phase === 'on_http_request';
     return {
       alwaysTerminates: false,
+      fixedHeaderEdits: entries.every(([, value]) => value.isStatic),
       run(c) {
         const edits = c.headers!;
         const added: Record<string, string> = {};

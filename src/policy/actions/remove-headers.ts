@@ -30,6 +30,7 @@ export const removeHeadersAction: ActionSpec = {
     });
     return {
       alwaysTerminates: false,
+      fixedHeaderEdits: true,
       run(c) {
         const edits = c.headers!;
         for (const name of names) edits.remove(name);

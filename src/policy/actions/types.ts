@@ -161,6 +161,12 @@ export interface CompiledAction {
   readonly alwaysTerminates: boolean;
   /** IP policy ids this action resolves at run time. */
   readonly ipPolicyIds?: readonly string[];
+  /**
+   * It only edits the message's headers, with names and values fixed when it was compiled: it
+   * makes the same edits whatever the traffic (remove-headers; add-headers without `${}`), so a
+   * phase of nothing else can be run once and its edits reused (CompiledPolicy.fixedEdits).
+   */
+  readonly fixedHeaderEdits?: boolean;
   run(ctx: PhaseContext): ActionOutcome | Promise<ActionOutcome>;
 }
 
