@@ -15,7 +15,7 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { processCpuMs, startEdgeServer, type EdgeServer } from '../edge-process.js';
 import { startBulkService, type ServicePorts } from './bulk.js';
@@ -92,6 +92,7 @@ async function main(): Promise<void> {
     // Every other round in the other order: neither tree always runs first.
     for (const tree of round % 2 === 1 ? started : [...started].reverse()) {
       const direct = await wrk(script, service.http, 'localhost', DURATION);
+      const load = loadavg()[0]!.toFixed(1);
       const before = processCpuMs(tree.edge.pid);
       const callsBefore = syscalls(tree.edge.pid);
       const run = await wrk(script, tree.edge.httpPort, tree.host, DURATION);
@@ -110,6 +111,7 @@ async function main(): Promise<void> {
           `(${(run.rate / direct.rate).toFixed(2)} of direct ${direct.rate.toFixed(0)}), ` +
           `edge CPU ${((cpuMs * 1000) / run.requests).toFixed(1)} µs/request, ` +
           `syscalls/request ${reads.toFixed(2)} read ${writes.toFixed(2)} write` +
+          `, load ${load}` +
           (run.errors ? ` [${run.errors} errors]` : ''),
       );
     }
@@ -122,6 +124,19 @@ async function main(): Promise<void> {
         `${median(runs.map((r) => r.ratio)).toFixed(2)} of direct, syscalls/request ` +
         `${median(runs.map((r) => r.reads)).toFixed(2)} read ` +
         `${median(runs.map((r) => r.writes)).toFixed(2)} write`,
+    );
+  }
+  // Each tree against the first, round by round (the same minutes of a shared machine): the
+  // median of the per-round ratios moves less with the machine than the medians above.
+  const first = results.get(started[0]!)!;
+  for (const tree of started.slice(1)) {
+    const runs = results.get(tree)!;
+    const cpu = runs.map((r, i) => r.cpuUs / first[i]!.cpuUs);
+    const rate = runs.map((r, i) => r.ratio / first[i]!.ratio);
+    console.log(
+      `paired ${AGENT} ${tree.root} / ${started[0]!.root}: edge CPU per request ` +
+        `${median(cpu).toFixed(3)} (rounds ${cpu.map((c) => c.toFixed(2)).join(' ')}), ` +
+        `of direct ${median(rate).toFixed(3)}`,
     );
   }
   roles.killAll();
