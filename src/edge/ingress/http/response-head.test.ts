@@ -56,6 +56,57 @@ describe('response heads from agents', () => {
   });
 });
 
+describe('status lines', () => {
+  /** What the status line's regular expression (before it was read by hand) accepts. */
+  const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: ([^\r\n]*))?$/;
+
+  it('reads the lines the regular expression reads, and refuses the others', () => {
+    const lines = [
+      'HTTP/1.1 200 OK',
+      'HTTP/1.0 404 Not Found',
+      'HTTP/1.1 200',
+      'HTTP/1.1 200 ',
+      'HTTP/1.1 599 x y z',
+      'HTTP/1.1 2000 OK',
+      'HTTP/1.2 200 OK',
+      'HTTP/1.1 200OK',
+      'HTTP/1.1  200 OK',
+      'HTTP/1.1 20 OK',
+      'HTTP/1.1 2x0 OK',
+      'HTTP/2.0 200 OK',
+      'http/1.1 200 OK',
+      'HTTP/1.1 200 a\rb',
+      'HTTP/1.1 200 caf\u00e9',
+      'ICY 200 OK',
+    ];
+    for (const line of lines) {
+      const parsed = parseResponseHead(`${line}\r\nContent-Length: 0\r\n\r\n`, 'GET');
+      const m = STATUS_LINE.exec(line);
+      if (!m) {
+        expect(parsed, line).toEqual({ status: 502, reason: 'a malformed status line' });
+        continue;
+      }
+      expect(parsed, line).toMatchObject({ status: Number(m[2]), reason: m[3] ?? '' });
+      expect('raw' in parsed && parsed.close, line).toBe(m[1] === '0');
+    }
+  });
+
+  it('matches header names in any case, and passes others on as they came', () => {
+    const r = head(
+      'HTTP/1.1 200 OK\r\nDATE: x\r\ncontent-LENGTH: 3\r\nKEEP-ALIVE: timeout=5\r\nTE: x\r\nX-Long-Name-Of-Thirty-Two-Chars-x: 1\r\n\r\n',
+    );
+    expect(r.framing).toEqual({ kind: 'length', length: 3 });
+    expect(r.raw).toEqual([
+      'DATE',
+      'x',
+      'content-LENGTH',
+      '3',
+      'X-Long-Name-Of-Thirty-Two-Chars-x',
+      '1',
+    ]);
+  });
+});
+
 describe('head scanning and body framing', () => {
   it('finds the end of a head that arrives one byte at a time, reading each byte once', () => {
     const text = Buffer.from('HTTP/1.1 200 OK\r\nX: 1\r\n\r\nbody');
