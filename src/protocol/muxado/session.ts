@@ -72,6 +72,11 @@ const ACK_PROBE_BELOW = 16 * 1024;
  * download from an @ngrok/ngrok agent at 2 MB/s, with 350 s of edge CPU per GB; 246 MB/s without.
  */
 const MAX_PROBES_WITHOUT_DATA = 4;
+/**
+ * DATA chunks of one parse remembered for their readers' release, at most: a chunk past it stays
+ * counted as lent for good (its slab is left to the garbage collector instead of read into again).
+ */
+const MAX_LENT_CHUNKS = 4096;
 
 /** What the peer said in its GOAWAY. */
 export interface GoAwayInfo {
@@ -133,6 +138,15 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private pendingLent: Buffer[] = [];
   private readsScheduled = false;
   private readonly lender: SlabLender | undefined;
+  /**
+   * The DATA chunks of the last parse that were lent (counted on their slab) and not yet given
+   * back: a reader's release is looked up here, by identity. Forgotten when the next reads are
+   * parsed, so a chunk released later (or never: a reader that keeps it, or does not release)
+   * stays counted and its slab goes to the garbage collector; the relay releases a chunk in the
+   * turn that brought it. A WeakMap entry per chunk did the same for any later release, and cost
+   * an insert and the ephemeron table's growth and collection on every response (issue 29).
+   */
+  private lentChunks: Buffer[] = [];
 
   private readonly writer: FrameWriter;
 
@@ -274,7 +288,12 @@ export class MuxSession extends EventEmitter implements StreamHost {
 
   /** @internal */
   giveBack(chunk: Buffer): void {
-    this.lender?.giveBack(chunk);
+    const lent = this.lentChunks;
+    const at = lent.indexOf(chunk);
+    if (at < 0) return;
+    const last = lent.pop()!;
+    if (at < lent.length) lent[at] = last;
+    this.lender!.giveBackRead(chunk);
   }
 
   /** @internal */
@@ -321,6 +340,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     const lent = this.pendingLent;
     this.pendingReads = [];
     this.pendingLent = [];
+    if (this.lentChunks.length > 0) this.lentChunks = [];
     for (const chunk of pending) {
       if (this.ended) break;
       this.parse(chunk);
@@ -330,6 +350,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
   }
 
   private readonly onTransportData = (chunk: Buffer): void => {
+    if (this.lentChunks.length > 0) this.lentChunks = [];
     this.parse(chunk);
     this.lender?.giveBackRead(chunk);
   };
@@ -369,7 +390,10 @@ export class MuxSession extends EventEmitter implements StreamHost {
       dataChunk: (_id, chunk) => {
         const stream = this.receiving;
         if (!stream) return;
-        this.lender?.lend(chunk);
+        const lender = this.lender;
+        if (lender?.lendRead(chunk) && this.lentChunks.length < MAX_LENT_CHUNKS) {
+          this.lentChunks.push(chunk);
+        }
         stream.onData(chunk);
       },
       dataEnd: (_id, flags) => {
@@ -483,6 +507,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.writer.stop();
     this.pendingReads = [];
     this.pendingLent = [];
+    this.lentChunks = [];
     const streamError = failStreams ? reason : undefined;
     const acceptError = reason ?? new MuxError(ErrorCode.SessionClosed, 'session closed');
     // Streams still queued were never handed to anyone who could listen for their 'error'.

@@ -1,8 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import net from 'node:net';
+import { PassThrough } from 'node:stream';
 import tls from 'node:tls';
 import { afterEach, describe, expect, it } from 'vitest';
 import { selfSignedCert } from '../../../test/support/mux.js';
+import { encodeFrameHeader, FrameFlag, FrameType } from './frame.js';
 import { MuxSession } from './session.js';
 import { READ_SLAB_SIZE, readIntoSlabs, SlabLender, slabReads } from './slab-reads.js';
 import type { MuxStream } from './stream.js';
@@ -245,5 +247,85 @@ describe('SlabLender', () => {
     await new Promise((resolve) => socket.once('end', resolve));
     expect(hash.digest('hex')).toBe(createHash('sha256').update(data).digest('hex'));
     expect(lender.reused).toBeGreaterThan(0);
+  });
+});
+
+describe('DATA chunks lent to streams (MuxSession with a lender)', () => {
+  /** A session fed by hand with reads of `slab`; its reads given back once parsed. */
+  function fed(lender: SlabLender): { session: MuxSession; feed: (view: Buffer) => void } {
+    const transport = new PassThrough();
+    const session = new MuxSession(transport, { role: 'server', coalesceReads: true, lender });
+    closers.push(() => session.destroy());
+    return {
+      session,
+      feed: (view) => {
+        lender.lendRead(view);
+        transport.emit('data', view);
+      },
+    };
+  }
+
+  function dataFrame(id: number, payload: string, flags: number): Buffer {
+    const frame = Buffer.alloc(8 + payload.length);
+    encodeFrameHeader(FrameType.Data, flags, id, payload.length, frame);
+    frame.write(payload, 8, 'latin1');
+    return frame;
+  }
+
+  it('takes a release in the turn that brought the chunk once, and ignores later ones', async () => {
+    const lender = new SlabLender(64 * 1024);
+    const slab = lender.take();
+    const { session, feed } = fed(lender);
+    const frame = dataFrame(3, 'hello', FrameFlag.Syn);
+    frame.copy(slab);
+    const chunks: Buffer[] = [];
+    const released = new Promise<MuxStream>((resolve) =>
+      session.once('stream', (stream: MuxStream) => {
+        stream.on('data', (chunk: Buffer) => {
+          chunks.push(chunk);
+          process.nextTick(() => {
+            stream.release(chunk);
+            stream.release(chunk); // once too often: ignored
+            stream.release(Buffer.from(chunk)); // not what it emitted: ignored
+            resolve(stream);
+          });
+        });
+      }),
+    );
+    const other = slab.subarray(100, 200); // another reader's bytes, still out
+    lender.lendRead(other);
+    feed(slab.subarray(0, frame.length));
+    await released;
+    expect(chunks[0]!.buffer).toBe(slab.buffer);
+    lender.leave(slab);
+    expect(lender.take()).not.toBe(slab); // the other bytes are out: not counted back twice
+    lender.giveBackRead(other);
+    expect(lender.take()).toBe(slab); // every byte came back, once
+  });
+
+  it('keeps a chunk released after the next reads were parsed counted: its slab is not reused', async () => {
+    const lender = new SlabLender(64 * 1024);
+    const slab = lender.take();
+    const { session, feed } = fed(lender);
+    const first = dataFrame(3, 'one', FrameFlag.Syn);
+    const second = dataFrame(3, 'two', 0);
+    first.copy(slab);
+    second.copy(slab, first.length);
+    const chunks: Buffer[] = [];
+    session.once('stream', (stream: MuxStream) => {
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+    });
+    feed(slab.subarray(0, first.length));
+    await new Promise((resolve) => setImmediate(resolve));
+    feed(slab.subarray(first.length, first.length + second.length));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(chunks.map((c) => c.toString())).toEqual(['one', 'two']);
+    const stream = [
+      ...(session as unknown as { streams: Map<number, MuxStream> }).streams.values(),
+    ][0]!;
+    stream.release(chunks[0]!); // too late: the next reads were parsed since
+    stream.release(chunks[1]!);
+    lender.leave(slab);
+    expect(lender.take()).not.toBe(slab);
   });
 });

@@ -114,7 +114,8 @@ export class SlabLender {
    * memory. Unlike {@link lend}, the view itself is not remembered: a read goes to one reader (a
    * muxado session), which gives each back exactly once, once parsed, so there is nothing to check
    * it against, and a WeakMap entry per read (an insert, a delete, and the ephemeron table's
-   * rehashing and collection) cost the edge about 1.5 % of its CPU per keep-alive request.
+   * rehashing and collection) cost the edge about 1.5 % of its CPU per keep-alive request. The
+   * session lends its DATA chunks so too, and checks their releases itself (MuxSession.giveBack).
    */
   lendRead(view: Buffer): boolean {
     const state = this.slabs.get(view.buffer);

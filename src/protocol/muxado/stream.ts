@@ -330,8 +330,9 @@ export class MuxStream extends Duplex {
   /**
    * The reader is done with `chunk`, a chunk this stream emitted, and nothing refers to its
    * bytes any more (written to a socket that holds none of them, not kept, not sliced into
-   * anything kept): its memory may be read into again. Only for readers that know it; a chunk
-   * never released is simply freed by the garbage collector.
+   * anything kept): its memory may be read into again. Only for readers that know it, and only
+   * in the turn that brought the chunk (before the session parses its next reads): a chunk
+   * released later, or never, is simply freed by the garbage collector with its slab.
    * @example socket.write(chunk); if (socket.writableLength === 0) stream.release(chunk);
    */
   release(chunk: Buffer): void {
