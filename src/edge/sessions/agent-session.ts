@@ -172,7 +172,6 @@ export class AgentSession implements OnlineSession, BindHost {
     // Reads into shared slabs, not a fresh buffer per TLS record, and slabs whose bytes were all
     // relayed are read into again (slab-reads.ts).
     const lender = new SlabLender();
-    readIntoSlabs(socket, lender.slabSize, lender);
     this.mux = new MuxSession(socket, {
       role: 'server',
       window: windowForAlpn(socket.alpnProtocol),
@@ -186,6 +185,8 @@ export class AgentSession implements OnlineSession, BindHost {
       onLimit: (limit) =>
         this.refused(limit === 'streams' ? 'agent_streams_per_session' : 'agent_frame_bytes'),
     });
+    // Its reads go to the session as ranges of the slabs, without a 'data' event each.
+    readIntoSlabs(socket, lender.slabSize, lender, this.mux.slabSink);
     const budget = ctx.rpcBudgets?.session();
     this.services = {
       ...ctx,

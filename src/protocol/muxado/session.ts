@@ -14,7 +14,7 @@ import {
   encodeRst,
   type FrameSink,
 } from './frame.js';
-import type { SlabLender } from './slab-reads.js';
+import type { SlabLender, SlabReadSink } from './slab-reads.js';
 import { MuxStream, type StreamHost } from './stream.js';
 import { DEFAULT_WINDOW } from './window.js';
 
@@ -147,6 +147,10 @@ export class MuxSession extends EventEmitter implements StreamHost {
    * an insert and the ephemeron table's growth and collection on every response (issue 29).
    */
   private lentChunks: Buffer[] = [];
+  /** The reads handed to `slabSink` since the last parse and not yet in `pendingReads`: a range. */
+  private rangeSlab: Buffer | undefined;
+  private rangeStart = 0;
+  private rangeEnd = 0;
 
   private readonly writer: FrameWriter;
 
@@ -306,6 +310,41 @@ export class MuxSession extends EventEmitter implements StreamHost {
 
   // ---- reading -----------------------------------------------------------------------------
 
+  /**
+   * The transport's reads as ranges of its read slabs (readIntoSlabs' sink) instead of 'data'
+   * events: a read that follows the last one in its slab only moves the end of the range, so the
+   * TLS records of a turn (one read each) cost no Buffer and no event apiece; what the turn read
+   * is parsed as one view of each run of contiguous reads. Reads lent from `lender` are given back
+   * as those views once parsed. Without coalesceReads each read is parsed at once.
+   */
+  readonly slabSink: SlabReadSink = (slab, start, length) => {
+    if (!this.coalesceReads) {
+      this.onTransportData(slab.subarray(start, start + length));
+      return;
+    }
+    if (this.rangeSlab === slab && this.rangeEnd === start) {
+      this.rangeEnd += length;
+    } else {
+      this.closeRange();
+      this.rangeSlab = slab;
+      this.rangeStart = start;
+      this.rangeEnd = start + length;
+    }
+    if (this.readsScheduled) return;
+    this.readsScheduled = true;
+    setImmediate(this.onReadsDue);
+  };
+
+  /** The range of reads so far goes to the reads to parse, as one view. */
+  private closeRange(): void {
+    const slab = this.rangeSlab;
+    if (slab === undefined) return;
+    this.rangeSlab = undefined;
+    const view = slab.subarray(this.rangeStart, this.rangeEnd);
+    this.pendingReads.push(view);
+    if (this.lender) this.pendingLent.push(view);
+  }
+
   /** coalesceReads: keep the read for the check phase, joined to the last one when contiguous. */
   private readonly onCoalescedData = (chunk: Buffer): void => {
     if (this.lender) this.pendingLent.push(chunk);
@@ -335,6 +374,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
   };
 
   private parsePendingReads(): void {
+    this.closeRange();
     const pending = this.pendingReads;
     if (pending.length === 0) return;
     const lent = this.pendingLent;
@@ -508,6 +548,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.pendingReads = [];
     this.pendingLent = [];
     this.lentChunks = [];
+    this.rangeSlab = undefined;
     const streamError = failStreams ? reason : undefined;
     const acceptError = reason ?? new MuxError(ErrorCode.SessionClosed, 'session closed');
     // Streams still queued were never handed to anyone who could listen for their 'error'.

@@ -165,6 +165,50 @@ describe('slabReads', () => {
     });
     expect((await received).equals(payload)).toBe(true);
   });
+
+  it("gives a session's reads to its slabSink as ranges, joined, its slabs read into again", async () => {
+    const { key, cert } = selfSignedCert();
+    const payload = randomBytes(5 * 1024 * 1024);
+    let session: MuxSession | undefined;
+    let lender: SlabLender | undefined;
+    let sunk = 0;
+    const received = new Promise<Buffer>((resolve) => {
+      const server = tls.createServer({ key, cert }, (socket) => {
+        lender = new SlabLender();
+        session = new MuxSession(socket, { role: 'server', coalesceReads: true, lender });
+        const sink = session.slabSink;
+        const counting: typeof sink = (slab, start, length) => {
+          sunk++;
+          sink(slab, start, length);
+        };
+        expect(readIntoSlabs(socket, READ_SLAB_SIZE, lender, counting)).toBe(true);
+        closers.push(() => session!.destroy());
+        session.on('stream', (stream: MuxStream) => {
+          const parts: Buffer[] = [];
+          stream.on('data', (chunk: Buffer) => {
+            parts.push(Buffer.from(chunk)); // a copy: the chunk itself is given back
+            stream.release(chunk);
+          });
+          stream.on('end', () => {
+            stream.end('ok');
+            resolve(Buffer.concat(parts));
+          });
+        });
+      });
+      server.listen(0, '127.0.0.1', () => {
+        const port = (server.address() as net.AddressInfo).port;
+        const socket = tls.connect({ port, host: '127.0.0.1', ca: cert });
+        socket.on('error', () => undefined);
+        const client = new MuxSession(socket, { role: 'client' });
+        closers.push(() => client.destroy());
+        client.openStream().end(payload);
+      });
+      closers.push(() => server.close());
+    });
+    expect((await received).equals(payload)).toBe(true);
+    expect(sunk).toBeGreaterThan(payload.length / (16 * 1024) - 1); // a call per TLS record
+    expect(session!.slabsReused).toBeGreaterThan(0);
+  });
 });
 
 describe('SlabLender', () => {

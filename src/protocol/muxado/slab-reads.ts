@@ -79,12 +79,26 @@ export class SlabLender {
     private readonly maxSpare = 16,
   ) {}
 
+  /** The slab looked up last, and its state: consecutive reads and chunks are of one slab. */
+  private lastBuffer: ArrayBufferLike | undefined;
+  private lastState: SlabState | undefined;
+
+  private stateOf(buffer: ArrayBufferLike): SlabState | undefined {
+    if (buffer === this.lastBuffer) return this.lastState;
+    const state = this.slabs.get(buffer);
+    if (state) {
+      this.lastBuffer = buffer;
+      this.lastState = state;
+    }
+    return state;
+  }
+
   /** @internal A slab to read into: a spare one when there is one. */
   take(): Buffer {
     const slab = this.spare.pop();
     if (slab) {
       this.reused++;
-      this.slabs.get(slab.buffer)!.use = SlabUse.Reading;
+      this.stateOf(slab.buffer)!.use = SlabUse.Reading;
       return slab;
     }
     const fresh = Buffer.allocUnsafe(this.slabSize);
@@ -94,7 +108,7 @@ export class SlabLender {
 
   /** @internal The reads have left `slab`. */
   leave(slab: Buffer): void {
-    const state = this.slabs.get(slab.buffer);
+    const state = this.stateOf(slab.buffer);
     if (!state || state.use !== SlabUse.Reading) return;
     state.use = SlabUse.Left;
     this.spareIfFree(state);
@@ -102,7 +116,7 @@ export class SlabLender {
 
   /** Count `view` (of one of our slabs) as held until it is given back; false for other memory. */
   lend(view: Buffer): boolean {
-    const state = this.slabs.get(view.buffer);
+    const state = this.stateOf(view.buffer);
     if (!state || view.length === 0) return false;
     this.lent.set(view, (this.lent.get(view) ?? 0) + 1);
     state.out += view.length;
@@ -118,16 +132,24 @@ export class SlabLender {
    * session lends its DATA chunks so too, and checks their releases itself (MuxSession.giveBack).
    */
   lendRead(view: Buffer): boolean {
-    const state = this.slabs.get(view.buffer);
+    const state = this.stateOf(view.buffer);
     if (!state || view.length === 0) return false;
     state.out += view.length;
+    return true;
+  }
+
+  /** {@link lendRead} for `length` bytes of `slab` read, without a view made for them. */
+  lendSlab(slab: Buffer, length: number): boolean {
+    const state = this.stateOf(slab.buffer);
+    if (!state || length === 0) return false;
+    state.out += length;
     return true;
   }
 
   /** The reader is done with `view`, a read lent with {@link lendRead}: once per read. */
   giveBackRead(view: Buffer): void {
     if (view.length === 0) return;
-    const state = this.slabs.get(view.buffer);
+    const state = this.stateOf(view.buffer);
     if (!state) return;
     state.out -= view.length;
     this.spareIfFree(state);
@@ -142,7 +164,7 @@ export class SlabLender {
     if (!times) return;
     if (times === 1) this.lent.delete(view);
     else this.lent.set(view, times - 1);
-    const state = this.slabs.get(view.buffer);
+    const state = this.stateOf(view.buffer);
     if (!state) return;
     state.out -= view.length;
     this.spareIfFree(state);
@@ -163,10 +185,22 @@ export class SlabLender {
  * reads.attach(socket);
  * socket.on('data', (chunk) => parser.push(chunk)); // chunk: a view of a slab, safe to keep
  */
+/**
+ * Takes each read where it landed: `length` bytes at `start` of `slab`, which nothing overwrites
+ * (while lent, until given back); the next read of the same slab, if any, follows them.
+ */
+export type SlabReadSink = (slab: Buffer, start: number, length: number) => void;
+
 export function slabReads(
   slabSize: number = READ_SLAB_SIZE,
   /** Reads are lent from it: each read until it is given back (`giveBackRead`, once each). */
   lender?: SlabLender,
+  /**
+   * Where the reads go instead of 'data' events: no Buffer and no event per read (a TLS record),
+   * for a reader that joins contiguous reads itself (MuxSession.slabSink). Its reads are lent
+   * all the same: the reader gives back views of what it read, each byte once.
+   */
+  sink?: SlabReadSink,
 ): SlabReads {
   if (slabSize < MIN_READ_ROOM) throw new RangeError(`slab size below ${MIN_READ_ROOM}`);
   if (lender && lender.slabSize !== slabSize) throw new RangeError('lender of another size');
@@ -199,6 +233,17 @@ export function slabReads(
       },
       callback: (bytes: number, buf: Uint8Array): boolean => {
         let chunk: Buffer;
+        if (sink !== undefined) {
+          if (buf.buffer === slab.buffer && buf.byteOffset === slab.byteOffset + used) {
+            const start = used;
+            used += bytes;
+            lender?.lendSlab(slab, bytes);
+            sink(slab, start, bytes);
+          } else {
+            sink(Buffer.from(buf.subarray(0, bytes)), 0, bytes);
+          }
+          return true;
+        }
         if (buf.buffer === slab.buffer && buf.byteOffset === slab.byteOffset + used) {
           chunk = slab.subarray(used, used + bytes);
           used += bytes;
@@ -267,6 +312,8 @@ export function readIntoSlabs(
   slabSize: number = READ_SLAB_SIZE,
   /** Each read is lent from it until given back (MuxSessionOptions.lender). */
   lender?: SlabLender,
+  /** Where the reads go instead of the socket's 'data' events (MuxSession.slabSink). */
+  sink?: SlabReadSink,
 ): boolean {
   const keys = findOnreadKeys();
   const handle = (socket as unknown as { _handle?: { useUserBuffer?: (b: Uint8Array) => void } })
@@ -275,7 +322,7 @@ export function readIntoSlabs(
   const state = socket as unknown as Record<symbol, unknown>;
   // Already reads into memory it was given; or bytes wait in its buffer, which must come first.
   if (state[keys.buffer] || socket.readableLength > 0) return false;
-  const reads = slabReads(slabSize, lender);
+  const reads = slabReads(slabSize, lender, sink);
   const { onread } = reads;
   const generate = (): Uint8Array => (onread.buffer as () => Uint8Array)();
   const first = generate();
