@@ -16,8 +16,7 @@ import {
   type SecretsVars,
   type SecretText,
 } from './secrets.js';
-import type { ReqVars, ResVars} from './variables.js';
-import { type Activation } from './variables.js';
+import type { Activation, ReqVars, ResVars } from './variables.js';
 import { directReader, isNode } from './cel-direct.js';
 
 /**

@@ -41,6 +41,8 @@ export class HeaderEdits {
   private added: Array<[string, string]> = [];
   /** Added pairs whose value holds a secret: sent as they are, shown to rules as [secret]. */
   private secret: Set<readonly [string, string]> | undefined;
+  /** changes() since the last edit: a phase asks for it more than once (its rules, its decision). */
+  private net: HeaderChanges | undefined;
 
   /** True when nothing was asked for. */
   get empty(): boolean {
@@ -48,6 +50,7 @@ export class HeaderEdits {
   }
 
   remove(name: string): void {
+    this.net = undefined;
     const lower = name.toLowerCase();
     if (!this.removed.includes(lower)) this.removed.push(lower);
     if (this.added.some(([n]) => n === lower)) {
@@ -58,6 +61,7 @@ export class HeaderEdits {
   add(name: string, value: string, holdsSecret = false): void {
     // As rendered: a value with a control character is refused where the edge writes the head
     // (the ingress's http-policy-lean.ts, lean-response-phase.ts), never cleaned into another value.
+    this.net = undefined;
     const pair: [string, string] = [name.toLowerCase(), value];
     this.added.push(pair);
     if (holdsSecret) (this.secret ??= new Set()).add(pair);
@@ -65,7 +69,8 @@ export class HeaderEdits {
 
   /** The net changes, for a decision. */
   changes(): HeaderChanges {
-    return this.empty ? NO_HEADER_CHANGES : { remove: this.removed, add: this.added };
+    if (this.empty) return NO_HEADER_CHANGES;
+    return (this.net ??= { remove: this.removed, add: this.added });
   }
 
   /**

@@ -80,8 +80,12 @@ export class PhaseRun implements PhaseContext {
     (this.observers ??= []).push(observer);
   }
 
+  get recordsResults(): boolean {
+    return this.runner.policy.readsActionResults;
+  }
+
   setActionResult(name: string, value: Record<string, unknown>): void {
-    if (!this.runner.policy.readsActionResults) return;
+    if (!this.recordsResults) return;
     let ngrok = this.#ngrokResults;
     if (!ngrok) {
       // Once per run: the results so far belong to the vars of an earlier phase (and its

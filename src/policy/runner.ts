@@ -26,6 +26,7 @@ import {
   ResVars,
   TimeVars,
   type Activation,
+  type EndpointInput,
 } from './variables.js';
 import type {
   HttpRequestDecision,
@@ -81,6 +82,8 @@ export class PolicyRunner {
   /** The edits of a phase that makes only fixed ones (CompiledPolicy.fixedEdits), once run. */
   private fixedRequestEdits: HeaderChanges | undefined;
   private fixedResponseEdits: HeaderChanges | undefined;
+  private lastEndpoint: EndpointInput | undefined;
+  private lastEndpointVars: EndpointVars | undefined;
 
   constructor(
     readonly policy: CompiledPolicy,
@@ -240,13 +243,25 @@ export class PolicyRunner {
   private activation(input: TcpConnectInput, vars: PolicyVars): Activation {
     return {
       conn: new ConnVars(input.conn),
-      endpoint: new EndpointVars(input.endpoint),
+      endpoint: this.endpointVars(input.endpoint),
       time: new TimeVars(this.now),
       // Read-only until set-vars copies it (PhaseRun.setVar), so callers' objects are not changed.
       vars: vars,
       actions: (vars as VarsWithResults)[ACTION_RESULTS] ?? NO_RESULTS,
       secrets: this.secrets,
     };
+  }
+
+  /**
+   * `endpoint`'s variables: they only read it, so those of the endpoint the runner last saw (its
+   * own, nearly always) serve again.
+   */
+  private endpointVars(endpoint: EndpointInput | undefined): EndpointVars {
+    if (this.lastEndpointVars === undefined || this.lastEndpoint !== endpoint) {
+      this.lastEndpoint = endpoint;
+      this.lastEndpointVars = new EndpointVars(endpoint);
+    }
+    return this.lastEndpointVars;
   }
 
   private terminal(

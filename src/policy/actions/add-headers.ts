@@ -30,16 +30,17 @@ export const addHeadersAction: ActionSpec = {
       fixedHeaderEdits: entries.every(([, value]) => value.isStatic),
       run(c) {
         const edits = c.headers!;
-        const added: Record<string, string> = {};
+        // Built only when some expression reads it (`actions.ngrok.add_headers`).
+        const added: Record<string, string> | undefined = c.recordsResults ? {} : undefined;
         for (const [name, value] of entries) {
           if (replacesHost && name === 'host') edits.remove('host');
           // A value holding a secret goes out as it is, but later rules read it as [secret].
           const text = c.render(value);
           edits.add(name, text, value.placesSecret);
-          added[name] = value.placesSecret ? REDACTED : text;
+          if (added) added[name] = value.placesSecret ? REDACTED : text;
         }
         c.publishHeaders();
-        c.setActionResult('add_headers', { headers_added: added });
+        if (added) c.setActionResult('add_headers', { headers_added: added });
         return undefined;
       },
     };

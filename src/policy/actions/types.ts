@@ -111,6 +111,11 @@ export interface PhaseContext {
   /** Publish an action's result as `actions.ngrok.<name>` for later expressions, in every later phase. */
   setActionResult(name: string, value: Record<string, unknown>): void;
   /**
+   * Whether setActionResult keeps anything: false when no expression of the policy reads
+   * `actions`, so an action on the per-request path need not build its result.
+   */
+  readonly recordsResults: boolean;
+  /**
    * terminate-tls (on_tcp_connect of TLS endpoints): end the client's TLS at the edge with
    * `settings`. Resolves true once the handshake (and the client certificate check) passed; from
    * then on `conn.tls` shows the negotiated version, cipher and client certificate, and the
