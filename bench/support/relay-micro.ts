@@ -15,9 +15,15 @@
  *   as ranges), else as readIntoSlabs delivers them before it ('data' events of slab views). ns
  *   per read, the stream's handling of its chunk included.
  *
+ * - response write (the same for every tree): a 12-byte answer with its head written to a loopback
+ *   socket as one buffer built for it (allocated, the head written in as latin1, the body copied
+ *   after it: writeWholeResponse before 2026-11-29) and as one latin1 string; ns per write, the
+ *   system call and the reading side (a socket of this process) included.
+ *
  * NO_SINK=1 feeds every tree through 'data' events, `slabSink` or not, and a tree named
  * `<tree>:nosink` is fed so alone (the lending of DATA chunks without the reads as ranges). Prints each round and the median per tree.
  */
+import net from 'node:net';
 import { PassThrough } from 'node:stream';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -154,6 +160,38 @@ async function readNs(tree: Tree): Promise<number> {
   return ns;
 }
 
+/** ns per response written to a loopback socket, as one built buffer or as one latin1 string. */
+async function writeNs(asString: boolean): Promise<number> {
+  const head =
+    'HTTP/1.1 200 OK\r\nDate: Sun, 29 Nov 2026 07:25:00 GMT\r\nContent-Length: 12\r\n\r\n';
+  const rest = Buffer.from('hello world\n');
+  const server = net.createServer((socket) => socket.resume());
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const socket = net.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const write = asString
+    ? () => socket.write(head + rest.toString('latin1', 0, rest.length), 'latin1')
+    : () => {
+        const bytes = Buffer.allocUnsafe(head.length + rest.length);
+        bytes.write(head, 0, 'latin1');
+        rest.copy(bytes, head.length, 0, rest.length);
+        return socket.write(bytes);
+      };
+  const n = 100_000;
+  const run = async (count: number): Promise<number> => {
+    const started = process.hrtime.bigint();
+    for (let i = 0; i < count; i++) {
+      if (!write()) await new Promise((resolve) => socket.once('drain', resolve));
+    }
+    return Number(process.hrtime.bigint() - started) / count;
+  };
+  await run(n / 5);
+  const ns = await run(n);
+  socket.destroy();
+  server.close();
+  return ns;
+}
+
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const mid = sorted.length >> 1;
@@ -175,6 +213,20 @@ for (let round = 1; round <= ROUNDS; round++) {
     );
   }
 }
+const written = { buffer: [] as number[], string: [] as number[] };
+for (let round = 1; round <= ROUNDS; round++) {
+  const order = round % 2 === 1 ? [false, true] : [true, false];
+  for (const asString of order) {
+    written[asString ? 'string' : 'buffer'].push(await writeNs(asString));
+  }
+}
+console.log(
+  `median of ${ROUNDS} response writes: as one built buffer ` +
+    `${median(written.buffer).toFixed(0)} ns, as one latin1 string ` +
+    `${median(written.string).toFixed(0)} ns (rounds: ${written.buffer
+      .map((b, i) => `${b.toFixed(0)}/${written.string[i]!.toFixed(0)}`)
+      .join(' ')})`,
+);
 for (const tree of trees) {
   const r = results.get(tree)!;
   console.log(

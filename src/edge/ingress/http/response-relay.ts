@@ -175,10 +175,13 @@ export abstract class ResponseRelay extends ConnectionStream {
 
   /**
    * A response whole in the chunk that brought its head (Burrow's SDK sends head and body in one
-   * frame; @ngrok/ngrok sends them as two, which take the corked path), framed by length, neither
-   * captured nor transformed: head and body go to the client as one buffer. Corking the socket
-   * for a string and a buffer instead cost a writev through Node's generic path, with its chunk
-   * list and its string encoding in C++, on every keep-alive request (issue 29).
+   * frame, and so does @ngrok/ngrok when the service writes them together), framed by length,
+   * neither captured nor transformed: head and body go to the client in one write. Corking the
+   * socket for a string and a buffer instead cost a writev through Node's generic path, with its
+   * chunk list and its string encoding in C++, on every keep-alive request (issue 29). They go as
+   * one latin1 string (the body's bytes read as latin1 come back the same): Node encodes a string
+   * of this size on its stack and writes it in one call, where a buffer built for them cost an
+   * allocation, two copies and a call more (bench/support/relay-micro.ts, "response write").
    */
   private writeWholeResponse(
     exchange: Exchange,
@@ -188,11 +191,9 @@ export abstract class ResponseRelay extends ConnectionStream {
   ): void {
     const n = rest === undefined ? 0 : framer.take(rest, 0);
     // Every character of the head is latin1 (parsed from bytes as latin1, or ASCII of ours).
-    const bytes = Buffer.allocUnsafe(head.length + n);
-    bytes.write(head, 0, 'latin1');
-    if (n > 0) rest!.copy(bytes, head.length, 0, n);
+    const text = n > 0 ? head + rest!.toString('latin1', 0, n) : head;
     const socket = this.socket;
-    if (!socket.write(bytes) && n > 0) {
+    if (!socket.write(text, 'latin1') && n > 0) {
       this.stream?.pause();
       socket.once('drain', this.resumeStream);
     }
