@@ -31,26 +31,16 @@ export class RoleProcesses {
   async spawn<T>(
     role: string,
     arg?: unknown,
-    options: {
-      stdin?: 'pipe' | 'ignore';
-      nodeArgs?: string[];
-      /** A command that runs node, with its arguments before node's (`['valgrind', …]`). */
-      wrapper?: string[];
-    } = {},
+    options: { stdin?: 'pipe' | 'ignore'; nodeArgs?: string[] } = {},
   ): Promise<RoleChild<T>> {
     const args = [
       ...(options.nodeArgs ?? []),
       ...['--import', 'tsx', this.script, role],
       ...(arg === undefined ? [] : [JSON.stringify(arg)]),
     ];
-    const [command, ...before] = options.wrapper ?? [];
-    const proc = spawn(
-      command ?? process.execPath,
-      [...before, ...(command ? [process.execPath] : []), ...args],
-      {
-        stdio: [options.stdin ?? 'ignore', 'pipe', 'inherit'],
-      },
-    );
+    const proc = spawn(process.execPath, args, {
+      stdio: [options.stdin ?? 'ignore', 'pipe', 'inherit'],
+    });
     this.children.push(proc);
     const lines = createInterface({ input: proc.stdout! });
     const reply = await new Promise<string>((resolve, reject) => {
