@@ -31,7 +31,7 @@ import { Session } from 'node:inspector/promises';
 import { PerformanceObserver } from 'node:perf_hooks';
 import { TEN_RULE_HTTP_POLICY } from '../test/support/policy-fixtures.js';
 import { fmt, machine, markdownTable } from './report.js';
-import { median, runTunnelBench, type RateResult } from './support/load.js';
+import { median, runTunnelBench, syscalls, type RateResult } from './support/load.js';
 import { answer, RoleProcesses } from './support/roles.js';
 import { connectAgent, startBenchEdge, type EdgeAddress } from './support/sdk-agent.js';
 
@@ -94,6 +94,8 @@ interface Measured extends RateResult {
   agentCpuUs: number;
   /** The service's and the load generator's CPU time per request, microseconds. */
   otherCpuUs: number;
+  /** The service's and the load generator's read and write system calls per request. */
+  otherSyscalls: number;
 }
 
 /**
@@ -194,8 +196,10 @@ async function measure(edge: EdgeInfo, agent: AgentInfo, host: string): Promise<
   const before = await usage(edge.cpuPort);
   const agentBefore = await usage(agent.cpuPort);
   const serviceBefore = processCpuUs(servicePid);
+  const serviceCalls = syscalls(servicePid);
   const load = await roles.start<RateResult>('load', { port: edge.httpPort, host });
   const serviceAfter = processCpuUs(servicePid);
+  const otherCalls = syscalls(servicePid) - serviceCalls + (load.loadSyscalls ?? 0);
   const after = await usage(edge.cpuPort);
   const agentAfter = await usage(agent.cpuPort);
   const n = Math.max(1, load.total);
@@ -206,6 +210,7 @@ async function measure(edge: EdgeInfo, agent: AgentInfo, host: string): Promise<
     gcUs: (after[3] - before[3]) / n,
     agentCpuUs: (agentAfter[0] - agentBefore[0]) / n,
     otherCpuUs: (serviceAfter - serviceBefore + (load.loadCpuUs ?? 0)) / n,
+    otherSyscalls: otherCalls / n,
   };
 }
 
@@ -258,6 +263,7 @@ async function main(): Promise<void> {
       fmt(median(rs.map((r) => r.syscalls)), 2),
       fmt(median(rs.map((r) => r.agentCpuUs))),
       fmt(median(rs.map((r) => r.otherCpuUs))),
+      fmt(median(rs.map((r) => r.otherSyscalls)), 2),
       String(rs.reduce((n, r) => n + r.errors, 0)),
     ];
   });
@@ -277,6 +283,7 @@ async function main(): Promise<void> {
         'edge syscalls/request',
         'agent CPU µs/request',
         'service + load generator CPU µs/request',
+        'their syscalls/request',
         'errors',
       ],
       rows,

@@ -1,4 +1,5 @@
 /** Load generation shared by the benchmarks: closed-loop workers, keep-alive HTTP, best-of runs. */
+import { readFileSync } from 'node:fs';
 import autocannon from 'autocannon';
 import { fmt, markdownTable, percentile } from '../report.js';
 import { startBulkService } from './bulk.js';
@@ -15,6 +16,8 @@ export interface RateResult {
   total: number;
   /** The load generator's own CPU time during the run, µs (the `load` role measures it). */
   loadCpuUs?: number | undefined;
+  /** The load generator's read and write system calls during the run (the `load` role's). */
+  loadSyscalls?: number | undefined;
 }
 
 /**
@@ -84,6 +87,13 @@ export async function keepAliveLoad(spec: {
   };
 }
 
+/** Read and write system calls process `pid` made so far (/proc/<pid>/io: syscr + syscw). */
+export function syscalls(pid: number | 'self' = 'self'): number {
+  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
+  const field = (name: string): number => Number(new RegExp(`${name}: (\\d+)`).exec(io)?.[1]);
+  return field('syscr') + field('syscw');
+}
+
 /** What the `load` role is asked to run (see keepAliveLoadRole). */
 export interface LoadRoleSpec {
   ip?: string | undefined;
@@ -110,13 +120,14 @@ export function keepAliveLoadRole(
   return async (arg) => {
     const spec = arg as LoadRoleSpec;
     const cpu = process.cpuUsage();
+    const calls = syscalls();
     const result = await keepAliveLoad({
       ...spec,
       connections,
       seconds: spec.warmup ? 1 : (spec.seconds ?? seconds),
     });
     const used = process.cpuUsage(cpu);
-    answer({ ...result, loadCpuUs: used.user + used.system });
+    answer({ ...result, loadCpuUs: used.user + used.system, loadSyscalls: syscalls() - calls });
     process.exit(0);
   };
 }
