@@ -18,7 +18,11 @@ import { h2CallHeaders, type Exchange } from './exchange.js';
 import { rawOf, type H2Upstreams } from './h2-upstream.js';
 import { h2Headers, respondH2, respondPageH2 } from './h2-head.js';
 import { routingHost } from './http-forwarding.js';
-import { applyResponsePhase, type ResponseAfterPhase } from './lean-response-phase.js';
+import {
+  awaitResponsePhase,
+  leanResponseHeaders,
+  type ResponseAfterPhase,
+} from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { HttpRelayContext } from './http-relay.js';
 import type { ResponseHead } from './response-head.js';
@@ -124,15 +128,18 @@ export class H2Call {
       this.answer(status, raw, undefined);
       return;
     }
+    const after = leanResponseHeaders(phase, status, raw);
+    if (!(after instanceof Promise)) {
+      this.afterResponsePhase(status, after);
+      return;
+    }
     // The service's stream stays ours whatever the answer: an answer instead of it closes it.
     const held = { over: () => this.finished, holds: () => true };
-    applyResponsePhase(
-      phase,
-      status,
-      raw,
+    awaitResponsePhase(
+      after,
       this.upstream!,
-      (after) => {
-        this.afterResponsePhase(status, after);
+      (settled) => {
+        this.afterResponsePhase(status, settled);
       },
       held,
     );

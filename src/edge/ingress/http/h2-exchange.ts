@@ -28,7 +28,11 @@ import { H2RequestBody } from './h2-request-body.js';
 import { agentRequestHead, CloseFramer, responseFramer, type Exchange } from './exchange.js';
 import { rewrittenHost, routingHost } from './http-forwarding.js';
 import { switchH2Stream } from './protocol-switch.js';
-import { applyResponsePhase, type ResponseAfterPhase } from './lean-response-phase.js';
+import {
+  awaitResponsePhase,
+  leanResponseHeaders,
+  type ResponseAfterPhase,
+} from './lean-response-phase.js';
 import { POLICY_FAILED_ANSWER } from './http-policy-writes.js';
 import type { HttpRelayContext } from './http-relay.js';
 import type { ResponseHead } from './response-head.js';
@@ -170,12 +174,15 @@ export class H2Exchange {
       this.answerHead(response, rest, undefined);
       return;
     }
-    applyResponsePhase(
-      phase,
-      response.status,
-      response.raw,
+    const after = leanResponseHeaders(phase, response.status, response.raw);
+    if (!(after instanceof Promise)) {
+      this.afterResponsePhase(response, rest, after);
+      return;
+    }
+    awaitResponsePhase(
+      after,
       this.stream!,
-      (after) => this.afterResponsePhase(response, rest, after),
+      (settled) => this.afterResponsePhase(response, rest, settled),
       { over: () => this.finished, holds: () => !this.finished },
     );
   }

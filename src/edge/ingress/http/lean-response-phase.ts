@@ -69,25 +69,21 @@ function thenNext(
 }
 
 /**
- * {@link leanResponseHeaders} for a response whose body waits in `body` (a tunnel or service
- * stream): `apply` gets the outcome at once, or, while a decision waits (an http-request call),
- * once it is made, the body held back meanwhile and flowing again after `apply` if the exchange
- * still `holds()` the stream. An exchange `over()` by then (its client left) gets nothing.
- * @example applyResponsePhase(phase, status, raw, stream, (after) => answer(after), exchangeState);
+ * A decision of {@link leanResponseHeaders} that waits (an http-request call) for a response whose
+ * body waits in `body`: the body is held back meanwhile; `apply` gets the outcome once it is made,
+ * and the body flows again after it if the exchange still `holds()` the stream. An exchange
+ * `over()` by then (its client left) gets nothing. (A decision made at once is applied by the
+ * caller itself: no closure per response for the common case.)
+ * @example const after = leanResponseHeaders(phase, status, raw);
+ * if (after instanceof Promise) awaitResponsePhase(after, stream, (a) => answer(a), exchangeState);
+ * else answer(after);
  */
-export function applyResponsePhase(
-  phase: ResponsePhase,
-  status: number,
-  raw: string[],
+export function awaitResponsePhase(
+  after: Promise<ResponseAfterPhase>,
   body: Pick<Readable, 'pause' | 'resume'>,
   apply: (after: ResponseAfterPhase) => void,
   state: { over(): boolean; holds(): boolean },
 ): void {
-  const after = leanResponseHeaders(phase, status, raw);
-  if (!(after instanceof Promise)) {
-    apply(after);
-    return;
-  }
   body.pause();
   void after.then((settled) => {
     if (state.over()) return;

@@ -21,7 +21,11 @@ import {
 } from './exchange.js';
 import { ConnectionStream, Phase } from './connection-stream.js';
 import { routingHost } from './http-forwarding.js';
-import { applyResponsePhase, type ResponseAfterPhase } from './lean-response-phase.js';
+import {
+  awaitResponsePhase,
+  leanResponseHeaders,
+  type ResponseAfterPhase,
+} from './lean-response-phase.js';
 import { POLICY_FAILED, rawPolicyFailure } from './http-policy-writes.js';
 import type { ResponseHead } from './response-head.js';
 import { BodyTransforms } from './body-transforms.js';
@@ -97,13 +101,16 @@ export abstract class ResponseRelay extends ConnectionStream {
     }
     // on_http_response, on the head (http-policy-lean.ts): its header changes, its answer, or it
     // fails closed.
+    const after = leanResponseHeaders(phase, response.status, response.raw);
+    if (!(after instanceof Promise)) {
+      this.afterResponsePhase(exchange, response, rest, after);
+      return;
+    }
     const stream = this.stream!;
-    applyResponsePhase(
-      phase,
-      response.status,
-      response.raw,
+    awaitResponsePhase(
+      after,
       stream,
-      (after) => this.afterResponsePhase(exchange, response, rest, after),
+      (settled) => this.afterResponsePhase(exchange, response, rest, settled),
       { over: () => this.exchange !== exchange, holds: () => this.stream === stream },
     );
   }
