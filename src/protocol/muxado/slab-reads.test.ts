@@ -137,44 +137,22 @@ describe('slabReads', () => {
   });
 
   it('carries a muxado session whose accepted TLS socket reads into slabs', async () => {
-    const { key, cert } = selfSignedCert();
     const payload = randomBytes(5 * 1024 * 1024);
-    const received = new Promise<Buffer>((resolve) => {
-      const server = tls.createServer({ key, cert }, (socket) => {
-        expect(readIntoSlabs(socket)).toBe(true);
-        const session = new MuxSession(socket, { role: 'server' });
-        closers.push(() => session.destroy());
-        session.on('stream', (stream: MuxStream) => {
-          const parts: Buffer[] = [];
-          stream.on('data', (chunk: Buffer) => parts.push(chunk));
-          stream.on('end', () => {
-            stream.end('ok');
-            resolve(Buffer.concat(parts));
-          });
-        });
-      });
-      server.listen(0, '127.0.0.1', () => {
-        const port = (server.address() as net.AddressInfo).port;
-        const socket = tls.connect({ port, host: '127.0.0.1', ca: cert });
-        socket.on('error', () => undefined);
-        const session = new MuxSession(socket, { role: 'client' });
-        closers.push(() => session.destroy());
-        session.openStream().end(payload);
-      });
-      closers.push(() => server.close());
+    const received = sendOverTls(payload, (socket) => {
+      expect(readIntoSlabs(socket)).toBe(true);
+      return new MuxSession(socket, { role: 'server' });
     });
     expect((await received).equals(payload)).toBe(true);
   });
 
   it("gives a session's reads to its slabSink as ranges, joined, its slabs read into again", async () => {
-    const { key, cert } = selfSignedCert();
     const payload = randomBytes(5 * 1024 * 1024);
     let session: MuxSession | undefined;
-    let lender: SlabLender | undefined;
     let sunk = 0;
-    const received = new Promise<Buffer>((resolve) => {
-      const server = tls.createServer({ key, cert }, (socket) => {
-        lender = new SlabLender();
+    const received = sendOverTls(
+      payload,
+      (socket) => {
+        const lender = new SlabLender();
         session = new MuxSession(socket, { role: 'server', coalesceReads: true, lender });
         const sink = session.slabSink;
         const counting: typeof sink = (slab, start, length) => {
@@ -182,34 +160,54 @@ describe('slabReads', () => {
           sink(slab, start, length);
         };
         expect(readIntoSlabs(socket, READ_SLAB_SIZE, lender, counting)).toBe(true);
-        closers.push(() => session!.destroy());
-        session.on('stream', (stream: MuxStream) => {
-          const parts: Buffer[] = [];
-          stream.on('data', (chunk: Buffer) => {
-            parts.push(Buffer.from(chunk)); // a copy: the chunk itself is given back
-            stream.release(chunk);
-          });
-          stream.on('end', () => {
-            stream.end('ok');
-            resolve(Buffer.concat(parts));
-          });
-        });
-      });
-      server.listen(0, '127.0.0.1', () => {
-        const port = (server.address() as net.AddressInfo).port;
-        const socket = tls.connect({ port, host: '127.0.0.1', ca: cert });
-        socket.on('error', () => undefined);
-        const client = new MuxSession(socket, { role: 'client' });
-        closers.push(() => client.destroy());
-        client.openStream().end(payload);
-      });
-      closers.push(() => server.close());
-    });
+        return session;
+      },
+      (chunk, stream) => {
+        const copy = Buffer.from(chunk); // a copy: the chunk itself is given back
+        stream.release(chunk);
+        return copy;
+      },
+    );
     expect((await received).equals(payload)).toBe(true);
     expect(sunk).toBeGreaterThan(payload.length / (16 * 1024) - 1); // a call per TLS record
     expect(session!.slabsReused).toBeGreaterThan(0);
   });
 });
+
+/**
+ * `payload` sent on one stream of a client session over TLS to a server whose session `serve`
+ * makes of its socket; resolves with what that stream read, each chunk as `take` keeps it.
+ */
+function sendOverTls(
+  payload: Buffer,
+  serve: (socket: tls.TLSSocket) => MuxSession,
+  take: (chunk: Buffer, stream: MuxStream) => Buffer = (chunk) => chunk,
+): Promise<Buffer> {
+  const { key, cert } = selfSignedCert();
+  return new Promise<Buffer>((resolve) => {
+    const server = tls.createServer({ key, cert }, (socket) => {
+      const session = serve(socket);
+      closers.push(() => session.destroy());
+      session.on('stream', (stream: MuxStream) => {
+        const parts: Buffer[] = [];
+        stream.on('data', (chunk: Buffer) => parts.push(take(chunk, stream)));
+        stream.on('end', () => {
+          stream.end('ok');
+          resolve(Buffer.concat(parts));
+        });
+      });
+    });
+    server.listen(0, '127.0.0.1', () => {
+      const port = (server.address() as net.AddressInfo).port;
+      const socket = tls.connect({ port, host: '127.0.0.1', ca: cert });
+      socket.on('error', () => undefined);
+      const client = new MuxSession(socket, { role: 'client' });
+      closers.push(() => client.destroy());
+      client.openStream().end(payload);
+    });
+    closers.push(() => server.close());
+  });
+}
 
 describe('SlabLender', () => {
   const SIZE = 64 * 1024;
