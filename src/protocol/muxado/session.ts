@@ -145,8 +145,13 @@ export class MuxSession extends EventEmitter implements StreamHost {
    * stays counted and its slab goes to the garbage collector; the relay releases a chunk in the
    * turn that brought it. A WeakMap entry per chunk did the same for any later release, and cost
    * an insert and the ephemeron table's growth and collection on every response (issue 29).
+   * Readers release in the order the chunks came (the relay gives back a turn's writes in order,
+   * connection-stream.ts), so a release is looked for from the first chunk still out
+   * (`lentFirst`) and a chunk given back leaves a hole: a turn of n chunks costs n steps, where
+   * moving the last chunk into the hole made the scan n²/2 (an agent's many tiny DATA frames).
    */
-  private lentChunks: Buffer[] = [];
+  private lentChunks: (Buffer | undefined)[] = [];
+  private lentFirst = 0;
   /** The reads handed to `slabSink` since the last parse and not yet in `pendingReads`: a range. */
   private rangeSlab: Buffer | undefined;
   private rangeStart = 0;
@@ -293,11 +298,20 @@ export class MuxSession extends EventEmitter implements StreamHost {
   /** @internal */
   giveBack(chunk: Buffer): void {
     const lent = this.lentChunks;
-    const at = lent.indexOf(chunk);
+    let first = this.lentFirst;
+    const at = lent[first] === chunk ? first : lent.indexOf(chunk, first);
     if (at < 0) return;
-    const last = lent.pop()!;
-    if (at < lent.length) lent[at] = last;
+    lent[at] = undefined;
+    while (first < lent.length && lent[first] === undefined) first++;
+    this.lentFirst = first;
     this.lender!.giveBackRead(chunk);
+  }
+
+  /** The chunks of the last parse are no longer looked up: later releases are ignored. */
+  private forgetLent(): void {
+    if (this.lentChunks.length === 0) return;
+    this.lentChunks = [];
+    this.lentFirst = 0;
   }
 
   /** @internal */
@@ -380,7 +394,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     const lent = this.pendingLent;
     this.pendingReads = [];
     this.pendingLent = [];
-    if (this.lentChunks.length > 0) this.lentChunks = [];
+    this.forgetLent();
     for (const chunk of pending) {
       if (this.ended) break;
       this.parse(chunk);
@@ -390,7 +404,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
   }
 
   private readonly onTransportData = (chunk: Buffer): void => {
-    if (this.lentChunks.length > 0) this.lentChunks = [];
+    this.forgetLent();
     this.parse(chunk);
     this.lender?.giveBackRead(chunk);
   };
@@ -547,7 +561,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.writer.stop();
     this.pendingReads = [];
     this.pendingLent = [];
-    this.lentChunks = [];
+    this.forgetLent();
     this.rangeSlab = undefined;
     const streamError = failStreams ? reason : undefined;
     const acceptError = reason ?? new MuxError(ErrorCode.SessionClosed, 'session closed');

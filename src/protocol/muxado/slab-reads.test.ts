@@ -217,53 +217,34 @@ describe('SlabLender', () => {
     const slab = lender.take();
     const a = slab.subarray(0, 100);
     const b = slab.subarray(100, 300);
-    expect(lender.lend(a)).toBe(true);
-    expect(lender.lend(b)).toBe(true);
-    lender.giveBack(a);
+    expect(lender.lendRead(a)).toBe(true);
+    expect(lender.lendRead(b)).toBe(true);
+    lender.giveBackRead(a);
     expect(lender.take()).not.toBe(slab); // not left by the reads yet
     lender.leave(slab);
     const other = lender.take();
     expect(other).not.toBe(slab); // b is still out
-    lender.giveBack(b);
+    lender.giveBackRead(b);
     expect(lender.take()).toBe(slab);
     expect(lender.reused).toBe(1);
     void other;
   });
 
-  it('counts a view lent twice until it is given back twice, and ignores what it did not lend', () => {
+  it('counts the same bytes lent twice (a read, a DATA chunk in it) until both come back', () => {
     const lender = new SlabLender(SIZE);
     const slab = lender.take();
     const view = slab.subarray(0, 100);
-    lender.lend(view); // the read
-    lender.lend(view); // the same bytes, as a DATA chunk
+    expect(lender.lendRead(view)).toBe(true); // the read
+    expect(lender.lendSlab(slab, 100)).toBe(true); // the same bytes, counted without a view
     lender.leave(slab);
-    lender.giveBack(view);
-    lender.giveBack(Buffer.alloc(100)); // not ours
-    lender.giveBack(slab.subarray(0, 100)); // another object over the same bytes: not lent
-    expect(lender.take()).not.toBe(slab);
-    lender.giveBack(view);
-    lender.giveBack(view); // once too often: ignored
-    expect(lender.take()).toBe(slab);
-    expect(lender.lend(Buffer.alloc(10))).toBe(false);
-  });
-
-  it('counts reads without remembering them: a slab is reused once every read came back', () => {
-    const lender = new SlabLender(SIZE);
-    const slab = lender.take();
-    const first = slab.subarray(0, 100);
-    const second = slab.subarray(100, 300);
-    expect(lender.lendRead(first)).toBe(true);
-    expect(lender.lendRead(second)).toBe(true);
-    // A read and a DATA chunk lent over the same bytes are counted apart.
-    expect(lender.lend(second)).toBe(true);
-    lender.leave(slab);
-    lender.giveBackRead(first);
-    lender.giveBackRead(second);
+    lender.giveBackRead(view);
+    lender.giveBackRead(Buffer.alloc(100)); // not ours: ignored
     expect(lender.take()).not.toBe(slab); // the DATA chunk is still out
-    lender.giveBack(second);
+    lender.giveBackRead(view);
     expect(lender.take()).toBe(slab);
     expect(lender.lendRead(Buffer.alloc(10))).toBe(false);
-    lender.giveBackRead(Buffer.alloc(10)); // not ours: ignored
+    expect(lender.lendSlab(Buffer.alloc(10), 10)).toBe(false);
+    expect(lender.lendRead(slab.subarray(0, 0))).toBe(false); // nothing to count
   });
 
   it('keeps at most maxSpare slabs', () => {

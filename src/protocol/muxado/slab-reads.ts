@@ -67,8 +67,6 @@ interface SlabState {
  */
 export class SlabLender {
   private readonly slabs = new WeakMap<ArrayBufferLike, SlabState>();
-  /** How many times each view object was lent and not yet given back. */
-  private readonly lent = new WeakMap<Buffer, number>();
   private readonly spare: Buffer[] = [];
   /** Slabs read into again instead of allocated (for tests and benchmarks). */
   reused = 0;
@@ -114,31 +112,19 @@ export class SlabLender {
     this.spareIfFree(state);
   }
 
-  /** Count `view` (of one of our slabs) as held until it is given back; false for other memory. */
-  lend(view: Buffer): boolean {
-    const state = this.stateOf(view.buffer);
-    if (!state || view.length === 0) return false;
-    this.lent.set(view, (this.lent.get(view) ?? 0) + 1);
-    state.out += view.length;
-    return true;
-  }
-
   /**
-   * Count `view`, a read of one of our slabs, as held until {@link giveBackRead}; false for other
-   * memory. Unlike {@link lend}, the view itself is not remembered: a read goes to one reader (a
-   * muxado session), which gives each back exactly once, once parsed, so there is nothing to check
-   * it against, and a WeakMap entry per read (an insert, a delete, and the ephemeron table's
-   * rehashing and collection) cost the edge about 1.5 % of its CPU per keep-alive request. The
-   * session lends its DATA chunks so too, and checks their releases itself (MuxSession.giveBack).
+   * Count `view`, a read of one of our slabs (or a DATA chunk in one), as held until
+   * {@link giveBackRead}; false for other memory. The view itself is not remembered: its one
+   * reader gives each back exactly once (a muxado session gives back its reads once parsed and
+   * checks its readers' releases of DATA chunks itself, MuxSession.giveBack), and a WeakMap entry
+   * per view (an insert, a delete, and the ephemeron table's rehashing and collection) cost the
+   * edge about 1.5 % of its CPU per keep-alive request.
    */
   lendRead(view: Buffer): boolean {
-    const state = this.stateOf(view.buffer);
-    if (!state || view.length === 0) return false;
-    state.out += view.length;
-    return true;
+    return this.lendSlab(view, view.length);
   }
 
-  /** {@link lendRead} for `length` bytes of `slab` read, without a view made for them. */
+  /** {@link lendRead} for `length` bytes read into `slab`, without a view made for them. */
   lendSlab(slab: Buffer, length: number): boolean {
     const state = this.stateOf(slab.buffer);
     if (!state || length === 0) return false;
@@ -155,21 +141,6 @@ export class SlabLender {
     this.spareIfFree(state);
   }
 
-  /**
-   * Nothing refers to the bytes of `view` (the object lent) any more. A view that was not lent,
-   * or was given back as many times as it was lent, is ignored.
-   */
-  giveBack(view: Buffer): void {
-    const times = this.lent.get(view);
-    if (!times) return;
-    if (times === 1) this.lent.delete(view);
-    else this.lent.set(view, times - 1);
-    const state = this.stateOf(view.buffer);
-    if (!state) return;
-    state.out -= view.length;
-    this.spareIfFree(state);
-  }
-
   private spareIfFree(state: SlabState): void {
     if (state.use !== SlabUse.Left || state.out > 0) return;
     if (this.spare.length >= this.maxSpare) return;
@@ -179,18 +150,20 @@ export class SlabLender {
 }
 
 /**
+ * Takes each read where it landed: `length` bytes at `start` of `slab`, which nothing overwrites
+ * (while lent, until given back); the next read of the same slab, if any, follows them.
+ */
+export type SlabReadSink = (slab: Buffer, start: number, length: number) => void;
+
+/**
+ * An `onread` for a socket that reads into slabs of `slabSize` (lent from `lender`, when given):
+ * each read is a view of a slab, to the socket's 'data' listeners, or to `sink` when given.
  * @example
  * const reads = slabReads();
  * const socket = tls.connect({ host, port, onread: reads.onread } as tls.ConnectionOptions);
  * reads.attach(socket);
  * socket.on('data', (chunk) => parser.push(chunk)); // chunk: a view of a slab, safe to keep
  */
-/**
- * Takes each read where it landed: `length` bytes at `start` of `slab`, which nothing overwrites
- * (while lent, until given back); the next read of the same slab, if any, follows them.
- */
-export type SlabReadSink = (slab: Buffer, start: number, length: number) => void;
-
 export function slabReads(
   slabSize: number = READ_SLAB_SIZE,
   /** Reads are lent from it: each read until it is given back (`giveBackRead`, once each). */
