@@ -3,7 +3,13 @@
  * inputs the ingress gives, its rules in order, into the decision the ingress applies. What one
  * run sees and changes is a PhaseRun (phase-run.ts).
  */
-import type { ActionOutcome, BodyRewrite, ForwardInternal, Terminal } from './actions/types.js';
+import type {
+  ActionOutcome,
+  BodyRewrite,
+  CompressionEncoding,
+  ForwardInternal,
+  Terminal,
+} from './actions/types.js';
 import { ACTION_RESULTS, PhaseRun, type VarsWithResults } from './phase-run.js';
 import type { CompiledPolicy, CompiledRule } from './compile.js';
 import { toJson } from './cel-types.js';
@@ -51,6 +57,37 @@ function then<T, R>(value: Settled<T>, fn: (v: T) => R): Settled<R> {
   return value instanceof Promise ? value.then(fn) : fn(value);
 }
 
+/** A decision to relay the request with these changes. */
+function continueRequest(
+  headers: HeaderChanges,
+  rewrite: string | undefined,
+  vars: PolicyVars,
+  afterResponse: Array<(status: number) => void> | undefined,
+  forwardInternal: ForwardInternal | undefined,
+  bodyRewrite: BodyRewrite | undefined,
+): HttpRequestDecision {
+  // Every property named even when unset, in one order: one object shape for V8.
+  return {
+    kind: 'continue',
+    headers,
+    rewrite,
+    vars,
+    afterResponse,
+    forwardInternal,
+    bodyRewrite,
+  };
+}
+
+/** A decision to relay the response with these changes (one object shape, as above). */
+function continueResponse(
+  headers: HeaderChanges,
+  compress: CompressionEncoding | undefined,
+  bodyRewrite: BodyRewrite | undefined,
+  vars: PolicyVars,
+): HttpResponseDecision {
+  return { kind: 'continue', headers, compress, bodyRewrite, vars };
+}
+
 /** `changes` made immutable, to be shared by every decision that reuses them. */
 function frozen(changes: HeaderChanges): HeaderChanges {
   if (changes === NO_HEADER_CHANGES) return changes;
@@ -79,7 +116,10 @@ export class PolicyRunner {
   readonly internalOnline: PolicyRunnerOptions['internalOnline'];
   private readonly states = new WeakMap<object, unknown>();
   private readonly secrets: SecretsVars;
-  /** The edits of a phase that makes only fixed ones (CompiledPolicy.fixedEdits), once run. */
+  /** Whether a phase makes only fixed edits (CompiledPolicy.fixedEdits): run once, then reused. */
+  private readonly fixesRequest: boolean;
+  private readonly fixesResponse: boolean;
+  /** Those edits, once the phase ran. */
   private fixedRequestEdits: HeaderChanges | undefined;
   private fixedResponseEdits: HeaderChanges | undefined;
   private lastEndpoint: EndpointInput | undefined;
@@ -95,6 +135,8 @@ export class PolicyRunner {
     this.now = options.now ?? Date.now;
     this.internalOnline = options.internalOnline;
     this.secrets = new SecretsVars(options.secrets ?? NO_SECRETS);
+    this.fixesRequest = policy.fixedEdits.has('on_http_request');
+    this.fixesResponse = policy.fixedEdits.has('on_http_response');
     if (policy.ipPolicyIds.length > 0 && !this.lookup) {
       throw new Error(
         `the policy of ${this.ownerId} uses ip_policies: pass ipPolicyRules to bind()`,
@@ -125,11 +167,10 @@ export class PolicyRunner {
     const rules = this.policy.phases.on_http_request;
     const vars = input.vars ?? NO_VARS;
     if (rules.length === 0) {
-      return { kind: 'continue', headers: NO_HEADER_CHANGES, rewrite: undefined, vars };
+      return continueRequest(NO_HEADER_CHANGES, undefined, vars, undefined, undefined, undefined);
     }
     const fixed = this.fixedRequestEdits;
-    if (fixed)
-      return this.requestDecisionOf(fixed, undefined, vars, undefined, undefined, undefined);
+    if (fixed) return continueRequest(fixed, undefined, vars, undefined, undefined, undefined);
     const activation = this.activation(input, vars);
     const req = (activation.req = new ReqVars(input.req));
     const body = timedBodyReader(input.req, this.now);
@@ -164,10 +205,8 @@ export class PolicyRunner {
   private requestDecision(run: PhaseRun, out: ActionOutcome): HttpRequestDecision {
     if (out && out.kind !== 'forward-internal') return this.terminal(out, run);
     let headers = run.headerChanges();
-    if (this.policy.fixedEdits.has('on_http_request')) {
-      headers = this.fixedRequestEdits = frozen(headers);
-    }
-    return this.requestDecisionOf(
+    if (this.fixesRequest) headers = this.fixedRequestEdits = frozen(headers);
+    return continueRequest(
       headers,
       run.rewrite,
       run.activation.vars,
@@ -177,43 +216,13 @@ export class PolicyRunner {
     );
   }
 
-  private requestDecisionOf(
-    headers: HeaderChanges,
-    rewrite: string | undefined,
-    vars: PolicyVars,
-    afterResponse: Array<(status: number) => void> | undefined,
-    forwardInternal: ForwardInternal | undefined,
-    bodyRewrite: BodyRewrite | undefined,
-  ): HttpRequestDecision {
-    // Every property named even when unset, in one order: one object shape for V8.
-    return {
-      kind: 'continue',
-      headers,
-      rewrite,
-      vars,
-      afterResponse,
-      forwardInternal,
-      bodyRewrite,
-    };
-  }
-
   /** on_http_response: change the response (headers, compression) or replace it. */
   onHttpResponse(input: HttpResponseInput): Settled<HttpResponseDecision> {
     const rules = this.policy.phases.on_http_response;
     const vars = input.vars ?? NO_VARS;
-    if (rules.length === 0) {
-      return { kind: 'continue', headers: NO_HEADER_CHANGES, compress: undefined, vars };
-    }
+    if (rules.length === 0) return continueResponse(NO_HEADER_CHANGES, undefined, undefined, vars);
     const fixed = this.fixedResponseEdits;
-    if (fixed) {
-      return {
-        kind: 'continue',
-        headers: fixed,
-        compress: undefined,
-        bodyRewrite: undefined,
-        vars,
-      };
-    }
+    if (fixed) return continueResponse(fixed, undefined, undefined, vars);
     const activation = this.activation(input, vars);
     activation.req = new ReqVars(input.req);
     const res = (activation.res = new ResVars(input.res));
@@ -228,16 +237,8 @@ export class PolicyRunner {
     // close-connection cannot be placed in this phase, so a terminal here is a response.
     if (out?.kind === 'respond') return { ...out, vars };
     let headers = run.headerChanges();
-    if (this.policy.fixedEdits.has('on_http_response')) {
-      headers = this.fixedResponseEdits = frozen(headers);
-    }
-    return {
-      kind: 'continue',
-      headers,
-      compress: run.compress,
-      bodyRewrite: run.bodyRewrite,
-      vars,
-    };
+    if (this.fixesResponse) headers = this.fixedResponseEdits = frozen(headers);
+    return continueResponse(headers, run.compress, run.bodyRewrite, vars);
   }
 
   private activation(input: TcpConnectInput, vars: PolicyVars): Activation {
