@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import { BurrowError, CODES } from '../core/errors.js';
 import {
   headerPairs,
-  outgoingPairs,
+  responsePairs,
   type CapturedBody,
   type TrafficRecord,
 } from '../edge/metrics/traffic-log.js';
@@ -62,7 +62,7 @@ function detail(r: TrafficRecord, node: string | undefined) {
     ...summary({ ...summarize(r, node), path: r.path }),
     ...(geo && { client_geo: geo }),
     request_headers: headerPairs(r.requestHeaders),
-    response_headers: outgoingPairs(r.responseHeaders),
+    response_headers: responsePairs(r.responseHeaders),
     request_body: bodyView(r.requestBody),
     response_body: bodyView(r.responseBody),
     replay_refusal: replayRefusal(r) ?? null,

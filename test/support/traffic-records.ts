@@ -22,7 +22,7 @@ export function trafficRequest(
     clientIp: '198.51.100.4',
     requestHeaders: [],
     status: undefined,
-    responseHeaders: {},
+    responseHeaders: [],
     durationMs: undefined,
     requestBody: undefined,
     responseBody: undefined,

@@ -64,7 +64,7 @@ describe('the cluster traffic inspector', () => {
     );
     b.log.answer(original, {
       status: 201,
-      responseHeaders: { 'set-cookie': ['a=1', 'b=2'], 'content-length': 2 },
+      responseHeaders: ['Set-Cookie', 'a=1', 'Set-Cookie', 'b=2', 'Content-Length', '2'],
       durationMs: 1.5,
       requestBody: original.requestBody,
       responseBody: { bytes: Buffer.from('ok'), size: 2, truncated: false },
@@ -79,7 +79,7 @@ describe('the cluster traffic inspector', () => {
       status: 201,
       credentialsShown: true,
       requestHeaders: ['Authorization', 'Bearer secret'],
-      responseHeaders: { 'set-cookie': ['a=1', 'b=2'], 'content-length': 2 },
+      responseHeaders: ['Set-Cookie', 'a=1', 'Set-Cookie', 'b=2', 'Content-Length', '2'],
     });
     expect(got!.requestBody!.bytes.equals(Buffer.from([0, 1, 2, 255]))).toBe(true);
     expect((await view.get('tr_edge-b_2'))?.replayOf).toBe('tr_edge-b_1');

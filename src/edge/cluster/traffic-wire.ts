@@ -3,7 +3,6 @@
  * checked field by field on the way in, so that a peer of another version fails one answer with a
  * clear error instead of handing the API something of the wrong shape.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
 import { BurrowError, CODES } from '../../core/errors.js';
 import type { CapturedBody, TrafficRecord } from '../metrics/traffic-log.js';
 import type { SpanContext } from '../metrics/trace-context.js';
@@ -89,16 +88,25 @@ function body(v: Fields, key: string, node: string): CapturedBody | undefined {
   });
 }
 
-function headerValues(value: unknown, node: string): OutgoingHttpHeaders {
-  if (!isObject(value)) throw bad(node, 'responseHeaders');
-  for (const v of Object.values(value)) {
-    const ok =
-      typeof v === 'string' ||
-      typeof v === 'number' ||
-      (Array.isArray(v) && v.every((x) => typeof x === 'string'));
-    if (!ok) throw bad(node, 'responseHeaders');
+/**
+ * Response headers as a node sends them: names and values alternating; from a node of a release
+ * before 2026-11-29, an object as Node's `getHeaders()` gives it (lower-case names, repeats in
+ * arrays), turned into the list.
+ */
+function headerValues(value: unknown, node: string): readonly string[] {
+  if (Array.isArray(value)) {
+    if (value.length % 2 === 0 && value.every((v) => typeof v === 'string')) return value;
+    throw bad(node, 'responseHeaders');
   }
-  return value as OutgoingHttpHeaders;
+  if (!isObject(value)) throw bad(node, 'responseHeaders');
+  const raw: string[] = [];
+  for (const [name, v] of Object.entries(value)) {
+    if (typeof v === 'string' || typeof v === 'number') raw.push(name, String(v));
+    else if (Array.isArray(v) && v.every((x) => typeof x === 'string')) {
+      for (const x of v) raw.push(name, x);
+    } else throw bad(node, 'responseHeaders');
+  }
+  return raw;
 }
 
 /** The edge's span of the request (events and traces name it), when it had one. */

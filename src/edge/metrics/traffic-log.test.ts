@@ -46,7 +46,7 @@ describe('TrafficLog', () => {
     });
     const answer = {
       status: 200,
-      responseHeaders: { 'set-cookie': 'sid=secret' },
+      responseHeaders: ['Set-Cookie', 'sid=secret'],
       durationMs: 1,
       requestBody: undefined,
       responseBody: undefined,
@@ -62,7 +62,7 @@ describe('TrafficLog', () => {
     log.answer(shown, answer);
     expect(shown.credentialsShown).toBe(true);
     expect(shown.requestHeaders).toEqual(withCredentials.requestHeaders);
-    expect(shown.responseHeaders).toEqual({ 'set-cookie': 'sid=secret' });
+    expect(shown.responseHeaders).toEqual(['Set-Cookie', 'sid=secret']);
     expect(log.credentialsShownHosts()).toEqual([]);
   });
 

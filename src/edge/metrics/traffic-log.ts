@@ -6,7 +6,6 @@
  * shows them.
  */
 import { Ring } from '../../core/ring.js';
-import type { OutgoingHttpHeaders } from 'node:http';
 import { LRUCache } from 'lru-cache';
 import type { SpanContext } from './trace-context.js';
 import { CredentialRedactor } from './traffic-redact.js';
@@ -32,15 +31,13 @@ export function headerPairs(raw: readonly string[]): Array<[string, string]> {
 }
 
 /**
- * Response headers as `[name, value]` pairs, one per value.
- * @example outgoingPairs({ 'set-cookie': ['a=1', 'b=2'] }) // [['set-cookie', 'a=1'], ['set-cookie', 'b=2']]
+ * Response headers (names and values alternating, as the agent sent them) as `[name, value]`
+ * pairs with lower-case names, in the order they came.
+ * @example responsePairs(['Set-Cookie', 'a=1', 'Set-Cookie', 'b=2']) // [['set-cookie', 'a=1'], ['set-cookie', 'b=2']]
  */
-export function outgoingPairs(headers: OutgoingHttpHeaders): Array<[string, string]> {
+export function responsePairs(raw: readonly string[]): Array<[string, string]> {
   const pairs: Array<[string, string]> = [];
-  for (const [name, value] of Object.entries(headers)) {
-    if (value === undefined) continue;
-    for (const v of Array.isArray(value) ? value : [value]) pairs.push([name, String(v)]);
-  }
+  for (let i = 0; i + 1 < raw.length; i += 2) pairs.push([raw[i]!.toLowerCase(), raw[i + 1]!]);
   return pairs;
 }
 
@@ -72,8 +69,11 @@ export interface TrafficRecord {
   requestHeaders: readonly string[];
   /** Absent until the response has started. */
   status: number | undefined;
-  /** As `res.getHeaders()` gave them once the response was sent; empty until then. */
-  responseHeaders: OutgoingHttpHeaders;
+  /**
+   * As the client got them: names and values alternating, kept as they are and paired only when
+   * shown ({@link responsePairs}), like the request's; empty until the response has started.
+   */
+  responseHeaders: readonly string[];
   /** Absent while the request is in flight. */
   durationMs: number | undefined;
   /** Present only when capture was on for the host when the request arrived. */
@@ -182,7 +182,7 @@ export class TrafficLog {
     const full = record as TrafficRecord;
     if (!credentialsShown) {
       full.requestHeaders = this.redactor.rawHeaders(record.requestHeaders);
-      full.responseHeaders = this.redactor.outgoing(record.responseHeaders);
+      full.responseHeaders = this.redactor.rawHeaders(record.responseHeaders);
     }
     full.credentialsShown = credentialsShown;
     full.id = `tr_${seq}`;
@@ -199,7 +199,7 @@ export class TrafficLog {
     record.status = answer.status;
     record.responseHeaders = record.credentialsShown
       ? answer.responseHeaders
-      : this.redactor.outgoing(answer.responseHeaders);
+      : this.redactor.rawHeaders(answer.responseHeaders);
     record.durationMs = answer.durationMs;
     record.requestBody = answer.requestBody;
     record.responseBody = answer.responseBody;

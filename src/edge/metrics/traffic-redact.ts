@@ -5,7 +5,6 @@
  * clear, unless the endpoint's host shows credentials (docs/security.md). What replaces them
  * keeps a hint for debugging: the authorization scheme, cookie names and attributes, lengths.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
 
 /** Redacted on every endpoint that does not show credentials, whatever the operator adds. */
 export const CREDENTIAL_HEADERS: readonly string[] = [
@@ -134,21 +133,5 @@ export class CredentialRedactor {
       out[i + 1] = redactValue(name.toLowerCase(), raw[i + 1]!);
     }
     return out ?? raw;
-  }
-
-  /**
-   * Response headers as `res.getHeaders()` gives them (lower-case names), redacted; `headers`
-   * itself when it holds no credential.
-   */
-  outgoing(headers: OutgoingHttpHeaders): OutgoingHttpHeaders {
-    if (!Object.keys(headers).some((name) => this.redacts(name))) return headers;
-    const out: OutgoingHttpHeaders = {};
-    for (const [name, value] of Object.entries(headers)) {
-      const lower = name.toLowerCase();
-      if (value === undefined || !this.redacts(name)) out[name] = value;
-      else if (Array.isArray(value)) out[name] = value.map((v) => redactValue(lower, String(v)));
-      else out[name] = redactValue(lower, String(value));
-    }
-    return out;
   }
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TrafficLog } from '../../metrics/traffic-log.js';
+import { responsePairs, TrafficLog } from '../../metrics/traffic-log.js';
 import type { OnlineTunnel } from '../../registry/tunnel-registry.js';
 import { parseRequestHead } from './request-head.js';
 import { trafficExchangeTap } from './traffic-tap.js';
@@ -26,6 +26,13 @@ type Bodies = ReturnType<ReturnType<typeof trafficExchangeTap>['begin']>['bodies
  * Record one exchange of `text` answered with `response` through the tap, as the relay does:
  * `feed` gets the bodies to copy into (undefined when the host captures none) before the end.
  */
+/** The values of response header `name` (lower-case) as the inspector shows them. */
+function valuesOf(raw: readonly string[], name: string): string[] {
+  return responsePairs(raw)
+    .filter(([n]) => n === name)
+    .map(([, value]) => value);
+}
+
 function recordExchange(
   log: TrafficLog,
   text: string,
@@ -62,7 +69,7 @@ describe('trafficExchangeTap', () => {
       expect(headers.get('cookie')).toBe('sid=[redacted, 6 chars]');
       expect(headers.get('proxy-authorization')).toBe('Basic [redacted, 6 chars]');
       expect(headers.get('x-api-key')).toBe('[redacted, 6 chars]');
-      expect(record.responseHeaders['set-cookie']).toEqual([
+      expect(valuesOf(record.responseHeaders, 'set-cookie')).toEqual([
         'sid=[redacted, 6 chars]; Path=/; HttpOnly',
         'other=[redacted, 6 chars]',
       ]);
@@ -76,7 +83,7 @@ describe('trafficExchangeTap', () => {
     const { record } = recordExchange(log, CREDENTIALS_HEAD, CREDENTIALS_RESPONSE);
     expect(record.credentialsShown).toBe(true);
     expect(record.requestHeaders).toContain('Bearer secret');
-    expect(record.responseHeaders['set-cookie']).toContain('other=secret');
+    expect(valuesOf(record.responseHeaders, 'set-cookie')).toContain('other=secret');
   });
 
   it('redacts what the relay records, and leaves the parsed head alone', () => {
@@ -87,10 +94,10 @@ describe('trafficExchangeTap', () => {
     );
     expect(JSON.stringify(record)).not.toContain('secret');
     expect(record.requestHeaders).toContain('Bearer [redacted, 6 chars]');
-    expect(record.responseHeaders).toEqual({
-      'set-cookie': 'sid=[redacted, 6 chars]',
-      'content-type': 'text/plain',
-    });
+    expect(record.responseHeaders).toEqual([
+      ...['Set-Cookie', 'sid=[redacted, 6 chars]'],
+      ...['Content-Type', 'text/plain'],
+    ]);
     // The parsed head the relay writes to the agent is not touched.
     expect(head.raw).toContain('Bearer secret');
     // Capture off for the host: the relay is given nowhere to copy bodies to.

@@ -4,7 +4,6 @@
  * stays about forwarding; the only coupling is the {@link ExchangeTap}. The log redacts
  * credentials as it records, so the ingress hands it headers as they came.
  */
-import type { OutgoingHttpHeaders } from 'node:http';
 import type { ExchangeDone, ExchangeTap } from './exchange.js';
 import {
   BodyBuffer,
@@ -12,6 +11,9 @@ import {
   type TrafficLog,
   type TrafficRecord,
 } from '../../metrics/traffic-log.js';
+
+/** A record's response headers until its response starts: one list for all. */
+const NO_HEADERS: readonly string[] = Object.freeze([]);
 
 /** What is known of a request when it arrives. */
 type RequestSide = Omit<
@@ -44,7 +46,7 @@ function addRequest(log: TrafficLog, request: RequestSide): TrafficRecord {
     replayOf: request.replayOf,
     startedAt: Date.now(),
     status: undefined,
-    responseHeaders: {},
+    responseHeaders: NO_HEADERS,
     durationMs: undefined,
     requestBody: undefined,
     responseBody: undefined,
@@ -87,7 +89,7 @@ export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
       const done: ExchangeDone = (status, headers) =>
         log.answer(record, {
           status,
-          responseHeaders: responseHeaderObject(headers),
+          responseHeaders: headers,
           durationMs: performance.now() - started,
           requestBody: bodies?.request.done(),
           responseBody: bodies?.response.done(),
@@ -95,17 +97,4 @@ export function trafficExchangeTap(log: TrafficLog): ExchangeTap {
       return { done, bodies };
     },
   };
-}
-
-/** Raw response headers as Node's `getHeaders()` gives them: lower-case names, repeats in arrays. */
-function responseHeaderObject(raw: readonly string[]): OutgoingHttpHeaders {
-  const out: OutgoingHttpHeaders = {};
-  for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i]!.toLowerCase();
-    const value = raw[i + 1]!;
-    const known = out[name];
-    if (known === undefined) out[name] = value;
-    else out[name] = Array.isArray(known) ? [...known, value] : [String(known), value];
-  }
-  return out;
 }
