@@ -15,6 +15,10 @@
  * /proc around every measurement; the server's memory after a forced full GC (SIGUSR2, see
  * bench/edge-process.ts) before the load, after it, and once it has been idle for a while.
  * PROFILE=1 runs the server under `node --cpu-prof` and prints where its time went.
+ *
+ * Latency (issue 29): keep-alive requests from one connection (`keepalive-1`: nothing queued, so
+ * the time is the tunnel's) and from CONNECTIONS; for each, wrk's p50 and p99 through the tunnel
+ * less the service's own in the same run ("latency added by the tunnel").
  */
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,7 +41,7 @@ const HTTP_MB = Number(process.env.HTTP_MB ?? 100);
 const TCP_MB = Number(process.env.TCP_MB ?? 512);
 const RUNS = Number(process.env.RUNS ?? 3);
 const AGENTS = (process.env.AGENTS ?? 'ngrok,sdk').split(',') as AgentKind[];
-/** Comma-separated cases (keepalive,newconn,download,upload,tcp-up,tcp-down). */
+/** Comma-separated cases (keepalive-1,keepalive,newconn,download,upload,tcp-up,tcp-down). */
 const ONLY = process.env.ONLY?.split(',');
 const PROFILE = process.env.PROFILE === '1';
 /**
@@ -111,10 +115,15 @@ interface Result {
   units: number;
 }
 
-async function wrk(port: number, host: string, newConnections: boolean, dir: string) {
+async function wrk(
+  port: number,
+  host: string,
+  newConnections: boolean,
+  dir: string,
+  connections = newConnections ? NEWCONN_CONNECTIONS : CONNECTIONS,
+) {
   const script = join(dir, 'report.lua');
   writeFileSync(script, WRK_REPORT);
-  const connections = newConnections ? NEWCONN_CONNECTIONS : CONNECTIONS;
   const args = ['-t1', `-c${connections}`, `-d${DURATION}s`, '-s', script, '-H', `Host: ${host}`];
   if (newConnections) args.push('-H', 'Connection: close');
   const out = await run('wrk', [...args, `http://127.0.0.1:${port}/`]);
@@ -145,7 +154,8 @@ const bestTransfer = (measure: () => Promise<Result>) => bestOf(RUNS, measure, (
 
 // ---- the report (this process) -------------------------------------------------------------------
 
-type CaseKind = 'keepalive' | 'newconn' | 'download' | 'upload' | 'tcp-up' | 'tcp-down';
+type CaseKind =
+  'keepalive-1' | 'keepalive' | 'newconn' | 'download' | 'upload' | 'tcp-up' | 'tcp-down';
 interface Target {
   httpPort: number;
   host: string;
@@ -153,6 +163,8 @@ interface Target {
 }
 
 const CASES: { kind: CaseKind; name: string; unit: string }[] = [
+  // One client, one request at a time: the latency the tunnel adds, with nothing queued.
+  { kind: 'keepalive-1', name: 'HTTP keep-alive, 12-byte responses, 1 conn', unit: 'req/s' },
   {
     kind: 'keepalive',
     name: `HTTP keep-alive, 12-byte responses, ${CONNECTIONS} conns`,
@@ -171,6 +183,8 @@ const CASES: { kind: CaseKind; name: string; unit: string }[] = [
 
 function measure(kind: CaseKind, target: Target, dir: string, upload: string): Promise<Result> {
   switch (kind) {
+    case 'keepalive-1':
+      return wrk(target.httpPort, target.host, false, dir, 1);
     case 'keepalive':
       return wrk(target.httpPort, target.host, false, dir);
     case 'newconn':
@@ -243,6 +257,7 @@ async function main(): Promise<void> {
   const rows: string[][] = [];
   const costs: string[][] = [];
   const segments: string[][] = [];
+  const latency: string[][] = [];
   const agentPort = Number(edge.agentAddr.split(':').pop());
   for (const c of CASES) {
     if (ONLY && !ONLY.includes(c.kind)) continue;
@@ -270,6 +285,16 @@ async function main(): Promise<void> {
       );
       const segsAfter = await agentLinkSegments(agentPort, urls.pid);
       row.push(`${show(tunnel)}, ${fmt((100 * tunnel.value) / direct.value)} %`);
+      if (tunnel.p50Ms !== undefined && direct.p50Ms !== undefined) {
+        // wrk's percentiles through the tunnel less the service's own, from the same run.
+        const added = (t: number | undefined, d: number | undefined) => fmt((t ?? 0) - (d ?? 0), 2);
+        latency.push([
+          c.name,
+          kind,
+          added(tunnel.p50Ms, direct.p50Ms),
+          added(tunnel.p99Ms, direct.p99Ms),
+        ]);
+      }
       // Per 1,000 requests or per GB moved (bulk runs measure the best of RUNS, CPU all of them).
       const per = c.unit === 'req/s' ? tunnel.units / 1000 : (tunnel.units * (RUNS || 1)) / 1e9;
       costs.push([
@@ -312,6 +337,10 @@ async function main(): Promise<void> {
   );
   console.log('\nCPU time (ms) spent by each process while the tunnel was measured:\n');
   console.log(markdownTable(['case', 'agent', 'unit', 'burrow server', 'agent', 'service'], costs));
+  if (latency.length > 0) {
+    console.log('\nLatency added by the tunnel (ms; wrk through the tunnel minus direct):\n');
+    console.log(markdownTable(['case', 'agent', 'p50 added', 'p99 added'], latency));
+  }
   if (segments.length > 0) {
     // Every segment is a write (a syscall, a TLS record) on one side and a wake-up on the other;
     // ACK probes (session.ts) show here as segments to the agent beyond the requests.
