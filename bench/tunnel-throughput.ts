@@ -250,7 +250,10 @@ async function main(): Promise<void> {
   // Warm up every path (JIT, pools, certificates) before anything is measured.
   await wrk(service.http, 'localhost', false, dir).catch(() => undefined);
   for (const kind of AGENTS) {
-    await wrk(edge.httpPort, new URL(agents[kind]!.http).hostname, false, dir);
+    const host = new URL(agents[kind]!.http).hostname;
+    await wrk(edge.httpPort, host, false, dir);
+    // And the bulk path, so that no measured transfer runs the edge's and agent's bulk code cold.
+    if (!ONLY || ONLY.includes('download')) await curlTransfer(edge.httpPort, host, undefined);
   }
   const memoryBefore = MEMORY ? await edge.gcMemory() : undefined;
 
