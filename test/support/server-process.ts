@@ -137,14 +137,26 @@ function probe(port: number): Promise<number | undefined> {
 }
 
 /**
+ * Ports this process has handed out. A port is free again once its probe closes, so without this
+ * two calls made before the first port is bound (`freeEdgePorts` makes three, then the server's
+ * API port) could return the same one, and the server then fails with EADDRINUSE (CI did, once).
+ */
+const handedOut = new Set<number>();
+
+/**
  * A port that was free a moment ago, chosen at random above the ephemeral range (see
- * FREE_PORT_REGION) and probed with a real listener; where there is no such region, the OS picks.
+ * FREE_PORT_REGION) and probed with a real listener, and never one this process was given before;
+ * where there is no such region, the OS picks.
  */
 export async function freePort(): Promise<number> {
   const region = FREE_PORT_REGION;
   for (let attempt = 0; region && attempt < 50; attempt++) {
-    const port = await probe(region.from + Math.floor(Math.random() * (region.to - region.from)));
-    if (port !== undefined) return port;
+    const pick = region.from + Math.floor(Math.random() * (region.to - region.from));
+    if (handedOut.has(pick)) continue;
+    const port = await probe(pick);
+    if (port === undefined) continue;
+    handedOut.add(port);
+    return port;
   }
   const port = await probe(0);
   if (port === undefined) throw new Error('no free port on 127.0.0.1');
