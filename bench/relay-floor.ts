@@ -22,12 +22,8 @@
  * are lent slabs. The floor for bulk is Node's TLS alone: `ONLY=tls PATHS=raw npm run bench:mux`
  * (a receiver that only counts the bytes).
  */
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { loadavg } from 'node:os';
 import tls from 'node:tls';
 import { processCpuMs, startEdgeServer } from './edge-process.js';
 import { machine, markdownTable } from './report.js';
@@ -36,9 +32,12 @@ import { startBulkService, type ServicePorts } from './support/bulk.js';
 import { median } from './support/load.js';
 import { answer, exitOnSignals, RoleProcesses, runRoles } from './support/roles.js';
 import { edgeAddress } from './support/sdk-agent.js';
+import { wrk } from './support/wrk.js';
 import { selfSignedCert } from '../test/support/mux.js';
 
 const roles = new RoleProcesses(import.meta.url);
+const keepAlive = (port: number, host: string, seconds: number) =>
+  wrk({ port, host, connections: 50, seconds });
 const AGENTS = (process.env.AGENTS ?? 'sdk,ngrok').split(',').filter(Boolean);
 const ROUNDS = Number(process.env.ROUNDS ?? 4);
 const DURATION = Number(process.env.DURATION ?? 4);
@@ -199,25 +198,6 @@ async function floorAgent(arg: unknown): Promise<void> {
   answer({ pid: process.pid });
 }
 
-const WRK_REPORT = `done = function(summary, latency, requests)
-  io.write(string.format('{"requests":%d,"us":%d}\\n', summary.requests, summary.duration))
-end
-`;
-
-async function run(file: string, args: string[]): Promise<string> {
-  return (await promisify(execFile)(file, args)).stdout;
-}
-
-/** `wrk` keep-alive requests for `seconds`: requests made and their rate. */
-async function wrk(script: string, port: number, host: string, seconds: number) {
-  const out = await run('wrk', [
-    ...['-t1', '-c50', `-d${seconds}s`, '-s', script, '-H', `Host: ${host}`],
-    `http://127.0.0.1:${port}/`,
-  ]);
-  const r = JSON.parse(out.slice(out.lastIndexOf('{'))) as { requests: number; us: number };
-  return { requests: r.requests, rate: r.requests / (r.us / 1e6) };
-}
-
 /** A path through an edge: where to send requests, and whose CPU to count. */
 interface Path {
   name: string;
@@ -233,28 +213,21 @@ interface Sample {
   agent: number;
 }
 
-/** Run `load` on `path` right after the service alone; CPU per `unit` of what `load` returns. */
-async function measure(
-  path: Path,
-  direct: () => Promise<number>,
-  load: () => Promise<{ units: number; rate: number }>,
-): Promise<Sample> {
-  const directRate = await direct();
+/** wrk on the service alone, then on `path`: the ratio, and CPU µs per request from /proc. */
+async function measure(path: Path, service: number): Promise<Sample> {
+  const direct = await keepAlive(service, 'localhost', DURATION);
   const edge = processCpuMs(path.edgePid);
   const agent = processCpuMs(path.agentPid);
-  const done = await load();
+  const run = await keepAlive(path.port, path.host, DURATION);
+  const perRequest = (ms: number): number => (ms * 1000) / run.requests;
   return {
-    ratio: done.rate / directRate,
-    edge: (processCpuMs(path.edgePid) - edge) / done.units,
-    agent: (processCpuMs(path.agentPid) - agent) / done.units,
+    ratio: run.rate / direct.rate,
+    edge: perRequest(processCpuMs(path.edgePid) - edge),
+    agent: perRequest(processCpuMs(path.agentPid) - agent),
   };
 }
 
 async function main(): Promise<void> {
-  const dir = mkdtempSync(join(tmpdir(), 'burrow-relay-floor-'));
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
-  const script = join(dir, 'report.lua');
-  writeFileSync(script, WRK_REPORT);
   const service = await roles.start<ServicePorts>('service');
   const floor = await roles.start<{
     pid: number;
@@ -282,25 +255,20 @@ async function main(): Promise<void> {
     });
   }
   const load = loadavg()[0]!.toFixed(1);
-  for (const path of paths) await wrk(script, path.port, path.host, 2);
-  const direct = async (): Promise<number> =>
-    (await wrk(script, service.http, 'localhost', DURATION)).rate;
-  const keepAlive = new Map<Path, Sample[]>(paths.map((p) => [p, []]));
+  for (const path of paths) await keepAlive(path.port, path.host, 2);
+  const samples = new Map<Path, Sample[]>(paths.map((p) => [p, []]));
   for (let round = 1; round <= ROUNDS; round++) {
     for (const path of round % 2 === 1 ? paths : [...paths].reverse()) {
-      const sample = await measure(path, direct, async () => {
-        const r = await wrk(script, path.port, path.host, DURATION);
-        return { units: r.requests / 1000, rate: r.rate };
-      });
-      keepAlive.get(path)!.push(sample);
+      const sample = await measure(path, service.http);
+      samples.get(path)!.push(sample);
       console.log(
         `keep-alive round ${round}, ${path.name}: ${sample.ratio.toFixed(2)} of direct, ` +
           `edge ${sample.edge.toFixed(1)} µs/request, agent ${sample.agent.toFixed(1)} µs/request`,
       );
     }
   }
-  const med = (samples: Sample[], key: keyof Sample, digits: number): string =>
-    median(samples.map((s) => s[key])).toFixed(digits);
+  const med = (of: Sample[], key: keyof Sample, digits: number): string =>
+    median(of.map((s) => s[key])).toFixed(digits);
   console.log(
     `\nRelay floor, ${machine()}, load average ${load} at the start; medians of ${ROUNDS} ` +
       `keep-alive rounds (${DURATION} s, 50 connections).\n`,
@@ -309,7 +277,7 @@ async function main(): Promise<void> {
     markdownTable(
       ['path', 'keep-alive, of direct', 'edge µs/request', 'agent µs/request'],
       paths.map((p) => {
-        const k = keepAlive.get(p)!;
+        const k = samples.get(p)!;
         return [p.name, med(k, 'ratio', 2), med(k, 'edge', 1), med(k, 'agent', 1)];
       }),
     ),

@@ -32,6 +32,7 @@ import { bestOf } from './support/load.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './support/roles.js';
 import { connectAgent, edgeAddress, type EdgeAddress } from './support/sdk-agent.js';
 import { connectNgrok } from './support/ngrok-agent.js';
+import { wrk } from './support/wrk.js';
 
 const MB = 1_000_000;
 const DURATION = Number(process.env.DURATION ?? 5);
@@ -97,14 +98,6 @@ function run(cmd: string, args: string[]): Promise<string> {
   );
 }
 
-const WRK_REPORT = `done = function(summary, latency, requests)
-  local e = summary.errors
-  io.write(string.format('{"requests":%d,"us":%d,"errors":%d,"non2xx":%d,"p50":%d,"p99":%d}\\n',
-    summary.requests, summary.duration, e.connect + e.read + e.write + e.timeout, e.status,
-    latency:percentile(50), latency:percentile(99)))
-end
-`;
-
 interface Result {
   /** req/s or MB/s */
   value: number;
@@ -115,26 +108,15 @@ interface Result {
   units: number;
 }
 
-async function wrk(
-  port: number,
-  host: string,
-  newConnections: boolean,
-  dir: string,
-  connections = newConnections ? NEWCONN_CONNECTIONS : CONNECTIONS,
-) {
-  const script = join(dir, 'report.lua');
-  writeFileSync(script, WRK_REPORT);
-  const args = ['-t1', `-c${connections}`, `-d${DURATION}s`, '-s', script, '-H', `Host: ${host}`];
-  if (newConnections) args.push('-H', 'Connection: close');
-  const out = await run('wrk', [...args, `http://127.0.0.1:${port}/`]);
-  const r = JSON.parse(out.slice(out.lastIndexOf('{'))) as Record<string, number>;
-  return {
-    value: r.requests! / (r.us! / 1e6),
-    p50Ms: r.p50! / 1000,
-    p99Ms: r.p99! / 1000,
-    errors: r.errors! + r.non2xx!,
-    units: r.requests!,
-  };
+async function keepAliveRun(port: number, host: string, close: boolean, connections?: number) {
+  const r = await wrk({
+    port,
+    host,
+    connections: connections ?? (close ? NEWCONN_CONNECTIONS : CONNECTIONS),
+    seconds: DURATION,
+    close,
+  });
+  return { value: r.rate, p50Ms: r.p50Ms, p99Ms: r.p99Ms, errors: r.errors, units: r.requests };
 }
 
 async function curlTransfer(port: number, host: string, upload: string | undefined) {
@@ -181,14 +163,14 @@ const CASES: { kind: CaseKind; name: string; unit: string }[] = [
   { kind: 'tcp-down', name: `TCP bulk ${TCP_MB} MB, service to client`, unit: 'MB/s' },
 ];
 
-function measure(kind: CaseKind, target: Target, dir: string, upload: string): Promise<Result> {
+function measure(kind: CaseKind, target: Target, upload: string): Promise<Result> {
   switch (kind) {
     case 'keepalive-1':
-      return wrk(target.httpPort, target.host, false, dir, 1);
+      return keepAliveRun(target.httpPort, target.host, false, 1);
     case 'keepalive':
-      return wrk(target.httpPort, target.host, false, dir);
+      return keepAliveRun(target.httpPort, target.host, false);
     case 'newconn':
-      return wrk(target.httpPort, target.host, true, dir);
+      return keepAliveRun(target.httpPort, target.host, true);
     case 'download':
       return bestTransfer(() => curlTransfer(target.httpPort, target.host, undefined));
     case 'upload':
@@ -248,10 +230,10 @@ async function main(): Promise<void> {
     agents[kind] = await roles.start<AgentUrls>(kind, spec);
   }
   // Warm up every path (JIT, pools, certificates) before anything is measured.
-  await wrk(service.http, 'localhost', false, dir).catch(() => undefined);
+  await keepAliveRun(service.http, 'localhost', false).catch(() => undefined);
   for (const kind of AGENTS) {
     const host = new URL(agents[kind]!.http).hostname;
-    await wrk(edge.httpPort, host, false, dir);
+    await keepAliveRun(edge.httpPort, host, false);
     // And the bulk path, so that no measured transfer runs the edge's and agent's bulk code cold.
     if (!ONLY || ONLY.includes('download')) await curlTransfer(edge.httpPort, host, undefined);
   }
@@ -267,7 +249,6 @@ async function main(): Promise<void> {
     const direct = await measure(
       c.kind,
       { httpPort: service.http, host: 'localhost', tcpPort: service.tcp },
-      dir,
       upload,
     );
     const show = (r: Result) =>
@@ -284,7 +265,7 @@ async function main(): Promise<void> {
       };
       const segsBefore = await agentLinkSegments(agentPort, urls.pid);
       const [tunnel, cpu] = await cpuDuring([edge.pid, urls.pid, servicePid], () =>
-        measure(c.kind, target, dir, upload),
+        measure(c.kind, target, upload),
       );
       const segsAfter = await agentLinkSegments(agentPort, urls.pid);
       row.push(`${show(tunnel)}, ${fmt((100 * tunnel.value) / direct.value)} %`);

@@ -19,10 +19,10 @@
  * loop, for `perf record -p`.
  */
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 
 import { processCpuMs, startEdgeServer, type EdgeServer } from '../edge-process.js';
 import { startBulkService, type ServicePorts } from './bulk.js';
+import { syscalls } from './load.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './roles.js';
 import { edgeAddress } from './sdk-agent.js';
 import { serveNgrok, serveSdk, type AgentSpec } from './agent-roles.js';
@@ -48,14 +48,6 @@ function curl(port: number, host: string): number {
     url,
   ]);
   return Number(out.toString());
-}
-
-/** The read and write system calls process `pid` made so far (/proc/<pid>/io). */
-function syscalls(pid: number): number {
-  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
-  const field = (name: string): number =>
-    Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1]);
-  return field('syscr') + field('syscw');
 }
 
 function median(values: number[]): number {

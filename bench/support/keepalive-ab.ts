@@ -13,12 +13,11 @@
  * (/proc/<pid>/io, every kind of read and write: sockets, TLS, epoll not counted); at the end,
  * the median of each over the rounds.
  */
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { loadavg } from 'node:os';
 import { processCpuMs, startEdgeServer, type EdgeServer } from '../edge-process.js';
 import { startBulkService, type ServicePorts } from './bulk.js';
+import { ioCalls } from './load.js';
+import { wrk } from './wrk.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './roles.js';
 import { edgeAddress } from './sdk-agent.js';
 import { serveNgrok, serveSdk, type AgentSpec } from './agent-roles.js';
@@ -29,32 +28,6 @@ const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const DURATION = Number(process.env.DURATION ?? 5);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const WARMUP = Number(process.env.WARMUP ?? 3);
-
-const WRK_REPORT = `done = function(summary, latency, requests)
-  io.write(string.format('{"requests":%d,"us":%d,"errors":%d}\\n', summary.requests,
-    summary.duration, summary.errors.connect + summary.errors.read + summary.errors.write +
-    summary.errors.timeout + summary.errors.status))
-end
-`;
-
-function wrk(script: string, port: number, host: string, seconds: number) {
-  return new Promise<{ requests: number; rate: number; errors: number }>((resolve, reject) => {
-    const args = ['-t1', `-c${CONNECTIONS}`, `-d${seconds}s`, '-s', script, '-H', `Host: ${host}`];
-    execFile('wrk', [...args, `http://127.0.0.1:${port}/`], (err, out) => {
-      if (err) return reject(new Error(`wrk: ${err.message}`));
-      const r = JSON.parse(out.slice(out.lastIndexOf('{'))) as Record<string, number>;
-      resolve({ requests: r.requests!, rate: r.requests! / (r.us! / 1e6), errors: r.errors! });
-    });
-  });
-}
-
-/** The read and write system calls process `pid` made so far (/proc/<pid>/io: syscr, syscw). */
-function syscalls(pid: number): { reads: number; writes: number } {
-  const io = readFileSync(`/proc/${pid}/io`, 'utf8');
-  const field = (name: string): number =>
-    Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1]);
-  return { reads: field('syscr'), writes: field('syscw') };
-}
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -71,10 +44,6 @@ interface Tree {
 async function main(): Promise<void> {
   const trees = process.argv.slice(2);
   if (trees.length === 0) throw new Error('usage: keepalive-ab.ts <built tree> [<built tree> …]');
-  const dir = mkdtempSync(join(tmpdir(), 'burrow-keepalive-ab-'));
-  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
-  const script = join(dir, 'report.lua');
-  writeFileSync(script, WRK_REPORT);
   const { reply: service } = await roles.spawn<ServicePorts>('service');
   const started: Tree[] = [];
   for (const root of trees) {
@@ -83,21 +52,23 @@ async function main(): Promise<void> {
     const agent = await roles.start<{ pid: number; http: string }>(AGENT, spec);
     started.push({ root, edge, host: new URL(agent.http).hostname });
   }
-  await wrk(script, service.http, 'localhost', 3);
-  for (const tree of started) await wrk(script, tree.edge.httpPort, tree.host, WARMUP);
+  const load = (port: number, host: string, seconds: number) =>
+    wrk({ port, host, connections: CONNECTIONS, seconds });
+  await load(service.http, 'localhost', 3);
+  for (const tree of started) await load(tree.edge.httpPort, tree.host, WARMUP);
   const results = new Map<Tree, { cpuUs: number; ratio: number; reads: number; writes: number }[]>(
     started.map((t) => [t, []]),
   );
   for (let round = 1; round <= ROUNDS; round++) {
     // Every other round in the other order: neither tree always runs first.
     for (const tree of round % 2 === 1 ? started : [...started].reverse()) {
-      const direct = await wrk(script, service.http, 'localhost', DURATION);
-      const load = loadavg()[0]!.toFixed(1);
+      const direct = await load(service.http, 'localhost', DURATION);
+      const loadAverage = loadavg()[0]!.toFixed(1);
       const before = processCpuMs(tree.edge.pid);
-      const callsBefore = syscalls(tree.edge.pid);
-      const run = await wrk(script, tree.edge.httpPort, tree.host, DURATION);
+      const callsBefore = ioCalls(tree.edge.pid);
+      const run = await load(tree.edge.httpPort, tree.host, DURATION);
       const cpuMs = processCpuMs(tree.edge.pid) - before;
-      const calls = syscalls(tree.edge.pid);
+      const calls = ioCalls(tree.edge.pid);
       const reads = (calls.reads - callsBefore.reads) / run.requests;
       const writes = (calls.writes - callsBefore.writes) / run.requests;
       results.get(tree)!.push({
@@ -111,7 +82,7 @@ async function main(): Promise<void> {
           `(${(run.rate / direct.rate).toFixed(2)} of direct ${direct.rate.toFixed(0)}), ` +
           `edge CPU ${((cpuMs * 1000) / run.requests).toFixed(1)} µs/request, ` +
           `syscalls/request ${reads.toFixed(2)} read ${writes.toFixed(2)} write` +
-          `, load ${load}` +
+          `, load ${loadAverage}` +
           (run.errors ? ` [${run.errors} errors]` : ''),
       );
     }

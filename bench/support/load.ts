@@ -87,11 +87,18 @@ export async function keepAliveLoad(spec: {
   };
 }
 
-/** Read and write system calls process `pid` made so far (/proc/<pid>/io: syscr + syscw). */
-export function syscalls(pid: number | 'self' = 'self'): number {
+/** Read and write system calls process `pid` made so far (/proc/<pid>/io: syscr, syscw). */
+export function ioCalls(pid: number | 'self' = 'self'): { reads: number; writes: number } {
   const io = readFileSync(`/proc/${pid}/io`, 'utf8');
-  const field = (name: string): number => Number(new RegExp(`${name}: (\\d+)`).exec(io)?.[1]);
-  return field('syscr') + field('syscw');
+  const field = (name: string): number =>
+    Number(new RegExp(`^${name}: (\\d+)$`, 'm').exec(io)?.[1]);
+  return { reads: field('syscr'), writes: field('syscw') };
+}
+
+/** {@link ioCalls}, reads and writes together. */
+export function syscalls(pid: number | 'self' = 'self'): number {
+  const { reads, writes } = ioCalls(pid);
+  return reads + writes;
 }
 
 /** What the `load` role is asked to run (see keepAliveLoadRole). */
