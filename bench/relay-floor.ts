@@ -29,7 +29,7 @@ import { processCpuMs, startEdgeServer } from './edge-process.js';
 import { machine, markdownTable } from './report.js';
 import { serveNgrok, serveSdk, type AgentSpec } from './support/agent-roles.js';
 import { startBulkService, type ServicePorts } from './support/bulk.js';
-import { median } from './support/load.js';
+import { ioCalls, median } from './support/load.js';
 import { answer, exitOnSignals, RoleProcesses, runRoles } from './support/roles.js';
 import { edgeAddress } from './support/sdk-agent.js';
 import { wrk } from './support/wrk.js';
@@ -211,6 +211,9 @@ interface Sample {
   ratio: number;
   edge: number;
   agent: number;
+  /** The edge's read and write system calls per request (/proc/<pid>/io). */
+  reads: number;
+  writes: number;
 }
 
 /** wrk on the service alone, then on `path`: the ratio, and CPU µs per request from /proc. */
@@ -218,12 +221,16 @@ async function measure(path: Path, service: number): Promise<Sample> {
   const direct = await keepAlive(service, 'localhost', DURATION);
   const edge = processCpuMs(path.edgePid);
   const agent = processCpuMs(path.agentPid);
+  const io = ioCalls(path.edgePid);
   const run = await keepAlive(path.port, path.host, DURATION);
   const perRequest = (ms: number): number => (ms * 1000) / run.requests;
+  const ioAfter = ioCalls(path.edgePid);
   return {
     ratio: run.rate / direct.rate,
     edge: perRequest(processCpuMs(path.edgePid) - edge),
     agent: perRequest(processCpuMs(path.agentPid) - agent),
+    reads: (ioAfter.reads - io.reads) / run.requests,
+    writes: (ioAfter.writes - io.writes) / run.requests,
   };
 }
 
@@ -263,7 +270,8 @@ async function main(): Promise<void> {
       samples.get(path)!.push(sample);
       console.log(
         `keep-alive round ${round}, ${path.name}: ${sample.ratio.toFixed(2)} of direct, ` +
-          `edge ${sample.edge.toFixed(1)} µs/request, agent ${sample.agent.toFixed(1)} µs/request`,
+          `edge ${sample.edge.toFixed(1)} µs/request, agent ${sample.agent.toFixed(1)} µs/request, ` +
+          `edge reads/writes per request ${sample.reads.toFixed(2)}/${sample.writes.toFixed(2)}`,
       );
     }
   }
@@ -275,10 +283,17 @@ async function main(): Promise<void> {
   );
   console.log(
     markdownTable(
-      ['path', 'keep-alive, of direct', 'edge µs/request', 'agent µs/request'],
+      [
+        'path',
+        'keep-alive, of direct',
+        'edge µs/request',
+        'agent µs/request',
+        'edge reads, writes',
+      ],
       paths.map((p) => {
         const k = samples.get(p)!;
-        return [p.name, med(k, 'ratio', 2), med(k, 'edge', 1), med(k, 'agent', 1)];
+        const io = `${med(k, 'reads', 2)}, ${med(k, 'writes', 2)}`;
+        return [p.name, med(k, 'ratio', 2), med(k, 'edge', 1), med(k, 'agent', 1), io];
       }),
     ),
   );

@@ -10,7 +10,13 @@ import http, { type RequestListener } from 'node:http';
 import net from 'node:net';
 import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
-import type { MuxStream, ProxyHeader } from '../protocol/index.js';
+import {
+  READ_SLAB_SIZE,
+  readIntoSlabs,
+  type MuxStream,
+  type ProxyHeader,
+  type SlabLender,
+} from '../protocol/index.js';
 import { BurrowAgentError } from './errors.js';
 import { HttpObserver, type HttpExchange } from './http-observer.js';
 
@@ -206,14 +212,37 @@ function forwardToAddress(
     stream.off('close', abandon);
     local.off('error', fail);
     if (hooks.onExchange && carriesHttp(header, hooks)) {
+      // It copies what it keeps of a read: the memory of a read may be read into again.
       const observer = new HttpObserver(header.ClientAddr, hooks.onExchange, hooks.captureBytes);
       stream.on('data', (chunk: Buffer) => observer.request(chunk));
       local.on('data', (chunk: Buffer) => observer.response(chunk));
       local.once('close', () => observer.close());
     }
     relay(stream, local);
+    const lender = stream.sendLender;
+    if (lender && !address.tls) readBulkIntoSlabs(local, lender);
     if (carriesHttp(header, hooks)) refuseAfterServiceClosed(stream, local);
   });
+}
+
+/** Node reads a TCP socket 64 KiB at a time: a read this large found more waiting. */
+const FULL_READ = 64 * 1024;
+
+/**
+ * Once `local` shows itself to be a bulk transfer (a read filled Node's whole read buffer), read
+ * it into slabs lent from `lender` instead of a fresh 64 KiB buffer per read: the stream gives
+ * each piece back once the link has written it, and the next reads go into the same memory. A
+ * download through the SDK otherwise left tens of thousands of 64 KiB buffers per GB to the
+ * garbage collector, whose mark-compacts (3-4 a second) doubled the agent's CPU per GB
+ * (docs/benchmarks.md, issue 29). Only bulk connections: a slab reader keeps its slab while idle.
+ */
+function readBulkIntoSlabs(local: net.Socket, lender: SlabLender): void {
+  const onData = (chunk: Buffer): void => {
+    if (chunk.length < FULL_READ) return;
+    local.off('data', onData);
+    readIntoSlabs(local, READ_SLAB_SIZE, lender);
+  };
+  local.on('data', onData);
 }
 
 /**

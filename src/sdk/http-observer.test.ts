@@ -32,6 +32,21 @@ describe('HttpObserver', () => {
     ]);
   });
 
+  it('keeps its own copy of a head that continues in a later read: the read memory is reused', () => {
+    const { observer, seen } = observe();
+    const read = Buffer.alloc(64);
+    const feed = (text: string): void => {
+      // One buffer read into again each time, as a socket reading into slabs is once written.
+      const n = read.write(text, 'latin1');
+      observer.request(read.subarray(0, n));
+      read.fill(0x7a);
+    };
+    feed('DELETE /items/');
+    feed('42 HTTP/1.1\r\nHost: x\r\n\r\n');
+    observer.response(Buffer.from('HTTP/1.1 204 No Content\r\n\r\n'));
+    expect(seen).toEqual([['DELETE', '/items/42', 204]]);
+  });
+
   it('follows chunked bodies split anywhere, with extensions and trailers', () => {
     const { observer, seen } = observe();
     bytewise(

@@ -155,15 +155,18 @@ class MessageReader {
     const before = this.headBytes;
     const window = this.tail.length > 0 ? Buffer.concat([this.tail, piece]) : piece;
     const hit = window.indexOf(CRLF2);
-    this.head.push(piece);
     this.headBytes += piece.length;
     if (hit < 0) {
       if (this.headBytes > MAX_HEAD) return -2;
+      // Kept until the head is complete, so copied: the reader's memory is read into again once
+      // the link has written it (a service socket reading into slabs, forward.ts).
+      this.head.push(Buffer.from(piece));
       this.keep(piece);
       this.tail = Buffer.from(window.subarray(Math.max(0, window.length - 3)));
       return -1;
     }
     const end = before - this.tail.length + hit;
+    this.head.push(piece);
     const joined = this.head.length === 1 ? piece : Buffer.concat(this.head);
     const parsed = parseHead(joined.toString('latin1', 0, end));
     this.head = [];

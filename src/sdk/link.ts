@@ -7,6 +7,7 @@ import {
   type Heartbeat,
   MuxSession,
   type MuxStream,
+  SlabLender,
   StreamType,
   TypedSession,
   call,
@@ -16,6 +17,13 @@ import { dialEdge } from './dial.js';
 import { toAgentError } from './errors.js';
 import { authRequest, RPC_TIMEOUT_MS, type SessionSettings } from './options.js';
 import { serveServerStream, type ServerStreamHost } from './server-streams.js';
+
+/**
+ * The slabs the process's service sockets read into during bulk transfers (forward.ts), shared
+ * by its sessions: each slab is read into again once the link has written what was read into it.
+ * At most 8 spare slabs (2 MiB) are kept.
+ */
+const SERVICE_READS = new SlabLender(undefined, 8);
 
 /** An authenticated connection to the edge. */
 export interface Link {
@@ -56,6 +64,7 @@ export async function openLink(
   const mux = new MuxSession(socket, {
     role: 'client',
     window: windowForAlpn(socket.alpnProtocol),
+    sendLender: SERVICE_READS,
   });
   const typed = new TypedSession(mux);
   typed.on('stream', (stream: MuxStream, type: number) =>

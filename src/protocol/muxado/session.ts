@@ -61,6 +61,13 @@ export interface MuxSessionOptions {
    * so that the slabs are read into again instead of allocated afresh.
    */
   lender?: SlabLender;
+  /**
+   * The lender of what the session's streams are given to write: a source that reads into its
+   * slabs (readIntoSlabs with this lender) writes views of them to a stream, and each payload is
+   * given back once the transport has written it, so that the source reads into the same slabs
+   * again (the SDK's service sockets during a download; docs/benchmarks.md, issue 29).
+   */
+  sendLender?: SlabLender;
 }
 
 /** Reads at least this large are bulk transfer: the peer's segments are full and get ACKed. */
@@ -138,6 +145,8 @@ export class MuxSession extends EventEmitter implements StreamHost {
   private pendingLent: Buffer[] = [];
   private readsScheduled = false;
   private readonly lender: SlabLender | undefined;
+  /** @internal See MuxSessionOptions.sendLender. */
+  readonly sendLender: SlabLender | undefined;
   /**
    * The DATA chunks of the last parse that were lent (counted on their slab) and not yet given
    * back: a reader's release is looked up here, by identity. Forgotten when the next reads are
@@ -178,6 +187,7 @@ export class MuxSession extends EventEmitter implements StreamHost {
     this.ackProbes = options.ackProbes ?? false;
     this.coalesceReads = options.coalesceReads ?? false;
     this.lender = options.lender;
+    this.sendLender = options.sendLender;
     this.writer = new FrameWriter(
       transport,
       Math.max(options.writeBufferSize ?? DEFAULT_WRITE_BUFFER, transport.writableHighWaterMark),

@@ -70,6 +70,8 @@ export class SlabLender {
   private readonly spare: Buffer[] = [];
   /** Slabs read into again instead of allocated (for tests and benchmarks). */
   reused = 0;
+  /** Slabs handed to readers, spare or fresh (for tests and benchmarks). */
+  taken = 0;
 
   constructor(
     readonly slabSize: number = READ_SLAB_SIZE,
@@ -93,6 +95,7 @@ export class SlabLender {
 
   /** @internal A slab to read into: a spare one when there is one. */
   take(): Buffer {
+    this.taken++;
     const slab = this.spare.pop();
     if (slab) {
       this.reused++;

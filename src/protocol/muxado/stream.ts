@@ -2,6 +2,7 @@ import { Duplex } from 'node:stream';
 import type { Writable } from 'node:stream';
 import { ErrorCode, FrameFlag, FrameType, FRAME_HEADER_SIZE, encodeFrameHeader } from './frame.js';
 import { MuxError } from './errors.js';
+import type { SlabLender } from './slab-reads.js';
 
 /** What a stream needs from its session; MuxSession implements it. */
 export interface StreamHost {
@@ -14,6 +15,11 @@ export interface StreamHost {
   forgetStream(stream: MuxStream): void;
   /** Nothing refers to `chunk`, a DATA chunk given to a stream, any more (SlabLender). */
   giveBack(chunk: Buffer): void;
+  /**
+   * The lender of what streams are given to write (MuxSessionOptions.sendLender): each payload
+   * piece is given back to it once the transport has written it.
+   */
+  readonly sendLender: SlabLender | undefined;
 }
 
 /** Payloads up to this size are copied next to their header: one socket write instead of two. */
@@ -102,6 +108,15 @@ export class MuxStream extends Duplex {
     // always. (issue 29: one tick object and a read(0) per frame, on every keep-alive request.)
     (this as unknown as { _readableState: { readingMore: boolean } })._readableState.readingMore =
       true;
+  }
+
+  /**
+   * Where memory lent for this stream's writes goes back (MuxSessionOptions.sendLender), if the
+   * session has such a lender: a source reading into its slabs (readIntoSlabs) may write views of
+   * them to the stream, each given back once written.
+   */
+  get sendLender(): SlabLender | undefined {
+    return this.host.sendLender;
   }
 
   /** Bytes received and not yet credited back to the peer: never more than `window`. */
@@ -281,14 +296,21 @@ export class MuxStream extends Duplex {
       (this.fin === Fin.Pending ||
         (this.fin === Fin.None && this.writableEnded && this.writableLength === this.batchBytes));
     if (finNow) flags |= FrameFlag.Fin;
+    const lender = this.host.sendLender;
     if (n > 0 && n < COALESCE_BELOW) {
       const frame = Buffer.allocUnsafe(FRAME_HEADER_SIZE + n);
       encodeFrameHeader(FrameType.Data, flags, this.id, n, frame);
-      this.takePayload(n, (piece, at) => piece.copy(frame, FRAME_HEADER_SIZE + at));
+      this.takePayload(n, (piece, at) => {
+        piece.copy(frame, FRAME_HEADER_SIZE + at);
+        lender?.giveBackRead(piece);
+      });
       out.write(frame);
     } else {
       out.write(encodeFrameHeader(FrameType.Data, flags, this.id, n));
-      this.takePayload(n, (piece) => out.write(piece));
+      if (lender === undefined) this.takePayload(n, (piece) => out.write(piece));
+      // Given back when the transport is done with it (a TLS socket has encrypted it by then):
+      // only then may a later read of the service socket go into its memory.
+      else this.takePayload(n, (piece) => out.write(piece, () => lender.giveBackRead(piece)));
     }
     this.sendWindow -= n;
     if (n > 0) this.probesSinceData = 0;
