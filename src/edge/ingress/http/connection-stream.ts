@@ -189,7 +189,14 @@ export abstract class ConnectionStream {
 
   private readonly uncorkTurn = (): void => {
     this.corkedForTurn = false;
-    this.socket.uncork();
+    const socket = this.socket;
+    socket.uncork();
+    // The turn's back-pressure, judged once its writes went out: judged write by write, a socket
+    // with 16 KiB of room paused the stream after two of ngrok's 8 KiB frames, or after each of
+    // the SDK's 64 KiB ones, and resumed it on the next tick, every turn.
+    if (socket.writableLength >= socket.writableHighWaterMark && !socket.destroyed) {
+      this.waitForDrain();
+    }
     const written = this.written;
     if (written.length === 0) return;
     const to = this.writtenTo;
@@ -199,6 +206,21 @@ export abstract class ConnectionStream {
     if (this.socket.destroyed || this.socket.writableLength > 0) return;
     for (let i = 0; i < written.length; i++) to[i]!.release(written[i]!);
   };
+
+  /** Whether the socket is corked for this turn's body writes (their back-pressure waits). */
+  protected get corkedInTurn(): boolean {
+    return this.corkedForTurn;
+  }
+
+  private readonly resumeStream = (): void => {
+    this.stream?.resume();
+  };
+
+  /** Hold the stream until the socket has written what it holds. */
+  protected waitForDrain(): void {
+    this.stream?.pause();
+    this.socket.once('drain', this.resumeStream);
+  }
 
   /** Take the stream from this connection, without closing it. */
   protected release(): Duplex | undefined {

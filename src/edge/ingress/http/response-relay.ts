@@ -44,10 +44,6 @@ export abstract class ResponseRelay extends ConnectionStream {
     rest: Buffer | undefined,
   ): void;
 
-  private readonly resumeStream = (): void => {
-    this.stream?.resume();
-  };
-
   protected readonly onStreamData = (chunk: Buffer): void => {
     const exchange = this.exchange;
     if (!exchange) {
@@ -200,10 +196,7 @@ export abstract class ResponseRelay extends ConnectionStream {
     // Every character of the head is latin1 (parsed from bytes as latin1, or ASCII of ours).
     const text = n > 0 ? head + rest!.toString('latin1', 0, n) : head;
     const socket = this.socket;
-    if (!socket.write(text, 'latin1') && n > 0) {
-      this.stream?.pause();
-      socket.once('drain', this.resumeStream);
-    }
+    if (!socket.write(text, 'latin1') && n > 0) this.waitForDrain();
     exchange.answeredAt = performance.now();
     if (rest !== undefined && n < rest.length) exchange.spoiled = true;
     this.responseDone(exchange);
@@ -249,10 +242,9 @@ export abstract class ResponseRelay extends ConnectionStream {
     }
     const transforms = exchange.transforms;
     if (n > 0 && !transforms) {
-      if (!this.socket.write(n === chunk.length ? chunk : chunk.subarray(0, n))) {
-        this.stream?.pause();
-        this.socket.once('drain', this.resumeStream);
-      }
+      const written = this.socket.write(n === chunk.length ? chunk : chunk.subarray(0, n));
+      // In a corked turn, judged at its end (ConnectionStream).
+      if (!written && !this.corkedInTurn) this.waitForDrain();
     } else if (n > 0 && !(framer instanceof ChunkedFramer)) {
       // A chunked body reaches the transforms decoded, through the framer's parts.
       transforms!.write(n === chunk.length ? chunk : chunk.subarray(0, n));
