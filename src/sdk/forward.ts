@@ -227,18 +227,25 @@ function forwardToAddress(
 
 /** Node reads a TCP socket 64 KiB at a time: a read this large found more waiting. */
 const FULL_READ = 64 * 1024;
+/** Bytes a connection carries in full reads before it reads into slabs. */
+const BULK_AFTER = 1024 * 1024;
 
 /**
- * Once `local` shows itself to be a bulk transfer (a read filled Node's whole read buffer), read
- * it into slabs lent from `lender` instead of a fresh 64 KiB buffer per read: the stream gives
- * each piece back once the link has written it, and the next reads go into the same memory. A
- * download through the SDK otherwise left tens of thousands of 64 KiB buffers per GB to the
- * garbage collector, whose mark-compacts (3-4 a second) doubled the agent's CPU per GB
- * (docs/benchmarks.md, issue 29). Only bulk connections: a slab reader keeps its slab while idle.
+ * Once `local` shows itself to be a bulk transfer (a megabyte read in reads that filled Node's
+ * whole read buffer), read it into slabs lent from `lender` instead of a fresh 64 KiB buffer per
+ * read: the stream gives each piece back once the link has written it, and the next reads go
+ * into the same memory. A download through the SDK otherwise left tens of thousands of 64 KiB
+ * buffers per GB to the garbage collector, whose mark-compacts (3-4 a second) doubled the agent's
+ * CPU per GB (docs/benchmarks.md, issue 29). Only bulk connections: a slab reader keeps its slab
+ * (256 KiB) for as long as the connection is open, idle or not, where Node's own reads keep
+ * nothing; a keep-alive connection that served a page and a few images does not take one.
  */
 function readBulkIntoSlabs(local: net.Socket, lender: SlabLender): void {
+  let bulk = 0;
   const onData = (chunk: Buffer): void => {
     if (chunk.length < FULL_READ) return;
+    bulk += chunk.length;
+    if (bulk < BULK_AFTER) return;
     local.off('data', onData);
     readIntoSlabs(local, READ_SLAB_SIZE, lender);
   };

@@ -36,6 +36,11 @@ export interface SlabReads {
    * for 'data' wait (and the socket pauses) until someone does.
    */
   attach(socket: Socket): void;
+  /**
+   * The socket reads no more (it closed): its slab goes back to the lender, spare once the views
+   * lent from it are given back.
+   */
+  leave(): void;
 }
 
 /** Where a slab is: read into now, left by the reads (its views may still be out), or spare. */
@@ -72,6 +77,11 @@ export class SlabLender {
   reused = 0;
   /** Slabs handed to readers, spare or fresh (for tests and benchmarks). */
   taken = 0;
+
+  /** Slabs kept spare now (for tests and benchmarks). */
+  get spareSlabs(): number {
+    return this.spare.length;
+  }
 
   constructor(
     readonly slabSize: number = READ_SLAB_SIZE,
@@ -237,6 +247,9 @@ export function slabReads(
         return false; // pauses the socket until flush()
       },
     },
+    leave(): void {
+      lender?.leave(slab);
+    },
     attach(s: Socket): void {
       socket = s;
       s.on('newListener', (event: string | symbol) => {
@@ -308,5 +321,6 @@ export function readIntoSlabs(
   state[keys.buffer] = first;
   handle.useUserBuffer(first);
   reads.attach(socket);
+  if (lender) socket.once('close', () => reads.leave());
   return true;
 }
