@@ -108,7 +108,8 @@ interface Result {
   units: number;
 }
 
-async function keepAliveRun(port: number, host: string, close: boolean, connections?: number) {
+/** `wrk` for DURATION: keep-alive, or with `close` a new connection per request. */
+async function wrkRun(port: number, host: string, close: boolean, connections?: number) {
   const r = await wrk({
     port,
     host,
@@ -166,11 +167,11 @@ const CASES: { kind: CaseKind; name: string; unit: string }[] = [
 function measure(kind: CaseKind, target: Target, upload: string): Promise<Result> {
   switch (kind) {
     case 'keepalive-1':
-      return keepAliveRun(target.httpPort, target.host, false, 1);
+      return wrkRun(target.httpPort, target.host, false, 1);
     case 'keepalive':
-      return keepAliveRun(target.httpPort, target.host, false);
+      return wrkRun(target.httpPort, target.host, false);
     case 'newconn':
-      return keepAliveRun(target.httpPort, target.host, true);
+      return wrkRun(target.httpPort, target.host, true);
     case 'download':
       return bestTransfer(() => curlTransfer(target.httpPort, target.host, undefined));
     case 'upload':
@@ -230,10 +231,10 @@ async function main(): Promise<void> {
     agents[kind] = await roles.start<AgentUrls>(kind, spec);
   }
   // Warm up every path (JIT, pools, certificates) before anything is measured.
-  await keepAliveRun(service.http, 'localhost', false).catch(() => undefined);
+  await wrkRun(service.http, 'localhost', false).catch(() => undefined);
   for (const kind of AGENTS) {
     const host = new URL(agents[kind]!.http).hostname;
-    await keepAliveRun(edge.httpPort, host, false);
+    await wrkRun(edge.httpPort, host, false);
     // And the bulk path, so that no measured transfer runs the edge's and agent's bulk code cold.
     if (!ONLY || ONLY.includes('download')) await curlTransfer(edge.httpPort, host, undefined);
   }

@@ -22,7 +22,7 @@ import { execFileSync } from 'node:child_process';
 
 import { processCpuMs, startEdgeServer, type EdgeServer } from '../edge-process.js';
 import { startBulkService, type ServicePorts } from './bulk.js';
-import { syscalls } from './load.js';
+import { median, syscalls } from './load.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './roles.js';
 import { edgeAddress } from './sdk-agent.js';
 import { serveNgrok, serveSdk, type AgentSpec } from './agent-roles.js';
@@ -48,12 +48,6 @@ function curl(port: number, host: string): number {
     url,
   ]);
   return Number(out.toString());
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 interface Tree {

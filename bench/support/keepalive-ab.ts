@@ -16,7 +16,7 @@
 import { loadavg } from 'node:os';
 import { processCpuMs, startEdgeServer, type EdgeServer } from '../edge-process.js';
 import { startBulkService, type ServicePorts } from './bulk.js';
-import { ioCalls } from './load.js';
+import { ioCalls, median } from './load.js';
 import { wrk } from './wrk.js';
 import { answer, exitOnSignals, fail, RoleProcesses } from './roles.js';
 import { edgeAddress } from './sdk-agent.js';
@@ -28,12 +28,6 @@ const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const DURATION = Number(process.env.DURATION ?? 5);
 const CONNECTIONS = Number(process.env.CONNECTIONS ?? 50);
 const WARMUP = Number(process.env.WARMUP ?? 3);
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
 
 interface Tree {
   root: string;

@@ -156,9 +156,11 @@ export async function bestOf<T>(
   return best!;
 }
 
-/** The median of `values` (the upper one of an even count). */
+/** The median of `values` (of an even count, the mean of the middle two). */
 export function median(values: number[]): number {
-  return [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 /**

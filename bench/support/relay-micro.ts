@@ -27,6 +27,7 @@ import net from 'node:net';
 import { PassThrough } from 'node:stream';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { median } from './load.js';
 
 const ROUNDS = Number(process.env.ROUNDS ?? 5);
 
@@ -190,12 +191,6 @@ async function writeNs(asString: boolean): Promise<number> {
   socket.destroy();
   server.close();
   return ns;
-}
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 }
 
 const trees = await Promise.all(process.argv.slice(2).map(load));

@@ -11,7 +11,6 @@ import net from 'node:net';
 import tls from 'node:tls';
 import type { Duplex } from 'node:stream';
 import {
-  READ_SLAB_SIZE,
   readIntoSlabs,
   type MuxStream,
   type ProxyHeader,
@@ -220,36 +219,34 @@ function forwardToAddress(
     }
     relay(stream, local);
     const lender = stream.sendLender;
-    if (lender && !address.tls) readBulkIntoSlabs(local, lender);
+    if (lender && !address.tls) readBulkIntoSlabs(local, stream, lender);
     if (carriesHttp(header, hooks)) refuseAfterServiceClosed(stream, local);
   });
 }
 
-/** Node reads a TCP socket 64 KiB at a time: a read this large found more waiting. */
-const FULL_READ = 64 * 1024;
-/** Bytes a connection carries in full reads before it reads into slabs. */
+/** Bytes a service connection has read before it may read into slabs. */
 const BULK_AFTER = 1024 * 1024;
 
 /**
- * Once `local` shows itself to be a bulk transfer (a megabyte read in reads that filled Node's
- * whole read buffer), read it into slabs lent from `lender` instead of a fresh 64 KiB buffer per
- * read: the stream gives each piece back once the link has written it, and the next reads go
- * into the same memory. A download through the SDK otherwise left tens of thousands of 64 KiB
- * buffers per GB to the garbage collector, whose mark-compacts (3-4 a second) doubled the agent's
- * CPU per GB (docs/benchmarks.md, issue 29). Only bulk connections: a slab reader keeps its slab
- * (256 KiB) for as long as the connection is open, idle or not, where Node's own reads keep
- * nothing; a keep-alive connection that served a page and a few images does not take one.
+ * Once `local` shows itself to be a bulk transfer (a megabyte read, and more coming than the
+ * link takes at once: the stream's back-pressure, 'drain'), read it into slabs lent from `lender`
+ * instead of a fresh 64 KiB buffer per read: the stream gives each piece back once the link has
+ * written it, and the next reads go into the same memory. A download through the SDK otherwise
+ * left tens of thousands of 64 KiB buffers per GB to the garbage collector, whose mark-compacts
+ * (3-4 a second) doubled the agent's CPU per GB (docs/benchmarks.md, issue 29). Only bulk
+ * connections: a slab reader keeps its slab (256 KiB) for as long as the connection is open, idle
+ * or not, where Node's own reads keep nothing. Judged on 'drain', which small answers never
+ * cause, so they cost nothing per read.
  */
-function readBulkIntoSlabs(local: net.Socket, lender: SlabLender): void {
-  let bulk = 0;
-  const onData = (chunk: Buffer): void => {
-    if (chunk.length < FULL_READ) return;
-    bulk += chunk.length;
-    if (bulk < BULK_AFTER) return;
-    local.off('data', onData);
-    readIntoSlabs(local, READ_SLAB_SIZE, lender);
+function readBulkIntoSlabs(local: net.Socket, stream: MuxStream, lender: SlabLender): void {
+  // After the pipe's own 'drain' listener has emptied what the paused socket buffered: a socket
+  // switches only with nothing waiting in it.
+  const trySwitch = (): void => {
+    if (local.bytesRead < BULK_AFTER || local.destroyed) return;
+    if (readIntoSlabs(local, lender.slabSize, lender)) stream.off('drain', onDrain);
   };
-  local.on('data', onData);
+  const onDrain = (): void => process.nextTick(trySwitch);
+  stream.on('drain', onDrain);
 }
 
 /**

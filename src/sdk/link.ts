@@ -7,6 +7,7 @@ import {
   type Heartbeat,
   MuxSession,
   type MuxStream,
+  READ_SLAB_SIZE,
   SlabLender,
   StreamType,
   TypedSession,
@@ -23,7 +24,7 @@ import { serveServerStream, type ServerStreamHost } from './server-streams.js';
  * by its sessions: each slab is read into again once the link has written what was read into it.
  * At most 8 spare slabs (2 MiB) are kept.
  */
-const SERVICE_READS = new SlabLender(undefined, 8);
+const SERVICE_READS = new SlabLender(READ_SLAB_SIZE, 8);
 
 /** An authenticated connection to the edge. */
 export interface Link {

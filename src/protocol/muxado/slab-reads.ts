@@ -95,6 +95,8 @@ export class SlabLender {
 
   private stateOf(buffer: ArrayBufferLike): SlabState | undefined {
     if (buffer === this.lastBuffer) return this.lastState;
+    // Other memory, told apart without a lookup (a sendLender sees every piece a stream writes).
+    if (buffer.byteLength !== this.slabSize) return undefined;
     const state = this.slabs.get(buffer);
     if (state) {
       this.lastBuffer = buffer;
@@ -135,6 +137,11 @@ export class SlabLender {
    */
   lendRead(view: Buffer): boolean {
     return this.lendSlab(view, view.length);
+  }
+
+  /** Whether `view` is memory of one of our slabs (lent, or to be lent). */
+  lends(view: Buffer): boolean {
+    return this.stateOf(view.buffer) !== undefined;
   }
 
   /** {@link lendRead} for `length` bytes read into `slab`, without a view made for them. */

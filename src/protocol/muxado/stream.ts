@@ -307,10 +307,12 @@ export class MuxStream extends Duplex {
       out.write(frame);
     } else {
       out.write(encodeFrameHeader(FrameType.Data, flags, this.id, n));
-      if (lender === undefined) this.takePayload(n, (piece) => out.write(piece));
-      // Given back when the transport is done with it (a TLS socket has encrypted it by then):
-      // only then may a later read of the service socket go into its memory.
-      else this.takePayload(n, (piece) => out.write(piece, () => lender.giveBackRead(piece)));
+      this.takePayload(n, (piece) => {
+        // A lent piece goes back when the transport is done with it (a TLS socket has encrypted
+        // it by then): only then may a later read of its source go into that memory.
+        if (lender?.lends(piece)) out.write(piece, () => lender.giveBackRead(piece));
+        else out.write(piece);
+      });
     }
     this.sendWindow -= n;
     if (n > 0) this.probesSinceData = 0;
